@@ -1,0 +1,106 @@
+"""``EdgeBatch`` and ``NodeBatch``: the views UDFs receive (DGL semantics).
+
+EdgeBatch covers a contiguous block of edges in internal order (the whole
+graph or one relation): ``src[k]``/``dst[k]`` gather node features by each
+edge's endpoints, ``data[k]`` is edge data, and Graphiler's typed lookups
+``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
+``g.etype_data[k]`` by each edge's source type, destination type, relation.
+NodeBatch covers a set of nodes: ``data[k]``, ``mailbox[k]`` of shape
+``[nodes, degree, ...]`` and ``type[k]``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+
+class _Lookup(Mapping):
+    """Read-only mapping whose values are computed on access."""
+
+    def __init__(self, fetch, keys, what: str):
+        self._fetch, self._keys, self._what = fetch, keys, what
+
+    def __getitem__(self, key):
+        if key not in self._keys():
+            raise KeyError(f"{self._what}[{key!r}]: no such feature; available: {list(self._keys())}")
+        return self._fetch(key)
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self):
+        return len(self._keys())
+
+
+class EdgeBatch:
+    """The edges ``lo..hi`` (internal order) of graph ``g``."""
+
+    def __init__(self, g, lo: int, hi: int, rel: int | None = None):
+        self._g, self._lo, self._hi, self._rel = g, lo, hi, rel
+        index = g.index
+        self._src = index.src[lo:hi]
+        self._dst = index.dst[lo:hi]
+        ndata, ntd, etd = g.ndata, g.ntype_data, g.etype_data
+        self.src = _Lookup(lambda k: ndata[k].index_select(0, self._src), lambda: list(ndata), "edges.src")
+        self.dst = _Lookup(lambda k: ndata[k].index_select(0, self._dst), lambda: list(ndata), "edges.dst")
+        self.data = _Lookup(self._edge_data, self._edge_keys, "edges.data")
+        self.srctype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._src]),
+                               lambda: list(ntd), "edges.srctype")
+        self.dsttype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._dst]),
+                               lambda: list(ntd), "edges.dsttype")
+        self.type = _Lookup(lambda k: etd[k].index_select(0, index.edge_rel[lo:hi]),
+                            lambda: list(etd), "edges.type")
+
+    def _edge_keys(self):
+        if self._rel is None:
+            return list(self._g.edata)
+        return list(self._g.edges[self._g.canonical_etypes[self._rel]].data)
+
+    def _edge_data(self, key):
+        if self._rel is None:
+            user = self._g.edata[key]
+        else:
+            user = self._g.edges[self._g.canonical_etypes[self._rel]].data[key]
+        return self._g.index.from_user_order(user, self._lo, self._hi)
+
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(src, dst, user edge id) of the batch's edges, global node ids."""
+        index = self._g.index
+        eid = torch.arange(self._lo, self._hi, device=index.device)
+        if index.user_eid is not None:
+            eid = index.user_eid[self._lo:self._hi]
+        return self._src, self._dst, eid
+
+    def batch_size(self) -> int:
+        return self._hi - self._lo
+
+    def __len__(self) -> int:
+        return self.batch_size()
+
+
+class NodeBatch:
+    """Nodes ``nodes`` (global ids) with optional mailbox.
+
+    ``read(key)`` supplies node data for exactly these nodes; the executor
+    passes a per-type reader when a node type's features have their own width.
+    """
+
+    def __init__(self, g, nodes: torch.Tensor, mailbox: dict | None = None, read=None, keys=None):
+        self._g, self._nodes = g, nodes
+        ndata, ntd = g.ndata, g.ntype_data
+        read = read or (lambda k: ndata[k].index_select(0, nodes))
+        self.data = _Lookup(read, keys or (lambda: list(ndata)), "nodes.data")
+        box = mailbox or {}
+        self.mailbox = _Lookup(box.__getitem__, lambda: list(box), "nodes.mailbox")
+        self.type = _Lookup(lambda k: ntd[k].index_select(0, g.index.node_type[nodes]),
+                            lambda: list(ntd), "nodes.type")
+
+    def nodes(self) -> torch.Tensor:
+        return self._nodes
+
+    def batch_size(self) -> int:
+        return self._nodes.numel()
+
+    def __len__(self) -> int:
+        return self.batch_size()

@@ -1,0 +1,78 @@
+"""``apply_edges`` / ``apply_nodes`` / ``update_all`` / ``multi_update_all``.
+
+Checks the arguments, runs the block through the executor and writes the
+results back: edge results in the user's edge order, node results over all
+nodes (whole graph) or over the destination node type (one relation).
+"""
+from __future__ import annotations
+
+from ..runtime import eager
+
+
+def _check_callable(fn, role: str):
+    if not callable(fn):
+        raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
+
+
+def apply_edges(g, message, etype=None) -> None:
+    _check_callable(message, "message")
+    rel = None if etype is None else g.etype_id(etype)
+    lo, hi = eager.edge_block(g, rel)
+    out = eager.messages(g, message, rel)
+    for k, v in out.items():
+        v = g.index.to_user_order(v, lo, hi)
+        if rel is None:
+            g.edata[k] = v
+        else:
+            g.edges[g.canonical_etypes[rel]].data[k] = v
+
+
+def apply_nodes(g, func, ntype=None) -> None:
+    _check_callable(func, "node")
+    t = None if ntype is None else g.ntype_id(ntype)
+    _write_nodes(g, t, eager.apply_nodes(g, func, t))
+
+
+def update_all(g, message, reduce, update=None, etype=None) -> None:
+    _check_callable(message, "message")
+    _check_callable(reduce, "reduce")
+    if update is not None:
+        _check_callable(update, "update")
+    rel = None if etype is None else g.etype_id(etype)
+    out = eager.reduce(g, reduce, eager.messages(g, message, rel), rel)
+    t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
+    _write_nodes(g, t, out)
+    if update is not None:
+        _write_nodes(g, t, eager.apply_nodes(g, update, t))
+
+
+def multi_update_all(g, funcs: dict, cross_reducer: str = "sum") -> None:
+    if cross_reducer not in eager.CROSS_REDUCERS:
+        raise ValueError(f"unknown cross reducer {cross_reducer!r}; use one of {eager.CROSS_REDUCERS}")
+    if not isinstance(funcs, dict) or not funcs:
+        raise TypeError("multi_update_all expects a non-empty dict {relation: (message, reduce)}")
+    per_type: dict[int, list[dict]] = {}
+    for etype, pair in funcs.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"multi_update_all[{etype!r}] must be a (message, reduce) pair")
+        message, reduce = pair
+        _check_callable(message, "message")
+        _check_callable(reduce, "reduce")
+        rel = g.etype_id(etype)
+        out = eager.reduce(g, reduce, eager.messages(g, message, rel), rel)
+        per_type.setdefault(g.ntype_id(g.index.etypes[rel][2]), []).append(out)
+    for t, outs in per_type.items():
+        keys = set().union(*outs)
+        for k in keys:
+            if any(k not in o for o in outs):
+                raise ValueError(f"multi_update_all: relations into node type {g.ntypes[t]!r} produced "
+                                 f"{k!r} for some relations but not others")
+        _write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
+
+
+def _write_nodes(g, ntype: int | None, out: dict) -> None:
+    for k, v in out.items():
+        if ntype is None:
+            g.ndata[k] = v
+        else:
+            g.nodes[g.ntypes[ntype]].data[k] = v

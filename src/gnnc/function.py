@@ -1,0 +1,123 @@
+"""Built-in message and reduce functions, named as in DGL's ``dgl.function``.
+
+``copy_u('h', 'm')``, ``copy_e``, every ``{u,v,e}_{add,sub,mul,div,dot}_{u,v,e}``
+binary message (e.g. ``u_mul_e('h', 'w', 'm')``) and the reducers ``sum``,
+``mean``, ``max``, ``min``. Each is an ordinary callable UDF (so any
+executor can run it) that also records what it computes, so executors and
+the compiler can recognise it and use a dedicated kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+_SIDES = {"u": "src", "v": "dst", "e": "data"}
+_BINARY = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "dot": lambda a, b: (a * b).sum(-1, keepdim=True),
+}
+
+
+@dataclass(frozen=True)
+class BuiltinMessage:
+    """Message ``out = op(lhs.lhs_field, rhs.rhs_field)``; ``op='copy'`` has no rhs."""
+
+    op: str
+    lhs: str
+    lhs_field: str
+    out: str
+    rhs: str | None = None
+    rhs_field: str | None = None
+
+    def __call__(self, edges):
+        a = getattr(edges, _SIDES[self.lhs])[self.lhs_field]
+        if self.op == "copy":
+            return {self.out: a}
+        b = getattr(edges, _SIDES[self.rhs])[self.rhs_field]
+        return {self.out: _BINARY[self.op](a, b)}
+
+    @property
+    def name(self) -> str:
+        if self.op == "copy":
+            return f"copy_{self.lhs}"
+        return f"{self.lhs}_{self.op}_{self.rhs}"
+
+
+@dataclass(frozen=True)
+class BuiltinReduce:
+    """Reduce ``out = op over in-edges of msg``; op in sum, mean, max, min."""
+
+    op: str
+    msg: str
+    out: str
+
+    def __call__(self, nodes):
+        box = nodes.mailbox[self.msg]
+        if self.op == "sum":
+            return {self.out: box.sum(1)}
+        if self.op == "mean":
+            return {self.out: box.mean(1)}
+        if self.op == "max":
+            return {self.out: box.max(1).values}
+        return {self.out: box.min(1).values}
+
+    @property
+    def name(self) -> str:
+        return self.op
+
+
+def copy_u(u: str, out: str) -> BuiltinMessage:
+    """Message: the source node's feature ``u``."""
+    return BuiltinMessage("copy", "u", u, out)
+
+
+def copy_e(e: str, out: str) -> BuiltinMessage:
+    """Message: the edge's feature ``e``."""
+    return BuiltinMessage("copy", "e", e, out)
+
+
+copy_src = copy_u
+copy_edge = copy_e
+
+
+def _binary(lhs: str, op: str, rhs: str):
+    def make(lhs_field: str, rhs_field: str, out: str) -> BuiltinMessage:
+        return BuiltinMessage(op, lhs, lhs_field, out, rhs, rhs_field)
+
+    make.__name__ = f"{lhs}_{op}_{rhs}"
+    make.__doc__ = f"Message: {op} of the {_SIDES[lhs]} feature and the {_SIDES[rhs]} feature."
+    return make
+
+
+_BINARY_NAMES = []
+for _l in "uve":
+    for _r in "uve":
+        if _l != _r:
+            for _op in _BINARY:
+                _f = _binary(_l, _op, _r)
+                globals()[_f.__name__] = _f
+                _BINARY_NAMES.append(_f.__name__)
+
+
+def sum(msg: str, out: str) -> BuiltinReduce:  # noqa: A001 - DGL's name
+    return BuiltinReduce("sum", msg, out)
+
+
+def mean(msg: str, out: str) -> BuiltinReduce:
+    return BuiltinReduce("mean", msg, out)
+
+
+def max(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
+    return BuiltinReduce("max", msg, out)
+
+
+def min(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
+    return BuiltinReduce("min", msg, out)
+
+
+__all__ = ["BuiltinMessage", "BuiltinReduce", "copy_u", "copy_e", "copy_src", "copy_edge",
+           "sum", "mean", "max", "min", *_BINARY_NAMES]

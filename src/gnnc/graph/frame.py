@@ -1,0 +1,216 @@
+"""Feature storage for nodes or edges partitioned into types.
+
+A ``TypedStore`` keeps each feature either as one tensor over all elements
+(``g.ndata`` / ``g.edata`` style, same width everywhere) or as one tensor per
+type (``g.nodes[t].data`` style, any width per type, types may lack it).
+Both views read and write the same store; a whole-graph read of a per-type
+feature concatenates when every type has it with the same trailing shape.
+Edge features are kept in the user's edge order.
+"""
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+import torch
+
+
+class TypedStore:
+    """Features over ``sum(counts)`` elements split into named types."""
+
+    def __init__(self, kind: str, names, counts):
+        self.kind = kind  # "node" or "edge", for error messages
+        self.names = tuple(names)
+        self.counts = tuple(int(c) for c in counts)
+        self.offsets = [0]
+        for c in self.counts:
+            self.offsets.append(self.offsets[-1] + c)
+        self.whole: dict[str, torch.Tensor] = {}
+        self.typed: dict[str, dict[int, torch.Tensor]] = {}
+
+    @property
+    def total(self) -> int:
+        return self.offsets[-1]
+
+    def snapshot(self):
+        return dict(self.whole), {k: dict(v) for k, v in self.typed.items()}
+
+    def restore(self, snap) -> None:
+        self.whole, self.typed = snap
+
+    def copy(self, fn=lambda t: t) -> "TypedStore":
+        """A new store with every tensor passed through ``fn``."""
+        out = TypedStore(self.kind, self.names, self.counts)
+        out.whole = {k: fn(v) for k, v in self.whole.items()}
+        out.typed = {k: {t: fn(v) for t, v in d.items()} for k, d in self.typed.items()}
+        return out
+
+    def keys(self) -> list[str]:
+        return list(self.whole) + [k for k in self.typed if k not in self.whole]
+
+    # ---------------------------------------------------------- whole view
+    def get_whole(self, key: str) -> torch.Tensor:
+        if key in self.whole:
+            return self.whole[key]
+        if key not in self.typed:
+            raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")
+        parts = self.typed[key]
+        missing = [self.names[t] for t in range(len(self.names)) if t not in parts and self.counts[t] > 0]
+        if missing:
+            raise KeyError(f"{self.kind} feature {key!r} is only set for some types "
+                           f"(missing for {missing}); read it per type")
+        shapes = {tuple(p.shape[1:]) for t, p in parts.items() if self.counts[t] > 0}
+        if len(shapes) > 1:
+            widths = {self.names[t]: tuple(p.shape[1:]) for t, p in parts.items()}
+            raise ValueError(f"{self.kind} feature {key!r} has a different shape per type "
+                             f"{widths}; read it per type")
+        ref = next(iter(parts.values()))
+        pieces = [parts.get(t, ref.new_zeros((0,) + tuple(ref.shape[1:]))) for t in range(len(self.names))]
+        return torch.cat(pieces, 0)
+
+    def set_whole(self, key: str, value) -> None:
+        value = _as_tensor(key, value, self.kind)
+        if value.shape[0] != self.total:
+            raise ValueError(f"{self.kind} feature {key!r} has {value.shape[0]} rows but the graph "
+                             f"has {self.total} {self.kind}s")
+        self.whole[key] = value
+        self.typed.pop(key, None)
+
+    def del_key(self, key: str) -> None:
+        if key not in self.whole and key not in self.typed:
+            raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")
+        self.whole.pop(key, None)
+        self.typed.pop(key, None)
+
+    # ------------------------------------------------------------ type view
+    def get_typed(self, key: str, t: int) -> torch.Tensor:
+        if key in self.whole:
+            return self.whole[key][self.offsets[t]:self.offsets[t + 1]]
+        if key in self.typed and t in self.typed[key]:
+            return self.typed[key][t]
+        raise KeyError(f"no {self.kind} feature {key!r} for type {self.names[t]!r}; "
+                       f"available: {self.typed_keys(t)}")
+
+    def set_typed(self, key: str, t: int, value) -> None:
+        value = _as_tensor(key, value, self.kind)
+        if value.shape[0] != self.counts[t]:
+            raise ValueError(f"{self.kind} feature {key!r} for type {self.names[t]!r} has "
+                             f"{value.shape[0]} rows but the type has {self.counts[t]} {self.kind}s")
+        if len(self.names) == 1:
+            self.set_whole(key, value)
+            return
+        if key in self.whole:
+            whole = self.whole.pop(key)
+            self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
+        self.typed.setdefault(key, {})[t] = value
+
+    def del_typed(self, key: str, t: int) -> None:
+        self.get_typed(key, t)  # raises a clear KeyError when absent
+        if key in self.whole:
+            whole = self.whole.pop(key)
+            self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
+        del self.typed[key][t]
+        if not self.typed[key]:
+            del self.typed[key]
+
+    def typed_keys(self, t: int) -> list[str]:
+        return list(self.whole) + [k for k, d in self.typed.items() if t in d and k not in self.whole]
+
+
+class WholeView(MutableMapping):
+    """``g.ndata`` / ``g.edata``: features over every node / edge."""
+
+    def __init__(self, store: TypedStore):
+        self._store = store
+
+    def __getitem__(self, key):
+        return self._store.get_whole(key)
+
+    def __setitem__(self, key, value):
+        self._store.set_whole(key, value)
+
+    def __delitem__(self, key):
+        self._store.del_key(key)
+
+    def __contains__(self, key):
+        return key in self._store.whole or key in self._store.typed
+
+    def __iter__(self):
+        return iter(self._store.keys())
+
+    def __len__(self):
+        return len(self._store.keys())
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._store.keys()})"
+
+
+class TypeView(MutableMapping):
+    """``g.nodes[t].data`` / ``g.edges[rel].data``: features of one type."""
+
+    def __init__(self, store: TypedStore, t: int):
+        self._store, self._t = store, t
+
+    def __getitem__(self, key):
+        return self._store.get_typed(key, self._t)
+
+    def __setitem__(self, key, value):
+        self._store.set_typed(key, self._t, value)
+
+    def __delitem__(self, key):
+        self._store.del_typed(key, self._t)
+
+    def __contains__(self, key):
+        return key in self._store.typed_keys(self._t)
+
+    def __iter__(self):
+        return iter(self._store.typed_keys(self._t))
+
+    def __len__(self):
+        return len(self._store.typed_keys(self._t))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._store.names[self._t]!r}, {list(self)})"
+
+
+class TypeParams(MutableMapping):
+    """``g.ntype_data`` / ``g.etype_data``: tensors whose leading dim is the number of types."""
+
+    def __init__(self, kind: str, names):
+        self._kind, self._names = kind, tuple(names)
+        self.data: dict[str, torch.Tensor] = {}
+
+    def __getitem__(self, key):
+        if key not in self.data:
+            raise KeyError(f"no {self._kind}-type parameter {key!r}; available: {list(self.data)}")
+        return self.data[key]
+
+    def __setitem__(self, key, value):
+        value = _as_tensor(key, value, f"{self._kind}-type parameter")
+        if value.shape[0] != len(self._names):
+            raise ValueError(f"{self._kind}-type parameter {key!r} has leading dimension "
+                             f"{value.shape[0]} but the graph has {len(self._names)} {self._kind} types "
+                             f"{list(self._names)}")
+        self.data[key] = value
+
+    def __delitem__(self, key):
+        del self.data[key]
+
+    def __iter__(self):
+        return iter(self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({list(self.data)})"
+
+
+def _as_tensor(key, value, kind) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        try:
+            value = torch.as_tensor(value)
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{kind} feature {key!r} must be a tensor, got {type(value).__name__}") from err
+    if value.dim() == 0:
+        raise ValueError(f"{kind} feature {key!r} must have a leading dimension, got a scalar")
+    return value

@@ -1,0 +1,391 @@
+"""The ``Graph`` class and its constructors ``graph`` and ``heterograph``.
+
+One class serves homogeneous and heterogeneous graphs: a homogeneous graph
+is one node type and one relation. Structure lives in a ``GraphIndex``;
+features live in ``TypedStore``s (edge features in the user's edge order).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from .frame import TypedStore, TypeParams, TypeView, WholeView
+from .index import GraphIndex
+from .validate import as_ids, canonical_key, check_range
+
+DEFAULT_NTYPE = "_N"
+DEFAULT_ETYPE = "_E"
+
+
+def heterograph(data_dict, num_nodes=None, device=None) -> "Graph":
+    """Build a graph from ``{(src_type, rel, dst_type): (src_ids, dst_ids)}``.
+
+    Ids are local to their node type. ``num_nodes`` maps node type -> count;
+    its key order fixes the node-type order (otherwise order of first
+    appearance) and every type a relation uses must be in it. Types missing
+    from ``num_nodes`` when it is None get ``max id + 1`` nodes.
+    Raises ValueError / KeyError naming the relation, id or type at fault.
+    """
+    if not isinstance(data_dict, dict):
+        raise TypeError(f"heterograph expects a dict of relations, got {type(data_dict).__name__}")
+    relations = []
+    for key, pair in data_dict.items():
+        key = canonical_key(key)
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"relation {key}: expected a (src_ids, dst_ids) pair")
+        src = as_ids(pair[0], f"relation {key} source ids")
+        dst = as_ids(pair[1], f"relation {key} destination ids")
+        if src.numel() != dst.numel():
+            raise ValueError(f"relation {key}: {src.numel()} source ids but {dst.numel()} destination ids")
+        relations.append((key, src, dst))
+    ntypes, counts = _node_types(relations, num_nodes)
+    for (st, _, dt), src, dst in relations:
+        check_range(src, counts[ntypes.index(st)], f"relation {(st, _, dt)} source ({st!r})")
+        check_range(dst, counts[ntypes.index(dt)], f"relation {(st, _, dt)} destination ({dt!r})")
+    if device is None:
+        device = next((s.device for _, s, _ in relations), torch.device("cpu"))
+    return Graph._build(ntypes, counts, relations, device)
+
+
+def graph(data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None) -> "Graph":
+    """Build a homogeneous graph from ``(src_ids, dst_ids)``.
+
+    ``num_nodes`` defaults to ``max id + 1``.
+    """
+    if not isinstance(data, (tuple, list)) or len(data) != 2:
+        raise ValueError("graph expects a (src_ids, dst_ids) pair")
+    sizes = None if num_nodes is None else {ntype: num_nodes}
+    return heterograph({(ntype, etype, ntype): tuple(data)}, sizes, device)
+
+
+def _node_types(relations, num_nodes):
+    if num_nodes is not None:
+        if not isinstance(num_nodes, dict):
+            raise TypeError("num_nodes must map node type -> count for heterograph")
+        for t, n in num_nodes.items():
+            if int(n) != n or n < 0:
+                raise ValueError(f"num_nodes[{t!r}] must be a non-negative integer, got {n!r}")
+        ntypes = list(num_nodes)
+        for (st, rel, dt), _, _ in relations:
+            for t in (st, dt):
+                if t not in num_nodes:
+                    raise KeyError(f"relation {(st, rel, dt)} uses node type {t!r}, which is not in "
+                                   f"num_nodes (known types: {ntypes})")
+        return ntypes, [int(num_nodes[t]) for t in ntypes]
+    ntypes, counts = [], {}
+    for (st, _, dt), src, dst in relations:
+        for t, ids in ((st, src), (dt, dst)):
+            if t not in counts:
+                ntypes.append(t)
+                counts[t] = 0
+            if ids.numel():
+                counts[t] = max(counts[t], int(ids.max()) + 1)
+    return ntypes, [counts[t] for t in ntypes]
+
+
+@dataclass(frozen=True)
+class MetaGraph:
+    """Node types with counts and relations with counts, in graph order."""
+
+    ntypes: tuple[tuple[str, int], ...]
+    relations: tuple[tuple[tuple[str, str, str], int], ...]
+
+    def __str__(self) -> str:
+        lines = [f"{len(self.ntypes)} node types, {sum(c for _, c in self.ntypes):,} nodes"]
+        lines += [f"  {name:<24} {count:>12,}" for name, count in self.ntypes]
+        lines.append(f"{len(self.relations)} relations, {sum(c for _, c in self.relations):,} edges")
+        lines += [f"  {s} -[{r}]-> {d}".ljust(50) + f" {count:>12,}" for (s, r, d), count in self.relations]
+        return "\n".join(lines)
+
+
+class Graph:
+    """A directed multigraph with typed nodes and relations and feature storage."""
+
+    def __init__(self, index: GraphIndex, nstore: TypedStore | None = None,
+                 estore: TypedStore | None = None):
+        self.index = index
+        self._nstore = nstore or TypedStore("node", index.ntypes, index.ntype_counts)
+        self._estore = estore or TypedStore("edge", [r for _, r, _ in index.etypes], index.rel_counts)
+        self.ntype_data = TypeParams("node", index.ntypes)
+        self.etype_data = TypeParams("edge", [r for _, r, _ in index.etypes])
+
+    @classmethod
+    def _build(cls, ntypes, counts, relations, device) -> "Graph":
+        """Graph from ``[(canonical_key, local_src, local_dst)]`` in user edge order."""
+        offsets = [0]
+        for c in counts:
+            offsets.append(offsets[-1] + c)
+        srcs, dsts, rels = [], [], []
+        for r, ((st, _, dt), src, dst) in enumerate(relations):
+            srcs.append(src.to(device) + offsets[ntypes.index(st)])
+            dsts.append(dst.to(device) + offsets[ntypes.index(dt)])
+            rels.append(torch.full((src.numel(),), r, dtype=torch.int64, device=device))
+        empty = torch.zeros(0, dtype=torch.int64, device=device)
+        cat = (lambda xs: torch.cat(xs) if xs else empty)
+        index = GraphIndex.from_user_edges(ntypes, counts, [k for k, _, _ in relations],
+                                           cat(srcs), cat(dsts), cat(rels))
+        return cls(index)
+
+    # --------------------------------------------------------------- schema
+    @property
+    def ntypes(self) -> list[str]:
+        return list(self.index.ntypes)
+
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        return list(self.index.etypes)
+
+    @property
+    def etypes(self) -> list[str]:
+        return [r for _, r, _ in self.index.etypes]
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return len(self.index.ntypes) == 1 and len(self.index.etypes) == 1
+
+    @property
+    def device(self) -> torch.device:
+        return self.index.device
+
+    def ntype_id(self, ntype: str) -> int:
+        """Index of a node type; KeyError listing the known types otherwise."""
+        try:
+            return self.index.ntypes.index(ntype)
+        except ValueError:
+            raise KeyError(f"unknown node type {ntype!r}; node types: {self.ntypes}") from None
+
+    def etype_id(self, etype) -> int:
+        """Index of a relation given as its name or (src_type, name, dst_type)."""
+        if isinstance(etype, tuple):
+            if etype in self.index.etypes:
+                return self.index.etypes.index(etype)
+            raise KeyError(f"unknown relation {etype!r}; relations: {self.canonical_etypes}")
+        matches = [i for i, (_, r, _) in enumerate(self.index.etypes) if r == etype]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise KeyError(f"unknown relation {etype!r}; relations: {self.etypes}")
+        raise KeyError(f"relation name {etype!r} is ambiguous; use one of "
+                       f"{[self.index.etypes[i] for i in matches]}")
+
+    def num_nodes(self, ntype: str | None = None) -> int:
+        if ntype is None:
+            return self.index.num_nodes
+        return self.index.ntype_counts[self.ntype_id(ntype)]
+
+    def num_edges(self, etype=None) -> int:
+        if etype is None:
+            return self.index.num_edges
+        return self.index.rel_counts[self.etype_id(etype)]
+
+    def metagraph(self) -> MetaGraph:
+        return MetaGraph(tuple(zip(self.index.ntypes, self.index.ntype_counts)),
+                         tuple(zip(self.index.etypes, self.index.rel_counts)))
+
+    # ------------------------------------------------------------- features
+    @property
+    def ndata(self) -> WholeView:
+        """Node features over all nodes (global ids)."""
+        return WholeView(self._nstore)
+
+    @property
+    def edata(self) -> WholeView:
+        """Edge features over all edges, in the user's edge order."""
+        return WholeView(self._estore)
+
+    @property
+    def nodes(self) -> "_NodeSpace":
+        return _NodeSpace(self)
+
+    @property
+    def edges(self) -> "_EdgeSpace":
+        return _EdgeSpace(self)
+
+    @contextlib.contextmanager
+    def local_scope(self):
+        """Feature assignments inside the block are undone on exit (like DGL)."""
+        saved = (self._nstore.snapshot(), self._estore.snapshot(),
+                 dict(self.ntype_data.data), dict(self.etype_data.data))
+        try:
+            yield self
+        finally:
+            self._nstore.restore(saved[0])
+            self._estore.restore(saved[1])
+            self.ntype_data.data, self.etype_data.data = saved[2], saved[3]
+
+    # ------------------------------------------------------------ structure
+    def node_type_ids(self) -> torch.Tensor:
+        """Node type index of every node (global ids)."""
+        return self.index.node_type
+
+    def edge_type_ids(self) -> torch.Tensor:
+        """Relation index of every edge, user edge order."""
+        return self.index.to_user_order(self.index.edge_rel)
+
+    def find_edges(self, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(src, dst) in user edge order: global ids, or local ids of one relation."""
+        if etype is None:
+            return self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
+        r = self.etype_id(etype)
+        lo, hi = self.index.rel_range(r)
+        st, _, dt = self.index.etypes[r]
+        src = self.index.to_user_order(self.index.src[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(st)]
+        dst = self.index.to_user_order(self.index.dst[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(dt)]
+        return src, dst
+
+    def in_degrees(self, etype=None) -> torch.Tensor:
+        """In-degree of every node, or of the dst-type nodes within one relation."""
+        return self._degrees(etype, self.index.dst, 2)
+
+    def out_degrees(self, etype=None) -> torch.Tensor:
+        """Out-degree of every node, or of the src-type nodes within one relation."""
+        return self._degrees(etype, self.index.src, 0)
+
+    def _degrees(self, etype, ends, end_slot):
+        if etype is None:
+            return torch.bincount(ends, minlength=self.index.num_nodes)
+        r = self.etype_id(etype)
+        lo, hi = self.index.rel_range(r)
+        t = self.ntype_id(self.index.etypes[r][end_slot])
+        start, stop = self.index.ntype_range(t)
+        return torch.bincount(ends[lo:hi] - start, minlength=stop - start)
+
+    def reverse(self, copy_ndata: bool = True, copy_edata: bool = True) -> "Graph":
+        """Every edge flipped; relation (s, r, d) becomes (d, r, s); edge ids kept."""
+        relations = []
+        for (st, rel, dt) in self.index.etypes:
+            src, dst = self.find_edges((st, rel, dt))
+            relations.append(((dt, rel, st), dst, src))
+        out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
+        if copy_ndata:
+            out._nstore = self._nstore.copy()
+        if copy_edata:
+            out._estore = self._estore.copy()
+        return out
+
+    def add_self_loop(self, etype=None, fill_data: float = 1.0) -> "Graph":
+        """New graph with one (v, v) edge per node of a same-type relation.
+
+        The loops follow that relation's existing edges in user order; their
+        edge features are ``fill_data``. ``etype`` may be omitted for a graph
+        with one relation.
+        """
+        if etype is None and len(self.index.etypes) != 1:
+            raise ValueError(f"add_self_loop needs etype= on a graph with several relations {self.canonical_etypes}")
+        r = 0 if etype is None else self.etype_id(etype)
+        st, rel, dt = self.index.etypes[r]
+        if st != dt:
+            raise ValueError(f"add_self_loop: relation {(st, rel, dt)} joins two different node types")
+        loops = torch.arange(self.num_nodes(st), device=self.device)
+        relations = []
+        for i, key in enumerate(self.index.etypes):
+            src, dst = self.find_edges(key)
+            if i == r:
+                src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+            relations.append((key, src, dst))
+        out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
+        out._nstore = self._nstore.copy()
+        for key in self._estore.keys():
+            for i in range(len(self.index.etypes)):
+                try:
+                    val = self._estore.get_typed(key, i)
+                except KeyError:
+                    continue
+                if i == r:
+                    val = torch.cat([val, val.new_full((loops.numel(),) + tuple(val.shape[1:]), fill_data)])
+                out._estore.set_typed(key, i, val)
+        return out
+
+    def to(self, device) -> "Graph":
+        """Copy of the graph (structure and features) on ``device``."""
+        out = Graph(self.index.to(device), self._nstore.copy(lambda t: t.to(device)),
+                    self._estore.copy(lambda t: t.to(device)))
+        out.ntype_data.data = {k: v.to(device) for k, v in self.ntype_data.data.items()}
+        out.etype_data.data = {k: v.to(device) for k, v in self.etype_data.data.items()}
+        return out
+
+    # -------------------------------------------------------- message passing
+    def apply_edges(self, message, etype=None) -> None:
+        """Run ``message(edges)`` on every edge (or one relation's); store results in edge data."""
+        from ..frontend import message_passing
+        message_passing.apply_edges(self, message, etype)
+
+    def apply_nodes(self, func, ntype=None) -> None:
+        """Run ``func(nodes)`` on every node (or one type's); store results in node data."""
+        from ..frontend import message_passing
+        message_passing.apply_nodes(self, func, ntype)
+
+    def update_all(self, message, reduce, update=None, etype=None) -> None:
+        """Message on all edges, reduce at destinations, optional node update.
+
+        Nodes without in-edges receive zeros. With ``etype`` only that
+        relation's edges take part and only its destination type is written.
+        """
+        from ..frontend import message_passing
+        message_passing.update_all(self, message, reduce, update, etype)
+
+    def multi_update_all(self, funcs: dict, cross_reducer: str = "sum") -> None:
+        """Per-relation ``{rel: (message, reduce)}`` then combine per node type.
+
+        ``cross_reducer`` is one of sum, mean, max, min, stack (as DGL).
+        """
+        from ..frontend import message_passing
+        message_passing.multi_update_all(self, funcs, cross_reducer)
+
+    # ----------------------------------------------------------- converters
+    def to_edge_list(self, etype=None):
+        from . import convert
+        return convert.to_edge_list(self, etype)
+
+    def to_scipy(self, etype=None, fmt: str = "coo"):
+        from . import convert
+        return convert.to_scipy(self, etype, fmt)
+
+    def to_networkx(self, node_attrs=(), edge_attrs=()):
+        from . import convert
+        return convert.to_networkx(self, node_attrs, edge_attrs)
+
+    def to_pyg(self):
+        from . import convert
+        return convert.to_pyg(self)
+
+    def __repr__(self) -> str:
+        if self.is_homogeneous:
+            return (f"Graph(num_nodes={self.num_nodes()}, num_edges={self.num_edges()}, "
+                    f"ndata={list(self.ndata)}, edata={list(self.edata)})")
+        return (f"Graph(ntypes={dict(zip(self.index.ntypes, self.index.ntype_counts))}, "
+                f"relations={len(self.index.etypes)}, num_edges={self.num_edges()})")
+
+
+class _NodeSpace:
+    """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids)."""
+
+    def __init__(self, g: Graph):
+        self._g = g
+
+    def __getitem__(self, ntype) -> "_TypeSpace":
+        return _TypeSpace(TypeView(self._g._nstore, self._g.ntype_id(ntype)))
+
+    def __call__(self, ntype=None) -> torch.Tensor:
+        n = self._g.num_nodes(ntype)
+        return torch.arange(n, device=self._g.device)
+
+
+class _EdgeSpace:
+    """``g.edges[rel].data`` and ``g.edges(etype)`` ((src, dst) in user order)."""
+
+    def __init__(self, g: Graph):
+        self._g = g
+
+    def __getitem__(self, etype) -> "_TypeSpace":
+        return _TypeSpace(TypeView(self._g._estore, self._g.etype_id(etype)))
+
+    def __call__(self, etype=None):
+        return self._g.find_edges(etype)
+
+
+@dataclass(frozen=True)
+class _TypeSpace:
+    data: TypeView

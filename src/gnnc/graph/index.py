@@ -1,0 +1,191 @@
+"""Immutable graph structure: one id space, type pointers, edges sorted by (relation, dst).
+
+A ``GraphIndex`` holds no features. Node ids are global: node types in the
+order the user gave them, then ids within the type. Edges are kept sorted by
+(relation, destination), stably, so a relation's edges form one contiguous
+block whose bounds are the same in the user's edge order and in the internal
+order; ``user_eid`` maps internal positions back to user edge ids.
+CSR by destination / source and degree buckets are built lazily and cached.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+
+
+@dataclass(frozen=True)
+class DegreeBucket:
+    """Nodes that have exactly ``degree`` in-edges in some edge block.
+
+    ``edge_pos[i, j]`` is the position (within the block) of the j-th in-edge
+    of ``nodes[i]``, in internal edge order.
+    """
+
+    degree: int
+    nodes: torch.Tensor
+    edge_pos: torch.Tensor
+
+
+class GraphIndex:
+    """Structure of a (possibly heterogeneous) graph; see the module docstring."""
+
+    def __init__(self, ntypes, ntype_counts, etypes, rel_counts, src, dst, user_eid):
+        self.ntypes: tuple[str, ...] = tuple(ntypes)
+        self.etypes: tuple[tuple[str, str, str], ...] = tuple(etypes)
+        self.ntype_counts: tuple[int, ...] = tuple(int(c) for c in ntype_counts)
+        self.rel_counts: tuple[int, ...] = tuple(int(c) for c in rel_counts)
+        self.ntype_offsets = _offsets(self.ntype_counts)
+        self.rel_offsets = _offsets(self.rel_counts)
+        self.src: torch.Tensor = src
+        self.dst: torch.Tensor = dst
+        # None means the internal order already equals the user order.
+        self.user_eid: torch.Tensor | None = user_eid
+        self._buckets: dict = {}
+
+    @classmethod
+    def from_user_edges(cls, ntypes, ntype_counts, etypes, src, dst, edge_rel):
+        """Sort user-ordered global (src, dst, relation) triples into internal order."""
+        num_nodes = max(sum(ntype_counts), 1)
+        key = edge_rel * num_nodes + dst
+        if key.numel() > 1 and not bool((key[1:] >= key[:-1]).all()):
+            _, order = torch.sort(key, stable=True)
+            src, dst, user_eid = src[order], dst[order], order
+        else:
+            user_eid = None
+        rel_counts = torch.bincount(edge_rel, minlength=len(etypes)).tolist()
+        return cls(ntypes, ntype_counts, etypes, rel_counts, src, dst, user_eid)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def device(self) -> torch.device:
+        return self.src.device
+
+    @property
+    def num_nodes(self) -> int:
+        return self.ntype_offsets[-1]
+
+    @property
+    def num_edges(self) -> int:
+        return self.rel_offsets[-1]
+
+    def rel_range(self, rel: int) -> tuple[int, int]:
+        return self.rel_offsets[rel], self.rel_offsets[rel + 1]
+
+    def ntype_range(self, ntype: int) -> tuple[int, int]:
+        return self.ntype_offsets[ntype], self.ntype_offsets[ntype + 1]
+
+    # --------------------------------------------------------- type lookups
+    @cached_property
+    def node_type(self) -> torch.Tensor:
+        """Node type index of every global node id."""
+        counts = torch.tensor(self.ntype_counts, dtype=torch.int64, device=self.device)
+        return torch.repeat_interleave(torch.arange(len(self.ntypes), device=self.device), counts)
+
+    @cached_property
+    def edge_rel(self) -> torch.Tensor:
+        """Relation index of every edge, internal order."""
+        counts = torch.tensor(self.rel_counts, dtype=torch.int64, device=self.device)
+        return torch.repeat_interleave(torch.arange(len(self.etypes), device=self.device), counts)
+
+    @cached_property
+    def internal_eid(self) -> torch.Tensor | None:
+        """Inverse of ``user_eid``: internal position of every user edge id."""
+        return None if self.user_eid is None else _inverse(self.user_eid)
+
+    def to_user_order(self, x: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
+        """Reorder rows of ``x`` (edges lo..hi in internal order) into user order."""
+        if self.user_eid is None:
+            return x
+        hi = self.num_edges if hi is None else hi
+        if (lo, hi) == (0, self.num_edges):
+            inv = self.internal_eid
+        else:
+            inv = _inverse(self.user_eid[lo:hi] - lo)
+        return x.index_select(0, inv)
+
+    def from_user_order(self, x: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
+        """Rows of user-ordered ``x`` (edges lo..hi) in internal order."""
+        hi = self.num_edges if hi is None else hi
+        if self.user_eid is None:
+            return x
+        return x.index_select(0, self.user_eid[lo:hi] - lo)
+
+    # ----------------------------------------------------------- CSR / CSC
+    @cached_property
+    def in_csr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(indptr [N+1], internal edge ids sorted by destination, stable)."""
+        return _csr(self.dst, self.num_nodes)
+
+    @cached_property
+    def out_csr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(indptr [N+1], internal edge ids sorted by source, stable)."""
+        return _csr(self.src, self.num_nodes)
+
+    def in_degrees(self) -> torch.Tensor:
+        return self.in_csr[0].diff()
+
+    def out_degrees(self) -> torch.Tensor:
+        return self.out_csr[0].diff()
+
+    def degree_buckets(self, rel: int | None = None) -> list[DegreeBucket]:
+        """Group destination nodes of an edge block by in-degree (as DGL does).
+
+        ``rel=None`` is the whole graph; otherwise one relation's block.
+        Nodes without in-edges in the block appear in no bucket.
+        """
+        if rel not in self._buckets:
+            self._buckets[rel] = self._make_buckets(rel)
+        return self._buckets[rel]
+
+    def _make_buckets(self, rel):
+        if rel is None:
+            indptr, eids = self.in_csr
+            pos = eids
+        else:
+            lo, hi = self.rel_range(rel)
+            # Within a relation the block is already sorted by destination.
+            indptr, _ = _csr(self.dst[lo:hi], self.num_nodes, already_sorted=True)
+            pos = torch.arange(hi - lo, device=self.device)
+        deg = indptr.diff()
+        buckets = []
+        for d in torch.unique(deg).tolist():
+            if d == 0:
+                continue
+            nodes = torch.nonzero(deg == d).flatten()
+            slots = indptr[nodes].unsqueeze(1) + torch.arange(d, device=self.device)
+            buckets.append(DegreeBucket(d, nodes, pos[slots]))
+        return buckets
+
+    # -------------------------------------------------------------- moving
+    def to(self, device) -> "GraphIndex":
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        user_eid = None if self.user_eid is None else self.user_eid.to(device)
+        return GraphIndex(self.ntypes, self.ntype_counts, self.etypes, self.rel_counts,
+                          self.src.to(device), self.dst.to(device), user_eid)
+
+
+def _offsets(counts) -> tuple[int, ...]:
+    out = [0]
+    for c in counts:
+        out.append(out[-1] + int(c))
+    return tuple(out)
+
+
+def _inverse(perm: torch.Tensor) -> torch.Tensor:
+    inv = torch.empty_like(perm)
+    inv[perm] = torch.arange(perm.numel(), device=perm.device)
+    return inv
+
+
+def _csr(keys: torch.Tensor, num_rows: int, already_sorted: bool = False):
+    counts = torch.bincount(keys, minlength=num_rows)
+    indptr = torch.zeros(num_rows + 1, dtype=torch.int64, device=keys.device)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    if already_sorted:
+        return indptr, torch.arange(keys.numel(), device=keys.device)
+    _, order = torch.sort(keys, stable=True)
+    return indptr, order

@@ -1,0 +1,1 @@
+"""Executors: the eager reference executor (and, later, compiled plans)."""

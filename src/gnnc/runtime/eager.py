@@ -1,0 +1,124 @@
+"""Eager reference executor: runs UDFs exactly as written (the oracle).
+
+Messages are materialized on every edge of the block; reduce UDFs run on
+degree buckets (destination nodes grouped by in-degree, as DGL does), with
+mailboxes of shape ``[nodes, degree, ...]``; built-in reducers run as one
+scatter over all edges, as DGL's built-ins do; nodes without in-edges get
+zeros. Everything is plain torch, so autograd works through it.
+
+Block conventions: ``rel=None`` is the whole graph (all edges, all nodes);
+``rel=r`` is relation r's edges, and node results cover r's destination type.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..frontend.batch import EdgeBatch, NodeBatch
+from ..function import BuiltinReduce
+
+CROSS_REDUCERS = ("sum", "mean", "max", "min", "stack")
+
+
+def _call(udf, batch, role: str, rows: int) -> dict:
+    out = udf(batch)
+    name = getattr(udf, "__qualname__", None) or getattr(udf, "name", None) or type(udf).__name__
+    if not isinstance(out, dict):
+        raise TypeError(f"{role} function {name} must return a dict of tensors, got {type(out).__name__}")
+    for k, v in out.items():
+        if not isinstance(v, torch.Tensor):
+            raise TypeError(f"{role} function {name} returned {k!r} of type {type(v).__name__}, not a tensor")
+        if v.dim() == 0 or v.shape[0] != rows:
+            got = "a scalar" if v.dim() == 0 else f"{v.shape[0]} rows"
+            raise ValueError(f"{role} function {name} returned {k!r} with {got}; expected {rows} "
+                             f"(one per {'edge' if role == 'message' else 'node'})")
+    return out
+
+
+def edge_block(g, rel):
+    return (0, g.index.num_edges) if rel is None else g.index.rel_range(rel)
+
+
+def node_block(g, rel):
+    if rel is None:
+        return 0, g.index.num_nodes
+    dst_type = g.ntype_id(g.index.etypes[rel][2])
+    return g.index.ntype_range(dst_type)
+
+
+def messages(g, message, rel=None) -> dict:
+    """Run ``message`` on the block's edges; rows in internal edge order."""
+    lo, hi = edge_block(g, rel)
+    return _call(message, EdgeBatch(g, lo, hi, rel), "message", hi - lo)
+
+
+def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
+    """Aggregate ``msgs`` (from :func:`messages`) at each destination of the block."""
+    node_lo, node_hi = node_block(g, rel)
+    if isinstance(reduce_fn, BuiltinReduce):
+        return {reduce_fn.out: _scatter_reduce(g, reduce_fn, msgs, rel, node_lo, node_hi)}
+    buckets = g.index.degree_buckets(rel)
+    if not buckets:
+        empty = torch.zeros(0, dtype=torch.int64, device=g.device)
+        shape_probe = {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
+        out = _call(reduce_fn, NodeBatch(g, empty, shape_probe), "reduce", 0)
+        return {k: v.new_zeros((node_hi - node_lo,) + tuple(v.shape[1:])) for k, v in out.items()}
+    nodes, parts = [], {}
+    for b in buckets:
+        box = {k: v[b.edge_pos] for k, v in msgs.items()}
+        out = _call(reduce_fn, NodeBatch(g, b.nodes, box), "reduce", b.nodes.numel())
+        nodes.append(b.nodes)
+        for k, v in out.items():
+            parts.setdefault(k, []).append(v)
+    where = torch.cat(nodes) - node_lo
+    result = {}
+    for k, vs in parts.items():
+        if len(vs) != len(buckets):
+            raise ValueError(f"reduce function returned {k!r} for some degree buckets but not others")
+        v = torch.cat(vs)
+        result[k] = v.new_zeros((node_hi - node_lo,) + tuple(v.shape[1:])).index_copy(0, where, v)
+    return result
+
+
+def _scatter_reduce(g, fn: BuiltinReduce, msgs, rel, node_lo, node_hi):
+    if fn.msg not in msgs:
+        raise KeyError(f"reduce {fn.op}({fn.msg!r}) found no message {fn.msg!r}; messages: {list(msgs)}")
+    m = msgs[fn.msg]
+    lo, hi = edge_block(g, rel)
+    dst = g.index.dst[lo:hi] - node_lo
+    n = node_hi - node_lo
+    out = m.new_zeros((n,) + tuple(m.shape[1:]))
+    if fn.op in ("sum", "mean"):
+        out = out.index_add(0, dst, m)
+        if fn.op == "mean":
+            deg = torch.bincount(dst, minlength=n).clamp(min=1).to(m.dtype)
+            out = out / deg.view((n,) + (1,) * (m.dim() - 1))
+        return out
+    idx = dst.view((-1,) + (1,) * (m.dim() - 1)).expand_as(m)
+    return out.scatter_reduce(0, idx, m, "amax" if fn.op == "max" else "amin", include_self=False)
+
+
+def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
+    """Combine one node type's per-relation results (DGL's cross reducers)."""
+    if how == "stack":
+        return torch.stack(outs, 1)
+    if len(outs) == 1:
+        return outs[0]
+    stacked = torch.stack(outs, 0)
+    if how == "sum":
+        return stacked.sum(0)
+    if how == "mean":
+        return stacked.mean(0)
+    if how == "max":
+        return stacked.max(0).values
+    return stacked.min(0).values
+
+
+def apply_nodes(g, func, ntype: int | None = None) -> dict:
+    """Run ``func`` on all nodes or on one node type's nodes (per-type features)."""
+    if ntype is None:
+        nodes = torch.arange(g.index.num_nodes, device=g.device)
+        return _call(func, NodeBatch(g, nodes, read=lambda k: g.ndata[k]), "update", nodes.numel())
+    lo, hi = g.index.ntype_range(ntype)
+    view = g.nodes[g.index.ntypes[ntype]].data
+    nodes = torch.arange(lo, hi, device=g.device)
+    return _call(func, NodeBatch(g, nodes, read=view.__getitem__, keys=lambda: list(view)), "update", hi - lo)
