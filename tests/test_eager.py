@@ -237,3 +237,15 @@ def test_bad_cross_reducer_and_relation():
         g.multi_update_all({"nope": (fn.copy_u("h", "m"), fn.sum("m", "o"))})
     with pytest.raises(KeyError, match="found no message 'x'"):
         g.update_all(fn.copy_u("h", "m"), fn.sum("x", "o"))
+
+
+def test_builtin_broadcasts_feature_dims_like_dgl():
+    g = random_homograph(seed=12)
+    g.ndata["h"] = torch.randn(g.num_nodes(), 3, 4)
+    g.edata["w"] = torch.rand(g.num_edges())
+    g.edata["a"] = torch.rand(g.num_edges(), 3, 1)
+    g.apply_edges(fn.u_mul_e("h", "w", "m1"))
+    g.apply_edges(fn.u_mul_e("h", "a", "m2"))
+    src, _ = g.find_edges()
+    torch.testing.assert_close(g.edata["m1"], g.ndata["h"][src] * g.edata["w"].view(-1, 1, 1))
+    torch.testing.assert_close(g.edata["m2"], g.ndata["h"][src] * g.edata["a"])

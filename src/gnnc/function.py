@@ -22,6 +22,16 @@ _BINARY = {
 }
 
 
+def _align_feature_dims(a: torch.Tensor, b: torch.Tensor):
+    """Broadcast feature shapes right-aligned, keeping the edge dimension first (DGL rule)."""
+    gap = a.dim() - b.dim()
+    if gap > 0:
+        b = b.reshape(b.shape[:1] + (1,) * gap + b.shape[1:])
+    elif gap < 0:
+        a = a.reshape(a.shape[:1] + (1,) * -gap + a.shape[1:])
+    return a, b
+
+
 @dataclass(frozen=True)
 class BuiltinMessage:
     """Message ``out = op(lhs.lhs_field, rhs.rhs_field)``; ``op='copy'`` has no rhs."""
@@ -38,7 +48,7 @@ class BuiltinMessage:
         if self.op == "copy":
             return {self.out: a}
         b = getattr(edges, _SIDES[self.rhs])[self.rhs_field]
-        return {self.out: _BINARY[self.op](a, b)}
+        return {self.out: _BINARY[self.op](*_align_feature_dims(a, b))}
 
     @property
     def name(self) -> str:

@@ -149,11 +149,12 @@ class GraphIndex:
             indptr, _ = _csr(self.dst[lo:hi], self.num_nodes, already_sorted=True)
             pos = torch.arange(hi - lo, device=self.device)
         deg = indptr.diff()
+        order = torch.argsort(deg, stable=True)
+        degrees, counts = torch.unique_consecutive(deg[order], return_counts=True)
         buckets = []
-        for d in torch.unique(deg).tolist():
+        for d, nodes in zip(degrees.tolist(), order.split(counts.tolist())):
             if d == 0:
                 continue
-            nodes = torch.nonzero(deg == d).flatten()
             slots = indptr[nodes].unsqueeze(1) + torch.arange(d, device=self.device)
             buckets.append(DegreeBucket(d, nodes, pos[slots]))
         return buckets
