@@ -56,27 +56,31 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
     node_lo, node_hi = node_block(g, rel)
     if isinstance(reduce_fn, BuiltinReduce):
         return {reduce_fn.out: _scatter_reduce(g, reduce_fn, msgs, rel, node_lo, node_hi)}
-    buckets = g.index.degree_buckets(rel)
-    if not buckets:
-        empty = torch.zeros(0, dtype=torch.int64, device=g.device)
-        shape_probe = {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
-        out = _call(reduce_fn, NodeBatch(g, empty, shape_probe), "reduce", 0)
-        return {k: v.new_zeros((node_hi - node_lo,) + tuple(v.shape[1:])) for k, v in out.items()}
     nodes, parts = [], {}
-    for b in buckets:
-        box = {k: v[b.edge_pos] for k, v in msgs.items()}
-        out = _call(reduce_fn, NodeBatch(g, b.nodes, box), "reduce", b.nodes.numel())
-        nodes.append(b.nodes)
+    for bucket_nodes, box in _mailboxes(g, msgs, rel):
+        out = _call(reduce_fn, NodeBatch(g, bucket_nodes, box), "reduce", bucket_nodes.numel())
+        nodes.append(bucket_nodes)
         for k, v in out.items():
             parts.setdefault(k, []).append(v)
     where = torch.cat(nodes) - node_lo
     result = {}
     for k, vs in parts.items():
-        if len(vs) != len(buckets):
+        if len(vs) != len(nodes):
             raise ValueError(f"reduce function returned {k!r} for some degree buckets but not others")
         v = torch.cat(vs)
+        # index_copy into zeros keeps autograd history even when no node receives anything
         result[k] = v.new_zeros((node_hi - node_lo,) + tuple(v.shape[1:])).index_copy(0, where, v)
     return result
+
+
+def _mailboxes(g, msgs: dict, rel):
+    """(nodes, mailbox) per degree bucket; one empty batch when nothing arrives, for output shapes."""
+    buckets = g.index.degree_buckets(rel)
+    if not buckets:
+        empty = torch.zeros(0, dtype=torch.int64, device=g.device)
+        yield empty, {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
+    for b in buckets:
+        yield b.nodes, {k: v[b.edge_pos] for k, v in msgs.items()}
 
 
 def _scatter_reduce(g, fn: BuiltinReduce, msgs, rel, node_lo, node_hi):

@@ -1,0 +1,17 @@
+"""Reference models written only as UDFs, with no optimization knobs.
+
+Each layer's docstring gives its equations; tests check every one against an
+independent index_select / index_add implementation, forward and backward.
+"""
+from .edgeconv import EdgeConv
+from .gat import GAT, GATConv
+from .gcn import GCN, GCNConv
+from .gcnn import GCNNConv
+from .hgt import HGTConv
+from .monet import GMMConv
+from .rgat import RGATConv
+from .rgcn import RGCNConv
+from .simple_hgn import SimpleHGNConv
+
+__all__ = ["GCNConv", "GCN", "GATConv", "GAT", "GCNNConv", "EdgeConv", "GMMConv",
+           "RGCNConv", "RGATConv", "HGTConv", "SimpleHGNConv"]
