@@ -9,6 +9,7 @@ import types
 from .graph import DEFAULT_ETYPE, DEFAULT_NTYPE, Graph, MetaGraph, heterograph
 from .graph import graph as _graph
 from .index import DegreeBucket, GraphIndex
+from .convert import from_edge_list, from_networkx, from_pyg, from_scipy
 
 
 class _CallableModule(types.ModuleType):
@@ -20,4 +21,5 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "heterograph", "DEFAULT_NTYPE", "DEFAULT_ETYPE"]
+__all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "heterograph", "DEFAULT_NTYPE", "DEFAULT_ETYPE",
+           "from_edge_list", "from_networkx", "from_pyg", "from_scipy"]
