@@ -1,25 +1,25 @@
 """Graph storage: ``Graph``, constructors, converters.
 
 ``gnnc.graph`` is both this package and the constructor ``gnnc.graph((src, dst))``:
-the module is made callable so ``gnnc.graph.Graph`` and ``gnnc.graph(...)`` both work.
+the module is made callable so ``gnnc.graph.Graph`` and ``gnnc.graph(...)`` both work;
+``from gnnc.graph import graph`` gives the constructor function.
 """
 import sys
 import types
 
-from .graph import DEFAULT_ETYPE, DEFAULT_NTYPE, Graph, MetaGraph, heterograph
-from .graph import graph as _graph
+from .core import DEFAULT_ETYPE, DEFAULT_NTYPE, Graph, MetaGraph, graph, heterograph
 from .index import DegreeBucket, GraphIndex
 from .convert import from_edge_list, from_networkx, from_pyg, from_scipy
 
 
 class _CallableModule(types.ModuleType):
     def __call__(self, data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None):
-        return _graph(data, num_nodes, ntype, etype, device)
+        return graph(data, num_nodes, ntype, etype, device)
 
-    __call__.__doc__ = _graph.__doc__
+    __call__.__doc__ = graph.__doc__
 
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "heterograph", "DEFAULT_NTYPE", "DEFAULT_ETYPE",
-           "from_edge_list", "from_networkx", "from_pyg", "from_scipy"]
+__all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "graph", "heterograph",
+           "DEFAULT_NTYPE", "DEFAULT_ETYPE", "from_edge_list", "from_networkx", "from_pyg", "from_scipy"]

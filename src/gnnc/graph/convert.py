@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .graph import Graph, graph, heterograph
+from .core import Graph, graph, heterograph
 from .validate import as_ids
 
 __all__ = ["to_edge_list", "from_edge_list", "to_scipy", "from_scipy",

@@ -45,17 +45,28 @@ class GraphIndex:
         self._buckets: dict = {}
 
     @classmethod
-    def from_user_edges(cls, ntypes, ntype_counts, etypes, src, dst, edge_rel):
-        """Sort user-ordered global (src, dst, relation) triples into internal order."""
-        num_nodes = max(sum(ntype_counts), 1)
-        key = edge_rel * num_nodes + dst
-        if key.numel() > 1 and not bool((key[1:] >= key[:-1]).all()):
-            _, order = torch.sort(key, stable=True)
-            src, dst, user_eid = src[order], dst[order], order
-        else:
-            user_eid = None
-        rel_counts = torch.bincount(edge_rel, minlength=len(etypes)).tolist()
-        return cls(ntypes, ntype_counts, etypes, rel_counts, src, dst, user_eid)
+    def from_relation_blocks(cls, ntypes, ntype_counts, etypes, blocks, device):
+        """Index from per-relation ``(global_src, global_dst)`` in user edge order.
+
+        Sorting each relation's block by destination (stably) is the whole
+        (relation, dst) sort, because the blocks are already in relation order.
+        """
+        srcs, dsts, orders = [], [], []
+        for src, dst in blocks:
+            order = None
+            if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+                _, order = torch.sort(dst, stable=True)
+                src, dst = src[order], dst[order]
+            srcs.append(src)
+            dsts.append(dst)
+            orders.append(order)
+        rel_counts = [dst.numel() for dst in dsts]
+        user_eid = None
+        if any(o is not None for o in orders):
+            offsets = _offsets(rel_counts)
+            user_eid = _cat([(torch.arange(n, device=device) if o is None else o) + off
+                             for o, n, off in zip(orders, rel_counts, offsets)], device)
+        return cls(ntypes, ntype_counts, etypes, rel_counts, _cat(srcs, device), _cat(dsts, device), user_eid)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -174,6 +185,12 @@ def _offsets(counts) -> tuple[int, ...]:
     for c in counts:
         out.append(out[-1] + int(c))
     return tuple(out)
+
+
+def _cat(parts: list, device) -> torch.Tensor:
+    if not parts:
+        return torch.zeros(0, dtype=torch.int64, device=device)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _inverse(perm: torch.Tensor) -> torch.Tensor:

@@ -117,15 +117,12 @@ class Graph:
         offsets = [0]
         for c in counts:
             offsets.append(offsets[-1] + c)
-        srcs, dsts, rels = [], [], []
-        for r, ((st, _, dt), src, dst) in enumerate(relations):
-            srcs.append(src.to(device) + offsets[ntypes.index(st)])
-            dsts.append(dst.to(device) + offsets[ntypes.index(dt)])
-            rels.append(torch.full((src.numel(),), r, dtype=torch.int64, device=device))
-        empty = torch.zeros(0, dtype=torch.int64, device=device)
-        cat = (lambda xs: torch.cat(xs) if xs else empty)
-        index = GraphIndex.from_user_edges(ntypes, counts, [k for k, _, _ in relations],
-                                           cat(srcs), cat(dsts), cat(rels))
+        blocks = []
+        for (st, _, dt), src, dst in relations:
+            src_off, dst_off = offsets[ntypes.index(st)], offsets[ntypes.index(dt)]
+            blocks.append((src.to(device) + src_off if src_off else src.to(device),
+                           dst.to(device) + dst_off if dst_off else dst.to(device)))
+        index = GraphIndex.from_relation_blocks(ntypes, counts, [k for k, _, _ in relations], blocks, device)
         return cls(index)
 
     # --------------------------------------------------------------- schema

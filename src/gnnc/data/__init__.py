@@ -1,0 +1,20 @@
+"""Datasets: seeded synthetic replicas of benchmark graphs and loaders for real files.
+
+Synthetic: ``synthetic(name, scale, seed)``, with the published figures in
+``DATASETS`` / ``list_datasets()``. Real files: ``load_planetoid`` (Cora,
+Citeseer), ``load_kg`` (FB15k-237, WN18RR), ``load_edge_list``, and
+``save_npz`` / ``load_npz`` for any gnnc graph. Loaders read an explicit
+path or fall back to the folder named by the ``GNNC_DATA`` variable.
+"""
+from .dataset import Dataset, KGDataset
+from .edge_list import load_edge_list
+from .kg import load_kg
+from .npz import load_npz, save_npz
+from .planetoid import load_planetoid
+from .registry import DATASETS, DatasetInfo, get_info, list_datasets
+from .safe_pickle import RestrictedUnpickler, safe_load
+from .synthetic import synthetic
+
+__all__ = ["Dataset", "KGDataset", "DatasetInfo", "DATASETS", "get_info", "list_datasets", "synthetic",
+           "load_planetoid", "load_kg", "load_edge_list", "save_npz", "load_npz",
+           "RestrictedUnpickler", "safe_load"]

@@ -1,0 +1,134 @@
+"""Planetoid citation graphs (Cora, Citeseer, Pubmed) from ``ind.<name>.*`` files.
+
+Processing follows Kipf & Welling's and PyG's: features are ``allx`` then
+``tx`` with row i at node ``test.index[i]``; Citeseer's ids inside the
+test range that ``test.index`` skips get zero features and label 0;
+edges come from the adjacency dict without self-loops or duplicates, sorted
+by (src, dst). Public split: the ``x`` rows train, the next 500 validate,
+``test.index`` tests. Features are kept raw (no normalization).
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse
+import torch
+
+from ..graph import graph
+from .dataset import Dataset, index_mask
+from .paths import ENV_VAR, resolve
+from .safe_pickle import safe_load
+
+NUM_VAL = 500
+
+
+def load_planetoid(name: str, root=None) -> Dataset:
+    """Load ``ind.<name>.*`` from ``root`` (default ``$GNNC_DATA/planetoid``).
+
+    Returns a homogeneous graph with ``ndata['feat']`` (float32), ``label``
+    (int64) and the public ``train_mask`` / ``val_mask`` / ``test_mask``.
+    """
+    name = name.lower()
+    root = resolve(root, "planetoid", f"Planetoid folder for {name!r}")
+    parts = {key: _load_part(root, name, key, kind)
+             for key, kind in (("x", "matrix"), ("y", "matrix"), ("tx", "matrix"), ("ty", "matrix"),
+                               ("allx", "matrix"), ("ally", "matrix"), ("graph", "dict"))}
+    test_index = _read_index(_file(root, name, "test.index"))
+
+    features, onehot = _node_rows(root, name, parts, test_index)
+    labels = onehot.argmax(1).astype(np.int64)
+
+    num_nodes = labels.size
+    src, dst = _edges(parts["graph"], num_nodes, _file(root, name, "graph"))
+    g = graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_nodes)
+    n_train = parts["y"].shape[0]
+    g.ndata["feat"] = torch.from_numpy(features)
+    g.ndata["label"] = torch.from_numpy(labels)
+    g.ndata["train_mask"] = index_mask(num_nodes, np.arange(n_train))
+    g.ndata["val_mask"] = index_mask(num_nodes, np.arange(n_train, n_train + NUM_VAL))
+    g.ndata["test_mask"] = index_mask(num_nodes, test_index)
+    return Dataset(name, g, onehot.shape[1], g.ntypes[0])
+
+
+def _file(root: Path, name: str, key: str) -> Path:
+    path = root / f"ind.{name}.{key}"
+    if not path.is_file():
+        raise FileNotFoundError(f"Planetoid file {path} is missing (root={root}; the default root is "
+                                f"${ENV_VAR}/planetoid)")
+    return path
+
+
+def _load_part(root: Path, name: str, key: str, kind: str):
+    path = _file(root, name, key)
+    obj = safe_load(path)
+    if kind == "dict" and not isinstance(obj, dict):
+        raise ValueError(f"{path}: expected a dict of adjacency lists, got {type(obj).__name__}")
+    is_matrix = (scipy.sparse.issparse(obj) or isinstance(obj, np.ndarray)) and obj.ndim == 2
+    if kind == "matrix" and not is_matrix:
+        raise ValueError(f"{path}: expected a 2-D array or sparse matrix, got {type(obj).__name__}")
+    return obj
+
+
+def _read_index(path: Path) -> np.ndarray:
+    values = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            values.append(int(line))
+        except ValueError:
+            raise ValueError(f"{path}, line {lineno}: expected one integer node index, got {line!r}") from None
+    if not values:
+        raise ValueError(f"{path}: holds no test indices")
+    return np.array(values, dtype=np.int64)
+
+
+def _dense(m) -> np.ndarray:
+    arr = m.toarray() if scipy.sparse.issparse(m) else np.asarray(m)
+    return np.ascontiguousarray(arr, dtype=np.float32)
+
+
+def _node_rows(root: Path, name: str, parts: dict, test_index: np.ndarray):
+    """(features, one-hot labels) of every node, test rows at their test indices.
+
+    ``tx`` row i belongs to node ``test_index[i]`` (as in Kipf's and PyG's
+    loaders); ids in the test range that no test index names (Citeseer's
+    isolated nodes) get zero rows.
+    """
+    allx, ally, tx, ty = (_dense(parts[k]) for k in ("allx", "ally", "tx", "ty"))
+    test_file = root / f"ind.{name}.test.index"
+    if not (allx.shape[0] == ally.shape[0] and tx.shape[0] == ty.shape[0] == test_index.size
+            and allx.shape[1] == tx.shape[1] and ally.shape[1] == ty.shape[1]):
+        raise ValueError(f"Planetoid {name!r} in {root}: shapes disagree: allx {allx.shape}, ally "
+                         f"{ally.shape}, tx {tx.shape}, ty {ty.shape}, {test_index.size} test indices")
+    known, order = allx.shape[0], np.sort(test_index)
+    num_nodes = known + int(order[-1] - order[0]) + 1
+    if order[0] < 0 or order[-1] >= num_nodes or np.any(order[1:] == order[:-1]):
+        raise ValueError(f"{test_file}: test indices must be distinct and within [0, {num_nodes})")
+    slots = known + order - order[0]
+    out = []
+    for head, tail in ((allx, tx), (ally, ty)):
+        rows = np.zeros((num_nodes, head.shape[1]), dtype=np.float32)
+        rows[:known], rows[slots] = head, tail
+        rows[test_index] = rows[order]
+        out.append(rows)
+    return tuple(out)
+
+
+def _edges(adjacency: dict, num_nodes: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique (src, dst) pairs of the adjacency dict, self-loops dropped."""
+    try:
+        src = np.fromiter(itertools.chain.from_iterable(
+            itertools.repeat(int(k), len(v)) for k, v in adjacency.items()), dtype=np.int64)
+        dst = np.fromiter(itertools.chain.from_iterable(adjacency.values()), dtype=np.int64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path}: adjacency lists must map node ids to lists of node ids ({err})") from None
+    bad = (src < 0) | (src >= num_nodes) | (dst < 0) | (dst >= num_nodes)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{path}: edge ({src[i]}, {dst[i]}) is outside the {num_nodes} nodes")
+    keep = src != dst
+    key = np.unique(src[keep] * num_nodes + dst[keep])
+    return key // num_nodes, key % num_nodes
