@@ -74,13 +74,14 @@ def test_per_type_features_of_different_widths_and_featureless_types():
     g.nodes["item"].data["x"] = torch.randn(7, 6)
     assert g.nodes["user"].data["x"].shape == (9, 4)
     assert "x" not in g.nodes["tag"].data
+    assert "x" not in g.ndata and list(g.ndata) == []
     with pytest.raises(KeyError, match="missing for \\['tag'\\]"):
         g.ndata["x"]
     g.nodes["tag"].data["x"] = torch.randn(1, 6)
     with pytest.raises(ValueError, match="different shape per type"):
         g.ndata["x"]
     g.nodes["user"].data["x"] = torch.randn(9, 6)
-    assert g.ndata["x"].shape == (17, 6)
+    assert "x" in g.ndata and g.ndata["x"].shape == (17, 6)
     assert torch.equal(g.ndata["x"][9:16], g.nodes["item"].data["x"])
 
 

@@ -14,7 +14,7 @@ from tqdm import tqdm
 def _median_ms(fn, runs: int, desc: str) -> float:
     fn()  # warm-up: builds degree buckets and CSR caches
     times = []
-    for _ in tqdm(range(runs), desc=desc, leave=False):
+    for _ in tqdm(range(runs), desc=desc, leave=False, delay=2):
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
@@ -57,36 +57,55 @@ def cmd_demo(args) -> int:
     return 0
 
 
+REAL_LOADERS = (
+    ("cora", "load_planetoid", "planetoid/ind.cora.*", "2,708 nodes, 10,556 edges, 1,433 features, 7 classes"),
+    ("citeseer", "load_planetoid", "planetoid/ind.citeseer.*", "3,327 nodes, 9,104 edges, 3,703 features, 6 classes"),
+    ("FB15k-237", "load_kg", "kg/FB15k-237.tar.gz", "14,541 entities, 237 relations (474 with inverses)"),
+    ("WN18RR", "load_kg", "kg/WN18RR.tar.gz", "40,943 entities, 11 relations"),
+)
+
+
 def cmd_datasets(args) -> int:
     from . import data
 
-    print(data.list_datasets())
+    print("Synthetic replicas (gnnc.data.synthetic(name, scale=1.0, seed=0)); full-scale figures:")
+    print(f"  {'name':<9} {'kind':<14} {'nodes':>11} {'edges':>12} {'ntypes':>6} {'rels':>5} {'feat':>5}  source")
+    for d in data.list_datasets():
+        print(f"  {d.name:<9} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
+              f"{d.num_relations:>5} {d.feat_dim:>5}  {d.paper}")
+    root = data_root(args.data_dir)
+    print(f"Real-data loaders (files under {root or '$GNNC_DATA, which is not set'}):")
+    for name, loader, rel_path, figures in REAL_LOADERS:
+        found = root is not None and any((root / rel_path).parent.glob((root / rel_path).name))
+        print(f"  {name:<10} gnnc.data.{loader:<15} {rel_path:<24} {'found' if found else 'absent':<7} {figures}")
     return 0
 
 
-def load_graph(spec: str, scale: float, data_dir: str | None, seed: int = 0):
-    """A graph named on the command line: synthetic name, planetoid name, KG name or file path."""
-    from . import data
-
-    path = Path(spec)
-    if path.suffix == ".npz" and path.exists():
-        return data.load_npz(path)
-    if spec.lower() in ("cora", "citeseer") and (data_dir or _has_env_data()):
-        root = Path(data_dir) / "planetoid" if data_dir else None
-        return data.load_planetoid(spec.lower(), root).graph
-    if spec in ("FB15k-237", "WN18RR") or path.suffix == ".gz" or path.is_dir():
-        target = Path(data_dir) / "kg" / f"{spec}.tar.gz" if data_dir and not path.exists() else spec
-        return data.load_kg(target).graph
-    if spec in data.DATASETS:
-        return data.synthetic(spec, scale=scale, seed=seed, with_features=False).graph
-    raise SystemExit(f"gnnc: unknown graph {spec!r}: give a synthetic dataset name "
-                     f"({', '.join(data.DATASETS)}), cora/citeseer, FB15k-237/WN18RR or an .npz path")
-
-
-def _has_env_data() -> bool:
+def data_root(data_dir: str | None) -> Path | None:
+    """The real-data folder: --data-dir, else $GNNC_DATA, else None."""
     import os
 
-    return bool(os.environ.get("GNNC_DATA"))
+    root = data_dir or os.environ.get("GNNC_DATA")
+    return Path(root) if root else None
+
+
+def load_graph(spec: str, scale: float, data_dir: str | None):
+    """A graph named on the command line: .npz path, real dataset name, or synthetic name."""
+    from . import data
+
+    root = data_root(data_dir)
+    if spec.endswith(".npz"):
+        return data.load_npz(spec)
+    if spec.lower() in ("cora", "citeseer"):
+        return data.load_planetoid(spec.lower(), root / "planetoid" if root else None).graph
+    if spec in ("FB15k-237", "WN18RR"):
+        return data.load_kg(root / "kg" / f"{spec}.tar.gz" if root else spec).graph
+    if spec.endswith((".tar.gz", ".tgz")) or Path(spec).is_dir():
+        return data.load_kg(spec).graph
+    if spec in data.DATASETS:
+        return data.synthetic(spec, scale=scale, with_features=False).graph
+    raise SystemExit(f"gnnc: unknown graph {spec!r}: give a synthetic dataset name "
+                     f"({', '.join(data.DATASETS)}), cora/citeseer, FB15k-237/WN18RR, or an .npz / KG path")
 
 
 def cmd_info(args) -> int:
@@ -96,7 +115,11 @@ def cmd_info(args) -> int:
     if deg.numel():
         print(f"in-degree: min {int(deg.min())}, mean {deg.mean():.2f}, max {int(deg.max())}, "
               f"zero in-degree nodes {int((deg == 0).sum()):,}")
-    print(f"node features: {list(g.ndata) or 'none'}; edge features: {list(g.edata) or 'none'}")
+    if g.is_homogeneous:
+        print(f"node features: {list(g.ndata) or 'none'}; edge features: {list(g.edata) or 'none'}")
+    else:
+        for t in g.ntypes:
+            print(f"node features of {t}: {list(g.nodes[t].data) or 'none'}")
     return 0
 
 
@@ -104,8 +127,8 @@ def cmd_train(args) -> int:
     from . import data
     from .training import planetoid_experiment
 
-    root = Path(args.data_dir) / "planetoid" if args.data_dir else None
-    ds = data.load_planetoid(args.dataset, root)
+    root = data_root(args.data_dir)
+    ds = data.load_planetoid(args.dataset, root / "planetoid" if root else None)
     result = planetoid_experiment(args.model, ds, seed=args.seed, epochs=args.epochs)
     print(f"{args.model.upper()} on {args.dataset}: test accuracy {result.test_acc * 100:.1f}% "
           f"(best val {result.val_acc * 100:.1f}% at epoch {result.best_epoch}/{result.epochs_run}, "
@@ -127,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders")
+    ds.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
     ds.set_defaults(func=cmd_datasets)
 
     info = sub.add_parser("info", help="summarise a graph's node types and relations")

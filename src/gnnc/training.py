@@ -40,7 +40,7 @@ def train_node_classifier(model, g, feats, labels, masks, *, epochs=200, lr=0.01
     best = (-1.0, float("inf"))
     best_state, best_epoch, since_best = None, 0, 0
     start = time.perf_counter()
-    bar = tqdm(range(1, epochs + 1), desc="train", disable=not progress, leave=False)
+    bar = tqdm(range(1, epochs + 1), desc="train", disable=not progress, leave=False, delay=2)
     for epoch in bar:
         model.train()
         opt.zero_grad()

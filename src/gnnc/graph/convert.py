@@ -99,7 +99,8 @@ def to_scipy(g: Graph, etype=None, fmt: str = "coo", weight_key: str | None = "w
 
 def _scipy_entries(g: Graph, etype, weight_key, num_edges) -> np.ndarray:
     view = g.edata if etype is None else g.edges[etype].data
-    if weight_key is None or weight_key not in view:
+    relations = g.canonical_etypes if etype is None else [etype]
+    if weight_key is None or not any(weight_key in g.edges[r].data for r in relations):
         return np.ones(num_edges, dtype=np.float32)
     try:
         weight = view[weight_key]

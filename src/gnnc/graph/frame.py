@@ -45,7 +45,16 @@ class TypedStore:
         return out
 
     def keys(self) -> list[str]:
+        """Every feature name, whether stored whole or for some types only."""
         return list(self.whole) + [k for k in self.typed if k not in self.whole]
+
+    def whole_keys(self) -> list[str]:
+        """Features readable over all elements: whole, or per type with one shape everywhere."""
+        return list(self.whole) + [k for k, parts in self.typed.items() if self._assemblable(parts)]
+
+    def _assemblable(self, parts) -> bool:
+        present = [t for t in range(len(self.names)) if self.counts[t] > 0]
+        return all(t in parts for t in present) and len({tuple(parts[t].shape[1:]) for t in present}) <= 1
 
     # ---------------------------------------------------------- whole view
     def get_whole(self, key: str) -> torch.Tensor:
@@ -132,16 +141,16 @@ class WholeView(MutableMapping):
         self._store.del_key(key)
 
     def __contains__(self, key):
-        return key in self._store.whole or key in self._store.typed
+        return key in self._store.whole_keys()
 
     def __iter__(self):
-        return iter(self._store.keys())
+        return iter(self._store.whole_keys())
 
     def __len__(self):
-        return len(self._store.keys())
+        return len(self._store.whole_keys())
 
     def __repr__(self):
-        return f"{type(self).__name__}({self._store.keys()})"
+        return f"{type(self).__name__}({self._store.whole_keys()})"
 
 
 class TypeView(MutableMapping):
