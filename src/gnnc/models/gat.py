@@ -5,6 +5,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .common import bias_and_activation
+
 
 class GATConv(nn.Module):
     """Multi-head graph attention (DGL ``GATConv`` semantics).
@@ -49,11 +51,7 @@ class GATConv(nn.Module):
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)
             h = g.ndata["h"]
-        if self.bias is not None:
-            h = h + self.bias
-        if self.activation is not None:
-            h = self.activation(h)
-        return h
+        return bias_and_activation(h, self.bias, self.activation)
 
     def _attention(self, edges):
         pair = torch.cat([edges.src["z"], edges.dst["z"]], -1)  # [E, heads, 2 * out_dim]

@@ -5,6 +5,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .common import bias_and_activation
+
 
 class GCNConv(nn.Module):
     """Graph convolution with symmetric normalization (DGL ``GraphConv``, norm='both').
@@ -38,11 +40,7 @@ class GCNConv(nn.Module):
             g.ndata["c_in"] = _inv_sqrt_degree(g.in_degrees(), x.dtype)
             g.update_all(self._message, self._reduce)
             h = g.ndata["h"]
-        if self.bias is not None:
-            h = h + self.bias
-        if self.activation is not None:
-            h = self.activation(h)
-        return h
+        return bias_and_activation(h, self.bias, self.activation)
 
     @staticmethod
     def _message(edges):

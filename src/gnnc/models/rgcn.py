@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .common import bias_and_activation
 from .norm import relation_in_degree_norm
 
 
@@ -78,9 +79,5 @@ class RGCNConv(nn.Module):
             h = g.ndata["h"]
         if self.loop_weight is not None:
             h = h + x @ self.loop_weight
-        if self.bias is not None:
-            h = h + self.bias
-        if self.activation is not None:
-            h = self.activation(h)
-        return h
+        return bias_and_activation(h, self.bias, self.activation)
 
