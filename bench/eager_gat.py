@@ -1,6 +1,7 @@
 """Eager UDF executor: GAT layer forward on synthetic replicas, against the hardware floor.
 
-Each dataset runs in a fresh process so its peak memory is its own. Times are
+Each dataset runs in a fresh process; peak memory is the resident-set high-water
+mark above what the process held before the first forward (graph and features). Times are
 medians of --runs runs after one warm-up. The floor is the larger of
 (compulsory bytes / measured copy bandwidth) and (necessary FLOPs / measured
 matmul throughput) on this machine.
@@ -14,19 +15,24 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import resource
 import statistics
 import time
 
 import torch
 
 
-def rss_kib() -> int:
+def proc_status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    return 0
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> None:
+    """Linux: writing 5 to clear_refs resets the VmHWM high-water mark."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def machine_rates() -> dict:
@@ -63,13 +69,14 @@ def run_case(name: str, scale: float, runs: int, heads: int, hidden: int, seed: 
     ds = data.synthetic(name, scale=scale, seed=seed)
     g, x = ds.graph, ds.graph.ndata["feat"]
     layer = models.GATConv(x.shape[1], hidden, num_heads=heads).eval()
-    before = rss_kib()
+    before = proc_status_kib("VmRSS")
+    reset_peak_rss()
     times = []
     with torch.no_grad():
         layer(g, x)  # warm-up: CSR and degree buckets are built and cached here
         for _ in range(runs):
             times.append(_timed(lambda: layer(g, x)))
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    peak_kib = proc_status_kib("VmHWM") - before
     buckets = len(g.index.degree_buckets(None))
     queue.put({"dataset": name, "scale": scale, "nodes": g.num_nodes(), "edges": g.num_edges(),
                "in_dim": x.shape[1], "heads": heads, "hidden": hidden, "degree_buckets": buckets,
