@@ -6,7 +6,44 @@ nodes (whole graph) or over the destination node type (one relation).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 from ..runtime import eager
+
+_COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
+
+
+@contextlib.contextmanager
+def compiling(options: dict):
+    """Inside the block every message-passing call goes through the compiler."""
+    token = _COMPILING.set(dict(options))
+    try:
+        yield
+    finally:
+        _COMPILING.reset(token)
+
+
+def _compile_options(flag):
+    """Options when this call is compiled (explicit flag or an active gnnc.compile), else None."""
+    if flag is False:
+        return None
+    active = _COMPILING.get()
+    if flag is True:
+        return active or {}
+    return active
+
+
+def _messages_reduced(g, message, reduce, update_fn, rel, flag):
+    """Reduce (and update) results of one block: compiled when asked and possible, else eager."""
+    options = _compile_options(flag)
+    if options is not None:
+        from ..runtime import compiled
+
+        out = compiled.run("update_all", (message, reduce, update_fn), g, rel, options)
+        if out is not None:
+            return out, True
+    return eager.reduce(g, reduce, eager.messages(g, message, rel), rel), False
 
 
 def _check_callable(fn, role: str):
@@ -14,11 +51,18 @@ def _check_callable(fn, role: str):
         raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
 
 
-def apply_edges(g, message, etype=None) -> None:
+def apply_edges(g, message, etype=None, compile=None) -> None:
     _check_callable(message, "message")
     rel = None if etype is None else g.etype_id(etype)
     lo, hi = eager.edge_block(g, rel)
-    out = eager.messages(g, message, rel)
+    out = None
+    options = _compile_options(compile)
+    if options is not None:
+        from ..runtime import compiled
+
+        out = compiled.run("apply_edges", (message,), g, rel, options)
+    if out is None:
+        out = eager.messages(g, message, rel)
     for k, v in out.items():
         v = g.index.to_user_order(v, lo, hi)
         if rel is None:
@@ -33,20 +77,20 @@ def apply_nodes(g, func, ntype=None) -> None:
     _write_nodes(g, t, eager.apply_nodes(g, func, t))
 
 
-def update_all(g, message, reduce, update=None, etype=None) -> None:
+def update_all(g, message, reduce, update=None, etype=None, compile=None) -> None:
     _check_callable(message, "message")
     _check_callable(reduce, "reduce")
     if update is not None:
         _check_callable(update, "update")
     rel = None if etype is None else g.etype_id(etype)
-    out = eager.reduce(g, reduce, eager.messages(g, message, rel), rel)
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
+    out, updated = _messages_reduced(g, message, reduce, update, rel, compile)
     _write_nodes(g, t, out)
-    if update is not None:
+    if update is not None and not updated:
         _write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
-def multi_update_all(g, funcs: dict, cross_reducer: str = "sum") -> None:
+def multi_update_all(g, funcs: dict, cross_reducer: str = "sum", compile=None) -> None:
     if cross_reducer not in eager.CROSS_REDUCERS:
         raise ValueError(f"unknown cross reducer {cross_reducer!r}; use one of {eager.CROSS_REDUCERS}")
     if not isinstance(funcs, dict) or not funcs:
@@ -59,7 +103,7 @@ def multi_update_all(g, funcs: dict, cross_reducer: str = "sum") -> None:
         _check_callable(message, "message")
         _check_callable(reduce, "reduce")
         rel = g.etype_id(etype)
-        out = eager.reduce(g, reduce, eager.messages(g, message, rel), rel)
+        out, _ = _messages_reduced(g, message, reduce, None, rel, compile)
         per_type.setdefault(g.ntype_id(g.index.etypes[rel][2]), []).append(out)
     for t, outs in per_type.items():
         keys = set().union(*outs)

@@ -304,32 +304,37 @@ class Graph:
         return out
 
     # -------------------------------------------------------- message passing
-    def apply_edges(self, message, etype=None) -> None:
-        """Run ``message(edges)`` on every edge (or one relation's); store results in edge data."""
+    def apply_edges(self, message, etype=None, compile=None) -> None:
+        """Run ``message(edges)`` on every edge (or one relation's); store results in edge data.
+
+        ``compile=True`` runs this call through the compiler (``gnnc.compile`` does it for a model).
+        """
         from ..frontend import message_passing
-        message_passing.apply_edges(self, message, etype)
+        message_passing.apply_edges(self, message, etype, compile)
 
     def apply_nodes(self, func, ntype=None) -> None:
         """Run ``func(nodes)`` on every node (or one type's); store results in node data."""
         from ..frontend import message_passing
         message_passing.apply_nodes(self, func, ntype)
 
-    def update_all(self, message, reduce, update=None, etype=None) -> None:
+    def update_all(self, message, reduce, update=None, etype=None, compile=None) -> None:
         """Message on all edges, reduce at destinations, optional node update.
 
         Nodes without in-edges receive zeros. With ``etype`` only that
         relation's edges take part and only its destination type is written.
+        ``compile=True`` runs this call through the compiler.
         """
         from ..frontend import message_passing
-        message_passing.update_all(self, message, reduce, update, etype)
+        message_passing.update_all(self, message, reduce, update, etype, compile)
 
-    def multi_update_all(self, funcs: dict, cross_reducer: str = "sum") -> None:
+    def multi_update_all(self, funcs: dict, cross_reducer: str = "sum", compile=None) -> None:
         """Per-relation ``{rel: (message, reduce)}`` then combine per node type.
 
         ``cross_reducer`` is one of sum, mean, max, min, stack (as DGL).
+        ``compile=True`` runs each relation's call through the compiler.
         """
         from ..frontend import message_passing
-        message_passing.multi_update_all(self, funcs, cross_reducer)
+        message_passing.multi_update_all(self, funcs, cross_reducer, compile)
 
     # ----------------------------------------------------------- converters
     def to_edge_list(self, etype=None):

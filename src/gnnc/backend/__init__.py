@@ -1,0 +1,1 @@
+"""Executable backends: implementations of the gnnc graph-primitive contract."""

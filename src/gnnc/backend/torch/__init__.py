@@ -1,0 +1,63 @@
+"""gnnc graph primitives on PyTorch operations: the contract every backend implements.
+
+Conventions. Graph structure arrives only as 1-D int64 index tensors (never a
+Graph): ``src``/``dst``/``index`` have one entry per edge, in any order,
+duplicates and self loops allowed. Leading dims are rows (N nodes, E edges);
+trailing feature dims are arbitrary and broadcast right-aligned between
+operands, DGL-style ([E, H, 1] weights with [N, H, F] features). Values are
+float32 or float64, all on one device. Nodes without in-edges get zeros.
+Every primitive is differentiable in its float inputs (first order) through
+a ``torch.autograd.Function`` whose backward recomputes per-edge [E, F]
+quantities instead of saving them; what it saves is O(E) indices, O(E x H)
+logits and O(N x F) node tensors. Edge loops run in chunks of about
+``common.CPU_CHUNK_ELEMENTS`` (CPU) / ``common.DEVICE_CHUNK_ELEMENTS``
+elements, or ``chunk`` edges when that keyword is given.
+
+Primitives (``g`` denotes the upstream gradient):
+
+``segment_reduce(values [E, ...], dst, num_segments, op)``
+    out[v] = op_{e: dst[e]=v} values[e], op in sum, mean (sum / max(deg, 1)),
+    max, min. Max/min backward: g[v, f] goes to values[e*, f], e* the
+    smallest edge index attaining the extremum (an O(N x F) saved argument).
+
+``edge_softmax(logits [E, ...], dst, num_nodes)``
+    alpha[e] = exp(l[e] - m[dst[e]]) / sum_{e': dst[e']=dst[e]} exp(l[e'] - m[dst[e]]),
+    m[v] = max_{e: dst[e]=v} l[e]. Backward: alpha * (g - segment_sum(alpha * g)[dst]).
+
+``spmm(x [N_src, ...], src, dst, num_dst, edge_weight [E, ...] | None, op, reduce)``
+    out[v] = reduce_{e: dst[e]=v} (x[src[e]] op w[e]), op in mul, add, sub,
+    div (copy: message x[src[e]] when edge_weight is None), reduce in sum,
+    mean, max, min. Backward: grad_x[u] = sum_{e: src[e]=u} d(msg)/dx * g[dst[e]]
+    (the transposed aggregation), grad_w[e] = d(msg)/dw * g[dst[e]] (an SDDMM).
+
+``sddmm(a [Na, ...], a_index, b [Nb, ...], b_index, op)``
+    out[e] = a[a_index[e]] op b[b_index[e]], op in add, sub, mul, div, dot;
+    dot: out[e, ..., 0] = sum_f a[a_index[e], ..., f] * b[b_index[e], ..., f].
+
+``edge_softmax_aggregate(logits [E, H], x [N_src, H, F], src, dst, num_dst)``
+    out[v, h] = sum_{e: dst[e]=v} edge_softmax(logits)[e, h] * x[src[e], h]
+    (also logits [E] with x [N_src, F], or any right-aligned broadcast).
+    Saves m and the denominator per destination; backward recomputes alpha:
+    grad_x[u] = sum_{e: src[e]=u} alpha[e] g[dst[e]],
+    grad_l = alpha * (d - segment_sum(alpha * d)[dst]), d[e] = g[dst[e]] . x[src[e]].
+
+``segment_matmul(x [N, K], ptr [T+1], weight [T, K, M], bias [T, M] | None)``
+    out[i] = x[i] @ weight[t] + bias[t] for ptr[t] <= i < ptr[t+1].
+
+``gather_segment_matmul(x [N, K], index [E], ptr [R+1], weight [R, K, M])``
+    out[e] = x[index[e]] @ weight[r] for ptr[r] <= e < ptr[r+1].
+
+Sums over edges (spmm copy/mul, sddmm dot, segment sum/mean, the fused
+softmax aggregation) run as per-head CSR sparse matmuls on CPU and CUDA
+(``csr.SPARSE_DEVICE_TYPES``) and as chunked gather + index_add elsewhere;
+both give the same results up to summation order.
+"""
+from .csr import clear_structure_cache
+from .segment import segment_reduce
+from .softmax import edge_softmax, edge_softmax_aggregate
+from .spmm import spmm
+from .sddmm import sddmm
+from .typed_matmul import gather_segment_matmul, segment_matmul
+
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "segment_matmul",
+           "gather_segment_matmul", "clear_structure_cache"]

@@ -1,0 +1,139 @@
+"""Per-head SpMM and SDDMM kernels over (row, column) edge lists, with a cached CSR.
+
+These are the two workhorses behind ``spmm``, ``sddmm`` (dot),
+``segment_reduce`` (sum/mean) and ``edge_softmax_aggregate``. Features come
+in "head form" ``[rows, H, F]`` and edge weights as ``[E, H]``: weight
+``w[e, h]`` scales all ``F`` features of head ``h``.
+
+On CPU and CUDA (float32/float64, at most ``MAX_SPARSE_HEADS`` heads, at
+least ``SPARSE_MIN_ELEMENTS`` message elements) they run one CSR sparse
+matmul / sampled dense-dense matmul per head, which measured 1.5-10x faster
+than gather + index_add on CPU; otherwise they fall back to edge chunks of
+gather + index_add. Small problems stay on the fallback because the sparse
+kernels start a parallel region regardless of size, which costs
+milliseconds when the cores are busy. The CSR structure (edges sorted
+by row) is cached on the identity and version counter of the index tensors,
+so a plan that passes the same graph tensors every step sorts once.
+"""
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from .common import chunk_rows
+
+SPARSE_DEVICE_TYPES = frozenset({"cpu", "cuda"})
+MAX_SPARSE_HEADS = 16
+SPARSE_MIN_ELEMENTS = 1 << 18
+CACHE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class CsrStructure:
+    """Edges sorted stably by row: ``perm[i]`` is the edge at sorted position ``i``."""
+
+    crow: torch.Tensor  # [num_rows + 1] row offsets
+    col: torch.Tensor  # [E] column of each sorted edge (the edge id when built without columns)
+    perm: torch.Tensor  # [E]
+
+
+# key -> (rows, cols, structure). Holding rows/cols keeps their storage alive, so
+# no other tensor can reuse the data pointer in the key while the entry exists.
+_cache: OrderedDict = OrderedDict()
+
+
+def clear_structure_cache() -> None:
+    """Drop every cached CSR structure (and the index tensors it pins)."""
+    _cache.clear()
+
+
+def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None = None) -> CsrStructure:
+    """CSR of edges ``(rows[e], cols[e])`` (columns = edge ids when ``cols`` is None)."""
+    key = (num_rows, _identity(rows), None if cols is None else _identity(cols))
+    cacheable = key[1] is not None and (cols is None or key[2] is not None)
+    if cacheable and key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key][2]
+    structure = _build(rows, num_rows, cols)
+    if cacheable:
+        _cache[key] = (rows, cols, structure)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return structure
+
+
+def _identity(t: torch.Tensor):
+    if t.is_inference():  # no version counter: cannot tell whether it changed
+        return None
+    return (t.device, t.data_ptr(), tuple(t.shape), t.stride(), t._version)
+
+
+def _build(rows, num_rows, cols) -> CsrStructure:
+    e = rows.numel()
+    if e < 2 or bool((rows[1:] >= rows[:-1]).all()):
+        perm = torch.arange(e, device=rows.device)
+        col = perm if cols is None else cols
+    else:
+        perm = torch.sort(rows, stable=True).indices
+        col = perm if cols is None else cols.index_select(0, perm)
+    crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
+    torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=crow[1:])
+    return CsrStructure(crow, col, perm)
+
+
+def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool:
+    return (t.device.type in SPARSE_DEVICE_TYPES and t.dtype in (torch.float32, torch.float64)
+            and 1 <= heads <= MAX_SPARSE_HEADS and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS)
+
+
+def _csr(structure: CsrStructure, values: torch.Tensor, num_cols: int) -> torch.Tensor:
+    with warnings.catch_warnings():  # "sparse CSR support is in beta" (once per process)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(structure.crow, structure.col, values,
+                                       (structure.crow.numel() - 1, num_cols), check_invariants=False)
+
+
+def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
+              weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
+    """out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :].
+
+    ``x`` [C, H, F]; ``cols`` None means ``cols[e] = e``; ``weight`` [E, H] or None (all ones).
+    """
+    heads, feats = x.shape[1], x.shape[2]
+    if _use_sparse(x, rows.numel(), heads, feats):
+        structure = csr_structure(rows, num_rows, cols)
+        ones = None if weight is not None else torch.ones(rows.numel(), dtype=x.dtype, device=x.device)
+        sorted_weight = None if weight is None else weight.index_select(0, structure.perm)
+        outs = []
+        for h in range(heads):
+            values = ones if weight is None else sorted_weight[:, h].contiguous()
+            outs.append(torch.sparse.mm(_csr(structure, values, x.shape[0]), x[:, h]))
+        return torch.stack(outs, 1)
+    out = x.new_zeros(num_rows, heads, feats)
+    for s, e in chunk_rows(rows.numel(), heads * feats, x.device, chunk):
+        msg = x[s:e] if cols is None else x.index_select(0, cols[s:e])
+        if weight is not None:
+            msg = msg * weight[s:e, :, None]
+        out.index_add_(0, rows[s:e], msg)
+    return out
+
+
+def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
+               chunk: int | None = None) -> torch.Tensor:
+    """out[e, h] = a[rows[e], h, :] . b[cols[e], h, :] for ``a`` [Ra, H, F], ``b`` [Rb, H, F]."""
+    heads = a.shape[1]
+    num_edges = rows.numel()
+    out = a.new_empty(num_edges, heads)
+    # sampled_addmm rejects more stored entries than the dense shape has (many multi-edges).
+    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= a.shape[0] * b.shape[0]:
+        structure = csr_structure(rows, a.shape[0], cols)
+        pattern = _csr(structure, a.new_zeros(num_edges), b.shape[0])
+        sorted_out = torch.stack([torch.sparse.sampled_addmm(pattern, a[:, h], b[:, h].t(), beta=0.0).values()
+                                  for h in range(heads)], 1)
+        return out.index_copy_(0, structure.perm, sorted_out)
+    for s, e in chunk_rows(num_edges, heads * a.shape[2], a.device, chunk):
+        torch.linalg.vecdot(a.index_select(0, rows[s:e]), b.index_select(0, cols[s:e]), out=out[s:e])
+    return out

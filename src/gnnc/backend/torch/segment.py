@@ -1,0 +1,108 @@
+"""segment_reduce, and the chunked arg-extremum scatter shared with spmm's max/min."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import Function, once_differentiable
+
+from .common import REDUCES, check_choice, check_count, check_float, check_index, chunk_rows, rows_view
+from .csr import head_spmm
+
+
+def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *,
+                   chunk: int | None = None) -> torch.Tensor:
+    """out[v] = op over edges e with dst[e] == v of values[e]; zeros where v has no edge.
+
+    ``values`` [E, ...], ``dst`` [E] int64 (any order), ``op`` in sum, mean
+    (divides by max(deg, 1)), max, min. Max/min send the gradient of each
+    (segment, feature) to one edge: the smallest edge index among the ties.
+    """
+    check_float("values", values)
+    num_segments = check_count("num_segments", num_segments)
+    check_index("dst", dst, num_segments, values.device, length=values.shape[0])
+    check_choice("op", op, REDUCES)
+    if op in ("sum", "mean"):
+        return _SegmentSum.apply(values, dst, num_segments, op == "mean", chunk)
+    return _SegmentExtremum.apply(values, dst, num_segments, op, chunk)
+
+
+def clamped_degrees(dst: torch.Tensor, num_nodes: int, like: torch.Tensor) -> torch.Tensor:
+    """max(in-degree, 1) per node as [N, 1, ..., 1] matching ``like``'s dims, in its dtype."""
+    deg = torch.bincount(dst, minlength=num_nodes).clamp_(min=1).to(like.dtype)
+    return rows_view(deg, like.dim())
+
+
+def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, like: torch.Tensor,
+                     chunks) -> tuple[torch.Tensor, torch.Tensor]:
+    """Max/min of ``messages(start, end)`` ([end - start, *feat]) per destination.
+
+    Returns ``out`` [num_dst, *feat] (zeros where no edge) and ``arg``, the
+    smallest edge id attaining the extremum per (node, feature), ``E`` where
+    none does (no edge, or a NaN extremum). Messages are computed twice,
+    chunk by chunk, so no [E, *feat] temporary exists.
+    """
+    num_edges = dst.numel()
+    shape = (num_dst, *feat)
+    ndim = len(shape)
+    out = torch.full(shape, -math.inf if op == "max" else math.inf, dtype=like.dtype, device=like.device)
+    reduce = "amax" if op == "max" else "amin"
+    for s, e in chunks:
+        m = messages(s, e)
+        out.scatter_reduce_(0, rows_view(dst[s:e], ndim).expand_as(m), m, reduce)
+    arg = torch.full(shape, num_edges, dtype=torch.int64, device=like.device)
+    for s, e in chunks:
+        m = messages(s, e)
+        d = dst[s:e]
+        ids = rows_view(torch.arange(s, e, device=like.device), ndim)
+        candidate = torch.where(m == out.index_select(0, d), ids, num_edges)
+        arg.scatter_reduce_(0, rows_view(d, ndim).expand_as(m), candidate, "amin")
+    empty = torch.bincount(dst, minlength=num_dst) == 0
+    out.masked_fill_(rows_view(empty, ndim), 0)
+    return out, arg
+
+
+class _SegmentSum(Function):
+    @staticmethod
+    def forward(ctx, values, dst, num_segments, mean, chunk):
+        feat = values.shape[1:]
+        heads = values.reshape(values.shape[0], 1, math.prod(feat))
+        out = head_spmm(heads, dst, None, num_segments, None, chunk).reshape(num_segments, *feat)
+        deg = clamped_degrees(dst, num_segments, out) if mean else None
+        if mean:
+            out = out / deg
+        ctx.save_for_backward(dst, deg)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        dst, deg = ctx.saved_tensors
+        if deg is not None:
+            grad = grad / deg
+        return grad.index_select(0, dst), None, None, None, None
+
+
+class _SegmentExtremum(Function):
+    @staticmethod
+    def forward(ctx, values, dst, num_segments, op, chunk):
+        feat = values.shape[1:]
+        chunks = chunk_rows(values.shape[0], math.prod(feat), values.device, chunk)
+        out, arg = scatter_extremum(lambda s, e: values[s:e], dst, num_segments, feat, op, values, chunks)
+        ctx.save_for_backward(arg)
+        ctx.num_edges = values.shape[0]
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (arg,) = ctx.saved_tensors
+        num_edges, feat = ctx.num_edges, arg.shape[1:]
+        if num_edges == 0:
+            return grad.new_zeros((0,) + tuple(feat)), None, None, None, None
+        valid = arg < num_edges
+        row_size = math.prod(feat)
+        target = torch.where(valid, arg, 0) * row_size + torch.arange(row_size, device=arg.device).view(feat)
+        grad_values = grad.new_zeros(num_edges * row_size)
+        grad_values.index_add_(0, target.reshape(-1), torch.where(valid, grad, 0).reshape(-1))
+        return grad_values.view(num_edges, *feat), None, None, None, None

@@ -1,0 +1,110 @@
+"""Edge softmax by destination, and the fused softmax + weighted aggregation."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import Function, once_differentiable
+
+from .common import (as_heads, broadcast_features, check_count, check_float, check_index, check_same,
+                     head_layout, heads_to_weight, rows_view, sum_to, weight_as_heads)
+from .csr import head_sddmm, head_spmm
+
+
+def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """alpha[e] = exp(logits[e] - m[dst[e]]) / sum over e' with dst[e'] == dst[e] of exp(logits[e'] - m[dst[e]]).
+
+    ``logits`` [E, ...], ``dst`` [E] int64 (any order), ``m`` the per-destination
+    max (numerical stability). Backward uses the saved output only:
+    g_logits = alpha * (g - segment_sum(alpha * g)[dst]).
+    """
+    check_float("logits", logits)
+    num_nodes = check_count("num_nodes", num_nodes)
+    check_index("dst", dst, num_nodes, logits.device, length=logits.shape[0])
+    return _EdgeSoftmax.apply(logits, dst, num_nodes)
+
+
+def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
+                           num_dst: int, *, chunk: int | None = None) -> torch.Tensor:
+    """out[v] = sum over e with dst[e] == v of edge_softmax(logits)[e] * x[src[e]].
+
+    ``logits`` [E, ...] and ``x`` [N_src, ...] broadcast right-aligned, except
+    that logits with exactly one feature dim fewer than x get a trailing
+    singleton ([E, H] against [N, H, F], [E] against [N, F]). Saves only the
+    per-destination max and denominator besides its inputs; alpha is
+    recomputed in backward and the [E, ..., F] messages never exist.
+    """
+    check_float("logits", logits)
+    check_float("x", x)
+    check_same(x.device, x.dtype, logits=logits)
+    num_dst = check_count("num_dst", num_dst)
+    num_edges = logits.shape[0]
+    check_index("src", src, x.shape[0], x.device, length=num_edges)
+    check_index("dst", dst, num_dst, x.device, length=num_edges)
+    if logits.dim() == x.dim() - 1:
+        logits = logits.unsqueeze(-1)
+    broadcast_features("logits", logits.shape[1:], "x", x.shape[1:])
+    return _EdgeSoftmaxAggregate.apply(logits, x, src, dst, num_dst, chunk)
+
+
+def _exp_and_stats(logits, dst, num_nodes):
+    """exp(logits - m[dst]), with the per-destination max m and denominator s."""
+    shape = (num_nodes,) + tuple(logits.shape[1:])
+    index = rows_view(dst, logits.dim()).expand_as(logits)
+    m = logits.new_full(shape, -math.inf).scatter_reduce_(0, index, logits, "amax")
+    ex = (logits - m.index_select(0, dst)).exp_()
+    s = logits.new_zeros(shape).index_add_(0, dst, ex)
+    return ex, m, s
+
+
+def _softmax_backward(alpha, grad_alpha, dst, num_nodes):
+    """alpha * (grad_alpha - segment_sum(alpha * grad_alpha)[dst])."""
+    weighted = alpha * grad_alpha
+    total = weighted.new_zeros((num_nodes,) + tuple(weighted.shape[1:])).index_add_(0, dst, weighted)
+    return weighted.addcmul_(alpha, total.index_select(0, dst), value=-1)
+
+
+class _EdgeSoftmax(Function):
+    @staticmethod
+    def forward(ctx, logits, dst, num_nodes):
+        ex, _, s = _exp_and_stats(logits, dst, num_nodes)
+        alpha = ex.div_(s.index_select(0, dst))
+        ctx.save_for_backward(alpha, dst)
+        ctx.num_nodes = num_nodes
+        return alpha
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        alpha, dst = ctx.saved_tensors
+        return _softmax_backward(alpha, grad, dst, ctx.num_nodes), None, None
+
+
+class _EdgeSoftmaxAggregate(Function):
+    @staticmethod
+    def forward(ctx, logits, x, src, dst, num_dst, chunk):
+        full = torch.broadcast_shapes(logits.shape[1:], x.shape[1:])
+        k = head_layout(logits.shape[1:], full)
+        ex, m, s = _exp_and_stats(logits, dst, num_dst)
+        alpha = ex.div_(s.index_select(0, dst))
+        out = head_spmm(as_heads(x, full, k), dst, src, num_dst, weight_as_heads(alpha, full, k), chunk)
+        ctx.save_for_backward(logits, x, src, dst, m, s)
+        ctx.layout = (full, k, num_dst, chunk)
+        return out.view((num_dst,) + tuple(full))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        logits, x, src, dst, m, s = ctx.saved_tensors
+        full, k, num_dst, chunk = ctx.layout
+        alpha = (logits - m.index_select(0, dst)).exp_().div_(s.index_select(0, dst))
+        grad_heads = as_heads(grad, full, k)
+        grad_logits = grad_x = None
+        if ctx.needs_input_grad[1]:
+            gx = head_spmm(grad_heads, src, dst, x.shape[0], weight_as_heads(alpha, full, k), chunk)
+            grad_x = sum_to(gx.view((x.shape[0],) + tuple(full)), x.shape[1:])
+        if ctx.needs_input_grad[0]:
+            dots = head_sddmm(grad_heads, as_heads(x, full, k), dst, src, chunk)
+            grad_alpha = heads_to_weight(dots, logits.shape, full, k)
+            grad_logits = _softmax_backward(alpha, grad_alpha, dst, num_dst)
+        return grad_logits, grad_x, None, None, None, None

@@ -1,0 +1,171 @@
+"""Generalized SpMM: combine source features with edge weights and reduce into destinations."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.autograd.function import Function, once_differentiable
+
+from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, binary_grad_rhs, broadcast_features,
+                     check_choice, check_count, check_float, check_index, check_same, chunk_rows, flat_positions,
+                     head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
+from .csr import head_sddmm, head_spmm
+from .segment import clamped_degrees, scatter_extremum
+
+
+def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
+         edge_weight: torch.Tensor | None = None, op: str = "mul", reduce: str = "sum", *,
+         chunk: int | None = None) -> torch.Tensor:
+    """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]).
+
+    ``x`` [N_src, ...], ``edge_weight`` [E, ...] (feature dims broadcast
+    right-aligned) or None, meaning op 'copy' (message = x[src[e]]); ``op``
+    in mul, add, sub, div; ``reduce`` in sum, mean, max, min; zeros where v
+    has no in-edge. The [E, ...] messages are never materialised: mul/copy
+    sums run as per-head CSR matmuls (or edge chunks), the rest in edge
+    chunks; max/min save one arg-extremum edge per (node, feature).
+    """
+    check_float("x", x)
+    num_dst = check_count("num_dst", num_dst)
+    check_index("src", src, x.shape[0], x.device)
+    num_edges = src.numel()
+    check_index("dst", dst, num_dst, x.device, length=num_edges)
+    check_choice("reduce", reduce, REDUCES)
+    if edge_weight is None:
+        if op not in ("mul", "copy"):
+            raise ValueError(f"spmm op={op!r} needs an edge_weight")
+        op = "copy"
+    else:
+        if op == "copy":
+            raise ValueError("spmm op='copy' takes no edge_weight")
+        check_choice("op", op, BINARY_OPS)
+        check_float("edge_weight", edge_weight)
+        check_same(x.device, x.dtype, edge_weight=edge_weight)
+        if edge_weight.shape[0] != num_edges:
+            raise ValueError(f"edge_weight has {edge_weight.shape[0]} rows, expected one per edge ({num_edges})")
+        broadcast_features("x", x.shape[1:], "edge_weight", edge_weight.shape[1:])
+    if reduce in ("max", "min"):
+        return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk)
+    if op in ("copy", "mul"):
+        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk)
+    return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
+
+
+def _full_shape(x, w):
+    return tuple(x.shape[1:]) if w is None else tuple(torch.broadcast_shapes(x.shape[1:], w.shape[1:]))
+
+
+class _SpmmHeads(Function):
+    """copy / mul with sum / mean: per-head weighted aggregation (see csr.head_spmm)."""
+
+    @staticmethod
+    def forward(ctx, x, w, src, dst, num_dst, mean, chunk):
+        full = _full_shape(x, w)
+        k = 0 if w is None else head_layout(w.shape[1:], full)
+        w_heads = None if w is None else weight_as_heads(w, full, k)
+        out = head_spmm(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk).view((num_dst,) + full)
+        deg = clamped_degrees(dst, num_dst, out) if mean else None
+        if mean:
+            out = out / deg
+        ctx.save_for_backward(x, w, src, dst, deg)
+        ctx.layout = (full, k, chunk)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, w, src, dst, deg = ctx.saved_tensors
+        full, k, chunk = ctx.layout
+        if deg is not None:
+            grad = grad / deg
+        grad_heads = as_heads(grad, full, k)
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            w_heads = None if w is None else weight_as_heads(w, full, k)
+            gx = head_spmm(grad_heads, src, dst, x.shape[0], w_heads, chunk)
+            grad_x = sum_to(gx.view((x.shape[0],) + full), x.shape[1:])
+        if w is not None and ctx.needs_input_grad[1]:
+            grad_w = heads_to_weight(head_sddmm(grad_heads, as_heads(x, full, k), dst, src, chunk), w.shape, full, k)
+        return grad_x, grad_w, None, None, None, None, None
+
+
+class _SpmmBinary(Function):
+    """add / sub / div with sum / mean, in edge chunks."""
+
+    @staticmethod
+    def forward(ctx, x, w, src, dst, num_dst, op, mean, chunk):
+        full = _full_shape(x, w)
+        out = x.new_zeros((num_dst,) + full)
+        for s, e in chunk_rows(src.numel(), math.prod(full), x.device, chunk):
+            msg = binary(op, lift(x.index_select(0, src[s:e]), len(full)), lift(w[s:e], len(full)))
+            out.index_add_(0, dst[s:e], msg)
+        deg = clamped_degrees(dst, num_dst, out) if mean else None
+        if mean:
+            out /= deg
+        ctx.save_for_backward(x, w, src, dst, deg)
+        ctx.layout = (full, op, chunk)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, w, src, dst, deg = ctx.saved_tensors
+        full, op, chunk = ctx.layout
+        if deg is not None:
+            grad = grad / deg
+        grad_x = x.new_zeros(x.shape) if ctx.needs_input_grad[0] else None
+        grad_w = w.new_empty(w.shape) if ctx.needs_input_grad[1] else None
+        for s, e in chunk_rows(src.numel(), math.prod(full), x.device, chunk):
+            g = grad.index_select(0, dst[s:e])
+            xs, ws = lift(x.index_select(0, src[s:e]), len(full)), lift(w[s:e], len(full))
+            if grad_x is not None:
+                grad_x.index_add_(0, src[s:e], sum_to(binary_grad_lhs(op, g, xs, ws), x.shape[1:]))
+            if grad_w is not None:
+                grad_w[s:e] = sum_to(binary_grad_rhs(op, g, xs, ws), w.shape[1:])
+        return grad_x, grad_w, None, None, None, None, None, None
+
+
+class _SpmmExtremum(Function):
+    """max / min: chunked scatter; the gradient goes to the saved arg-extremum edge."""
+
+    @staticmethod
+    def forward(ctx, x, w, src, dst, num_dst, op, reduce, chunk):
+        full = _full_shape(x, w)
+
+        def messages(s, e):
+            xs = lift(x.index_select(0, src[s:e]), len(full))
+            msg = xs if w is None else binary(op, xs, lift(w[s:e], len(full)))
+            return msg.expand((e - s,) + full)
+
+        chunks = chunk_rows(src.numel(), math.prod(full), x.device, chunk)
+        out, arg = scatter_extremum(messages, dst, num_dst, full, reduce, x, chunks)
+        ctx.save_for_backward(x, w, src, arg)
+        ctx.layout = (full, op)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, w, src, arg = ctx.saved_tensors
+        full, op = ctx.layout
+        num_edges = src.numel()
+        if num_edges == 0:
+            return (torch.zeros_like(x), None if w is None else torch.zeros_like(w)) + (None,) * 6
+        valid = arg < num_edges
+        edge = torch.where(valid, arg, 0)
+        grad = torch.where(valid, grad, 0)
+        x_target = src[edge] * math.prod(x.shape[1:]) + flat_positions(x.shape[1:], full, x.device)
+        x_val = x.reshape(-1)[x_target]
+        grad_x = grad_w = None
+        if w is None:
+            w_val = None
+        else:
+            w_target = edge * math.prod(w.shape[1:]) + flat_positions(w.shape[1:], full, w.device)
+            w_val = w.reshape(-1)[w_target]
+            if ctx.needs_input_grad[1]:
+                grad_w = w.new_zeros(w.numel()).index_add_(
+                    0, w_target.reshape(-1), binary_grad_rhs(op, grad, x_val, w_val).reshape(-1)).view(w.shape)
+        if ctx.needs_input_grad[0]:
+            contribution = grad if w is None else binary_grad_lhs(op, grad, x_val, w_val)
+            grad_x = x.new_zeros(x.numel()).index_add_(0, x_target.reshape(-1), contribution.reshape(-1)).view(x.shape)
+        return grad_x, grad_w, None, None, None, None, None, None

@@ -1,0 +1,149 @@
+"""Graph operators of the MP-DFG: executable functions of a ``GraphContext``.
+
+Every function takes the block's context first. Residency notation: V all
+nodes, Vd the block's destination nodes, E the block's edges (internal
+order), A node types, R relations, S shared. Movement operators change
+residency; the fused operators are what the fusion passes produce. Kernels
+come from ``gnnc.backend.torch``, the reference implementation of the
+primitive contract.
+"""
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+
+def _kernels():
+    # imported on first use: the backend package imports the IR for its own tests
+    return importlib.import_module("gnnc.backend.torch")
+
+
+# ------------------------------------------------------------- broadcasts
+def gather_src(ctx, x):
+    """BroadcastSrc V -> E: each edge's source row."""
+    return x.index_select(0, ctx.src)
+
+
+def gather_dst(ctx, x):
+    """BroadcastDst V -> E: each edge's destination row."""
+    return x.index_select(0, ctx.dst)
+
+
+def gather_srctype(ctx, a):
+    """BroadcastSrc A -> E: row of each edge's source node type."""
+    return a.index_select(0, ctx.src_type)
+
+
+def gather_dsttype(ctx, a):
+    """BroadcastDst A -> E: row of each edge's destination node type."""
+    return a.index_select(0, ctx.dst_type)
+
+
+def gather_etype(ctx, r):
+    """Broadcast R -> E: row of each edge's relation."""
+    return r.index_select(0, ctx.edge_rel)
+
+
+def gather_ntype(ctx, a):
+    """Broadcast A -> Vd: row of each destination node's type."""
+    return a.index_select(0, ctx.dst_node_type)
+
+
+def node_type_rows(ctx, a):
+    """Broadcast A -> V: row of every node's type (all nodes)."""
+    return a.index_select(0, ctx.index.node_type)
+
+
+def dst_nodes(ctx, x):
+    """Fetch V -> Vd: rows of the block's destination nodes."""
+    if ctx.node_lo == 0 and ctx.node_hi == x.shape[0]:
+        return x
+    return x[ctx.node_lo:ctx.node_hi]
+
+
+def gather_dst_local(ctx, v):
+    """BroadcastDst Vd -> E: destination-node rows for every edge."""
+    return v.index_select(0, ctx.dst_local)
+
+
+# ------------------------------------------------------- reduce and norm
+def segment_reduce(ctx, e, op: str):
+    """Reduce E -> Vd by destination (sum, mean, max, min); zero without in-edges."""
+    return _kernels().segment_reduce(e, ctx.dst_local, ctx.num_dst, op)
+
+
+def edge_softmax(ctx, e):
+    """Norm E -> E: softmax over each destination's in-edges."""
+    return _kernels().edge_softmax(e, ctx.dst_local, ctx.num_dst)
+
+
+def zero_unreached(ctx, v):
+    """Vd -> Vd: zero the rows of destinations with no in-edges (eager's fill)."""
+    mask = ctx.has_in_edges.view((-1,) + (1,) * (v.dim() - 1))
+    return torch.where(mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
+
+
+def bucketed_reduce(ctx, fn, kinds, *inputs):
+    """Run a reduce UDF graph on degree buckets exactly as the eager executor does.
+
+    ``kinds[i]`` says how input i is presented: ``mailbox`` (E values as
+    ``[nodes, degree, ...]``), ``data`` (Vd rows), ``type`` (A rows by node
+    type) or ``shared``. Returns a dict over all destination nodes, zero
+    where nothing arrives.
+    """
+    buckets = ctx.buckets()
+    rows, parts = [], {}
+    if not buckets:
+        empty = torch.zeros(0, dtype=torch.int64, device=ctx.src.device)
+        runs = [(empty, None)]
+    else:
+        runs = [(b.nodes, b.edge_pos) for b in buckets]
+    for nodes, edge_pos in runs:
+        local = nodes - ctx.node_lo
+        args = []
+        for kind, x in zip(kinds, inputs):
+            if kind == "mailbox":
+                args.append(x[:0].unsqueeze(1) if edge_pos is None else x[edge_pos])
+            elif kind == "data":
+                args.append(x.index_select(0, local))
+            elif kind == "type":
+                args.append(x.index_select(0, ctx.index.node_type[nodes]))
+            else:
+                args.append(x)
+        out = fn(*args)
+        rows.append(local)
+        for k, v in out.items():
+            parts.setdefault(k, []).append(v)
+    where = torch.cat(rows)
+    result = {}
+    for k, vs in parts.items():
+        v = torch.cat(vs)
+        result[k] = v.new_zeros((ctx.num_dst,) + tuple(v.shape[1:])).index_copy(0, where, v)
+    return result
+
+
+# ------------------------------------------------------------ fused ops
+def spmm(ctx, x, w, op: str, reduce: str):
+    """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy)."""
+    return _kernels().spmm(x, ctx.src, ctx.dst_local, ctx.num_dst, edge_weight=w, op=op, reduce=reduce)
+
+
+def edge_softmax_aggregate(ctx, logits, x):
+    """Fused Norm + BroadcastSrc + Reduce: sum_e softmax_v(logits)[e] * x[src[e]]."""
+    return _kernels().edge_softmax_aggregate(logits, x, ctx.src, ctx.dst_local, ctx.num_dst)
+
+
+def ntype_matmul(ctx, x, weight):
+    """Typed linear on V: row v times weight[type(v)], no per-node weight copies."""
+    return _kernels().segment_matmul(x, ctx.ntype_ptr, weight, None)
+
+
+def dst_ntype_matmul(ctx, v, weight):
+    """Typed linear on Vd: destination row v times weight[type(v)]."""
+    return _kernels().segment_matmul(v, ctx.dst_ntype_ptr, weight, None)
+
+
+def etype_gather_matmul(ctx, x, weight):
+    """Typed linear on E: x[src[e]] times weight[rel(e)], no per-edge weight copies."""
+    return _kernels().gather_segment_matmul(x, ctx.src, ctx.rel_ptr, weight)

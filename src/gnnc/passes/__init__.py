@@ -1,0 +1,46 @@
+"""Optimization passes: pure functions MPDFG -> MPDFG, one per file.
+
+``optimize`` runs the default pipeline; ``gnnc.compile(model, <pass>=False)``
+switches a pass off by name.
+"""
+from __future__ import annotations
+
+from ..ir.mpdfg import MPDFG
+from .cse import cse
+from .dce import dce
+from .fuse import fuse
+from .lower_aggregation import lower_aggregation
+from .reorder import reorder
+from .split_concat import split_concat
+from .typed_linear import typed_linear
+
+PIPELINE = (
+    ("lower_aggregation", lower_aggregation),
+    ("dce", dce),
+    ("typed_linear", typed_linear),
+    ("split_concat", split_concat),
+    ("reorder", reorder),
+    ("fuse", fuse),
+    ("cse", cse),
+)
+
+
+def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
+    """Run every pipeline pass not switched off in ``options`` (``name=False``).
+
+    ``annotate(dfg)`` refreshes shapes and residencies after each pass, so
+    every pass sees a fully annotated graph; dead code is removed at the end.
+    """
+    unknown = set(options) - {name for name, _ in PIPELINE}
+    if unknown:
+        raise TypeError(f"unknown compile options {sorted(unknown)}; passes: {[n for n, _ in PIPELINE]}")
+    for name, pass_fn in PIPELINE:
+        if options.get(name, True):
+            dfg = pass_fn(dfg)
+            if annotate is not None:
+                annotate(dfg)
+    return dce(dfg)
+
+
+__all__ = ["optimize", "PIPELINE", "cse", "dce", "fuse", "lower_aggregation", "reorder", "split_concat",
+           "typed_linear"]

@@ -1,0 +1,84 @@
+"""Broadcast fusion: gather-compute-reduce chains become one fused primitive.
+
+Patterns on the lowered graph (``ctx`` omitted):
+- ``segment_reduce(gather_src(x), op)`` -> ``spmm(x, None, copy, op)``
+- ``segment_reduce(gather_src(x) * w, op)`` with ``w`` edge data and op sum
+  or mean -> ``spmm(x, w, mul, op)``: no ``[E, F]`` message is built
+- ``segment_reduce(edge_softmax(l) * gather_src(x), sum)`` (also with
+  ``edge_softmax(l).unsqueeze(-1)``, or ``l`` carrying a trailing unit dim)
+  -> ``edge_softmax_aggregate(l, x)``: stores only per-node max and
+  denominator for backward.
+The producers stay when something else uses them; DCE removes them otherwise.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+from ..ir import ops
+from ..ir.mpdfg import MPDFG
+
+_MULS = {operator.mul, torch.mul}
+
+
+def _is(n, target) -> bool:
+    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
+
+
+def _new(g, like, target, args, op="call_function"):
+    node = g.create_node(op, target, tuple(args), {})
+    node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
+    return node
+
+
+def _softmax_logits(n):
+    """(logits node, needs squeeze of last dim) when n is edge_softmax(l) or its unsqueeze(-1)."""
+    if _is(n, ops.edge_softmax):
+        return n.args[1], True
+    if isinstance(n, fx.Node) and n.op == "call_method" and n.target == "unsqueeze" and n.args[1] == -1 \
+            and _is(n.args[0], ops.edge_softmax):
+        return n.args[0].args[1], False
+    return None
+
+
+def fuse(dfg: MPDFG) -> MPDFG:
+    out = dfg.copy()
+    g = out.graph
+    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+        ctx, e, op = red.args
+        with g.inserting_before(red):
+            fused = _fuse_one(g, red, ctx, e, op)
+        if fused is None:
+            continue
+        new, what = fused
+        red.replace_all_uses_with(new)
+        g.erase_node(red)
+        out.log.append(f"fuse: {red.meta.get('source')}: {what}")
+    return out
+
+
+def _fuse_one(g, red, ctx, e, op):
+    if _is(e, ops.gather_src):
+        return _new(g, red, ops.spmm, (ctx, e.args[1], None, "copy", op)), f"gather + {op} -> spmm"
+    if not (isinstance(e, fx.Node) and e.op == "call_function" and e.target in _MULS and len(e.args) == 2):
+        return None
+    left, right = e.args
+    for gathered, other in ((left, right), (right, left)):
+        if not _is(gathered, ops.gather_src):
+            continue
+        x = gathered.args[1]
+        soft = _softmax_logits(other)
+        if soft is not None and op == "sum":
+            logits, squeeze = soft
+            lshape, xshape = logits.meta.get("shape"), gathered.meta.get("shape")
+            if squeeze and lshape and xshape and len(lshape) == len(xshape) and lshape[-1] == 1:
+                logits = _new(g, red, "squeeze", (logits, -1), op="call_method")
+                lshape = lshape[:-1]
+            if lshape and xshape and tuple(lshape) == tuple(xshape[:-1]):
+                return (_new(g, red, ops.edge_softmax_aggregate, (ctx, logits, x)),
+                        "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
+        if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean"):
+            return _new(g, red, ops.spmm, (ctx, x, other, "mul", op)), f"gather * edge data + {op} -> spmm"
+    return None

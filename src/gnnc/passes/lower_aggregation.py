@@ -1,0 +1,244 @@
+"""Aggregation lowering: a degree-bucketed reduce UDF becomes edge-level operators.
+
+Pattern: ``bucketed_reduce(reduce_udf)`` whose mailbox operations are
+element-wise, reductions over the degree dimension (dim 1) or shape
+operations on feature dimensions.
+Replacement, operator by operator, in edge form (mailbox ``[n, d, f...]``
+becomes ``[E, f...]``): element-wise ops run on edges; node data broadcast
+against a mailbox (``x.unsqueeze(1) * box``) becomes ``gather_dst_local``;
+``softmax(dim=1)`` becomes ``edge_softmax``; ``sum / mean / max / min``
+over dim 1 become ``segment_reduce``; feature dims shift down by one.
+Results are zeroed for destinations without in-edges (eager's fill) unless
+they come straight from a segment reduction. A UDF with any other mailbox
+operation keeps its bucketed form (still correct, just slower).
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+from ..ir import ops
+from ..ir.mpdfg import MPDFG
+from ..ir.rules import _ROW_WISE_FUNCTIONS, _ROW_WISE_METHODS
+
+_REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
+_REDUCER_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.max: "max", torch.min: "min",
+                      torch.amax: "max", torch.amin: "min"}
+_SOFTMAX = {torch.softmax, F.softmax}
+_ELEMENTWISE_MODULES = (nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU,
+                        nn.Identity, nn.Softplus, nn.Linear, nn.LayerNorm)
+_SHAPE_METHODS = {"unsqueeze", "squeeze", "flatten", "sum", "mean", "max", "min", "amax", "amin",
+                  "softmax", "log_softmax"}
+
+
+class _CannotLower(Exception):
+    pass
+
+
+class _Value:
+    """A translated reduce-UDF value: its outer node and form.
+
+    Forms: ``M`` mailbox (outer node is edge-level), ``N`` node-level,
+    ``N1`` node-level with a unit degree dim still to insert, ``S`` shared.
+    ``ndim`` is the mailbox-form rank for M and N1 values.
+    """
+
+    def __init__(self, node, form, ndim=None, zero_safe=False, pair=False):
+        self.node, self.form, self.ndim, self.zero_safe = node, form, ndim, zero_safe
+        self.pair = pair  # a max/min result: (values, indices) in the UDF; only values survive
+
+
+def lower_aggregation(dfg: MPDFG) -> MPDFG:
+    out = dfg.copy()
+    for call in [n for n in out.graph.nodes if n.target is ops.bucketed_reduce]:
+        try:
+            results = _lower_one(out, call)
+        except _CannotLower as why:
+            out.log.append(f"lower_aggregation: kept degree buckets for {call.meta['source']} ({why})")
+            continue
+        for item in list(call.users):
+            item.replace_all_uses_with(results[item.args[1]])
+            out.graph.erase_node(item)
+        out.graph.erase_node(call)
+        out.log.append(f"lower_aggregation: {call.meta['source']} now runs as edge-level segment operators")
+    return out
+
+
+def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
+    graph, traced = dfg.graph, call.meta["reduce_graph"]
+    ctx, fn_node, kinds, *inputs = call.args
+    env: dict = {}
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    with graph.inserting_before(call):
+        for ph, kind, x in zip(placeholders, kinds, inputs):
+            if kind == "mailbox":
+                env[ph] = _Value(x, "M", len(x.meta["shape"]) + 1)
+            elif kind == "data":
+                env[ph] = _Value(x, "N")
+            elif kind == "type":
+                env[ph] = _Value(_emit(graph, call, ops.gather_ntype, (ctx, x)), "N")
+            else:
+                env[ph] = _Value(x, "S")
+        for n in traced.graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            env[n] = _translate(graph, call, ctx, n, env, dfg.root)
+        results = {}
+        for key, node in traced.outputs.items():
+            v = env[node]
+            if v.form == "M":
+                raise _CannotLower(f"output {key!r} still has the degree dimension")
+            value = _materialize(graph, call, v)
+            if not v.zero_safe:
+                value = _emit(graph, call, ops.zero_unreached, (ctx, value))
+            results[key] = value
+    return results
+
+
+def _emit(graph, call, target, args, kwargs=None, op="call_function"):
+    node = graph.create_node(op, target, tuple(args), kwargs or {})
+    node.meta.update(stage="reduce", source=call.meta["source"])
+    return node
+
+
+def _materialize(graph, call, v: _Value):
+    if v.form == "N1":
+        return _emit(graph, call, "unsqueeze", (v.node, 1), op="call_method")
+    return v.node
+
+
+def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
+    args = [env[a] if isinstance(a, fx.Node) else a for a in n.args]
+    kwargs = {k: env[v] if isinstance(v, fx.Node) else v for k, v in n.kwargs.items()}
+    values = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Value)]
+    if any(isinstance(a, (list, tuple)) and any(isinstance(x, _Value) for x in a) for a in args):
+        raise _CannotLower(f"{_label(n)} takes a list of mailbox values")
+    if n.op == "get_attr":
+        return _Value(_emit(graph, call, f"red.{n.target}", (), op="get_attr"), "S")
+    forms = {v.form for v in values}
+    if values and values[0].pair and n.args[0] is not None and (
+            (n.target is getattr and n.args[1] == "values") or (n.target is operator.getitem and n.args[1] == 0)):
+        first = values[0]
+        return _Value(first.node, first.form, first.ndim, first.zero_safe)
+    if any(v.pair for v in values):
+        raise _CannotLower(f"{_label(n)} uses the indices of a mailbox max/min")
+    if "M" not in forms:
+        if n.op == "call_method" and n.target == "unsqueeze" and values and values[0].form == "N" \
+                and _arg(n, 1, "dim") == 1:
+            return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1)
+        plain = [_materialize(graph, call, a) if isinstance(a, _Value) else a for a in args]
+        plain_kw = {k: (_materialize(graph, call, v) if isinstance(v, _Value) else v) for k, v in kwargs.items()}
+        target = f"red.{n.target}" if n.op == "call_module" else n.target
+        node = _emit(graph, call, target, plain, plain_kw, op=n.op)
+        form = "S" if forms <= {"S"} else "N"
+        return _Value(node, form)
+    return _translate_mailbox(graph, call, ctx, n, args, kwargs, root)
+
+
+def _translate_mailbox(graph, call, ctx, n, args, kwargs, root) -> _Value:
+    box = next(a for a in args if isinstance(a, _Value) and a.form == "M")
+    if n.op == "call_module":
+        module = root.get_submodule(f"red.{n.target}")
+        if not isinstance(module, _ELEMENTWISE_MODULES) or len(args) != 1:
+            raise _CannotLower(f"module {n.target} on a mailbox")
+        return _Value(_emit(graph, call, f"red.{n.target}", (box.node,), op="call_module"), "M", box.ndim)
+    if args and args[0] is box and (_reduction(n) is not None or (n.op == "call_method" and n.target in _SHAPE_METHODS)):
+        return _translate_dim_op(graph, call, ctx, n, box)
+    if _elementwise(n):
+        return _translate_elementwise(graph, call, ctx, n, args, kwargs)
+    raise _CannotLower(f"{_label(n)} on a mailbox")
+
+
+def _translate_dim_op(graph, call, ctx, n, box: _Value) -> _Value:
+    """Reductions, softmax and shape ops whose first argument is a mailbox."""
+    reducer = _reduction(n)
+    is_flatten = n.op == "call_method" and n.target == "flatten"
+    dim = _arg(n, 1, "start_dim" if is_flatten else "dim", 0 if is_flatten else None)
+    keepdim = bool(_arg(n, 2, "keepdim", False)) if reducer not in (None, "softmax") else False
+    if reducer is not None and dim == 1 and not keepdim:
+        if reducer == "softmax":
+            return _Value(_emit(graph, call, ops.edge_softmax, (ctx, box.node)), "M", box.ndim)
+        reduced = _emit(graph, call, ops.segment_reduce, (ctx, box.node, reducer))
+        returns_pair = n.target in ("max", "min", torch.max, torch.min)
+        return _Value(reduced, "N", zero_safe=True, pair=returns_pair)
+    rank = box.ndim + (1 if n.target == "unsqueeze" else 0)
+    if not isinstance(dim, int) or dim in (0, 1) or (dim < 0 and dim + rank <= 1):
+        raise _CannotLower(f"{_label(n)} with dim {dim} on a mailbox")
+    edge_dim = dim - 1 if dim > 0 else dim
+    kw = {k: v for k, v in n.kwargs.items() if k not in ("dim", "start_dim")}
+    extra = list(n.args[2:])
+    if is_flatten:
+        end = kw.pop("end_dim", extra.pop(0) if extra else -1)
+        end_abs = end % box.ndim
+        kw["end_dim"] = end - 1 if end > 0 else end
+        ndim = box.ndim - (end_abs - dim % box.ndim)
+    elif n.target == "unsqueeze":
+        ndim = box.ndim + 1
+    elif n.target == "squeeze" or (reducer is not None and reducer != "softmax" and not keepdim):
+        ndim = box.ndim - 1
+    else:
+        ndim = box.ndim
+    node = _emit(graph, call, n.target, (box.node, edge_dim, *extra), kw, op=n.op)
+    if reducer in ("max", "min") and n.target in ("max", "min", torch.max, torch.min):
+        raise _CannotLower(f"{_label(n)} over a feature dim of a mailbox returns indices")
+    return _Value(node, "M", ndim)
+
+
+def _translate_elementwise(graph, call, ctx, n, args, kwargs) -> _Value:
+    operands, ndim = [], 0
+    for a in args:
+        if not isinstance(a, _Value):
+            operands.append(a)
+        elif a.form == "M":
+            operands.append(a.node)
+            ndim = max(ndim, a.ndim)
+        elif a.form == "N1":
+            operands.append(_emit(graph, call, ops.gather_dst_local, (ctx, a.node)))
+            ndim = max(ndim, a.ndim)
+        elif a.form == "S":
+            operands.append(a.node)
+        else:
+            raise _CannotLower(f"{_label(n)} combines a mailbox with node data that has no degree dim")
+    plain_kw = {k: (v.node if isinstance(v, _Value) else v) for k, v in kwargs.items()}
+    return _Value(_emit(graph, call, n.target, operands, plain_kw, op=n.op), "M", ndim)
+
+
+def _reduction(n):
+    if n.op == "call_method" and n.target in _REDUCERS:
+        return _REDUCERS[n.target]
+    if n.op == "call_method" and n.target == "softmax":
+        return "softmax"
+    if n.op == "call_function" and n.target in _REDUCER_FUNCTIONS:
+        return _REDUCER_FUNCTIONS[n.target]
+    if n.op == "call_function" and n.target in _SOFTMAX:
+        return "softmax"
+    return None
+
+
+def _elementwise(n) -> bool:
+    if n.op == "call_function":
+        return n.target in _ROW_WISE_FUNCTIONS and n.target not in (torch.matmul, torch.bmm, operator.matmul,
+                                                                     F.linear, torch.einsum, F.layer_norm,
+                                                                     F.normalize)
+    return n.op == "call_method" and n.target in _ROW_WISE_METHODS and n.target in (
+        "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid", "tanh",
+        "relu", "clamp", "square", "reciprocal", "float", "double", "type_as", "contiguous", "clone")
+
+
+def _arg(n, pos, name, default=None):
+    if name in n.kwargs:
+        return n.kwargs[name]
+    return n.args[pos] if len(n.args) > pos else default
+
+
+def _node_ndim(node) -> int:
+    shape = node.meta.get("shape")
+    return len(shape) if shape is not None else 2
+
+
+def _label(n) -> str:
+    return f"Tensor.{n.target}" if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))

@@ -1,0 +1,100 @@
+"""Concat split: a linear map of a concatenation becomes a sum of linear maps.
+
+Patterns (``c = cat([a, b], -1)``, ``W``/``w`` shared):
+- ``sum(c * w, -1)``  ->  ``sum(a * w[..., :Fa], -1) + sum(b * w[..., Fa:], -1)``
+- ``c @ W``           ->  ``a @ W[:Fa] + b @ W[Fa:]``
+- ``linear(c)`` (an ``nn.Linear`` module) -> ``F.linear(a, W[:, :Fa]) + F.linear(b, W[:, Fa:], bias)``
+Each half can then be reordered to run per node (GAT attention, GCNN,
+EdgeConv's ``[x_v || x_u - x_v]``). Applied only when the concatenation has
+no other user.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+from ..ir.mpdfg import MPDFG
+
+
+def _is_last_dim_cat(n) -> bool:
+    if not (isinstance(n, fx.Node) and n.op == "call_function" and n.target is torch.cat):
+        return False
+    dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else 0)
+    parts = n.args[0]
+    shape = n.meta.get("shape")
+    return (isinstance(parts, (list, tuple)) and len(parts) == 2 and shape is not None
+            and dim in (-1, len(shape) - 1) and all(isinstance(p, fx.Node) and p.meta.get("shape") for p in parts))
+
+
+def _new(g, like, op, target, args, kwargs=None):
+    node = g.create_node(op, target, tuple(args), kwargs or {})
+    node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
+    return node
+
+
+def split_concat(dfg: MPDFG) -> MPDFG:
+    out = dfg.copy()
+    g = out.graph
+    for cat in [n for n in g.nodes if _is_last_dim_cat(n)]:
+        if len(cat.users) != 1:
+            continue
+        user = next(iter(cat.users))
+        a, b = cat.args[0]
+        fa = a.meta["shape"][-1]
+        with g.inserting_before(user):
+            result = _split_user(g, out.root, user, cat, a, b, fa)
+        if result is None:
+            continue
+        replaced, new = result
+        replaced.replace_all_uses_with(new)
+        out.log.append(f"split_concat: {cat.meta.get('source')}: linear map of a concatenation split in two")
+    return out
+
+
+def _split_user(g, root, user, cat, a, b, fa):
+    if user.op == "call_function" and user.target in (operator.mul, torch.mul):
+        w = user.args[1] if user.args[0] is cat else user.args[0]
+        if not (isinstance(w, fx.Node) and w.meta.get("res") == "S" and len(user.users) == 1):
+            return None
+        total = next(iter(user.users))
+        if not _is_last_dim_sum(total):
+            return None
+        kw = dict(total.kwargs)
+        w_a = _new(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(None, fa))))
+        w_b = _new(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(fa, None))))
+        halves = []
+        for part, wp in ((a, w_a), (b, w_b)):
+            prod = _new(g, user, "call_function", operator.mul, (part, wp))
+            halves.append(_new(g, total, total.op, total.target, (prod, -1), {k: v for k, v in kw.items() if k != "dim"}))
+        return total, _new(g, total, "call_function", operator.add, tuple(halves))
+    if user.op == "call_function" and user.target in (operator.matmul, torch.matmul) and user.args[0] is cat:
+        w = user.args[1]
+        if not (isinstance(w, fx.Node) and w.meta.get("res") == "S" and len(w.meta.get("shape", ())) == 2):
+            return None
+        w_a = _new(g, user, "call_function", operator.getitem, (w, slice(None, fa)))
+        w_b = _new(g, user, "call_function", operator.getitem, (w, slice(fa, None)))
+        left = _new(g, user, "call_function", operator.matmul, (a, w_a))
+        right = _new(g, user, "call_function", operator.matmul, (b, w_b))
+        return user, _new(g, user, "call_function", operator.add, (left, right))
+    if user.op == "call_module" and isinstance(root.get_submodule(user.target), nn.Linear):
+        weight = _new(g, user, "get_attr", f"{user.target}.weight", ())
+        w_a = _new(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(None, fa))))
+        w_b = _new(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(fa, None))))
+        bias = None
+        if root.get_submodule(user.target).bias is not None:
+            bias = _new(g, user, "get_attr", f"{user.target}.bias", ())
+        left = _new(g, user, "call_function", F.linear, (a, w_a))
+        right = _new(g, user, "call_function", F.linear, (b, w_b, bias))
+        return user, _new(g, user, "call_function", operator.add, (left, right))
+    return None
+
+
+def _is_last_dim_sum(n) -> bool:
+    if n.op == "call_method" and n.target == "sum" or n.op == "call_function" and n.target is torch.sum:
+        dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
+        return dim == -1
+    return False

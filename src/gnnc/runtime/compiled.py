@@ -1,0 +1,236 @@
+"""Compiled execution: trace, build, infer, optimize, run; cache; fall back to eager.
+
+A plan is keyed by the UDFs' code objects, the modules they are bound to
+(and their training flags), the graph schema, the dtypes and trailing shapes
+of the data read, the block (whole graph or relation index) and the device;
+it is reused for every graph with that schema. Tracing or inference
+failures fall back to the eager executor for that call with one
+``FallbackWarning`` naming the operator and UDF line.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from ..frontend.trace import TraceFailure, trace_udf, udf_location
+from ..function import BuiltinReduce
+from ..ir.mpdfg import MPDFG, build_apply_edges, build_update_all
+from ..ir.rules import InferenceFailure, infer
+from ..ir.shapes import propagate_shapes
+from . import eager
+from .context import graph_context
+
+
+class FallbackWarning(UserWarning):
+    """A call ran on the eager executor because compilation failed."""
+
+
+@dataclass
+class Plan:
+    """An optimized MP-DFG ready to run, or the reason it fell back."""
+
+    dfg: MPDFG | None
+    module: object | None
+    fallback: str | None = None
+    initial: MPDFG | None = None  # the graph as built, before optimization (for explain)
+    call: str = ""
+
+
+_CACHE: dict = {}
+
+
+def clear_cache() -> None:
+    """Forget every traced UDF and plan (e.g. after registering a rule)."""
+    _CACHE.clear()
+    _TRACES.clear()
+
+
+def _udf_identity(fn):
+    """What a trace depends on: code, bound module, training flags, closure and global values.
+
+    Python values a UDF closes over (strings, numbers, functions) steer its
+    trace, so they are part of the key; closure tensors are run-time inputs,
+    so only their dtype and shape are.
+    """
+    if fn is None or isinstance(fn, BuiltinReduce):
+        return fn
+    func = getattr(fn, "__func__", fn)
+    owner = getattr(fn, "__self__", None)
+    training = tuple(m.training for m in owner.modules()) if isinstance(owner, torch.nn.Module) else ()
+    cells = tuple(_value_key(_safe_cell(c)) for c in (getattr(func, "__closure__", None) or ()))
+    code = getattr(func, "__code__", None)
+    globals_ = tuple((name, _value_key(func.__globals__[name])) for name in getattr(code, "co_names", ())
+                     if name in getattr(func, "__globals__", {}))
+    return (code or func, id(owner), training, cells, globals_)
+
+
+def _value_key(value):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.dtype, tuple(value.shape))
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, tuple) and all(isinstance(v, (str, int, float, bool, type(None))) for v in value):
+        return value
+    return ("id", id(value))
+
+
+def _safe_cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
+_STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
+             "type": "etype_data", "mailbox": None}
+
+
+def _read_signature(g, traced, rel):
+    """dtype and trailing shape of every tensor the UDFs read (their plan depends on them)."""
+    sig = []
+    for stage, t in enumerate(traced):
+        if t is None or isinstance(t, BuiltinReduce):
+            continue
+        for space, key in t.accesses:
+            store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
+            if store is None:
+                continue
+            try:
+                value = _read(g, store, key, rel)
+            except (KeyError, ValueError):
+                continue  # the UDF itself will report the missing feature
+            sig.append((stage, space, key, value.dtype, tuple(value.shape[1:]) if store in ("ndata", "edata")
+                        else tuple(value.shape)))
+    return tuple(sig)
+
+
+def _read(g, store, key, rel):
+    if store == "edata" and rel is not None:
+        return g.edges[g.canonical_etypes[rel]].data[key]
+    return getattr(g, store)[key]
+
+
+_TRACES: dict = {}
+
+
+def _traced(kind, udfs):
+    """Traced UDFs of a call (cached by code and binding), or the fallback message."""
+    key = (kind, tuple(_udf_identity(u) for u in udfs))
+    if key not in _TRACES:
+        try:
+            _TRACES[key] = [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u) for u in udfs]
+        except TraceFailure as err:
+            _TRACES[key] = _fallback(err)
+    return key, _TRACES[key]
+
+
+def _fallback(err) -> str:
+    message = f"gnnc could not compile this call and runs it eagerly: {err.what} ({err.where})"
+    warnings.warn(message, FallbackWarning, stacklevel=6)
+    return message
+
+
+def _plan(kind, udfs, g, rel, options) -> Plan:
+    trace_key, traced = _traced(kind, udfs)
+    if isinstance(traced, str):
+        return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
+    key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
+           tuple(sorted(options.items())))
+    if key not in _CACHE:
+        _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
+    return _CACHE[key]
+
+
+def _compile(kind, traced, udfs, g, rel, options) -> Plan:
+    from ..passes import optimize
+
+    try:
+        dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
+        ctx = graph_context(g, rel)
+        inputs = bind_inputs(dfg, g, rel, udfs)
+
+        def annotate(d: MPDFG) -> None:
+            propagate_shapes(d.module(), ctx, inputs)
+            infer(d.graph, d.root)
+
+        annotate(dfg)
+        initial = dfg.copy()
+        dfg = optimize(dfg, annotate, **options)
+    except InferenceFailure as err:
+        return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
+    return Plan(dfg, dfg.module(), None, initial, _describe(kind, udfs, g, rel))
+
+
+def _describe(kind, udfs, g, rel) -> str:
+    names = ", ".join(getattr(u, "name", None) or udf_location(u) for u in udfs if u is not None)
+    block = "whole graph" if rel is None else f"relation {g.canonical_etypes[rel]}"
+    return f"{kind} on {block}: {names}"
+
+
+_RECORDING: contextvars.ContextVar = contextvars.ContextVar("gnnc_recording", default=None)
+
+
+@contextlib.contextmanager
+def recording():
+    """Collect the plans every compiled call uses inside the block."""
+    plans: list[Plan] = []
+    token = _RECORDING.set(plans)
+    try:
+        yield plans
+    finally:
+        _RECORDING.reset(token)
+
+
+def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
+    """Run-time values of the plan's placeholders for graph ``g``."""
+    ctx = graph_context(g, rel)
+    lo, hi = ctx.edge_lo, ctx.edge_hi
+    values = []
+    for n in dfg.inputs():
+        kind, name = n.meta["input"]
+        if kind == "ctx":
+            values.append(ctx)
+        elif kind == "ndata":
+            values.append(g.ndata[name])
+        elif kind == "edata":
+            user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
+            values.append(g.index.from_user_order(user, lo, hi))
+        elif kind == "ntype_data":
+            values.append(g.ntype_data[name])
+        elif kind == "etype_data":
+            values.append(g.etype_data[name])
+        else:
+            values.append(_external(name, udfs))
+    return values
+
+
+def _external(name: str, udfs):
+    stage, space, ident = name.split(".", 2)
+    fn = udfs[{"msg": 0, "red": 1, "upd": 2}[stage]]
+    func = getattr(fn, "__func__", fn)
+    if space == "cell":
+        return func.__closure__[int(ident)].cell_contents
+    return func.__globals__[ident]
+
+
+def run(kind, udfs, g, rel, options) -> dict | None:
+    """Results of the call by its compiled plan, or None when it must run eagerly."""
+    plan = _plan(kind, udfs, g, rel, options)
+    record = _RECORDING.get()
+    if record is not None:
+        record.append(plan)
+    if plan.module is None:
+        return None
+    return plan.module(*bind_inputs(plan.dfg, g, rel, udfs))
+
+
+def plan_for(kind, udfs, g, rel=None, **options) -> Plan:
+    """The (cached) plan of a call, for explain and tests."""
+    return _plan(kind, udfs, g, rel, options)
+
+
+__all__ = ["FallbackWarning", "Plan", "run", "plan_for", "clear_cache", "eager"]

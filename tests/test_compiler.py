@@ -1,0 +1,285 @@
+"""The MP-DFG compiler against the eager executor (the oracle), forward and backward."""
+import warnings
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gnnc
+import gnnc.function as fn
+from gnnc import models
+from gnnc.runtime import compiled
+from tests.graphs import random_heterograph, random_homograph
+
+
+def _homo_graphs():
+    return [random_homograph(12, 40, seed) for seed in (0, 1)] + [
+        gnnc.graph(([0], [0]), num_nodes=1), gnnc.graph(([], []), num_nodes=5)]
+
+
+def _hetero_graphs():
+    return [random_heterograph(seed) for seed in (0, 1)] + [random_homograph(10, 30, 2)]
+
+
+HOMO = {
+    "gcn": lambda: models.GCNConv(5, 4),
+    "gat": lambda: models.GATConv(5, 3, 2),
+    "gcnn": lambda: models.GCNNConv(5, 3),
+    "edgeconv": lambda: models.EdgeConv(5, 4),
+    "monet": lambda: models.GMMConv(5, 4, 2, 3),
+    "monet_max": lambda: models.GMMConv(5, 4, 2, 3, aggregator="max"),
+}
+HETERO = {
+    "rgcn": lambda n: models.RGCNConv(4, 3, n),
+    "rgcn_bases": lambda n: models.RGCNConv(4, 3, n, num_bases=2),
+    "rgat": lambda n: models.RGATConv(4, 3, n, num_heads=2),
+    "hgt": lambda n: None,
+    "simple_hgn": lambda n: models.SimpleHGNConv(4, 3, n, 2, 2),
+}
+
+
+def _inputs(name, g, dtype, scale=1.0):
+    gen = torch.Generator().manual_seed(7)
+    x = (torch.randn(g.num_nodes(), 5, generator=gen, dtype=dtype) * scale).requires_grad_()
+    if name == "gcnn":
+        return [x, torch.randn(g.num_edges(), 3, generator=gen, dtype=dtype)]
+    if name.startswith("monet"):
+        return [x, torch.rand(g.num_edges(), 2, generator=gen, dtype=dtype)]
+    return [x]
+
+
+def _outputs(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def assert_compiled_matches_eager(model, g, inputs, rtol, atol):
+    """Forward values and gradients of every parameter and input agree; no fallback."""
+    model.eval()
+    eager_out = _outputs(model(g, *inputs))
+    eager_loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype).view_as(o)).sum() for o in eager_out)
+    params = [p for p in model.parameters()] + [x for x in inputs if x.requires_grad]
+    eager_grads = torch.autograd.grad(eager_loss, params, allow_unused=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        comp_out = _outputs(gnnc.compile(model)(g, *inputs))
+    comp_loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype).view_as(o)).sum() for o in comp_out)
+    comp_grads = torch.autograd.grad(comp_loss, params, allow_unused=True)
+    for e, c in zip(eager_out, comp_out):
+        torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
+    for e, c in zip(eager_grads, comp_grads):
+        e = torch.zeros_like(c) if e is None else e
+        c = torch.zeros_like(e) if c is None else c
+        torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("name", sorted(HOMO))
+@pytest.mark.parametrize("gi", range(4))
+def test_homogeneous_models_compile_exactly(name, gi):
+    torch.manual_seed(gi)
+    g = _homo_graphs()[gi]
+    model = HOMO[name]().double()
+    assert_compiled_matches_eager(model, g, _inputs(name, g, torch.float64), 1e-6, 1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(HETERO))
+@pytest.mark.parametrize("gi", range(3))
+def test_heterogeneous_models_compile_exactly(name, gi):
+    torch.manual_seed(gi)
+    g = _hetero_graphs()[gi]
+    n_rels, n_types = len(g.canonical_etypes), len(g.ntypes)
+    model = (models.HGTConv(4, 4, n_types, n_rels, 2) if name == "hgt" else HETERO[name](n_rels)).double()
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    assert_compiled_matches_eager(model, g, [x], 1e-6, 1e-9)
+
+
+@pytest.mark.parametrize("name", ["gat", "gcn", "edgeconv"])
+def test_float32_within_1e4(name):
+    g = random_homograph(30, 120, 3)
+    assert_compiled_matches_eager(HOMO[name](), g, _inputs(name, g, torch.float32), 1e-4, 1e-5)
+
+
+@pytest.mark.parametrize("name", ["gat"])
+def test_large_attention_logits(name):
+    g = random_homograph(12, 40, 4)
+    model = HOMO[name]().double()
+    inputs = _inputs(name, g, torch.float64, scale=1e3)
+    assert_compiled_matches_eager(model, g, inputs, 1e-6, 1e-6)
+
+
+def test_large_logits_heterogeneous():
+    g = random_heterograph(5)
+    model = models.RGATConv(4, 3, len(g.canonical_etypes), num_heads=2).double()
+    x = (torch.randn(g.num_nodes(), 4, dtype=torch.float64) * 1e3).requires_grad_()
+    assert_compiled_matches_eager(model, g, [x], 1e-6, 1e-6)
+
+
+def test_plan_reused_for_new_graph_of_same_schema():
+    compiled.clear_cache()
+    model = models.GATConv(5, 3, 2).eval()
+    c = gnnc.compile(model)
+    c(random_homograph(12, 40, 0), torch.randn(12, 5))
+    size = len(compiled._CACHE)
+    g2, x2 = random_homograph(20, 70, 1), torch.randn(20, 5)
+    out = c(g2, x2)
+    assert len(compiled._CACHE) == size
+    torch.testing.assert_close(out, model(g2, x2))
+
+
+def test_parameters_stay_live_through_training_steps():
+    g = random_homograph(12, 40, 5)
+    x = torch.randn(12, 5)
+    model = models.GATConv(5, 3, 2)
+    c = gnnc.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        c(g, x).pow(2).sum().backward()
+        opt.step()
+        torch.testing.assert_close(c(g, x), model(g, x))
+
+
+def test_compile_flag_on_a_single_call():
+    g = random_homograph(12, 40, 6)
+    g.ndata["h"] = torch.randn(12, 3)
+    g.update_all(fn.copy_u("h", "m"), fn.max("m", "eager"))
+    g.update_all(fn.copy_u("h", "m"), fn.max("m", "comp"), compile=True)
+    torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
+def test_multi_update_all_compiled():
+    g = random_heterograph(7)
+    g.ndata["h"] = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
+    funcs = {"follows": (lambda e: {"m": torch.tanh(e.src["h"])}, lambda nb: {"o": nb.mailbox["m"].sum(1)}),
+             "liked_by": (fn.copy_u("h", "m"), fn.mean("m", "o"))}
+    g.multi_update_all(funcs, "sum")
+    eager = g.nodes["user"].data["o"]
+    g.multi_update_all(funcs, "sum", compile=True)
+    torch.testing.assert_close(g.nodes["user"].data["o"], eager)
+
+
+# ------------------------------------------------------------------ fallback
+def test_data_dependent_control_flow_falls_back_with_one_warning():
+    g = random_homograph(12, 40, 8)
+    g.ndata["h"] = torch.randn(12, 3)
+
+    def message(e):
+        if e.src["h"].sum() > 0:  # data-dependent branch
+            return {"m": e.src["h"]}
+        return {"m": -e.src["h"]}
+
+    g.update_all(message, fn.sum("m", "eager"))
+    with pytest.warns(gnnc.FallbackWarning, match="control flow") as record:
+        g.update_all(message, fn.sum("m", "comp"), compile=True)
+        g.update_all(message, fn.sum("m", "comp"), compile=True)
+    assert len(record) == 1 and "test_compiler.py" in str(record[0].message)
+    torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
+def _cumulative(x):
+    return torch.cumsum(x, dim=-1)
+
+
+def test_unregistered_operator_falls_back_then_register_rule_compiles():
+    g = random_homograph(12, 40, 9)
+    g.ndata["h"] = torch.randn(12, 3)
+    message = (lambda e: {"m": torch.fft.fft(e.src["h"]).real})
+    g.update_all(message, fn.sum("m", "eager"))
+    with pytest.warns(gnnc.FallbackWarning, match="fft"):
+        g.update_all(message, fn.sum("m", "comp"), compile=True)
+    torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+    gnnc.register_rule(torch.fft.fft, lambda node, res: ("Dense", next((r for r in res if r != "S"), "S")))
+    compiled.clear_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        g.update_all(message, fn.sum("m", "comp2"), compile=True)
+    torch.testing.assert_close(g.ndata["comp2"], g.ndata["eager"])
+
+
+def test_reduce_over_all_rows_is_rejected_not_miscompiled():
+    g = random_homograph(12, 40, 10)
+    g.ndata["h"] = torch.randn(12, 3)
+    message = (lambda e: {"m": e.src["h"] - e.src["h"].mean(0)})  # mixes edges: not a Dense row op
+    g.update_all(message, fn.sum("m", "eager"))
+    with pytest.warns(gnnc.FallbackWarning, match="dim 0"):
+        g.update_all(message, fn.sum("m", "comp"), compile=True)
+    torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
+def test_unlowerable_reduce_keeps_buckets_and_stays_correct():
+    g = random_homograph(12, 40, 11)
+    g.ndata["h"] = torch.randn(12, 3)
+    reduce = (lambda nb: {"o": nb.mailbox["m"].sort(dim=1).values[:, 0]})  # sort over the degree dim
+    g.update_all(fn.copy_u("h", "m"), reduce)
+    eager = g.ndata["o"]
+    g.update_all(fn.copy_u("h", "m"), reduce, compile=True)
+    torch.testing.assert_close(g.ndata["o"], eager)
+
+
+# ------------------------------------------------------- random UDF programs
+_UNARY = {"relu": torch.relu, "tanh": torch.tanh, "exp_small": lambda t: torch.exp(0.1 * t), "id": lambda t: t}
+
+
+@st.composite
+def udf_programs(draw):
+    unary = draw(st.sampled_from(sorted(_UNARY)))
+    combine = draw(st.sampled_from(["src", "cat_linear", "src_plus_dst", "src_times_edge", "typed"]))
+    reduce = draw(st.sampled_from(["sum", "mean", "max", "min", "softmax_sum", "builtin_sum", "builtin_max"]))
+    return unary, combine, reduce
+
+
+@settings(max_examples=40, deadline=None)
+@given(program=udf_programs(), seed=st.integers(0, 1000), hetero=st.booleans())
+def test_random_udf_programs_compile_to_the_eager_result(program, seed, hetero):
+    unary, combine, reduce = program
+    g = random_heterograph(seed) if hetero else random_homograph(10, 30, seed)
+    gen = torch.Generator().manual_seed(seed)
+    n, e = g.num_nodes(), g.num_edges()
+    x = torch.randn(n, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    wc = torch.randn(8, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    wt = torch.randn(len(g.ntypes), 4, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    ew = torch.rand(e, 1, generator=gen, dtype=torch.float64)
+    act = _UNARY[unary]
+
+    def message(edges):
+        if combine == "src":
+            m = act(edges.src["x"] @ w)
+        elif combine == "cat_linear":
+            m = act(torch.cat([edges.src["x"], edges.dst["x"]], -1) @ wc)
+        elif combine == "src_plus_dst":
+            m = act(edges.src["x"] @ w) + edges.dst["x"]
+        elif combine == "src_times_edge":
+            m = act(edges.src["x"]) * edges.data["w"]
+        else:
+            m = act(torch.bmm(edges.src["x"].unsqueeze(1), edges.srctype["W"]).squeeze(1))
+        return {"m": m, "s": (m * edges.dst["x"]).sum(-1)}
+
+    reducers = {
+        "sum": lambda nb: {"o": nb.mailbox["m"].sum(1)},
+        "mean": lambda nb: {"o": torch.mean(nb.mailbox["m"], dim=1)},
+        "max": lambda nb: {"o": nb.mailbox["m"].max(1).values},
+        "min": lambda nb: {"o": torch.min(nb.mailbox["m"], 1)[0]},
+        "softmax_sum": lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1)},
+        "builtin_sum": fn.sum("m", "o"),
+        "builtin_max": fn.max("m", "o"),
+    }
+
+    def run(flag):
+        with g.local_scope():
+            g.ndata["x"], g.edata["w"], g.ntype_data["W"] = x, ew, wt
+            g.update_all(message, reducers[reduce], compile=flag)
+            out = g.ndata["o"]
+        grads = torch.autograd.grad(out.pow(2).sum(), [x, w, wc, wt], allow_unused=True)
+        return out, grads
+
+    eager_out, eager_grads = run(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        comp_out, comp_grads = run(True)
+    torch.testing.assert_close(comp_out, eager_out, rtol=1e-6, atol=1e-9)
+    for a, b in zip(comp_grads, eager_grads):
+        if a is None or b is None:
+            assert (a is None or not a.any()) and (b is None or not b.any())
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
