@@ -18,3 +18,14 @@ def shared_data() -> Path:
     if not root.is_dir():
         pytest.skip(f"real datasets not found at {root} (set GNNC_DATA)")
     return root
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Tiny test tensors run faster on one thread, and a busy 2-core CI box does not thrash."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

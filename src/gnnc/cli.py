@@ -124,15 +124,46 @@ def cmd_info(args) -> int:
 
 
 def cmd_train(args) -> int:
+    if args.minibatch:
+        from .minibatch import run_cli
+
+        if args.resume and not args.checkpoint:
+            raise SystemExit("gnnc train: --resume needs --checkpoint DIR")
+        return run_cli(args.dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
+                       batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, hidden=args.hidden,
+                       seed=args.seed, learnable=args.learnable, checkpoint_dir=args.checkpoint,
+                       resume=args.resume, device=args.device)
     from . import data
     from .training import planetoid_experiment
 
+    dataset, model = args.dataset or "cora", args.model or "gcn"
+    if dataset not in ("cora", "citeseer") or model not in ("gcn", "gat"):
+        raise SystemExit("gnnc train: full-batch training takes --dataset cora/citeseer and --model gcn/gat; "
+                         "use --minibatch for heterogeneous graphs")
     root = data_root(args.data_dir)
-    ds = data.load_planetoid(args.dataset, root / "planetoid" if root else None)
-    result = planetoid_experiment(args.model, ds, seed=args.seed, epochs=args.epochs)
-    print(f"{args.model.upper()} on {args.dataset}: test accuracy {result.test_acc * 100:.1f}% "
-          f"(best val {result.val_acc * 100:.1f}% at epoch {result.best_epoch}/{result.epochs_run}, "
-          f"seed {args.seed}, {result.seconds:.1f} s)")
+    ds = data.load_planetoid(dataset, root / "planetoid" if root else None)
+    result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
+    print(f"{model.upper()} on {dataset}{' (compiled)' if args.compile else ''}: test accuracy "
+          f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
+          f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from . import data, explain, models
+
+    ds = data.synthetic(args.graph, scale=args.scale, seed=0, feat_dim=args.feat_dim)
+    g = ds.graph
+    x = g.ndata["feat"]
+    width, rels, types = x.shape[1], len(g.canonical_etypes), len(g.ntypes)
+    builders = {
+        "gcn": lambda: models.GCNConv(width, 16),
+        "gat": lambda: models.GATConv(width, 8, num_heads=4),
+        "rgcn": lambda: models.RGCNConv(width, 16, rels),
+        "rgat": lambda: models.RGATConv(width, 8, rels, num_heads=2),
+        "hgt": lambda: models.HGTConv(width, width, types, rels, 4),
+    }
+    print(explain(builders[args.model]().eval(), g, x, dot=args.dot))
     return 0
 
 
@@ -159,13 +190,40 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
     info.set_defaults(func=cmd_info)
 
-    train = sub.add_parser("train", help="train GCN or GAT on a Planetoid dataset")
-    train.add_argument("--model", choices=["gcn", "gat"], default="gcn")
-    train.add_argument("--dataset", choices=["cora", "citeseer"], default="cora")
+    train = sub.add_parser("train", help="train GCN/GAT on Planetoid, or mini-batch R-GCN/R-GAT/HGT (--minibatch)")
+    train.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt"], default=None,
+                       help="default gcn; rgcn with --minibatch")
+    train.add_argument("--dataset", default=None,
+                       help="cora or citeseer (default cora); with --minibatch a synthetic name (default mag)")
     train.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--epochs", type=int, default=None, help="default: the model's recipe")
+    train.add_argument("--epochs", type=int, default=None, help="default: the model's recipe (3 with --minibatch)")
+    train.add_argument("--compile", action="store_true", help="run message passing through the compiler")
+    mb = train.add_argument_group("mini-batch training")
+    mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
+    mb.add_argument("--scale", type=float, default=0.01, help="synthetic replica scale")
+    mb.add_argument("--fanouts", type=int, nargs="+", default=[25, 20], help="per layer, input layer first; -1 = all")
+    mb.add_argument("--batch-size", type=int, default=1024)
+    mb.add_argument("--hidden", type=int, default=64)
+    mb.add_argument("--lr", type=float, default=0.01)
+    mb.add_argument("--learnable", nargs="+", default=["non-target"], metavar="NTYPE",
+                    help="types with learnable embeddings: non-target (default), missing, or type names")
+    mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
+    mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    mb.add_argument("--device", default="cpu")
     train.set_defaults(func=cmd_train)
+
+    exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
+    exp.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt"], default="gat")
+    exp.add_argument("--graph", default="cora", help="synthetic dataset name")
+    exp.add_argument("--scale", type=float, default=0.05)
+    exp.add_argument("--feat-dim", type=int, default=16)
+    exp.add_argument("--dot", help="also write the optimized graphs as Graphviz dot here")
+    exp.set_defaults(func=cmd_explain)
+
+    from .distributed.partition_cli import add_partition_parser
+
+    add_partition_parser(sub)
     return p
 
 

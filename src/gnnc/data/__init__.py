@@ -5,6 +5,7 @@ Synthetic: ``synthetic(name, scale, seed)``, with the published figures in
 Citeseer), ``load_kg`` (FB15k-237, WN18RR), ``load_edge_list``, and
 ``save_npz`` / ``load_npz`` for any gnnc graph. Loaders read an explicit
 path or fall back to the folder named by the ``GNNC_DATA`` variable.
+Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
 from .dataset import Dataset, KGDataset
 from .edge_list import load_edge_list
@@ -13,8 +14,9 @@ from .npz import load_npz, save_npz
 from .planetoid import load_planetoid
 from .registry import DATASETS, DatasetInfo, get_info, list_datasets
 from .safe_pickle import RestrictedUnpickler, safe_load
+from .sampler import Block, NeighborSampler, forward_blocks
 from .synthetic import synthetic
 
 __all__ = ["Dataset", "KGDataset", "DatasetInfo", "DATASETS", "get_info", "list_datasets", "synthetic",
            "load_planetoid", "load_kg", "load_edge_list", "save_npz", "load_npz",
-           "RestrictedUnpickler", "safe_load"]
+           "RestrictedUnpickler", "safe_load", "Block", "NeighborSampler", "forward_blocks"]

@@ -1,0 +1,276 @@
+"""Heterogeneous neighbor sampling into per-layer blocks (DGL's block convention).
+
+``NeighborSampler(g, fanouts, target_ntype, seed).sample(seeds)`` returns one
+``Block`` per GNN layer, input layer first. ``fanouts[l]`` is the fanout of
+layer ``l``, so the hop next to the seeds uses ``fanouts[-1]`` (as DGL's
+``MultiLayerNeighborSampler``); -1 takes every neighbor. For every
+destination node and every relation into its type, up to ``fanout`` in-edges
+are drawn uniformly WITHOUT replacement (all of them when there are fewer).
+
+A ``Block`` is a gnnc ``Graph`` with the parent's node types and relations
+(some relations may be empty). Its nodes are the layer's source nodes,
+grouped by node type in the parent's order; within each type the layer's
+destination nodes come first, in the order they were given, then the other
+sources sorted by parent id. Every edge ends at a destination node, so a layer
+runs on all block nodes and its output is cut down to the destination rows
+with ``block.slice_dst`` (``forward_blocks`` does this for a stack of layers).
+The destination nodes of block ``l`` are exactly the nodes of block ``l + 1``,
+in the same order.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+
+from ..graph import Graph, heterograph
+
+
+class Block(Graph):
+    """One layer's computation graph; see the module docstring for the node layout.
+
+    ``src_ids``: parent global id of every block node. ``num_dst_per_type``:
+    destination nodes of each node type (a prefix of that type's nodes).
+    ``parent_eids``: parent edge id (user order) of every block edge, in the
+    block's user edge order.
+    """
+
+    def __init__(self, index, src_ids: torch.Tensor, num_dst_per_type, parent_eids: torch.Tensor,
+                 nstore=None, estore=None):
+        super().__init__(index, nstore, estore)
+        if src_ids.numel() != index.num_nodes:
+            raise ValueError(f"Block: {src_ids.numel()} parent ids for {index.num_nodes} nodes")
+        if parent_eids.numel() != index.num_edges:
+            raise ValueError(f"Block: {parent_eids.numel()} parent edge ids for {index.num_edges} edges")
+        self.src_ids = src_ids
+        self.num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
+        self.parent_eids = parent_eids
+
+    def num_dst_nodes(self, ntype: str | None = None) -> int:
+        """Destination nodes in all (or one) node types."""
+        if ntype is None:
+            return sum(self.num_dst_per_type)
+        return self.num_dst_per_type[self.ntype_id(ntype)]
+
+    @cached_property
+    def dst_index(self) -> torch.Tensor:
+        """Block ids of the destination nodes, type by type, in destination order."""
+        offsets = self.index.ntype_offsets
+        parts = [torch.arange(offsets[t], offsets[t] + n, device=self.device)
+                 for t, n in enumerate(self.num_dst_per_type)]
+        return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=self.device)
+
+    @property
+    def dst_ids(self) -> torch.Tensor:
+        """Parent global ids of the destination nodes, in destination order."""
+        return self.src_ids.index_select(0, self.dst_index)
+
+    def slice_dst(self, h: torch.Tensor) -> torch.Tensor:
+        """Rows of ``h`` (one per block node) that belong to destination nodes."""
+        if h.dim() == 0 or h.shape[0] != self.num_nodes():
+            raise ValueError(f"slice_dst: expected {self.num_nodes()} rows (one per block node), "
+                             f"got shape {tuple(h.shape)}")
+        return h.index_select(0, self.dst_index)
+
+    def to(self, device) -> "Block":
+        moved = super().to(device)
+        out = Block(moved.index, self.src_ids.to(device), self.num_dst_per_type, self.parent_eids.to(device),
+                    moved._nstore, moved._estore)
+        out.ntype_data.data, out.etype_data.data = moved.ntype_data.data, moved.etype_data.data
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Block(src={dict(zip(self.ntypes, self.index.ntype_counts))}, "
+                f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})")
+
+
+def forward_blocks(layers, blocks, x: torch.Tensor, activation=None) -> torch.Tensor:
+    """Run ``h = layer(block, h)`` and keep the destination rows, layer by layer.
+
+    ``x`` holds one row per node of ``blocks[0]``; the result has one row per
+    destination node of ``blocks[-1]``. ``activation`` (if given) is applied
+    between layers, not after the last.
+    """
+    if len(layers) != len(blocks):
+        raise ValueError(f"forward_blocks: {len(layers)} layers but {len(blocks)} blocks")
+    h = x
+    for i, (layer, block) in enumerate(zip(layers, blocks)):
+        if h.shape[0] != block.num_nodes():
+            raise ValueError(f"forward_blocks: block {i} has {block.num_nodes()} nodes but its input "
+                             f"has {h.shape[0]} rows")
+        h = block.slice_dst(layer(block, h))
+        if activation is not None and i + 1 < len(layers):
+            h = activation(h)
+    return h
+
+
+class NeighborSampler:
+    """Per-relation uniform neighbor sampling without replacement; see the module docstring.
+
+    Deterministic given ``seed``; ``state_dict`` / ``load_state_dict`` save and
+    restore the random stream for checkpoint/resume.
+    """
+
+    def __init__(self, g: Graph, fanouts, target_ntype: str, seed: int = 0):
+        self.g = g
+        self.fanouts = _check_fanouts(fanouts)
+        self.target_ntype = target_ntype
+        self._target = g.ntype_id(target_ntype)
+        self.generator = torch.Generator(device=g.device)
+        self.generator.manual_seed(int(seed))
+        index = g.index
+        self._rel_dst_type = [g.ntype_id(dt) for _, _, dt in index.etypes]
+        self._rel_src_type = [g.ntype_id(st) for st, _, _ in index.etypes]
+        # Per relation: CSR over the destination type's local ids; edges of a
+        # relation are one block of internal order sorted by destination.
+        self._indptr, self._src = [], []
+        for r in range(len(index.etypes)):
+            lo, hi = index.rel_range(r)
+            t = self._rel_dst_type[r]
+            local_dst = index.dst[lo:hi] - index.ntype_offsets[t]
+            counts = torch.bincount(local_dst, minlength=index.ntype_counts[t])
+            indptr = torch.zeros(index.ntype_counts[t] + 1, dtype=torch.int64, device=g.device)
+            torch.cumsum(counts, 0, out=indptr[1:])
+            self._indptr.append(indptr)
+            self._src.append(index.src[lo:hi])
+
+    # ----------------------------------------------------------------- RNG
+    def manual_seed(self, seed: int) -> None:
+        self.generator.manual_seed(int(seed))
+
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
+    # ------------------------------------------------------------ sampling
+    def sample(self, seeds) -> list[Block]:
+        """Blocks for ``seeds`` (local ids of the target type, distinct), input layer first.
+
+        The last block's destination nodes are the seeds in the given order.
+        """
+        seeds = self._check_seeds(seeds)
+        index = self.g.index
+        counts = [0] * len(index.ntypes)
+        counts[self._target] = seeds.numel()
+        frontier = seeds + index.ntype_offsets[self._target]
+        blocks = []
+        for fanout in reversed(self.fanouts):
+            block = self._sample_hop(frontier, counts, fanout)
+            blocks.append(block)
+            frontier, counts = block.src_ids, list(block.index.ntype_counts)
+        return blocks[::-1]
+
+    def _check_seeds(self, seeds) -> torch.Tensor:
+        seeds = torch.as_tensor(seeds, device=self.g.device)
+        if seeds.dim() != 1 or seeds.is_floating_point() or seeds.dtype == torch.bool:
+            raise ValueError(f"sample: seeds must be a 1-D tensor of integer node ids, got "
+                             f"shape {tuple(seeds.shape)} dtype {seeds.dtype}")
+        seeds = seeds.to(torch.int64)
+        n = self.g.num_nodes(self.target_ntype)
+        if seeds.numel():
+            bad = (seeds < 0) | (seeds >= n)
+            if bool(bad.any()):
+                raise ValueError(f"sample: seed {int(seeds[bad][0])} is not a {self.target_ntype!r} node "
+                                 f"(ids run from 0 to {n - 1})")
+            if torch.unique(seeds).numel() != seeds.numel():
+                raise ValueError("sample: seeds contain duplicates; give each seed node once")
+        return seeds
+
+    def _sample_hop(self, frontier: torch.Tensor, counts: list[int], fanout: int) -> Block:
+        """One block whose destination nodes are ``frontier`` (global ids, grouped by type)."""
+        index = self.g.index
+        starts = [0]
+        for c in counts:
+            starts.append(starts[-1] + c)
+        sources_by_type = [[] for _ in index.ntypes]  # global source ids, one piece per relation
+        picked = []  # per relation: (destination position within its type, parent internal edge id)
+        for r in range(len(index.etypes)):
+            t = self._rel_dst_type[r]
+            dst_local = frontier[starts[t]:starts[t + 1]] - index.ntype_offsets[t]
+            pos, seg = self._pick(r, dst_local, fanout)
+            sources_by_type[self._rel_src_type[r]].append(self._src[r].index_select(0, pos))
+            picked.append((seg, pos + index.rel_offsets[r]))
+        src_ids, node_counts, local_src = [], [], [None] * len(index.etypes)
+        for t in range(len(index.ntypes)):
+            dst_t = frontier[starts[t]:starts[t + 1]]
+            pieces = sources_by_type[t]
+            cand = torch.cat(pieces) if pieces else dst_t[:0]
+            local, new_nodes = _local_ids(dst_t, cand)
+            src_ids += [dst_t, new_nodes]
+            node_counts.append(dst_t.numel() + new_nodes.numel())
+            rels_from_t = [r for r in range(len(index.etypes)) if self._rel_src_type[r] == t]
+            for r, part in zip(rels_from_t, local.split([p.numel() for p in pieces])):
+                local_src[r] = part
+        relations = {key: (local_src[r], picked[r][0]) for r, key in enumerate(index.etypes)}
+        parent = heterograph(relations, num_nodes=dict(zip(index.ntypes, node_counts)), device=self.g.device)
+        internal = torch.cat([eids for _, eids in picked])
+        parent_eids = internal if index.user_eid is None else index.user_eid.index_select(0, internal)
+        return Block(parent.index, torch.cat(src_ids), counts, parent_eids)
+
+    def _pick(self, r: int, dst_local: torch.Tensor, fanout: int):
+        """Sampled in-edges of relation ``r`` for ``dst_local``.
+
+        Returns (edge position within the relation, position of its
+        destination in ``dst_local``), ordered by destination then position,
+        so the block needs no re-sorting.
+        """
+        indptr = self._indptr[r]
+        device = dst_local.device
+        start = indptr.index_select(0, dst_local)
+        deg = indptr.index_select(0, dst_local + 1) - start
+        empty = torch.zeros(0, dtype=torch.int64, device=device)
+        if fanout == 0 or dst_local.numel() == 0:
+            return empty, empty
+        total = int(deg.sum())
+        if total == 0:
+            return empty, empty
+        seg = torch.repeat_interleave(torch.arange(dst_local.numel(), device=device), deg, output_size=total)
+        slot = torch.arange(total, device=device) - (torch.cumsum(deg, 0) - deg).index_select(0, seg)
+        pos = start.index_select(0, seg) + slot
+        if fanout < 0:
+            return pos, seg
+        big = torch.nonzero(deg.index_select(0, seg) > fanout).squeeze(1)
+        if big.numel() == 0:
+            return pos, seg
+        # Random keys sorted within each over-full segment: the first `fanout`
+        # of a uniformly random order is a uniform draw without replacement.
+        # `big` is a union of whole segments, in order, so after sorting by
+        # (segment, key) slot j still lies in the segment of slot j and its
+        # rank within it is slot[big][j].
+        keys = torch.rand(big.numel(), generator=self.generator, device=device, dtype=torch.float64)
+        order = torch.argsort(keys, stable=True)
+        order = order.index_select(0, torch.argsort(seg.index_select(0, big).index_select(0, order), stable=True))
+        keep = torch.ones(total, dtype=torch.bool, device=device)
+        keep[big.index_select(0, order[slot.index_select(0, big) >= fanout])] = False
+        return pos[keep], seg[keep]
+
+
+def _local_ids(dst: torch.Tensor, cand: torch.Tensor):
+    """Block-local ids (within one node type) of ``cand`` given destinations ``dst``.
+
+    ``dst`` (distinct) take ids ``0..len(dst)-1`` in order; the other distinct
+    values of ``cand`` follow, sorted. Returns (ids of ``cand``, the new nodes).
+    """
+    n_dst = dst.numel()
+    values = torch.cat([dst, cand])
+    uniq, inverse = torch.unique(values, return_inverse=True)
+    first = torch.full((uniq.numel(),), values.numel(), dtype=torch.int64, device=values.device)
+    first.scatter_reduce_(0, inverse, torch.arange(values.numel(), device=values.device), "amin")
+    is_dst = first < n_dst
+    is_new = ~is_dst
+    local_of_uniq = torch.where(is_dst, first, n_dst + torch.cumsum(is_new, 0) - 1)
+    return local_of_uniq.index_select(0, inverse[n_dst:]), uniq[is_new]
+
+
+def _check_fanouts(fanouts) -> list[int]:
+    if isinstance(fanouts, int) or not hasattr(fanouts, "__iter__"):
+        raise TypeError(f"fanouts must be a list of ints, one per layer (e.g. [25, 20]), got {fanouts!r}")
+    out = list(fanouts)
+    if not out:
+        raise ValueError("fanouts must name at least one layer")
+    for i, f in enumerate(out):
+        if isinstance(f, bool) or not isinstance(f, int) or f < -1:
+            raise ValueError(f"fanouts[{i}] = {f!r}: a fanout is a non-negative int, or -1 for all neighbors")
+    return out

@@ -1,0 +1,396 @@
+"""Single-process mini-batch node classification on a heterogeneous graph.
+
+``train_minibatch`` samples blocks around batches of target nodes
+(``gnnc.data.sampler``), builds each block's input from read-only features
+and learnable embeddings (``gnnc.nn.TypedEmbedding``), runs a stack of gnnc
+layers over the blocks, and updates dense parameters with Adam and the
+embedding tables with the per-row lazy ``gnnc.nn.SparseAdam``. Every epoch
+reports the time spent per stage (``STAGES``), the training loss and the
+accuracy on the validation and test masks (evaluated by sampling too).
+
+Checkpoints (``checkpoint_dir/checkpoint.pt``, written atomically after each
+epoch) hold the model, the embeddings, both optimizer states, the sampler,
+shuffling and torch random states, the epoch counter and the history, so a
+resumed run continues with exactly the losses an uninterrupted one has.
+``run_cli`` is the ``gnnc train --minibatch`` command.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm import tqdm
+
+from .data import synthetic
+from .data.sampler import NeighborSampler, forward_blocks
+from .distributed.metagraph import add_reverse_relations
+from .models import HGTConv, RGATConv, RGCNConv
+from .nn import SparseAdam, TypedEmbedding
+
+STAGES = ("sample", "feature fetch", "forward", "backward", "dense update", "embedding update")
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_VERSION = 1
+
+
+# ----------------------------------------------------------------------- models
+class LayerStack(nn.Module):
+    """``forward(blocks, x)``: layers over blocks (``forward_blocks``), then an optional head.
+
+    ``x`` has one row per node of ``blocks[0]``; the result one row per
+    destination node of ``blocks[-1]`` (the seeds).
+    """
+
+    def __init__(self, layers, activation=F.relu, head: nn.Module | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.activation = activation
+        self.head = head
+
+    def forward(self, blocks, x: torch.Tensor) -> torch.Tensor:
+        h = forward_blocks(self.layers, blocks, x, self.activation)
+        return h if self.head is None else self.head(self.activation(h))
+
+
+def rgcn(g, hidden: int, num_classes: int, num_layers: int) -> LayerStack:
+    """R-GCN: ``num_layers`` RGCNConv, the last one to ``num_classes``."""
+    dims = [hidden] * num_layers + [num_classes]
+    rels = len(g.canonical_etypes)
+    return LayerStack([RGCNConv(dims[i], dims[i + 1], rels) for i in range(num_layers)])
+
+
+def rgat(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) -> LayerStack:
+    """R-GAT: ``num_layers`` RGATConv of ``num_heads`` heads, then a linear head."""
+    if hidden % num_heads:
+        raise ValueError(f"rgat: hidden {hidden} is not divisible by {num_heads} heads")
+    rels = len(g.canonical_etypes)
+    layers = [RGATConv(hidden, hidden // num_heads, rels, num_heads) for _ in range(num_layers)]
+    return LayerStack(layers, head=nn.Linear(hidden, num_classes))
+
+
+def hgt(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) -> LayerStack:
+    """HGT: ``num_layers`` HGTConv, then a linear head."""
+    layers = [HGTConv(hidden, hidden, len(g.ntypes), len(g.canonical_etypes), num_heads)
+              for _ in range(num_layers)]
+    return LayerStack(layers, head=nn.Linear(hidden, num_classes))
+
+
+MODEL_BUILDERS = {"rgcn": rgcn, "rgat": rgat, "hgt": hgt}
+
+
+# ---------------------------------------------------------------------- results
+@dataclass
+class EpochStats:
+    """One epoch: mean training loss, accuracies (fractions) and seconds per stage."""
+
+    epoch: int
+    loss: float
+    train_acc: float
+    val_acc: float
+    test_acc: float
+    steps: int
+    times: dict = field(default_factory=dict)  # stage -> seconds, keys STAGES
+    eval_seconds: float = 0.0
+
+    @property
+    def train_seconds(self) -> float:
+        return sum(self.times.values())
+
+    def format(self, epochs: int) -> str:
+        stages = "  ".join(f"{s} {self.times[s]:.2f}s" for s in STAGES)
+        return (f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
+                f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  "
+                f"| train {self.train_seconds:.2f}s  eval {self.eval_seconds:.2f}s")
+
+
+@dataclass
+class MinibatchResult:
+    """History of a run (``epochs``, ``losses[e][step]``) and the trained modules."""
+
+    epochs: list[EpochStats]
+    losses: list[list[float]]
+    model: nn.Module
+    embedding: TypedEmbedding
+
+    @property
+    def final(self) -> EpochStats:
+        return self.epochs[-1]
+
+
+# ---------------------------------------------------------------------- trainer
+class MinibatchTrainer:
+    """Everything one mini-batch run holds; ``train_minibatch`` drives it.
+
+    ``model_builder(g, hidden, num_classes, num_layers)`` returns a module
+    with ``forward(blocks, x) -> logits of the seeds`` (e.g. ``LayerStack``)
+    or is a name in ``MODEL_BUILDERS``. ``add_reverse`` trains on
+    ``gnnc.distributed.add_reverse_relations(dataset.graph)`` (the graph the
+    partitioners split), so every node type is reachable from the target
+    type. ``learnable``: ``"non-target"`` (every
+    type but the target gets an embedding table, as ogbn-mag), ``"missing"``
+    (types without ``feat``) or a list of node types.
+    """
+
+    def __init__(self, dataset, model_builder, fanouts, batch_size: int, lr: float, seed: int, *,
+                 hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
+                 learnable="non-target", add_reverse: bool = True, dtype=torch.float32, device="cpu"):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.device = torch.device(device)
+        g = add_reverse_relations(dataset.graph) if add_reverse else dataset.graph
+        self.g = g
+        target = dataset.target_ntype
+        data = g.nodes[target].data
+        self.labels = data["label"].to(self.device)
+        self.split_ids = {k: torch.nonzero(data[f"{k}_mask"]).squeeze(1) for k in ("train", "val", "test")}
+        if self.split_ids["train"].numel() == 0:
+            raise ValueError(f"dataset {dataset.name!r} has no training nodes of type {target!r}")
+        self.sampler = NeighborSampler(g, fanouts, target, seed=seed + 1)
+        self.eval_sampler = NeighborSampler(g, fanouts, target, seed=seed + 2)
+        self.batch_size, self.fanouts, self.seed = batch_size, self.sampler.fanouts, seed
+        self.shuffle = torch.Generator().manual_seed(seed)
+        learnable_types = _learnable_types(g, target, learnable)
+        if isinstance(model_builder, str):
+            if model_builder not in MODEL_BUILDERS:
+                raise KeyError(f"unknown model {model_builder!r}; choose one of {list(MODEL_BUILDERS)}")
+            model_name, model_builder = model_builder, MODEL_BUILDERS[model_builder]
+        else:
+            model_name = getattr(model_builder, "__qualname__", type(model_builder).__name__)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.embedding = TypedEmbedding.from_graph(g, hidden, learnable_types, embed_dim, dtype=dtype)
+            self.model = model_builder(g, hidden, dataset.num_classes, len(self.fanouts)).to(dtype)
+        self.embedding.to(self.device)
+        self.model.to(self.device)
+        self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.embedding.dense_parameters(), lr=lr)
+        tables = self.embedding.sparse_parameters()
+        self.sparse_opt = SparseAdam(tables, lr=lr if embed_lr is None else embed_lr) if tables else None
+        self.epoch = 0
+        self.history: list[EpochStats] = []
+        self.losses: list[list[float]] = []
+        self.config = {
+            "dataset": dataset.name, "num_nodes": [g.num_nodes(t) for t in g.ntypes],
+            "relations": [list(k) for k in g.canonical_etypes], "fanouts": self.fanouts,
+            "batch_size": batch_size, "lr": lr, "embed_lr": embed_lr, "seed": seed, "hidden": hidden,
+            "embed_dim": embed_dim, "learnable": learnable_types, "model": model_name, "dtype": str(dtype),
+        }
+
+    # ------------------------------------------------------------------ steps
+    def _blocks(self, sampler, seeds):
+        """Sampled blocks on the training device (the move counts as sampling time)."""
+        return [b.to(self.device) for b in sampler.sample(seeds)]
+
+    def run_epoch(self, progress: bool = False) -> EpochStats:
+        """Train one pass over the shuffled training nodes, evaluate, record and return the epoch."""
+        times, losses, train_acc = self._train_epoch(progress)
+        start = time.perf_counter()
+        val_acc, test_acc = self.evaluate("val"), self.evaluate("test")
+        stats = EpochStats(self.epoch, sum(losses) / len(losses), train_acc, val_acc, test_acc, len(losses),
+                           times, time.perf_counter() - start)
+        self.history.append(stats)
+        self.losses.append(losses)
+        return stats
+
+    def _train_epoch(self, progress: bool):
+        self.model.train()
+        self.embedding.train()
+        times = dict.fromkeys(STAGES, 0.0)
+        train = self.split_ids["train"]
+        order = train.index_select(0, torch.randperm(train.numel(), generator=self.shuffle))
+        batches = order.split(self.batch_size)
+        losses, correct = [], 0
+        bar = tqdm(batches, desc=f"epoch {self.epoch + 1}", unit="batch", disable=not progress, leave=False)
+        clock = _StageClock(times, self.device)
+        for seeds in bar:
+            clock.start()
+            blocks = self._blocks(self.sampler, seeds)
+            clock.lap("sample")
+            fetched = self.embedding.fetch(blocks[0].src_ids)
+            clock.lap("feature fetch")
+            logits = self.model(blocks, self.embedding.project(fetched))
+            labels = self.labels.index_select(0, seeds.to(self.device))
+            loss = F.cross_entropy(logits, labels)
+            clock.lap("forward")
+            self.dense_opt.zero_grad()
+            if self.sparse_opt is not None:
+                self.sparse_opt.zero_grad()
+            loss.backward()
+            clock.lap("backward")
+            self.dense_opt.step()
+            clock.lap("dense update")
+            if self.sparse_opt is not None:
+                self.sparse_opt.step()
+            clock.lap("embedding update")
+            losses.append(loss.item())
+            correct += int((logits.argmax(-1) == labels).sum())
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        self.epoch += 1
+        return times, losses, correct / train.numel()
+
+    @torch.no_grad()
+    def evaluate(self, split: str) -> float:
+        """Accuracy on ``split`` ('train', 'val' or 'test'), with sampled blocks.
+
+        The evaluation sampler is reseeded from the epoch, so evaluating
+        never disturbs the training streams and repeats exactly on resume.
+        """
+        self.model.eval()
+        self.embedding.eval()
+        ids = self.split_ids[split]
+        if ids.numel() == 0:
+            return float("nan")
+        self.eval_sampler.manual_seed(self.seed * 1_000_003 + 2 * self.epoch + (split == "test"))
+        correct = 0
+        for seeds in ids.split(self.batch_size):
+            blocks = self._blocks(self.eval_sampler, seeds)
+            logits = self.model(blocks, self.embedding(blocks[0].src_ids))
+            correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds.to(self.device))).sum())
+        return correct / ids.numel()
+
+    # ------------------------------------------------------------ checkpoint
+    def state_dict(self) -> dict:
+        return {
+            "version": CHECKPOINT_VERSION, "config": self.config, "epoch": self.epoch,
+            "model": self.model.state_dict(), "embedding": self.embedding.state_dict(),
+            "dense_opt": self.dense_opt.state_dict(),
+            "sparse_opt": None if self.sparse_opt is None else self.sparse_opt.state_dict(),
+            "sampler": self.sampler.state_dict(), "shuffle": self.shuffle.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "history": [asdict(s) for s in self.history], "losses": self.losses,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"checkpoint format version {state.get('version')!r}; this gnnc reads "
+                             f"version {CHECKPOINT_VERSION}")
+        diff = [f"{k}: checkpoint {state['config'].get(k)!r}, this run {v!r}"
+                for k, v in self.config.items() if state["config"].get(k) != v]
+        if diff:
+            raise ValueError("checkpoint was written by a different run configuration:\n  " + "\n  ".join(diff))
+        self.model.load_state_dict(state["model"])
+        self.embedding.load_state_dict(state["embedding"])
+        self.dense_opt.load_state_dict(state["dense_opt"])
+        if self.sparse_opt is not None:
+            self.sparse_opt.load_state_dict(state["sparse_opt"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.shuffle.set_state(state["shuffle"])
+        torch.set_rng_state(state["torch_rng"])
+        self.epoch = state["epoch"]
+        self.history = [EpochStats(**s) for s in state["history"]]
+        self.losses = [list(x) for x in state["losses"]]
+
+    def save(self, directory) -> Path:
+        """Write ``directory/checkpoint.pt`` atomically (temporary file, then rename)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / CHECKPOINT_FILE
+        tmp = directory / (CHECKPOINT_FILE + ".tmp")
+        torch.save(self.state_dict(), tmp)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, directory) -> None:
+        path = Path(directory) / CHECKPOINT_FILE
+        if not path.is_file():
+            raise FileNotFoundError(f"resume: no checkpoint at {path}")
+        self.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+
+class _StageClock:
+    """``lap(stage)`` adds the time since the previous lap (or ``start``) to ``times[stage]``.
+
+    CUDA work is synchronized first, so each stage is charged its own kernels.
+    """
+
+    def __init__(self, times: dict, device: torch.device):
+        self.times, self.device = times, device
+        self.last = time.perf_counter()
+
+    def start(self) -> None:
+        self._sync()
+        self.last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        self._sync()
+        now = time.perf_counter()
+        self.times[stage] += now - self.last
+        self.last = now
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def _learnable_types(g, target: str, learnable) -> list[str]:
+    if learnable == "non-target":
+        return [t for t in g.ntypes if t != target]
+    if learnable == "missing":
+        return [t for t in g.ntypes if "feat" not in g.nodes[t].data]
+    if isinstance(learnable, str):
+        raise ValueError(f"learnable must be 'non-target', 'missing' or a list of node types, got {learnable!r}")
+    for t in learnable:
+        g.ntype_id(t)  # KeyError naming the unknown type
+    return [t for t in g.ntypes if t in set(learnable)]  # graph order, so checkpoints compare equal
+
+
+def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: int, lr: float, seed: int,
+                    checkpoint_dir=None, resume: bool = False, progress: bool = True,
+                    **options) -> MinibatchResult:
+    """Mini-batch node classification on ``dataset.target_ntype``; see the module docstring.
+
+    ``options`` go to ``MinibatchTrainer`` (hidden, embed_dim, embed_lr,
+    learnable, add_reverse, dtype, device). With ``resume`` the run continues
+    from ``checkpoint_dir`` up to ``epochs`` epochs in total. Per-epoch lines
+    are printed when ``progress`` is set.
+    """
+    if resume and checkpoint_dir is None:
+        raise ValueError("resume needs a checkpoint_dir")
+    trainer = MinibatchTrainer(dataset, model_builder, fanouts, batch_size, lr, seed, **options)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if resume:
+            trainer.load(checkpoint_dir)
+            if progress:
+                tqdm.write(f"resumed from {checkpoint_dir} after epoch {trainer.epoch}")
+        while trainer.epoch < epochs:
+            stats = trainer.run_epoch(progress)
+            if progress:
+                tqdm.write(stats.format(epochs))
+            if checkpoint_dir is not None:
+                trainer.save(checkpoint_dir)
+    return MinibatchResult(trainer.history, trainer.losses, trainer.model, trainer.embedding)
+
+
+def run_cli(dataset: str | None = None, *, scale: float = 0.01, model: str | None = None, fanouts=(25, 20),
+            batch_size: int = 1024, epochs: int | None = None, lr: float = 0.01, hidden: int = 64, seed: int = 0,
+            learnable="non-target", checkpoint_dir=None, resume: bool = False, device: str = "cpu",
+            progress: bool = True) -> int:
+    """``gnnc train --minibatch``: train on a synthetic replica and print the per-epoch breakdown.
+
+    None picks the defaults (dataset mag, model rgcn, 3 epochs); ``learnable``
+    may be a one-element list holding 'non-target' or 'missing', as argparse gives it.
+    """
+    dataset, model, epochs = dataset or "mag", model or "rgcn", 3 if epochs is None else epochs
+    if isinstance(learnable, (list, tuple)) and len(learnable) == 1 and learnable[0] in ("non-target", "missing"):
+        learnable = learnable[0]
+    ds = synthetic(dataset, scale=scale, seed=seed)
+    g = ds.graph
+    print(f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
+          f"target {ds.target_ntype!r}; {model}, fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}")
+    result = train_minibatch(ds, model, list(fanouts), batch_size, epochs, lr, seed, checkpoint_dir, resume,
+                             progress, hidden=hidden, learnable=learnable, device=device)
+    if not result.epochs:
+        print("nothing trained")
+        return 0
+    header = f"{'epoch':>5} {'loss':>8} {'val':>6} {'test':>6} " + " ".join(f"{s:>16}" for s in STAGES)
+    print(header)
+    for s in result.epochs:
+        print(f"{s.epoch:>5} {s.loss:>8.4f} {s.val_acc * 100:>5.1f}% {s.test_acc * 100:>5.1f}% "
+              + " ".join(f"{s.times[k]:>15.3f}s" for k in STAGES))
+    final = result.final
+    print(f"final: val {final.val_acc * 100:.1f}%, test {final.test_acc * 100:.1f}% after {final.epoch} epochs")
+    return 0

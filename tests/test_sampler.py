@@ -1,0 +1,222 @@
+"""Heterogeneous neighbor sampler: block invariants, randomness, and models on blocks."""
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gnnc
+from gnnc.data.sampler import Block, NeighborSampler, forward_blocks
+from gnnc.models import HGTConv, RGATConv, RGCNConv
+
+from .graphs import random_heterograph
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny graphs gain nothing from intra-op threads, which only spin on a shared 2-core machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def big_heterograph(seed=0):
+    """Like random_heterograph but with degrees well above small fanouts."""
+    return random_heterograph(seed, sizes={"user": 30, "item": 20, "tag": 1}, edges_per_relation=300)
+
+
+def check_block(parent, block, dst_global, fanout):
+    """Every documented property of one block whose destinations are ``dst_global``."""
+    assert isinstance(block, Block)
+    assert block.ntypes == parent.ntypes
+    assert block.canonical_etypes == parent.canonical_etypes
+    src_ids = block.src_ids
+    assert torch.unique(src_ids).numel() == src_ids.numel()
+    # Nodes keep their parent's type, grouped by type.
+    assert torch.equal(parent.node_type_ids()[src_ids], block.node_type_ids())
+    # Destination nodes: the given ones, in order, as a prefix of each type.
+    assert torch.equal(block.dst_ids, dst_global)
+    offsets = block.index.ntype_offsets
+    for t, n_dst in enumerate(block.num_dst_per_type):
+        prefix = src_ids[offsets[t]:offsets[t] + n_dst]
+        assert torch.equal(prefix, dst_global[parent.node_type_ids()[dst_global] == t])
+        rest = src_ids[offsets[t] + n_dst:offsets[t + 1]]
+        assert bool((rest[1:] > rest[:-1]).all()), "non-destination sources are sorted by parent id"
+    # Every sampled edge is a parent edge of the same relation, taken once.
+    eids = block.parent_eids
+    assert torch.unique(eids).numel() == eids.numel()
+    p_src, p_dst = parent.find_edges()
+    b_src, b_dst = block.find_edges()
+    assert torch.equal(p_src[eids], src_ids[b_src])
+    assert torch.equal(p_dst[eids], src_ids[b_dst])
+    assert torch.equal(parent.edge_type_ids()[eids], block.edge_type_ids())
+    is_dst = torch.zeros(block.num_nodes(), dtype=torch.bool)
+    is_dst[block.dst_index] = True
+    assert bool(is_dst[b_dst].all()), "edges end at destination nodes"
+    # Per (destination, relation): min(fanout, degree) edges, i.e. all of them when few.
+    for rel in parent.canonical_etypes:
+        dt = rel[2]
+        local_dst = dst_global[parent.node_type_ids()[dst_global] == parent.ntype_id(dt)]
+        local_dst = local_dst - parent.index.ntype_offsets[parent.ntype_id(dt)]
+        degree = parent.in_degrees(rel)[local_dst]
+        want = degree if fanout < 0 else degree.clamp(max=fanout)
+        got = block.in_degrees(rel)[:local_dst.numel()]
+        assert torch.equal(got, want), rel
+
+
+def sample_and_check(g, fanouts, target, seeds, seed=0):
+    sampler = NeighborSampler(g, fanouts, target, seed=seed)
+    blocks = sampler.sample(seeds)
+    assert len(blocks) == len(fanouts)
+    dst = torch.as_tensor(seeds) + g.index.ntype_offsets[g.ntype_id(target)]
+    for block, fanout in zip(reversed(blocks), reversed(fanouts)):
+        check_block(g, block, dst, fanout)
+        dst = block.src_ids
+    for inner, outer in zip(blocks[:-1], blocks[1:]):
+        assert torch.equal(inner.dst_ids, outer.src_ids), "block l's destinations are block l+1's nodes"
+    return blocks
+
+
+@pytest.mark.parametrize("fanouts", [[1, 2], [3, 3], [-1, -1], [0, 2], [2, 0], [1, 1, 1]])
+@pytest.mark.parametrize("target, seeds", [("user", [0, 5, 8, 2]), ("item", [6, 0, 4])])
+def test_block_invariants(fanouts, target, seeds):
+    sample_and_check(big_heterograph(), fanouts, target, torch.tensor(seeds))
+    sample_and_check(random_heterograph(1), fanouts, target, torch.tensor(seeds))
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph_seed=st.integers(0, 10_000), users=st.integers(1, 25), items=st.integers(1, 25),
+       edges=st.integers(0, 200), fanouts=st.lists(st.integers(-1, 6), min_size=1, max_size=3),
+       data=st.data())
+def test_block_invariants_on_random_graphs(graph_seed, users, items, edges, fanouts, data):
+    g = random_heterograph(graph_seed, sizes={"user": users, "item": items, "tag": 1}, edges_per_relation=edges)
+    target = data.draw(st.sampled_from(["user", "item", "tag"]))
+    n = g.num_nodes(target)
+    seeds = data.draw(st.lists(st.integers(0, n - 1), min_size=0, max_size=n, unique=True))
+    sample_and_check(g, fanouts, target, torch.tensor(seeds, dtype=torch.int64), seed=graph_seed)
+
+
+def test_zero_in_degree_seeds_and_empty_relations():
+    g = random_heterograph(0)
+    deg = g.in_degrees("likes")
+    silent = torch.nonzero(deg == 0).squeeze(1)
+    assert silent.numel() > 0
+    blocks = sample_and_check(g, [2, 2], "item", silent)
+    last = blocks[-1]
+    assert last.num_edges() == 0
+    assert torch.equal(last.dst_ids, silent + g.index.ntype_offsets[g.ntype_id("item")])
+    assert last.num_nodes() == silent.numel()
+    for b in sample_and_check(g, [2, 2], "user", torch.arange(9)):
+        assert b.num_edges(("tag", "empty", "user")) == 0
+
+
+def test_fanout_at_least_degree_takes_every_edge():
+    g = big_heterograph()
+    seeds = torch.arange(30)
+    full = NeighborSampler(g, [-1], "user").sample(seeds)[0]
+    wide = NeighborSampler(g, [1000], "user").sample(seeds)[0]
+    assert torch.equal(full.parent_eids.sort().values, wide.parent_eids.sort().values)
+    into_users = sum(g.num_edges(r) for r in g.canonical_etypes if r[2] == "user")
+    assert full.num_edges() == into_users
+
+
+def test_sampling_is_uniform_without_replacement():
+    # 400 destinations with 4 in-edges each; fanout 2 picks 2 distinct of 4.
+    n = 400
+    dst = torch.arange(n).repeat_interleave(4)
+    src = torch.arange(4 * n)
+    g = gnnc.heterograph({("a", "r", "b"): (src, dst)}, num_nodes={"a": 4 * n, "b": n})
+    block = NeighborSampler(g, [2], "b", seed=3).sample(torch.arange(n))[0]
+    slot = block.parent_eids % 4
+    counts = torch.bincount(slot, minlength=4)
+    assert counts.sum() == 2 * n
+    # Each slot is chosen with probability 1/2: 200 expected, sd 10.
+    assert bool(((counts - n / 2).abs() < 50).all()), counts
+    # Block edges run by destination, then parent position: two slots a < b per row.
+    pairs = torch.bincount(slot.view(-1, 2) @ torch.tensor([4, 1]), minlength=16)
+    # Six unordered pairs, each with probability 1/6: about 67 of 400, sd 7.5.
+    nonzero = pairs[pairs > 0]
+    assert nonzero.numel() == 6 and bool(((nonzero - n / 6).abs() < 30).all()), pairs
+
+
+def test_deterministic_given_seed_and_restorable_state():
+    g = big_heterograph()
+    seeds = torch.tensor([1, 4, 7, 9, 11])
+
+    def signature(blocks):
+        return [(b.src_ids.tolist(), b.parent_eids.tolist()) for b in blocks]
+
+    a = NeighborSampler(g, [2, 2], "user", seed=5)
+    b = NeighborSampler(g, [2, 2], "user", seed=5)
+    first = signature(a.sample(seeds))
+    assert first == signature(b.sample(seeds))
+    assert first != signature(NeighborSampler(g, [2, 2], "user", seed=6).sample(seeds))
+    state = a.state_dict()
+    following = signature(a.sample(seeds))
+    assert following != first, "the stream moves on between calls"
+    a.load_state_dict(state)
+    assert signature(a.sample(seeds)) == following
+
+
+def test_bad_arguments_are_named():
+    g = random_heterograph(0)
+    with pytest.raises(ValueError, match="duplicates"):
+        NeighborSampler(g, [2], "user").sample(torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match="seed 9 is not a 'user' node"):
+        NeighborSampler(g, [2], "user").sample(torch.tensor([9]))
+    with pytest.raises(ValueError, match=r"fanouts\[1\]"):
+        NeighborSampler(g, [2, -2], "user")
+    with pytest.raises(TypeError, match="fanouts"):
+        NeighborSampler(g, 5, "user")
+    with pytest.raises(KeyError, match="nope"):
+        NeighborSampler(g, [2], "nope")
+    block = NeighborSampler(g, [2], "user").sample(torch.tensor([0, 1]))[0]
+    with pytest.raises(ValueError, match="one per block node"):
+        block.slice_dst(torch.zeros(block.num_nodes() + 1, 3))
+
+
+def test_block_to_device_keeps_layout():
+    g = random_heterograph(0)
+    block = NeighborSampler(g, [2], "user").sample(torch.tensor([3, 0]))[0]
+    moved = block.to("cpu")
+    assert isinstance(moved, Block)
+    assert moved.num_dst_per_type == block.num_dst_per_type
+    assert torch.equal(moved.dst_ids, block.dst_ids) and torch.equal(moved.parent_eids, block.parent_eids)
+
+
+def _layers(kind, g, dim):
+    rels, ntypes = len(g.canonical_etypes), len(g.ntypes)
+    if kind == "rgcn":
+        return [RGCNConv(dim, dim, rels, num_bases=2), RGCNConv(dim, dim, rels)]
+    if kind == "rgat":
+        return [RGATConv(dim, dim // 2, rels, num_heads=2), RGATConv(dim, dim // 2, rels, num_heads=2)]
+    return [HGTConv(dim, dim, ntypes, rels, num_heads=2), HGTConv(dim, dim, ntypes, rels, num_heads=2)]
+
+
+@pytest.mark.parametrize("kind", ["rgcn", "rgat", "hgt"])
+@pytest.mark.parametrize("fanout", [-1, 1000])
+def test_models_on_full_fanout_blocks_match_full_graph(kind, fanout):
+    torch.manual_seed(0)
+    g = big_heterograph(2)
+    dim = 6
+    layers = [layer.double() for layer in _layers(kind, g, dim)]
+    x = torch.randn(g.num_nodes(), dim, dtype=torch.float64)
+    seeds = torch.tensor([3, 0, 17, 9, 25])
+    seeds_global = seeds + g.index.ntype_offsets[g.ntype_id("user")]
+    blocks = NeighborSampler(g, [fanout, fanout], "user").sample(seeds)
+
+    one = blocks[-1].slice_dst(layers[0](blocks[-1], x[blocks[-1].src_ids]))
+    torch.testing.assert_close(one, layers[0](g, x)[seeds_global], rtol=1e-6, atol=1e-9)
+
+    full = layers[1](g, F.relu(layers[0](g, x)))[seeds_global]
+    sampled = forward_blocks(layers, blocks, x[blocks[0].src_ids], activation=F.relu)
+    torch.testing.assert_close(sampled, full, rtol=1e-6, atol=1e-9)
+
+    sampled.sum().backward()
+    grads = [p.grad.clone() for layer in layers for p in layer.parameters()]
+    for layer in layers:
+        layer.zero_grad()
+    full.sum().backward()
+    for got, p in zip(grads, [p for layer in layers for p in layer.parameters()]):
+        torch.testing.assert_close(got, p.grad, rtol=1e-6, atol=1e-9)
