@@ -1,0 +1,148 @@
+"""Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
+import torch
+
+import gnnc.function as fn
+from gnnc.frontend.trace import trace_udf
+from gnnc.ir import ops
+from gnnc.ir.mpdfg import build_apply_edges, build_update_all
+from gnnc.ir.rules import infer
+from gnnc.ir.shapes import propagate_shapes
+from gnnc.passes import cse, dce, fuse, lower_aggregation, reorder, split_concat, typed_linear
+from gnnc.runtime.compiled import bind_inputs
+from gnnc.runtime.context import graph_context
+from tests.graphs import random_heterograph, random_homograph
+
+W = torch.randn(4, 4, dtype=torch.float64)
+A = torch.randn(2, 8, dtype=torch.float64)
+
+
+def _prepare(g, dfg, udfs):
+    inputs = bind_inputs(dfg, g, None, udfs)
+
+    def annotate(d):
+        propagate_shapes(d.module(), graph_context(g, None), inputs)
+        infer(d.graph, d.root)
+
+    annotate(dfg)
+    return inputs, annotate
+
+
+def _targets(dfg):
+    return [n.target for n in dfg.graph.nodes]
+
+
+def _run(dfg, inputs):
+    return dfg.module()(*inputs)
+
+
+def _graph():
+    g = random_homograph(10, 30, 0)
+    g.ndata["x"] = torch.randn(10, 4, dtype=torch.float64)
+    g.ndata["z"] = torch.randn(10, 2, 4, dtype=torch.float64)
+    g.edata["w"] = torch.rand(g.num_edges(), 1, dtype=torch.float64)
+    return g
+
+
+def _check(dfg_before, dfg_after, inputs):
+    before, after = _run(dfg_before, inputs), _run(dfg_after, inputs)
+    assert before.keys() == after.keys()
+    for k in before:
+        torch.testing.assert_close(after[k], before[k])
+
+
+def test_lower_aggregation_replaces_buckets_with_segment_operators():
+    g = _graph()
+    msg = lambda e: {"m": e.src["x"] * e.data["w"], "s": e.src["x"].sum(-1)}  # noqa: E731
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1) + 1}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, _ = _prepare(g, dfg, (msg, red, None))
+    out = lower_aggregation(dfg)
+    assert ops.bucketed_reduce not in _targets(out)
+    assert {ops.edge_softmax, ops.segment_reduce, ops.zero_unreached} <= set(_targets(out))
+    _check(dfg, out, inputs)
+
+
+def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():
+    g = _graph()
+    msg = lambda e: {"m": e.src["x"]}  # noqa: E731
+    red = lambda nb: {"o": nb.mailbox["m"][:, 0]}  # noqa: E731 - first message: order-dependent
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, _ = _prepare(g, dfg, (msg, red, None))
+    out = lower_aggregation(dfg)
+    assert ops.bucketed_reduce in _targets(out)
+    assert any("kept degree buckets" in line for line in out.log)
+    _check(dfg, out, inputs)
+
+
+def test_split_concat_then_reorder_moves_attention_to_nodes():
+    g = _graph()
+    msg = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1)}  # noqa: E731
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, annotate = _prepare(g, dfg, (msg,))
+    split = split_concat(dfg)
+    assert torch.cat not in _targets(dce(split))
+    _check(dfg, split, inputs)
+    annotate(split)
+    moved = dce(reorder(split))
+    gathers = [n for n in moved.graph.nodes if n.target in (ops.gather_src, ops.gather_dst_local)]
+    assert all(n.args[1].meta.get("res") != "E" for n in gathers)
+    _check(dfg, moved, inputs)
+
+
+def test_reorder_moves_linear_before_gather_but_not_dropout():
+    g = _graph()
+    msg = lambda e: {"m": torch.relu(e.src["x"] @ W), "d": torch.nn.functional.dropout(e.src["x"], 0.5)}  # noqa: E731
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = reorder(dfg)
+    relu = next(n for n in out.graph.nodes if n.target is torch.relu)
+    assert relu.args[0].meta.get("res") in ("V", None)
+    drop = next(n for n in out.graph.nodes if n.target is torch.nn.functional.dropout)
+    assert drop.args[0].target is ops.gather_src
+    torch.testing.assert_close(_run(out, inputs)["m"], _run(dfg, inputs)["m"])
+
+
+def test_typed_linear_removes_per_edge_weight_copies():
+    g = random_heterograph(1)
+    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.ntype_data["Wn"] = torch.randn(3, 4, 4, dtype=torch.float64)
+    g.etype_data["We"] = torch.randn(5, 4, 4, dtype=torch.float64)
+    msg = lambda e: {  # noqa: E731
+        "a": torch.bmm(e.src["x"].unsqueeze(1), e.srctype["Wn"]).squeeze(1),
+        "b": torch.bmm(e.src["x"].unsqueeze(1), e.type["We"]).squeeze(1)}
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = dce(typed_linear(dfg))
+    assert ops.gather_srctype not in _targets(out) and ops.gather_etype not in _targets(out)
+    assert {ops.ntype_matmul, ops.etype_gather_matmul} <= set(_targets(out))
+    _check(dfg, out, inputs)
+
+
+def test_fuse_builds_spmm_and_softmax_aggregate():
+    g = _graph()
+    msg = lambda e: {"m": e.src["x"], "s": e.data["w"].squeeze(-1)}  # noqa: E731
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1)}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red, None))
+    lowered = lower_aggregation(dfg)
+    annotate(lowered)
+    fused = dce(fuse(lowered))
+    assert ops.edge_softmax_aggregate in _targets(fused) and ops.segment_reduce not in _targets(fused)
+    _check(dfg, fused, inputs)
+
+    msg2 = lambda e: {"m": e.src["x"] * e.data["w"]}  # noqa: E731
+    dfg2 = build_update_all(trace_udf(msg2), fn.sum("m", "o"), None)
+    inputs2, _ = _prepare(g, dfg2, (msg2, None, None))
+    fused2 = dce(fuse(dfg2))
+    assert ops.spmm in _targets(fused2) and ops.gather_src not in _targets(fused2)
+    _check(dfg2, fused2, inputs2)
+
+
+def test_cse_merges_repeats_and_dce_drops_dead_code():
+    g = _graph()
+    msg = lambda e: {"m": torch.tanh(e.src["x"]) + torch.tanh(e.src["x"])}  # noqa: E731
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    merged = dce(cse(dfg))
+    assert sum(n.target is torch.tanh for n in merged.graph.nodes) == 1
+    _check(dfg, merged, inputs)
