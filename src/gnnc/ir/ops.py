@@ -144,6 +144,27 @@ def dst_ntype_matmul(ctx, v, weight):
     return _kernels().segment_matmul(v, ctx.dst_ntype_ptr, weight, None)
 
 
-def etype_gather_matmul(ctx, x, weight):
-    """Typed linear on E: x[src[e]] times weight[rel(e)], no per-edge weight copies."""
-    return _kernels().gather_segment_matmul(x, ctx.src, ctx.rel_ptr, weight)
+def etype_gather_matmul(ctx, x, weight, side: str = "src"):
+    """Typed linear on E: x[src[e]] (or x[dst[e]]) times weight[rel(e)], no per-edge weight copies."""
+    index = ctx.src if side == "src" else ctx.dst
+    return _kernels().gather_segment_matmul(x, index, ctx.rel_ptr, weight)
+
+
+def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
+    """Per-head typed linear on E: y[src[e], h] @ weight[rel(e), h] for y [N, H, ..., K], weight [R, H, K, M].
+
+    Runs as one per-relation matmul with block-diagonal [H*K, H*M] weights
+    (built from ``weight``, differentiably), so no [E, H, K, M] copies exist.
+    """
+    rels, heads, k, m = weight.shape
+    eye = torch.eye(heads, dtype=weight.dtype, device=weight.device)
+    block = torch.einsum("rhkm,hg->rhkgm", weight, eye).reshape(rels, heads * k, heads * m)
+    flat = y.reshape(y.shape[0], heads * k)
+    out = etype_gather_matmul(ctx, flat, block, side)
+    return out.reshape((out.shape[0],) + tuple(y.shape[1:-1]) + (m,))
+
+
+def u_op_v(ctx, a, b, op: str, b_side: str):
+    """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes or Vd)."""
+    b_index = ctx.dst if b_side == "dst" else ctx.dst_local
+    return _kernels().sddmm(a, ctx.src, b, b_index, op)

@@ -49,7 +49,9 @@ GRAPH_OPS = {
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),
     ops.dst_ntype_matmul: ("Dense(typed)", "V"),
-    ops.etype_gather_matmul: ("BroadcastSrc+Dense(typed)", "E"),
+    ops.etype_gather_matmul: ("Broadcast+Dense(typed)", "E"),
+    ops.etype_gather_head_matmul: ("Broadcast+Dense(typed)", "E"),
+    ops.u_op_v: ("BroadcastSrc+BroadcastDst+Dense", "E"),
 }
 
 _ROW_WISE_FUNCTIONS = {

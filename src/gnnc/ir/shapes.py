@@ -37,7 +37,13 @@ _RULES = {
     ops.edge_softmax_aggregate: lambda c, lg, x: _rows(c.num_dst, x),
     ops.ntype_matmul: lambda c, x, w: torch.empty((x.shape[0], w.shape[-1]), dtype=x.dtype, device="meta"),
     ops.dst_ntype_matmul: lambda c, v, w: torch.empty((v.shape[0], w.shape[-1]), dtype=v.dtype, device="meta"),
-    ops.etype_gather_matmul: lambda c, x, w: torch.empty((c.num_edges, w.shape[-1]), dtype=x.dtype, device="meta"),
+    ops.etype_gather_matmul: lambda c, x, w, side="src": torch.empty((c.num_edges, w.shape[-1]), dtype=x.dtype,
+                                                                     device="meta"),
+    ops.etype_gather_head_matmul: lambda c, y, w, side="src": torch.empty(
+        (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), dtype=y.dtype, device="meta"),
+    ops.u_op_v: lambda c, a, b, op, side: torch.empty(
+        (c.num_edges,) + tuple(torch.broadcast_shapes(tuple(a.shape[1:]), tuple(b.shape[1:])))
+        if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), dtype=a.dtype, device="meta"),
 }
 
 

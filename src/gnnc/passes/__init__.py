@@ -20,6 +20,7 @@ PIPELINE = (
     ("typed_linear", typed_linear),
     ("split_concat", split_concat),
     ("reorder", reorder),
+    ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
     ("fuse", fuse),
     ("cse", cse),
 )

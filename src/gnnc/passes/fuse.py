@@ -4,6 +4,9 @@ Patterns on the lowered graph (``ctx`` omitted):
 - ``segment_reduce(gather_src(x), op)`` -> ``spmm(x, None, copy, op)``
 - ``segment_reduce(gather_src(x) * w, op)`` with ``w`` edge data and op sum
   or mean -> ``spmm(x, w, mul, op)``: no ``[E, F]`` message is built
+- ``gather_src(a) op gather_dst(b)`` (op add, sub, mul, div; the gathers
+  used nowhere else) -> ``u_op_v(a, b, op)``: one generalized SDDMM writes the
+  edge result without materialising either gathered operand
 - ``segment_reduce(edge_softmax(l) * gather_src(x), sum)`` (also with
   ``edge_softmax(l).unsqueeze(-1)``, or ``l`` carrying a trailing unit dim)
   -> ``edge_softmax_aggregate(l, x)``: stores only per-node max and
@@ -43,8 +46,31 @@ def _softmax_logits(n):
     return None
 
 
+_BINARY = {operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
+           operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div"}
+
+
+def _fuse_sddmm(out: MPDFG) -> None:
+    g = out.graph
+    for n in list(g.nodes):
+        if not (n.op == "call_function" and n.target in _BINARY and len(n.args) == 2 and not n.kwargs):
+            continue
+        a, b = n.args
+        if not (_is(a, ops.gather_src) and (_is(b, ops.gather_dst) or _is(b, ops.gather_dst_local))):
+            continue
+        if len(a.users) != 1 or len(b.users) != 1:
+            continue
+        side = "dst" if b.target is ops.gather_dst else "dst_local"
+        with g.inserting_before(n):
+            new = _new(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side))
+        n.replace_all_uses_with(new)
+        g.erase_node(n)
+        out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
+
+
 def fuse(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
+    _fuse_sddmm(out)
     g = out.graph
     for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
         ctx, e, op = red.args

@@ -64,8 +64,10 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
                 typed = _new(g, sq, ops.ntype_matmul, (ctx, row.args[1], w.args[1]))
                 replacement = _new(g, sq, row.target, (ctx, typed))
                 how = "node-type matmul, then gather"
-            elif w.target is ops.gather_etype and row.op == "call_function" and row.target is ops.gather_src:
-                replacement = _new(g, sq, ops.etype_gather_matmul, (ctx, row.args[1], w.args[1]))
+            elif w.target is ops.gather_etype and row.op == "call_function" \
+                    and row.target in (ops.gather_src, ops.gather_dst):
+                side = "src" if row.target is ops.gather_src else "dst"
+                replacement = _new(g, sq, ops.etype_gather_matmul, (ctx, row.args[1], w.args[1], side))
                 how = "per-relation matmul over gathered rows"
             elif w.target is ops.gather_ntype:
                 replacement = _new(g, sq, ops.dst_ntype_matmul, (ctx, row, w.args[1]))
@@ -73,8 +75,39 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
             else:
                 continue
         sq.replace_all_uses_with(replacement)
+        g.erase_node(sq)
+        g.erase_node(mm)
         out.log.append(f"typed_linear: {sq.meta.get('source')}: {how} (no per-row weight copies)")
+    for mm in list(g.nodes):
+        found = _match_heads(mm)
+        if found is None:
+            continue
+        gathered, w = found
+        with g.inserting_before(mm):
+            side = "src" if gathered.target is ops.gather_src else "dst"
+            replacement = _new(g, mm, ops.etype_gather_head_matmul, (w.args[0], gathered.args[1], w.args[1], side))
+        mm.replace_all_uses_with(replacement)
+        g.erase_node(mm)
+        out.log.append(f"typed_linear: {mm.meta.get('source')}: per-relation, per-head matmul "
+                       f"(no [E, H, K, M] weight copies)")
     return out
+
+
+def _match_heads(mm: fx.Node):
+    """(gathered rows, weight gather) for matmul(gather(y) [E,H,..,K], gather_etype(W) [E,H,K,M])."""
+    if not (mm.op == "call_function" and mm.target in _MATMULS and len(mm.args) == 2):
+        return None
+    a, w = mm.args
+    if not (isinstance(a, fx.Node) and isinstance(w, fx.Node) and a.op == "call_function"
+            and a.target in (ops.gather_src, ops.gather_dst) and w.op == "call_function"
+            and w.target is ops.gather_etype):
+        return None
+    a_shape, w_shape = a.meta.get("shape"), w.meta.get("shape")
+    if not a_shape or not w_shape or len(w_shape) != 4 or len(a_shape) < 3 or a_shape[1] != w_shape[1]:
+        return None
+    if a_shape[-1] != w_shape[2] or any(d != 1 for d in a_shape[2:-1]):
+        return None
+    return a, w
 
 
 def _new(g, like, target, args):
