@@ -8,15 +8,6 @@ from gnnc.nn import SparseAdam, TypedEmbedding
 from .graphs import random_heterograph
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny graphs gain nothing from intra-op threads, which only spin on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_embedding(hidden=5):
     torch.manual_seed(0)
     counts = {"user": 9, "item": 7, "tag": 1}

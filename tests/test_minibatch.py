@@ -10,15 +10,6 @@ SMALL = dict(fanouts=[2, 2], batch_size=128, lr=0.02, seed=0)
 OPTIONS = dict(hidden=8, dtype=torch.float64, progress=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny graphs gain nothing from intra-op threads, which only spin on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def mag():
     return synthetic("mag", scale=0.001, seed=0, feat_dim=8)

@@ -32,15 +32,6 @@ OGBN_MAG = WeightedMetagraph(
      REV_WRITES: 7_145_660, REV_TOPIC: 7_505_078, REV_AFFIL: 1_043_998})
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These graphs are tiny: extra torch threads only contend for the shared cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def mag():
     """The mag replica with reverse relations (7 relations), features on every type."""

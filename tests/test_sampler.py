@@ -12,15 +12,6 @@ from gnnc.models import HGTConv, RGATConv, RGCNConv
 from .graphs import random_heterograph
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny graphs gain nothing from intra-op threads, which only spin on a shared 2-core machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def big_heterograph(seed=0):
     """Like random_heterograph but with degrees well above small fanouts."""
     return random_heterograph(seed, sizes={"user": 30, "item": 20, "tag": 1}, edges_per_relation=300)

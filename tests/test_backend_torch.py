@@ -1,0 +1,455 @@
+"""gnnc.backend.torch primitives against naive gather / index_add / mailbox formulations.
+
+Every primitive is checked forward and backward: gradcheck in float64 on tiny
+inputs, and direct comparison with a naive autograd formulation on index sets
+with zero in-degree nodes, self loops, multi-edges, unsorted destinations,
+zero edges and a single node; with the CSR kernels and with the chunked
+fallback, and with chunks smaller than E.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gnnc.backend.torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul,
+                                sddmm, segment_matmul, segment_reduce, spmm)
+from gnnc.backend.torch import csr
+
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
+CASES = ["multi", "no_edges", "one_node"]
+PATHS = ["sparse", "chunked"]
+
+
+@contextlib.contextmanager
+def kernels(path: str):
+    """Run the per-head sums as CSR matmuls ("sparse", even on tiny inputs) or as gather + index_add ("chunked").
+
+    The sparse kernels run single-threaded here: on tiny inputs a parallel
+    region on busy cores costs more than the whole test.
+    """
+    if path == "chunked":
+        with mock.patch.object(csr, "SPARSE_DEVICE_TYPES", frozenset()):
+            yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with mock.patch.object(csr, "SPARSE_MIN_ELEMENTS", 0):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def edges(case: str, seed: int = 0, num_src: int = 9, num_dst: int = 12, num_edges: int = 40):
+    """(num_src, num_dst, src, dst) for one of CASES.
+
+    "multi": unsorted dst, the last quarter of destinations without in-edges,
+    self loops and repeated edges; "no_edges": E = 0; "one_node": one node
+    with four self loops.
+    """
+    if case == "no_edges":
+        return num_src, num_dst, torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)
+    if case == "one_node":
+        return 1, 1, torch.zeros(4, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+    gen = torch.Generator().manual_seed(seed)
+    receivers = max(1, (3 * num_dst) // 4)
+    src = torch.randint(0, num_src, (num_edges,), generator=gen)
+    dst = torch.randint(0, receivers, (num_edges,), generator=gen)
+    loops = torch.arange(min(3, num_src, receivers))
+    src = torch.cat([src, loops, src[:3]])
+    dst = torch.cat([dst, loops, dst[:3]])
+    return num_src, num_dst, src, dst
+
+
+def rand(*shape, dtype=torch.float64, ties=False, positive=False, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.randint(-2, 3, shape, generator=gen).to(dtype) if ties else torch.randn(shape, generator=gen, dtype=dtype)
+    if positive:  # divisors: away from zero, either sign
+        t = torch.where(t >= 0, t.abs() + 0.5, -t.abs() - 0.5)
+    return t.requires_grad_()
+
+
+def lift(t, ndim):
+    return t.reshape((t.shape[0],) + (1,) * (ndim - (t.dim() - 1)) + tuple(t.shape[1:]))
+
+
+def grads(out, inputs, seed=1):
+    g = rand(*out.shape, dtype=out.dtype, seed=seed).detach()
+    leaves = [t for t in inputs if t is not None]
+    return list(torch.autograd.grad(out, leaves, g, allow_unused=True))
+
+
+def assert_close(actual, expected, dtype):
+    for a, e in zip(actual, expected):
+        if e is None:
+            assert a is None or not a.abs().any()
+        else:
+            torch.testing.assert_close(a, e, **TOL[dtype])
+
+
+def check_against(fn, naive, inputs, dtype):
+    out, ref = fn(*inputs), naive(*inputs)
+    torch.testing.assert_close(out, ref, **TOL[dtype])
+    with torch.no_grad():  # inference skips the arg-extremum pass of max/min
+        torch.testing.assert_close(fn(*inputs), out)
+    assert_close(grads(out, inputs), grads(ref, inputs), dtype)
+
+
+# ---------- naive references (plain autograd) ----------
+
+def naive_reduce(msg, dst, n, op):
+    """Sum/mean by index_add; max/min over a padded mailbox (ties: first = smallest edge id)."""
+    feat = tuple(msg.shape[1:])
+    deg = torch.bincount(dst, minlength=n)
+    view = (n,) + (1,) * len(feat)
+    if op in ("sum", "mean"):
+        out = msg.new_zeros((n,) + feat).index_add(0, dst, msg)
+        return out / deg.clamp(min=1).view(view).to(msg.dtype) if op == "mean" else out
+    order = torch.sort(dst, stable=True).indices
+    d = dst[order]
+    pos = torch.arange(dst.numel()) - (torch.cumsum(deg, 0) - deg)[d]
+    width = max(int(deg.max()) if dst.numel() else 0, 1)
+    box = msg.new_full((n, width) + feat, -math.inf if op == "max" else math.inf).index_put((d, pos), msg[order])
+    out = box.max(1).values if op == "max" else box.min(1).values
+    return torch.where((deg > 0).view(view), out, torch.zeros((), dtype=msg.dtype))
+
+
+def naive_binary(op, a, b):
+    ndim = max(a.dim(), b.dim()) - 1
+    a, b = lift(a, ndim), lift(b, ndim)
+    return {"add": a + b, "sub": a - b, "mul": a * b, "div": a / b}[op] if op != "dot" else (a * b).sum(-1, keepdim=True)
+
+
+def naive_spmm(x, src, dst, n, w, op, reduce):
+    msg = x[src] if w is None else naive_binary(op, x[src], w)
+    return naive_reduce(msg, dst, n, reduce)
+
+
+def naive_softmax(logits, dst, n):
+    index = dst.view((-1,) + (1,) * (logits.dim() - 1)).expand_as(logits)
+    m = logits.new_full((n,) + tuple(logits.shape[1:]), -math.inf).scatter_reduce(0, index, logits.detach(), "amax")
+    ex = torch.exp(logits - m[dst])
+    return ex / ex.new_zeros(m.shape).index_add(0, dst, ex)[dst]
+
+
+def naive_softmax_aggregate(logits, x, src, dst, n):
+    if logits.dim() == x.dim() - 1:
+        logits = logits.unsqueeze(-1)
+    alpha = naive_softmax(logits, dst, n)
+    msg = naive_binary("mul", alpha, x[src])
+    return msg.new_zeros((n,) + tuple(msg.shape[1:])).index_add(0, dst, msg)
+
+
+def naive_segment_matmul(x, ptr, weight, bias):
+    types = torch.repeat_interleave(torch.arange(len(ptr) - 1), torch.tensor(ptr).diff())
+    out = torch.bmm(x[:, None], weight[types])[:, 0]
+    return out if bias is None else out + bias[types]
+
+
+def naive_gather_segment_matmul(x, index, ptr, weight):
+    rel = torch.repeat_interleave(torch.arange(len(ptr) - 1), torch.tensor(ptr).diff())
+    return torch.bmm(x[index][:, None], weight[rel])[:, 0]
+
+
+# ---------- segment_reduce ----------
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
+def test_segment_reduce_matches_naive(op, dtype, case, path):
+    _, n, _, dst = edges(case)
+    values = rand(dst.numel(), 3, 2, dtype=dtype, ties=op in ("max", "min"))
+    with kernels(path):
+        for chunk in (None, 5):
+            check_against(lambda v: segment_reduce(v, dst, n, op, chunk=chunk), lambda v: naive_reduce(v, dst, n, op),
+                          [values], dtype)
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
+def test_segment_reduce_gradcheck(op):
+    _, n, _, dst = edges("multi", num_edges=10, num_dst=6)
+    values = rand(dst.numel(), 2)
+    assert torch.autograd.gradcheck(lambda v: segment_reduce(v, dst, n, op, chunk=4), (values,))
+    assert torch.autograd.gradcheck(lambda v: segment_reduce(v, dst, n, op), (values[:, 0].detach().requires_grad_(),))
+
+
+def test_segment_max_ties_go_to_smallest_edge():
+    values = torch.tensor([1.0, 3.0, 3.0, 2.0, 3.0], requires_grad=True)
+    dst = torch.tensor([0, 0, 1, 0, 0])
+    out = segment_reduce(values, dst, 3, "max", chunk=2)
+    assert out.tolist() == [3.0, 3.0, 0.0]
+    out.backward(torch.tensor([10.0, 20.0, 30.0]))
+    assert values.grad.tolist() == [0.0, 10.0, 20.0, 0.0, 0.0]
+
+
+# ---------- edge_softmax ----------
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+@pytest.mark.parametrize("feat", [(), (3,), (2, 1)])
+def test_edge_softmax_matches_naive(feat, scale, dtype, case):
+    _, n, _, dst = edges(case)
+    logits = (scale * rand(dst.numel(), *feat, dtype=dtype)).detach().requires_grad_()
+    check_against(lambda l: edge_softmax(l, dst, n), lambda l: naive_softmax(l, dst, n), [logits], dtype)
+
+
+def test_edge_softmax_gradcheck_and_normalisation():
+    _, n, _, dst = edges("multi", num_edges=10, num_dst=6)
+    logits = rand(dst.numel(), 2)
+    assert torch.autograd.gradcheck(lambda l: edge_softmax(l, dst, n), (logits,))
+    alpha = edge_softmax(1e4 * logits.detach(), dst, n)
+    sums = torch.zeros(n, 2, dtype=alpha.dtype).index_add_(0, dst, alpha)
+    has_edges = torch.bincount(dst, minlength=n) > 0
+    torch.testing.assert_close(sums[has_edges], torch.ones_like(sums[has_edges]))
+
+
+# ---------- spmm ----------
+
+SPMM_SHAPES = {  # x features, edge-weight features
+    "heads": ((3, 4), (3, 1)),
+    "bcast_x": ((1, 4), (3, 1)),
+    "scalar": ((4,), ()),
+    "elementwise": ((3, 4), (4,)),
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("shapes", list(SPMM_SHAPES))
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("op", ["copy", "mul", "add", "sub", "div"])
+def test_spmm_matches_naive(op, reduce, shapes, path):
+    ns, nd, src, dst = edges("multi")
+    xf, wf = SPMM_SHAPES[shapes]
+    ties = reduce in ("max", "min")
+    x = rand(ns, *xf, ties=ties)
+    w = None if op == "copy" else rand(src.numel(), *wf, ties=ties, positive=op == "div", seed=2)
+    with kernels(path):
+        for chunk in (None, 7):
+            check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
+                          lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float64)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("reduce", ["sum", "max"])
+@pytest.mark.parametrize("op", ["copy", "mul", "sub"])
+def test_spmm_float32_and_degenerate_graphs(op, reduce, case, path):
+    ns, nd, src, dst = edges(case)
+    x = rand(ns, 3, 4, dtype=torch.float32)
+    w = None if op == "copy" else rand(src.numel(), 3, 1, dtype=torch.float32, seed=2)
+    with kernels(path):
+        check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=5),
+                      lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float32)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("op", ["copy", "mul", "add", "sub", "div"])
+def test_spmm_gradcheck(op, reduce):
+    ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
+    x = rand(ns, 2, 3)
+    w = None if op == "copy" else rand(src.numel(), 2, 1, positive=op == "div", seed=2)
+    inputs = (x,) if w is None else (x, w)
+    assert torch.autograd.gradcheck(lambda *t: spmm(t[0], src, dst, nd, t[1] if len(t) > 1 else None, op, reduce,
+                                                    chunk=3), inputs)
+
+
+@st.composite
+def broadcast_case(draw):
+    """Random (full, x_feat, other_feat): two shapes that broadcast right-aligned to ``full``."""
+    full = tuple(draw(st.lists(st.integers(1, 3), min_size=0, max_size=3)))
+
+    def operand():
+        dropped = draw(st.integers(0, len(full)))
+        return tuple(1 if draw(st.booleans()) else d for d in full[dropped:])
+    return full, operand(), operand()
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)), shapes=broadcast_case(),
+       op=st.sampled_from(["copy", "mul", "add", "sub", "div"]), reduce=st.sampled_from(["sum", "mean", "max", "min"]),
+       chunk=st.one_of(st.none(), st.integers(1, 6)), path=st.sampled_from(PATHS), ties=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_spmm_hypothesis(sizes, shapes, op, reduce, chunk, path, ties, seed):
+    ns, nd, ne = sizes
+    _, xf, wf = shapes
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, ns, (ne,), generator=gen), torch.randint(0, nd, (ne,), generator=gen)
+    x = rand(ns, *xf, ties=ties, seed=seed)
+    w = None if op == "copy" else rand(ne, *wf, ties=ties, positive=op == "div", seed=seed + 1)
+    with kernels(path):
+        check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
+                      lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float64)
+
+
+# ---------- sddmm ----------
+
+SDDMM_SHAPES = {"heads": ((3, 4), (3, 4)), "bcast": ((3, 1), (1, 4)), "vector": ((4,), (3, 4)), "scalar": ((), ())}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
+def test_sddmm_matches_naive(op, shapes, dtype, path):
+    af, bf = SDDMM_SHAPES[shapes]
+    if op == "dot" and not af and not bf:
+        pytest.skip("dot needs a feature dim")
+    for case in CASES:
+        ns, nd, src, dst = edges(case)
+        a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
+        with kernels(path):
+            for chunk in (None, 6):
+                check_against(lambda a, b: sddmm(a, src, b, dst, op, chunk=chunk),
+                              lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
+def test_sddmm_gradcheck(op):
+    ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
+    a, b = rand(ns, 2, 3), rand(nd, 1, 3, positive=op == "div", seed=2)
+    assert torch.autograd.gradcheck(lambda a, b: sddmm(a, src, b, dst, op, chunk=3), (a, b))
+
+
+# ---------- edge_softmax_aggregate ----------
+
+AGG_SHAPES = {"heads": ((3,), (3, 4)), "single": ((), (4,)), "bcast_x": ((3, 1), (1, 4)), "per_feature": ((4,), (4,))}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+@pytest.mark.parametrize("shapes", list(AGG_SHAPES))
+def test_edge_softmax_aggregate_matches_naive(shapes, scale, dtype, case, path):
+    ns, nd, src, dst = edges(case)
+    lf, xf = AGG_SHAPES[shapes]
+    logits = (scale * rand(src.numel(), *lf, dtype=dtype)).detach().requires_grad_()
+    x = rand(ns, *xf, dtype=dtype, seed=2)
+    with kernels(path):
+        for chunk in (None, 7):
+            check_against(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
+                          lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd), [logits, x], dtype)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_edge_softmax_aggregate_gradcheck(path):
+    ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
+    with kernels(path):
+        assert torch.autograd.gradcheck(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=3),
+                                        (rand(src.numel(), 2), rand(ns, 2, 3, seed=2)))
+
+
+@settings(max_examples=50, deadline=None)
+@given(sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)), shapes=broadcast_case(),
+       scale=st.sampled_from([1.0, 1e4]), chunk=st.one_of(st.none(), st.integers(1, 6)),
+       path=st.sampled_from(PATHS), seed=st.integers(0, 2**16))
+def test_edge_softmax_aggregate_hypothesis(sizes, shapes, scale, chunk, path, seed):
+    ns, nd, ne = sizes
+    _, xf, lf = shapes
+    gen = torch.Generator().manual_seed(seed)
+    src, dst = torch.randint(0, ns, (ne,), generator=gen), torch.randint(0, nd, (ne,), generator=gen)
+    logits = (scale * rand(ne, *lf, seed=seed)).detach().requires_grad_()
+    x = rand(ns, *xf, seed=seed + 1)
+    with kernels(path):
+        check_against(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
+                      lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd), [logits, x], torch.float64)
+
+
+# ---------- typed matmuls ----------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("ptr", [[0, 3, 3, 7, 12], [0, 12], [0, 0, 0], [0, 0]])
+def test_segment_matmul_matches_naive(ptr, bias, dtype):
+    n = ptr[-1]
+    x, weight = rand(n, 5, dtype=dtype), rand(len(ptr) - 1, 5, 3, dtype=dtype, seed=2)
+    b = rand(len(ptr) - 1, 3, dtype=dtype, seed=3) if bias else None
+    for p in (ptr, torch.tensor(ptr)):
+        check_against(lambda x, w, b: segment_matmul(x, p, w, b), lambda x, w, b: naive_segment_matmul(x, ptr, w, b),
+                      [x, weight, b], dtype)
+
+
+def test_segment_matmul_gradcheck():
+    args = (rand(6, 3), rand(3, 3, 2, seed=2), rand(3, 2, seed=3))
+    assert torch.autograd.gradcheck(lambda x, w, b: segment_matmul(x, [0, 2, 2, 6], w, b), args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_gather_segment_matmul_matches_naive(case, dtype):
+    ns, _, src, _ = edges(case)
+    e = src.numel()
+    ptr = [0, e // 3, e // 3, e]
+    x, weight = rand(ns, 5, dtype=dtype), rand(3, 5, 4, dtype=dtype, seed=2)
+    for chunk in (None, 4):
+        check_against(lambda x, w: gather_segment_matmul(x, src, ptr, w, chunk=chunk),
+                      lambda x, w: naive_gather_segment_matmul(x, src, ptr, w), [x, weight], dtype)
+
+
+def test_gather_segment_matmul_gradcheck():
+    ns, _, src, _ = edges("multi", num_src=5, num_edges=8)
+    assert torch.autograd.gradcheck(lambda x, w: gather_segment_matmul(x, src, [0, 4, 4, src.numel()], w, chunk=3),
+                                    (rand(ns, 3), rand(3, 3, 2, seed=2)))
+
+
+# ---------- memory contract, structure cache, errors ----------
+
+def _saved_numels(out):
+    return [t.numel() for t in out.grad_fn.saved_tensors if t is not None]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_backward_saves_no_edge_by_feature_tensor(path):
+    ns, nd, src, dst = edges("multi", num_src=6, num_dst=8, num_edges=300)
+    e, heads, feats = src.numel(), 2, 16
+    x, w, logits = rand(ns, heads, feats), rand(e, heads, 1, seed=2), rand(e, heads, seed=3)
+    message = e * heads * feats
+    with kernels(path):
+        outs = [spmm(x, src, dst, nd, w, op, reduce) for op in ("mul", "add") for reduce in ("sum", "max")]
+        outs += [sddmm(x, src, x, dst, op) for op in ("mul", "dot")]
+        outs += [edge_softmax_aggregate(logits, x, src, dst, nd),
+                 segment_reduce(rand(e, heads, feats), dst, nd, "max"),
+                 gather_segment_matmul(x[:, 0], src, [0, e], rand(1, feats, feats))]
+    for out in outs:
+        assert max(_saved_numels(out)) < message // 4, out.grad_fn
+
+
+def test_structure_cache_sees_in_place_changes():
+    clear_structure_cache()
+    ns, nd, src, dst = edges("multi")
+    x = rand(ns, 4).detach()
+    before = spmm(x, src, dst, nd)
+    dst2 = dst.clone()
+    assert torch.equal(spmm(x, src, dst2, nd), before)
+    dst2.copy_(dst.flip(0))
+    torch.testing.assert_close(spmm(x, src, dst2, nd), naive_spmm(x, src, dst.flip(0), nd, None, "copy", "sum"))
+
+
+def test_errors_name_the_culprit():
+    x, src, dst = torch.randn(4, 3), torch.tensor([0, 1, 3]), torch.tensor([1, 1, 0])
+    with pytest.raises(IndexError, match="src"):
+        spmm(x, torch.tensor([0, 4, 1]), dst, 2)
+    with pytest.raises(IndexError, match="dst"):
+        spmm(x, src, dst, 1)
+    with pytest.raises(TypeError, match="dst"):
+        spmm(x, src, dst.int(), 2)
+    with pytest.raises(ValueError, match="edge_weight"):
+        spmm(x, src, dst, 2, torch.randn(3, 2), "mul")
+    with pytest.raises(ValueError, match="needs an edge_weight"):
+        spmm(x, src, dst, 2, None, "add")
+    with pytest.raises(ValueError, match="reduce"):
+        spmm(x, src, dst, 2, reduce="prod")
+    with pytest.raises(ValueError, match="ptr"):
+        segment_matmul(x, [0, 3], torch.randn(1, 3, 2))
+    with pytest.raises(ValueError, match="weight"):
+        gather_segment_matmul(x, src, [0, 1, 3], torch.randn(3, 3, 2))
+    with pytest.raises(TypeError, match="values"):
+        segment_reduce(torch.ones(3, dtype=torch.long), dst, 2)
