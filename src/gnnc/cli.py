@@ -227,9 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--dot", help="also write the optimized graphs as Graphviz dot here")
     exp.set_defaults(func=cmd_explain)
 
+    from .bench_cli import add_bench_parser
     from .distributed.partition_cli import add_partition_parser
 
     add_partition_parser(sub)
+    add_bench_parser(sub)
     return p
 
 

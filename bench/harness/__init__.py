@@ -1,0 +1,16 @@
+"""Benchmark harness: models x datasets x systems x {inference, training step}.
+
+Modules, one job each:
+  datasets     graphs and input features of the benchmark datasets (quick / full sizes)
+  models       the gnnc reference layers as benchmarked, and their floor shapes
+  pyg_models   the PyG built-in computing the same function, with parameters copied across
+  systems      the registry of systems (eager, pyg, pyg-fast; compiled joins by one entry)
+  equivalence  the gate: a system's outputs and input gradients against the eager oracle
+  floor        bytes and FLOPs every configuration must move and run, and the floor time
+  procfs       resident memory and its high-water mark from /proc, the memory cap
+  machine      machine description and its measured copy bandwidth and matmul rate
+  worker       what runs inside one configuration's subprocess
+  runner       the plan, one subprocess per configuration, timeouts, OOM, JSON
+  report       the Markdown table;  plots  the bar charts
+  cli          the command line shared by ``bench/run.py`` and ``gnnc bench``
+"""

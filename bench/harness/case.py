@@ -1,0 +1,47 @@
+"""One (model, dataset) pair ready to run, and a system's runnable form of it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from .datasets import BenchData
+from .models import ModelSpec
+
+
+@dataclass
+class Case:
+    """The eager reference layer (built under the run's seed) on its graph, with its extra inputs."""
+
+    model: ModelSpec
+    data: BenchData
+    eager: nn.Module
+    inputs: tuple
+
+    @classmethod
+    def build(cls, model: ModelSpec, data: BenchData, seed: int) -> "Case":
+        torch.manual_seed(seed)
+        return cls(model, data, model.build(data), model.inputs(data))
+
+
+@dataclass
+class Prepared:
+    """A system's form of a case.
+
+    ``call(x)`` runs the layer on input features ``x`` and returns the
+    system's native output; ``view(out)`` turns that output into the 2-D
+    tensor the gate compares with the eager layer's; ``module`` holds the
+    parameters a training step updates.
+    """
+
+    module: nn.Module
+    call: Callable[[torch.Tensor], Any]
+    view: Callable[[Any], torch.Tensor]
+
+
+def prepared_like_eager(module: nn.Module, case: Case) -> Prepared:
+    """``module`` called and read exactly as the eager layer is (for eager itself and for gnnc.compile)."""
+    g, inputs, model, data = case.data.graph, case.inputs, case.model, case.data
+    return Prepared(module, lambda x: module(g, x, *inputs), lambda out: model.view(out, data))

@@ -1,0 +1,94 @@
+"""Command line shared by ``python bench/run.py`` and ``gnnc bench``."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from . import plots, procfs, report, runner
+from .datasets import DATASETS, default_data_root
+from .models import MODELS
+from .systems import SYSTEMS
+from .worker import MODES
+
+BENCH = Path(__file__).resolve().parents[1]
+PRESETS = {  # quick: small replicas, a few minutes on 2 cores; full: the issue's sizes
+    "quick": {"warmup": 1, "runs": 5, "min_runs": 3, "budget_s": 3.0, "timeout_s": 60.0},
+    "full": {"warmup": 2, "runs": 10, "min_runs": 3, "budget_s": 60.0, "timeout_s": 600.0},
+}
+DEFAULT_MEM_FRACTION = 0.7  # of MemAvailable at the start of the run
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true", help="small replicas, a 2,000-entity slice of FB15k-237, "
+                                                        "fewer runs (a few minutes on 2 cores)")
+    p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), metavar="MODEL",
+                   help=f"models to run (default all: {' '.join(MODELS)})")
+    p.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), metavar="DATASET",
+                   help=f"datasets (default all: {' '.join(DATASETS)}); each model runs on those of its kind")
+    p.add_argument("--systems", nargs="+", choices=list(SYSTEMS), metavar="SYSTEM",
+                   help=f"systems to time (default every one available here: {' '.join(SYSTEMS)})")
+    p.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
+                   help="inference and/or training (default both)")
+    p.add_argument("--out", type=Path, help="results folder (default bench/results/quick or bench/results/full)")
+    p.add_argument("--runs", type=int, help="timed runs per configuration, at most (quick 5, full 10; "
+                                            "at least 3, more only while within 3 s (quick) or 60 s)")
+    p.add_argument("--warmup", type=int, help="untimed warm-up calls (quick 1, full 2)")
+    p.add_argument("--timeout", type=float, help="seconds per configuration before it is TIMEOUT "
+                                                 "(quick 60, full 600)")
+    p.add_argument("--mem-limit-gb", type=float,
+                   help=f"memory cap per configuration "
+                        f"(default {DEFAULT_MEM_FRACTION * 100:.0f}%% of available memory)")
+    p.add_argument("--scale", type=float, help="replica scale for every replica dataset (overrides the preset)")
+    p.add_argument("--data-dir", type=Path, help="real datasets folder (default $GNNC_DATA, else ../shared/data)")
+    p.add_argument("--threads", type=int, help="torch threads per configuration (default all cores); "
+                                               "1 keeps timings sane on a machine shared with other jobs")
+    p.add_argument("--profile", action="store_true",
+                   help="after timing, profile one more step of each configuration into <out>/profiles/")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def out_dir(args: argparse.Namespace) -> Path:
+    return args.out or BENCH / "results" / ("quick" if args.quick else "full")
+
+
+def settings_from(args: argparse.Namespace, command: str) -> runner.Settings:
+    preset = PRESETS["quick" if args.quick else "full"]
+    systems = args.systems or [name for name, system in SYSTEMS.items() if system.available() is None]
+    overrides = {"runs": args.runs, "warmup": args.warmup, "timeout_s": args.timeout}
+    mem_gb = args.mem_limit_gb
+    mem_cap = int(mem_gb * 2**30) if mem_gb else int(DEFAULT_MEM_FRACTION * procfs.available_bytes())
+    return runner.Settings(models=args.models, datasets=args.datasets, systems=systems, modes=args.modes,
+                           quick=args.quick, seed=args.seed, mem_cap_bytes=mem_cap,
+                           data_root=str(args.data_dir or default_data_root()), scale=args.scale,
+                           threads=args.threads, command=command,
+                           profile_dir=str(out_dir(args) / "profiles") if args.profile else None,
+                           **{**preset, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def run_and_report(args: argparse.Namespace, command: str) -> int:
+    """Run, append to ``<out>/results.json``, write ``table.md`` and the PNGs there, print the table."""
+    settings = settings_from(args, command)
+    if args.systems is None:
+        for name, system in SYSTEMS.items():
+            if name not in settings.systems:
+                print(f"skipping system {name}: {system.available()}", file=sys.stderr)
+    out = out_dir(args)
+    results = runner.ResultsFile(out / "results.json")
+    record = runner.run(settings, results, log=lambda line: print(line, file=sys.stderr, flush=True))
+    table = report.markdown(record)
+    (out / "table.md").write_text(table)
+    pngs = plots.plot(record, out)
+    print(table)
+    print(f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "
+          f"plots {', '.join(str(p) for p in pngs)}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=runner.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run_and_report(parser.parse_args(argv), shlex.join(["python", "bench/run.py", *argv]))

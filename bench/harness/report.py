@@ -1,0 +1,102 @@
+"""The Markdown report of one run: machine, datasets, then one table per mode."""
+from __future__ import annotations
+
+from .datasets import DATASETS
+from .models import MODELS
+from .systems import REFERENCE
+
+MODE_TITLES = {"inference": "Inference (one layer forward)",
+               "training": "Training step (forward, backward, SGD update)"}
+
+
+def _num(x: float) -> str:
+    """Three significant digits, no exponent for everyday magnitudes."""
+    if x >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def best_other_ms(rows: list[dict], row: dict) -> float | None:
+    """Fastest successful time of the other systems on the same model, dataset and mode."""
+    times = [r["time_ms"] for r in rows if r["status"] == "ok" and r["system"] != row["system"]
+             and (r["model"], r["dataset"], r["mode"]) == (row["model"], row["dataset"], row["mode"])]
+    return min(times) if times else None
+
+
+def _check_cell(row: dict) -> str:
+    if row["system"] == REFERENCE:
+        return "oracle"
+    check = row.get("check")
+    if check is None:
+        return ""
+    if check["status"] == "DIFFERS":
+        return f"differs: {check['detail']}"
+    if check["status"] == "ok":
+        at = " (at quick size)" if check.get("checked_at") == "quick size" else ""
+        return f"ok, err {max(check['output_err'], check.get('grad_err', 0.0)):.2g} of tol{at}"
+    return f"{check['status']}: {check.get('detail') or check.get('error', '')}"
+
+
+def _status_cell(row: dict) -> str:
+    if row["status"] == "ok":
+        return _num(row["time_ms"])
+    return f"**{row['status']}**"
+
+
+def mode_table(rows: list[dict], mode: str) -> list[str]:
+    lines = ["| model | dataset | system | time (ms) | vs best other | peak (MiB) | x floor | check |",
+             "|---|---|---|--:|--:|--:|--:|---|"]
+    for r in (r for r in rows if r["mode"] == mode):
+        best = best_other_ms(rows, r) if r["status"] == "ok" else None
+        ratio = f"{r['time_ms'] / best:.2f}x" if best else ""
+        peak = _num(r["peak_mib"]) if r["status"] == "ok" else ""
+        x_floor = _num(r["x_floor"]) if "x_floor" in r else ""
+        lines.append(f"| {MODELS[r['model']].title} | {r['dataset']} | {r['system']} | {_status_cell(r)} | "
+                     f"{ratio} | {peak} | {x_floor} | {_check_cell(r)} |")
+    return lines
+
+
+def dataset_table(rows: list[dict]) -> list[str]:
+    lines = ["| dataset | source | size | nodes | edges | relations | node types | input width |",
+             "|---|---|---|--:|--:|--:|--:|--:|"]
+    seen = set()
+    for r in rows:
+        if r["dataset"] in seen or "nodes" not in r:
+            continue
+        seen.add(r["dataset"])
+        lines.append(f"| {r['dataset']} | {DATASETS[r['dataset']].source} | {r['size']} | {r['nodes']:,} | "
+                     f"{r['edges']:,} | {r['relations']} | {r['node_types']} | {r['in_dim']} |")
+    return lines
+
+
+def errors(rows: list[dict]) -> list[str]:
+    return [f"- {r['model']} {r['dataset']} {r['mode']} {r['system']}: {r['status']}: {r['error']}"
+            for r in rows if r["status"] != "ok" and r.get("error")]
+
+
+def markdown(record: dict) -> str:
+    """The report of one run record (as ``runner.run`` returns and the JSON file keeps)."""
+    m, rates, rows = record["machine"], record["rates"], record["rows"]
+    commit = (m["git_commit"] or "unknown")[:12]
+    out = [f"# gnnc benchmark ({record['preset']})", "",
+           f"`{record['settings']['command']}` — started {record['started']}", "",
+           f"Machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; torch {m['torch']}, "
+           f"gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, commit {commit}. "
+           f"Measured copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
+           f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.", "",
+           "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
+           "(below 1 = faster); *peak* is the resident high-water mark above the resident set before the "
+           "first call; *x floor* is time over the floor (bench/README.md); *check* is the gate's verdict "
+           "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
+           "configurations are in bold: OOM (over the memory cap), TIMEOUT, MISMATCH (failed the gate, "
+           "never timed), UNCHECKED (the gate could not run, never timed), ERROR.", "", "## Datasets", "", *dataset_table(rows)]
+    for mode in record["settings"]["modes"]:
+        out += ["", f"## {MODE_TITLES[mode]}", "", *mode_table(rows, mode)]
+    if record["pairings"]:
+        out += ["", "## How the PyG layers were configured to compute our function", ""]
+        out += [f"- {MODELS[p['model']].title}, {p['system']}: {p['note']}"
+                + (f" — differs: {p['differs']}" if p["differs"] else "") for p in record["pairings"]]
+    errs = errors(rows)
+    if errs:
+        out += ["", "## Errors", "", *errs]
+    return "\n".join(out) + "\n"
