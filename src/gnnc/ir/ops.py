@@ -13,6 +13,7 @@ import importlib
 
 import torch
 
+from ..runtime.eager import Buckets
 
 def _kernels():
     # imported on first use: the backend package imports the IR for its own tests
@@ -92,35 +93,25 @@ def bucketed_reduce(ctx, fn, kinds, *inputs):
     type) or ``shared``. Returns a dict over all destination nodes, zero
     where nothing arrives.
     """
-    buckets = ctx.buckets()
-    rows, parts = [], {}
-    if not buckets:
-        empty = torch.zeros(0, dtype=torch.int64, device=ctx.src.device)
-        runs = [(empty, None)]
-    else:
-        runs = [(b.nodes, b.edge_pos) for b in buckets]
-    for nodes, edge_pos in runs:
-        local = nodes - ctx.node_lo
+    buckets = Buckets(ctx.index, ctx.rel, ctx.node_lo)
+    boxes = [i for i, kind in enumerate(kinds) if kind == "mailbox"]
+    data = buckets.reader(lambda i: inputs[i], ctx.node_lo)
+    types = buckets.reader(lambda i: inputs[i], ctx.node_lo, by=lambda nodes: ctx.index.node_type[nodes])
+    parts: dict = {}
+    for b, (nodes, box) in enumerate(buckets.mailboxes({i: inputs[i] for i in boxes})):
         args = []
-        for kind, x in zip(kinds, inputs):
+        for i, kind in enumerate(kinds):
             if kind == "mailbox":
-                args.append(x[:0].unsqueeze(1) if edge_pos is None else x[edge_pos])
+                args.append(box[i])
             elif kind == "data":
-                args.append(x.index_select(0, local))
+                args.append(data(i)[b])
             elif kind == "type":
-                args.append(x.index_select(0, ctx.index.node_type[nodes]))
+                args.append(types(i)[b])
             else:
-                args.append(x)
-        out = fn(*args)
-        rows.append(local)
-        for k, v in out.items():
+                args.append(inputs[i])
+        for k, v in fn(*args).items():
             parts.setdefault(k, []).append(v)
-    where = torch.cat(rows)
-    result = {}
-    for k, vs in parts.items():
-        v = torch.cat(vs)
-        result[k] = v.new_zeros((ctx.num_dst,) + tuple(v.shape[1:])).index_copy(0, where, v)
-    return result
+    return buckets.assemble(parts, ctx.num_dst)
 
 
 # ------------------------------------------------------------ fused ops

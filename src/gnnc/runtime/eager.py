@@ -56,31 +56,72 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
     node_lo, node_hi = node_block(g, rel)
     if isinstance(reduce_fn, BuiltinReduce):
         return {reduce_fn.out: _scatter_reduce(g, reduce_fn, msgs, rel, node_lo, node_hi)}
-    nodes, parts = [], {}
-    for bucket_nodes, box in _mailboxes(g, msgs, rel):
-        out = _call(reduce_fn, NodeBatch(g, bucket_nodes, box), "reduce", bucket_nodes.numel())
-        nodes.append(bucket_nodes)
-        for k, v in out.items():
+    buckets = Buckets(g.index, rel, node_lo)
+    ndata = g.ndata
+    data = buckets.reader(lambda k: ndata[k], node_lo)
+    parts: dict = {}
+    for i, (bucket_nodes, box) in enumerate(buckets.mailboxes(msgs)):
+        batch = NodeBatch(g, bucket_nodes, box, read=lambda k, i=i: data(k)[i], keys=lambda: list(ndata))
+        for k, v in _call(reduce_fn, batch, "reduce", bucket_nodes.numel()).items():
             parts.setdefault(k, []).append(v)
-    where = torch.cat(nodes) - node_lo
-    result = {}
-    for k, vs in parts.items():
-        if len(vs) != len(nodes):
-            raise ValueError(f"reduce function returned {k!r} for some degree buckets but not others")
-        v = torch.cat(vs)
-        # index_copy into zeros keeps autograd history even when no node receives anything
-        result[k] = v.new_zeros((node_hi - node_lo,) + tuple(v.shape[1:])).index_copy(0, where, v)
-    return result
+    return buckets.assemble(parts, node_hi - node_lo)
 
 
-def _mailboxes(g, msgs: dict, rel):
-    """(nodes, mailbox) per degree bucket; one empty batch when nothing arrives, for output shapes."""
-    buckets = g.index.degree_buckets(rel)
-    if not buckets:
-        empty = torch.zeros(0, dtype=torch.int64, device=g.device)
-        yield empty, {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
-    for b in buckets:
-        yield b.nodes, {k: v[b.edge_pos] for k, v in msgs.items()}
+class Buckets:
+    """Degree buckets of a block, with gathers done once per tensor rather than once per bucket.
+
+    Mailboxes and node rows are gathered for all buckets in one
+    ``index_select`` and then ``split``: the backward is one scatter plus
+    one concatenation, where per-bucket indexing would zero-fill a full-size
+    gradient for every bucket.
+    """
+
+    def __init__(self, index, rel, node_lo: int):
+        self.list = index.degree_buckets(rel)
+        device = index.device
+        if not self.list:
+            self.nodes = [torch.zeros(0, dtype=torch.int64, device=device)]
+            self.edge_order, self.edge_sizes = None, None
+        else:
+            self.nodes = [b.nodes for b in self.list]
+            self.edge_order = torch.cat([b.edge_pos.flatten() for b in self.list])
+            self.edge_sizes = [b.edge_pos.numel() for b in self.list]
+        self.all_nodes = torch.cat(self.nodes)
+        self.local = self.all_nodes - node_lo
+        self.node_sizes = [n.numel() for n in self.nodes]
+
+    def mailboxes(self, msgs: dict):
+        """(nodes, {k: [n, degree, ...]}) per bucket; one empty batch when nothing arrives."""
+        if self.edge_order is None:
+            yield self.nodes[0], {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
+            return
+        split = {k: v.index_select(0, self.edge_order).split(self.edge_sizes) for k, v in msgs.items()}
+        for i, b in enumerate(self.list):
+            yield b.nodes, {k: parts[i].view((b.nodes.numel(), b.degree) + tuple(parts[i].shape[1:]))
+                            for k, parts in split.items()}
+
+    def reader(self, fetch, node_lo: int, by=None):
+        """``read(k)[i]``: rows of ``fetch(k)`` for bucket i's nodes (``by`` re-indexes the rows)."""
+        cache: dict = {}
+        index = self.local if by is None else by(self.all_nodes)
+
+        def read(k):
+            if k not in cache:
+                cache[k] = fetch(k).index_select(0, index).split(self.node_sizes)
+            return cache[k]
+
+        return read
+
+    def assemble(self, parts: dict, num_rows: int) -> dict:
+        """Per-bucket outputs -> one tensor per key over the block's destinations (zeros elsewhere)."""
+        result = {}
+        for k, vs in parts.items():
+            if len(vs) != len(self.nodes):
+                raise ValueError(f"reduce function returned {k!r} for some degree buckets but not others")
+            v = torch.cat(vs)
+            # index_copy into zeros keeps autograd history even when no node receives anything
+            result[k] = v.new_zeros((num_rows,) + tuple(v.shape[1:])).index_copy(0, self.local, v)
+        return result
 
 
 def _scatter_reduce(g, fn: BuiltinReduce, msgs, rel, node_lo, node_hi):
