@@ -19,32 +19,8 @@ import statistics
 import time
 
 import torch
-
-
-def proc_status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
-def reset_peak_rss() -> None:
-    """Linux: writing 5 to clear_refs resets the VmHWM high-water mark."""
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def machine_rates() -> dict:
-    """Achievable copy bandwidth (bytes/s) and fp32 matmul throughput (FLOP/s)."""
-    big = torch.empty(64 * 2**20, dtype=torch.float32).uniform_()
-    out = torch.empty_like(big)
-    out.copy_(big)
-    t = min(_timed(lambda: out.copy_(big)) for _ in range(5))
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    a @ b
-    m = min(_timed(lambda: a @ b) for _ in range(3))
-    return {"copy_bytes_per_s": 2 * big.numel() * 4 / t, "matmul_flops_per_s": 2 * 2048**3 / m}
+from harness.machine import measure_rates
+from harness.procfs import reset_peak, status_kib
 
 
 def _timed(fn) -> float:
@@ -69,14 +45,14 @@ def run_case(name: str, scale: float, runs: int, heads: int, hidden: int, seed: 
     ds = data.synthetic(name, scale=scale, seed=seed)
     g, x = ds.graph, ds.graph.ndata["feat"]
     layer = models.GATConv(x.shape[1], hidden, num_heads=heads).eval()
-    before = proc_status_kib("VmRSS")
-    reset_peak_rss()
+    before = status_kib("VmRSS")
+    reset_peak()
     times = []
     with torch.no_grad():
         layer(g, x)  # warm-up: CSR and degree buckets are built and cached here
         for _ in range(runs):
             times.append(_timed(lambda: layer(g, x)))
-    peak_kib = proc_status_kib("VmHWM") - before
+    peak_kib = status_kib("VmHWM") - before
     buckets = len(g.index.degree_buckets(None))
     queue.put({"dataset": name, "scale": scale, "nodes": g.num_nodes(), "edges": g.num_edges(),
                "in_dim": x.shape[1], "heads": heads, "hidden": hidden, "degree_buckets": buckets,
@@ -95,7 +71,7 @@ def main() -> None:
     p.add_argument("--json", help="write results here")
     args = p.parse_args()
 
-    rates = machine_rates()
+    rates = measure_rates()
     ctx = mp.get_context("spawn")
     rows = []
     for name in args.datasets:

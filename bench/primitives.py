@@ -19,7 +19,6 @@ as a Python loop of slice matmuls over a full [E, K] gather.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import math
 import multiprocessing as mp
@@ -29,25 +28,17 @@ import statistics
 import time
 
 import torch
+from harness.procfs import reset_peak, status_kib, trim_heap
 
 DATASETS = {"pubmed": (19_717, 88_651), "arxiv": (169_343, 1_166_243)}
-
-
-def proc_status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def reset_peak_rss() -> int:
     """Return freed heap to the OS, reset VmHWM and return the resident set (KiB) it was reset to."""
     gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    return proc_status_kib("VmRSS")
+    trim_heap()
+    reset_peak()
+    return status_kib("VmRSS")
 
 
 def naive_softmax(logits, dst, n):
@@ -136,7 +127,7 @@ def measure(fn, inputs, runs: int, backward: bool) -> tuple[float, float]:
         start = time.perf_counter()
         once()
         times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times), (proc_status_kib("VmHWM") - base) / 1024
+    return 1e3 * statistics.median(times), (status_kib("VmHWM") - base) / 1024
 
 
 def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, queue) -> None:
@@ -178,7 +169,8 @@ def main() -> None:
               f"{'MiB fwd naive':>13} {'gnnc':>6} {'MiB f+b naive':>13} {'gnnc':>6}")
     for name in args.datasets:
         q = ctx.Queue()
-        proc = ctx.Process(target=run_case, args=(name, args.runs, args.heads, args.features, args.seed, args.threads, q))
+        proc = ctx.Process(target=run_case,
+                           args=(name, args.runs, args.heads, args.features, args.seed, args.threads, q))
         proc.start()
         result = q.get()
         proc.join()

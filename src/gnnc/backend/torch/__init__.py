@@ -49,8 +49,10 @@ Primitives (``g`` denotes the upstream gradient):
 
 Sums over edges (spmm copy/mul, sddmm dot, segment sum/mean, the fused
 softmax aggregation) run as per-head CSR sparse matmuls on CPU and CUDA
-(``csr.SPARSE_DEVICE_TYPES``) and as chunked gather + index_add elsewhere;
-both give the same results up to summation order.
+(``csr.SPARSE_DEVICE_TYPES``) when large enough (``csr.SPARSE_MIN_ELEMENTS``)
+and as chunked gather + index_add otherwise; both give the same results up
+to summation order. The CSR sort is cached per index tensor (see ``csr``;
+``clear_structure_cache`` drops it).
 """
 from .csr import clear_structure_cache
 from .segment import segment_reduce

@@ -3,6 +3,7 @@ shared by the PyTorch primitives."""
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 
@@ -38,9 +39,10 @@ def check_same(device: torch.device, dtype: torch.dtype, **tensors) -> None:
 def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device,
                 length: int | None = None) -> None:
     """1-D int64 on ``device`` with entries in [0, bound) (and ``length`` entries if given)."""
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or index.dim() != 1:
-        desc = f"{index.dtype} tensor of shape {tuple(index.shape)}" if isinstance(index, torch.Tensor) else type(index).__name__
-        raise TypeError(f"{name} must be a 1-D int64 tensor, got {desc}")
+    if not isinstance(index, torch.Tensor):
+        raise TypeError(f"{name} must be a 1-D int64 tensor, got {type(index).__name__}")
+    if index.dtype != torch.int64 or index.dim() != 1:
+        raise TypeError(f"{name} must be a 1-D int64 tensor, got {index.dtype} of shape {tuple(index.shape)}")
     if index.device != device:
         raise ValueError(f"{name} is on {index.device}, expected {device}")
     if length is not None and index.numel() != length:
@@ -52,9 +54,14 @@ def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device
 
 
 def check_count(name: str, n) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+    """``n`` as a Python int (anything with __index__ but bool), which must be >= 0."""
+    try:
+        count = operator.index(n)
+    except TypeError:
+        count = None
+    if isinstance(n, bool) or count is None or count < 0:
         raise ValueError(f"{name} must be a non-negative int, got {n!r}")
-    return n
+    return count
 
 
 def check_choice(name: str, value: str, choices) -> None:

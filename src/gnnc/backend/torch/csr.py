@@ -6,20 +6,25 @@ in "head form" ``[rows, H, F]`` and edge weights as ``[E, H]``: weight
 ``w[e, h]`` scales all ``F`` features of head ``h``.
 
 On CPU and CUDA (float32/float64, at most ``MAX_SPARSE_HEADS`` heads, at
-least ``SPARSE_MIN_ELEMENTS`` message elements) they run one CSR sparse
-matmul / sampled dense-dense matmul per head, which measured 1.5-10x faster
-than gather + index_add on CPU; otherwise they fall back to edge chunks of
-gather + index_add. Small problems stay on the fallback because the sparse
-kernels start a parallel region regardless of size, which costs
-milliseconds when the cores are busy. The CSR structure (edges sorted
-by row) is cached on the identity and version counter of the index tensors,
-so a plan that passes the same graph tensors every step sorts once.
+least ``SPARSE_MIN_ELEMENTS`` message elements) they run as one CSR sparse
+matmul / sampled dense-dense matmul over the block-diagonal matrix
+diag(A_0, ..., A_{H-1}) (A_h: the graph weighted by head h) against the
+head-major features [H * rows, F], which measured 1.5-10x faster than
+gather + index_add on CPU; otherwise they fall back to edge chunks of
+gather + index_add. One call rather than one per head matters on busy
+cores, where every parallel region can cost milliseconds; small problems
+stay on the fallback for the same reason. The CSR structure (edges sorted
+by row) is cached on the data pointer, shape, strides and version counter
+of the index tensors (the last ``CACHE_SIZE`` structures, pinning their
+index tensors), so a plan that passes the same graph tensors every step
+sorts once; in-place changes are seen through the version counter, changes
+that bypass it (``.data``, a shared numpy array) are not.
 """
 from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +43,20 @@ class CsrStructure:
     crow: torch.Tensor  # [num_rows + 1] row offsets
     col: torch.Tensor  # [E] column of each sorted edge (the edge id when built without columns)
     perm: torch.Tensor  # [E]
+    block_cols: dict = field(default_factory=dict)  # (heads, num_cols) -> [heads * E] block-diagonal columns
+
+    def block(self, heads: int, num_cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(crow, col) of diag(A, ..., A) with ``heads`` blocks; block h holds entries h*E .. (h+1)*E."""
+        if heads == 1:
+            return self.crow, self.col
+        num_edges = self.col.numel()
+        offsets = torch.arange(heads, device=self.col.device)
+        crow = torch.cat([(offsets[:, None] * num_edges + self.crow[None, :-1]).reshape(-1),
+                          self.crow.new_full((1,), heads * num_edges)])
+        key = (heads, num_cols)
+        if key not in self.block_cols:
+            self.block_cols[key] = (offsets[:, None] * num_cols + self.col[None, :]).reshape(-1)
+        return crow, self.block_cols[key]
 
 
 # key -> (rows, cols, structure). Holding rows/cols keeps their storage alive, so
@@ -89,11 +108,18 @@ def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool
             and 1 <= heads <= MAX_SPARSE_HEADS and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS)
 
 
-def _csr(structure: CsrStructure, values: torch.Tensor, num_cols: int) -> torch.Tensor:
+def _block_csr(structure: CsrStructure, heads: int, values: torch.Tensor, num_cols: int) -> torch.Tensor:
+    """diag(A_0, ..., A_{heads-1}) with ``values`` [heads * E] head-major (sorted edge order within a head)."""
+    crow, col = structure.block(heads, num_cols)
+    shape = (heads * (structure.crow.numel() - 1), heads * num_cols)
     with warnings.catch_warnings():  # "sparse CSR support is in beta" (once per process)
         warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(structure.crow, structure.col, values,
-                                       (structure.crow.numel() - 1, num_cols), check_invariants=False)
+        return torch.sparse_csr_tensor(crow, col, values, shape, check_invariants=False)
+
+
+def _head_major(x: torch.Tensor) -> torch.Tensor:
+    """[rows, H, F] -> [H * rows, F], head h's rows contiguous."""
+    return x.transpose(0, 1).reshape(x.shape[0] * x.shape[1], x.shape[2])
 
 
 def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
@@ -105,13 +131,12 @@ def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, nu
     heads, feats = x.shape[1], x.shape[2]
     if _use_sparse(x, rows.numel(), heads, feats):
         structure = csr_structure(rows, num_rows, cols)
-        ones = None if weight is not None else torch.ones(rows.numel(), dtype=x.dtype, device=x.device)
-        sorted_weight = None if weight is None else weight.index_select(0, structure.perm)
-        outs = []
-        for h in range(heads):
-            values = ones if weight is None else sorted_weight[:, h].contiguous()
-            outs.append(torch.sparse.mm(_csr(structure, values, x.shape[0]), x[:, h]))
-        return torch.stack(outs, 1)
+        if weight is None:
+            values = x.new_ones(heads * rows.numel())
+        else:
+            values = weight.index_select(0, structure.perm).t().reshape(-1)
+        out = torch.sparse.mm(_block_csr(structure, heads, values, x.shape[0]), _head_major(x))
+        return out.view(heads, num_rows, feats).transpose(0, 1).contiguous()
     out = x.new_zeros(num_rows, heads, feats)
     for s, e in chunk_rows(rows.numel(), heads * feats, x.device, chunk):
         msg = x[s:e] if cols is None else x.index_select(0, cols[s:e])
@@ -128,12 +153,11 @@ def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch
     num_edges = rows.numel()
     out = a.new_empty(num_edges, heads)
     # sampled_addmm rejects more stored entries than the dense shape has (many multi-edges).
-    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= a.shape[0] * b.shape[0]:
+    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= heads * a.shape[0] * b.shape[0]:
         structure = csr_structure(rows, a.shape[0], cols)
-        pattern = _csr(structure, a.new_zeros(num_edges), b.shape[0])
-        sorted_out = torch.stack([torch.sparse.sampled_addmm(pattern, a[:, h], b[:, h].t(), beta=0.0).values()
-                                  for h in range(heads)], 1)
-        return out.index_copy_(0, structure.perm, sorted_out)
+        pattern = _block_csr(structure, heads, a.new_zeros(heads * num_edges), b.shape[0])
+        values = torch.sparse.sampled_addmm(pattern, _head_major(a), _head_major(b).t(), beta=0.0).values()
+        return out.index_copy_(0, structure.perm, values.view(heads, num_edges).t())
     for s, e in chunk_rows(num_edges, heads * a.shape[2], a.device, chunk):
         torch.linalg.vecdot(a.index_select(0, rows[s:e]), b.index_select(0, cols[s:e]), out=out[s:e])
     return out

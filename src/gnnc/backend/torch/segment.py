@@ -24,7 +24,12 @@ def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, o
     check_choice("op", op, REDUCES)
     if op in ("sum", "mean"):
         return _SegmentSum.apply(values, dst, num_segments, op == "mean", chunk)
-    return _SegmentExtremum.apply(values, dst, num_segments, op, chunk)
+    return _SegmentExtremum.apply(values, dst, num_segments, op, chunk, needs_arg(values))
+
+
+def needs_arg(*inputs) -> bool:
+    """Whether autograd will call backward, i.e. max/min must find their arg-extremum edges."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
 
 
 def clamped_degrees(dst: torch.Tensor, num_nodes: int, like: torch.Tensor) -> torch.Tensor:
@@ -34,13 +39,14 @@ def clamped_degrees(dst: torch.Tensor, num_nodes: int, like: torch.Tensor) -> to
 
 
 def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, like: torch.Tensor,
-                     chunks) -> tuple[torch.Tensor, torch.Tensor]:
+                     chunks, want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Max/min of ``messages(start, end)`` ([end - start, *feat]) per destination.
 
-    Returns ``out`` [num_dst, *feat] (zeros where no edge) and ``arg``, the
-    smallest edge id attaining the extremum per (node, feature), ``E`` where
-    none does (no edge, or a NaN extremum). Messages are computed twice,
-    chunk by chunk, so no [E, *feat] temporary exists.
+    Returns ``out`` [num_dst, *feat] (zeros where no edge) and, if
+    ``want_arg``, ``arg``: the smallest edge id attaining the extremum per
+    (node, feature), ``E`` where none does (no edge, or a NaN extremum);
+    int32 when E fits. Messages are computed chunk by chunk (twice for
+    ``arg``), so no [E, *feat] temporary exists.
     """
     num_edges = dst.numel()
     shape = (num_dst, *feat)
@@ -50,13 +56,16 @@ def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, l
     for s, e in chunks:
         m = messages(s, e)
         out.scatter_reduce_(0, rows_view(dst[s:e], ndim).expand_as(m), m, reduce)
-    arg = torch.full(shape, num_edges, dtype=torch.int64, device=like.device)
-    for s, e in chunks:
-        m = messages(s, e)
-        d = dst[s:e]
-        ids = rows_view(torch.arange(s, e, device=like.device), ndim)
-        candidate = torch.where(m == out.index_select(0, d), ids, num_edges)
-        arg.scatter_reduce_(0, rows_view(d, ndim).expand_as(m), candidate, "amin")
+    arg = None
+    if want_arg:
+        id_dtype = torch.int32 if num_edges < 2**31 - 1 else torch.int64  # int32 halves the traffic
+        arg = torch.full(shape, num_edges, dtype=id_dtype, device=like.device)
+        for s, e in chunks:
+            m = messages(s, e)
+            d = dst[s:e]
+            ids = rows_view(torch.arange(s, e, dtype=id_dtype, device=like.device), ndim)
+            candidate = torch.where(m == out.index_select(0, d), ids, num_edges)
+            arg.scatter_reduce_(0, rows_view(d, ndim).expand_as(m), candidate, "amin")
     empty = torch.bincount(dst, minlength=num_dst) == 0
     out.masked_fill_(rows_view(empty, ndim), 0)
     return out, arg
@@ -66,8 +75,8 @@ class _SegmentSum(Function):
     @staticmethod
     def forward(ctx, values, dst, num_segments, mean, chunk):
         feat = values.shape[1:]
-        heads = values.reshape(values.shape[0], 1, math.prod(feat))
-        out = head_spmm(heads, dst, None, num_segments, None, chunk).reshape(num_segments, *feat)
+        one_head = values.reshape(values.shape[0], 1, math.prod(feat))
+        out = head_spmm(one_head, dst, None, num_segments, None, chunk).reshape(num_segments, *feat)
         deg = clamped_degrees(dst, num_segments, out) if mean else None
         if mean:
             out = out / deg
@@ -85,10 +94,10 @@ class _SegmentSum(Function):
 
 class _SegmentExtremum(Function):
     @staticmethod
-    def forward(ctx, values, dst, num_segments, op, chunk):
+    def forward(ctx, values, dst, num_segments, op, chunk, want_arg):
         feat = values.shape[1:]
         chunks = chunk_rows(values.shape[0], math.prod(feat), values.device, chunk)
-        out, arg = scatter_extremum(lambda s, e: values[s:e], dst, num_segments, feat, op, values, chunks)
+        out, arg = scatter_extremum(lambda s, e: values[s:e], dst, num_segments, feat, op, values, chunks, want_arg)
         ctx.save_for_backward(arg)
         ctx.num_edges = values.shape[0]
         return out
@@ -99,10 +108,10 @@ class _SegmentExtremum(Function):
         (arg,) = ctx.saved_tensors
         num_edges, feat = ctx.num_edges, arg.shape[1:]
         if num_edges == 0:
-            return grad.new_zeros((0,) + tuple(feat)), None, None, None, None
+            return grad.new_zeros((0,) + tuple(feat)), None, None, None, None, None
         valid = arg < num_edges
         row_size = math.prod(feat)
-        target = torch.where(valid, arg, 0) * row_size + torch.arange(row_size, device=arg.device).view(feat)
+        target = torch.where(valid, arg.long(), 0) * row_size + torch.arange(row_size, device=arg.device).view(feat)
         grad_values = grad.new_zeros(num_edges * row_size)
         grad_values.index_add_(0, target.reshape(-1), torch.where(valid, grad, 0).reshape(-1))
-        return grad_values.view(num_edges, *feat), None, None, None, None
+        return grad_values.view(num_edges, *feat), None, None, None, None, None

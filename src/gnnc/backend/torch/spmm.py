@@ -10,7 +10,7 @@ from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, bin
                      check_choice, check_count, check_float, check_index, check_same, chunk_rows, flat_positions,
                      head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
 from .csr import head_sddmm, head_spmm
-from .segment import clamped_degrees, scatter_extremum
+from .segment import clamped_degrees, needs_arg, scatter_extremum
 
 
 def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
@@ -45,7 +45,7 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
             raise ValueError(f"edge_weight has {edge_weight.shape[0]} rows, expected one per edge ({num_edges})")
         broadcast_features("x", x.shape[1:], "edge_weight", edge_weight.shape[1:])
     if reduce in ("max", "min"):
-        return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk)
+        return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk, needs_arg(x, edge_weight))
     if op in ("copy", "mul"):
         return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk)
     return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
@@ -129,7 +129,7 @@ class _SpmmExtremum(Function):
     """max / min: chunked scatter; the gradient goes to the saved arg-extremum edge."""
 
     @staticmethod
-    def forward(ctx, x, w, src, dst, num_dst, op, reduce, chunk):
+    def forward(ctx, x, w, src, dst, num_dst, op, reduce, chunk, want_arg):
         full = _full_shape(x, w)
 
         def messages(s, e):
@@ -138,7 +138,7 @@ class _SpmmExtremum(Function):
             return msg.expand((e - s,) + full)
 
         chunks = chunk_rows(src.numel(), math.prod(full), x.device, chunk)
-        out, arg = scatter_extremum(messages, dst, num_dst, full, reduce, x, chunks)
+        out, arg = scatter_extremum(messages, dst, num_dst, full, reduce, x, chunks, want_arg)
         ctx.save_for_backward(x, w, src, arg)
         ctx.layout = (full, op)
         return out
@@ -150,9 +150,9 @@ class _SpmmExtremum(Function):
         full, op = ctx.layout
         num_edges = src.numel()
         if num_edges == 0:
-            return (torch.zeros_like(x), None if w is None else torch.zeros_like(w)) + (None,) * 6
+            return (torch.zeros_like(x), None if w is None else torch.zeros_like(w)) + (None,) * 7
         valid = arg < num_edges
-        edge = torch.where(valid, arg, 0)
+        edge = torch.where(valid, arg.long(), 0)
         grad = torch.where(valid, grad, 0)
         x_target = src[edge] * math.prod(x.shape[1:]) + flat_positions(x.shape[1:], full, x.device)
         x_val = x.reshape(-1)[x_target]
@@ -168,4 +168,4 @@ class _SpmmExtremum(Function):
         if ctx.needs_input_grad[0]:
             contribution = grad if w is None else binary_grad_lhs(op, grad, x_val, w_val)
             grad_x = x.new_zeros(x.numel()).index_add_(0, x_target.reshape(-1), contribution.reshape(-1)).view(x.shape)
-        return grad_x, grad_w, None, None, None, None, None, None
+        return grad_x, grad_w, None, None, None, None, None, None, None

@@ -56,6 +56,8 @@ def _offsets(name: str, ptr, total: int, what: str) -> tuple[int, ...]:
 
 
 def _check_weight(x, weight, num_types, ptr_name):
+    if x.dim() != 2:
+        raise ValueError(f"x must be [N, K], got shape {tuple(x.shape)}")
     check_float("weight", weight, min_dim=3)
     check_same(x.device, x.dtype, weight=weight)
     if weight.dim() != 3 or weight.shape[0] != num_types or weight.shape[1] != x.shape[1]:
