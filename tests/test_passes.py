@@ -146,3 +146,16 @@ def test_cse_merges_repeats_and_dce_drops_dead_code():
     merged = dce(cse(dfg))
     assert sum(n.target is torch.tanh for n in merged.graph.nodes) == 1
     _check(dfg, merged, inputs)
+
+
+def test_fuse_postpones_destination_factors_into_a_plain_spmm():
+    g = _graph()
+    g.ndata["c"] = torch.rand(10, 1, dtype=torch.float64)
+    msg = lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}  # noqa: E731 - GCN's normalised message
+    dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)
+    inputs, _ = _prepare(g, dfg, (msg, None, None))
+    fused = dce(fuse(dfg))
+    assert ops.spmm in _targets(fused) and ops.gather_dst not in _targets(fused)
+    spmm = next(n for n in fused.graph.nodes if n.target is ops.spmm)
+    assert spmm.args[2] is None  # a plain copy-sum: no per-edge weight left
+    _check(dfg, fused, inputs)

@@ -22,6 +22,8 @@ PIPELINE = (
     ("reorder", reorder),
     ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
     ("fuse", fuse),
+    ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
+    ("fuse", fuse),
     ("cse", cse),
 )
 

@@ -1,6 +1,10 @@
 """Broadcast fusion: gather-compute-reduce chains become one fused primitive.
 
 Patterns on the lowered graph (``ctx`` omitted):
+- ``segment_reduce(p * gather_dst(b), sum | mean)`` -> ``segment_reduce(p) * b``:
+  a destination-side factor is constant within each destination's sum, so it
+  is applied after aggregation (propagation postponement), which often
+  leaves a plain gather-reduce for the patterns below
 - ``segment_reduce(gather_src(x), op)`` -> ``spmm(x, None, copy, op)``
 - ``segment_reduce(gather_src(x) * w, op)`` with ``w`` edge data and op sum
   or mean -> ``spmm(x, w, mul, op)``: no ``[E, F]`` message is built
@@ -68,8 +72,41 @@ def _fuse_sddmm(out: MPDFG) -> None:
         out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
 
 
+def _factors(n: fx.Node, top: bool = True) -> list:
+    """Leaves of a product tree whose inner products have no other user."""
+    if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _MULS and len(n.args) == 2 \
+            and not n.kwargs and (top or len(n.users) == 1):
+        return _factors(n.args[0], False) + _factors(n.args[1], False)
+    return [n]
+
+
+def _postpone_dst_factors(out: MPDFG) -> None:
+    g = out.graph
+    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+        ctx, e, op = red.args
+        if op not in ("sum", "mean") or not isinstance(e, fx.Node) or len(e.users) != 1:
+            continue
+        factors = _factors(e)
+        dst_side = [f for f in factors if _is(f, ops.gather_dst) or _is(f, ops.gather_dst_local)]
+        rest = [f for f in factors if f not in dst_side]
+        if len(factors) < 2 or not dst_side or not rest or not all(isinstance(f, fx.Node) for f in rest):
+            continue
+        with g.inserting_before(red):
+            product = rest[0]
+            for f in rest[1:]:
+                product = _new(g, red, operator.mul, (product, f))
+            scaled = _new(g, red, ops.segment_reduce, (ctx, product, op))
+            for f in dst_side:
+                value = f.args[1] if f.target is ops.gather_dst_local else _new(g, red, ops.dst_nodes, (ctx, f.args[1]))
+                scaled = _new(g, red, operator.mul, (scaled, value))
+        red.replace_all_uses_with(scaled)
+        g.erase_node(red)
+        out.log.append(f"fuse: {red.meta.get('source')}: destination-side factor applied after the {op}")
+
+
 def fuse(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
+    _postpone_dst_factors(out)
     _fuse_sddmm(out)
     g = out.graph
     for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
@@ -91,6 +128,9 @@ def _fuse_one(g, red, ctx, e, op):
     if not (isinstance(e, fx.Node) and e.op == "call_function" and e.target in _MULS and len(e.args) == 2):
         return None
     left, right = e.args
+    if _is(left, ops.gather_src) and _is(right, ops.gather_src):
+        product = _new(g, red, operator.mul, (left.args[1], right.args[1]))
+        return _new(g, red, ops.spmm, (ctx, product, None, "copy", op)), f"source-side product + {op} -> spmm"
     for gathered, other in ((left, right), (right, left)):
         if not _is(gathered, ops.gather_src):
             continue
