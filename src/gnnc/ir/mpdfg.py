@@ -172,7 +172,7 @@ class _Builder:
         call.meta["reduce_graph"] = traced
         outs = {}
         for key in traced.outputs:
-            item = self.graph.call_function(_getitem, (call, key))
+            item = self.graph.call_function(ops.result_field, (call, key))
             item.meta.update(stage="reduce", source=traced.name)
             outs[key] = item
         return outs
@@ -180,10 +180,6 @@ class _Builder:
     def finish(self, results: dict, kind: str) -> MPDFG:
         self.graph.output(results)
         return MPDFG(self.graph, self.root, kind)
-
-
-def _getitem(d, key):
-    return d[key]
 
 
 def _as_positional(graph: fx.Graph) -> fx.Graph:

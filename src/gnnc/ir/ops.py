@@ -114,6 +114,11 @@ def bucketed_reduce(ctx, fn, kinds, *inputs):
     return buckets.assemble(parts, ctx.num_dst)
 
 
+def result_field(results: dict, key: str):
+    """One named output of a bucketed reduce."""
+    return results[key]
+
+
 # ------------------------------------------------------------ fused ops
 def spmm(ctx, x, w, op: str, reduce: str):
     """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy)."""

@@ -45,6 +45,7 @@ GRAPH_OPS = {
     ops.edge_softmax: ("Norm", "E"),
     ops.zero_unreached: ("Dense", "V"),
     ops.bucketed_reduce: ("Reduce", "V"),
+    ops.result_field: ("Fetch", "V"),
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),
@@ -119,7 +120,7 @@ def _rule(n: fx.Node, root):
     if key in _USER_RULES:
         return _USER_RULES[key](n, residencies)
     known = ((n.op == "call_function" and (target in _ROW_WISE_FUNCTIONS or target is getattr
-                                           or target is operator.getitem or _is_getitem_fn(target)))
+                                           or target is operator.getitem))
              or (n.op == "call_method" and target in _ROW_WISE_METHODS)
              or (n.op == "call_module" and isinstance(root.get_submodule(target), _ROW_WISE_MODULES)))
     if not known:
@@ -131,10 +132,6 @@ def _rule(n: fx.Node, root):
     if res != "S":
         _check_rows_untouched(n)
     return "Dense", res
-
-
-def _is_getitem_fn(target) -> bool:
-    return getattr(target, "__name__", "") == "_getitem"
 
 
 def _check_rows_untouched(n: fx.Node) -> None:

@@ -21,7 +21,6 @@ from ..function import BuiltinReduce
 from ..ir.mpdfg import MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
-from . import eager
 from .context import graph_context
 
 
@@ -233,4 +232,4 @@ def plan_for(kind, udfs, g, rel=None, **options) -> Plan:
     return _plan(kind, udfs, g, rel, options)
 
 
-__all__ = ["FallbackWarning", "Plan", "run", "plan_for", "clear_cache", "eager"]
+__all__ = ["FallbackWarning", "Plan", "run", "plan_for", "clear_cache", "recording"]

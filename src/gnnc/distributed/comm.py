@@ -1,0 +1,525 @@
+"""Instrumented collectives for distributed training over ``torch.distributed``.
+
+``Comm`` wraps one process group (gloo; NCCL would need GPU tensors) or, with
+``Comm.local()``, a single process with no group at all (every collective is
+then the identity). Each collective counts the bytes this rank sends and
+receives and files them, with wall time, under the current step and stage
+(``with comm.meter.stage("forward"):``; ``comm.meter.end_step()`` closes a
+step). Byte model, payload only:
+
+* ``exchange`` (all-to-all of rows, used for fetches and replies): exactly
+  the rows that leave for / arrive from other ranks, plus the row counts
+  when the receiver does not know them;
+* ``all_reduce`` of ``n`` bytes: a ring all-reduce, ``2 (p - 1) / p * n``
+  sent and received;
+* ``all_gather`` of ``n`` bytes per rank: ``(p - 1) * n`` sent and received;
+* ``reduce`` to / ``broadcast`` from a root of ``n`` bytes: a tree,
+  ``(p - 1) * n`` bytes on the wire: each other rank sends (reduce) or
+  receives (broadcast) ``n``, the root the rest.
+
+A collective that fails because a peer died, or that does not complete
+within the process group's timeout, raises ``PeerFailure`` naming this
+rank, the collective, the stage and the step, so a dead worker makes the
+others exit with a clear error instead of hanging.
+
+``sum_over_ranks`` is the autograd-aware sum of partial aggregations:
+forward, every rank gets the sum of all ranks' tensors; backward, the
+gradient of each rank's input is the sum over ranks of the gradients of the
+output, so gradients reach the ranks that produced the partials.
+``sum_to_root`` is its designated-worker form (Heta's Algorithm 1) for
+results only rank 0 goes on with: forward, a reduce to rank 0; backward,
+rank 0's gradient is broadcast to every rank. Backward collectives are
+chained through a token (``Comm.tie``) so that every rank runs them in the
+same order.
+
+Two protocols both trainers build on: ``GradSync`` sums dense gradients over
+ranks (DDP's all-reduce, optionally leaving rank-private rows out), and
+``InputRows`` keeps every first-layer input row with one owner rank, fetches
+the rows a rank samples from their owners and sends their gradients back.
+"""
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..nn.embedding import FetchedRows
+
+
+class PeerFailure(RuntimeError):
+    """A collective failed: a peer process died or did not answer in time."""
+
+
+# ------------------------------------------------------------------ metering
+@dataclass
+class StepRecord:
+    """Bytes sent / received and seconds of one step, by stage."""
+
+    sent: dict = field(default_factory=dict)
+    received: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+
+    def add(self, record: dict, stage: str, value: float) -> None:
+        record[stage] = record.get(stage, 0) + value
+
+
+class Meter:
+    """Per-step, per-stage bytes and seconds of one rank.
+
+    What is counted between two ``end_step`` calls is one step; what runs
+    inside ``outside_steps`` (evaluation, reporting) goes to ``self.outside``.
+    """
+
+    def __init__(self):
+        self.steps: list[StepRecord] = []
+        self.current = StepRecord()
+        self.outside = StepRecord()
+        self.stage_name = "setup"
+        self._in_steps = True
+
+    @contextmanager
+    def stage(self, name: str):
+        """File the bytes and the wall time of the block under stage ``name``."""
+        previous, self.stage_name = self.stage_name, name
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            record = self.current if self._in_steps else self.outside
+            record.add(record.seconds, name, time.perf_counter() - start)
+            self.stage_name = previous
+
+    @contextmanager
+    def outside_steps(self):
+        """Count what runs inside this block apart from the training steps."""
+        previous, self._in_steps = self._in_steps, False
+        try:
+            yield
+        finally:
+            self._in_steps = previous
+
+    def count(self, sent: float, received: float) -> None:
+        record = self.current if self._in_steps else self.outside
+        record.add(record.sent, self.stage_name, sent)
+        record.add(record.received, self.stage_name, received)
+
+    def end_step(self) -> StepRecord:
+        """Close the current step and return its record."""
+        done, self.current = self.current, StepRecord()
+        self.steps.append(done)
+        return done
+
+    def summary(self, first: int = 0) -> dict:
+        """Over steps ``first``...: their number, mean bytes sent / received per step and total seconds,
+        by stage."""
+        steps = self.steps[first:]
+        n = max(len(steps), 1)
+        stages = sorted({s for r in steps for s in (*r.sent, *r.received)})
+        return {
+            "steps": len(steps),
+            "sent_per_step": {s: sum(r.sent.get(s, 0) for r in steps) / n for s in stages},
+            "received_per_step": {s: sum(r.received.get(s, 0) for r in steps) / n for s in stages},
+            "seconds": {s: sum(r.seconds.get(s, 0.0) for r in steps) for s in {k for r in steps for k in r.seconds}},
+        }
+
+
+# ---------------------------------------------------------------- collectives
+class Comm:
+    """Instrumented collectives of one process group; see the module docstring.
+
+    ``timeout_s`` is the group's collective timeout (reported in errors).
+    """
+
+    def __init__(self, group=None, timeout_s: float | None = None, *, _local: bool = False):
+        if _local:
+            self.rank, self.world = 0, 1
+        else:
+            if not dist.is_initialized():
+                raise RuntimeError("Comm: torch.distributed is not initialized; call init_from_env() first "
+                                   "or use Comm.local() for one process")
+            self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+        self.group = group
+        self.timeout_s = timeout_s
+        self.meter = Meter()
+        self._token: torch.Tensor | None = None
+
+    @classmethod
+    def local(cls) -> "Comm":
+        """A one-rank Comm without torch.distributed: every collective is the identity."""
+        return cls(_local=True)
+
+    # ------------------------------------------------------------- helpers
+    def _run(self, what: str, fn):
+        try:
+            return fn()
+        except RuntimeError as err:
+            limit = f"within {self.timeout_s:g} s" if self.timeout_s else "in time"
+            raise PeerFailure(
+                f"rank {self.rank} of {self.world}: {what} in stage {self.meter.stage_name!r} of step "
+                f"{len(self.meter.steps)} failed: a peer process died or did not answer {limit} ({err})"
+            ) from err
+
+    # --------------------------------------------------------- collectives
+    def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In-place all-reduce (``op``: 'sum' or 'max') of a contiguous tensor; returns it."""
+        ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+        if op not in ops:
+            raise ValueError(f"all_reduce: op must be one of {list(ops)}, got {op!r}")
+        if self.world == 1:
+            return t
+        if not t.is_contiguous():
+            raise ValueError("all_reduce: the tensor must be contiguous (it is reduced in place)")
+        nbytes = t.numel() * t.element_size()
+        ring = 2 * (self.world - 1) / self.world * nbytes
+        self._run(f"all_reduce({op}) of {tuple(t.shape)}", lambda: dist.all_reduce(t, ops[op], group=self.group))
+        self.meter.count(ring, ring)
+        return t
+
+    def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's ``t`` (same shape and dtype on all ranks), in rank order."""
+        if self.world == 1:
+            return [t]
+        t = t.contiguous()
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        self._run(f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, t, group=self.group))
+        nbytes = (self.world - 1) * t.numel() * t.element_size()
+        self.meter.count(nbytes, nbytes)
+        return out
+
+    def reduce(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
+        """In-place sum of a contiguous tensor into rank ``root``'s copy; returns it (other ranks' copies
+        are left undefined)."""
+        if self.world == 1:
+            return t
+        nbytes = t.numel() * t.element_size()
+        self._run(f"reduce of {tuple(t.shape)} to rank {root}", lambda: dist.reduce(t, root, group=self.group))
+        self.meter.count(0 if self.rank == root else nbytes, (self.world - 1) * nbytes if self.rank == root else 0)
+        return t
+
+    def broadcast(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
+        """In-place: every rank's ``t`` becomes rank ``root``'s; returns it."""
+        if self.world == 1:
+            return t
+        nbytes = t.numel() * t.element_size()
+        self._run(f"broadcast of {tuple(t.shape)} from rank {root}",
+                  lambda: dist.broadcast(t, root, group=self.group))
+        self.meter.count((self.world - 1) * nbytes if self.rank == root else 0, 0 if self.rank == root else nbytes)
+        return t
+
+    def exchange(self, outgoing: list[torch.Tensor], incoming_rows: list[int] | None = None) -> list[torch.Tensor]:
+        """All-to-all: ``outgoing[q]`` goes to rank ``q``; returns what each rank sent here.
+
+        Tensors share dtype and trailing shape on every rank; their first
+        dimensions may differ. ``incoming_rows[q]`` (when the receiver
+        already knows it) saves the exchange of row counts.
+        """
+        if len(outgoing) != self.world:
+            raise ValueError(f"exchange: {len(outgoing)} outgoing tensors for {self.world} ranks")
+        if self.world == 1:
+            return [outgoing[0]]
+        rows_out = [int(t.shape[0]) for t in outgoing]
+        if incoming_rows is None:
+            counts = torch.tensor(rows_out, dtype=torch.int64)
+            got = torch.empty_like(counts)
+            self._run("exchange of row counts", lambda: dist.all_to_all_single(got, counts, group=self.group))
+            self.meter.count(8 * (self.world - 1), 8 * (self.world - 1))
+            incoming_rows = got.tolist()
+        send = torch.cat([t.contiguous() for t in outgoing])
+        recv = send.new_empty((sum(incoming_rows), *send.shape[1:]))
+        self._run(f"exchange of {sum(rows_out)} rows of shape {tuple(send.shape[1:])}",
+                  lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group))
+        row_bytes = math.prod(send.shape[1:]) * send.element_size()
+        self.meter.count(row_bytes * (sum(rows_out) - rows_out[self.rank]),
+                         row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]))
+        return list(recv.split(incoming_rows))
+
+    # ------------------------------------------------ autograd-aware sums
+    def sum_over_ranks(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum of ``x`` over ranks on every rank; differentiable (see the module docstring).
+
+        With grad mode on, the call joins this step's backward chain whether
+        or not ``x`` requires grad (so every rank runs the same backward
+        collectives); call ``tie(loss)`` on the loss before ``backward``.
+        """
+        if self.world == 1:
+            return x
+        if not torch.is_grad_enabled():
+            return self.all_reduce(x.detach().clone())
+        y, self._token = _SumOverRanks.apply(x, self._chain(x), self)
+        return y
+
+    def sum_to_root(self, x: torch.Tensor) -> torch.Tensor:
+        """Rank 0 gets the sum of ``x`` over ranks; differentiable (see the module docstring).
+
+        Other ranks get their own ``x`` back as a placeholder: whatever they
+        compute from it must not reach their loss (backpropagate zero there),
+        because the gradient their ``x`` receives is rank 0's, broadcast.
+        """
+        if self.world == 1:
+            return x
+        if not torch.is_grad_enabled():
+            return self._reduce_or_keep(x)
+        y, self._token = _SumToRoot.apply(x, self._chain(x), self)
+        return y
+
+    def _reduce_or_keep(self, x: torch.Tensor) -> torch.Tensor:
+        total = self.reduce(x.detach().clone())
+        return total if self.rank == 0 else x.detach().clone()
+
+    def _chain(self, x: torch.Tensor) -> torch.Tensor:
+        if self._token is None:
+            self._token = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
+        return self._token
+
+    def tie(self, loss: torch.Tensor) -> torch.Tensor:
+        """``loss`` joined to the backward chain of this step's ``sum_over_ranks`` calls.
+
+        Backward then runs their all-reduces last-to-first on every rank.
+        Resets the chain for the next step.
+        """
+        token, self._token = self._token, None
+        return loss if token is None else loss + 0.0 * token
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """y = sum over ranks of x; dx = sum over ranks of dy. ``token`` orders the backward all-reduces."""
+
+    @staticmethod
+    def forward(ctx, x, token, comm):
+        ctx.comm = comm
+        return comm.all_reduce(x.detach().clone()), token.detach().clone()
+
+    @staticmethod
+    def backward(ctx, grad_y, grad_token):
+        return ctx.comm.all_reduce(grad_y.contiguous().clone()), grad_token, None
+
+
+class _SumToRoot(torch.autograd.Function):
+    """y = sum over ranks of x on rank 0 (x elsewhere); dx = rank 0's dy on every rank."""
+
+    @staticmethod
+    def forward(ctx, x, token, comm):
+        ctx.comm = comm
+        return comm._reduce_or_keep(x), token.detach().clone()
+
+    @staticmethod
+    def backward(ctx, grad_y, grad_token):
+        return ctx.comm.broadcast(grad_y.contiguous().clone()), grad_token, None
+
+
+# ------------------------------------------------------------------ startup
+def init_from_env(timeout_s: float = 300.0, backend: str = "gloo") -> Comm:
+    """Join the process group torchrun describes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+
+    The trainers keep their tensors on the CPU, hence gloo. Rendezvous and
+    every collective give up after ``timeout_s`` seconds.
+    """
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(f"init_from_env: environment variables {missing} are not set; "
+                           "start workers with torchrun (gnnc train --dist)")
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return Comm(timeout_s=timeout_s)
+
+
+# ------------------------------------------------------------ gradient sums
+class GradSync:
+    """Sums the dense gradients of ``params`` over ranks, in one all-reduce.
+
+    ``synced_rows[id(p)]`` restricts parameter ``p`` to those rows (first
+    dimension): its other rows are used by one rank at most and keep their
+    local gradient. A gradient that is None on every rank stays None (so
+    Adam skips the parameter, as in single process); where some rank has
+    one, ranks without get the sum as well.
+    """
+
+    def __init__(self, comm: Comm, params, synced_rows: dict | None = None):
+        self.comm, self.params = comm, list(params)
+        synced_rows = synced_rows or {}
+        self.rows = [synced_rows.get(id(p)) for p in self.params]
+        dtypes = {p.dtype for p in self.params}
+        if len(dtypes) > 1:
+            raise ValueError(f"GradSync: parameters of several dtypes {sorted(map(str, dtypes))}")
+
+    def __call__(self) -> None:
+        if self.comm.world == 1 or not self.params:
+            return
+        pieces, present = [], []
+        for p, rows in zip(self.params, self.rows):
+            g = p.grad if p.grad is not None else torch.zeros_like(p)
+            pieces.append((g if rows is None else g.index_select(0, rows)).reshape(-1))
+            present.append(float(p.grad is not None))
+        buf = torch.cat(pieces + [torch.tensor(present, dtype=self.params[0].dtype)])
+        self.comm.all_reduce(buf)
+        counts = buf[len(buf) - len(self.params):]
+        offset = 0
+        for k, (p, rows) in enumerate(zip(self.params, self.rows)):
+            summed = buf[offset:offset + pieces[k].numel()]
+            offset += pieces[k].numel()
+            if counts[k] == 0:
+                p.grad = None
+            elif rows is None:
+                p.grad = summed.view_as(p).clone()
+            else:
+                g = p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+                g[rows] = summed.view(rows.numel(), *p.shape[1:])
+                p.grad = g
+
+
+# ------------------------------------------------------------- input rows
+class InputRows(nn.Module):
+    """First-layer inputs of the nodes a rank samples, each row stored by one rank.
+
+    For node type ``t``: ``local_row[t][i]`` is the row of node ``i`` (a
+    type-local parent id) in this rank's store ``features[t]`` (read-only) or
+    ``tables[t]`` (learnable, sparse gradients), or -1 when the row lives on
+    rank ``owner[t][i]``. ``learnable`` lists the learnable types (their
+    tables live with the rows' owners). ``remote_types`` (the same on every
+    rank) are the types any rank may fetch from another; they fix the
+    exchanges, which every rank joins on every ``fetch`` and ``push_grads``.
+    ``projections`` map each type to ``hidden`` as ``TypedEmbedding`` does.
+
+    ``fetch(ids)`` returns the rows of global ids; remote learnable rows are
+    leaves whose gradients ``push_grads()`` (after backward) sends to their
+    owners, where they join the table's sparse gradient.
+    """
+
+    def __init__(self, comm: Comm, ntypes: list, counts: dict, projections: nn.ModuleDict, features: dict,
+                 tables: dict, local_row: dict, owner: dict, remote_types: list, learnable: list):
+        super().__init__()
+        self.comm, self.ntypes = comm, list(ntypes)
+        offsets = [0]
+        for t in self.ntypes:
+            offsets.append(offsets[-1] + int(counts[t]))
+        self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.int64), persistent=False)
+        self.projections = projections
+        self.hidden_dim = next(iter(projections.values())).out_features
+        self.features = features
+        self.tables = nn.ModuleDict(tables)
+        self.local_row, self.owner, self.remote_types = local_row, owner, list(remote_types)
+        self._learnable_types = set(learnable)
+        self._pending: list = []  # (owner rank, type, leaf rows) of remote learnable rows fetched
+        self._served: list = []  # per requesting rank: [(type, local rows)] of learnable rows served
+
+    def sparse_parameters(self) -> list:
+        return [table.weight for table in self.tables.values()]
+
+    def dense_parameters(self) -> list:
+        return list(self.projections.parameters())
+
+    def _width(self, t: str) -> int:
+        return self.projections[t].in_features
+
+    def _split_by_type(self, gids: torch.Tensor):
+        types = torch.searchsorted(self.offsets[1:], gids, right=True)
+        for i, t in enumerate(self.ntypes):
+            pos = torch.nonzero(types == i).squeeze(1)
+            if pos.numel():
+                yield i, t, pos, gids.index_select(0, pos) - self.offsets[i]
+
+    def _local_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
+        """Stored rows; a table lookup records the sparse gradient."""
+        if t in self.tables:
+            return self.tables[t](rows)
+        return self.features[t].index_select(0, rows)
+
+    def _served_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
+        store = self.tables[t].weight if t in self.tables else self.features[t]
+        return store.detach().index_select(0, rows)
+
+    def fetch(self, gids: torch.Tensor) -> FetchedRows:
+        """Raw rows of global ids ``gids``: local ones looked up, the rest fetched from owners."""
+        gids = gids.to(torch.int64)
+        world = self.comm.world
+        parts, asked = [], [[] for _ in range(world)]  # asked[q]: (type index, positions, local ids)
+        for i, t, pos, ids in self._split_by_type(gids):
+            if t not in self.local_row:
+                raise ValueError(f"rank {self.comm.rank} holds no {t!r} inputs, but {pos.numel()} {t!r} nodes "
+                                 f"were sampled")
+            rows = self.local_row[t].index_select(0, ids)
+            here = rows >= 0
+            if bool(here.any()):
+                parts.append((i, pos[here], self._local_rows(t, rows[here])))
+            if not bool(here.all()):
+                if t not in self.remote_types:
+                    raise ValueError(f"rank {self.comm.rank}: {t!r} rows are missing locally and {t!r} is not "
+                                     f"a remote type")
+                owners = self.owner[t].index_select(0, ids[~here])
+                for q in range(world):
+                    mine = owners == q
+                    if bool(mine.any()):
+                        asked[q].append((i, pos[~here][mine], ids[~here][mine]))
+        if self.remote_types:
+            parts += self._fetch_remote(asked)
+        return FetchedRows(gids.numel(), parts)
+
+    def _fetch_remote(self, asked: list) -> list:
+        """One exchange of requested global ids, one of flattened rows; records learnable leaves."""
+        world = self.comm.world
+        requests = [torch.cat([ids + self.offsets[i] for i, _, ids in asked[q]]) if asked[q]
+                    else torch.zeros(0, dtype=torch.int64) for q in range(world)]
+        incoming = self.comm.exchange(requests)
+        replies, self._served = [], []
+        for gids in incoming:
+            pieces, served = [], []
+            for _, t, _, ids in self._split_by_type(gids):
+                rows = self.local_row[t].index_select(0, ids)
+                if bool((rows < 0).any()):
+                    raise ValueError(f"rank {self.comm.rank} was asked for {t!r} rows it does not store")
+                pieces.append(self._served_rows(t, rows).reshape(-1))
+                if t in self.tables:
+                    served.append((t, rows))
+            replies.append(torch.cat(pieces) if pieces else self._empty())
+            self._served.append(served)
+        sizes = [sum(ids.numel() * self._width(self.ntypes[i]) for i, _, ids in asked[q]) for q in range(world)]
+        answers = self.comm.exchange(replies, incoming_rows=sizes)
+        parts, self._pending = [], []
+        for q in range(world):
+            flat = answers[q].split([ids.numel() * self._width(self.ntypes[i]) for i, _, ids in asked[q]])
+            for (i, pos, ids), values in zip(asked[q], flat):
+                t = self.ntypes[i]
+                rows = values.view(ids.numel(), self._width(t))
+                if t in self._learnable_types:
+                    rows = rows.clone().requires_grad_(True)
+                    self._pending.append((q, t, rows))
+                parts.append((i, pos, rows))
+        return parts
+
+    def _empty(self) -> torch.Tensor:
+        return torch.zeros(0, dtype=self.projections[self.ntypes[0]].weight.dtype)
+
+    def push_grads(self) -> None:
+        """Send the gradients of fetched learnable rows to their owners; add the ones received here."""
+        if not any(t in self._learnable_types for t in self.remote_types):
+            return
+        world = self.comm.world
+        outgoing = [[] for _ in range(world)]
+        for q, t, rows in self._pending:
+            grad = rows.grad if rows.grad is not None else torch.zeros_like(rows)
+            outgoing[q].append(grad.reshape(-1))
+        outgoing = [torch.cat(g) if g else self._empty() for g in outgoing]
+        sizes = [sum(rows.numel() * self._width(t) for t, rows in served) for served in self._served]
+        incoming = self.comm.exchange(outgoing, incoming_rows=sizes)
+        for served, flat in zip(self._served, incoming):
+            for (t, rows), values in zip(served, flat.split([r.numel() * self._width(t) for t, r in served])):
+                self._add_sparse_grad(t, rows, values.view(rows.numel(), self._width(t)))
+        self._pending, self._served = [], []
+
+    def _add_sparse_grad(self, t: str, rows: torch.Tensor, values: torch.Tensor) -> None:
+        weight = self.tables[t].weight
+        extra = torch.sparse_coo_tensor(rows.unsqueeze(0), values, weight.shape, check_invariants=True)
+        weight.grad = extra.coalesce() if weight.grad is None else (weight.grad + extra).coalesce()
+
+    def project(self, fetched: FetchedRows) -> torch.Tensor:
+        """``[num_nodes, hidden]``: each type's rows through its own linear layer (as TypedEmbedding)."""
+        out = self.projections[self.ntypes[0]].weight.new_zeros((fetched.num_nodes, self.hidden_dim))
+        for i, pos, rows in fetched.parts:
+            out = out.index_copy(0, pos, self.projections[self.ntypes[i]](rows))
+        return out
