@@ -130,6 +130,10 @@ def cmd_info(args) -> int:
 
 
 def cmd_train(args) -> int:
+    if args.dist:
+        from .distributed.launch import run_cli as run_dist
+
+        return run_dist(args)
     if args.minibatch:
         from .minibatch import run_cli
 
@@ -217,6 +221,24 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
     mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     mb.add_argument("--device", default="cpu")
+    dist = train.add_argument_group("distributed training (--dist: torchrun workers, gloo)")
+    dist.add_argument("--dist", action="store_true",
+                      help="train across worker processes: RAF on meta partitions or the vanilla data-parallel baseline")
+    dist.add_argument("--nproc", type=int, default=2, help="worker processes on this machine")
+    dist.add_argument("--mode", choices=["raf", "vanilla"], default="raf")
+    dist.add_argument("--partition", choices=["metis", "random"], default="metis",
+                      help="vanilla: edge-cut partitioning (RAF always uses meta partitions)")
+    dist.add_argument("--partitions", metavar="DIR",
+                      help="partitions written by gnnc partition (default: partition the replica into a temporary "
+                           "directory)")
+    dist.add_argument("--shared-learnable", choices=["owner", "replicate"], default="owner",
+                      help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
+                           "or are copied per partition (Heta)")
+    dist.add_argument("--dist-timeout", type=float, default=300.0, help="seconds a worker waits for its peers")
+    dist.add_argument("--nnodes", type=int, default=1, help="machines; run the same command on each")
+    dist.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
+    dist.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous address for several machines")
+    dist.add_argument("--report", metavar="FILE", help="rank 0 writes every worker's per-epoch seconds and bytes as JSON")
     train.set_defaults(func=cmd_train)
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
