@@ -550,6 +550,15 @@ class DistTrainer:
         """Context for the model's message passing: ``gnnc.compile``'s compiler, or eager."""
         return compiling({}) if self.compiled else contextlib.nullcontext()
 
+    def _sample_and_fetch(self, sampler, seeds: torch.Tensor):
+        """Blocks for ``seeds`` and their fetched input rows, timed as the sample and feature-fetch stages."""
+        meter = self.comm.meter
+        with meter.stage("sample"):
+            blocks = sampler.sample(seeds)
+        with meter.stage("feature fetch"):
+            fetched = self.inputs.fetch(blocks[0].src_ids)
+        return blocks, fetched
+
     def _optimizers(self, lr: float, embed_lr: float | None) -> None:
         self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.inputs.dense_parameters(), lr=lr)
         tables = self.inputs.sparse_parameters()
@@ -664,12 +673,8 @@ class RAFTrainer(DistTrainer):
         return train.index_select(0, torch.randperm(train.numel(), generator=self.shuffle)).split(self.batch_size)
 
     def _logits(self, sampler, seeds: torch.Tensor) -> torch.Tensor:
-        meter = self.comm.meter
-        with meter.stage("sample"):
-            blocks = sampler.sample(seeds)
-        with meter.stage("feature fetch"):
-            fetched = self.inputs.fetch(blocks[0].src_ids)
-        with meter.stage("forward"), self.message_passing():
+        blocks, fetched = self._sample_and_fetch(sampler, seeds)
+        with self.comm.meter.stage("forward"), self.message_passing():
             return raf_forward(self.model, blocks, self.inputs.project(fetched), self.target_id, seeds.numel(),
                                self.comm)
 

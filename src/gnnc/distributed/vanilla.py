@@ -198,12 +198,8 @@ class VanillaTrainer(DistTrainer):
         return order.tensor_split(self.num_batches["train"])
 
     def _logits(self, sampler, seeds: torch.Tensor):
-        meter = self.comm.meter
-        with meter.stage("sample"):
-            blocks = sampler.sample(seeds)
-        with meter.stage("feature fetch"):
-            fetched = self.inputs.fetch(blocks[0].src_ids)
-        with meter.stage("forward"), self.message_passing():
+        blocks, fetched = self._sample_and_fetch(sampler, seeds)
+        with self.comm.meter.stage("forward"), self.message_passing():
             x = self.inputs.project(fetched)
             return self.model(blocks, x) if seeds.numel() else None
 
