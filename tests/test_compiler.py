@@ -283,3 +283,13 @@ def test_random_udf_programs_compile_to_the_eager_result(program, seed, hetero):
             assert (a is None or not a.any()) and (b is None or not b.any())
         else:
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+
+
+def test_dim_taking_functions_on_a_mailbox_are_not_treated_as_elementwise():
+    g = random_homograph(12, 40, 12)
+    g.ndata["h"] = torch.randn(12, 3)
+    reduce = (lambda nb: {"o": torch.flatten(torch.unsqueeze(nb.mailbox["m"], 2), 2).sum(1)})
+    g.update_all(fn.copy_u("h", "m"), reduce)
+    eager = g.ndata["o"]
+    g.update_all(fn.copy_u("h", "m"), reduce, compile=True)
+    torch.testing.assert_close(g.ndata["o"], eager)

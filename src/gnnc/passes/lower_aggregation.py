@@ -23,7 +23,6 @@ from torch import nn
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
-from ..ir.rules import _ROW_WISE_FUNCTIONS, _ROW_WISE_METHODS
 
 _REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
 _REDUCER_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.max: "max", torch.min: "min",
@@ -219,14 +218,23 @@ def _reduction(n):
     return None
 
 
+_ELEMENTWISE_FUNCTIONS = {
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.pow,
+    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log, torch.sqrt, torch.rsqrt,
+    torch.abs, torch.pow, torch.sigmoid, torch.tanh, torch.relu, torch.where, torch.clamp, torch.maximum,
+    torch.minimum, torch.square, torch.reciprocal, torch.log1p, torch.expm1,
+    F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.tanh, F.sigmoid, F.celu,
+}
+_ELEMENTWISE_METHODS = {"add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
+                        "tanh", "relu", "clamp", "square", "reciprocal", "float", "double", "type_as",
+                        "contiguous", "clone"}
+
+
 def _elementwise(n) -> bool:
+    """Operators that act entry by entry, so they mean the same on a mailbox and on its edges."""
     if n.op == "call_function":
-        return n.target in _ROW_WISE_FUNCTIONS and n.target not in (torch.matmul, torch.bmm, operator.matmul,
-                                                                     F.linear, torch.einsum, F.layer_norm,
-                                                                     F.normalize)
-    return n.op == "call_method" and n.target in _ROW_WISE_METHODS and n.target in (
-        "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid", "tanh",
-        "relu", "clamp", "square", "reciprocal", "float", "double", "type_as", "contiguous", "clone")
+        return n.target in _ELEMENTWISE_FUNCTIONS
+    return n.op == "call_method" and n.target in _ELEMENTWISE_METHODS
 
 
 def _arg(n, pos, name, default=None):
