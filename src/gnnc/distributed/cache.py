@@ -86,7 +86,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..nn.embedding import FetchedRows
+from ..nn.embedding import FetchedRows, split_by_type
 from ..nn.sparse_adam import SparseAdam
 
 ALLOCATIONS = ("heta", "hotness", "random")
@@ -577,15 +577,8 @@ class FeatureCache:
         ``embedding.project(cache.fetch_nodes(ids))`` replaces ``embedding(ids)``.
         """
         ids = torch.as_tensor(ids).to(device=self.device, dtype=torch.int64)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= int(self.offsets[-1])):
-            raise IndexError(f"FeatureCache.fetch_nodes: node ids must lie in [0, {int(self.offsets[-1])}), "
-                             f"got range [{int(ids.min())}, {int(ids.max())}]")
-        types = torch.searchsorted(self.offsets[1:], ids, right=True)
-        parts = []
-        for i, t in enumerate(self.ntypes):
-            pos = torch.nonzero(types == i).squeeze(1)
-            if pos.numel():
-                parts.append((i, pos, self.fetch(t, ids.index_select(0, pos) - self.offsets[i])))
+        parts = [(i, pos, self.fetch(t, local))
+                 for i, t, pos, local in split_by_type(ids, self.offsets, self.ntypes, "FeatureCache.fetch_nodes")]
         return FetchedRows(ids.numel(), parts)
 
     # ------------------------------------------------------------ training

@@ -29,6 +29,21 @@ class FetchedRows:
     parts: list[tuple[int, torch.Tensor, torch.Tensor]]
 
 
+def split_by_type(ids: torch.Tensor, offsets: torch.Tensor, ntypes, who: str):
+    """``(type index, type, positions in ids, local ids)`` for every type present among global ``ids``.
+
+    IndexError naming ``who`` when an id lies outside ``[0, offsets[-1])``.
+    """
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= int(offsets[-1])):
+        raise IndexError(f"{who}: node ids must lie in [0, {int(offsets[-1])}), "
+                         f"got range [{int(ids.min())}, {int(ids.max())}]")
+    types = torch.searchsorted(offsets[1:], ids, right=True)
+    for i, t in enumerate(ntypes):
+        pos = torch.nonzero(types == i).squeeze(1)
+        if pos.numel():
+            yield i, t, pos, ids.index_select(0, pos) - offsets[i]
+
+
 class TypedEmbedding(nn.Module):
     """Per-type inputs projected to ``hidden_dim``; see the module docstring.
 
@@ -103,17 +118,8 @@ class TypedEmbedding(nn.Module):
 
     def fetch(self, ids: torch.Tensor) -> FetchedRows:
         """Raw rows of the nodes ``ids`` (global ids), grouped by type."""
-        ids = ids.to(self.offsets.device)
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= int(self.offsets[-1])):
-            raise IndexError(f"TypedEmbedding: node ids must lie in [0, {int(self.offsets[-1])}), "
-                             f"got range [{int(ids.min())}, {int(ids.max())}]")
-        types = torch.searchsorted(self.offsets[1:], ids, right=True)
         parts = []
-        for i, t in enumerate(self.ntypes):
-            pos = torch.nonzero(types == i).squeeze(1)
-            if pos.numel() == 0:
-                continue
-            local = ids.index_select(0, pos) - self.offsets[i]
+        for i, t, pos, local in split_by_type(ids.to(self.offsets.device), self.offsets, self.ntypes, "TypedEmbedding"):
             if i in self._feature_names:
                 rows = getattr(self, self._feature_names[i]).index_select(0, local)
             else:

@@ -85,7 +85,7 @@ def _safe_cell(cell):
 
 
 _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
-             "type": "etype_data", "mailbox": None}
+             "type": "etype_data"}
 
 
 def _read_signature(g, traced, rel):
@@ -95,9 +95,9 @@ def _read_signature(g, traced, rel):
         if t is None or isinstance(t, BuiltinReduce):
             continue
         for space, key in t.accesses:
-            store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
-            if store is None:
+            if space == "mailbox":  # messages: their signature follows from the message function's
                 continue
+            store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
             try:
                 value = _read(g, store, key, rel)
             except (KeyError, ValueError):
