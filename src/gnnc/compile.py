@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from . import backend as backends
 from .frontend.message_passing import compiling
 from .ir.printer import estimate, format_dfg, to_dot
 from .passes import PIPELINE
@@ -26,21 +27,25 @@ class CompiledModule(nn.Module):
             return self.model(*args, **kwargs)
 
 
-def compile(model: nn.Module, **options) -> CompiledModule:  # noqa: A001 - mirrors torch.compile
+def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModule:  # noqa: A001
     """A module computing the same function as ``model`` with compiled message passing.
 
-    ``options`` switch passes off by name (e.g. ``fuse=False``); plans are
-    cached per UDF, bound module, graph schema, dtypes and device.
+    ``backend``: ``auto`` (numba kernels on CPU when numba is installed,
+    else the torch reference), ``torch`` or ``cpu``. ``options`` switch
+    passes off by name (e.g. ``fuse=False``); plans are cached per UDF,
+    bound module, graph schema, dtypes, device and backend.
     """
+    if backend not in backends.CHOICES:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(backends.CHOICES)}")
     names = {name for name, _ in PIPELINE}
     unknown = set(options) - names
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: "
                         f"{sorted(names)}")
-    return CompiledModule(model, options)
+    return CompiledModule(model, {"backend": backend, **options})
 
 
-def explain(model: nn.Module, *inputs, dot: str | None = None, **options) -> str:
+def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "auto", **options) -> str:
     """Run ``model(*inputs)`` compiled and describe every message-passing call.
 
     For each call: the MP-DFG before and after optimization (one line per
@@ -51,13 +56,13 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, **options) -> str
     import torch
 
     with recording() as plans, torch.no_grad():
-        compile(model, **options)(*inputs)
+        compile(model, backend, **options)(*inputs)
     sections, dots = [], []
     for i, plan in enumerate(plans, 1):
-        sections.append(f"== call {i}: {plan.call}")
         if plan.dfg is None:
-            sections.append(f"   fell back to eager: {plan.fallback}")
+            sections += [f"== call {i}: {plan.call}", f"   fell back to eager: {plan.fallback}"]
             continue
+        sections.append(f"== call {i}: {plan.call} [backend {plan.backend}]")
         before, after = estimate(plan.initial), estimate(plan.dfg)
         sections += ["-- MP-DFG as written (residency, movement, shape, source):", format_dfg(plan.initial),
                      "-- after optimization:", format_dfg(plan.dfg), "-- passes:"]

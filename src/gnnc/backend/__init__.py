@@ -1,1 +1,65 @@
-"""Executable backends: implementations of the gnnc graph-primitive contract."""
+"""Executable backends: implementations of the gnnc graph-primitive contract.
+
+``torch`` (reference, any device) implements every primitive; ``cpu``
+(numba kernels) implements the fused vertex-balanced ones and takes the
+rest from ``torch``. A compiled plan runs its primitives through the
+backend made active by ``using``; ``resolve`` turns the user's choice
+(``auto``, ``torch``, ``cpu``) into a backend for a device.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib
+import importlib.util
+
+# not ``import torch``: the subpackage gnnc.backend.torch would shadow that name here
+from torch import device as Device
+
+CHOICES = ("auto", "torch", "cpu")
+_ACTIVE = contextvars.ContextVar("gnnc_backend", default="torch")
+
+
+def cpu_available() -> bool:
+    """Whether the numba CPU backend can run (numba importable)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def resolve(choice: str, device) -> str:
+    """The backend that runs primitives for ``choice`` on ``device``.
+
+    ``auto`` picks ``cpu`` for CPU tensors when numba is installed, else
+    ``torch``. Asking for ``cpu`` on another device, or without numba, is an
+    error naming the reason.
+    """
+    if choice not in CHOICES:
+        raise ValueError(f"unknown backend {choice!r}; choose one of {', '.join(CHOICES)}")
+    device = Device(device)
+    if choice == "auto":
+        return "cpu" if device.type == "cpu" and cpu_available() else "torch"
+    if choice == "cpu":
+        if device.type != "cpu":
+            raise ValueError(f"backend 'cpu' runs on CPU tensors only; the graph is on {device}")
+        if not cpu_available():
+            raise ImportError("backend 'cpu' needs numba (pip install numba)")
+    return choice
+
+
+@contextlib.contextmanager
+def using(name: str):
+    """Inside the block, ``kernels()`` is backend ``name`` (a resolved name)."""
+    token = _ACTIVE.set(name)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active() -> str:
+    """Name of the backend ``kernels()`` returns now."""
+    return _ACTIVE.get()
+
+
+def kernels():
+    """The active backend's primitive module (``gnnc.backend.torch`` outside ``using``)."""
+    return importlib.import_module(f"gnnc.backend.{_ACTIVE.get()}")

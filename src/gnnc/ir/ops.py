@@ -4,20 +4,15 @@ Every function takes the block's context first. Residency notation: V all
 nodes, Vd the block's destination nodes, E the block's edges (internal
 order), A node types, R relations, S shared. Movement operators change
 residency; the fused operators are what the fusion passes produce. Kernels
-come from ``gnnc.backend.torch``, the reference implementation of the
-primitive contract.
+come from the active backend (``gnnc.backend.kernels()``): the reference
+``gnnc.backend.torch`` unless the executor selected another.
 """
 from __future__ import annotations
 
-import importlib
-
 import torch
 
+from ..backend import kernels as _kernels
 from ..runtime.eager import Buckets
-
-def _kernels():
-    # imported on first use: the backend package imports the IR for its own tests
-    return importlib.import_module("gnnc.backend.torch")
 
 
 # ------------------------------------------------------------- broadcasts

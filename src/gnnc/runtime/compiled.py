@@ -2,7 +2,8 @@
 
 A plan is keyed by the UDFs' code objects, the modules they are bound to
 (and their training flags), the graph schema, the dtypes and trailing shapes
-of the data read, the block (whole graph or relation index) and the device;
+of the data read, the block (whole graph or relation index), the device and
+the backend choice (``auto`` resolves to ``cpu`` on CPU when numba is there);
 it is reused for every graph with that schema. Tracing or inference
 failures fall back to the eager executor for that call with one
 ``FallbackWarning`` naming the operator and UDF line.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import backend
 from ..frontend.trace import TraceFailure, trace_udf, udf_location
 from ..function import BuiltinReduce
 from ..ir.mpdfg import MPDFG, build_apply_edges, build_update_all
@@ -37,6 +39,7 @@ class Plan:
     fallback: str | None = None
     initial: MPDFG | None = None  # the graph as built, before optimization (for explain)
     call: str = ""
+    backend: str = "torch"  # the resolved backend that runs the plan's primitives
 
 
 _CACHE: dict = {}
@@ -158,10 +161,11 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
         annotate(dfg)
         initial = dfg.copy()
-        dfg = optimize(dfg, annotate, **options)
+        dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k != "backend"})
     except InferenceFailure as err:
         return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
-    return Plan(dfg, dfg.module(), None, initial, _describe(kind, udfs, g, rel))
+    return Plan(dfg, dfg.module(), None, initial, _describe(kind, udfs, g, rel),
+                backend.resolve(options.get("backend", "auto"), g.device))
 
 
 def _describe(kind, udfs, g, rel) -> str:
@@ -224,7 +228,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         record.append(plan)
     if plan.module is None:
         return None
-    return plan.module(*bind_inputs(plan.dfg, g, rel, udfs))
+    with backend.using(plan.backend):
+        return plan.module(*bind_inputs(plan.dfg, g, rel, udfs))
 
 
 def plan_for(kind, udfs, g, rel=None, **options) -> Plan:

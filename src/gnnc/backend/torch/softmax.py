@@ -34,6 +34,13 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     per-destination max and denominator besides its inputs; alpha is
     recomputed in backward and the [E, ..., F] messages never exist.
     """
+    logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
+    return _EdgeSoftmaxAggregate.apply(logits, x, src, dst, num_dst, chunk)
+
+
+def check_softmax_aggregate(logits, x, src, dst, num_dst) -> tuple[torch.Tensor, int]:
+    """Validate ``edge_softmax_aggregate``'s arguments (errors name the culprit);
+    returns the logits with the trailing singleton added, and ``num_dst`` as an int."""
     check_float("logits", logits)
     check_float("x", x)
     check_same(x.device, x.dtype, logits=logits)
@@ -44,7 +51,7 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     if logits.dim() == x.dim() - 1:
         logits = logits.unsqueeze(-1)
     broadcast_features("logits", logits.shape[1:], "x", x.shape[1:])
-    return _EdgeSoftmaxAggregate.apply(logits, x, src, dst, num_dst, chunk)
+    return logits, num_dst
 
 
 def _exp_and_stats(logits, dst, num_nodes):

@@ -1,0 +1,16 @@
+"""gnnc primitives as numba kernels on CPU: fused, vertex-balanced, no per-edge tensors.
+
+Implements the ``gnnc.backend.torch`` contract (see its docstring for
+shapes, broadcasting and gradients). ``edge_softmax_aggregate`` runs as a
+numba kernel family (forward and both backward loops, parallel over
+destination or source nodes, float32/float64, compiled on first use and
+cached on disk); the other primitives are taken from the torch backend,
+whose CPU paths (MKL CSR matmuls, grouped matmuls) are already fused.
+Threads follow ``torch.get_num_threads()``.
+"""
+from ..torch import (clear_structure_cache, edge_softmax, gather_segment_matmul, sddmm, segment_matmul,
+                     segment_reduce, spmm)
+from .softmax_aggregate import edge_softmax_aggregate
+
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "segment_matmul",
+           "gather_segment_matmul", "clear_structure_cache"]
