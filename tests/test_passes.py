@@ -7,7 +7,7 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import cse, dce, fuse, lower_aggregation, reorder, split_concat, typed_linear
+from gnnc.passes import cse, dce, fuse, lower_aggregation, reorder, shared_dot, split_concat, typed_linear
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -159,3 +159,33 @@ def test_fuse_postpones_destination_factors_into_a_plain_spmm():
     spmm = next(n for n in fused.graph.nodes if n.target is ops.spmm)
     assert spmm.args[2] is None  # a plain copy-sum: no per-edge weight left
     _check(dfg, fused, inputs)
+
+
+def test_shared_dot_turns_product_and_sum_into_one_matmul():
+    g = _graph()
+    head = A[:, :4]  # [2, 4]: one row per head
+    msg = lambda e: {"a": (e.src["z"] * head).sum(-1, keepdim=True),  # noqa: E731
+                     "b": (A[0, :4] * e.src["x"]).sum(-1),  # broadcast weight, one head
+                     "c": (e.src["z"] * e.data["w"].unsqueeze(-1)).sum(-1)}  # not shared: untouched
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = shared_dot(dfg)
+    dots = [n for n in out.graph.nodes if n.target is ops.shared_dot]
+    assert len(dots) == 2 and [n.args[2] for n in dots] == [True, False]
+    assert sum(1 for n in dce(out).graph.nodes if n.target == "sum") == 1
+    _check(dfg, out, inputs)
+
+
+def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_rows():
+    g = _graph()
+
+    def msg(e):
+        product = e.src["z"] * A[:, :4]
+        return {"p": product, "s": product.sum(-1),
+                "x": (e.src["x"][:, None, :] * A[:, :4]).sum(-1)}  # the weight expands x: [E, 1, 4] -> [E, 2, 4]
+
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = shared_dot(dfg)
+    assert ops.shared_dot not in _targets(out)
+    _check(dfg, out, inputs)

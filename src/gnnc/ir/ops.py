@@ -9,6 +9,8 @@ come from the active backend (``gnnc.backend.kernels()``): the reference
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..backend import kernels as _kernels
@@ -153,6 +155,22 @@ def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
     flat = y.reshape(y.shape[0], heads * k)
     out = etype_gather_matmul(ctx, flat, block, side)
     return out.reshape((out.shape[0],) + tuple(y.shape[1:-1]) + (m,))
+
+
+def shared_dot(x, w, keepdim: bool):
+    """Dense (rows untouched): (x * w).sum(-1) for x [rows, H..., F] and shared w broadcasting to x's features.
+
+    Runs as one matmul of x viewed as [rows, H*F] with the block-diagonal
+    [H*F, H] matrix holding w's rows (built differentiably), instead of an
+    [rows, H, F] product and a strided sum.
+    """
+    feat = tuple(x.shape[1:])
+    heads = math.prod(feat[:-1])
+    rows = w.expand(feat).reshape(heads, feat[-1])
+    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
+    block = (rows.unsqueeze(-1) * eye.unsqueeze(1)).reshape(heads * feat[-1], heads)
+    out = x.reshape(x.shape[0], heads * feat[-1]) @ block
+    return out.view(x.shape[:-1] + ((1,) if keepdim else ()))
 
 
 def u_op_v(ctx, a, b, op: str, b_side: str):

@@ -6,9 +6,10 @@ import operator
 import torch
 import torch.fx as fx
 
+from . import ops
 from .mpdfg import MPDFG
 
-_MATMULS = {torch.matmul, torch.bmm, operator.matmul, torch.nn.functional.linear}
+_MATMULS = {torch.matmul, torch.bmm, operator.matmul, torch.nn.functional.linear, ops.shared_dot}
 
 
 def _label(n: fx.Node) -> str:

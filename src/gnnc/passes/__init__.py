@@ -11,6 +11,7 @@ from .dce import dce
 from .fuse import fuse
 from .lower_aggregation import lower_aggregation
 from .reorder import reorder
+from .shared_dot import shared_dot
 from .split_concat import split_concat
 from .typed_linear import typed_linear
 
@@ -24,6 +25,7 @@ PIPELINE = (
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
+    ("shared_dot", shared_dot),  # last: reorder and fuse match the product and sum it replaces
     ("cse", cse),
 )
 
@@ -45,5 +47,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "cse", "dce", "fuse", "lower_aggregation", "reorder", "split_concat",
+__all__ = ["optimize", "PIPELINE", "cse", "dce", "fuse", "lower_aggregation", "reorder", "shared_dot", "split_concat",
            "typed_linear"]
