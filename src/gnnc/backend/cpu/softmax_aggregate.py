@@ -18,7 +18,7 @@ import torch
 from numba import prange
 from torch.autograd.function import Function, once_differentiable
 
-from ..torch.common import as_heads, head_layout, heads_to_weight, sum_to, weight_as_heads
+from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_softmax_aggregate
 from .interop import as_array, kernel_pair, launch
@@ -45,7 +45,7 @@ def _exponentials(heads_logits, dst, m):
 class _EdgeSoftmaxAggregate(Function):
     @staticmethod
     def forward(ctx, logits, x, src, dst, num_dst):
-        full = tuple(torch.broadcast_shapes(logits.shape[1:], x.shape[1:]))
+        full = broadcast_shape(logits.shape[1:], x.shape[1:])
         k = head_layout(logits.shape[1:], full)
         heads_logits = weight_as_heads(logits, full, k).contiguous()
         heads_x = as_heads(x, full, k).contiguous()

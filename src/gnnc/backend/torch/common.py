@@ -69,11 +69,23 @@ def check_choice(name: str, value: str, choices) -> None:
         raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
 
 
-def broadcast_features(name_a: str, shape_a, name_b: str, shape_b) -> torch.Size:
+def broadcast_shape(shape_a, shape_b) -> tuple[int, ...]:
+    """Right-aligned broadcast of two shapes (``torch.broadcast_shapes``' rule, without its
+    per-call overhead, which dominated primitives on small graphs); ValueError if they do not."""
+    ndim = max(len(shape_a), len(shape_b))
+    out = []
+    for a, b in zip(pad_features(shape_a, ndim), pad_features(shape_b, ndim)):
+        if a != b and a != 1 and b != 1:
+            raise ValueError(f"shapes {tuple(shape_a)} and {tuple(shape_b)} do not broadcast")
+        out.append(b if a == 1 else a)
+    return tuple(out)
+
+
+def broadcast_features(name_a: str, shape_a, name_b: str, shape_b) -> tuple[int, ...]:
     """Right-aligned (DGL-style) broadcast of two feature shapes."""
     try:
-        return torch.broadcast_shapes(tuple(shape_a), tuple(shape_b))
-    except RuntimeError:
+        return broadcast_shape(shape_a, shape_b)
+    except ValueError:
         raise ValueError(f"feature shapes of {name_a} {tuple(shape_a)} and {name_b} {tuple(shape_b)} "
                          "do not broadcast (right-aligned)") from None
 

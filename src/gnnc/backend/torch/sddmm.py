@@ -6,8 +6,8 @@ import math
 import torch
 from torch.autograd.function import Function, once_differentiable
 
-from .common import (BINARY_OPS, as_heads, binary_grad_lhs, binary_grad_rhs, broadcast_features, check_choice,
-                     check_float, check_index, check_same, chunk_rows, lift, sum_to)
+from .common import (BINARY_OPS, as_heads, binary_grad_lhs, binary_grad_rhs, broadcast_features, broadcast_shape,
+                     check_choice, check_float, check_index, check_same, chunk_rows, lift, sum_to)
 from .csr import head_sddmm, head_spmm
 
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
@@ -41,7 +41,7 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
 class _SddmmDot(Function):
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, chunk):
-        full = tuple(torch.broadcast_shapes(a.shape[1:], b.shape[1:]))
+        full = broadcast_shape(a.shape[1:], b.shape[1:])
         k = len(full) - 1
         out = head_sddmm(as_heads(a, full, k), as_heads(b, full, k), a_index, b_index, chunk)
         ctx.save_for_backward(a, a_index, b, b_index)
@@ -68,7 +68,7 @@ class _SddmmDot(Function):
 class _SddmmBinary(Function):
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, op, chunk):
-        full = tuple(torch.broadcast_shapes(a.shape[1:], b.shape[1:]))
+        full = broadcast_shape(a.shape[1:], b.shape[1:])
         num_edges = a_index.numel()
         out = a.new_empty((num_edges,) + full)
         for s, e in chunk_rows(num_edges, math.prod(full), a.device, chunk):

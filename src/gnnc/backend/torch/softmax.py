@@ -6,7 +6,7 @@ import math
 import torch
 from torch.autograd.function import Function, once_differentiable
 
-from .common import (as_heads, broadcast_features, check_count, check_float, check_index, check_same,
+from .common import (as_heads, broadcast_features, broadcast_shape, check_count, check_float, check_index, check_same,
                      head_layout, heads_to_weight, rows_view, sum_to, weight_as_heads)
 from .csr import head_sddmm, head_spmm
 
@@ -90,7 +90,7 @@ class _EdgeSoftmax(Function):
 class _EdgeSoftmaxAggregate(Function):
     @staticmethod
     def forward(ctx, logits, x, src, dst, num_dst, chunk):
-        full = torch.broadcast_shapes(logits.shape[1:], x.shape[1:])
+        full = broadcast_shape(logits.shape[1:], x.shape[1:])
         k = head_layout(logits.shape[1:], full)
         ex, m, s = _exp_and_stats(logits, dst, num_dst)
         alpha = ex.div_(s.index_select(0, dst))

@@ -7,8 +7,8 @@ import torch
 from torch.autograd.function import Function, once_differentiable
 
 from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, binary_grad_rhs, broadcast_features,
-                     check_choice, check_count, check_float, check_index, check_same, chunk_rows, flat_positions,
-                     head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
+                     broadcast_shape, check_choice, check_count, check_float, check_index, check_same, chunk_rows,
+                     flat_positions, head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
 from .csr import head_sddmm, head_spmm
 from .segment import clamped_degrees, needs_arg, scatter_extremum
 
@@ -52,7 +52,7 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
 
 
 def _full_shape(x, w):
-    return tuple(x.shape[1:]) if w is None else tuple(torch.broadcast_shapes(x.shape[1:], w.shape[1:]))
+    return tuple(x.shape[1:]) if w is None else broadcast_shape(x.shape[1:], w.shape[1:])
 
 
 class _SpmmHeads(Function):
