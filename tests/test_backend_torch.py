@@ -461,3 +461,12 @@ def test_errors_name_the_culprit():
         gather_segment_matmul(x, src, [0, 1, 3], torch.randn(3, 3, 2))
     with pytest.raises(TypeError, match="values"):
         segment_reduce(torch.ones(3, dtype=torch.long), dst, 2)
+
+
+def test_cached_index_check_sees_in_place_changes():
+    dst = torch.tensor([0, 1, 1])
+    values = torch.ones(3, 2)
+    segment_reduce(values, dst, 2, "sum")  # checked and remembered
+    dst[2] = 7
+    with pytest.raises(IndexError, match=r"dst has entries in \[0, 7\], outside \[0, 2\)"):
+        segment_reduce(values, dst, 2, "sum")

@@ -51,8 +51,9 @@ Sums over edges (spmm copy/mul, sddmm dot, segment sum/mean, the fused
 softmax aggregation) run as per-head CSR sparse matmuls on CPU and CUDA
 (``csr.SPARSE_DEVICE_TYPES``) when large enough (``csr.SPARSE_MIN_ELEMENTS``)
 and as chunked gather + index_add otherwise; both give the same results up
-to summation order. The CSR sort is cached per index tensor (see ``csr``;
-``clear_structure_cache`` drops it).
+to summation order. The CSR sort and the range check of index arguments are
+cached per index tensor (see ``csr`` and ``common.index_range``;
+``clear_structure_cache`` drops both).
 """
 from .csr import clear_structure_cache
 from .segment import segment_reduce

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections import OrderedDict
 
 import torch
 
@@ -48,9 +49,42 @@ def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device
     if length is not None and index.numel() != length:
         raise ValueError(f"{name} has {index.numel()} entries, expected {length}")
     if index.numel():
-        lo, hi = torch.aminmax(index)
-        if int(lo) < 0 or int(hi) >= bound:
-            raise IndexError(f"{name} has entries in [{int(lo)}, {int(hi)}], outside [0, {bound})")
+        lo, hi = index_range(index)
+        if lo < 0 or hi >= bound:
+            raise IndexError(f"{name} has entries in [{lo}, {hi}], outside [0, {bound})")
+
+
+# identity -> (index, (min, max)); holding the index keeps its storage (and so the key's
+# data pointer) from being reused while the entry exists.
+_ranges: OrderedDict = OrderedDict()
+RANGE_CACHE_SIZE = 32
+
+
+def index_range(index: torch.Tensor) -> tuple[int, int]:
+    """(min, max) of a non-empty index tensor, remembered per tensor identity: a plan passes
+    the same graph index tensors every call, and a device sync per check adds up."""
+    key = tensor_identity(index)
+    if key is not None and key in _ranges:
+        _ranges.move_to_end(key)
+        return _ranges[key][1]
+    lo, hi = (int(v) for v in torch.aminmax(index))
+    if key is not None:
+        _ranges[key] = (index, (lo, hi))
+        while len(_ranges) > RANGE_CACHE_SIZE:
+            _ranges.popitem(last=False)
+    return lo, hi
+
+
+def clear_index_ranges() -> None:
+    _ranges.clear()
+
+
+def tensor_identity(t: torch.Tensor):
+    """A key that changes whenever ``t``'s contents may have changed through torch
+    (data pointer, shape, strides, version counter); None for inference tensors (no version)."""
+    if t.is_inference():
+        return None
+    return (t.device, t.data_ptr(), tuple(t.shape), t.stride(), t._version)
 
 
 def check_count(name: str, n) -> int:

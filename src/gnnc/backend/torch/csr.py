@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .common import chunk_rows
+from .common import chunk_rows, clear_index_ranges, tensor_identity
 
 SPARSE_DEVICE_TYPES = frozenset({"cpu", "cuda"})
 MAX_SPARSE_HEADS = 16
@@ -65,13 +65,14 @@ _cache: OrderedDict = OrderedDict()
 
 
 def clear_structure_cache() -> None:
-    """Drop every cached CSR structure (and the index tensors it pins)."""
+    """Drop every cached CSR structure and index range (and the index tensors they pin)."""
     _cache.clear()
+    clear_index_ranges()
 
 
 def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None = None) -> CsrStructure:
     """CSR of edges ``(rows[e], cols[e])`` (columns = edge ids when ``cols`` is None)."""
-    key = (num_rows, _identity(rows), None if cols is None else _identity(cols))
+    key = (num_rows, tensor_identity(rows), None if cols is None else tensor_identity(cols))
     cacheable = key[1] is not None and (cols is None or key[2] is not None)
     if cacheable and key in _cache:
         _cache.move_to_end(key)
@@ -82,12 +83,6 @@ def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None =
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return structure
-
-
-def _identity(t: torch.Tensor):
-    if t.is_inference():  # no version counter: cannot tell whether it changed
-        return None
-    return (t.device, t.data_ptr(), tuple(t.shape), t.stride(), t._version)
 
 
 def _build(rows, num_rows, cols) -> CsrStructure:
