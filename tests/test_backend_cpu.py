@@ -141,3 +141,18 @@ def test_explain_names_the_backend():
     text = gnnc.explain(GATConv(3, 2, 2).eval(), g, torch.randn(10, 3))
     assert "[backend cpu]" in text
     assert "[backend torch]" in gnnc.explain(GATConv(3, 2, 2).eval(), g, torch.randn(10, 3), backend="torch")
+
+
+def test_concurrent_calls_from_threads():
+    """numba's workqueue pool aborts the process on concurrent launches; the kernels hold the
+    GIL (no ``nogil``), so calls from several threads take turns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    src, dst, n = _edges("multi", 200, 3000, seed=9)
+    logits = torch.randn(src.numel(), 4, dtype=torch.float64)
+    x = torch.randn(n, 4, 8, dtype=torch.float64)
+    want = torch_backend.edge_softmax_aggregate(logits, x, src, dst, n)
+    with mock.patch.object(interop, "PARALLEL_MIN_WORK", 0), ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: cpu_backend.edge_softmax_aggregate(logits, x, src, dst, n), range(16)))
+    for got in results:
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
