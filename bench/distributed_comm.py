@@ -1,6 +1,7 @@
 """Communication and epoch time of RAF vs the vanilla baseline (METIS, random) on the mag replica.
 
     python bench/distributed_comm.py [--scale 0.05] [--nproc 2] [--epochs 1] [--learnable non-target]
+                                     [--cache-fraction F]
 
 Builds ``gnnc.data.synthetic('mag', scale)`` with reverse relations (4 + 3
 relations), partitions it for ``--nproc`` workers three ways (meta for RAF,
@@ -14,7 +15,10 @@ trains its own copy). Bytes come from ``gnnc.distributed.comm``'s counters:
 for each configuration, the bytes all workers send per step (each byte on the
 wire counted once), by stage, per step and per epoch, and the epoch time (the
 slowest worker's training time). Per-epoch bytes compare the same work (every
-training node once); per-step bytes compare one step of each.
+training node once); per-step bytes compare one step of each. With
+``--cache-fraction F`` every worker also runs Heta's feature cache (F times
+the bytes of the rows it stores) and the hit rate and store bytes read per
+epoch, with and without cache, are printed per configuration.
 """
 from __future__ import annotations
 
@@ -41,7 +45,8 @@ CONFIGS = (  # label, mode, partitioning, RAF shared-learnable policy
 def run_config(args, mode: str, method: str, shared: str, parts_dir: Path, facts: dict, report: Path) -> dict:
     wargs = worker_args(parts_dir, mode, "rgcn", args.fanouts, args.batch_size, args.epochs, args.lr, args.hidden,
                         args.seed, args.learnable, facts["num_classes"], facts["target"], args.timeout,
-                        report=report, evaluate=False, compiled=True, shared_learnable=shared)
+                        report=report, evaluate=False, compiled=True, shared_learnable=shared,
+                        cache_fraction=args.cache_fraction)
     start = time.perf_counter()
     done = subprocess.run(torchrun_command(args.nproc, wargs), capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -62,8 +67,15 @@ def summarize(result: dict) -> dict:
     stage_seconds = {s: sum(max(r["seconds"].get(s, 0.0) for r in e["ranks"]) for e in epochs) / len(epochs)
                      for s in STAGES}
     total = sum(per_stage.values())
-    return {"per_stage": per_stage, "per_step": total, "steps": steps, "per_epoch": total * steps,
-            "epoch_seconds": seconds, "stage_seconds": stage_seconds, "loss": epochs[-1]["loss"]}
+    out = {"per_stage": per_stage, "per_step": total, "steps": steps, "per_epoch": total * steps,
+           "epoch_seconds": seconds, "stage_seconds": stage_seconds, "loss": epochs[-1]["loss"]}
+    if "cache" in epochs[0]["ranks"][0]:
+        counts = [c for e in epochs for r in e["ranks"] for c in r["cache"].values()]
+        hits, misses = sum(c["hits"] for c in counts), sum(c["misses"] for c in counts)
+        moved = sum(c["bytes_moved"] for c in counts) / len(epochs)
+        out["cache"] = {"hit_rate": hits / max(hits + misses, 1), "store_bytes": moved,
+                        "store_bytes_without": moved + sum(c["bytes_saved"] for c in counts) / len(epochs)}
+    return out
 
 
 def main(argv=None) -> int:
@@ -78,6 +90,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--learnable", nargs="+", default=["non-target"])
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--cache-fraction", type=float, default=0.0,
+                   help="Heta's feature cache on every worker, this fraction of the bytes of its stored rows")
     p.add_argument("--json", help="also write the summaries here")
     args = p.parse_args(argv)
     rows = []
@@ -106,6 +120,12 @@ def main(argv=None) -> int:
     print(f"{'configuration':<24} " + " ".join(f"{s[:10]:>10}" for s in STAGES))
     for label, s, _ in rows:
         print(f"{label:<24} " + " ".join(f"{s['stage_seconds'][k]:>10.1f}" for k in STAGES))
+    if args.cache_fraction > 0:
+        print(f"feature cache ({args.cache_fraction:g} of each worker's stored bytes), all workers, per epoch:")
+        for label, s, _ in rows:
+            c = s["cache"]
+            print(f"{label:<24} hit rate {c['hit_rate']:6.1%}  store reads {c['store_bytes'] / MiB:8.1f} MiB, "
+                  f"{c['store_bytes_without'] / MiB:8.1f} MiB without cache")
     base = rows[0][1]
     print("vanilla / RAF (exact) bytes: " + ", ".join(
         f"{label}: {s['per_step'] / base['per_step']:.1f}x per step, {s['per_epoch'] / base['per_epoch']:.1f}x per "

@@ -9,8 +9,8 @@ from torch import nn
 import gnnc
 from gnnc.data.sampler import NeighborSampler
 from gnnc.distributed import add_reverse_relations
-from gnnc.distributed.cache import (FeatureCache, Hotness, hottest_first, measure_transfer_cost, miss_penalty,
-                                    modulo_owners, presample_hotness, split_budget)
+from gnnc.distributed.cache import (FeatureCache, Hotness, add_sparse_grad, hottest_first, measure_transfer_cost,
+                                    miss_penalty, modulo_owners, presample_hotness, split_budget)
 from gnnc.minibatch import rgcn
 from gnnc.nn import SparseAdam, TypedEmbedding
 
@@ -286,6 +286,36 @@ def test_bind_takes_over_existing_optimizer_state():
     with pytest.raises(ValueError, match="does not update the table of 'c'"):
         FeatureCache(features, learnable, {"c": [1]}, ntypes=NTYPES).bind_optimizer(
             SparseAdam([nn.Parameter(torch.zeros(3, 2))]))
+
+
+def test_gradients_received_from_elsewhere_update_each_row_where_it_lives():
+    """A worker's own lookups plus gradients other workers send for its rows: identical to the store alone."""
+    features, learnable, _ = hand_built()
+    reference = nn.Parameter(learnable["c"].detach().clone())
+    ref_opt = SparseAdam([reference], lr=0.1)
+    cache = FeatureCache(features, learnable, {"c": torch.arange(0, 100, 2)}, ntypes=NTYPES)
+    opt = SparseAdam([learnable["c"]], lr=0.1)
+    cache.bind_optimizer(opt)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(3):
+        ids, sent = torch.randperm(100, generator=gen)[:30], torch.randperm(100, generator=gen)[:25]
+        target, received = torch.randn(30, 2, generator=gen), torch.randn(25, 2, generator=gen)
+        for table, fetch, accumulate, optimizer in (
+                (reference, lambda i: F.embedding(i, reference, sparse=True),
+                 lambda i, v: add_sparse_grad(reference, i, v), ref_opt),
+                (learnable["c"], lambda i: cache.fetch("c", i), lambda i, v: cache.accumulate_grad("c", i, v), opt)):
+            optimizer.zero_grad()
+            ((fetch(ids) - target) ** 2).sum().backward()
+            accumulate(sent, received)
+            optimizer.step()
+        assert cache.write_back() > 0
+        assert torch.equal(learnable["c"].detach(), reference.detach())
+        for k in ("step", "exp_avg", "exp_avg_sq"):
+            assert torch.equal(opt.state[learnable["c"]][k], ref_opt.state[reference][k])
+    with pytest.raises(ValueError, match="read-only"):
+        cache.accumulate_grad("a", torch.tensor([0]), torch.zeros(1, 4))
+    with pytest.raises(ValueError, match="values of shape"):
+        cache.accumulate_grad("c", torch.tensor([0, 1]), torch.zeros(1, 2))
 
 
 # ----------------------------------------------------------------- ownership

@@ -7,7 +7,6 @@ blocks. Every process has a deadline.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gnnc.data import synthetic
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
 from gnnc.distributed.comm import Comm, GradSync
 from gnnc.distributed.launch import torchrun_command, worker_args
@@ -26,15 +24,12 @@ from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.frontend.message_passing import compiling
 from gnnc.minibatch import STAGES, MinibatchTrainer
 
+from .distributed_fixtures import dataset, free_port  # noqa: F401 - dataset is a fixture
+
 FANOUTS, BATCH, LR, SEED, HIDDEN, CLASSES = [3, 3], 40, 0.01, 0, 8, 349
 MODELS = ("rgcn", "rgat", "hgt")
 DEADLINE_S = 120
 TOL = dict(rtol=1e-6, atol=1e-10)
-
-
-@pytest.fixture(scope="module")
-def dataset():
-    return synthetic("mag", scale=0.001, seed=0, feat_dim=8)
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +42,6 @@ def partition_dirs(dataset, tmp_path_factory):
     dirs["metis2"] = root / "metis2"
     save_partitions(metis_partition(g, 2, 0), dirs["metis2"])
     return dirs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ----------------------------------------------------------- worker side
@@ -406,17 +395,21 @@ def test_a_dead_or_stuck_worker_ends_the_others_with_a_clear_error(partition_dir
 def test_torchrun_launch_trains_and_reports(partition_dirs, tmp_path):
     report = tmp_path / "report.json"
     args = worker_args(partition_dirs["meta2"], "raf", "rgcn", FANOUTS, 128, 1, LR, HIDDEN, SEED, ["non-target"],
-                       CLASSES, "paper", 60, report=report, compiled=True)
+                       CLASSES, "paper", 60, report=report, compiled=True, checkpoint=tmp_path / "checkpoint",
+                       cache_fraction=0.2)
     cmd = torchrun_command(2, args)
     assert cmd[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"] and "--standalone" in cmd
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "epoch 1/1" in done.stdout and "MiB/step" in done.stdout
+    assert "epoch 1/1" in done.stdout and "MiB/step" in done.stdout and "all ranks: cache hit" in done.stdout
     epoch = json.loads(report.read_text())["epochs"][0]
     assert epoch["steps"] == 4 and len(epoch["ranks"]) == 2  # 442 training papers, batches of 128
-    assert 0.0 <= epoch["val_acc"] <= 1.0
+    assert len(epoch["losses"]) == 4 and 0.0 <= epoch["val_acc"] <= 1.0
     for rank in epoch["ranks"]:
         assert rank["sent_per_step"]["forward"] > 0 and rank["sent_per_step"]["sample"] == 0
+        assert sum(c["hits"] for c in rank["cache"].values()) > 0
+    manifest = json.loads((tmp_path / "checkpoint" / "manifest.json").read_text())
+    assert (manifest["method"], manifest["world_size"], manifest["epoch"]) == ("raf", 2, 1)
     several = torchrun_command(2, ["--x"], nnodes=2, node_rank=1, rdzv_endpoint="host:29400")
     assert "--rdzv-endpoint=host:29400" in several and "--node-rank=1" in several

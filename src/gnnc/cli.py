@@ -238,7 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--nnodes", type=int, default=1, help="machines; run the same command on each")
     dist.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
     dist.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous address for several machines")
-    dist.add_argument("--report", metavar="FILE", help="rank 0 writes every worker's per-epoch seconds and bytes as JSON")
+    dist.add_argument("--report", metavar="FILE",
+                      help="rank 0 writes every worker's per-epoch losses, seconds, bytes and cache counts as JSON")
+    dist.add_argument("--cache-fraction", type=float, default=0.0, metavar="F",
+                      help="Heta's feature cache on every worker, F times the bytes of the rows it stores, built "
+                           "from pre-sampling (default 0: no cache); --checkpoint DIR [--resume] work with --dist too")
     train.set_defaults(func=cmd_train)
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")

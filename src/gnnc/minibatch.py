@@ -258,8 +258,7 @@ class MinibatchTrainer:
             "model": self.model.state_dict(), "embedding": self.embedding.state_dict(),
             "dense_opt": self.dense_opt.state_dict(),
             "sparse_opt": None if self.sparse_opt is None else self.sparse_opt.state_dict(),
-            "sampler": self.sampler.state_dict(), "shuffle": self.shuffle.get_state(),
-            "torch_rng": torch.get_rng_state(),
+            **random_state(self.sampler, self.shuffle),
             "history": [asdict(s) for s in self.history], "losses": self.losses,
         }
 
@@ -267,8 +266,7 @@ class MinibatchTrainer:
         if state.get("version") != CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint format version {state.get('version')!r}; this gnnc reads "
                              f"version {CHECKPOINT_VERSION}")
-        diff = [f"{k}: checkpoint {state['config'].get(k)!r}, this run {v!r}"
-                for k, v in self.config.items() if state["config"].get(k) != v]
+        diff = config_differences(state["config"], self.config)
         if diff:
             raise ValueError("checkpoint was written by a different run configuration:\n  " + "\n  ".join(diff))
         self.model.load_state_dict(state["model"])
@@ -276,9 +274,7 @@ class MinibatchTrainer:
         self.dense_opt.load_state_dict(state["dense_opt"])
         if self.sparse_opt is not None:
             self.sparse_opt.load_state_dict(state["sparse_opt"])
-        self.sampler.load_state_dict(state["sampler"])
-        self.shuffle.set_state(state["shuffle"])
-        torch.set_rng_state(state["torch_rng"])
+        load_random_state(state, self.sampler, self.shuffle)
         self.epoch = state["epoch"]
         self.history = [EpochStats(**s) for s in state["history"]]
         self.losses = [list(x) for x in state["losses"]]
@@ -287,17 +283,48 @@ class MinibatchTrainer:
         """Write ``directory/checkpoint.pt`` atomically (temporary file, then rename)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / CHECKPOINT_FILE
-        tmp = directory / (CHECKPOINT_FILE + ".tmp")
-        torch.save(self.state_dict(), tmp)
-        os.replace(tmp, path)
-        return path
+        return atomic_save(self.state_dict(), directory / CHECKPOINT_FILE)
 
     def load(self, directory) -> None:
-        path = Path(directory) / CHECKPOINT_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"resume: no checkpoint at {path}")
-        self.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        self.load_state_dict(read_checkpoint(Path(directory) / CHECKPOINT_FILE))
+
+
+# ------------------------------------------------- checkpoint pieces (shared)
+def atomic_save(obj, path) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically: a temporary file beside it, then a rename.
+
+    A reader sees the previous file or the complete new one, never a partial one.
+    """
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_checkpoint(path) -> dict:
+    """A file written by ``atomic_save``, tensors on the CPU; FileNotFoundError naming ``path``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"resume: no checkpoint at {path}")
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def config_differences(saved: dict, current: dict) -> list[str]:
+    """``"key: checkpoint X, this run Y"`` for every key of ``current`` whose value ``saved`` does not share."""
+    return [f"{k}: checkpoint {saved.get(k)!r}, this run {v!r}" for k, v in current.items() if saved.get(k) != v]
+
+
+def random_state(sampler, shuffle: torch.Generator) -> dict:
+    """The random streams a training run draws from: the sampler's, the shuffling generator and torch's."""
+    return {"sampler": sampler.state_dict(), "shuffle": shuffle.get_state(), "torch_rng": torch.get_rng_state()}
+
+
+def load_random_state(state: dict, sampler, shuffle: torch.Generator) -> None:
+    """Restore what ``random_state`` saved."""
+    sampler.load_state_dict(state["sampler"])
+    shuffle.set_state(state["shuffle"])
+    torch.set_rng_state(state["torch_rng"])
 
 
 class _StageClock:

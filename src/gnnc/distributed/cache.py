@@ -54,9 +54,12 @@ the device) and misses in the store. ``write_back()`` copies the rows updated
 since the last write-back, and their optimizer state, to the store; call it
 after each optimizer step to keep store and cache equal at all times, and at
 the latest before anything reads the store directly (evaluation through
-``TypedEmbedding``, checkpoints). Because ``SparseAdam`` keeps its state per
-row, training through the cache gives exactly the parameters training
-without it gives.
+``TypedEmbedding``, checkpoints). Gradients computed elsewhere (a worker
+receiving them for the rows it owns) join through ``accumulate_grad``, which
+routes each row's to where the row lives. Because ``SparseAdam`` keeps its
+state per row, training through the cache gives exactly the parameters
+training without it gives. The distributed trainers build one cache per
+rank over the rows it stores (``gnnc.distributed.trainer.DistTrainer.build_cache``).
 
 In a trainer::
 
@@ -340,6 +343,12 @@ class CacheStats:
         return out
 
 
+def add_sparse_grad(param: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
+    """``param.grad += `` the sparse rows ``values`` at ``rows`` (coalesced)."""
+    extra = torch.sparse_coo_tensor(rows.unsqueeze(0), values.to(param.device), param.shape, check_invariants=True)
+    param.grad = extra.coalesce() if param.grad is None else (param.grad + extra).coalesce()
+
+
 # ----------------------------------------------------------------------- cache
 class FeatureCache:
     """Rows of read-only features and learnable tables, hottest ones on ``device``.
@@ -582,6 +591,34 @@ class FeatureCache:
         return FetchedRows(ids.numel(), parts)
 
     # ------------------------------------------------------------ training
+    def accumulate_grad(self, ntype: str, ids, values: torch.Tensor) -> None:
+        """Add a gradient computed elsewhere (e.g. received from another worker) for learnable rows
+        ``ids`` of ``ntype`` (local ids, distinct; ``values`` one row each).
+
+        A cached row's part joins the cache table's sparse gradient (and the
+        row is written back at the next ``write_back``), the others' the
+        store's, so the optimizer updates each row where it lives, exactly as
+        it would update the store without a cache.
+        """
+        t = self._check_type(ntype)
+        if t not in self._learnable:
+            raise ValueError(f"FeatureCache.accumulate_grad: {t!r} is read-only; only learnable rows take gradients")
+        ids = torch.as_tensor(ids).to(device=self.device, dtype=torch.int64)
+        if values.shape != (ids.numel(),) + tuple(self._store[t].shape[1:]):
+            raise ValueError(f"FeatureCache.accumulate_grad: {ids.numel()} ids of {t!r} but values of shape "
+                             f"{tuple(values.shape)}")
+        slot = self._slot[t].index_select(0, ids)
+        hit = slot >= 0
+        hit_pos, miss_pos = torch.nonzero(hit).squeeze(1), torch.nonzero(~hit).squeeze(1)
+        if hit_pos.numel():
+            hit_slot = slot.index_select(0, hit_pos)
+            self._dirty[t][hit_slot] = True
+            add_sparse_grad(self._rows[t], hit_slot, values.index_select(0, hit_pos.to(values.device)))
+        if miss_pos.numel():
+            store = self._store[t]
+            add_sparse_grad(store, ids.index_select(0, miss_pos).to(store.device),
+                             values.index_select(0, miss_pos.to(values.device)))
+
     def bind_optimizer(self, optimizer: SparseAdam) -> None:
         """Let ``optimizer`` (which updates the store tables) update the cached learnable rows too.
 

@@ -51,6 +51,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ..nn.embedding import FetchedRows
+from .cache import add_sparse_grad
 
 
 class PeerFailure(RuntimeError):
@@ -167,6 +168,11 @@ class Comm:
             ) from err
 
     # --------------------------------------------------------- collectives
+    def barrier(self) -> None:
+        """Wait until every rank has reached this call (no payload)."""
+        if self.world > 1:
+            self._run("barrier", lambda: dist.barrier(group=self.group))
+
     def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """In-place all-reduce (``op``: 'sum' or 'max') of a contiguous tensor; returns it."""
         ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
@@ -389,6 +395,13 @@ class InputRows(nn.Module):
     ``fetch(ids)`` returns the rows of global ids; remote learnable rows are
     leaves whose gradients ``push_grads()`` (after backward) sends to their
     owners, where they join the table's sparse gradient.
+
+    With a ``FeatureCache`` over this rank's stores (``attach_cache``; its
+    node types are the keys of ``stores()``, its rows the store rows) every
+    read of a stored row, for this rank's batch or to serve another rank,
+    goes through the cache, and gradients received for cached learnable rows
+    join the cache's table; call ``write_back()`` after every optimizer step
+    so the stores stay current. Values and updates are those without cache.
     """
 
     def __init__(self, comm: Comm, ntypes: list, counts: dict, projections: nn.ModuleDict, features: dict,
@@ -407,6 +420,29 @@ class InputRows(nn.Module):
         self._learnable_types = set(learnable)
         self._pending: list = []  # (owner rank, type, leaf rows) of remote learnable rows fetched
         self._served: list = []  # per requesting rank: [(type, local rows)] of learnable rows served
+        self.cache = None
+
+    def stores(self) -> dict:
+        """``{type: rows}`` of the non-empty stores of this rank: read-only features and learnable table weights."""
+        out = dict(self.features)
+        out.update({t: table.weight for t, table in self.tables.items()})
+        return {t: out[t] for t in self.ntypes if t in out and out[t].shape[0] > 0}
+
+    def attach_cache(self, cache) -> None:
+        """Serve reads of stored rows from ``cache`` (a ``FeatureCache`` over ``stores()``)."""
+        unknown = set(cache.ntypes) - set(self.stores())
+        if unknown:
+            raise ValueError(f"InputRows.attach_cache: the cache holds types {sorted(unknown)} that rank "
+                             f"{self.comm.rank} does not store")
+        self.cache = cache
+
+    def _cached(self, t: str) -> bool:
+        return self.cache is not None and t in self.cache.ntypes
+
+    def write_back(self) -> None:
+        """Copy cached learnable rows updated since the last call (and their optimizer state) to the stores."""
+        if self.cache is not None:
+            self.cache.write_back()
 
     def sparse_parameters(self) -> list:
         return [table.weight for table in self.tables.values()]
@@ -426,11 +462,15 @@ class InputRows(nn.Module):
 
     def _local_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
         """Stored rows; a table lookup records the sparse gradient."""
+        if self._cached(t):
+            return self.cache.fetch(t, rows)
         if t in self.tables:
             return self.tables[t](rows)
         return self.features[t].index_select(0, rows)
 
     def _served_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
+        if self._cached(t):
+            return self.cache.fetch(t, rows).detach()
         store = self.tables[t].weight if t in self.tables else self.features[t]
         return store.detach().index_select(0, rows)
 
@@ -513,9 +553,10 @@ class InputRows(nn.Module):
         self._pending, self._served = [], []
 
     def _add_sparse_grad(self, t: str, rows: torch.Tensor, values: torch.Tensor) -> None:
-        weight = self.tables[t].weight
-        extra = torch.sparse_coo_tensor(rows.unsqueeze(0), values, weight.shape, check_invariants=True)
-        weight.grad = extra.coalesce() if weight.grad is None else (weight.grad + extra).coalesce()
+        if self._cached(t):
+            self.cache.accumulate_grad(t, rows, values)
+        else:
+            add_sparse_grad(self.tables[t].weight, rows, values)
 
     def project(self, fetched: FetchedRows) -> torch.Tensor:
         """``[num_nodes, hidden]``: each type's rows through its own linear layer (as TypedEmbedding)."""

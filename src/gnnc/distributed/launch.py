@@ -11,9 +11,18 @@ torchrun, which sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT) joins
 the gloo process group with a bounded timeout, loads the partitions, keeps
 its own part, trains with ``RAFTrainer`` or ``VanillaTrainer`` and prints
 per-epoch lines on rank 0; ``--report FILE`` makes rank 0 write every
-rank's per-epoch seconds and bytes as JSON. A worker that fails (a peer
-died, a timeout, a bad input) prints the error naming its rank and exits
-with status 1 at once, so torchrun stops the others.
+rank's per-epoch losses, seconds and bytes as JSON. A worker that fails (a
+peer died, a timeout, a bad input) prints the error naming its rank and
+exits with status 1 at once, so torchrun stops the others.
+
+``--checkpoint DIR`` writes a checkpoint after every epoch
+(``gnnc.distributed.checkpoint``: a file per rank, the replicated state once,
+a manifest) and ``--resume`` continues from it up to ``--epochs`` epochs in
+all, with the losses of an uninterrupted run; the report then covers the
+epochs before the interruption too. ``--cache-fraction F`` (> 0) gives
+every rank Heta's feature cache over the rows it stores, built from
+pre-sampling after a resume; epoch lines and the report add its hits,
+misses and store bytes (with and without cache) per node type.
 
 Across machines, run the same command on each machine with ``--nnodes M
 --node-rank i --rdzv-endpoint HOST:PORT`` (torchrun's c10d rendezvous on a
@@ -29,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
@@ -62,14 +72,20 @@ def torchrun_command(nproc: int, worker_args: list, nnodes: int = 1, node_rank: 
 def worker_args(partitions, mode: str, model: str, fanouts, batch_size: int, epochs: int, lr: float, hidden: int,
                 seed: int, learnable, num_classes: int, target: str, timeout_s: float, report=None,
                 dtype: str = "float32", evaluate: bool = True, compiled: bool = False,
-                shared_learnable: str = "owner") -> list[str]:
+                shared_learnable: str = "owner", checkpoint=None, resume: bool = False,
+                cache_fraction: float = 0.0) -> list[str]:
     """The worker's command line for these settings (see ``worker_parser``)."""
     args = ["--partitions", str(partitions), "--mode", mode, "--model", model, "--fanouts", *map(str, fanouts),
             "--batch-size", str(batch_size), "--epochs", str(epochs), "--lr", str(lr), "--hidden", str(hidden),
             "--seed", str(seed), "--learnable", *learnable, "--num-classes", str(num_classes), "--target", target,
-            "--timeout", str(timeout_s), "--dtype", dtype, "--shared-learnable", shared_learnable]
+            "--timeout", str(timeout_s), "--dtype", dtype, "--shared-learnable", shared_learnable,
+            "--cache-fraction", str(cache_fraction)]
     if report is not None:
         args += ["--report", str(report)]
+    if checkpoint is not None:
+        args += ["--checkpoint", str(checkpoint)]
+    if resume:
+        args.append("--resume")
     if not evaluate:
         args.append("--no-eval")
     if compiled:
@@ -100,6 +116,10 @@ def worker_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-learnable", choices=["owner", "replicate"], default="owner",
                    help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
                         "or are copied per partition (Heta)")
+    p.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint")
+    p.add_argument("--cache-fraction", type=float, default=0.0, metavar="F",
+                   help="feature cache of F times the bytes of the rows each rank stores (0: no cache)")
     return p
 
 
@@ -118,21 +138,75 @@ def make_trainer(comm, parts, args):
                           target=args.target, **options)
 
 
-def _gather_epoch(comm, stats) -> dict:
-    """This epoch's seconds and bytes per step of every rank (rank order), outside the step records."""
+def _gather_epoch(comm, stats, ntypes: list) -> dict:
+    """This epoch's losses, and every rank's seconds, bytes per step and cache counts (rank order), outside
+    the step records."""
     from ..minibatch import STAGES
+    from .trainer import CACHE_FIELDS
 
     mine = torch.tensor([[stats.seconds.get(s, 0.0) for s in STAGES],
                          [stats.sent_per_step.get(s, 0.0) for s in STAGES],
                          [stats.received_per_step.get(s, 0.0) for s in STAGES]], dtype=torch.float64)
     with comm.meter.outside_steps():
         ranks = comm.all_gather(mine)
-    return {
-        "epoch": stats.epoch, "loss": stats.loss, "train_acc": stats.train_acc, "val_acc": stats.val_acc,
-        "test_acc": stats.test_acc, "steps": stats.steps, "eval_seconds": stats.eval_seconds,
+        if stats.cache is not None:
+            counts = torch.tensor([[stats.cache.get(t, {}).get(k, 0) for k in CACHE_FIELDS] for t in ntypes],
+                                  dtype=torch.float64)
+            caches = [{t: dict(zip(CACHE_FIELDS, map(int, row.tolist()))) for t, row in zip(ntypes, c) if row.any()}
+                      for c in comm.all_gather(counts)]
+    record = {
+        "epoch": stats.epoch, "loss": stats.loss, "losses": stats.losses, "train_acc": stats.train_acc,
+        "val_acc": stats.val_acc, "test_acc": stats.test_acc, "steps": stats.steps,
+        "eval_seconds": stats.eval_seconds,
         "ranks": [{"seconds": dict(zip(STAGES, r[0].tolist())), "sent_per_step": dict(zip(STAGES, r[1].tolist())),
                    "received_per_step": dict(zip(STAGES, r[2].tolist()))} for r in ranks],
     }
+    if stats.cache is not None:
+        for entry, cache in zip(record["ranks"], caches):
+            entry["cache"] = cache
+    return record
+
+
+def cache_line(record: dict) -> str:
+    """The cache counts of an epoch record summed over ranks, and the bytes the ranks fetched from each other."""
+    from .trainer import CACHE_FIELDS, format_cache
+
+    total = {}
+    for rank in record["ranks"]:
+        for t, counts in rank["cache"].items():
+            into = total.setdefault(t, dict.fromkeys(CACHE_FIELDS, 0))
+            for k in CACHE_FIELDS:
+                into[k] += counts[k]
+    fetched = sum(r["received_per_step"]["feature fetch"] for r in record["ranks"]) * record["steps"]
+    return (f"  all ranks: {format_cache(total)}; rows received from other ranks {fetched / 2**20:.2f} MiB "
+            "(a rank caches the rows it stores; it serves the others' requests through its cache)")
+
+
+def run_worker(comm, parts, args):
+    """Train (resuming and checkpointing as ``args`` say) and return the trainer and every epoch's record."""
+    from .checkpoint import load_checkpoint, save_checkpoint
+
+    trainer = make_trainer(comm, parts, args)
+    records = load_checkpoint(trainer, args.checkpoint)["records"] if args.resume else []
+    if comm.rank == 0 and args.resume:
+        print(f"resumed from {args.checkpoint} after epoch {trainer.epoch}", flush=True)
+    if args.cache_fraction > 0:
+        start = time.perf_counter()
+        cache = trainer.build_cache(args.cache_fraction)
+        if comm.rank == 0:
+            rows = ", ".join(f"{t} {plan.rows:,}" for t, plan in cache.plan.items())
+            print(f"rank 0 feature cache: {cache.cache_bytes() / 2**20:.2f} MiB ({rows} rows), built in "
+                  f"{time.perf_counter() - start:.1f}s", flush=True)
+    while trainer.epoch < args.epochs:
+        stats = trainer.run_epoch(evaluate=not args.no_eval)
+        records.append(_gather_epoch(comm, stats, trainer.inputs.ntypes))
+        if comm.rank == 0:
+            print(stats.format(args.epochs), flush=True)
+            if stats.cache is not None:
+                print(cache_line(records[-1]), flush=True)
+        if args.checkpoint:
+            save_checkpoint(trainer, args.checkpoint, extra={"records": records})
+    return trainer, records
 
 
 def _train(args) -> int:
@@ -141,20 +215,16 @@ def _train(args) -> int:
     from .comm import init_from_env
     from .partition_io import load_partitions
 
+    if args.resume and not args.checkpoint:
+        raise ValueError("--resume needs --checkpoint DIR")
     comm = init_from_env(args.timeout)
     parts = load_partitions(args.partitions)
-    trainer = make_trainer(comm, parts, args)
-    epochs = []
-    for _ in range(args.epochs):
-        stats = trainer.run_epoch(evaluate=not args.no_eval)
-        record = _gather_epoch(comm, stats)
-        epochs.append(record)
-        if comm.rank == 0:
-            print(stats.format(args.epochs), flush=True)
+    _, records = run_worker(comm, parts, args)
     if comm.rank == 0 and args.report:
         Path(args.report).write_text(json.dumps({
             "mode": args.mode, "method": parts.method, "world": comm.world, "model": args.model,
-            "fanouts": args.fanouts, "batch_size": args.batch_size, "epochs": epochs}, indent=1))
+            "fanouts": args.fanouts, "batch_size": args.batch_size, "cache_fraction": args.cache_fraction,
+            "epochs": records}, indent=1))
     dist.destroy_process_group()
     return 0
 
@@ -197,8 +267,10 @@ def run_cli(args) -> int:
     from ..data import get_info
     from .partition_io import load_partitions
 
-    if args.checkpoint or args.resume:
-        raise SystemExit("gnnc train --dist: --checkpoint / --resume are not supported in distributed runs")
+    if args.resume and not args.checkpoint:
+        raise SystemExit("gnnc train --dist: --resume needs --checkpoint DIR")
+    if args.cache_fraction < 0:
+        raise SystemExit(f"gnnc train --dist: --cache-fraction must be non-negative, got {args.cache_fraction}")
     dataset, model = args.dataset or "mag", args.model or "rgcn"
     if model not in ("rgcn", "rgat", "hgt"):
         raise SystemExit(f"gnnc train --dist: --model must be rgcn, rgat or hgt, got {model!r}")
@@ -216,7 +288,8 @@ def run_cli(args) -> int:
                                        len(args.fanouts), directory)
         wargs = worker_args(directory, args.mode, model, args.fanouts, args.batch_size, epochs, args.lr, args.hidden,
                             args.seed, args.learnable, facts["num_classes"], facts["target"], args.dist_timeout,
-                            args.report, compiled=args.compile, shared_learnable=args.shared_learnable)
+                            args.report, compiled=args.compile, shared_learnable=args.shared_learnable,
+                            checkpoint=args.checkpoint, resume=args.resume, cache_fraction=args.cache_fraction)
         cmd = torchrun_command(args.nproc, wargs, args.nnodes, args.node_rank, args.rdzv_endpoint)
         print("gnnc: " + shlex.join(cmd), flush=True)
         return subprocess.call(cmd)

@@ -47,16 +47,20 @@ edge id)``: the draw does not depend on anything else being sampled, so
 partitions sampling their own relations reproduce the single-process blocks
 of a ``KeyedSampler`` on the whole graph.
 
-``RAFTrainer`` runs it. ``KeyedSampler``, ``DistTrainer`` (optimizers,
-updates, the epoch loop) and the module set-up helpers are shared with the
-vanilla baseline (``gnnc.distributed.vanilla``).
+**Checkpoints.** All ranks hold the whole model, but a relation
+parameter's rows that only one rank aggregates (e.g. each root relation's
+last-layer weight) are updated on that rank alone; they are that rank's to
+save, with the learnable rows it stores (``DistTrainer.rank_state``).
+
+``RAFTrainer`` runs it. ``KeyedSampler`` and the module set-up helpers are
+shared with the vanilla baseline (``gnnc.distributed.vanilla``), and so is
+``gnnc.distributed.trainer.DistTrainer`` (the epoch loop, optimizers,
+feature cache and checkpoint state).
 """
 from __future__ import annotations
 
-import contextlib
-import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -64,15 +68,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.sampler import NeighborSampler
-from ..frontend.message_passing import compiling
 from ..graph import Graph, heterograph
-from ..minibatch import MODEL_BUILDERS, STAGES
+from ..minibatch import MODEL_BUILDERS
 from ..models import HGTConv, RGATConv, RGCNConv
 from ..models.common import bias_and_activation
 from ..models.norm import relation_in_degree_norm
-from ..nn import SparseAdam, TypedEmbedding
+from ..nn import TypedEmbedding
 from .comm import Comm, GradSync, InputRows
 from .meta_partition import MetaTree
+from .trainer import DistTrainer, run_config
 
 _MASK64 = (1 << 64) - 1
 
@@ -134,6 +138,13 @@ class KeyedSampler(NeighborSampler):
             if parent_eids is not None:
                 user = torch.as_tensor(parent_eids[rel], dtype=torch.int64, device=g.device).index_select(0, user)
             self._parent_eid.append(user)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.step = int(state["step"])
 
     def sample(self, seeds):
         self._layer = len(self.fanouts)
@@ -505,103 +516,6 @@ def meta_inputs(comm: Comm, parts, plan: RAFPlan, initial: TypedEmbedding, learn
 
 
 # ====================================================================== training
-@dataclass
-class DistEpochStats:
-    """One epoch of one rank: mean loss, accuracies, seconds per stage, mean bytes per step by stage."""
-
-    epoch: int
-    loss: float
-    train_acc: float
-    steps: int
-    seconds: dict = field(default_factory=dict)
-    sent_per_step: dict = field(default_factory=dict)
-    received_per_step: dict = field(default_factory=dict)
-    val_acc: float = float("nan")
-    test_acc: float = float("nan")
-    eval_seconds: float = 0.0
-
-    @property
-    def train_seconds(self) -> float:
-        return sum(self.seconds.values())
-
-    @property
-    def bytes_per_step(self) -> float:
-        """Bytes sent plus received by this rank per training step."""
-        return sum(self.sent_per_step.values()) + sum(self.received_per_step.values())
-
-    def format(self, epochs: int) -> str:
-        stages = "  ".join(f"{s} {self.seconds.get(s, 0.0):.2f}s" for s in STAGES)
-        return (f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
-                f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  | "
-                f"train {self.train_seconds:.2f}s  | {self.bytes_per_step / 2**20:.2f} MiB/step sent+received")
-
-
-class DistTrainer:
-    """What RAF and the vanilla baseline share: optimizers, updates and the epoch loop.
-
-    Subclasses set ``comm``, ``model``, ``inputs``, ``grad_sync``,
-    ``compiled`` and the optimizers, and provide ``train_step(seeds) ->
-    (loss, correct, count)``, ``epoch_batches()`` and ``evaluate(split)``.
-    """
-
-    epoch = 0
-
-    def message_passing(self):
-        """Context for the model's message passing: ``gnnc.compile``'s compiler, or eager."""
-        return compiling({}) if self.compiled else contextlib.nullcontext()
-
-    def _sample_and_fetch(self, sampler, seeds: torch.Tensor):
-        """Blocks for ``seeds`` and their fetched input rows, timed as the sample and feature-fetch stages."""
-        meter = self.comm.meter
-        with meter.stage("sample"):
-            blocks = sampler.sample(seeds)
-        with meter.stage("feature fetch"):
-            fetched = self.inputs.fetch(blocks[0].src_ids)
-        return blocks, fetched
-
-    def _optimizers(self, lr: float, embed_lr: float | None) -> None:
-        self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.inputs.dense_parameters(), lr=lr)
-        tables = self.inputs.sparse_parameters()
-        self.sparse_opt = SparseAdam(tables, lr=lr if embed_lr is None else embed_lr) if tables else None
-
-    def _zero_grad(self) -> None:
-        self.dense_opt.zero_grad()
-        for p in self.inputs.sparse_parameters():
-            p.grad = None
-
-    def _update(self) -> None:
-        """Sum dense gradients over ranks and step Adam; send row gradients to owners and step SparseAdam."""
-        meter = self.comm.meter
-        with meter.stage("dense update"):
-            self.grad_sync()
-            self.dense_opt.step()
-        with meter.stage("embedding update"):
-            self.inputs.push_grads()
-            if self.sparse_opt is not None:
-                self.sparse_opt.step()
-
-    def run_epoch(self, evaluate: bool = True) -> DistEpochStats:
-        """One pass over this epoch's batches, then (optionally) validation and test accuracy."""
-        meter = self.comm.meter
-        first = len(meter.steps)
-        losses, correct, seen = [], 0, 0
-        self.model.train()
-        for seeds in self.epoch_batches():
-            loss, hits, count = self.train_step(seeds)
-            losses.append(loss)
-            correct, seen = correct + hits, seen + count
-        summary = meter.summary(first)
-        self.epoch += 1
-        stats = DistEpochStats(self.epoch, sum(losses) / max(len(losses), 1), correct / max(seen, 1),
-                               len(losses), summary["seconds"], summary["sent_per_step"],
-                               summary["received_per_step"])
-        if evaluate:
-            start = time.perf_counter()
-            stats.val_acc, stats.test_acc = self.evaluate("val"), self.evaluate("test")
-            stats.eval_seconds = time.perf_counter() - start
-        return stats
-
-
 class RAFTrainer(DistTrainer):
     """Relation-Aggregation-First training of rank ``comm.rank`` on meta partitions; see the module docstring.
 
@@ -613,6 +527,8 @@ class RAFTrainer(DistTrainer):
     training targets per epoch.
     """
 
+    method = "raf"
+
     def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
                  num_classes: int, hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
                  learnable="non-target", dtype: torch.dtype = torch.float32, compiled: bool = False,
@@ -623,17 +539,21 @@ class RAFTrainer(DistTrainer):
         if len(fanouts) != plan.num_layers:
             raise ValueError(f"RAF: {len(fanouts)} fanouts (layers) but the metatree has depth {plan.num_layers}; "
                              f"partition with --depth {len(fanouts)}")
-        self.comm, self.batch_size, self.seed, self.compiled = comm, batch_size, seed, compiled
         part = parts.parts[comm.rank]
-        self.target = plan.target
         graph, eids = schema_graph(parts.schema, part)
+        widths = feature_widths(parts)
+        learnable = resolve_learnable(graph.ntypes, plan.target, widths, learnable)
+        super().__init__(comm, seed, run_config(
+            parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
+            num_classes=num_classes, hidden=hidden, embed_dim=embed_dim, learnable=learnable, dtype=dtype,
+            shared_learnable=shared_learnable))
+        self.batch_size, self.compiled = batch_size, compiled
+        self.target = plan.target
         self.target_id = graph.ntype_id(self.target)
         replica, replicas = plan.shares[comm.rank]
         roots = plan.roots[comm.rank]
         self.sampler = PartitionSampler(graph, fanouts, self.target, roots, replica, replicas, seed, eids)
         self.eval_sampler = PartitionSampler(graph, fanouts, self.target, roots, replica, replicas, seed + 1, eids)
-        widths = feature_widths(parts)
-        learnable = resolve_learnable(graph.ntypes, self.target, widths, learnable)
         initial, self.model = initial_modules(graph, model, hidden, num_classes, len(fanouts), widths, learnable,
                                               embed_dim, seed, dtype)
         self.inputs = meta_inputs(comm, parts, plan, initial, learnable, shared_learnable)
@@ -644,7 +564,6 @@ class RAFTrainer(DistTrainer):
         self.grad_sync = GradSync(comm, list(self.model.parameters()) + self.inputs.dense_parameters(),
                                   self._synced_rows())
         self.shuffle = torch.Generator().manual_seed(seed)
-        self.step_count = 0
 
     def _relation_params(self):
         """(layer index, name, parameter) for every relation-indexed parameter of the model."""
@@ -668,9 +587,23 @@ class RAFTrainer(DistTrainer):
             out[names[id(p)]] = torch.tensor(rows, dtype=torch.int64)
         return out
 
-    def epoch_batches(self):
+    def _split_rows(self) -> list:
+        """Relation parameters: rows of relations several ranks aggregate are alike on every rank; rows of
+        the relations only this rank aggregates are its own."""
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        out = []
+        for i, _, p in self._relation_params():
+            shared = self.plan.shared_relation_ids(i)
+            used, alike = self.plan.relations_used(self.comm.rank, i), set(shared.tolist())
+            own = [r for r, rel in enumerate(self.plan.relations) if rel in used and r not in alike]
+            out.append((names[id(p)], p, shared, torch.tensor(own, dtype=torch.int64)))
+        return out
+
+    def epoch_batches(self, generator: torch.Generator | None = None):
+        """All training targets in batches, shuffled by ``generator`` (default: the run's); the same on every rank."""
         train = self.split_ids["train"]
-        return train.index_select(0, torch.randperm(train.numel(), generator=self.shuffle)).split(self.batch_size)
+        order = torch.randperm(train.numel(), generator=self.shuffle if generator is None else generator)
+        return train.index_select(0, order).split(self.batch_size)
 
     def _logits(self, sampler, seeds: torch.Tensor) -> torch.Tensor:
         blocks, fetched = self._sample_and_fetch(sampler, seeds)

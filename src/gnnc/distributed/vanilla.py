@@ -30,7 +30,8 @@ from torch import nn
 from ..data.sampler import NeighborSampler
 from ..graph import heterograph
 from .comm import Comm, GradSync, InputRows
-from .raf import DistTrainer, KeyedSampler, feature_widths, initial_modules, resolve_learnable, schema_graph
+from .raf import KeyedSampler, feature_widths, initial_modules, resolve_learnable, schema_graph
+from .trainer import DistTrainer, run_config
 
 
 class OwnerSampler:
@@ -60,6 +61,13 @@ class OwnerSampler:
         self.owner = torch.cat([parts.owner(t) for t in self.ntypes])
         self.local = KeyedSampler(part.graph, fanouts, target, seed, part.edge_ids)
         self.step = 0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "local": self.local.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step = int(state["step"])
+        self.local.load_state_dict(state["local"])
 
     def sample(self, seeds) -> list:
         seeds = torch.as_tensor(seeds, dtype=torch.int64)
@@ -157,7 +165,11 @@ class VanillaTrainer(DistTrainer):
     Options as ``RAFTrainer``. Each epoch every rank shuffles its share of
     the training targets and splits it into ``ceil(largest share /
     batch_size)`` batches, so all ranks take the same number of steps.
+    The model is replicated whole; each rank's own state is its learnable
+    rows, its share's shuffling and its sampler.
     """
+
+    method = "vanilla"
 
     def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
                  num_classes: int, target: str, hidden: int = 64, embed_dim: int | None = None,
@@ -167,12 +179,16 @@ class VanillaTrainer(DistTrainer):
             raise ValueError(f"the vanilla baseline needs edge-cut partitions (metis / random), got {parts.method!r}")
         if parts.num_parts != comm.world:
             raise ValueError(f"vanilla: {parts.num_parts} partitions for {comm.world} ranks; give one part per rank")
-        self.comm, self.batch_size, self.target, self.compiled = comm, batch_size, target, compiled
-        self.sampler = OwnerSampler(comm, parts, fanouts, target, seed)
-        self.eval_sampler = OwnerSampler(comm, parts, fanouts, target, seed + 1)
         graph = schema_graph(parts.schema)
         widths = feature_widths(parts)
         learnable = resolve_learnable(graph.ntypes, target, widths, learnable)
+        super().__init__(comm, seed, run_config(
+            parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
+            num_classes=num_classes, target=target, hidden=hidden, embed_dim=embed_dim, learnable=learnable,
+            dtype=dtype))
+        self.batch_size, self.target, self.compiled = batch_size, target, compiled
+        self.sampler = OwnerSampler(comm, parts, fanouts, target, seed)
+        self.eval_sampler = OwnerSampler(comm, parts, fanouts, target, seed + 1)
         initial, self.model = initial_modules(graph, model, hidden, num_classes, len(fanouts), widths, learnable,
                                               embed_dim, seed, dtype)
         self.inputs = edge_cut_inputs(comm, parts, initial, learnable)
@@ -190,12 +206,13 @@ class VanillaTrainer(DistTrainer):
             self.split_ids[split] = shares[comm.rank]
             self.num_batches[split] = max(1, -(-shares[0].numel() // batch_size))  # shares[0] is a largest
         self.shuffle = torch.Generator().manual_seed(seed * 7919 + comm.rank)
-        self.step_count = 0
 
-    def epoch_batches(self):
+    def epoch_batches(self, generator: torch.Generator | None = None):
+        """This rank's share of the training targets in ``num_batches['train']`` batches, shuffled by
+        ``generator`` (default: the run's)."""
         train = self.split_ids["train"]
-        order = train.index_select(0, torch.randperm(train.numel(), generator=self.shuffle))
-        return order.tensor_split(self.num_batches["train"])
+        order = torch.randperm(train.numel(), generator=self.shuffle if generator is None else generator)
+        return train.index_select(0, order).tensor_split(self.num_batches["train"])
 
     def _logits(self, sampler, seeds: torch.Tensor):
         blocks, fetched = self._sample_and_fetch(sampler, seeds)
