@@ -12,7 +12,7 @@ from tests.graphs import random_heterograph, random_homograph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import equivalence, floor, runner  # noqa: E402 - bench/ is not a package
+from harness import datasets, equivalence, floor, profiling, runner, worker  # noqa: E402 - bench/ is no package
 from harness.case import Case, Prepared  # noqa: E402
 from harness.datasets import BenchData  # noqa: E402
 from harness.models import MODELS  # noqa: E402
@@ -59,31 +59,141 @@ def test_error_ratio_judges_small_entries_against_the_tensor_scale():
     assert equivalence.error_ratio(torch.tensor([100.0]), expected) == float("inf")
 
 
-def test_a_differs_pairing_is_marked_and_not_checked(monkeypatch):
+def test_a_differs_pairing_is_marked_and_not_checked(monkeypatch, tmp_path):
     pairing = Pairing("SomeConv", lambda case: None, "note", differs="softmax per relation")
     monkeypatch.setitem(SYSTEMS, "other", System("other", "", lambda case: None, pairing=lambda m: pairing))
     settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "other"])
-    verdicts, _ = runner.gate(settings, "gcn", "pubmed", ["eager", "other"])
+    g = runner.gate(settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", ["eager", "other"])
+    assert g.oracle_file is None  # nothing to check: no oracle run
     for mode in settings.modes:
-        assert verdicts[mode] == {"other": {"status": "DIFFERS", "detail": "softmax per relation"}}
+        assert g.verdicts[mode] == {"other": {"status": "DIFFERS", "detail": "softmax per relation"}}
 
 
-def test_runner_appends_a_json_row_with_its_fields(tmp_path):
-    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager"], modes=["inference"],
+def test_runner_appends_json_rows_checked_after_timing_and_writes_profiles(tmp_path):
+    pytest.importorskip("torch_geometric")
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], modes=["training"],
                                quick=True, warmup=1, runs=2, min_runs=2, budget_s=1.0, timeout_s=60.0,
-                               data_root=str(tmp_path), scale=0.005, threads=1, command="test")
+                               data_root=str(tmp_path), scale=0.005, threads=1, command="test",
+                               profile_dir=str(tmp_path / "profiles"), profile_calls=2)
     runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None)
     record = json.loads((tmp_path / "results.json").read_text())["runs"][-1]
-    assert {"cpu", "cores", "torch", "gnnc", "git_commit"} <= set(record["machine"])
+    assert {"cpu", "cores", "torch", "gnnc", "numba", "git_commit"} <= set(record["machine"])
     assert record["rates"]["copy_bytes_per_s"] > 0 and record["rates"]["matmul_flops_per_s"] > 0
-    (row,) = record["rows"]
-    assert row["status"] == "ok", row
-    assert (row["model"], row["dataset"], row["mode"], row["system"]) == ("gcn", "pubmed", "inference", "eager")
-    assert len(row["times_ms"]) == 2 and row["time_ms"] == pytest.approx(sum(row["times_ms"]) / 2)
-    assert row["peak_mib"] >= 0 and row["nodes"] == 99 and row["edges"] == 443
-    w = floor.work("gcn", "inference", floor.Shape(**row["shape"]))
-    assert (row["work_flops"], row["work_bytes"]) == (w.flops, w.bytes)
-    assert row["x_floor"] == pytest.approx(row["time_ms"] / row["floor_ms"])
+    eager, pyg = record["rows"]
+    for row in (eager, pyg):
+        assert row["status"] == "ok", row
+        assert len(row["times_ms"]) == 2 and row["time_ms"] == pytest.approx(sum(row["times_ms"]) / 2)
+        assert row["peak_mib"] >= 0 and row["nodes"] == 99 and row["edges"] == 443
+    assert (eager["model"], eager["dataset"], eager["mode"], eager["system"]) == ("gcn", "pubmed", "training",
+                                                                                  "eager")
+    assert "check" not in eager  # the oracle itself
+    # Checked in its timing subprocess after two SGD steps: passes only on the restored parameters.
+    assert pyg["check"]["status"] == "ok" and pyg["check"]["checked_at"] == "run size", pyg["check"]
+    assert pyg["check"]["grad_err"] <= 1
+    w = floor.work("gcn", "training", floor.Shape(**eager["shape"]))
+    assert (eager["work_flops"], eager["work_bytes"]) == (w.flops, w.bytes)
+    assert eager["x_floor"] == pytest.approx(eager["time_ms"] / eager["floor_ms"])
+    text = (tmp_path / "profiles" / "gcn-pubmed-training.txt").read_text()
+    assert text.index("== eager: median") < text.index("== pyg: median")
+    assert "2 profiled calls" in text and "aten::mm" in text
+
+
+def _fake_subprocesses(monkeypatch, answers: dict) -> list:
+    """``runner.run_in_subprocess`` answering ``answers[task name](cfg)``; returns the calls' (task, cfg)."""
+    calls = []
+
+    def fake(task, cfg, timeout_s, mem_cap_bytes=None):
+        calls.append((task.__name__, cfg))
+        return answers[task.__name__](cfg)
+    monkeypatch.setattr(runner, "run_in_subprocess", fake)
+    return calls
+
+
+def test_a_failed_check_after_timing_drops_the_times(monkeypatch, tmp_path):
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], quick=True)
+    mismatch = {"status": "MISMATCH", "output_err": 3.0, "detail": "outputs differ"}
+    _fake_subprocesses(monkeypatch, {
+        "build_dataset": lambda cfg: {"status": "ok"},
+        "time_config": lambda cfg: {"status": "ok", "time_ms": 1.0, "times_ms": [1.0], "peak_mib": 2.0,
+                                    "check": dict(mismatch)}})
+    row = runner._timed(settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", "inference", "pyg",
+                        oracle_file="oracle.pt")
+    assert row["status"] == "MISMATCH" and row["check"] == {**mismatch, "checked_at": "run size"}
+    assert not set(runner.UNTIMED_FIELDS) & set(row)
+
+
+def test_each_dataset_is_built_once_per_run_and_handed_to_every_task(monkeypatch, tmp_path):
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager"], quick=True)
+    calls = _fake_subprocesses(monkeypatch, {"build_dataset": lambda cfg: {"status": "ok"}})
+    scratch = runner.Scratch(settings, tmp_path)
+    first = scratch.task("gcn", "pubmed", True)
+    assert scratch.task("gat", "pubmed", True)["data_file"] == first["data_file"] == calls[0][1]["path"]
+    assert scratch.task("gcn", "pubmed", False)["data_file"] != first["data_file"]  # full size: its own file
+    assert [task for task, _ in calls] == ["build_dataset", "build_dataset"]
+
+
+def test_a_dataset_that_cannot_be_built_once_is_left_to_each_task(monkeypatch, tmp_path):
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager"], quick=True)
+    _fake_subprocesses(monkeypatch, {"build_dataset": lambda cfg: {"status": "OOM", "error": "big"}})
+    assert runner.Scratch(settings, tmp_path).task("gcn", "pubmed", True)["data_file"] is None
+
+
+def test_a_saved_dataset_loads_back_equal(tmp_path):
+    g = random_homograph(12, 30, seed=3)
+    data = BenchData("tiny", g, torch.randn(12, 4), "test")
+    datasets.save(data, tmp_path / "d.pt")
+    back = datasets.load_saved(tmp_path / "d.pt")
+    assert back.name == "tiny" and back.size == "test" and torch.equal(back.x, data.x)
+    assert all(torch.equal(a, b) for a, b in zip(back.graph.find_edges(), g.find_edges()))
+    torch.save({"not": "data"}, tmp_path / "other.pt")
+    with pytest.raises(TypeError, match="not a saved benchmark dataset"):
+        datasets.load_saved(tmp_path / "other.pt")
+
+
+def _quick_full_gate(monkeypatch, tmp_path, oracle_status: dict, check: dict):
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], quick=False)
+    calls = _fake_subprocesses(monkeypatch, {
+        "build_dataset": lambda cfg: {"status": "ok"},
+        "oracle_config": lambda cfg: {"status": oracle_status[cfg["size_quick"]], "error": "x"},
+        "check_config": lambda cfg: check})
+    return runner.gate(settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", ["eager", "pyg"]), calls
+
+
+def test_when_the_oracle_cannot_run_at_full_size_systems_are_checked_at_quick_size(monkeypatch, tmp_path):
+    ok = {"status": "ok", "output_err": 0.1, "detail": ""}
+    g, calls = _quick_full_gate(monkeypatch, tmp_path, {False: "TIMEOUT", True: "ok"},
+                                {"status": "ok", "verdicts": {"inference": ok, "training": ok}})
+    assert g.oracle_file is None  # nothing left to check after timing
+    assert g.verdicts["training"]["pyg"] == {**ok, "checked_at": "quick size"}
+    (check_cfg,) = [cfg for task, cfg in calls if task == "check_config"]
+    assert check_cfg["size_quick"] and check_cfg["system"] == "pyg"
+
+
+def test_without_any_oracle_the_systems_are_unchecked(monkeypatch, tmp_path):
+    g, _ = _quick_full_gate(monkeypatch, tmp_path, {False: "OOM", True: "TIMEOUT"}, {})
+    assert g.verdicts["inference"]["pyg"]["status"] == "UNCHECKED"
+    assert "oracle could not run: TIMEOUT" in g.verdicts["inference"]["pyg"]["detail"]
+
+
+def test_the_check_after_timing_catches_a_wrong_system_and_passes_a_right_one(monkeypatch, tmp_path):
+    """In-process: oracle saved, then each system timed (training: SGD steps) and checked."""
+    def scaled(factor):
+        def prepare(case):
+            p = SYSTEMS["eager"].prepare(case)
+            return Prepared(p.module, lambda x: p.call(x) * factor, p.view)
+        return System("scaled", "", prepare)
+    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager"], quick=True, warmup=1,
+                               runs=3, min_runs=3, data_root=str(tmp_path), scale=0.005, threads=1)
+    oracle = str(tmp_path / "oracle.pt")
+    worker.oracle_config(runner.task_config(settings, "gcn", "pubmed", True, modes=list(worker.MODES),
+                                            oracle_file=oracle))
+    for factor, status in ((1.0, "ok"), (1.001, "MISMATCH")):
+        monkeypatch.setitem(SYSTEMS, "scaled", scaled(factor))
+        for mode in worker.MODES:
+            cfg = runner.task_config(settings, "gcn", "pubmed", True, system="scaled", mode=mode,
+                                     oracle_file=oracle)
+            result = worker.time_config(cfg)
+            assert result["status"] == "ok" and result["check"]["status"] == status, (factor, mode, result)
 
 
 def test_a_configuration_past_its_timeout_is_recorded_not_raised():
@@ -131,3 +241,83 @@ def test_gnnc_bench_parses_its_options_and_explains_a_missing_bench_folder(monke
     args = parse(["bench", "--quick", "--models", "gcn"])
     with pytest.raises(SystemExit, match="not installed with the package"):
         args.func(args)
+
+
+def test_a_profile_counts_operators_per_call_and_adds_up_to_its_wall_time():
+    a = torch.randn(64, 64)
+    p = profiling.profile_calls(lambda: (a @ a) @ a, calls=2, rows=5)
+    assert p["calls"] == 2 and 0 < p["operator_ms"] <= p["wall_ms"]
+    assert {name: count for name, _, count in p["operators"]}["aten::mm"] == 2.0  # two products per call
+    text = profiling.format_section("compiled", 1.5, {"status": "ok", **p})
+    assert text.startswith("== compiled: median 1.5 ms timed; 2 profiled calls")
+    outside = next(line for line in text.splitlines() if "outside any recorded operator" in line)
+    assert float(outside.split()[0]) == pytest.approx(p["wall_ms"] - p["operator_ms"], abs=1e-3)
+    with pytest.raises(ValueError, match="at least 1"):
+        profiling.profile_calls(lambda: None, calls=0)
+
+
+def test_profile_files_hold_one_section_per_system_of_a_row(tmp_path):
+    files = profiling.ProfileFiles(tmp_path / "profiles")
+    row = {"model": "gmm", "dataset": "cora", "mode": "inference"}
+    ok = {"status": "ok", "calls": 3, "wall_ms": 2.0, "operator_ms": 1.5, "operators": [["aten::mm", 1.0, 1.0]]}
+    files.add({**row, "system": "compiled", "time_ms": 2.5}, ok)
+    path = files.add({**row, "system": "pyg", "time_ms": 1.0}, {"status": "OOM", "error": "MemoryError"})
+    assert path == tmp_path / "profiles" / "gmm-cora-inference.txt"
+    text = path.read_text()
+    assert text.startswith("# gmm on cora, inference")
+    assert text.index("== compiled: median 2.5 ms") < text.index("== pyg: median 1 ms timed; no profile: OOM")
+    assert "1.000   50.0%         1.0  aten::mm" in text
+
+
+def test_bench_profile_options_reach_the_settings():
+    from harness import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    settings = cli.settings_from(parser.parse_args(["--quick", "--profile", "--profile-calls", "2"]), "test")
+    assert settings.profile_dir.endswith("profiles") and settings.profile_calls == 2
+    assert cli.settings_from(parser.parse_args(["--quick"]), "test").profile_dir is None
+    settings.profile_calls = 0
+    with pytest.raises(SystemExit, match="--profile-calls must be at least 1"):
+        runner.validate(settings)
+
+
+def _doubling(grad_scale=lambda: 1.0) -> Prepared:
+    """``2 x``, whose input gradient is scaled by ``grad_scale()`` (outputs unchanged)."""
+    module = torch.nn.Identity()
+    return Prepared(module, lambda x: 2 * x + (grad_scale() - 1) * 2 * (x - x.detach()), lambda out: out)
+
+
+def test_a_gradient_only_mismatch_is_rechecked_at_other_jitter_points():
+    x = torch.randn(10, 4)
+    calls = []
+
+    def wrong_on_the_first_call():  # as a near-tie at the first jitter point would be
+        calls.append(1)
+        return 1.5 if len(calls) == 1 else 1.0
+    near_tie_once = _doubling(wrong_on_the_first_call)
+    first = equivalence.check(_doubling(), near_tie_once, x, seed=0, gradients=True)
+    assert equivalence.only_gradients_differ(first)
+    verdict = equivalence.recheck(_doubling(), near_tie_once, x, 0, first)
+    assert verdict["status"] == "ok" and verdict["jitter_seed"] == equivalence.RETRY_SEED_STEP
+    assert "at seed 0 input gradients" in verdict["detail"]
+
+    always_wrong = _doubling(lambda: 1.5)
+    first = equivalence.check(_doubling(), always_wrong, x, seed=0, gradients=True)
+    verdict = equivalence.recheck(_doubling(), always_wrong, x, 0, first)
+    assert verdict["status"] == "MISMATCH" and "also at 2 further jitter points" in verdict["detail"]
+
+    wrong_outputs = Prepared(torch.nn.Identity(), lambda x: 3 * x, lambda out: out)
+    first = equivalence.check(_doubling(), wrong_outputs, x, seed=0, gradients=True)
+    assert equivalence.recheck(_doubling(), wrong_outputs, x, 0, first) is first  # no retry: outputs differ
+
+
+def test_the_table_says_when_gradients_agreed_only_at_another_jitter_point():
+    from harness import report
+
+    check = {"status": "ok", "output_err": 0.1, "grad_err": 0.2, "jitter_seed": 1000, "checked_at": "run size",
+             "detail": "agreed at jitter seed 1000; at seed 0 input gradients 225x tol"}
+    row = {"model": "edgeconv", "dataset": "pubmed", "mode": "training", "system": "compiled", "status": "ok",
+           "time_ms": 1.0, "peak_mib": 1.0, "check": check}
+    (line,) = report.mode_table([row], "training")[2:]
+    assert line.endswith("| ok, err 0.2 of tol (agreed at jitter seed 1000; at seed 0 input gradients 225x tol) |")

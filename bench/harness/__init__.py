@@ -9,8 +9,9 @@ Modules, one job each:
   floor        bytes and FLOPs every configuration must move and run, and the floor time
   procfs       resident memory and its high-water mark from /proc, the memory cap
   machine      machine description and its measured copy bandwidth and matmul rate
-  worker       what runs inside one configuration's subprocess
-  runner       the plan, one subprocess per configuration, timeouts, OOM, JSON
+  worker       what runs inside one subprocess: dataset build, oracle, check, timing, profile
+  runner       the plan, the scratch folder, one subprocess per configuration, timeouts, OOM, JSON
+  profiling    --profile: torch.profiler's top operators per system, one file per table row
   report       the Markdown table;  plots  the bar charts
   cli          the command line shared by ``bench/run.py`` and ``gnnc bench``
 """

@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import plots, procfs, report, runner
+from . import plots, procfs, profiling, report, runner
 from .datasets import DATASETS, default_data_root
 from .models import MODELS
 from .systems import SYSTEMS
@@ -14,7 +14,7 @@ from .worker import MODES
 
 BENCH = Path(__file__).resolve().parents[1]
 PRESETS = {  # quick: small replicas, a few minutes on 2 cores; full: the sizes
-    "quick": {"warmup": 1, "runs": 5, "min_runs": 3, "budget_s": 3.0, "timeout_s": 60.0},
+    "quick": {"warmup": 1, "runs": 5, "min_runs": 3, "budget_s": 0.5, "timeout_s": 60.0},
     "full": {"warmup": 2, "runs": 10, "min_runs": 3, "budget_s": 60.0, "timeout_s": 600.0},
 }
 DEFAULT_MEM_FRACTION = 0.7  # of MemAvailable at the start of the run
@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="inference and/or training (default both)")
     p.add_argument("--out", type=Path, help="results folder (default bench/results/quick or bench/results/full)")
     p.add_argument("--runs", type=int, help="timed runs per configuration, at most (quick 5, full 10; "
-                                            "at least 3, more only while within 3 s (quick) or 60 s)")
+                                            "at least 3, more only while within 0.5 s (quick) or 60 s)")
     p.add_argument("--warmup", type=int, help="untimed warm-up calls (quick 1, full 2)")
     p.add_argument("--timeout", type=float, help="seconds per configuration before it is TIMEOUT "
                                                  "(quick 60, full 600)")
@@ -45,7 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, help="torch threads per configuration (default all cores); "
                                                "1 keeps timings sane on a machine shared with other jobs")
     p.add_argument("--profile", action="store_true",
-                   help="after timing, profile one more step of each configuration into <out>/profiles/")
+                   help="after timing, profile a few more calls of each configuration: top operators by self "
+                        "CPU time, one file per model, dataset and mode in <out>/profiles/")
+    p.add_argument("--profile-calls", type=int, default=profiling.DEFAULT_CALLS, metavar="N",
+                   help=f"calls profiled per configuration with --profile (default {profiling.DEFAULT_CALLS})")
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -64,6 +67,7 @@ def settings_from(args: argparse.Namespace, command: str) -> runner.Settings:
                            data_root=str(args.data_dir or default_data_root()), scale=args.scale,
                            threads=args.threads, command=command,
                            profile_dir=str(out_dir(args) / "profiles") if args.profile else None,
+                           profile_calls=args.profile_calls,
                            **{**preset, **{k: v for k, v in overrides.items() if v is not None}})
 
 

@@ -90,6 +90,19 @@ def load(name: str, quick: bool, seed: int, root: Path, scale: float | None = No
     return BenchData(name, ds.graph, ds.graph.ndata["feat"], f"scale {s:g}")
 
 
+def save(data: BenchData, path: Path) -> None:
+    """Write ``data`` (graph, features, size) for ``load_saved``: a run builds each dataset once."""
+    torch.save(data, path)
+
+
+def load_saved(path: Path) -> BenchData:
+    """The ``BenchData`` that ``save`` wrote (a pickle this harness made itself, hence not weights-only)."""
+    data = torch.load(path, weights_only=False)
+    if not isinstance(data, BenchData):
+        raise TypeError(f"{path} holds a {type(data).__name__}, not a saved benchmark dataset")
+    return data
+
+
 def fb15k_quick_graph(kg: gdata.KGDataset) -> Graph:
     """The ``FB15K_QUICK_SPLIT`` triples whose two entities are among the ``FB15K_QUICK_ENTITIES`` of
     highest degree in that split (ties by entity id), with inverse relations; entities renumbered,

@@ -57,9 +57,15 @@ def machine_info() -> dict:
                       "torch_sparse": pyg_typing.WITH_TORCH_SPARSE}
     except ImportError:
         pyg, extensions = None, {}
+    try:
+        import numba  # gnnc.compile's CPU kernels when present
+        numba_version = numba.__version__
+    except ImportError:
+        numba_version = None
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__, "gnnc": gnnc.__version__,
-            "torch_geometric": pyg, "pyg_extensions": extensions, "git_commit": git_commit(),
+            "torch_geometric": pyg, "pyg_extensions": extensions, "numba": numba_version,
+            "git_commit": git_commit(),
             "platform": platform.platform()}
 
 

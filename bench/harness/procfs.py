@@ -5,6 +5,8 @@ import ctypes
 import ctypes.util
 import resource
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+
 
 def status_kib(field: str) -> int:
     """A ``kB`` field of ``/proc/self/status`` (VmRSS, VmHWM, VmSize, ...)."""
@@ -23,10 +25,30 @@ def reset_peak() -> None:
 
 def trim_heap() -> None:
     """Give freed heap pages back to the OS, so setup leftovers cannot hide the timed region's growth."""
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc else None
     if trim is not None:
         trim(0)
+
+
+def _libc():
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def fix_mmap_threshold(threshold_bytes: int = 128 * 1024) -> None:
+    """Serve every allocation above ``threshold_bytes`` by its own mmap from now on (glibc; no-op elsewhere).
+
+    glibc raises its mmap threshold after large frees, so later large tensors
+    come from the heap. Under torch.profiler the profiler's small records are
+    interleaved with them there, the heap fragments, and a profiled PyG
+    HGTConv training step grew to 10 GB resident (85 MB peak when timed).
+    With the threshold fixed, large tensors are mapped and unmapped one by one.
+    """
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None) if libc else None
+    if mallopt is not None:
+        mallopt(M_MMAP_THRESHOLD, threshold_bytes)
 
 
 def cap_memory(extra_bytes: int) -> None:

@@ -33,6 +33,8 @@ def _check_cell(row: dict) -> str:
         return f"differs: {check['detail']}"
     if check["status"] == "ok":
         at = " (at quick size)" if check.get("checked_at") == "quick size" else ""
+        if "jitter_seed" in check:  # gradients agreed only at a further jitter point: say why
+            at += f" ({check['detail']})"
         return f"ok, err {max(check['output_err'], check.get('grad_err', 0.0)):.2g} of tol{at}"
     return f"{check['status']}: {check.get('detail') or check.get('error', '')}"
 
@@ -81,7 +83,8 @@ def markdown(record: dict) -> str:
     out = [f"# gnnc benchmark ({record['preset']})", "",
            f"`{record['settings']['command']}` — started {record['started']}", "",
            f"Machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; torch {m['torch']}, "
-           f"gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, commit {commit}. "
+           f"gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, numba {m.get('numba') or 'absent'}, "
+           f"commit {commit}. "
            f"Measured copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
            f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.", "",
            "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
@@ -89,7 +92,8 @@ def markdown(record: dict) -> str:
            "first call; *x floor* is time over the floor (bench/README.md); *check* is the gate's verdict "
            "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
            "configurations are in bold: OOM (over the memory cap), TIMEOUT, MISMATCH (failed the gate, "
-           "never timed), UNCHECKED (the gate could not run, never timed), ERROR.", "", "## Datasets", "", *dataset_table(rows)]
+           "times not reported), UNCHECKED (the gate could not run, never timed), ERROR.", "",
+           "## Datasets", "", *dataset_table(rows)]
     for mode in record["settings"]["modes"]:
         out += ["", f"## {MODE_TITLES[mode]}", "", *mode_table(rows, mode)]
     if record["pairings"]:

@@ -1,13 +1,18 @@
 """A benchmark run: the plan, one fresh subprocess per configuration, and the JSON results file.
 
-Every (model, dataset) pair is first gated: one subprocess checks each
-non-eager system against the eager oracle. Then every (mode, system)
-configuration is timed in its own subprocess, forked from a forkserver that
-has imported torch, torch_geometric and gnnc but run nothing, so each
-configuration starts from the same clean state and its peak memory is its
-own. A configuration that runs past the timeout is killed and recorded as
-TIMEOUT; one that exceeds the memory cap (or is killed by the kernel) as
-OOM; a mismatching or unverifiable system is recorded and never timed.
+Every dataset is built once per run, in its own subprocess, and saved to a
+scratch folder that the configurations load it from. Every (model, dataset)
+pair is first gated: one subprocess runs the eager oracle and saves its
+outputs (and input gradients). Then every (mode, system) configuration is
+timed in its own subprocess, forked from a forkserver that has imported
+torch, torch_geometric, gnnc and the compiler's lazily imported modules but
+run nothing, so each configuration starts from the same clean state and its
+peak memory is its own; after its timed calls the same subprocess checks
+the system against the oracle, on the parameters it started with. A
+configuration that runs past the timeout is killed and recorded as TIMEOUT;
+one that exceeds the memory cap (or is killed by the kernel) as OOM; a
+mismatching or unverifiable system is recorded and its times are never
+reported.
 """
 from __future__ import annotations
 
@@ -17,18 +22,23 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from . import floor, machine, worker
+from . import floor, machine, profiling, worker
 from .datasets import DATASETS, missing_files
 from .models import MODELS, datasets_for
 from .systems import REFERENCE, SYSTEMS
 
-FORKSERVER_PRELOAD = ["torch", "torch_geometric", "gnnc", "harness.worker"]
+# Imported once by the forkserver, never in a configuration's time. torch.export._trace is what torch.fx
+# imports on gnnc.compile's first trace (about 0.2 s); gnnc.backend.cpu imports numba (skipped without it).
+FORKSERVER_PRELOAD = ["torch", "torch_geometric", "gnnc", "harness.worker", "torch.export._trace",
+                      "gnnc.backend.cpu"]
 TIMED = ("ok", "DIFFERS")  # gate verdicts that let a system be timed
+PROFILE_EXTRA_BYTES, PROFILE_PEAK_FACTOR = 4 * 2**30, 4  # a profile may add 4 GiB (records) + 4x the peak
 
 
 @dataclass
@@ -50,7 +60,8 @@ class Settings:
     data_root: str = ""
     scale: float | None = None
     threads: int | None = None  # torch threads per configuration (None: torch's default, all cores)
-    profile_dir: str | None = None  # where to write one profiled step per timed configuration
+    profile_dir: str | None = None  # where --profile writes operator tables (None: no profiling)
+    profile_calls: int = profiling.DEFAULT_CALLS  # calls profiled per configuration, after the timed ones
     command: str = ""
 
 
@@ -95,6 +106,8 @@ def validate(s: Settings) -> None:
         why = SYSTEMS[name].available()
         if why:
             raise SystemExit(f"gnnc bench: system {name!r} cannot run here: {why}")
+    if s.profile_calls < 1:
+        raise SystemExit(f"gnnc bench: --profile-calls must be at least 1, got {s.profile_calls}")
     for name in s.datasets:
         missing = missing_files(name, Path(s.data_root))
         if missing:
@@ -102,39 +115,73 @@ def validate(s: Settings) -> None:
                              f"to the folder holding planetoid/ and kg/, or leave {name} out of --datasets")
 
 
-def task_config(s: Settings, model: str, dataset: str, **extra) -> dict:
-    """The dict a worker task reads (``worker.check_config`` / ``worker.time_config``)."""
+def task_config(s: Settings, model: str | None, dataset: str, size_quick: bool, **extra) -> dict:
+    """The dict a worker task reads; ``size_quick``: the task's data is at the quick size."""
     return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": s.scale,
-            "quick": s.quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs, "min_runs": s.min_runs,
-            "budget_s": s.budget_s, "profile": s.profile_dir is not None, **extra}
+            "size_quick": size_quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs,
+            "min_runs": s.min_runs, "budget_s": s.budget_s, "profile_calls": s.profile_calls,
+            "profile_rows": profiling.DEFAULT_ROWS, **extra}
 
 
-def _check(s: Settings, model: str, dataset: str, systems: list[str], gradients: bool) -> tuple[dict, dict]:
-    """One gate stage: ``({system: verdict}, graph description)``.
+class Scratch:
+    """A run's scratch folder: each dataset built once and saved, and each pair's eager oracle.
 
-    When the check cannot run at full size (OOM, TIMEOUT) it is retried on the
-    quick size, whose schema is the same; if it still cannot run, the systems
-    are UNCHECKED.
+    A dataset is built in its own subprocess the first time a task needs it;
+    if that fails, the tasks build it themselves (and fail or not on their
+    own), so the cache can only save time, never change a result.
     """
-    res = {}
-    for check_quick in ([False, True] if not s.quick else [True]):
-        cfg = task_config(s, model, dataset, systems=systems, check_quick=check_quick, gradients=gradients)
-        res = run_in_subprocess(worker.check_config, cfg, s.timeout_s, s.mem_cap_bytes)
-        if res["status"] == "ok":
-            at = "quick size" if check_quick and not s.quick else "run size"
-            verdicts = {name: {**v, "checked_at": at} for name, v in res.pop("verdicts").items()}
-            described = {k: v for k, v in res.items() if k != "status"} if at == "run size" else {}
-            return verdicts, described
-    detail = f"the check could not run: {res['status']}: {res.get('error', '')}"
-    return {name: {"status": "UNCHECKED", "detail": detail} for name in systems}, {}
+
+    def __init__(self, s: Settings, folder: Path):
+        self.s, self.folder = s, Path(folder)
+        self.data_files: dict[tuple[str, bool], str | None] = {}
+
+    def data_file(self, dataset: str, size_quick: bool) -> str | None:
+        key = (dataset, size_quick)
+        if key not in self.data_files:
+            path = self.folder / f"data-{dataset}-{'quick' if size_quick else 'full'}.pt"
+            cfg = task_config(self.s, None, dataset, size_quick, path=str(path))
+            res = run_in_subprocess(worker.build_dataset, cfg, self.s.timeout_s, self.s.mem_cap_bytes)
+            self.data_files[key] = str(path) if res["status"] == "ok" else None
+        return self.data_files[key]
+
+    def task(self, model: str, dataset: str, size_quick: bool, **extra) -> dict:
+        """``task_config`` with the saved dataset of that size."""
+        return task_config(self.s, model, dataset, size_quick, data_file=self.data_file(dataset, size_quick),
+                           **extra)
+
+    def oracle_file(self, model: str, dataset: str, size_quick: bool) -> str:
+        return str(self.folder / f"oracle-{model}-{dataset}-{'quick' if size_quick else 'full'}.pt")
 
 
-def gate(s: Settings, model: str, dataset: str, systems: list[str]) -> tuple[dict, dict]:
-    """``({mode: {system: verdict}}, graph description)`` for the non-eager ``systems`` of one pair.
+@dataclass
+class Gate:
+    """What the gate decided for one (model, dataset) before timing.
 
-    Inference rows need equal outputs; training rows also equal input
-    gradients (a second, costlier stage, run only for systems that passed
-    the first). A PyG pairing marked 'differs' is not checked (DIFFERS).
+    ``verdicts[mode][system]``: verdicts known before timing (DIFFERS; the
+    quick-size check; UNCHECKED when no oracle could run). Systems without
+    one are checked in their timing subprocess against ``oracle_file``.
+    """
+
+    verdicts: dict
+    oracle_file: str | None = None
+    described: dict = field(default_factory=dict)
+
+
+def _oracle(s: Settings, scratch: Scratch, model: str, dataset: str, size_quick: bool) -> tuple[dict, str]:
+    path = scratch.oracle_file(model, dataset, size_quick)
+    cfg = scratch.task(model, dataset, size_quick, modes=s.modes, oracle_file=path)
+    return run_in_subprocess(worker.oracle_config, cfg, s.timeout_s, s.mem_cap_bytes), path
+
+
+def gate(s: Settings, scratch: Scratch, model: str, dataset: str, systems: list[str]) -> Gate:
+    """The eager oracle of one pair for the non-eager ``systems``, computed once in its own subprocess.
+
+    Each system is then checked in its own timing subprocess, right after
+    its timed calls, on the parameters it started with. When the oracle
+    cannot run at full size (OOM, TIMEOUT) it is computed at the quick size,
+    whose schema is the same, and each system is checked there, one
+    subprocess each, before any timing; if it still cannot run, the systems
+    are UNCHECKED. A PyG pairing marked 'differs' is not checked (DIFFERS).
     """
     verdicts = {mode: {} for mode in s.modes}
     to_check = []
@@ -147,17 +194,27 @@ def gate(s: Settings, model: str, dataset: str, systems: list[str]) -> tuple[dic
                 verdicts[mode][name] = {"status": "DIFFERS", "detail": pairing.differs}
         else:
             to_check.append(name)
-    failed, described = {}, {}
+    if not to_check:
+        return Gate(verdicts)
+    res, path = _oracle(s, scratch, model, dataset, s.quick)
+    if res["status"] == "ok":
+        return Gate(verdicts, path, {k: v for k, v in res.items() if k != "status"})
+    if not s.quick:
+        res, path = _oracle(s, scratch, model, dataset, True)
+        if res["status"] == "ok":
+            for name in to_check:
+                cfg = scratch.task(model, dataset, True, system=name, modes=s.modes, oracle_file=path)
+                found = run_in_subprocess(worker.check_config, cfg, s.timeout_s, s.mem_cap_bytes)
+                for mode in s.modes:
+                    verdict = found["verdicts"][mode] if found["status"] == "ok" else \
+                        {"status": "UNCHECKED", "detail": f"the check could not run: {found['status']}: "
+                                                          f"{found.get('error', '')}"}
+                    verdicts[mode][name] = {**verdict, "checked_at": "quick size"}
+            return Gate(verdicts)
+    detail = f"the eager oracle could not run: {res['status']}: {res.get('error', '')}"
     for mode in s.modes:
-        verdicts[mode].update(failed)
-        pending = [name for name in to_check if name not in failed]
-        if not pending:
-            continue
-        found, here = _check(s, model, dataset, pending, gradients=mode == "training")
-        described = described or here
-        verdicts[mode].update(found)
-        failed.update({name: v for name, v in found.items() if v["status"] != "ok"})
-    return verdicts, described
+        verdicts[mode].update({name: {"status": "UNCHECKED", "detail": detail} for name in to_check})
+    return Gate(verdicts)
 
 
 def _floor_fields(model: str, mode: str, shape: dict | None, rates: dict, time_ms: float | None) -> dict:
@@ -169,15 +226,6 @@ def _floor_fields(model: str, mode: str, shape: dict | None, rates: dict, time_m
     if time_ms is not None:
         out["x_floor"] = time_ms / floor_ms
     return out
-
-
-def _write_profile(s: Settings, row: dict) -> None:
-    """Move a timed row's profile table into ``<profile_dir>/<model>-<dataset>-<mode>-<system>.txt``."""
-    table = row.pop("profile", None)
-    if table is not None:
-        folder = Path(s.profile_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{row['model']}-{row['dataset']}-{row['mode']}-{row['system']}.txt").write_text(table)
 
 
 def plan(s: Settings) -> list[tuple[str, str, list[str]]]:
@@ -226,19 +274,63 @@ def pairings(pairs) -> list[dict]:
     return list(out.values())
 
 
-def _row(s: Settings, model: str, dataset: str, mode: str, system: str, verdict: dict | None,
-         described: dict, rates: dict) -> dict:
+UNTIMED_FIELDS = ("time_ms", "times_ms", "peak_mib")  # dropped when the check after the timed calls fails
+
+
+def _timed(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str,
+           oracle_file: str | None) -> dict:
+    """One configuration timed in its own subprocess (and checked there when ``oracle_file`` is given).
+
+    A failed check turns the row into that failure: its times are dropped,
+    never reported.
+    """
+    cfg = scratch.task(model, dataset, s.quick, system=system, mode=mode, oracle_file=oracle_file)
+    row = run_in_subprocess(worker.time_config, cfg, s.timeout_s, s.mem_cap_bytes)
+    verdict = row.get("check")
+    if verdict is not None:
+        verdict["checked_at"] = "run size"
+        if verdict["status"] != "ok":
+            for key in UNTIMED_FIELDS:
+                row.pop(key, None)
+            row["status"] = verdict["status"]
+    return row
+
+
+def _profile(s: Settings, scratch: Scratch, row: dict) -> dict:
+    """``worker.profile_config`` of a timed row, in a subprocess of its own.
+
+    The profiled calls get a few times the row's peak memory. The profiler's
+    records can fragment the heap until a step with many large temporaries
+    (PyG's HGTConv backward) grows without bound; such a profile (OOM) is
+    taken again with every large allocation mmapped, which bounds its memory
+    but makes memory-touching operators dearer (the file says so).
+    """
+    extra = PROFILE_EXTRA_BYTES + PROFILE_PEAK_FACTOR * int(row["peak_mib"] * 2**20)
+    res = {}
+    for fixed_mmap in (False, True):
+        cfg = scratch.task(row["model"], row["dataset"], s.quick, system=row["system"], mode=row["mode"],
+                           fixed_mmap=fixed_mmap, profile_extra_bytes=extra)
+        res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.mem_cap_bytes)
+        if res["status"] != "OOM":
+            break
+    return res
+
+
+def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str, g: Gate,
+         rates: dict, profiles: profiling.ProfileFiles | None) -> dict:
     """One configuration's row: timed in its own subprocess unless the gate stopped it."""
     row = {"model": model, "dataset": dataset, "mode": mode, "system": system}
-    if verdict is not None:
-        row["check"] = verdict
-    if verdict is None or verdict["status"] in TIMED:
-        cfg = task_config(s, model, dataset, system=system, mode=mode)
-        row.update(run_in_subprocess(worker.time_config, cfg, s.timeout_s, s.mem_cap_bytes))
-        _write_profile(s, row)
+    verdict = g.verdicts[mode].get(system)
+    if verdict is not None and verdict["status"] not in TIMED:
+        row.update(status=verdict["status"], check=verdict, **g.described)
     else:
-        row.update(status=verdict["status"], **described)
-    shape = row.get("shape") or described.get("shape")
+        checked_here = verdict is None and system != REFERENCE
+        if verdict is not None:
+            row["check"] = verdict
+        row.update(_timed(s, scratch, model, dataset, mode, system, g.oracle_file if checked_here else None))
+        if row["status"] == "ok" and profiles is not None:
+            profiles.add(row, _profile(s, scratch, row))
+    shape = row.get("shape") or g.described.get("shape")
     row.update(_floor_fields(model, mode, shape, rates, row.get("time_ms")))
     return row
 
@@ -257,13 +349,16 @@ def run(s: Settings, results: ResultsFile, log=print) -> dict:
               "preset": "quick" if s.quick else "full", "settings": asdict(s),
               "machine": machine.machine_info(), "rates": rates, "pairings": pairings(pairs), "rows": []}
     results.append(record)
-    for model, dataset, systems in pairs:
-        verdicts, described = gate(s, model, dataset, systems)
-        for mode in s.modes:
-            for name in systems:
-                row = _row(s, model, dataset, mode, name, verdicts[mode].get(name), described, rates)
-                record["rows"].append(row)
-                results.save()
-                shown = f"{row['time_ms']:.2f} ms" if row["status"] == "ok" else row["status"]
-                log(f"[{len(record['rows'])}/{total}] {model} {dataset} {mode} {name}: {shown}")
+    profiles = profiling.ProfileFiles(Path(s.profile_dir)) if s.profile_dir else None
+    with tempfile.TemporaryDirectory(prefix="gnnc-bench-") as folder:
+        scratch = Scratch(s, Path(folder))
+        for model, dataset, systems in pairs:
+            g = gate(s, scratch, model, dataset, systems)
+            for mode in s.modes:
+                for name in systems:
+                    row = _row(s, scratch, model, dataset, mode, name, g, rates, profiles)
+                    record["rows"].append(row)
+                    results.save()
+                    shown = f"{row['time_ms']:.2f} ms" if row["status"] == "ok" else row["status"]
+                    log(f"[{len(record['rows'])}/{total}] {model} {dataset} {mode} {name}: {shown}")
     return record

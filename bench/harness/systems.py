@@ -3,7 +3,8 @@
 A system turns a ``Case`` (the eager reference layer on its graph) into a
 ``Prepared`` runnable. ``eager`` is also the oracle every other system is
 checked against; ``compiled`` is the same layer through ``gnnc.compile``
-(the torch-primitive backend). Adding a system is one ``register`` call.
+(its default backend: numba kernels on CPU when numba is installed, else
+torch primitives), ``compiled-torch`` through the torch-primitive backend. Adding a system is one ``register`` call.
 """
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def _pyg_system(name: str, table: dict[str, Pairing], description: str) -> Syste
 
 register(System(REFERENCE, "gnnc eager UDF executor (the semantic oracle)",
                 lambda case: prepared_like_eager(case.eager, case)))
-register(System("compiled", "gnnc.compile(layer), torch-primitive backend",
+register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU if installed)",
                 lambda case: prepared_like_eager(gnnc.compile(case.eager), case)))
+register(System("compiled-torch", "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
+                lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case)))
 register(_pyg_system("pyg", PYG, "PyG built-in layer"))
 register(_pyg_system("pyg-fast", PYG_FAST, "PyG's alternative built-in (FastRGCNConv)"))

@@ -1,4 +1,5 @@
-"""What runs inside one configuration's subprocess: the equivalence check or the timing.
+"""What runs inside one subprocess: building a dataset, the eager oracle, a check, one configuration's
+timing, or its profile.
 
 ``child_main`` is the subprocess entry: it caps the process's memory, runs
 the task and sends back its dict; an allocation failure anywhere becomes
@@ -8,6 +9,7 @@ dicts (see ``runner.task_config``).
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import statistics
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from . import datasets, equivalence, floor, procfs
+from . import datasets, equivalence, floor, procfs, profiling
 from .case import Case
 from .models import MODELS
 from .systems import REFERENCE, SYSTEMS
@@ -28,23 +30,46 @@ SGD_LR = 1e-3
 
 def child_main(task, arg, mem_cap_bytes: int | None, conn) -> None:
     """Run ``task(arg)`` under the memory cap; send its dict, or ``{"status": OOM | ERROR, "error": ...}``."""
+    # The forkserver's imports are never garbage: keep every later gc.collect from walking them.
+    gc.freeze()
     try:
         if mem_cap_bytes is not None:
             procfs.cap_memory(mem_cap_bytes)
         result = task(arg)
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
-        status = "OOM" if procfs.is_out_of_memory(exc) else "ERROR"
-        where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-        result = {"status": status, "error": f"{type(exc).__name__}: {exc}"[:400] + at}
+        result = failure(exc)
     conn.send(result)
     conn.close()
 
 
-def _case(cfg: dict, quick: bool) -> Case:
+def failure(exc: BaseException, context: str = "") -> dict:
+    """``{"status": "OOM" | "ERROR", "error": ...}`` for ``exc``, naming where it was raised."""
+    status = "OOM" if procfs.is_out_of_memory(exc) else "ERROR"
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
+    return {"status": status, "error": f"{context}{type(exc).__name__}: {exc}"[:400] + at}
+
+
+def build_dataset(cfg: dict) -> dict:
+    """Build dataset ``cfg["dataset"]`` at the size ``cfg["size_quick"]`` says and save it to ``cfg["path"]``."""
+    _threads(cfg)
+    data = datasets.load(cfg["dataset"], cfg["size_quick"], cfg["seed"], Path(cfg["data_root"]), cfg["scale"])
+    datasets.save(data, Path(cfg["path"]))
+    return {"status": "ok"}
+
+
+def _threads(cfg: dict) -> None:
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
-    data = datasets.load(cfg["dataset"], quick, cfg["seed"], Path(cfg["data_root"]), cfg["scale"])
+
+
+def _case(cfg: dict) -> Case:
+    """The case of ``cfg``: its dataset read from ``cfg["data_file"]`` when the run saved it, else built here."""
+    _threads(cfg)
+    if cfg.get("data_file"):
+        data = datasets.load_saved(Path(cfg["data_file"]))
+    else:
+        data = datasets.load(cfg["dataset"], cfg["size_quick"], cfg["seed"], Path(cfg["data_root"]), cfg["scale"])
     return Case.build(MODELS[cfg["model"]], data, cfg["seed"])
 
 
@@ -56,25 +81,42 @@ def _describe(case: Case) -> dict:
             "shape": dataclasses.asdict(floor.shape_of(g, case.data.x.shape[1], params))}
 
 
-def check_config(cfg: dict) -> dict:
-    """Gate ``cfg["systems"]`` against the eager layer (input gradients too when ``cfg["gradients"]``).
+def oracle_config(cfg: dict) -> dict:
+    """The eager layer's gate results for ``cfg["modes"]``, saved to ``cfg["oracle_file"]``; the graph's
+    description is returned."""
+    case = _case(cfg)
+    x = equivalence.check_input(case.data.x, cfg["seed"])
+    eager = SYSTEMS[REFERENCE].prepare(case)
+    equivalence.save_oracle({mode: equivalence.evaluate(eager, x, cfg["seed"], mode == "training")
+                             for mode in cfg["modes"]}, Path(cfg["oracle_file"]))
+    return {"status": "ok", **_describe(case)}
 
-    A failure of the eager layer fails the whole check; a system that fails
-    to build or run gets its own status (OOM or ERROR).
-    """
-    case = _case(cfg, cfg["check_quick"])
-    seed, gradients = cfg["seed"], cfg["gradients"]
-    x = equivalence.check_input(case.data.x, seed)
-    expected = equivalence.evaluate(SYSTEMS[REFERENCE].prepare(case), x, seed, gradients)
-    verdicts = {}
-    for name in cfg["systems"]:
-        try:
-            got = equivalence.evaluate(SYSTEMS[name].prepare(case), x, seed, gradients)
-            verdicts[name] = equivalence.compare(got, expected)
-        except Exception as exc:  # noqa: BLE001 - one system's failure must not hide the others'
-            status = "OOM" if procfs.is_out_of_memory(exc) else "ERROR"
-            verdicts[name] = {"status": status, "detail": f"in the check: {type(exc).__name__}: {exc}"[:400]}
-    return {"status": "ok", "verdicts": verdicts, **_describe(case)}
+
+def check_prepared(prepared, case: Case, oracle: dict, mode: str, seed: int) -> dict:
+    """The gate's verdict on ``prepared`` for ``mode`` against the eager ``oracle`` (rechecked at other
+    jitter points when only the input gradients differ); a system that fails to run gets status OOM or
+    ERROR."""
+    try:
+        x = equivalence.check_input(case.data.x, seed)
+        verdict = equivalence.compare(equivalence.evaluate(prepared, x, seed, mode == "training"), oracle[mode])
+        return equivalence.recheck(SYSTEMS[REFERENCE].prepare(case), prepared, case.data.x, seed, verdict)
+    except Exception as exc:  # noqa: BLE001 - recorded as the verdict
+        found = failure(exc, "in the check: ")
+        return {"status": found["status"], "detail": found["error"]}
+
+
+def check_config(cfg: dict) -> dict:
+    """Verdicts ``{mode: verdict}`` of system ``cfg["system"]`` against the saved oracle, before any timing
+    (the gate at quick size). A mode is checked only if the ones before it passed."""
+    case = _case(cfg)
+    oracle = equivalence.load_oracle(Path(cfg["oracle_file"]))
+    prepared = SYSTEMS[cfg["system"]].prepare(case)
+    verdicts, failed = {}, None
+    for mode in cfg["modes"]:
+        verdicts[mode] = failed or check_prepared(prepared, case, oracle, mode, cfg["seed"])
+        if verdicts[mode]["status"] != "ok":
+            failed = verdicts[mode]
+    return {"status": "ok", "verdicts": verdicts}
 
 
 def _tensors(out):
@@ -120,11 +162,17 @@ def measure(step, warmup: int, runs: int, min_runs: int, budget_s: float) -> lis
 
 
 def time_config(cfg: dict) -> dict:
-    """Median time and peak extra memory of one (model, dataset, system, mode)."""
-    case = _case(cfg, cfg["quick"])
+    """Median time and peak extra memory of one (model, dataset, system, mode).
+
+    With ``cfg["oracle_file"]`` the system is then checked against the
+    eager oracle (``check``: the verdict), on the parameters it had before
+    the timed calls.
+    """
+    case = _case(cfg)
     prepared = SYSTEMS[cfg["system"]].prepare(case)
     step = make_step(prepared, case.data.x, cfg["mode"])
     described = _describe(case)
+    initial = copy.deepcopy(prepared.module.state_dict()) if cfg["oracle_file"] else None
     gc.collect()
     procfs.trim_heap()
     before = procfs.status_kib("VmRSS")
@@ -133,13 +181,27 @@ def time_config(cfg: dict) -> dict:
     peak_kib = procfs.status_kib("VmHWM") - before
     result = {"status": "ok", "time_ms": 1e3 * statistics.median(times), "times_ms": [1e3 * t for t in times],
               "peak_mib": peak_kib / 1024, "threads": torch.get_num_threads(), **described}
-    if cfg["profile"]:
-        result["profile"] = profile_step(step)
+    if initial is not None:
+        prepared.module.load_state_dict(initial)  # the training steps moved the parameters
+        oracle = equivalence.load_oracle(Path(cfg["oracle_file"]))
+        result["check"] = check_prepared(prepared, case, oracle, cfg["mode"], cfg["seed"])
     return result
 
 
-def profile_step(step, rows: int = 20) -> str:
-    """torch.profiler's table of one more step (after the timed ones), operators by self CPU time."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+def profile_config(cfg: dict) -> dict:
+    """``profiling.profile_calls`` of one configuration after its warm-up calls (its own subprocess, so a
+    slow or memory-hungry profile never costs the timed row).
+
+    The profiled calls may grow the address space by ``cfg["profile_extra_bytes"]`` at most; with
+    ``cfg["fixed_mmap"]`` large allocations are each mmapped (``procfs.fix_mmap_threshold``).
+    """
+    case = _case(cfg)
+    prepared = SYSTEMS[cfg["system"]].prepare(case)
+    step = make_step(prepared, case.data.x, cfg["mode"])
+    for _ in range(cfg["warmup"]):
         step()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    if cfg["fixed_mmap"]:
+        procfs.fix_mmap_threshold()
+    procfs.cap_memory(cfg["profile_extra_bytes"])
+    return {"status": "ok", "fixed_mmap": cfg["fixed_mmap"],
+            **profiling.profile_calls(step, cfg["profile_calls"], cfg["profile_rows"])}
