@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -24,7 +23,7 @@ from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.frontend.message_passing import compiling
 from gnnc.minibatch import STAGES, MinibatchTrainer
 
-from .distributed_fixtures import dataset, free_port  # noqa: F401 - dataset is a fixture
+from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture
 
 FANOUTS, BATCH, LR, SEED, HIDDEN, CLASSES = [3, 3], 40, 0.01, 0, 8, 349
 MODELS = ("rgcn", "rgat", "hgt")
@@ -93,16 +92,8 @@ def _case_worker(rank, world, port, out_dir, cases):
 
 
 def _run_group(world, cases, out_dir):
-    import torch.multiprocessing as mp
-
-    ctx = mp.start_processes(_case_worker, args=(world, free_port(), str(out_dir), cases), nprocs=world,
-                             join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            pytest.fail(f"{world}-process group did not finish within {DEADLINE_S} s")
+    spawn_group(_case_worker, world, (world, free_port(), str(out_dir), cases), DEADLINE_S,
+                f"{world}-process group")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ The group has a deadline.
 import json
 import os
 import shutil
-import time
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ from gnnc.distributed.comm import Comm
 from gnnc.distributed.launch import worker_args
 from gnnc.distributed.vanilla import VanillaTrainer
 
-from .distributed_fixtures import dataset, free_port  # noqa: F401 - dataset is a fixture
+from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture
 
 FANOUTS, BATCH, LR, SEED, HIDDEN, CLASSES = [3, 3], 128, 0.02, 0, 8, 349
 MODELS = {"raf": "rgcn", "vanilla": "rgat"}
@@ -82,8 +81,6 @@ def _worker(rank, world, port, out_dir, runs):
 @pytest.fixture(scope="module")
 def runs(partition_dirs, tmp_path_factory):
     """``load(name)``: [rank 0's, rank 1's] {records, state} of run ``name``; ``checkpoints[mode]``: its directory."""
-    import torch.multiprocessing as mp
-
     out = tmp_path_factory.mktemp("results")
     checkpoints = {mode: out / f"checkpoint-{mode}" for mode in MODELS}
     plan = []
@@ -93,14 +90,7 @@ def runs(partition_dirs, tmp_path_factory):
                  (f"{mode}-resumed", argv(partition_dirs, mode, 2, checkpoint=checkpoints[mode], resume=True,
                                           cache_fraction=CACHE_FRACTION)),
                  (f"{mode}-cached", argv(partition_dirs, mode, 1, cache_fraction=CACHE_FRACTION))]
-    ctx = mp.start_processes(_worker, args=(2, free_port(), str(out), plan), nprocs=2, join=False,
-                             start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            pytest.fail(f"the 2-process group did not finish within {DEADLINE_S} s")
+    spawn_group(_worker, 2, (2, free_port(), str(out), plan), DEADLINE_S, "the 2-process group")
 
     def load(name):
         return [torch.load(out / f"{name}-{r}.pt", weights_only=False) for r in range(2)]

@@ -35,8 +35,7 @@ def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModul
     passes off by name (e.g. ``fuse=False``); plans are cached per UDF,
     bound module, graph schema, dtypes, device and backend.
     """
-    if backend not in backends.CHOICES:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(backends.CHOICES)}")
+    backends.check_choice(backend)
     names = {name for name, _ in PIPELINE}
     unknown = set(options) - names
     if unknown:

@@ -25,6 +25,12 @@ def cpu_available() -> bool:
     return importlib.util.find_spec("numba") is not None
 
 
+def check_choice(choice: str) -> None:
+    """ValueError naming ``choice`` unless it is one of ``CHOICES``."""
+    if choice not in CHOICES:
+        raise ValueError(f"unknown backend {choice!r}; choose one of {', '.join(CHOICES)}")
+
+
 def resolve(choice: str, device) -> str:
     """The backend that runs primitives for ``choice`` on ``device``.
 
@@ -32,8 +38,7 @@ def resolve(choice: str, device) -> str:
     ``torch``. Asking for ``cpu`` on another device, or without numba, is an
     error naming the reason.
     """
-    if choice not in CHOICES:
-        raise ValueError(f"unknown backend {choice!r}; choose one of {', '.join(CHOICES)}")
+    check_choice(choice)
     device = Device(device)
     if choice == "auto":
         return "cpu" if device.type == "cpu" and cpu_available() else "torch"
@@ -53,11 +58,6 @@ def using(name: str):
         yield
     finally:
         _ACTIVE.reset(token)
-
-
-def active() -> str:
-    """Name of the backend ``kernels()`` returns now."""
-    return _ACTIVE.get()
 
 
 def kernels():

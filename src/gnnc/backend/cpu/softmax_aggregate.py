@@ -11,8 +11,6 @@ needs atomics. Same contract as ``gnnc.backend.torch.edge_softmax_aggregate``.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from numba import prange
