@@ -3,8 +3,10 @@
 Forward and both gradients of the fused edge softmax + aggregation on index
 sets with zero in-degree nodes, self loops, multi-edges, unsorted
 destinations, no edges, one node and large logits, for every broadcast
-layout; serial and parallel kernels; gradcheck in float64. End to end: a
-compiled GAT on the cpu backend equals the torch backend and eager.
+layout; one-thread and parallel launches; constant-width and runtime-width
+kernels; gradcheck in float64. SDDMM with every binary operator against a
+naive gather. End to end: a compiled GAT on the cpu backend equals the
+torch backend and eager.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from gnnc.backend.cpu import interop  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_homograph  # noqa: E402
+from .test_backend_torch import SDDMM_SHAPES, check_against, edges, naive_binary, rand  # noqa: E402
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -69,6 +72,21 @@ def test_edge_softmax_aggregate_matches_torch(dtype, case, layout, parallel):
     want = _run(torch_backend, logits, x, src, dst, n, grad)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, **TOL[dtype])
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 24])
+def test_constant_and_runtime_widths(width):
+    """Widths in SPECIALIZED_WIDTHS compile as constants (1, 8), others (3, 24) read theirs at run time."""
+    src, dst, n = _edges("multi", 40, 300, seed=width)
+    gen = torch.Generator().manual_seed(width)
+    logits = torch.randn(src.numel(), 2, generator=gen, dtype=torch.float64) * 5
+    x = torch.randn(n, 2, width, generator=gen, dtype=torch.float64)
+    grad = torch.randn(n, 2, width, generator=gen, dtype=torch.float64)
+    for threshold in (0, interop.PARALLEL_MIN_WORK):
+        with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+            got = _run(cpu_backend, logits, x, src, dst, n, grad)
+        for g, w in zip(got, _run(torch_backend, logits, x, src, dst, n, grad)):
+            torch.testing.assert_close(g, w, **TOL[torch.float64])
 
 
 def test_gradcheck():
@@ -144,8 +162,8 @@ def test_explain_names_the_backend():
 
 
 def test_concurrent_calls_from_threads():
-    """numba's workqueue pool aborts the process on concurrent launches; the kernels hold the
-    GIL (no ``nogil``), so calls from several threads take turns."""
+    """numba's workqueue pool aborts the process on concurrent launches; launches take a lock,
+    so calls from several threads take turns."""
     from concurrent.futures import ThreadPoolExecutor
 
     src, dst, n = _edges("multi", 200, 3000, seed=9)
@@ -156,3 +174,27 @@ def test_concurrent_calls_from_threads():
         results = list(pool.map(lambda _: cpu_backend.edge_softmax_aggregate(logits, x, src, dst, n), range(16)))
     for got in results:
         torch.testing.assert_close(got, want, **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
+def test_sddmm_matches_naive(op, shapes, dtype):
+    """Same feature shapes run the numba edge loop; broadcast shapes and dot run on the torch backend."""
+    af, bf = SDDMM_SHAPES[shapes]
+    if op == "dot" and not af and not bf:
+        return  # an error in both backends (test_backend_torch)
+    for case in ("multi", "no_edges", "one_node"):
+        ns, nd, src, dst = edges(case)
+        a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
+        for threshold in (0, interop.PARALLEL_MIN_WORK):
+            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+                check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, op),
+                              lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
+
+
+def test_sddmm_bad_input_is_named():
+    with pytest.raises(IndexError, match="b_index"):
+        cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0, 1]), torch.randn(3, 2), torch.tensor([0, 3]), "add")
+    with pytest.raises(ValueError, match="op"):
+        cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0]), torch.randn(3, 2), torch.tensor([0]), "pow")

@@ -33,10 +33,11 @@ from .datasets import DATASETS, missing_files
 from .models import MODELS, datasets_for
 from .systems import REFERENCE, SYSTEMS
 
-# Imported once by the forkserver, never in a configuration's time. torch.export._trace is what torch.fx
-# imports on gnnc.compile's first trace (about 0.2 s); gnnc.backend.cpu imports numba (skipped without it).
+# Imported once by the forkserver, never in a configuration's time or peak memory. torch.export._trace is
+# what torch.fx imports on gnnc.compile's first trace (about 0.2 s); gnnc.backend.cpu imports numba
+# (skipped without it); harness.jit_runtime starts numba's compiler.
 FORKSERVER_PRELOAD = ["torch", "torch_geometric", "gnnc", "harness.worker", "torch.export._trace",
-                      "gnnc.backend.cpu"]
+                      "gnnc.backend.cpu", "harness.jit_runtime"]
 TIMED = ("ok", "DIFFERS")  # gate verdicts that let a system be timed
 PROFILE_EXTRA_BYTES, PROFILE_PEAK_FACTOR = 4 * 2**30, 4  # a profile may add 4 GiB (records) + 4x the peak
 

@@ -1,8 +1,10 @@
-"""Handing torch tensors to numba kernels: numpy views, thread counts, work splitting."""
+"""Handing torch tensors to numba kernels: numpy views, thread counts, specialization, work splitting."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import threading
 
 import llvmlite.binding as llvm
 import numba
@@ -18,6 +20,10 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 # parallel region costs more than the work, and milliseconds on busy cores.
 PARALLEL_MIN_WORK = 1 << 16
 
+# Row widths compiled as constants (the innermost loop then unrolls into whole
+# vector instructions); other widths share one kernel reading the width at run time.
+SPECIALIZED_WIDTHS = (1, 2, 4, 8, 16, 32, 64)
+
 
 def as_array(t: torch.Tensor) -> np.ndarray:
     """A contiguous numpy view of a CPU tensor (copied only when not contiguous)."""
@@ -31,46 +37,69 @@ def match_torch_threads() -> None:
         numba.set_num_threads(wanted)
 
 
-# LLVM vectorizes the innermost loops (over a head's F features, F often 8)
-# 16 wide and 4 times unrolled by default, so F = 8 never reaches the vector
-# body; forcing 8 x 1 while our kernels compile vectorizes them (about 25 %
-# faster fused softmax aggregation on the pubmed replica). Options are global to the process: they are set
-# only around the calls that compile, and reset after.
+# How the kernels get vectorized. Every kernel is a numba parallel loop (prange
+# over chunks of rows) even when it runs on one thread: numba marks the array
+# arguments of a parallel loop body noalias when its alias analysis finds no
+# views, which lets LLVM keep accumulators in vector registers instead of
+# reloading them after every store. The SLP vectorizer (off in numba by
+# default) then turns the unrolled constant-width row loops into vector FMAs;
+# the loop vectorizer is forced to 8 lanes x 1 so short runtime-width loops
+# (F = 3, 5, ...) still reach a vector body. These settings are global to the
+# process, so they are set only around the calls that compile, and reset after.
 _VECTOR_OPTIONS = ("-force-vector-width={}", "-force-vector-interleave={}")
 _FORCED, _DEFAULT = (8, 1), (0, 0)
 _compiled: set = set()
+# numba's workqueue pool aborts the process when two threads launch parallel loops at once.
+_LAUNCH_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _forced_vectorization():
+def _vectorizing():
+    slp = numba.config.SLP_VECTORIZE
+    numba.config.SLP_VECTORIZE = 1
     for option, value in zip(_VECTOR_OPTIONS, _FORCED):
         llvm.set_option("", option.format(value))
     try:
         yield
     finally:
+        numba.config.SLP_VECTORIZE = slp
         for option, value in zip(_VECTOR_OPTIONS, _DEFAULT):
             llvm.set_option("", option.format(value))
 
 
-def kernel_pair(fn):
-    """(serial, parallel) numba compilations of ``fn`` (whose loops use ``prange``), cached on disk.
+def specialized(factory):
+    """``factory(width, *constants)`` -> kernel source; returns ``get(width, *constants)``, the compiled kernel.
 
-    Fast math is limited to reassociation and contraction (sums may change
-    order, FMAs fuse); NaN and infinities keep their meaning (segment max
-    starts from -inf)."""
-    options = dict(cache=True, fastmath={"reassoc", "contract"})
-    return numba.njit(**options)(fn), numba.njit(parallel=True, **options)(fn)
+    ``factory`` closes over ``width`` (-1: read the row width from the arrays
+    at run time) and hashable ``constants`` (an operator name, say) and
+    returns a function whose outer loop is a ``prange``. Widths in
+    ``SPECIALIZED_WIDTHS`` compile as constants, others share the -1 kernel.
+    Compiled on first use, cached on disk. Fast math is limited to
+    reassociation and contraction (sums may change order, FMAs fuse); NaN and
+    infinities keep their meaning (segment max starts from -inf).
+    """
+    @functools.cache
+    def compiled(width: int, *constants):
+        return numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})(factory(width, *constants))
+
+    @functools.wraps(factory)
+    def get(width: int, *constants):
+        return compiled(width if width in SPECIALIZED_WIDTHS else -1, *constants)
+
+    return get
 
 
 def _call(kernel, *args) -> None:
-    """``kernel(*args)`` (numpy arrays), forcing the vector shape when these argument types are new."""
-    key = (id(kernel), tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) for a in args))
-    if key in _compiled:
-        kernel(*args)
-        return
-    with _forced_vectorization():  # first call with these types: compiles (or loads the cache)
-        kernel(*args)
-    _compiled.add(key)
+    """``kernel(*args)``, vectorizing when these argument types are new (the call that compiles)."""
+    key = (id(kernel), tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
+                             else type(a) for a in args))
+    with _LAUNCH_LOCK:
+        if key in _compiled:
+            kernel(*args)
+            return
+        with _vectorizing():  # first call with these types: compiles (or loads the cache)
+            kernel(*args)
+        _compiled.add(key)
 
 
 def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
@@ -81,16 +110,29 @@ def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
     return np.unique(np.concatenate(([0], cuts, [rows]))).astype(np.int64)
 
 
-def launch(pair, crow: np.ndarray, work: int, *args) -> None:
-    """Run kernel ``pair`` over the rows of CSR ``crow``, split into balanced chunks.
+def launch(kernel, crow: np.ndarray, work: int, *args) -> None:
+    """Run ``kernel(bounds, crow, *args)`` over the rows of CSR ``crow``, split into balanced chunks.
 
-    The kernel's first two arguments are the chunk bounds and ``crow``. Small
-    ``work`` runs serially in one chunk; otherwise on torch's thread count,
-    four chunks per thread (vertex-balanced: by rows plus edges).
+    Small ``work`` (element operations) runs in one chunk on one thread;
+    otherwise on torch's thread count, four chunks per thread
+    (vertex-balanced: by rows plus entries).
     """
-    serial, parallel = pair
+    _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(crow, parts), crow, *args)
+
+
+def launch_rows(kernel, rows: int, work: int, *args) -> None:
+    """Run ``kernel(bounds, *args)`` over ``range(rows)`` split into equal chunks (as ``launch``)."""
+    _run(kernel, work, rows, lambda parts: np.linspace(0, rows, parts + 1).astype(np.int64), *args)
+
+
+def _run(kernel, work: int, rows: int, split, *args) -> None:
     if work < PARALLEL_MIN_WORK:
-        _call(serial, np.array([0, crow.shape[0] - 1], dtype=np.int64), crow, *args)
+        threads = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            _call(kernel, np.array([0, rows], dtype=np.int64), *args)
+        finally:
+            numba.set_num_threads(threads)
         return
     match_torch_threads()
-    _call(parallel, balanced_bounds(crow, 4 * numba.get_num_threads()), crow, *args)
+    _call(kernel, split(4 * numba.get_num_threads()), *args)

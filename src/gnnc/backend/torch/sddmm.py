@@ -24,18 +24,23 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
     operands, which plain gather + mul autograd would keep) and runs in edge
     chunks; dot runs as per-head sampled dense-dense matmuls.
     """
+    full = check_sddmm(a, a_index, b, b_index, op)
+    if op == "dot":
+        if not full:
+            raise ValueError("sddmm op='dot' needs at least one feature dim in a or b")
+        return _SddmmDot.apply(a, a_index, b, b_index, chunk)
+    return _SddmmBinary.apply(a, a_index, b, b_index, op, chunk)
+
+
+def check_sddmm(a, a_index, b, b_index, op: str) -> tuple[int, ...]:
+    """Validate ``sddmm``'s arguments (errors name the culprit); returns the broadcast feature shape."""
     check_float("a", a)
     check_float("b", b)
     check_same(a.device, a.dtype, b=b)
     check_index("a_index", a_index, a.shape[0], a.device)
     check_index("b_index", b_index, b.shape[0], a.device, length=a_index.numel())
     check_choice("op", op, BINARY_OPS + ("dot",))
-    full = broadcast_features("a", a.shape[1:], "b", b.shape[1:])
-    if op == "dot":
-        if not full:
-            raise ValueError("sddmm op='dot' needs at least one feature dim in a or b")
-        return _SddmmDot.apply(a, a_index, b, b_index, chunk)
-    return _SddmmBinary.apply(a, a_index, b, b_index, op, chunk)
+    return broadcast_features("a", a.shape[1:], "b", b.shape[1:])
 
 
 class _SddmmDot(Function):
