@@ -193,8 +193,22 @@ def test_sddmm_matches_naive(op, shapes, dtype):
                               lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
 
 
+@pytest.mark.parametrize("width", [8, 3])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_sddmm_leaky_relu_epilogue(op, width):
+    """The activation inside the numba edge loop; its backward (the torch backend's) recomputes the sign."""
+    for dtype in (torch.float32, torch.float64):
+        ns, nd, src, dst = edges("multi")
+        a, b = rand(ns, 2, width, dtype=dtype), rand(nd, 2, width, dtype=dtype, seed=2)
+        for slope in (0.2, 0.0):
+            check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, op, negative_slope=slope),
+                          lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
+                          [a, b], dtype)
+
+
 def test_sddmm_bad_input_is_named():
     with pytest.raises(IndexError, match="b_index"):
         cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0, 1]), torch.randn(3, 2), torch.tensor([0, 3]), "add")
     with pytest.raises(ValueError, match="op"):
         cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0]), torch.randn(3, 2), torch.tensor([0]), "pow")
+

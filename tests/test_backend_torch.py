@@ -315,6 +315,32 @@ def test_sddmm_matches_naive(op, shapes, dtype, path):
                               lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
 
 
+@pytest.mark.parametrize("slope", [0.2, 0.0, -0.5])
+@pytest.mark.parametrize("shapes", ["heads", "bcast"])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_sddmm_leaky_relu_epilogue_matches_naive(op, shapes, slope):
+    af, bf = SDDMM_SHAPES[shapes]
+    for case in CASES:
+        ns, nd, src, dst = edges(case)
+        a, b = rand(ns, *af), rand(nd, *bf, positive=op == "div", seed=2)
+        for path in PATHS:
+            with kernels(path):
+                check_against(lambda a, b: sddmm(a, src, b, dst, op, negative_slope=slope, chunk=6),
+                              lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
+                              [a, b], torch.float64)
+    ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
+    a, b = rand(ns, *af), rand(nd, *bf, positive=op == "div", seed=2)
+    assert torch.autograd.gradcheck(lambda a, b: sddmm(a, src, b, dst, op, negative_slope=slope, chunk=3), (a, b))
+
+
+def test_sddmm_epilogue_needs_a_binary_op_and_a_number():
+    a, i = torch.ones(2, 3, dtype=torch.float64), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="negative_slope must be a number with a binary op"):
+        sddmm(a, i, a, i, "dot", negative_slope=0.2)
+    with pytest.raises(ValueError, match="negative_slope must be a number"):
+        sddmm(a, i, a, i, "add", negative_slope="0.2")
+
+
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
 def test_sddmm_gradcheck(op):
     ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)

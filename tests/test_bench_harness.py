@@ -84,6 +84,7 @@ def test_runner_appends_json_rows_checked_after_timing_and_writes_profiles(tmp_p
         assert row["status"] == "ok", row
         assert len(row["times_ms"]) == 2 and row["time_ms"] == pytest.approx(sum(row["times_ms"]) / 2)
         assert row["peak_mib"] >= 0 and row["nodes"] == 99 and row["edges"] == 443
+        assert row["steady_peak_mib"] >= 0 and row["peak_mib"] >= row["retained_mib"]
     assert (eager["model"], eager["dataset"], eager["mode"], eager["system"]) == ("gcn", "pubmed", "training",
                                                                                   "eager")
     assert "check" not in eager  # the oracle itself

@@ -7,12 +7,13 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import cse, dce, fuse, lower_aggregation, reorder, shared_dot, split_concat, typed_linear
+from gnnc.passes import cse, dce, distribute, fuse, lower_aggregation, reorder, shared_dot, split_concat, typed_linear
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
 
 W = torch.randn(4, 4, dtype=torch.float64)
+B = torch.randn(4, dtype=torch.float64)
 A = torch.randn(2, 8, dtype=torch.float64)
 
 
@@ -158,6 +159,67 @@ def test_fuse_postpones_destination_factors_into_a_plain_spmm():
     assert ops.spmm in _targets(fused) and ops.gather_dst not in _targets(fused)
     spmm = next(n for n in fused.graph.nodes if n.target is ops.spmm)
     assert spmm.args[2] is None  # a plain copy-sum: no per-edge weight left
+    _check(dfg, fused, inputs)
+
+
+def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():
+    g = _graph()
+    F = torch.nn.functional
+    msg = lambda e: {"l": F.linear(e.src["x"] - e.dst["x"], W, B), "m": (e.src["x"] + e.dst["x"]) @ W}  # noqa: E731
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, annotate = _prepare(g, dfg, (msg,))
+    out = distribute(dfg)
+    assert sum("distribute" in line for line in out.log) == 2
+    annotate(out)
+    moved = dce(reorder(out))
+    annotate(moved)
+    linears = [n for n in moved.graph.nodes if n.target in (F.linear, torch.matmul) or "matmul" in str(n.target)]
+    assert len(linears) == 4 and all(n.meta["res"] == "V" for n in linears)  # all four run per node
+    _check(dfg, moved, inputs)
+
+
+def test_distribute_leaves_a_sum_with_other_users_and_sums_without_broadcasts():
+    g = _graph()
+    def msg(e):
+        d = e.src["x"] - e.dst["x"]
+        return {"l": d @ W, "d": d}
+    dfg = build_apply_edges(trace_udf(msg))
+    _prepare(g, dfg, (msg,))
+    assert not any("distribute" in line for line in distribute(dfg).log)
+    msg2 = lambda e: {"l": (e.data["w"] + e.data["w"]) @ W[:1]}  # noqa: E731 - no broadcast to move
+    dfg2 = build_apply_edges(trace_udf(msg2))
+    _prepare(g, dfg2, (msg2,))
+    assert not any("distribute" in line for line in distribute(dfg2).log)
+
+
+def test_fuse_adds_destination_terms_after_max_min_and_mean():
+    g = _graph()
+    g.ndata["c"] = torch.rand(10, 1, dtype=torch.float64)
+    msg = lambda e: {"m": e.src["x"] * 2 - e.dst["x"] + e.dst["c"]}  # noqa: E731
+    for reduce in (fn.max, fn.min, fn.mean):
+        dfg = build_update_all(trace_udf(msg), reduce("m", "o"), None)
+        inputs, _ = _prepare(g, dfg, (msg, None, None))
+        fused = dce(fuse(dfg))
+        assert ops.gather_dst not in _targets(fused) and ops.zero_unreached in _targets(fused)
+        assert any("destination-side term added after" in line for line in fused.log)
+        _check(dfg, fused, inputs)  # nodes without in-edges stay 0
+    dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)  # a sum would need the degree: left alone
+    _prepare(g, dfg, (msg, None, None))
+    assert ops.gather_dst in _targets(dce(fuse(dfg)))
+
+
+def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
+    g = _graph()
+    g.ndata["c"] = torch.randn(10, 3, dtype=torch.float64)
+    F = torch.nn.functional
+    msg = lambda e: {"a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2), "r": torch.relu(e.src["c"] * e.dst["c"]),  # noqa: E731
+                     "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1)}
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    fused = dce(fuse(dfg))
+    slopes = sorted(n.args[5] for n in fused.graph.nodes if n.target is ops.u_op_v and len(n.args) > 5)
+    assert slopes == [0.0, 0.2]  # the sum-of-product stays outside (no u_op_v with that op)
+    assert F.relu not in _targets(fused) and torch.relu not in _targets(fused)
     _check(dfg, fused, inputs)
 
 

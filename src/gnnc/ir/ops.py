@@ -173,7 +173,8 @@ def shared_dot(x, w, keepdim: bool):
     return out.view(x.shape[:-1] + ((1,) if keepdim else ()))
 
 
-def u_op_v(ctx, a, b, op: str, b_side: str):
-    """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes or Vd)."""
+def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None):
+    """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes or Vd),
+    then leaky_relu with ``negative_slope`` when given (0: relu)."""
     b_index = ctx.dst if b_side == "dst" else ctx.dst_local
-    return _kernels().sddmm(a, ctx.src, b, b_index, op)
+    return _kernels().sddmm(a, ctx.src, b, b_index, op, negative_slope=negative_slope)

@@ -5,6 +5,7 @@ import operator
 
 import torch
 import torch.fx as fx
+from torch import nn
 
 from . import ops
 from .mpdfg import MPDFG
@@ -62,13 +63,18 @@ def estimate(dfg: MPDFG) -> dict:
         for d in n.meta["shape"]:
             numel *= d
         inter += numel * torch.empty((), dtype=n.meta["dtype"]).element_size()
-        if n.op == "call_function" and n.target in _MATMULS:
-            a = n.args[0].meta.get("shape") if isinstance(n.args[0], fx.Node) else None
-            k = a[-1] if a else 1
-            flops += 2 * numel * k
-        else:
-            flops += numel
+        flops += numel * _flops_per_output(dfg, n)
     return {"flops": flops, "intermediate_bytes": inter}
+
+
+def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
+    """2 * the contracted length for matmuls and linear layers, else 1."""
+    if n.op == "call_module" and isinstance(dfg.root.get_submodule(n.target), nn.Linear):
+        return 2 * dfg.root.get_submodule(n.target).in_features
+    if n.op == "call_function" and n.target in _MATMULS:
+        a = n.args[0].meta.get("shape") if isinstance(n.args[0], fx.Node) else None
+        return 2 * (a[-1] if a else 1)
+    return 1
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:

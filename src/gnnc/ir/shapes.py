@@ -41,7 +41,7 @@ _RULES = {
                                                                      device="meta"),
     ops.etype_gather_head_matmul: lambda c, y, w, side="src": torch.empty(
         (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), dtype=y.dtype, device="meta"),
-    ops.u_op_v: lambda c, a, b, op, side: torch.empty(
+    ops.u_op_v: lambda c, a, b, op, side, negative_slope=None: torch.empty(
         (c.num_edges,) + tuple(torch.broadcast_shapes(tuple(a.shape[1:]), tuple(b.shape[1:])))
         if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), dtype=a.dtype, device="meta"),
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..ir.mpdfg import MPDFG
 from .cse import cse
 from .dce import dce
+from .distribute import distribute
 from .fuse import fuse
 from .lower_aggregation import lower_aggregation
 from .reorder import reorder
@@ -20,6 +21,7 @@ PIPELINE = (
     ("dce", dce),
     ("typed_linear", typed_linear),
     ("split_concat", split_concat),
+    ("distribute", distribute),  # after split_concat: its halves are often linear maps of differences
     ("reorder", reorder),
     ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
     ("fuse", fuse),
@@ -47,5 +49,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "cse", "dce", "fuse", "lower_aggregation", "reorder", "shared_dot", "split_concat",
-           "typed_linear"]
+__all__ = ["optimize", "PIPELINE", "cse", "dce", "distribute", "fuse", "lower_aggregation", "reorder", "shared_dot",
+           "split_concat", "typed_linear"]

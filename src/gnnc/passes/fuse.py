@@ -5,12 +5,20 @@ Patterns on the lowered graph (``ctx`` omitted):
   a destination-side factor is constant within each destination's sum, so it
   is applied after aggregation (propagation postponement), which often
   leaves a plain gather-reduce for the patterns below
+- ``segment_reduce(t ± gather_dst(b), max | min | mean)`` ->
+  ``segment_reduce(t) ± zero_unreached(b)``: a destination-side term is
+  constant within each destination's max, min or mean, so it is added after
+  (EdgeConv's ``max_u (W x_u - W x_v + W' x_v)``); nodes without in-edges
+  keep 0
 - ``segment_reduce(gather_src(x), op)`` -> ``spmm(x, None, copy, op)``
 - ``segment_reduce(gather_src(x) * w, op)`` with ``w`` edge data and op sum
   or mean -> ``spmm(x, w, mul, op)``: no ``[E, F]`` message is built
 - ``gather_src(a) op gather_dst(b)`` (op add, sub, mul, div; the gathers
   used nowhere else) -> ``u_op_v(a, b, op)``: one generalized SDDMM writes the
   edge result without materialising either gathered operand
+- ``leaky_relu(u_op_v(a, b, op))`` (also relu, ``nn.LeakyReLU``, ``nn.ReLU``;
+  the SDDMM used nowhere else) -> ``u_op_v(a, b, op, negative_slope)``: the
+  activation is applied as the SDDMM writes (GAT's attention logits)
 - ``segment_reduce(edge_softmax(l) * gather_src(x), sum)`` (also with
   ``edge_softmax(l).unsqueeze(-1)``, or ``l`` carrying a trailing unit dim)
   -> ``edge_softmax_aggregate(l, x)``: stores only per-node max and
@@ -23,9 +31,12 @@ import operator
 
 import torch
 import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
+from .dce import dce
 
 _MULS = {operator.mul, torch.mul}
 
@@ -72,6 +83,38 @@ def _fuse_sddmm(out: MPDFG) -> None:
         out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
 
 
+def _leaky_slope(n: fx.Node, root) -> float | None:
+    """The negative slope when ``n`` is leaky_relu or relu of its first argument (as function, method or
+    module), else None."""
+    if n.op == "call_module":
+        module = root.get_submodule(n.target)
+        if isinstance(module, nn.LeakyReLU) and len(n.args) == 1:
+            return float(module.negative_slope)
+        return 0.0 if isinstance(module, nn.ReLU) and len(n.args) == 1 else None
+    if n.op == "call_function" and n.target is F.leaky_relu:
+        slope = n.kwargs.get("negative_slope", n.args[1] if len(n.args) > 1 else 0.01)
+        return float(slope) if isinstance(slope, (int, float)) and not isinstance(slope, bool) else None
+    if (n.op == "call_function" and n.target in (F.relu, torch.relu)) or (n.op == "call_method" and n.target == "relu"):
+        return 0.0 if len(n.args) == 1 and not n.kwargs.get("inplace") else None
+    return None
+
+
+def _fuse_activation(out: MPDFG) -> None:
+    g = out.graph
+    for sddmm in [n for n in g.nodes if _is(n, ops.u_op_v)]:
+        already_fused, op = len(sddmm.args) > 5, sddmm.args[3]
+        if already_fused or op == "dot" or len(sddmm.users) != 1:
+            continue
+        act = next(iter(sddmm.users))
+        slope = _leaky_slope(act, out.root) if act.args and act.args[0] is sddmm else None
+        if slope is None:
+            continue
+        with g.inserting_before(act):
+            new = _new(g, act, ops.u_op_v, sddmm.args + (slope,))
+        act.replace_all_uses_with(new)
+        out.log.append(f"fuse: {act.meta.get('source')}: leaky_relu applied inside u_op_v (slope {slope:g})")
+
+
 def _factors(n: fx.Node, top: bool = True) -> list:
     """Leaves of a product tree whose inner products have no other user."""
     if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _MULS and len(n.args) == 2 \
@@ -104,10 +147,57 @@ def _postpone_dst_factors(out: MPDFG) -> None:
         out.log.append(f"fuse: {red.meta.get('source')}: destination-side factor applied after the {op}")
 
 
+_SIGNED = {operator.add: 1, torch.add: 1, operator.sub: -1, torch.sub: -1}
+
+
+def _terms(n, sign: int = 1, top: bool = True) -> list:
+    """(leaf, +1 or -1) of a sum/difference tree whose inner nodes have no other user."""
+    if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _SIGNED and len(n.args) == 2 \
+            and not n.kwargs and (top or len(n.users) == 1):
+        left, right = n.args
+        return _terms(left, sign, False) + _terms(right, sign * _SIGNED[n.target], False)
+    return [(n, sign)]
+
+
+def _signed_sum(g, like, terms):
+    total = None
+    for node, sign in terms:
+        if total is None:
+            total = node if sign > 0 else _new(g, like, operator.neg, (node,))
+        else:
+            total = _new(g, like, operator.add if sign > 0 else operator.sub, (total, node))
+    return total
+
+
+def _hoist_dst_terms(out: MPDFG) -> None:
+    g = out.graph
+    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+        ctx, e, op = red.args
+        if op not in ("max", "min", "mean") or not isinstance(e, fx.Node) or len(e.users) != 1:
+            continue
+        terms = _terms(e)
+        dst_side = [(f, s) for f, s in terms if _is(f, ops.gather_dst) or _is(f, ops.gather_dst_local)]
+        rest = [(f, s) for f, s in terms if (f, s) not in dst_side]
+        if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest):
+            continue
+        with g.inserting_before(red):
+            reduced = _new(g, red, ops.segment_reduce, (ctx, _signed_sum(g, red, rest), op))
+            values = [(f.args[1] if f.target is ops.gather_dst_local else _new(g, red, ops.dst_nodes, (ctx, f.args[1])),
+                       s) for f, s in dst_side]
+            hoisted = _new(g, red, operator.add, (reduced, _new(g, red, ops.zero_unreached,
+                                                                (ctx, _signed_sum(g, red, values)))))
+        red.replace_all_uses_with(hoisted)
+        g.erase_node(red)
+        out.log.append(f"fuse: {red.meta.get('source')}: destination-side term added after the {op}")
+
+
 def fuse(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
     _postpone_dst_factors(out)
+    _hoist_dst_terms(out)
+    out = dce(out)  # the hoisted sums' old terms: nothing below should fuse them
     _fuse_sddmm(out)
+    _fuse_activation(out)
     g = out.graph
     for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
         ctx, e, op = red.args

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ir.mpdfg import MPDFG
+from .nodes import new_node
 
 
 def _is_last_dim_cat(n) -> bool:
@@ -28,12 +29,6 @@ def _is_last_dim_cat(n) -> bool:
     shape = n.meta.get("shape")
     return (isinstance(parts, (list, tuple)) and len(parts) == 2 and shape is not None
             and dim in (-1, len(shape) - 1) and all(isinstance(p, fx.Node) and p.meta.get("shape") for p in parts))
-
-
-def _new(g, like, op, target, args, kwargs=None):
-    node = g.create_node(op, target, tuple(args), kwargs or {})
-    node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
-    return node
 
 
 def split_concat(dfg: MPDFG) -> MPDFG:
@@ -64,32 +59,32 @@ def _split_user(g, root, user, cat, a, b, fa):
         if not _is_last_dim_sum(total):
             return None
         kw = dict(total.kwargs)
-        w_a = _new(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(None, fa))))
-        w_b = _new(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(fa, None))))
+        w_a = new_node(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(None, fa))))
+        w_b = new_node(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(fa, None))))
         halves = []
         for part, wp in ((a, w_a), (b, w_b)):
-            prod = _new(g, user, "call_function", operator.mul, (part, wp))
-            halves.append(_new(g, total, total.op, total.target, (prod, -1), {k: v for k, v in kw.items() if k != "dim"}))
-        return total, _new(g, total, "call_function", operator.add, tuple(halves))
+            prod = new_node(g, user, "call_function", operator.mul, (part, wp))
+            halves.append(new_node(g, total, total.op, total.target, (prod, -1), {k: v for k, v in kw.items() if k != "dim"}))
+        return total, new_node(g, total, "call_function", operator.add, tuple(halves))
     if user.op == "call_function" and user.target in (operator.matmul, torch.matmul) and user.args[0] is cat:
         w = user.args[1]
         if not (isinstance(w, fx.Node) and w.meta.get("res") == "S" and len(w.meta.get("shape", ())) == 2):
             return None
-        w_a = _new(g, user, "call_function", operator.getitem, (w, slice(None, fa)))
-        w_b = _new(g, user, "call_function", operator.getitem, (w, slice(fa, None)))
-        left = _new(g, user, "call_function", operator.matmul, (a, w_a))
-        right = _new(g, user, "call_function", operator.matmul, (b, w_b))
-        return user, _new(g, user, "call_function", operator.add, (left, right))
+        w_a = new_node(g, user, "call_function", operator.getitem, (w, slice(None, fa)))
+        w_b = new_node(g, user, "call_function", operator.getitem, (w, slice(fa, None)))
+        left = new_node(g, user, "call_function", operator.matmul, (a, w_a))
+        right = new_node(g, user, "call_function", operator.matmul, (b, w_b))
+        return user, new_node(g, user, "call_function", operator.add, (left, right))
     if user.op == "call_module" and isinstance(root.get_submodule(user.target), nn.Linear):
-        weight = _new(g, user, "get_attr", f"{user.target}.weight", ())
-        w_a = _new(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(None, fa))))
-        w_b = _new(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(fa, None))))
+        weight = new_node(g, user, "get_attr", f"{user.target}.weight", ())
+        w_a = new_node(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(None, fa))))
+        w_b = new_node(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(fa, None))))
         bias = None
         if root.get_submodule(user.target).bias is not None:
-            bias = _new(g, user, "get_attr", f"{user.target}.bias", ())
-        left = _new(g, user, "call_function", F.linear, (a, w_a))
-        right = _new(g, user, "call_function", F.linear, (b, w_b, bias))
-        return user, _new(g, user, "call_function", operator.add, (left, right))
+            bias = new_node(g, user, "get_attr", f"{user.target}.bias", ())
+        left = new_node(g, user, "call_function", F.linear, (a, w_a))
+        right = new_node(g, user, "call_function", F.linear, (b, w_b, bias))
+        return user, new_node(g, user, "call_function", operator.add, (left, right))
     return None
 
 
