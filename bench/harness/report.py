@@ -46,15 +46,16 @@ def _status_cell(row: dict) -> str:
 
 
 def mode_table(rows: list[dict], mode: str) -> list[str]:
-    lines = ["| model | dataset | system | time (ms) | vs best other | peak (MiB) | x floor | check |",
-             "|---|---|---|--:|--:|--:|--:|---|"]
+    lines = ["| model | dataset | system | time (ms) | vs best other | peak (MiB) | steady peak (MiB) | x floor | check |",
+             "|---|---|---|--:|--:|--:|--:|--:|---|"]
     for r in (r for r in rows if r["mode"] == mode):
         best = best_other_ms(rows, r) if r["status"] == "ok" else None
         ratio = f"{r['time_ms'] / best:.2f}x" if best else ""
         peak = _num(r["peak_mib"]) if r["status"] == "ok" else ""
+        steady = _num(r["steady_peak_mib"]) if r["status"] == "ok" and "steady_peak_mib" in r else ""
         x_floor = _num(r["x_floor"]) if "x_floor" in r else ""
         lines.append(f"| {MODELS[r['model']].title} | {r['dataset']} | {r['system']} | {_status_cell(r)} | "
-                     f"{ratio} | {peak} | {x_floor} | {_check_cell(r)} |")
+                     f"{ratio} | {peak} | {steady} | {x_floor} | {_check_cell(r)} |")
     return lines
 
 
@@ -89,7 +90,8 @@ def markdown(record: dict) -> str:
            f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.", "",
            "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
            "(below 1 = faster); *peak* is the resident high-water mark above the resident set before the "
-           "first call; *x floor* is time over the floor (bench/README.md); *check* is the gate's verdict "
+           "first call; *steady peak* the high-water mark of the timed calls above the resident set after "
+           "warm-up (one-off plans, caches and loaded kernels excluded: they are in *peak*); *x floor* is time over the floor (bench/README.md); *check* is the gate's verdict "
            "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
            "configurations are in bold: OOM (over the memory cap), TIMEOUT, MISMATCH (failed the gate, "
            "times not reported), UNCHECKED (the gate could not run, never timed), ERROR.", "",

@@ -275,7 +275,8 @@ def pairings(pairs) -> list[dict]:
     return list(out.values())
 
 
-UNTIMED_FIELDS = ("time_ms", "times_ms", "peak_mib")  # dropped when the check after the timed calls fails
+# dropped when the check after the timed calls fails
+UNTIMED_FIELDS = ("time_ms", "times_ms", "peak_mib", "steady_peak_mib", "retained_mib")
 
 
 def _timed(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str,
