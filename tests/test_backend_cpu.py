@@ -27,7 +27,7 @@ from gnnc.backend.cpu import interop  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_homograph  # noqa: E402
-from .test_backend_torch import SDDMM_SHAPES, check_against, edges, naive_binary, rand  # noqa: E402
+from .test_backend_torch import SDDMM_SHAPES, check_against, edges, naive_binary, naive_spmm, rand  # noqa: E402
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -212,3 +212,36 @@ def test_sddmm_bad_input_is_named():
     with pytest.raises(ValueError, match="op"):
         cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0]), torch.randn(3, 2), torch.tensor([0]), "pow")
 
+
+
+@pytest.mark.parametrize("reduce", ["max", "min"])
+@pytest.mark.parametrize("feat", [(8,), (2, 3), ()])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_spmm_extremum_matches_naive(reduce, feat, dtype):
+    """Max/min of gathered rows in one numba loop: ties to the smallest edge id (integer-valued inputs tie
+    often), zero without in-edges, gradients to the arg edge; weighted or summed spmm runs on torch."""
+    for case in ("multi", "no_edges", "one_node"):
+        ns, nd, src, dst = edges(case)
+        for ties in (False, True):
+            x = rand(ns, *feat, dtype=dtype, ties=ties)
+            for threshold in (0, interop.PARALLEL_MIN_WORK):
+                with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+                    check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
+                                  lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
+    ns, nd, src, dst = edges("multi")
+    w = rand(src.numel(), *feat, dtype=dtype, seed=3)
+    x = rand(ns, *feat, dtype=dtype)
+    check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
+                  lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
+
+
+def test_spmm_extremum_nan_has_no_arg_edge():
+    src, dst = torch.tensor([0, 1, 2]), torch.tensor([0, 0, 0])
+    x = torch.tensor([[1.0], [float("nan")], [3.0]], requires_grad=True)
+    for kernels in (cpu_backend, torch_backend):
+        out = kernels.spmm(x, src, dst, 1, op="copy", reduce="max")
+        assert torch.isnan(out).all()
+        (grad,) = torch.autograd.grad(out.sum(), x)
+        assert torch.equal(grad, torch.zeros_like(x))
+    with pytest.raises(IndexError, match="src"):
+        cpu_backend.spmm(x, torch.tensor([0, 5, 1]), dst, 1, op="copy", reduce="max")

@@ -25,6 +25,17 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     sums run as per-head CSR matmuls (or edge chunks), the rest in edge
     chunks; max/min save one arg-extremum edge per (node, feature).
     """
+    num_dst, op = check_spmm(x, src, dst, num_dst, edge_weight, op, reduce)
+    if reduce in ("max", "min"):
+        return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk, needs_arg(x, edge_weight))
+    if op in ("copy", "mul"):
+        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk)
+    return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
+
+
+def check_spmm(x, src, dst, num_dst, edge_weight, op: str, reduce: str) -> tuple[int, str]:
+    """Validate ``spmm``'s arguments (errors name the culprit); returns ``num_dst`` as an int and the op
+    ('copy' without edge weights)."""
     check_float("x", x)
     num_dst = check_count("num_dst", num_dst)
     check_index("src", src, x.shape[0], x.device)
@@ -34,21 +45,16 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     if edge_weight is None:
         if op not in ("mul", "copy"):
             raise ValueError(f"spmm op={op!r} needs an edge_weight")
-        op = "copy"
-    else:
-        if op == "copy":
-            raise ValueError("spmm op='copy' takes no edge_weight")
-        check_choice("op", op, BINARY_OPS)
-        check_float("edge_weight", edge_weight)
-        check_same(x.device, x.dtype, edge_weight=edge_weight)
-        if edge_weight.shape[0] != num_edges:
-            raise ValueError(f"edge_weight has {edge_weight.shape[0]} rows, expected one per edge ({num_edges})")
-        broadcast_features("x", x.shape[1:], "edge_weight", edge_weight.shape[1:])
-    if reduce in ("max", "min"):
-        return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk, needs_arg(x, edge_weight))
-    if op in ("copy", "mul"):
-        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk)
-    return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
+        return num_dst, "copy"
+    if op == "copy":
+        raise ValueError("spmm op='copy' takes no edge_weight")
+    check_choice("op", op, BINARY_OPS)
+    check_float("edge_weight", edge_weight)
+    check_same(x.device, x.dtype, edge_weight=edge_weight)
+    if edge_weight.shape[0] != num_edges:
+        raise ValueError(f"edge_weight has {edge_weight.shape[0]} rows, expected one per edge ({num_edges})")
+    broadcast_features("x", x.shape[1:], "edge_weight", edge_weight.shape[1:])
+    return num_dst, op
 
 
 def _full_shape(x, w):
