@@ -6,7 +6,6 @@ import functools
 import os
 import threading
 
-import llvmlite.binding as llvm
 import numba
 import numpy as np
 import torch
@@ -42,12 +41,11 @@ def match_torch_threads() -> None:
 # arguments of a parallel loop body noalias when its alias analysis finds no
 # views, which lets LLVM keep accumulators in vector registers instead of
 # reloading them after every store. The SLP vectorizer (off in numba by
-# default) then turns the unrolled constant-width row loops into vector FMAs;
-# the loop vectorizer is forced to 8 lanes x 1 so short runtime-width loops
-# (F = 3, 5, ...) still reach a vector body. These settings are global to the
-# process, so they are set only around the calls that compile, and reset after.
-_VECTOR_OPTIONS = ("-force-vector-width={}", "-force-vector-interleave={}")
-_FORCED, _DEFAULT = (8, 1), (0, 0)
+# default) then turns the unrolled constant-width row loops into vector FMAs.
+# (Forcing the loop vectorizer's width as well changed none of these kernels
+# and made LLVM print a remark on stderr for every loop it could not vectorize.)
+# The setting is global to the process, so it is set only around the calls
+# that compile, and reset after.
 _compiled: set = set()
 # numba's workqueue pool aborts the process when two threads launch parallel loops at once.
 _LAUNCH_LOCK = threading.Lock()
@@ -57,14 +55,10 @@ _LAUNCH_LOCK = threading.Lock()
 def _vectorizing():
     slp = numba.config.SLP_VECTORIZE
     numba.config.SLP_VECTORIZE = 1
-    for option, value in zip(_VECTOR_OPTIONS, _FORCED):
-        llvm.set_option("", option.format(value))
     try:
         yield
     finally:
         numba.config.SLP_VECTORIZE = slp
-        for option, value in zip(_VECTOR_OPTIONS, _DEFAULT):
-            llvm.set_option("", option.format(value))
 
 
 def specialized(factory):
