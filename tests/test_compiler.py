@@ -293,3 +293,14 @@ def test_dim_taking_functions_on_a_mailbox_are_not_treated_as_elementwise():
     eager = g.ndata["o"]
     g.update_all(fn.copy_u("h", "m"), reduce, compile=True)
     torch.testing.assert_close(g.ndata["o"], eager)
+
+
+@pytest.mark.parametrize("model", ["gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn"])
+def test_cli_explain_shows_every_reference_model_optimized_without_fallback(model, capsys):
+    from gnnc.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        assert main(["explain", "--model", model, "--graph", "aifb", "--scale", "0.02", "--feat-dim", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "-- after optimization:" in text and "-- passes:" in text and "FLOPs" in text

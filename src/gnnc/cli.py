@@ -172,6 +172,8 @@ def cmd_explain(args) -> int:
         "rgcn": lambda: models.RGCNConv(width, 16, rels),
         "rgat": lambda: models.RGATConv(width, 8, rels, num_heads=2),
         "hgt": lambda: models.HGTConv(width, width, types, rels, 4),
+        "edgeconv": lambda: models.EdgeConv(width, 16),
+        "simple-hgn": lambda: models.SimpleHGNConv(width, 8, rels, edge_dim=4, num_heads=2),
     }
     print(explain(builders[args.model]().eval(), g, x, dot=args.dot))
     return 0
@@ -246,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(func=cmd_train)
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
-    exp.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt"], default="gat")
+    exp.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn"], default="gat")
     exp.add_argument("--graph", default="cora", help="synthetic dataset name")
     exp.add_argument("--scale", type=float, default=0.05)
     exp.add_argument("--feat-dim", type=int, default=16)
