@@ -46,7 +46,8 @@ def _status_cell(row: dict) -> str:
 
 
 def mode_table(rows: list[dict], mode: str) -> list[str]:
-    lines = ["| model | dataset | system | time (ms) | vs best other | peak (MiB) | steady peak (MiB) | x floor | check |",
+    lines = ["| model | dataset | system | time (ms) | vs best other | peak (MiB) | steady peak (MiB) | x floor "
+             "| check |",
              "|---|---|---|--:|--:|--:|--:|--:|---|"]
     for r in (r for r in rows if r["mode"] == mode):
         best = best_other_ms(rows, r) if r["status"] == "ok" else None
@@ -91,7 +92,8 @@ def markdown(record: dict) -> str:
            "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
            "(below 1 = faster); *peak* is the resident high-water mark above the resident set before the "
            "first call; *steady peak* the high-water mark of the timed calls above the resident set after "
-           "warm-up (one-off plans, caches and loaded kernels excluded: they are in *peak*); *x floor* is time over the floor (bench/README.md); *check* is the gate's verdict "
+           "warm-up (one-off plans, caches and loaded kernels excluded: they are in *peak*); *x floor* is "
+           "time over the floor (bench/README.md); *check* is the gate's verdict "
            "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
            "configurations are in bold: OOM (over the memory cap), TIMEOUT, MISMATCH (failed the gate, "
            "times not reported), UNCHECKED (the gate could not run, never timed), ERROR.", "",

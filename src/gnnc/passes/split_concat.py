@@ -64,7 +64,8 @@ def _split_user(g, root, user, cat, a, b, fa):
         halves = []
         for part, wp in ((a, w_a), (b, w_b)):
             prod = new_node(g, user, "call_function", operator.mul, (part, wp))
-            halves.append(new_node(g, total, total.op, total.target, (prod, -1), {k: v for k, v in kw.items() if k != "dim"}))
+            rest = {k: v for k, v in kw.items() if k != "dim"}
+            halves.append(new_node(g, total, total.op, total.target, (prod, -1), rest))
         return total, new_node(g, total, "call_function", operator.add, tuple(halves))
     if user.op == "call_function" and user.target in (operator.matmul, torch.matmul) and user.args[0] is cat:
         w = user.args[1]

@@ -78,7 +78,8 @@ class _EdgeSoftmaxAggregate(Function):
         by_dst = csr_structure(dst, num_dst, src)
         # alpha[e] = ex[e] * inv_s[dst[e]], formed inside the kernels (destinations with s = 0 have no edges)
         ex = _shifted_exponentials(by_dst, heads_logits, m, find_max=False, edge_order=True)
-        saved = (as_array(ex), as_array(s.reciprocal()), as_array(heads_x), as_array(grad.reshape(num_dst, heads, feats)))
+        saved = (as_array(ex), as_array(s.reciprocal()), as_array(heads_x),
+                 as_array(grad.reshape(num_dst, heads, feats)))
         work = src.numel() * heads * feats
         grad_logits = grad_x = None
         if ctx.needs_input_grad[0]:
