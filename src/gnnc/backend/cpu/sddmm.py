@@ -3,10 +3,12 @@
 out[e] = a[a_index[e]] op b[b_index[e]] for op in add, sub, mul, div when a
 and b have the same feature shape, with the optional leaky_relu applied
 before the store: each edge reads its two rows and writes its output row
-once, with no gathered [E, ...] operands in between. Other
-cases (dot, broadcast feature shapes) run on the torch backend. Same
-contract as ``gnnc.backend.torch.sddmm``; the backward is the torch
-backend's (it saves only a, b and the indices).
+once, with no gathered [E, ...] operands in between. The backward saves
+only a, b and the indices: one loop over a's rows (CSR by a_index) and one
+over b's rows (CSR by b_index) recompute each edge's pre-activation and sum
+their gradients straight into the row, with no atomics. Other cases (dot,
+broadcast feature shapes) run on the torch backend. Same contract as
+``gnnc.backend.torch.sddmm``.
 """
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ import math
 import torch
 from numba import prange
 
-from ..torch.sddmm import _SddmmBinary, check_sddmm
+from torch.autograd.function import Function, once_differentiable
+
+from ..torch.csr import csr_structure
+from ..torch.sddmm import check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
-from .interop import as_array, launch_rows, specialized
+from .interop import as_array, launch, launch_rows, specialized
 
 
 def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
@@ -29,8 +34,8 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
     return _SddmmBinaryRows.apply(a, a_index, b, b_index, op, negative_slope, chunk)
 
 
-class _SddmmBinaryRows(_SddmmBinary):
-    """Forward as one numba loop over edges; backward inherited from the torch backend."""
+class _SddmmBinaryRows(Function):
+    """Forward as one numba loop over edges; backward as one loop over the rows of each operand."""
 
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, op, negative_slope, chunk):
@@ -43,8 +48,29 @@ class _SddmmBinaryRows(_SddmmBinary):
                     as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
                     out.numpy().reshape(num_edges, width), out.numpy().dtype.type(slope))
         ctx.save_for_backward(a, a_index, b, b_index)
-        ctx.layout = (full, op, negative_slope, chunk)
+        ctx.layout = (full, op, slope)
         return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        a, a_index, b, b_index = ctx.saved_tensors
+        full, op, slope = ctx.layout
+        width = math.prod(full)
+        num_edges = a_index.numel()
+        rows = (as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
+                as_array(grad).reshape(num_edges, width), grad.numpy().dtype.type(slope))
+        grads = []
+        for side, (t, index, other) in enumerate(((a, a_index, b_index), (b, b_index, a_index))):
+            if not ctx.needs_input_grad[2 * side]:
+                grads.append(None)
+                continue
+            by_row = csr_structure(index, t.shape[0], other)
+            g = t.new_empty(t.shape)
+            launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
+                   as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
+            grads.append(g)
+        return grads[0], None, grads[1], None, None, None, None
 
 
 @specialized
@@ -67,4 +93,41 @@ def _BINARY_ROWS(width, op):
                     else:
                         y = a[u, k] / b[v, k]
                     out[e, k] = y if y > 0 else y * slope
+    return kernel
+
+
+@specialized
+def _BINARY_ROWS_GRAD(width, op, side):
+    code = ("add", "sub", "mul", "div").index(op)
+
+    def kernel(bounds, crow, other, perm, a, b, grad, slope, out):  # pragma: no cover - numba
+        """out[r] = sum over the edges e of row r (of a if side 0, else of b) of d(leaky(a op b))/d(row) * grad[e]."""
+        cols = grad.shape[1] if width < 0 else width
+        for c in prange(bounds.shape[0] - 1):
+            for r in range(bounds[c], bounds[c + 1]):
+                for k in range(cols):
+                    out[r, k] = 0.0
+                for i in range(crow[r], crow[r + 1]):
+                    e, q = perm[i], other[i]
+                    u, v = (r, q) if side == 0 else (q, r)
+                    for k in range(cols):
+                        x, y = a[u, k], b[v, k]
+                        if code == 0:
+                            pre = x + y
+                        elif code == 1:
+                            pre = x - y
+                        elif code == 2:
+                            pre = x * y
+                        else:
+                            pre = x / y
+                        g = grad[e, k] if pre > 0 else grad[e, k] * slope
+                        if code == 0:
+                            d = g
+                        elif code == 1:
+                            d = g if side == 0 else -g
+                        elif code == 2:
+                            d = g * y if side == 0 else g * x
+                        else:
+                            d = g / y if side == 0 else -g * x / (y * y)
+                        out[r, k] += d
     return kernel

@@ -103,7 +103,7 @@ class _SddmmBinary(Function):
             av = lift(a.index_select(0, a_index[s:e]), len(full))
             bv = lift(b.index_select(0, b_index[s:e]), len(full))
             if negative_slope is not None:  # leaky_relu': 1 where the pre-activation is > 0, else the slope
-                g = torch.where(_OUT_OPS[op](av, bv) > 0, g, g * negative_slope)
+                g = torch.ops.aten.leaky_relu_backward(g, _OUT_OPS[op](av, bv).expand_as(g), negative_slope, False)
             if grad_a is not None:
                 grad_a.index_add_(0, a_index[s:e], sum_to(binary_grad_lhs(op, g, av, bv).expand_as(g), a.shape[1:]))
             if grad_b is not None:
