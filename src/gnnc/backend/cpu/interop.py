@@ -42,8 +42,6 @@ def match_torch_threads() -> None:
 # views, which lets LLVM keep accumulators in vector registers instead of
 # reloading them after every store. The SLP vectorizer (off in numba by
 # default) then turns the unrolled constant-width row loops into vector FMAs.
-# (Forcing the loop vectorizer's width as well changed none of these kernels
-# and made LLVM print a remark on stderr for every loop it could not vectorize.)
 # The setting is global to the process, so it is set only around the calls
 # that compile, and reset after.
 _compiled: set = set()
