@@ -45,8 +45,8 @@ def _linear_parts(g, root, user, total):
     """(weight, bias, how to apply) of a linear ``user`` of ``total``, or None."""
     if user.op == "call_module" and isinstance(root.get_submodule(user.target), nn.Linear) \
             and len(user.args) == 1 and not user.kwargs:
-        weight = new_node(g, user, "get_attr", f"{user.target}.weight", ())
-        bias = new_node(g, user, "get_attr", f"{user.target}.bias", ()) \
+        weight = new_node(g, user, f"{user.target}.weight", (), op="get_attr")
+        bias = new_node(g, user, f"{user.target}.bias", (), op="get_attr") \
             if root.get_submodule(user.target).bias is not None else None
         return weight, bias, F.linear
     if user.op == "call_function" and user.target is F.linear and user.args[0] is total and not user.kwargs:
@@ -76,9 +76,9 @@ def distribute(dfg: MPDFG) -> MPDFG:
             if parts is None:
                 continue
             weight, bias, apply = parts
-            left = new_node(g, user, "call_function", apply, (p, weight) + ((bias,) if bias is not None else ()))
-            right = new_node(g, user, "call_function", apply, (q, weight))
-            new = new_node(g, user, "call_function", sign, (left, right))
+            left = new_node(g, user, apply, (p, weight) + ((bias,) if bias is not None else ()))
+            right = new_node(g, user, apply, (q, weight))
+            new = new_node(g, user, sign, (left, right))
         user.replace_all_uses_with(new)
         out.log.append(f"distribute: {user.meta.get('source')}: linear map of a sum split per term")
     return out

@@ -37,6 +37,7 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
+from .nodes import new_node
 
 _MULS = {operator.mul, torch.mul}
 
@@ -44,11 +45,6 @@ _MULS = {operator.mul, torch.mul}
 def _is(n, target) -> bool:
     return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
 
-
-def _new(g, like, target, args, op="call_function"):
-    node = g.create_node(op, target, tuple(args), {})
-    node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
-    return node
 
 
 def _softmax_logits(n):
@@ -77,7 +73,7 @@ def _fuse_sddmm(out: MPDFG) -> None:
             continue
         side = "dst" if b.target is ops.gather_dst else "dst_local"
         with g.inserting_before(n):
-            new = _new(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side))
+            new = new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side))
         n.replace_all_uses_with(new)
         g.erase_node(n)
         out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
@@ -110,7 +106,7 @@ def _fuse_activation(out: MPDFG) -> None:
         if slope is None:
             continue
         with g.inserting_before(act):
-            new = _new(g, act, ops.u_op_v, sddmm.args + (slope,))
+            new = new_node(g, act, ops.u_op_v, sddmm.args + (slope,))
         act.replace_all_uses_with(new)
         out.log.append(f"fuse: {act.meta.get('source')}: leaky_relu applied inside u_op_v (slope {slope:g})")
 
@@ -121,6 +117,13 @@ def _factors(n: fx.Node, top: bool = True) -> list:
             and not n.kwargs and (top or len(n.users) == 1):
         return _factors(n.args[0], False) + _factors(n.args[1], False)
     return [n]
+
+
+def _dst_rows(g, like, ctx, gather):
+    """The destination-node rows a gather_dst / gather_dst_local node broadcasts to edges."""
+    if gather.target is ops.gather_dst_local:
+        return gather.args[1]
+    return new_node(g, like, ops.dst_nodes, (ctx, gather.args[1]))
 
 
 def _postpone_dst_factors(out: MPDFG) -> None:
@@ -137,11 +140,11 @@ def _postpone_dst_factors(out: MPDFG) -> None:
         with g.inserting_before(red):
             product = rest[0]
             for f in rest[1:]:
-                product = _new(g, red, operator.mul, (product, f))
-            scaled = _new(g, red, ops.segment_reduce, (ctx, product, op))
+                product = new_node(g, red, operator.mul, (product, f))
+            scaled = new_node(g, red, ops.segment_reduce, (ctx, product, op))
             for f in dst_side:
-                value = f.args[1] if f.target is ops.gather_dst_local else _new(g, red, ops.dst_nodes, (ctx, f.args[1]))
-                scaled = _new(g, red, operator.mul, (scaled, value))
+                value = _dst_rows(g, red, ctx, f)
+                scaled = new_node(g, red, operator.mul, (scaled, value))
         red.replace_all_uses_with(scaled)
         g.erase_node(red)
         out.log.append(f"fuse: {red.meta.get('source')}: destination-side factor applied after the {op}")
@@ -163,9 +166,9 @@ def _signed_sum(g, like, terms):
     total = None
     for node, sign in terms:
         if total is None:
-            total = node if sign > 0 else _new(g, like, operator.neg, (node,))
+            total = node if sign > 0 else new_node(g, like, operator.neg, (node,))
         else:
-            total = _new(g, like, operator.add if sign > 0 else operator.sub, (total, node))
+            total = new_node(g, like, operator.add if sign > 0 else operator.sub, (total, node))
     return total
 
 
@@ -181,10 +184,9 @@ def _hoist_dst_terms(out: MPDFG) -> None:
         if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest):
             continue
         with g.inserting_before(red):
-            reduced = _new(g, red, ops.segment_reduce, (ctx, _signed_sum(g, red, rest), op))
-            values = [(f.args[1] if f.target is ops.gather_dst_local else _new(g, red, ops.dst_nodes, (ctx, f.args[1])),
-                       s) for f, s in dst_side]
-            hoisted = _new(g, red, operator.add, (reduced, _new(g, red, ops.zero_unreached,
+            reduced = new_node(g, red, ops.segment_reduce, (ctx, _signed_sum(g, red, rest), op))
+            values = [(_dst_rows(g, red, ctx, f), s) for f, s in dst_side]
+            hoisted = new_node(g, red, operator.add, (reduced, new_node(g, red, ops.zero_unreached,
                                                                 (ctx, _signed_sum(g, red, values)))))
         red.replace_all_uses_with(hoisted)
         g.erase_node(red)
@@ -214,13 +216,13 @@ def fuse(dfg: MPDFG) -> MPDFG:
 
 def _fuse_one(g, red, ctx, e, op):
     if _is(e, ops.gather_src):
-        return _new(g, red, ops.spmm, (ctx, e.args[1], None, "copy", op)), f"gather + {op} -> spmm"
+        return new_node(g, red, ops.spmm, (ctx, e.args[1], None, "copy", op)), f"gather + {op} -> spmm"
     if not (isinstance(e, fx.Node) and e.op == "call_function" and e.target in _MULS and len(e.args) == 2):
         return None
     left, right = e.args
     if _is(left, ops.gather_src) and _is(right, ops.gather_src):
-        product = _new(g, red, operator.mul, (left.args[1], right.args[1]))
-        return _new(g, red, ops.spmm, (ctx, product, None, "copy", op)), f"source-side product + {op} -> spmm"
+        product = new_node(g, red, operator.mul, (left.args[1], right.args[1]))
+        return new_node(g, red, ops.spmm, (ctx, product, None, "copy", op)), f"source-side product + {op} -> spmm"
     for gathered, other in ((left, right), (right, left)):
         if not _is(gathered, ops.gather_src):
             continue
@@ -230,11 +232,11 @@ def _fuse_one(g, red, ctx, e, op):
             logits, squeeze = soft
             lshape, xshape = logits.meta.get("shape"), gathered.meta.get("shape")
             if squeeze and lshape and xshape and len(lshape) == len(xshape) and lshape[-1] == 1:
-                logits = _new(g, red, "squeeze", (logits, -1), op="call_method")
+                logits = new_node(g, red, "squeeze", (logits, -1), op="call_method")
                 lshape = lshape[:-1]
             if lshape and xshape and tuple(lshape) == tuple(xshape[:-1]):
-                return (_new(g, red, ops.edge_softmax_aggregate, (ctx, logits, x)),
+                return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x)),
                         "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
         if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean"):
-            return _new(g, red, ops.spmm, (ctx, x, other, "mul", op)), f"gather * edge data + {op} -> spmm"
+            return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op)), f"gather * edge data + {op} -> spmm"
     return None

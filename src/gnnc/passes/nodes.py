@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-def new_node(g, like, op: str, target, args, kwargs=None):
+def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):
     """A node ``op``/``target`` in graph ``g`` at the insertion point, with ``like``'s stage and UDF source line."""
     node = g.create_node(op, target, tuple(args), kwargs or {})
     node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))

@@ -18,6 +18,7 @@ import torch.fx as fx
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
+from .nodes import new_node
 
 MAX_HEADS = 32  # beyond this the block-diagonal matmul does more work than it saves
 
@@ -32,8 +33,7 @@ def shared_dot(dfg: MPDFG) -> MPDFG:
             continue
         x, w = operands
         with g.inserting_before(total):
-            new = g.create_node("call_function", ops.shared_dot, (x, w, _keepdim(total)))
-        new.meta.update(stage=total.meta.get("stage"), source=total.meta.get("source"))
+            new = new_node(g, total, ops.shared_dot, (x, w, _keepdim(total)))
         total.replace_all_uses_with(new)
         out.log.append(f"shared_dot: {total.meta.get('source')}: product with a shared tensor + sum -> one matmul")
     return out

@@ -59,33 +59,33 @@ def _split_user(g, root, user, cat, a, b, fa):
         if not _is_last_dim_sum(total):
             return None
         kw = dict(total.kwargs)
-        w_a = new_node(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(None, fa))))
-        w_b = new_node(g, user, "call_function", operator.getitem, (w, (Ellipsis, slice(fa, None))))
+        w_a = new_node(g, user, operator.getitem, (w, (Ellipsis, slice(None, fa))))
+        w_b = new_node(g, user, operator.getitem, (w, (Ellipsis, slice(fa, None))))
         halves = []
         for part, wp in ((a, w_a), (b, w_b)):
-            prod = new_node(g, user, "call_function", operator.mul, (part, wp))
+            prod = new_node(g, user, operator.mul, (part, wp))
             rest = {k: v for k, v in kw.items() if k != "dim"}
-            halves.append(new_node(g, total, total.op, total.target, (prod, -1), rest))
-        return total, new_node(g, total, "call_function", operator.add, tuple(halves))
+            halves.append(new_node(g, total, total.target, (prod, -1), op=total.op, kwargs=rest))
+        return total, new_node(g, total, operator.add, tuple(halves))
     if user.op == "call_function" and user.target in (operator.matmul, torch.matmul) and user.args[0] is cat:
         w = user.args[1]
         if not (isinstance(w, fx.Node) and w.meta.get("res") == "S" and len(w.meta.get("shape", ())) == 2):
             return None
-        w_a = new_node(g, user, "call_function", operator.getitem, (w, slice(None, fa)))
-        w_b = new_node(g, user, "call_function", operator.getitem, (w, slice(fa, None)))
-        left = new_node(g, user, "call_function", operator.matmul, (a, w_a))
-        right = new_node(g, user, "call_function", operator.matmul, (b, w_b))
-        return user, new_node(g, user, "call_function", operator.add, (left, right))
+        w_a = new_node(g, user, operator.getitem, (w, slice(None, fa)))
+        w_b = new_node(g, user, operator.getitem, (w, slice(fa, None)))
+        left = new_node(g, user, operator.matmul, (a, w_a))
+        right = new_node(g, user, operator.matmul, (b, w_b))
+        return user, new_node(g, user, operator.add, (left, right))
     if user.op == "call_module" and isinstance(root.get_submodule(user.target), nn.Linear):
-        weight = new_node(g, user, "get_attr", f"{user.target}.weight", ())
-        w_a = new_node(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(None, fa))))
-        w_b = new_node(g, user, "call_function", operator.getitem, (weight, (slice(None), slice(fa, None))))
+        weight = new_node(g, user, f"{user.target}.weight", (), op="get_attr")
+        w_a = new_node(g, user, operator.getitem, (weight, (slice(None), slice(None, fa))))
+        w_b = new_node(g, user, operator.getitem, (weight, (slice(None), slice(fa, None))))
         bias = None
         if root.get_submodule(user.target).bias is not None:
-            bias = new_node(g, user, "get_attr", f"{user.target}.bias", ())
-        left = new_node(g, user, "call_function", F.linear, (a, w_a))
-        right = new_node(g, user, "call_function", F.linear, (b, w_b, bias))
-        return user, new_node(g, user, "call_function", operator.add, (left, right))
+            bias = new_node(g, user, f"{user.target}.bias", (), op="get_attr")
+        left = new_node(g, user, F.linear, (a, w_a))
+        right = new_node(g, user, F.linear, (b, w_b, bias))
+        return user, new_node(g, user, operator.add, (left, right))
     return None
 
 

@@ -19,6 +19,7 @@ import torch.fx as fx
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
+from .nodes import new_node
 
 _MATMULS = {torch.bmm, torch.matmul, operator.matmul}
 
@@ -61,16 +62,16 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
         with g.inserting_before(sq):
             if w.target in (ops.gather_srctype, ops.gather_dsttype) and row.op == "call_function" \
                     and row.target is (ops.gather_src if w.target is ops.gather_srctype else ops.gather_dst):
-                typed = _new(g, sq, ops.ntype_matmul, (ctx, row.args[1], w.args[1]))
-                replacement = _new(g, sq, row.target, (ctx, typed))
+                typed = new_node(g, sq, ops.ntype_matmul, (ctx, row.args[1], w.args[1]))
+                replacement = new_node(g, sq, row.target, (ctx, typed))
                 how = "node-type matmul, then gather"
             elif w.target is ops.gather_etype and row.op == "call_function" \
                     and row.target in (ops.gather_src, ops.gather_dst):
                 side = "src" if row.target is ops.gather_src else "dst"
-                replacement = _new(g, sq, ops.etype_gather_matmul, (ctx, row.args[1], w.args[1], side))
+                replacement = new_node(g, sq, ops.etype_gather_matmul, (ctx, row.args[1], w.args[1], side))
                 how = "per-relation matmul over gathered rows"
             elif w.target is ops.gather_ntype:
-                replacement = _new(g, sq, ops.dst_ntype_matmul, (ctx, row, w.args[1]))
+                replacement = new_node(g, sq, ops.dst_ntype_matmul, (ctx, row, w.args[1]))
                 how = "node-type matmul"
             else:
                 continue
@@ -85,7 +86,7 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
         gathered, w = found
         with g.inserting_before(mm):
             side = "src" if gathered.target is ops.gather_src else "dst"
-            replacement = _new(g, mm, ops.etype_gather_head_matmul, (w.args[0], gathered.args[1], w.args[1], side))
+            replacement = new_node(g, mm, ops.etype_gather_head_matmul, (w.args[0], gathered.args[1], w.args[1], side))
         mm.replace_all_uses_with(replacement)
         g.erase_node(mm)
         out.log.append(f"typed_linear: {mm.meta.get('source')}: per-relation, per-head matmul "
@@ -108,9 +109,3 @@ def _match_heads(mm: fx.Node):
     if a_shape[-1] != w_shape[2] or any(d != 1 for d in a_shape[2:-1]):
         return None
     return a, w
-
-
-def _new(g, like, target, args):
-    node = g.call_function(target, args)
-    node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
-    return node

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import torch
 from numba import prange
-
 from torch.autograd.function import Function, once_differentiable
 
+from ..torch.common import BINARY_OPS
 from ..torch.csr import csr_structure
 from ..torch.sddmm import check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
@@ -31,14 +32,14 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
     if op == "dot" or a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full):
         return torch_sddmm(a, a_index, b, b_index, op, negative_slope=negative_slope, chunk=chunk)
-    return _SddmmBinaryRows.apply(a, a_index, b, b_index, op, negative_slope, chunk)
+    return _SddmmBinaryRows.apply(a, a_index, b, b_index, op, negative_slope)
 
 
 class _SddmmBinaryRows(Function):
     """Forward as one numba loop over edges; backward as one loop over the rows of each operand."""
 
     @staticmethod
-    def forward(ctx, a, a_index, b, b_index, op, negative_slope, chunk):
+    def forward(ctx, a, a_index, b, b_index, op, negative_slope):
         full = tuple(a.shape[1:])
         width = math.prod(full)
         num_edges = a_index.numel()
@@ -70,12 +71,24 @@ class _SddmmBinaryRows(Function):
             launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
                    as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
             grads.append(g)
-        return grads[0], None, grads[1], None, None, None, None
+        return grads[0], None, grads[1], None, None, None
+
+
+@numba.njit
+def _binary(code, x, y):  # pragma: no cover - numba; inlined by LLVM, where the constant code folds the branches
+    """x op y for op = BINARY_OPS[code]."""
+    if code == 0:
+        return x + y
+    if code == 1:
+        return x - y
+    if code == 2:
+        return x * y
+    return x / y
 
 
 @specialized
 def _BINARY_ROWS(width, op):
-    code = ("add", "sub", "mul", "div").index(op)  # an int constant: the branch below folds away
+    code = BINARY_OPS.index(op)
 
     def kernel(bounds, a_index, b_index, a, b, out, slope):  # pragma: no cover - numba
         """out[e] = leaky_relu(a[a_index[e]] op b[b_index[e]], slope), rows of ``width`` elements."""
@@ -84,21 +97,14 @@ def _BINARY_ROWS(width, op):
             for e in range(bounds[c], bounds[c + 1]):
                 u, v = a_index[e], b_index[e]
                 for k in range(cols):
-                    if code == 0:
-                        y = a[u, k] + b[v, k]
-                    elif code == 1:
-                        y = a[u, k] - b[v, k]
-                    elif code == 2:
-                        y = a[u, k] * b[v, k]
-                    else:
-                        y = a[u, k] / b[v, k]
+                    y = _binary(code, a[u, k], b[v, k])
                     out[e, k] = y if y > 0 else y * slope
     return kernel
 
 
 @specialized
 def _BINARY_ROWS_GRAD(width, op, side):
-    code = ("add", "sub", "mul", "div").index(op)
+    code = BINARY_OPS.index(op)
 
     def kernel(bounds, crow, other, perm, a, b, grad, slope, out):  # pragma: no cover - numba
         """out[r] = sum over the edges e of row r (of a if side 0, else of b) of d(leaky(a op b))/d(row) * grad[e]."""
@@ -112,15 +118,7 @@ def _BINARY_ROWS_GRAD(width, op, side):
                     u, v = (r, q) if side == 0 else (q, r)
                     for k in range(cols):
                         x, y = a[u, k], b[v, k]
-                        if code == 0:
-                            pre = x + y
-                        elif code == 1:
-                            pre = x - y
-                        elif code == 2:
-                            pre = x * y
-                        else:
-                            pre = x / y
-                        g = grad[e, k] if pre > 0 else grad[e, k] * slope
+                        g = grad[e, k] if _binary(code, x, y) > 0 else grad[e, k] * slope
                         if code == 0:
                             d = g
                         elif code == 1:

@@ -38,6 +38,11 @@ def clamped_degrees(dst: torch.Tensor, num_nodes: int, like: torch.Tensor) -> to
     return rows_view(deg, like.dim())
 
 
+def arg_dtype(num_edges: int) -> torch.dtype:
+    """dtype of arg-extremum edge ids (``num_edges`` meaning none): int32 when it fits, which halves the traffic."""
+    return torch.int32 if num_edges < 2**31 - 1 else torch.int64
+
+
 def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, like: torch.Tensor,
                      chunks, want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Max/min of ``messages(start, end)`` ([end - start, *feat]) per destination.
@@ -58,7 +63,7 @@ def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, l
         out.scatter_reduce_(0, rows_view(dst[s:e], ndim).expand_as(m), m, reduce)
     arg = None
     if want_arg:
-        id_dtype = torch.int32 if num_edges < 2**31 - 1 else torch.int64  # int32 halves the traffic
+        id_dtype = arg_dtype(num_edges)
         arg = torch.full(shape, num_edges, dtype=id_dtype, device=like.device)
         for s, e in chunks:
             m = messages(s, e)
