@@ -27,7 +27,8 @@ from gnnc.backend.cpu import interop  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_homograph  # noqa: E402
-from .test_backend_torch import SDDMM_SHAPES, check_against, edges, naive_binary, naive_spmm, rand  # noqa: E402
+from .test_backend_torch import (SDDMM_SHAPES, check_against, edges, naive_binary, naive_spmm, rand,  # noqa: E402
+                                  sddmm_softmax_aggregate_bad_calls)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -47,11 +48,15 @@ def _edges(case: str, num_nodes: int, num_edges: int, seed: int):
 
 
 def _run(kernels, logits, x, src, dst, num_dst, grad):
-    logits = logits.detach().requires_grad_()
-    x = x.detach().requires_grad_()
-    out = kernels.edge_softmax_aggregate(logits, x, src, dst, num_dst)
-    gl, gx = torch.autograd.grad(out, (logits, x), grad, allow_unused=True)
-    return out, gl, gx
+    return _with_grads(lambda l, v: kernels.edge_softmax_aggregate(l, v, src, dst, num_dst), (logits, x), grad)
+
+
+def _with_grads(fn, inputs, grad, needed=None):
+    """(fn(*inputs), *gradients for the upstream ``grad``), differentiating the inputs ``needed`` marks (all)."""
+    needed = needed or [True] * len(inputs)
+    inputs = [t.detach().requires_grad_(n) for t, n in zip(inputs, needed)]
+    out = fn(*inputs)
+    return (out, *torch.autograd.grad(out, [t for t in inputs if t.requires_grad], grad, allow_unused=True))
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -119,6 +124,112 @@ def test_bad_input_is_named():
     with pytest.raises(TypeError, match="logits has dtype"):
         cpu_backend.edge_softmax_aggregate(torch.randn(2, 1), torch.randn(3, 1, 2, dtype=torch.float64),
                                            torch.tensor([0, 1]), torch.tensor([0, 1]), 3)
+
+
+# (a and b features, x features): one shape for a and b runs fused
+SSA_LAYOUTS = [((3,), (3, 4)), ((3, 1), (3, 4)), ((), (5,)), ((2, 3), (2, 3)), ((1,), (3, 4)), ((1, 3), (2, 3))]
+
+
+def _ssa_inputs(case: str, af, xf, op: str, dtype):
+    """(src, dst, n, a, b, x): b away from 0 for div, a scaled to logits of ~50-100 for large_logits."""
+    src, dst, n = _edges(case, 23, 70, seed=len(case))
+    scale = 60.0 if case == "large_logits" else 1.0
+    a = rand(n, *af, dtype=dtype).detach() * scale
+    b = rand(n, *af, dtype=dtype, positive=op == "div", seed=1)
+    return src, dst, n, a, b, rand(n, *xf, dtype=dtype, seed=2)
+
+
+def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None):
+    """The cpu backend's sddmm_softmax_aggregate equals the torch backend's, forward and gradients.
+
+    Absolute tolerances scale with each tensor's largest entry: an ulp of a
+    logit that one backend rounds differently (a fused multiply-add) moves a
+    gradient sum in proportion to the scores it multiplies (grad_b = sum of
+    grad_logit * a for mul), and large logits come from large scores.
+    """
+    def primitive(kernels):
+        return lambda a, b, x: kernels.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=slope)
+
+    shape = primitive(torch_backend)(a, b, x).shape
+    grad = torch.randn(shape, generator=torch.Generator().manual_seed(7), dtype=dtype)
+    results = [_with_grads(primitive(kernels), (a, b, x), grad, needed) for kernels in (cpu_backend, torch_backend)]
+    for got, want in zip(*results):
+        scale = max(1.0, want.abs().max().item()) if want.numel() else 1.0
+        torch.testing.assert_close(got, want, rtol=TOL[dtype]["rtol"], atol=TOL[dtype]["atol"] * scale)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("layout", SSA_LAYOUTS)
+@pytest.mark.parametrize("case", ["multi", "no_edges", "one_node", "large_logits"])
+@pytest.mark.parametrize("slope", [None, 0.0, 0.2])
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sddmm_softmax_aggregate_matches_torch(dtype, op, slope, case, layout, parallel):
+    src, dst, n, a, b, x = _ssa_inputs(case, *layout, op, dtype)
+    threshold = 0 if parallel else interop.PARALLEL_MIN_WORK
+    with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+        _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype)
+
+
+@pytest.mark.parametrize("needed", [(True, False, False), (False, True, False), (False, False, True),
+                                    (True, True, False)])
+def test_sddmm_softmax_aggregate_partial_grads(needed):
+    """Only the requested gradients are computed, each still right."""
+    src, dst, n, a, b, x = _ssa_inputs("multi", (3,), (3, 4), "mul", torch.float64)
+    _ssa_against_torch(a, b, x, src, dst, n, "mul", 0.2, torch.float64, list(needed))
+
+
+@pytest.mark.parametrize("shapes", [((3, 1), (1, 4), (3, 4)), ((3,), (1,), (3, 4)), ((1,), (2, 3), (2, 3, 4))])
+@pytest.mark.parametrize("op", ["add", "div"])
+def test_sddmm_softmax_aggregate_composed_layouts(op, shapes):
+    """a and b of different feature shapes (broadcast): the composition of the cpu sddmm and aggregation."""
+    af, bf, xf = shapes
+    src, dst, n = _edges("multi", 23, 70, seed=2)
+    a, b = rand(n, *af), rand(n, *bf, positive=op == "div", seed=1)
+    for slope in (None, 0.2):
+        _ssa_against_torch(a, b, rand(n, *xf, seed=2), src, dst, n, op, slope, torch.float64)
+
+
+def test_sddmm_softmax_aggregate_saves_no_edge_tensor():
+    """The fused path keeps no [E, ...] float tensor for backward; the composition keeps the logits."""
+    src, dst, n = _edges("multi", 20, 400, seed=4)
+    a, b, x = (t.requires_grad_() for t in (torch.randn(n, 4), torch.randn(n, 4), torch.randn(n, 4, 8)))
+
+    def edge_rows(out):
+        return [t for t in out.grad_fn.saved_tensors
+                if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
+    assert not edge_rows(cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, negative_slope=0.2))
+    assert edge_rows(torch_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, negative_slope=0.2))
+
+
+def test_sddmm_softmax_aggregate_gradcheck():
+    src, dst, n = _edges("multi", 9, 25, seed=3)
+    for op in ("add", "sub", "mul", "div"):
+        a, b = rand(n, 2), rand(n, 2, positive=op == "div", seed=1)
+        assert torch.autograd.gradcheck(
+            lambda a, b, x: cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=0.2),
+            (a, b, rand(n, 2, 3, seed=2)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), heads=st.integers(1, 4),
+       feats=st.integers(1, 6), op=st.sampled_from(["add", "sub", "mul", "div"]),
+       slope=st.sampled_from([None, 0.0, 0.2]), seed=st.integers(0, 1000))
+def test_sddmm_softmax_aggregate_random_graphs(num_nodes, num_edges, heads, feats, op, slope, seed):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
+    a = rand(num_nodes, heads, seed=seed) * 20
+    b = rand(num_nodes, heads, positive=op == "div", seed=seed + 1)
+    x = rand(num_nodes, heads, feats, seed=seed + 2)
+    _ssa_against_torch(a, b, x, src, dst, num_nodes, op, slope, torch.float64)
+
+
+@pytest.mark.parametrize("call", sddmm_softmax_aggregate_bad_calls())
+def test_sddmm_softmax_aggregate_bad_input_is_named(call):
+    kwargs, error, pattern = call
+    with pytest.raises(error, match=pattern):
+        cpu_backend.sddmm_softmax_aggregate(**kwargs)
 
 
 def test_resolve():

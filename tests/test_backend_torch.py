@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gnnc.backend.torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul,
-                                sddmm, segment_matmul, segment_reduce, spmm)
+                                sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce, spmm)
 from gnnc.backend.torch import csr
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
@@ -146,6 +146,13 @@ def naive_softmax_aggregate(logits, x, src, dst, n):
     alpha = naive_softmax(logits, dst, n)
     msg = naive_binary("mul", alpha, x[src])
     return msg.new_zeros((n,) + tuple(msg.shape[1:])).index_add(0, dst, msg)
+
+
+def naive_sddmm_softmax_aggregate(a, b, x, src, dst, n, op, slope):
+    logits = naive_binary(op, a[src], b[dst])
+    if slope is not None:
+        logits = torch.nn.functional.leaky_relu(logits, slope)
+    return naive_softmax_aggregate(logits, x, src, dst, n)
 
 
 def naive_segment_matmul(x, ptr, weight, bias):
@@ -395,6 +402,65 @@ def test_edge_softmax_aggregate_hypothesis(sizes, shapes, scale, chunk, path, dg
     with kernels(path):
         check_against(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
                       lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd), [logits, x], torch.float64)
+
+
+# ---------- sddmm_softmax_aggregate ----------
+
+SSA_SHAPES = {  # a features, b features, x features
+    "heads": ((3,), (3,), (3, 4)), "gat": ((3, 1), (3, 1), (3, 4)), "single": ((), (), (4,)),
+    "bcast": ((3, 1), (1, 4), (3, 4)),
+}
+
+
+def sddmm_softmax_aggregate_bad_calls():
+    """(keyword arguments, error type, message pattern): calls every backend refuses, naming the culprit."""
+    good = dict(a=torch.randn(4, 2), b=torch.randn(2, 2), x=torch.randn(4, 2, 3), src=torch.tensor([0, 1, 3]),
+                dst=torch.tensor([1, 1, 0]), num_dst=2)
+    return [
+        (dict(good, b=torch.randn(4, 2)), ValueError, r"b has 4 rows, expected one per destination \(num_dst = 2\)"),
+        (dict(good, b=torch.randn(2, 2, dtype=torch.float64)), TypeError, "b has dtype torch.float64"),
+        (dict(good, x=torch.randn(4, 2, 3, dtype=torch.float64)), TypeError, "x has dtype torch.float64"),
+        (dict(good, a=torch.randn(2, 2)), IndexError, "src has entries"),
+        (dict(good, dst=torch.tensor([1, 2, 0])), IndexError, "dst has entries"),
+        (dict(good, dst=torch.tensor([1, 0])), ValueError, "dst has 2 entries"),
+        (dict(good, op="dot"), ValueError, "op must be one of"),
+        (dict(good, x=torch.randn(4, 3, 3)), ValueError, r"and x \(3, 3\) do not broadcast"),
+        (dict(good, negative_slope="0.2"), ValueError, "negative_slope"),
+    ]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("slope", [None, 0.0, 0.2])
+@pytest.mark.parametrize("shapes", list(SSA_SHAPES))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_sddmm_softmax_aggregate_matches_composition_and_naive(op, shapes, slope, dtype, case, path):
+    ns, nd, src, dst = edges(case)
+    af, bf, xf = SSA_SHAPES[shapes]
+    a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
+    x = rand(ns, *xf, dtype=dtype, seed=3)
+    with kernels(path):
+        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope, chunk=7),
+                      lambda a, b, x: edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=slope), x, src,
+                                                             dst, nd), [a, b, x], dtype)
+        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope),
+                      lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, slope), [a, b, x], dtype)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_sddmm_softmax_aggregate_gradcheck(op):
+    ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
+    inputs = (rand(ns, 2), rand(nd, 2, positive=op == "div", seed=2), rand(ns, 2, 3, seed=3))
+    assert torch.autograd.gradcheck(
+        lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2, chunk=3), inputs)
+
+
+@pytest.mark.parametrize("call", sddmm_softmax_aggregate_bad_calls())
+def test_sddmm_softmax_aggregate_errors_name_the_culprit(call):
+    kwargs, error, pattern = call
+    with pytest.raises(error, match=pattern):
+        sddmm_softmax_aggregate(**kwargs)
 
 
 # ---------- typed matmuls ----------

@@ -2,7 +2,8 @@
 
 Implements the ``gnnc.backend.torch`` contract (see its docstring for
 shapes, broadcasting and gradients). ``edge_softmax_aggregate`` (forward and
-both backward loops, parallel over destination or source nodes), the
+both backward loops, parallel over destination or source nodes; also on
+logits that ``sddmm_softmax_aggregate`` computes inside them), the
 binary-operator ``sddmm`` (one loop over edges) and the max / min ``spmm``
 (one loop over destinations, with its arg edges) run as numba kernels:
 float32/float64, compiled on first use per row width (common widths as
@@ -14,7 +15,7 @@ CSR matmuls, grouped matmuls) are already fused. Threads follow
 from ..torch import clear_structure_cache, edge_softmax, gather_segment_matmul, segment_matmul, segment_reduce
 from .sddmm import sddmm
 from .spmm import spmm
-from .softmax_aggregate import edge_softmax_aggregate
+from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "segment_matmul",
-           "gather_segment_matmul", "clear_structure_cache"]
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
+           "segment_matmul", "gather_segment_matmul", "clear_structure_cache"]

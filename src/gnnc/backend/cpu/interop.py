@@ -76,9 +76,14 @@ def specialized(factory):
 
     @functools.wraps(factory)
     def get(width: int, *constants):
-        return compiled(width if width in SPECIALIZED_WIDTHS else -1, *constants)
+        return compiled(constant_width(width), *constants)
 
     return get
+
+
+def constant_width(n: int) -> int:
+    """``n`` when kernels compile it as a constant (one of ``SPECIALIZED_WIDTHS``), else -1 (read at run time)."""
+    return n if n in SPECIALIZED_WIDTHS else -1
 
 
 def _call(kernel, *args) -> None:

@@ -49,29 +49,36 @@ class _SddmmBinaryRows(Function):
                     as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
                     out.numpy().reshape(num_edges, width), out.numpy().dtype.type(slope))
         ctx.save_for_backward(a, a_index, b, b_index)
-        ctx.layout = (full, op, slope)
+        ctx.layout = (op, slope)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
-        full, op, slope = ctx.layout
-        width = math.prod(full)
-        num_edges = a_index.numel()
-        rows = (as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
-                as_array(grad).reshape(num_edges, width), grad.numpy().dtype.type(slope))
-        grads = []
-        for side, (t, index, other) in enumerate(((a, a_index, b_index), (b, b_index, a_index))):
-            if not ctx.needs_input_grad[2 * side]:
-                grads.append(None)
-                continue
-            by_row = csr_structure(index, t.shape[0], other)
-            g = t.new_empty(t.shape)
-            launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
-                   as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
-            grads.append(g)
-        return grads[0], None, grads[1], None, None, None
+        grad_a, grad_b = binary_rows_grads(a, a_index, b, b_index, grad, *ctx.layout, ctx.needs_input_grad[0:3:2])
+        return grad_a, None, grad_b, None, None, None
+
+
+def binary_rows_grads(a, a_index, b, b_index, grad, op: str, slope: float, needed) -> list:
+    """[grad_a, grad_b] of out[e] = leaky_relu(a[a_index[e]] op b[b_index[e]], slope) for the upstream
+    ``grad`` [E, ...] (a, b and grad of one feature shape; slope 1: no activation); None where ``needed``
+    (two flags) is false. One numba loop over the rows of each operand."""
+    width = math.prod(a.shape[1:])
+    num_edges = a_index.numel()
+    rows = (as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
+            as_array(grad).reshape(num_edges, width), grad.numpy().dtype.type(slope))
+    grads = []
+    for side, (t, index, other) in enumerate(((a, a_index, b_index), (b, b_index, a_index))):
+        if not needed[side]:
+            grads.append(None)
+            continue
+        by_row = csr_structure(index, t.shape[0], other)
+        g = t.new_empty(t.shape)
+        launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
+               as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
+        grads.append(g)
+    return grads
 
 
 @numba.njit

@@ -8,20 +8,30 @@ normalizes, so the [E, H, F] messages never exist. Backward recomputes
 alpha from the saved per-destination max and denominator (one shift pass +
 exp, in edge order); the logit gradient loops over destinations, the
 feature gradient over sources (CSR by source), so no loop needs atomics.
-Same contract as ``gnnc.backend.torch.edge_softmax_aggregate``.
+
+``sddmm_softmax_aggregate`` runs the same loops on logits
+act(a[src] op b[dst]) that the shift pass computes from the rows of a and b
+(no [E, H] logits or separate SDDMM pass); its backward turns the logit
+gradient into those of a and b with the SDDMM backward's row loops. Same
+contracts as ``gnnc.backend.torch.edge_softmax_aggregate`` and
+``sddmm_softmax_aggregate``.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numba
 import numpy as np
 import torch
 from numba import prange
 from torch.autograd.function import Function, once_differentiable
 
-from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
+from ..torch.common import BINARY_OPS, as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
-from ..torch.softmax import check_softmax_aggregate
-from .interop import as_array, launch, specialized
+from ..torch.softmax import check_softmax_aggregate, check_sddmm_softmax_aggregate
+from .interop import as_array, constant_width, launch, specialized
 from .prefetch import prefetch_row
+from .sddmm import _binary, binary_rows_grads, sddmm
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
 AHEAD = 8
@@ -35,99 +45,165 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     for signature compatibility and ignored (no edge chunks exist here).
     """
     logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
+    _check_cpu(x)
+    return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, 1.0)
+
+
+def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
+                            dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
+                            chunk: int | None = None) -> torch.Tensor:
+    """edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=negative_slope), x, src, dst, num_dst).
+
+    Fused (the logits are computed inside the kernels, never stored) when
+    ``a`` and ``b`` have one feature shape (GAT: [N, H] and [num_dst, H]
+    against x [N, H, F]); otherwise the composition of this backend's
+    primitives. ``chunk`` is passed to the composition only.
+    """
+    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope)
+    _check_cpu(x)
+    if tuple(a.shape[1:]) != tuple(b.shape[1:]):
+        logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope, chunk=chunk)
+        return edge_softmax_aggregate(logits, x, src, dst, num_dst)
+    slope = 1.0 if negative_slope is None else float(negative_slope)  # 1: the identity
+    a, b = (t.reshape((t.shape[0],) + logits_feat) for t in (a, b))
+    return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, slope)
+
+
+def _check_cpu(x: torch.Tensor) -> None:
     if x.device.type != "cpu":
         raise ValueError(f"the cpu backend needs CPU tensors; x is on {x.device}")
-    return _EdgeSoftmaxAggregate.apply(logits, x, src, dst, num_dst)
 
 
-def _shifted_exponentials(by_dst, heads_logits, offset, *, find_max: bool, edge_order: bool):
-    """exp(logits[e] - offset[dst[e]]) in CSR order (or edge order); ``find_max`` first sets offset to the max."""
-    crow = as_array(by_dst.crow)
-    shifted = heads_logits.new_empty(heads_logits.shape)
-    heads = heads_logits.shape[1]
-    launch(_SHIFTED_LOGITS(heads), crow, heads_logits.numel(), as_array(by_dst.perm), as_array(heads_logits),
+class _Logits(NamedTuple):
+    """Where the kernels read the logit of edge e, head h: ``a[e, h]`` (``op`` None: a holds [E, H]
+    logits) or leaky_relu(a[src[e], h] op b[dst[e], h], slope) from rows [N_src, H] and [num_dst, H]."""
+
+    a: torch.Tensor
+    b: torch.Tensor | None
+    op: str | None
+    slope: float
+
+
+def _shifted_exponentials(by_dst, logits: _Logits, offset, *, find_max: bool, edge_order: bool):
+    """exp(l[e] - offset[dst[e]]) in CSR order (or edge order); ``find_max`` first sets offset to the max."""
+    num_edges, heads = by_dst.perm.numel(), logits.a.shape[1]
+    shifted = logits.a.new_empty(num_edges, heads)
+    b = logits.a.new_empty(0, heads) if logits.b is None else logits.b  # op None: never read
+    # a and b are passed as they are laid out (GAT's are column slices of one matmul): a copy would cost more
+    launch(_SHIFTED_LOGITS(heads, logits.op), as_array(by_dst.crow), num_edges * heads, as_array(by_dst.perm),
+           as_array(by_dst.col), logits.a.detach().numpy(), b.detach().numpy(), shifted.numpy().dtype.type(logits.slope),
            offset.numpy(), shifted.numpy(), find_max, edge_order)
     return shifted.exp_()  # one vectorized torch pass: numba's scalar exp is several times slower
 
 
-class _EdgeSoftmaxAggregate(Function):
+class _SoftmaxAggregate(Function):
+    """Softmax by destination of the logits ``_Logits(a, b, op, slope)``, weighting x[src]; a / b feature
+    shapes are the logits' (right-aligned against x's, as ``edge_softmax_aggregate``'s logits)."""
+
     @staticmethod
-    def forward(ctx, logits, x, src, dst, num_dst):
-        full = broadcast_shape(logits.shape[1:], x.shape[1:])
-        k = head_layout(logits.shape[1:], full)
-        heads_logits = weight_as_heads(logits, full, k).contiguous()
+    def forward(ctx, a, b, x, src, dst, num_dst, op, slope):
+        full = broadcast_shape(a.shape[1:], x.shape[1:])
+        k = head_layout(a.shape[1:], full)
+        logits = _Logits(weight_as_heads(a, full, k), None if b is None else weight_as_heads(b, full, k), op, slope)
         heads_x = as_heads(x, full, k).contiguous()
         heads, feats = heads_x.shape[1], heads_x.shape[2]
         by_dst = csr_structure(dst, num_dst, src)
         m = x.new_empty(num_dst, heads)
-        ex = _shifted_exponentials(by_dst, heads_logits, m, find_max=True, edge_order=False)
+        ex = _shifted_exponentials(by_dst, logits, m, find_max=True, edge_order=False)
         out = x.new_empty(num_dst, heads, feats)
         s = x.new_empty(num_dst, heads)
-        launch(_NORMALIZED_AGGREGATE(feats), as_array(by_dst.crow), src.numel() * heads * feats,
+        launch(_NORMALIZED_AGGREGATE(feats, constant_width(heads)), as_array(by_dst.crow), src.numel() * heads * feats,
                as_array(by_dst.col), as_array(ex), as_array(heads_x), out.numpy(), s.numpy())
-        ctx.save_for_backward(heads_logits, heads_x, src, dst, m, s)
-        ctx.layout = (full, k, tuple(logits.shape), tuple(x.shape), num_dst)
+        ctx.save_for_backward(logits.a, logits.b, heads_x, src, dst, m, s)
+        ctx.layout = (full, k, num_dst, op, slope)
+        ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
         return out.view((num_dst,) + full)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        heads_logits, heads_x, src, dst, m, s = ctx.saved_tensors
-        full, k, logits_shape, x_shape, num_dst = ctx.layout
+        heads_a, heads_b, heads_x, src, dst, m, s = ctx.saved_tensors
+        full, k, num_dst, op, slope = ctx.layout
+        a_shape, b_shape, x_shape = ctx.shapes
         heads, feats = heads_x.shape[1], heads_x.shape[2]
         by_dst = csr_structure(dst, num_dst, src)
+        logits = _Logits(heads_a, heads_b, op, slope)
         # alpha[e] = ex[e] * inv_s[dst[e]], formed inside the kernels (destinations with s = 0 have no edges)
-        ex = _shifted_exponentials(by_dst, heads_logits, m, find_max=False, edge_order=True)
+        ex = _shifted_exponentials(by_dst, logits, m, find_max=False, edge_order=True)
         saved = (as_array(ex), as_array(s.reciprocal()), as_array(heads_x),
                  as_array(grad.reshape(num_dst, heads, feats)))
         work = src.numel() * heads * feats
-        grad_logits = grad_x = None
-        if ctx.needs_input_grad[0]:
+        grad_a = grad_b = grad_x = None
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gl = ex.new_empty(ex.shape)
-            launch(_SOFTMAX_GRAD(feats), as_array(by_dst.crow), work, as_array(by_dst.col), as_array(by_dst.perm),
+            launch(_SOFTMAX_GRAD(feats, constant_width(heads)), as_array(by_dst.crow), work, as_array(by_dst.col), as_array(by_dst.perm),
                    *saved, m.new_empty(m.shape).numpy(), gl.numpy())
-            grad_logits = heads_to_weight(gl, logits_shape, full, k)
-        if ctx.needs_input_grad[1]:
+            grads = _logit_source_grads(logits, src, dst, gl, ctx.needs_input_grad[:2])
+            grad_a, grad_b = (None if g is None else heads_to_weight(g, shape, full, k)
+                              for g, shape in zip(grads, (a_shape, b_shape)))
+        if ctx.needs_input_grad[2]:
             by_src = csr_structure(src, heads_x.shape[0], dst)
             gx = heads_x.new_empty(heads_x.shape)
-            launch(_WEIGHTED_SCATTER(feats), as_array(by_src.crow), work, as_array(by_src.col),
+            launch(_WEIGHTED_SCATTER(feats, constant_width(heads)), as_array(by_src.crow), work, as_array(by_src.col),
                    as_array(by_src.perm), saved[0], saved[1], saved[3], gx.numpy())
             grad_x = sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
-        return grad_logits, grad_x, None, None, None
+        return grad_a, grad_b, grad_x, None, None, None, None, None
+
+
+def _logit_source_grads(logits: _Logits, src, dst, grad_logits, needed) -> list:
+    """[grad of logits.a, grad of logits.b] (head form) from the gradient [E, H] of the logits."""
+    if logits.op is None:
+        return [grad_logits if needed[0] else None, None]
+    return binary_rows_grads(logits.a, src, logits.b, dst, grad_logits, logits.op, logits.slope, needed)
 
 
 # Kernel factories (see ``specialized``): rows bounds[c]:bounds[c+1] of CSR
-# (crow, col = other endpoint, perm = edge id) per parallel chunk. Kernels
+# (crow, col = other endpoint, perm = edge id) per parallel chunk. The head
+# count is a constant too where it can be (``constant_width``): then every
+# accumulator of a row has a fixed address LLVM keeps in registers across
+# the edge loop (~20 % off the aggregation at 8 heads of 8). Kernels
 # accumulate straight into their per-row outputs and take no array views, so
 # numba marks their arrays noalias.
 
 @specialized
-def _SHIFTED_LOGITS(width):
-    def kernel(bounds, crow, perm, logits, offset, shifted, find_max, edge_order):  # pragma: no cover - numba
-        """shifted[i or e] = logits[e] - offset[v] for v's in-edges; find_max: offset[v] = max of them first."""
-        heads = logits.shape[1] if width < 0 else width
+def _SHIFTED_LOGITS(width, op):
+    code = -1 if op is None else BINARY_OPS.index(op)
+
+    def kernel(bounds, crow, perm, src, a, b, slope, offset, shifted, find_max, edge_order):  # pragma: no cover
+        """shifted[i or e] = l[e] - offset[v] for v's in-edges; find_max: offset[v] = max of them first.
+        l[e] = a[e] (op None) or leaky_relu(a[src[e]] op b[v], slope) (see ``_Logits``)."""
+        heads = a.shape[1] if width < 0 else width
         for c in prange(bounds.shape[0] - 1):
             for v in range(bounds[c], bounds[c + 1]):
                 if find_max:
                     for h in range(heads):
                         offset[v, h] = -np.inf
                     for i in range(crow[v], crow[v + 1]):
-                        e = perm[i]
+                        r = perm[i] if code < 0 else src[i]
                         for h in range(heads):
-                            offset[v, h] = max(offset[v, h], logits[e, h])  # max(), not if: vectorizes
+                            offset[v, h] = max(offset[v, h], _logit(code, a, b, slope, r, v, h))  # max(), not if
                 for i in range(crow[v], crow[v + 1]):
-                    e = perm[i]
-                    row = e if edge_order else i
+                    r = perm[i] if code < 0 else src[i]
+                    row = perm[i] if edge_order else i
                     for h in range(heads):
-                        shifted[row, h] = logits[e, h] - offset[v, h]
+                        shifted[row, h] = _logit(code, a, b, slope, r, v, h) - offset[v, h]
     return kernel
 
 
+@numba.njit
+def _logit(code, a, b, slope, r, v, h):  # pragma: no cover - numba; inlined, the constant code folds the branches
+    """a[r, h] (code -1), else leaky_relu(a[r, h] op b[v, h], slope) for op = BINARY_OPS[code]."""
+    if code < 0:
+        return a[r, h]
+    y = _binary(code, a[r, h], b[v, h])
+    return y if y > 0 else y * slope
+
+
 @specialized
-def _NORMALIZED_AGGREGATE(width):
+def _NORMALIZED_AGGREGATE(width, num_heads):
     def kernel(bounds, crow, src, ex, x, out, s):  # pragma: no cover - numba
         """s[v] = sum of ex over v's in-edges (CSR order); out[v] = sum of ex * x[src] / s[v] (0 without in-edges)."""
-        heads, feats = x.shape[1], (x.shape[2] if width < 0 else width)
+        heads, feats = (x.shape[1] if num_heads < 0 else num_heads), (x.shape[2] if width < 0 else width)
         for c in prange(bounds.shape[0] - 1):
             for v in range(bounds[c], bounds[c + 1]):
                 for h in range(heads):
@@ -151,10 +227,10 @@ def _NORMALIZED_AGGREGATE(width):
 
 
 @specialized
-def _SOFTMAX_GRAD(width):
+def _SOFTMAX_GRAD(width, num_heads):
     def kernel(bounds, crow, src, perm, ex, inv_s, x, grad, total, grad_logits):  # pragma: no cover - numba
         """grad_l[e] = alpha[e] * (d[e] - sum over v's in-edges of alpha * d), d[e] = g[v] . x[u], alpha = ex / s."""
-        heads, feats = x.shape[1], (x.shape[2] if width < 0 else width)
+        heads, feats = (x.shape[1] if num_heads < 0 else num_heads), (x.shape[2] if width < 0 else width)
         for c in prange(bounds.shape[0] - 1):
             for v in range(bounds[c], bounds[c + 1]):
                 for h in range(heads):
@@ -176,10 +252,10 @@ def _SOFTMAX_GRAD(width):
 
 
 @specialized
-def _WEIGHTED_SCATTER(width):
+def _WEIGHTED_SCATTER(width, num_heads):
     def kernel(bounds, crow, dst, perm, ex, inv_s, grad, grad_x):  # pragma: no cover - numba
         """grad_x[u] = sum over u's out-edges e of alpha[e] * g[dst[e]], alpha[e] = ex[e] * inv_s[dst[e]]."""
-        heads, feats = grad.shape[1], (grad.shape[2] if width < 0 else width)
+        heads, feats = (grad.shape[1] if num_heads < 0 else num_heads), (grad.shape[2] if width < 0 else width)
         for c in prange(bounds.shape[0] - 1):
             for u in range(bounds[c], bounds[c + 1]):
                 for h in range(heads):

@@ -41,6 +41,16 @@ Primitives (``g`` denotes the upstream gradient):
     grad_x[u] = sum_{e: src[e]=u} alpha[e] g[dst[e]],
     grad_l = alpha * (d - segment_sum(alpha * d)[dst]), d[e] = g[dst[e]] . x[src[e]].
 
+``sddmm_softmax_aggregate(a [N_src, ...], b [num_dst, ...], x [N_src, ...], src, dst, num_dst, op, negative_slope)``
+    logits[e] = act(a[src[e]] op b[dst[e]]), op in add, sub, mul, div; act =
+    leaky_relu(negative_slope) when that keyword is given (0: relu), else the
+    identity; out = edge_softmax_aggregate(logits, x, src, dst, num_dst)
+    (same shapes and broadcasting). dst is local: b has one row per
+    destination. Fused (GAT attention: a [N, H], b [num_dst, H], x [N, H, F]),
+    it saves a, b, x, the indices and m and the denominator per destination,
+    no [E, ...] float tensor; the torch backend composes sddmm and
+    edge_softmax_aggregate and so also saves the logits.
+
 ``segment_matmul(x [N, K], ptr [T+1], weight [T, K, M], bias [T, M] | None)``
     out[i] = x[i] @ weight[t] + bias[t] for ptr[t] <= i < ptr[t+1].
 
@@ -57,10 +67,10 @@ cached per index tensor (see ``csr`` and ``common.index_range``;
 """
 from .csr import clear_structure_cache
 from .segment import segment_reduce
-from .softmax import edge_softmax, edge_softmax_aggregate
+from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import spmm
 from .sddmm import sddmm
 from .typed_matmul import gather_segment_matmul, segment_matmul
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "segment_matmul",
-           "gather_segment_matmul", "clear_structure_cache"]
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
+           "segment_matmul", "gather_segment_matmul", "clear_structure_cache"]

@@ -1,4 +1,4 @@
-"""Edge softmax by destination, and the fused softmax + weighted aggregation."""
+"""Edge softmax by destination, the fused softmax + weighted aggregation, and that aggregation of SDDMM logits."""
 from __future__ import annotations
 
 import math
@@ -6,9 +6,11 @@ import math
 import torch
 from torch.autograd.function import Function, once_differentiable
 
-from .common import (as_heads, broadcast_features, broadcast_shape, check_count, check_float, check_index, check_same,
-                     head_layout, heads_to_weight, rows_view, sum_to, weight_as_heads)
+from .common import (BINARY_OPS, as_heads, broadcast_features, broadcast_shape, check_choice, check_count,
+                     check_float, check_index, check_same, head_layout, heads_to_weight, rows_view, sum_to,
+                     weight_as_heads)
 from .csr import head_sddmm, head_spmm
+from .sddmm import check_sddmm, sddmm
 
 
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -52,6 +54,42 @@ def check_softmax_aggregate(logits, x, src, dst, num_dst) -> tuple[torch.Tensor,
         logits = logits.unsqueeze(-1)
     broadcast_features("logits", logits.shape[1:], "x", x.shape[1:])
     return logits, num_dst
+
+
+def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
+                            dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
+                            chunk: int | None = None) -> torch.Tensor:
+    """edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=negative_slope), x, src, dst, num_dst).
+
+    ``a`` [N_src, ...] per-source and ``b`` [num_dst, ...] per-destination
+    rows (GAT: attention scores [N, H] and [num_dst, H], x [N, H, F]), ``op``
+    in add, sub, mul, div. This reference composes the two primitives, so it
+    also saves the [E, ...] logits.
+    """
+    check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope)
+    logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope, chunk=chunk)
+    return edge_softmax_aggregate(logits, x, src, dst, num_dst, chunk=chunk)
+
+
+def check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op: str,
+                                  negative_slope: float | None) -> tuple[tuple[int, ...], int]:
+    """Validate ``sddmm_softmax_aggregate``'s arguments (errors name the culprit); returns the feature
+    shape of the logits as ``edge_softmax_aggregate`` sees them, and ``num_dst`` as an int."""
+    check_float("a", a)
+    check_float("b", b)
+    check_float("x", x)
+    check_same(a.device, a.dtype, x=x)
+    num_dst = check_count("num_dst", num_dst)
+    if b.shape[0] != num_dst:
+        raise ValueError(f"b has {b.shape[0]} rows, expected one per destination (num_dst = {num_dst})")
+    # the index checks come first so that their errors say src / dst, not sddmm's a_index / b_index
+    check_index("src", src, a.shape[0], a.device)
+    check_index("dst", dst, num_dst, a.device, length=src.numel())
+    check_choice("op", op, BINARY_OPS)
+    full = check_sddmm(a, src, b, dst, op, negative_slope)
+    stand_in = a.new_empty(()).expand((src.numel(),) + full)  # the logits' shape, without their values
+    logits, num_dst = check_softmax_aggregate(stand_in, x, src, dst, num_dst)
+    return tuple(logits.shape[1:]), num_dst
 
 
 def _exp_and_stats(logits, dst, num_nodes):
