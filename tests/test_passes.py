@@ -17,11 +17,11 @@ B = torch.randn(4, dtype=torch.float64)
 A = torch.randn(2, 8, dtype=torch.float64)
 
 
-def _prepare(g, dfg, udfs):
-    inputs = bind_inputs(dfg, g, None, udfs)
+def _prepare(g, dfg, udfs, rel=None):
+    inputs = bind_inputs(dfg, g, rel, udfs)
 
     def annotate(d):
-        propagate_shapes(d.module(), graph_context(g, None), inputs)
+        propagate_shapes(d.module(), graph_context(g, rel), inputs)
         infer(d.graph, d.root)
 
     annotate(dfg)
@@ -250,4 +250,78 @@ def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_row
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
     assert ops.shared_dot not in _targets(out)
+    _check(dfg, out, inputs)
+
+
+def _check_grads(dfg_before, dfg_after, inputs):
+    """Both graphs give the same gradients of a nonlinear loss w.r.t. every floating-point input."""
+    def grads(dfg):
+        leaves = [x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                  for x in inputs]
+        loss = sum((v * v).sum() for v in _run(dfg, leaves).values())
+        return torch.autograd.grad(loss, [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad])
+
+    for after, before in zip(grads(dfg_after), grads(dfg_before)):
+        torch.testing.assert_close(after, before)
+
+
+def _shared_dots(dfg):
+    return [n for n in dce(dfg).graph.nodes if n.target is ops.shared_dot]
+
+
+def _merges(dfg):
+    return [line for line in dfg.log if "on the same rows -> one matmul" in line]
+
+
+def test_shared_dot_merges_products_that_read_the_same_rows():
+    g = _graph()
+    wa, wb, wc = (torch.randn(shape, dtype=torch.float64) for shape in ((2, 4), (4,), (1, 4)))
+    msg = lambda e: {"a": (e.src["z"] * wa).sum(-1, keepdim=True), "b": (e.src["z"] * wb).sum(-1),  # noqa: E731
+                     "c": (wc * e.src["z"]).sum(-1)}
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = shared_dot(dfg)
+    dots = _shared_dots(out)
+    assert len(dots) == 1 and len(dots[0].args[1]) == 3 and len(_merges(out)) == 1
+    assert "3 products with shared tensors on the same rows -> one matmul" in _merges(out)[0]
+    _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+
+def _attention_on_nodes(g, msg, rel=None):
+    """(as written, after split_concat + reorder, inputs): products of node data moved before their gathers."""
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, annotate = _prepare(g, dfg, (msg,), rel)
+    split = split_concat(dfg)
+    annotate(split)
+    moved = dce(reorder(split))
+    annotate(moved)
+    return dfg, moved, inputs
+
+
+def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
+    g = random_heterograph(1)
+    g.ndata["z"] = torch.randn(g.num_nodes(), 2, 4, dtype=torch.float64)
+    wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
+    gat = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1, keepdim=True)}  # noqa: E731
+    dst_only = lambda e: {"d": (e.dst["z"] * wa).sum(-1) - (e.dst["z"] * wb).sum(-1)}  # noqa: E731
+    for rel in (None, g.canonical_etypes.index(("user", "likes", "item"))):  # whole graph; a block past node 0
+        for msg, on_dst_rows in ((gat, False), (dst_only, True)):  # mixed: all rows, then Vd rows of the result
+            dfg, moved, inputs = _attention_on_nodes(g, msg, rel)
+            out = shared_dot(moved)
+            (dot,) = _shared_dots(out)
+            assert len(_merges(out)) == 1 and (dot.args[0].target is ops.dst_nodes) == on_dst_rows
+            _check(dfg, out, inputs)
+            _check_grads(dfg, out, inputs)
+
+
+def test_shared_dot_does_not_merge_other_rows_or_dtypes():
+    g = _graph()
+    wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4)
+    msg = lambda e: {"s": (e.src["z"] * wa).sum(-1), "d": (e.dst["z"] * wa).sum(-1),  # noqa: E731
+                     "f": (e.src["z"].float() * wb).sum(-1)}
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = shared_dot(dfg)
+    assert len(_shared_dots(out)) == 3 and not _merges(out)
     _check(dfg, out, inputs)

@@ -160,17 +160,20 @@ def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
 def shared_dot(x, w, keepdim: bool):
     """Dense (rows untouched): (x * w).sum(-1) for x [rows, H..., F] and shared w broadcasting to x's features.
 
-    Runs as one matmul of x viewed as [rows, H*F] with the block-diagonal
-    [H*F, H] matrix holding w's rows (built differentiably), instead of an
-    [rows, H, F] product and a strided sum.
+    ``w`` may be a tuple of k such weights: the result is then [rows, H..., k],
+    column j holding the sum for ``w[j]`` (``keepdim`` must be true); one
+    weight is the case k = 1. Runs as one matmul of x viewed as [rows, H*F]
+    with the block-diagonal [H*F, H*k] matrix holding the weights' rows (built
+    differentiably), instead of k [rows, H, F] products and strided sums.
     """
+    ws = tuple(w) if isinstance(w, (tuple, list)) else (w,)
     feat = tuple(x.shape[1:])
     heads = math.prod(feat[:-1])
-    rows = w.expand(feat).reshape(heads, feat[-1])
-    eye = torch.eye(heads, dtype=w.dtype, device=w.device)
-    block = (rows.unsqueeze(-1) * eye.unsqueeze(1)).reshape(heads * feat[-1], heads)
+    rows = torch.stack([wj.expand(feat).reshape(heads, feat[-1]) for wj in ws], -1)  # [H, F, k]
+    eye = torch.eye(heads, dtype=rows.dtype, device=rows.device)
+    block = (rows.unsqueeze(2) * eye[:, None, :, None]).reshape(heads * feat[-1], heads * len(ws))
     out = x.reshape(x.shape[0], heads * feat[-1]) @ block
-    return out.view(x.shape[:-1] + ((1,) if keepdim else ()))
+    return out.view(x.shape[:-1] + ((len(ws),) if keepdim else ()))
 
 
 def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None):

@@ -1,11 +1,22 @@
-"""Shared dot: a product with a shared tensor summed over the last dim becomes one matmul.
+"""Shared dot: products with shared tensors summed over the last dim become one matmul.
 
-Pattern (``w`` shared, S; ``x`` graph data with feature dims [H..., F], F > 1,
+Pattern 1 (``w`` shared, S; ``x`` graph data with feature dims [H..., F], F > 1,
 H = prod(H...) <= ``MAX_HEADS``; ``w`` broadcasts to x's feature dims
 without expanding x; the product has no other user):
     ``sum(x * w, -1[, keepdim])``  ->  ``shared_dot(x, w, keepdim)``
 which runs as x[rows, H*F] @ blockdiag(w)[H*F, H]: no [rows, H, F] product
 is written and no strided reduction runs (GAT-style attention scores).
+
+Pattern 2 (k >= 2 of those on the same rows: each reads ``x`` or
+``dst_nodes(ctx, x)`` of one ``x``, with weights of x's dtype defined before
+the first of them):
+    ``shared_dot(x_i, w_i, keepdim_i)``  ->  ``m = shared_dot(x, (w_1, ..., w_k), True)``
+and each result becomes its column of ``m`` (``m[..., i]``, or
+``m[..., i:i+1]`` with keepdim), under ``dst_nodes(ctx, .)`` when x_i is
+``dst_nodes(ctx, x)`` and some other x_j is x itself (a row slice commutes with
+a row-wise map). x is read once instead of k times (GAT's source and
+destination halves). H is unchanged, so ``MAX_HEADS`` still bounds the
+block-diagonal overhead: the merged matmul does the parts' work, no more.
 """
 from __future__ import annotations
 
@@ -36,7 +47,62 @@ def shared_dot(dfg: MPDFG) -> MPDFG:
             new = new_node(g, total, ops.shared_dot, (x, w, _keepdim(total)))
         total.replace_all_uses_with(new)
         out.log.append(f"shared_dot: {total.meta.get('source')}: product with a shared tensor + sum -> one matmul")
+    for dots in _same_rows_groups(g):
+        _merge(g, dots)
+        out.log.append(f"shared_dot: {dots[0].meta.get('source')}: {len(dots)} products with shared tensors "
+                       "on the same rows -> one matmul")
     return out
+
+
+def _is_dst_rows(n) -> bool:
+    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.dst_nodes
+
+
+def _base_rows(dot: fx.Node) -> fx.Node:
+    """The node whose rows ``dot`` reads: x for ``x`` and for ``dst_nodes(ctx, x)``."""
+    rows = dot.args[0]
+    return rows.args[1] if _is_dst_rows(rows) else rows
+
+
+def _weights(dot: fx.Node) -> tuple:
+    w = dot.args[1]
+    return tuple(w) if isinstance(w, (tuple, list)) else (w,)
+
+
+def _same_rows_groups(g: fx.Graph) -> list:
+    """shared_dot nodes, in graph order, grouped by the rows they read; groups of two or more.
+
+    A dot joins its group when its weights have x's dtype and are defined
+    before the group's first dot (where the merged matmul goes).
+    """
+    order = {n: i for i, n in enumerate(g.nodes)}
+    groups: dict = {}
+    for dot in [n for n in g.nodes if n.op == "call_function" and n.target is ops.shared_dot]:
+        x = _base_rows(dot)
+        group = groups.setdefault(x, [])
+        first = order[group[0]] if group else order[dot]
+        if all(isinstance(w, fx.Node) and w.meta.get("dtype") == x.meta.get("dtype") and order[w] < first
+               for w in _weights(dot)):
+            group.append(dot)
+    return [dots for dots in groups.values() if len(dots) > 1]
+
+
+def _merge(g: fx.Graph, dots: list) -> None:
+    """One shared_dot over all of ``dots``' weights; each dot's uses read its columns of it."""
+    all_dst = all(_is_dst_rows(d.args[0]) for d in dots)
+    rows = dots[0].args[0] if all_dst else _base_rows(dots[0])
+    weights = tuple(w for d in dots for w in _weights(d))
+    with g.inserting_before(dots[0]):
+        merged = new_node(g, dots[0], ops.shared_dot, (rows, weights, True))
+    lo = 0
+    for dot in dots:
+        k = len(_weights(dot))
+        with g.inserting_before(dot):
+            part = new_node(g, dot, operator.getitem, (merged, (Ellipsis, slice(lo, lo + k) if dot.args[2] else lo)))
+            if _is_dst_rows(dot.args[0]) and not all_dst:
+                part = new_node(g, dot, ops.dst_nodes, (dot.args[0].args[0], part))
+        dot.replace_all_uses_with(part)
+        lo += k
 
 
 def _last_dim_sum(n: fx.Node) -> bool:
