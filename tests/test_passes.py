@@ -223,6 +223,42 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
     _check(dfg, fused, inputs)
 
 
+def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
+    g = _graph()
+    g.ndata["s"] = torch.randn(10, 2, 1, dtype=torch.float64) * 30  # large logits
+    F = torch.nn.functional
+    msg = lambda e: {"m": e.src["z"], "l": F.leaky_relu(e.src["s"] + e.dst["s"], 0.2)}  # noqa: E731
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1)}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red, None))
+    lowered = lower_aggregation(dfg)
+    annotate(lowered)
+    once = fuse(lowered)  # builds the SDDMM and the softmax aggregation; as in the pipeline, a second
+    annotate(once)        # run (on the annotated result) folds the first into the second
+    fused = dce(fuse(once))
+    targets = _targets(fused)
+    assert ops.sddmm_softmax_aggregate in targets
+    assert ops.u_op_v not in targets and ops.edge_softmax_aggregate not in targets
+    _check(dfg, fused, inputs)
+    _check_grads(dfg, fused, inputs)
+
+    def shared(e):
+        logits = e.src["s"] * e.dst["s"]
+        return {"m": e.src["z"], "l": logits, "k": logits}
+
+    red2 = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1),  # noqa: E731
+                       "p": nb.mailbox["k"].max(1).values}
+    dfg = build_update_all(trace_udf(shared), trace_udf(red2), None)
+    inputs, annotate = _prepare(g, dfg, (shared, red2, None))
+    lowered = lower_aggregation(dfg)
+    annotate(lowered)
+    once = fuse(lowered)
+    annotate(once)
+    fused = dce(fuse(once))  # the SDDMM also feeds the max: it stays, and the aggregation reads it
+    assert ops.sddmm_softmax_aggregate not in _targets(fused) and ops.edge_softmax_aggregate in _targets(fused)
+    _check(dfg, fused, inputs)
+
+
 def test_shared_dot_turns_product_and_sum_into_one_matmul():
     g = _graph()
     head = A[:, :4]  # [2, 4]: one row per head

@@ -102,8 +102,8 @@ def _read(entries: _Entries) -> Graph:
 def _features(g: Graph):
     """(kind, type index or -1 for whole, key, tensor) for every stored tensor."""
     for kind, store in (("node", g._nstore), ("edge", g._estore)):
-        for key, value in store.whole.items():
-            yield kind, -1, key, value
+        for key in list(store.whole):
+            yield kind, -1, key, store.get_whole(key)
         for key, parts in store.typed.items():
             for t, value in parts.items():
                 yield kind, t, key, value

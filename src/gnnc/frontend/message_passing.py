@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+from ..graph.frame import Deferred
 from ..runtime import eager
 
 _COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
@@ -64,7 +65,8 @@ def apply_edges(g, message, etype=None, compile=None) -> None:
     if out is None:
         out = eager.messages(g, message, rel)
     for k, v in out.items():
-        v = g.index.to_user_order(v, lo, hi)
+        if not isinstance(v, Deferred):  # a deferred result is put in user order when read
+            v = g.index.to_user_order(v, lo, hi)
         if rel is None:
             g.edata[k] = v
         else:

@@ -5,13 +5,27 @@ A ``TypedStore`` keeps each feature either as one tensor over all elements
 type (``g.nodes[t].data`` style, any width per type, types may lack it).
 Both views read and write the same store; a whole-graph read of a per-type
 feature concatenates when every type has it with the same trailing shape.
-Edge features are kept in the user's edge order.
+Edge features are kept in the user's edge order. A whole feature may be
+stored as a ``Deferred`` value (a compiled call's result not computed yet):
+every read materializes it once and stores the tensor; ``peek_whole``
+returns it as is, for the compiler to fuse into the next call instead.
 """
 from __future__ import annotations
 
 from collections.abc import MutableMapping
 
 import torch
+
+
+class Deferred:
+    """A feature value computed on first read: ``shape``, ``dtype``, ``device`` and ``materialize()``."""
+
+    shape: torch.Size
+    dtype: torch.dtype
+    device: torch.device
+
+    def materialize(self) -> torch.Tensor:
+        raise NotImplementedError
 
 
 class TypedStore:
@@ -38,9 +52,9 @@ class TypedStore:
         self.whole, self.typed = snap
 
     def copy(self, fn=lambda t: t) -> "TypedStore":
-        """A new store with every tensor passed through ``fn``."""
+        """A new store with every tensor passed through ``fn`` (deferred values materialized first)."""
         out = TypedStore(self.kind, self.names, self.counts)
-        out.whole = {k: fn(v) for k, v in self.whole.items()}
+        out.whole = {k: fn(self.get_whole(k)) for k in list(self.whole)}
         out.typed = {k: {t: fn(v) for t, v in d.items()} for k, d in self.typed.items()}
         return out
 
@@ -57,9 +71,16 @@ class TypedStore:
         return all(t in parts for t in present) and len({tuple(parts[t].shape[1:]) for t in present}) <= 1
 
     # ---------------------------------------------------------- whole view
+    def peek_whole(self, key: str):
+        """The whole value stored under ``key`` as is (tensor or ``Deferred``), or None."""
+        return self.whole.get(key)
+
     def get_whole(self, key: str) -> torch.Tensor:
         if key in self.whole:
-            return self.whole[key]
+            value = self.whole[key]
+            if isinstance(value, Deferred):
+                value = self.whole[key] = value.materialize()
+            return value
         if key not in self.typed:
             raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")
         parts = self.typed[key]
@@ -77,7 +98,8 @@ class TypedStore:
         return torch.cat(pieces, 0)
 
     def set_whole(self, key: str, value) -> None:
-        value = _as_tensor(key, value, self.kind)
+        if not isinstance(value, Deferred):
+            value = _as_tensor(key, value, self.kind)
         if value.shape[0] != self.total:
             raise ValueError(f"{self.kind} feature {key!r} has {value.shape[0]} rows but the graph "
                              f"has {self.total} {self.kind}s")
@@ -93,7 +115,7 @@ class TypedStore:
     # ------------------------------------------------------------ type view
     def get_typed(self, key: str, t: int) -> torch.Tensor:
         if key in self.whole:
-            return self.whole[key][self.offsets[t]:self.offsets[t + 1]]
+            return self.get_whole(key)[self.offsets[t]:self.offsets[t + 1]]
         if key in self.typed and t in self.typed[key]:
             return self.typed[key][t]
         raise KeyError(f"no {self.kind} feature {key!r} for type {self.names[t]!r}; "
@@ -108,18 +130,22 @@ class TypedStore:
             self.set_whole(key, value)
             return
         if key in self.whole:
-            whole = self.whole.pop(key)
-            self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
+            self._split(key)
         self.typed.setdefault(key, {})[t] = value
 
     def del_typed(self, key: str, t: int) -> None:
         self.get_typed(key, t)  # raises a clear KeyError when absent
         if key in self.whole:
-            whole = self.whole.pop(key)
-            self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
+            self._split(key)
         del self.typed[key][t]
         if not self.typed[key]:
             del self.typed[key]
+
+    def _split(self, key: str) -> None:
+        """Store whole feature ``key`` as one slice per type."""
+        whole = self.get_whole(key)
+        del self.whole[key]
+        self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
 
     def typed_keys(self, t: int) -> list[str]:
         return list(self.whole) + [k for k, d in self.typed.items() if t in d and k not in self.whole]

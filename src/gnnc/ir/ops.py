@@ -127,6 +127,14 @@ def edge_softmax_aggregate(ctx, logits, x):
     return _kernels().edge_softmax_aggregate(logits, x, ctx.src, ctx.dst_local, ctx.num_dst)
 
 
+def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x):
+    """Fused u_op_v + edge_softmax_aggregate: sum_e softmax_v(act(a[src[e]] op b[dst[e]]))[e] * x[src[e]]
+    (act: leaky_relu with ``negative_slope`` when given); no [E, ...] logits are written."""
+    rows = dst_nodes(ctx, b) if b_side == "dst" else b
+    return _kernels().sddmm_softmax_aggregate(a, rows, x, ctx.src, ctx.dst_local, ctx.num_dst, op,
+                                              negative_slope=negative_slope)
+
+
 def ntype_matmul(ctx, x, weight):
     """Typed linear on V: row v times weight[type(v)], no per-node weight copies."""
     return _kernels().segment_matmul(x, ctx.ntype_ptr, weight, None)

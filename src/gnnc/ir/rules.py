@@ -48,6 +48,7 @@ GRAPH_OPS = {
     ops.result_field: ("Fetch", "V"),
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
+    ops.sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Norm+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),
     ops.dst_ntype_matmul: ("Dense(typed)", "V"),
     ops.etype_gather_matmul: ("Broadcast+Dense(typed)", "E"),
@@ -108,7 +109,8 @@ def infer(graph: fx.Graph, root: nn.Module) -> None:
             n.meta["move"], n.meta["res"] = _rule(n, root)
 
 
-_INPUT_RES = {"ndata": "V", "edata": "E", "ntype_data": "A", "etype_data": "R", "external": "S", "ctx": "S"}
+_INPUT_RES = {"ndata": "V", "edata": "E", "ntype_data": "A", "etype_data": "R", "external": "S", "ctx": "S",
+              "deferred": "V"}  # operands of a deferred SDDMM (gnnc.runtime.deferred)
 
 
 def _rule(n: fx.Node, root):

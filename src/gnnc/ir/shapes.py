@@ -35,6 +35,7 @@ _RULES = {
     ops.edge_softmax: lambda c, e: e,
     ops.zero_unreached: lambda c, v: v,
     ops.edge_softmax_aggregate: lambda c, lg, x: _rows(c.num_dst, x),
+    ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x: _rows(c.num_dst, x),
     ops.ntype_matmul: lambda c, x, w: torch.empty((x.shape[0], w.shape[-1]), dtype=x.dtype, device="meta"),
     ops.dst_ntype_matmul: lambda c, v, w: torch.empty((v.shape[0], w.shape[-1]), dtype=v.dtype, device="meta"),
     ops.etype_gather_matmul: lambda c, x, w, side="src": torch.empty((c.num_edges, w.shape[-1]), dtype=x.dtype,

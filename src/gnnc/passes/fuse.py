@@ -23,6 +23,12 @@ Patterns on the lowered graph (``ctx`` omitted):
   ``edge_softmax(l).unsqueeze(-1)``, or ``l`` carrying a trailing unit dim)
   -> ``edge_softmax_aggregate(l, x)``: stores only per-node max and
   denominator for backward.
+- ``edge_softmax_aggregate(u_op_v(a, b, op, negative_slope), x)`` (also
+  through the ``squeeze(-1)`` above; a, b of the SDDMM's shape, the SDDMM
+  used nowhere else) -> ``sddmm_softmax_aggregate(a, b, op, negative_slope,
+  x)``: the logits are computed where the softmax reads them and never
+  written (GAT: the attention scores of ``apply_edges`` reach here as a
+  deferred SDDMM, see ``gnnc.runtime.deferred``).
 The producers stay when something else uses them; DCE removes them otherwise.
 """
 from __future__ import annotations
@@ -37,7 +43,7 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import new_node
+from .nodes import new_node, same_value
 
 _MULS = {operator.mul, torch.mul}
 
@@ -73,7 +79,7 @@ def _fuse_sddmm(out: MPDFG) -> None:
             continue
         side = "dst" if b.target is ops.gather_dst else "dst_local"
         with g.inserting_before(n):
-            new = new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side))
+            new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side)), n)
         n.replace_all_uses_with(new)
         g.erase_node(n)
         out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
@@ -106,7 +112,7 @@ def _fuse_activation(out: MPDFG) -> None:
         if slope is None:
             continue
         with g.inserting_before(act):
-            new = new_node(g, act, ops.u_op_v, sddmm.args + (slope,))
+            new = same_value(new_node(g, act, ops.u_op_v, sddmm.args + (slope,)), act)
         act.replace_all_uses_with(new)
         out.log.append(f"fuse: {act.meta.get('source')}: leaky_relu applied inside u_op_v (slope {slope:g})")
 
@@ -211,7 +217,43 @@ def fuse(dfg: MPDFG) -> MPDFG:
         red.replace_all_uses_with(new)
         g.erase_node(red)
         out.log.append(f"fuse: {red.meta.get('source')}: {what}")
+    _fuse_softmax_logits(out)
     return out
+
+
+def _sddmm_logits(logits):
+    """(u_op_v node, squeezed) when ``logits`` is an elementwise SDDMM or its squeeze(-1), each used once,
+    whose operands have its shape; else None."""
+    squeezed = isinstance(logits, fx.Node) and logits.op == "call_method" and logits.target == "squeeze" \
+        and tuple(logits.args[1:]) == (-1,) and len(logits.users) == 1
+    sddmm = logits.args[0] if squeezed else logits
+    if not (_is(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1):
+        return None
+    shape = sddmm.meta.get("shape")
+    if shape is None or any(x.meta.get("shape") is None or tuple(x.meta["shape"][1:]) != tuple(shape[1:])
+                            for x in sddmm.args[1:3]):
+        return None
+    return sddmm, squeezed
+
+
+def _fuse_softmax_logits(out: MPDFG) -> None:
+    g = out.graph
+    for agg in [n for n in g.nodes if _is(n, ops.edge_softmax_aggregate)]:
+        ctx, logits, x = agg.args
+        found = _sddmm_logits(logits)
+        if found is None:
+            continue
+        sddmm, squeezed = found
+        _, a, b, op, side = sddmm.args[:5]
+        slope = sddmm.args[5] if len(sddmm.args) > 5 else None
+        with g.inserting_before(agg):
+            if squeezed:
+                a, b = (new_node(g, agg, "squeeze", (t, -1), op="call_method") for t in (a, b))
+            new = new_node(g, agg, ops.sddmm_softmax_aggregate, (ctx, a, b, op, side, slope, x))
+        agg.replace_all_uses_with(new)
+        g.erase_node(agg)
+        out.log.append(f"fuse: {agg.meta.get('source')}: SDDMM logits computed inside the softmax aggregation "
+                       "-> sddmm_softmax_aggregate")
 
 
 def _fuse_one(g, red, ctx, e, op):

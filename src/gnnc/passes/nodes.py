@@ -7,3 +7,10 @@ def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):
     node = g.create_node(op, target, tuple(args), kwargs or {})
     node.meta.update(stage=like.meta.get("stage"), source=like.meta.get("source"))
     return node
+
+
+def same_value(new, old):
+    """``new`` replaces ``old`` by the same value: it takes ``old``'s shape and dtype annotations (so later
+    rewrites in the same pass can match on them), and is returned."""
+    new.meta.update({k: old.meta[k] for k in ("shape", "dtype") if k in old.meta})
+    return new

@@ -23,6 +23,7 @@ from ..function import BuiltinReduce
 from ..ir.mpdfg import MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
+from . import deferred as deferral
 from .context import graph_context
 
 
@@ -40,6 +41,7 @@ class Plan:
     initial: MPDFG | None = None  # the graph as built, before optimization (for explain)
     call: str = ""
     backend: str = "torch"  # the resolved backend that runs the plan's primitives
+    deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> u_op_v node
 
 
 _CACHE: dict = {}
@@ -101,6 +103,10 @@ def _read_signature(g, traced, rel):
             if space == "mailbox":  # messages: their signature follows from the message function's
                 continue
             store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
+            pending = deferral.peek(g, key, rel) if store == "edata" else None
+            if pending is not None:
+                sig.append((stage, space, key, deferral.INPUT_KIND, pending.signature()))
+                continue
             try:
                 value = _read(g, store, key, rel)
             except (KeyError, ValueError):
@@ -152,6 +158,9 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
     try:
         dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
+        pending = {n.meta["input"][1]: deferral.peek(g, n.meta["input"][1], rel) for n in dfg.inputs()
+                   if n.meta["input"][0] == "edata"}
+        deferral.inline_deferred(dfg, {k: v for k, v in pending.items() if v is not None})
         ctx = graph_context(g, rel)
         inputs = bind_inputs(dfg, g, rel, udfs)
 
@@ -164,8 +173,13 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
         dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k != "backend"})
     except InferenceFailure as err:
         return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
-    return Plan(dfg, dfg.module(), None, initial, _describe(kind, udfs, g, rel),
-                backend.resolve(options.get("backend", "auto"), g.device))
+    deferred = deferral.deferrable_outputs(dfg) if rel is None else {}
+    for key in deferred:
+        dfg.log.append(f"defer: edata[{key!r}] (an SDDMM) is left for the next compiled call to fuse; "
+                       "computed when read otherwise")
+    module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
+    return Plan(dfg, module, None, initial, _describe(kind, udfs, g, rel),
+                backend.resolve(options.get("backend", "auto"), g.device), deferred)
 
 
 def _describe(kind, udfs, g, rel) -> str:
@@ -206,6 +220,9 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             values.append(g.ntype_data[name])
         elif kind == "etype_data":
             values.append(g.etype_data[name])
+        elif kind == deferral.INPUT_KIND:
+            feature, which = name.rsplit(".", 1)
+            values.append(deferral.peek(g, feature, rel).operand(which))
         else:
             values.append(_external(name, udfs))
     return values
@@ -228,8 +245,12 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         record.append(plan)
     if plan.module is None:
         return None
+    inputs = bind_inputs(plan.dfg, g, rel, udfs)
     with backend.using(plan.backend):
-        return plan.module(*bind_inputs(plan.dfg, g, rel, udfs))
+        results = plan.module(*inputs)
+        if plan.deferred:
+            results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)
+    return results
 
 
 def plan_for(kind, udfs, g, rel=None, **options) -> Plan:
