@@ -26,7 +26,7 @@ from .context import GraphContext
 INPUT_KIND = "deferred"  # placeholder kind of an inlined operand: name "<feature>.a" / "<feature>.b"
 
 
-@dataclass
+@dataclass(eq=False)  # identity comparison: fields are tensors
 class DeferredEdges(Deferred):
     """``u_op_v(ctx, a, b, op, b_side, negative_slope)`` over the whole graph, in user edge order once read."""
 
