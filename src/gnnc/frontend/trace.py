@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-import re
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -74,8 +74,8 @@ class _Tracer(fx.Tracer):
 
     def __init__(self, udf):
         super().__init__()
-        self.record_stack_traces = True
         fn = getattr(udf, "__func__", udf)
+        self._udf_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
         self._externals = {}
         for i, cell in enumerate(getattr(fn, "__closure__", None) or ()):
             value = _cell_value(cell)
@@ -86,6 +86,21 @@ class _Tracer(fx.Tracer):
             if isinstance(value, torch.Tensor):
                 self._externals[id(value)] = f"global.{name}"
         self.used_externals: list[str] = []
+
+    def create_node(self, *args, **kwargs):
+        """fx's node, with ``meta['udf_line']``: the innermost caller line in the UDF's file.
+
+        (fx's own ``record_stack_traces`` symbolizes whole tracebacks through
+        torch's profiler for every node, and its first use imports
+        torch._inductor with networkx: ~20 MiB more per process.)
+        """
+        node = super().create_node(*args, **kwargs)
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename != self._udf_file:
+            frame = frame.f_back
+        if frame is not None:
+            node.meta["udf_line"] = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        return node
 
     def create_arg(self, a):
         if isinstance(a, torch.Tensor) and id(a) in self._externals:
@@ -108,14 +123,7 @@ def udf_location(udf) -> str:
 
 def node_location(node: fx.Node, udf) -> str:
     """The UDF source line that produced ``node`` (falls back to the UDF itself)."""
-    fn = getattr(udf, "__func__", udf)
-    code = getattr(fn, "__code__", None)
-    if node.stack_trace and code is not None:
-        hits = re.findall(r'File "([^"]+)", line (\d+)', node.stack_trace)
-        for path, line in reversed(hits):
-            if path == code.co_filename:
-                return f"{path}:{line}"
-    return udf_location(udf)
+    return node.meta.get("udf_line") or udf_location(udf)
 
 
 def trace_udf(udf) -> TracedUDF:
