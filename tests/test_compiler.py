@@ -1,4 +1,6 @@
 """The MP-DFG compiler against the eager executor (the oracle), forward and backward."""
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -304,3 +306,27 @@ def test_cli_explain_shows_every_reference_model_optimized_without_fallback(mode
         assert main(["explain", "--model", model, "--graph", "aifb", "--scale", "0.02", "--feat-dim", "8"]) == 0
     text = capsys.readouterr().out
     assert "-- after optimization:" in text and "-- passes:" in text and "FLOPs" in text
+
+
+def test_graph_with_as_many_edges_as_nodes_and_real_row_counts_in_shapes():
+    """Shape propagation runs on stand-in rows per row space; equal real counts must not mix them up."""
+    n = 7
+    g = gnnc.graph((torch.arange(n), (torch.arange(n) + 1) % n), num_nodes=n)  # a ring: E == N
+    for name in ("gat", "edgeconv"):
+        assert_compiled_matches_eager(HOMO[name]().double(), g, _inputs(name, g, torch.float64), 1e-6, 1e-9)
+    with compiled.recording() as plans, torch.no_grad():
+        gnnc.compile(HOMO["gat"]().double())(g, _inputs("gat", g, torch.float64)[0])
+    rows = {n.meta["shape"][0] for p in plans for n in p.dfg.graph.nodes
+            if n.meta.get("shape") and n.meta.get("res") in ("V", "E")}
+    assert rows == {n}
+
+
+def test_compiling_does_not_import_torch_dynamo():
+    """torch._dynamo (with sympy) costs ~1 s and ~80 MiB per process: tracing and shape propagation avoid it."""
+    code = ("import sys, torch, gnnc\n"
+            "from gnnc.models import GATConv\n"
+            "g = gnnc.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)\n"
+            "gnnc.compile(GATConv(4, 2, 2), backend='torch')(g, torch.randn(3, 4)).sum().backward()\n"
+            "print(sorted(m for m in ('torch._dynamo', 'sympy', 'networkx') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

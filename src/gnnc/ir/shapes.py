@@ -1,15 +1,25 @@
-"""Shape propagation over an MP-DFG with meta tensors (no data, no compute).
+"""Shape propagation over an MP-DFG on stand-in rows (no graph-sized data or compute).
 
-Inputs become meta tensors of the real shapes; graph operators get shape
-rules; every other operator runs natively on meta tensors. Sets
-``meta['shape']`` and ``meta['dtype']`` on every tensor-valued node.
+Node and edge data become zero CPU tensors of their real feature shapes but
+a few stand-in rows (``STAND_IN_ROWS``, one count per row space: nodes,
+destination nodes, edges); graph operators get shape rules; every other
+operator runs natively on them. A result whose leading dim is a stand-in
+count gets the real count back. Sets ``meta['shape']`` and ``meta['dtype']``
+on every tensor-valued node. (Meta tensors would avoid even that work, but
+torch's Python meta kernels import torch._dynamo on first use: ~1 s and
+~80 MiB per process.)
 """
 from __future__ import annotations
 
 import torch
 import torch.fx as fx
 
+from ..backend.torch.common import broadcast_shape
 from . import ops
+
+
+# Stand-in row counts of all nodes, destination nodes and edges: primes unlikely to be a feature dim.
+STAND_IN_ROWS = (1031, 1033, 1039)
 
 
 class _ShapeOnly:
@@ -17,8 +27,12 @@ class _ShapeOnly:
         self.num_nodes, self.num_dst, self.num_edges = num_nodes, num_dst, num_edges
 
 
+def _zeros(shape, dtype):
+    return torch.zeros(tuple(shape), dtype=dtype)
+
+
 def _rows(n, x):
-    return torch.empty((n,) + tuple(x.shape[1:]), dtype=x.dtype, device="meta")
+    return _zeros((n,) + tuple(x.shape[1:]), x.dtype)
 
 
 _RULES = {
@@ -36,28 +50,27 @@ _RULES = {
     ops.zero_unreached: lambda c, v: v,
     ops.edge_softmax_aggregate: lambda c, lg, x: _rows(c.num_dst, x),
     ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x: _rows(c.num_dst, x),
-    ops.ntype_matmul: lambda c, x, w: torch.empty((x.shape[0], w.shape[-1]), dtype=x.dtype, device="meta"),
-    ops.dst_ntype_matmul: lambda c, v, w: torch.empty((v.shape[0], w.shape[-1]), dtype=v.dtype, device="meta"),
-    ops.etype_gather_matmul: lambda c, x, w, side="src": torch.empty((c.num_edges, w.shape[-1]), dtype=x.dtype,
-                                                                     device="meta"),
-    ops.etype_gather_head_matmul: lambda c, y, w, side="src": torch.empty(
-        (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), dtype=y.dtype, device="meta"),
-    ops.u_op_v: lambda c, a, b, op, side, negative_slope=None: torch.empty(
-        (c.num_edges,) + tuple(torch.broadcast_shapes(tuple(a.shape[1:]), tuple(b.shape[1:])))
-        if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), dtype=a.dtype, device="meta"),
+    ops.ntype_matmul: lambda c, x, w: _zeros((x.shape[0], w.shape[-1]), x.dtype),
+    ops.dst_ntype_matmul: lambda c, v, w: _zeros((v.shape[0], w.shape[-1]), v.dtype),
+    ops.etype_gather_matmul: lambda c, x, w, side="src": _zeros((c.num_edges, w.shape[-1]), x.dtype),
+    ops.etype_gather_head_matmul: lambda c, y, w, side="src": _zeros(
+        (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
+    ops.u_op_v: lambda c, a, b, op, side, negative_slope=None: _zeros(
+        (c.num_edges,) + broadcast_shape(tuple(a.shape[1:]), tuple(b.shape[1:]))
+        if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), a.dtype),
 }
 
 
 def _spmm_shape(c, x, w, op, reduce):
-    feat = torch.broadcast_shapes(tuple(x.shape[1:]), tuple(w.shape[1:])) if w is not None else tuple(x.shape[1:])
-    return torch.empty((c.num_dst,) + tuple(feat), dtype=x.dtype, device="meta")
+    feat = broadcast_shape(tuple(x.shape[1:]), tuple(w.shape[1:])) if w is not None else tuple(x.shape[1:])
+    return _zeros((c.num_dst,) + tuple(feat), x.dtype)
 
 
 def _bucketed_shape(c, fn, kinds, *inputs):
     args = []
     for kind, x in zip(kinds, inputs):
         if kind == "mailbox":
-            args.append(x[: c.num_dst].new_empty((c.num_dst, 1) + tuple(x.shape[1:])))
+            args.append(x.new_zeros((c.num_dst, 1) + tuple(x.shape[1:])))
         elif kind in ("data", "type"):
             args.append(_rows(c.num_dst, x))
         else:
@@ -70,14 +83,18 @@ _RULES[ops.bucketed_reduce] = _bucketed_shape
 
 
 class _Prop(fx.Interpreter):
+    def __init__(self, module, real_rows: dict):
+        super().__init__(module)
+        self.real_rows = real_rows  # stand-in count -> real count
+
     def fetch_attr(self, target):
-        value = super().fetch_attr(target)
-        return value.to("meta") if isinstance(value, torch.Tensor) else value
+        return _stand_in(super().fetch_attr(target))
 
     def call_module(self, target, args, kwargs):
         module = self.fetch_module(target)
-        state = {k: v.to("meta") for k, v in {**dict(module.named_parameters()),
-                                              **dict(module.named_buffers())}.items()}
+        # buffers copied: a module in training mode may update them (batch-norm statistics)
+        state = {**{k: v.detach().to("cpu") for k, v in module.named_parameters()},
+                 **{k: v.detach().to("cpu", copy=True) for k, v in module.named_buffers()}}
         return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
 
     def fetch_module(self, target):
@@ -91,13 +108,34 @@ class _Prop(fx.Interpreter):
     def run_node(self, n):
         out = super().run_node(n)
         if isinstance(out, torch.Tensor):
-            n.meta["shape"], n.meta["dtype"] = tuple(out.shape), out.dtype
+            shape = tuple(out.shape)
+            if shape and shape[0] in self.real_rows:
+                shape = (self.real_rows[shape[0]],) + shape[1:]
+            n.meta["shape"], n.meta["dtype"] = shape, out.dtype
         return out
+
+
+def _stand_in(value, rows: int | None = None):
+    """Zeros on CPU shaped like ``value`` (a tensor), with ``rows`` rows when given; other values as they are."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    shape = tuple(value.shape) if rows is None else (rows,) + tuple(value.shape[1:])
+    return _zeros(shape, value.dtype)
 
 
 def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
     """Annotate ``module.graph`` with shapes for these inputs (``inputs[0]`` is the context)."""
-    meta_ctx = _ShapeOnly(ctx.num_nodes, ctx.num_dst, ctx.num_edges)
-    metas = [meta_ctx] + [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs[1:]]
+    nodes, dst, edges = STAND_IN_ROWS
+    if ctx.num_dst == ctx.num_nodes:
+        dst = nodes  # a whole-graph block: its destination rows are all rows
+    placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
+    values = [_ShapeOnly(nodes, dst, edges)]
+    for n, x in zip(placeholders[1:], inputs[1:]):
+        kind = n.meta.get("input", (None,))[0]
+        rows = {"ndata": nodes, "edata": edges}.get(kind)
+        if kind == "deferred":  # an SDDMM operand: rows of all nodes or of the destinations
+            rows = nodes if x.shape[0] == ctx.num_nodes else dst
+        values.append(_stand_in(x, rows))
+    real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges}
     with torch.no_grad():
-        _Prop(module).run(*metas)
+        _Prop(module, real_rows).run(*values)

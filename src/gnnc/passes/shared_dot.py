@@ -26,6 +26,7 @@ import operator
 import torch
 import torch.fx as fx
 
+from ..backend.torch.common import broadcast_shape
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
@@ -138,8 +139,8 @@ def _shared_product(product: fx.Node):
         if len(w_shape) > len(feat) or feat[-1] < 2 or math.prod(feat[:-1]) > MAX_HEADS:
             continue
         try:
-            if tuple(torch.broadcast_shapes(feat, tuple(w_shape))) == feat:
+            if tuple(broadcast_shape(feat, tuple(w_shape))) == feat:
                 return x, w
-        except RuntimeError:
+        except ValueError:
             continue
     return None

@@ -18,6 +18,7 @@ import torch
 import torch.fx as fx
 
 from .. import backend
+from ..backend.torch.common import broadcast_shape
 from ..graph.frame import Deferred
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
@@ -40,7 +41,7 @@ class DeferredEdges(Deferred):
 
     @property
     def shape(self) -> torch.Size:
-        feat = torch.broadcast_shapes(tuple(self.a.shape[1:]), tuple(self.b.shape[1:]))
+        feat = broadcast_shape(tuple(self.a.shape[1:]), tuple(self.b.shape[1:]))
         return torch.Size((self.ctx.num_edges,) + tuple(feat))
 
     @property
