@@ -1,6 +1,7 @@
 """Benchmark harness (bench/harness): the equivalence gate, runner rows and failures, the floor, `gnnc bench`."""
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -323,3 +324,19 @@ def test_the_table_says_when_gradients_agreed_only_at_another_jitter_point():
     header, _, line = report.mode_table([row], "training")
     assert "| peak (MiB) | steady peak (MiB) |" in header and "| 1 | 0.5 |" in line
     assert line.endswith("| ok, err 0.2 of tol (agreed at jitter seed 1000; at seed 0 input gradients 225x tol) |")
+
+
+def test_git_commit_follows_a_worktree_to_its_shared_refs(tmp_path):
+    from harness.machine import git_commit
+
+    def git(*args, cwd=tmp_path / "repo"):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    (tmp_path / "repo").mkdir()
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "first")
+    git("worktree", "add", "-q", str(tmp_path / "wt"))  # on a new branch: its ref is in the main .git
+    git("commit", "-q", "--allow-empty", "-m", "second", cwd=tmp_path / "wt")
+    assert git_commit(tmp_path / "wt") == git("rev-parse", "HEAD", cwd=tmp_path / "wt")
+    assert git_commit(tmp_path / "repo") == git("rev-parse", "HEAD") != git_commit(tmp_path / "wt")

@@ -26,17 +26,24 @@ def cpu_model() -> str:
 
 
 def git_commit(repo: Path = REPO) -> str | None:
-    """The commit checked out in ``repo``, read from ``.git`` without running git; None if unknown."""
-    git = repo / ".git"
+    """The commit checked out in ``repo``, read from ``.git`` without running git; None if unknown.
+
+    In a worktree ``.git`` is a file naming the worktree's git dir, whose
+    ``commondir`` holds the refs it shares with the main checkout.
+    """
+    git = common = repo / ".git"
     try:
+        if git.is_file():
+            git = (repo / git.read_text().split(":", 1)[1].strip()).resolve()
+            common = (git / (git / "commondir").read_text().strip()).resolve()
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
         ref = head[len("ref: "):]
-        loose = git / ref
-        if loose.exists():
-            return loose.read_text().strip()
-        for line in (git / "packed-refs").read_text().splitlines():
+        for loose in (git / ref, common / ref):
+            if loose.exists():
+                return loose.read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines():
             if line.endswith(" " + ref):
                 return line.split()[0]
     except OSError:
