@@ -212,7 +212,8 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
     g = _graph()
     g.ndata["c"] = torch.randn(10, 3, dtype=torch.float64)
     F = torch.nn.functional
-    msg = lambda e: {"a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2), "r": torch.relu(e.src["c"] * e.dst["c"]),  # noqa: E731
+    msg = lambda e: {"a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2),  # noqa: E731
+                     "r": torch.relu(e.src["c"] * e.dst["c"]),
                      "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1)}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))

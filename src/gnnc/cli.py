@@ -224,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     mb.add_argument("--device", default="cpu")
     dist = train.add_argument_group("distributed training (--dist: torchrun workers, gloo)")
-    dist.add_argument("--dist", action="store_true",
-                      help="train across worker processes: RAF on meta partitions or the vanilla data-parallel baseline")
+    dist.add_argument("--dist", action="store_true", help="train across worker processes: RAF on meta "
+                      "partitions or the vanilla data-parallel baseline")
     dist.add_argument("--nproc", type=int, default=2, help="worker processes on this machine")
     dist.add_argument("--mode", choices=["raf", "vanilla"], default="raf")
     dist.add_argument("--partition", choices=["metis", "random"], default="metis",

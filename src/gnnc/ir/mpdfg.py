@@ -31,6 +31,9 @@ _MESSAGE_ACCESS = {
     "dsttype": ("ntype_data", ops.gather_dsttype),
     "type": ("etype_data", ops.gather_etype),
 }
+# Placeholder kind of an operand of an earlier call's deferred SDDMM (``gnnc.runtime.deferred``): node rows,
+# named "<edge feature>.a" / "<edge feature>.b".
+DEFERRED_INPUT = "deferred"
 _NODE_ACCESS = {
     "data": ("ndata", ops.dst_nodes),
     "type": ("ntype_data", ops.gather_ntype),

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import ops
+from .mpdfg import DEFERRED_INPUT
 
 
 class InferenceFailure(Exception):
@@ -110,7 +111,7 @@ def infer(graph: fx.Graph, root: nn.Module) -> None:
 
 
 _INPUT_RES = {"ndata": "V", "edata": "E", "ntype_data": "A", "etype_data": "R", "external": "S", "ctx": "S",
-              "deferred": "V"}  # operands of a deferred SDDMM (gnnc.runtime.deferred)
+              DEFERRED_INPUT: "V"}
 
 
 def _rule(n: fx.Node, root):

@@ -16,6 +16,7 @@ import torch.fx as fx
 
 from ..backend.torch.common import broadcast_shape
 from . import ops
+from .mpdfg import DEFERRED_INPUT
 
 
 # Stand-in row counts of all nodes, destination nodes and edges: primes unlikely to be a feature dim.
@@ -133,7 +134,7 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
     for n, x in zip(placeholders[1:], inputs[1:]):
         kind = n.meta.get("input", (None,))[0]
         rows = {"ndata": nodes, "edata": edges}.get(kind)
-        if kind == "deferred":  # an SDDMM operand: rows of all nodes or of the destinations
+        if kind == DEFERRED_INPUT:  # an SDDMM operand: rows of all nodes or of the destinations
             rows = nodes if x.shape[0] == ctx.num_nodes else dst
         values.append(_stand_in(x, rows))
     real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges}

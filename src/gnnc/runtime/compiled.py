@@ -20,7 +20,7 @@ import torch
 from .. import backend
 from ..frontend.trace import TraceFailure, trace_udf, udf_location
 from ..function import BuiltinReduce
-from ..ir.mpdfg import MPDFG, build_apply_edges, build_update_all
+from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import deferred as deferral
@@ -105,7 +105,7 @@ def _read_signature(g, traced, rel):
             store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
             pending = deferral.peek(g, key, rel) if store == "edata" else None
             if pending is not None:
-                sig.append((stage, space, key, deferral.INPUT_KIND, pending.signature()))
+                sig.append((stage, space, key, DEFERRED_INPUT, pending.signature()))
                 continue
             try:
                 value = _read(g, store, key, rel)
@@ -158,9 +158,9 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
     try:
         dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
-        pending = {n.meta["input"][1]: deferral.peek(g, n.meta["input"][1], rel) for n in dfg.inputs()
-                   if n.meta["input"][0] == "edata"}
-        deferral.inline_deferred(dfg, {k: v for k, v in pending.items() if v is not None})
+        pending = {name: value for kind, name in (n.meta["input"] for n in dfg.inputs())
+                   if kind == "edata" and (value := deferral.peek(g, name, rel)) is not None}
+        deferral.inline_deferred(dfg, pending)
         ctx = graph_context(g, rel)
         inputs = bind_inputs(dfg, g, rel, udfs)
 
@@ -220,7 +220,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             values.append(g.ntype_data[name])
         elif kind == "etype_data":
             values.append(g.etype_data[name])
-        elif kind == deferral.INPUT_KIND:
+        elif kind == DEFERRED_INPUT:
             feature, which = name.rsplit(".", 1)
             values.append(deferral.peek(g, feature, rel).operand(which))
         else:

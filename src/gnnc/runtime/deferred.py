@@ -21,10 +21,8 @@ from .. import backend
 from ..backend.torch.common import broadcast_shape
 from ..graph.frame import Deferred
 from ..ir import ops
-from ..ir.mpdfg import MPDFG
+from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .context import GraphContext
-
-INPUT_KIND = "deferred"  # placeholder kind of an inlined operand: name "<feature>.a" / "<feature>.b"
 
 
 @dataclass(eq=False)  # identity comparison: fields are tensors
@@ -121,7 +119,7 @@ def peek(g, name: str, rel) -> DeferredEdges | None:
 def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
     """Replace each input ``edata[name]`` in ``deferred`` (name -> DeferredEdges) by its SDDMM, in place.
 
-    The operands become placeholders of kind ``INPUT_KIND`` (node rows,
+    The operands become placeholders of kind ``DEFERRED_INPUT`` (node rows,
     bound at run time from the stored value).
     """
     g = dfg.graph
@@ -134,7 +132,7 @@ def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
         with g.inserting_before(n):
             a, b = (g.placeholder(f"{n.name}_{which}") for which in "ab")
         for p, which in ((a, "a"), (b, "b")):
-            p.meta.update(input=(INPUT_KIND, f"{name}.{which}"), stage=n.meta["stage"], source=n.meta["source"])
+            p.meta.update(input=(DEFERRED_INPUT, f"{name}.{which}"), stage=n.meta["stage"], source=n.meta["source"])
         first = next(u for u in g.nodes if u.op != "placeholder")
         with g.inserting_before(first):
             sddmm = g.call_function(ops.u_op_v, (ctx, a, b, value.op, value.b_side, value.negative_slope))

@@ -91,8 +91,8 @@ def _shifted_exponentials(by_dst, logits: _Logits, offset, *, find_max: bool, ed
     b = logits.a.new_empty(0, heads) if logits.b is None else logits.b  # op None: never read
     # a and b are passed as they are laid out (GAT's are column slices of one matmul): a copy would cost more
     launch(_SHIFTED_LOGITS(heads, logits.op), as_array(by_dst.crow), num_edges * heads, as_array(by_dst.perm),
-           as_array(by_dst.col), logits.a.detach().numpy(), b.detach().numpy(), shifted.numpy().dtype.type(logits.slope),
-           offset.numpy(), shifted.numpy(), find_max, edge_order)
+           as_array(by_dst.col), logits.a.detach().numpy(), b.detach().numpy(),
+           shifted.numpy().dtype.type(logits.slope), offset.numpy(), shifted.numpy(), find_max, edge_order)
     return shifted.exp_()  # one vectorized torch pass: numba's scalar exp is several times slower
 
 
@@ -136,8 +136,8 @@ class _SoftmaxAggregate(Function):
         grad_a = grad_b = grad_x = None
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             gl = ex.new_empty(ex.shape)
-            launch(_SOFTMAX_GRAD(feats, constant_width(heads)), as_array(by_dst.crow), work, as_array(by_dst.col), as_array(by_dst.perm),
-                   *saved, m.new_empty(m.shape).numpy(), gl.numpy())
+            launch(_SOFTMAX_GRAD(feats, constant_width(heads)), as_array(by_dst.crow), work, as_array(by_dst.col),
+                   as_array(by_dst.perm), *saved, m.new_empty(m.shape).numpy(), gl.numpy())
             grads = _logit_source_grads(logits, src, dst, gl, ctx.needs_input_grad[:2])
             grad_a, grad_b = (None if g is None else heads_to_weight(g, shape, full, k)
                               for g, shape in zip(grads, (a_shape, b_shape)))
