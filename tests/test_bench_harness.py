@@ -344,3 +344,45 @@ def test_git_commit_follows_a_worktree_to_its_shared_refs(tmp_path):
     git("commit", "-q", "--allow-empty", "-m", "second", cwd=tmp_path / "wt")
     assert git_commit(tmp_path / "wt") == git("rev-parse", "HEAD", cwd=tmp_path / "wt")
     assert git_commit(tmp_path / "repo") == git("rev-parse", "HEAD") != git_commit(tmp_path / "wt")
+
+
+def _file_mapping_kib() -> tuple[int, int]:
+    """(Size, Rss) in KiB summed over the readable mappings of regular files, from ``/proc/self/smaps``."""
+    size = rss = 0
+    counted = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and not head[0].endswith(":"):  # a mapping's header line
+                counted = len(head) >= 6 and head[1].startswith("r") and head[4] != "0" \
+                    and head[5].startswith("/") and not head[5].startswith("/dev/")
+            elif counted and head[0] == "Size:":
+                size += int(head[1])
+            elif counted and head[0] == "Rss:":
+                rss += int(head[1])
+    return size, rss
+
+
+def test_map_file_pages_makes_library_code_resident_in_a_forked_child():
+    script = (
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1] / 'bench')!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "import torch\n"
+        "from harness import procfs\n"
+        "from tests.test_bench_harness import _file_mapping_kib\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    size, before = _file_mapping_kib()\n"
+        "    mapped = procfs.map_file_pages()\n"
+        "    _, after = _file_mapping_kib()\n"
+        "    print(size, before, after, mapped)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    size, before, after, mapped = out.split()
+    if mapped != "True":
+        pytest.skip("this kernel has no MADV_POPULATE_READ")
+    size, before, after = int(size), int(before), int(after)
+    assert before < 0.5 * size  # the fork left the parent's library pages out of the child's page tables
+    assert after > 0.95 * size

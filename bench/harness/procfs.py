@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import resource
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+MADV_POPULATE_READ = 22  # Linux 5.14+
 
 
 def status_kib(field: str) -> int:
@@ -31,9 +33,46 @@ def trim_heap() -> None:
         trim(0)
 
 
+def map_file_pages() -> bool:
+    """Map every page of the process's readable file mappings (shared libraries) into its page tables now.
+
+    A process forked from the forkserver inherits the forkserver's libraries
+    but none of their pages in its page tables: each code page it executes
+    first faults in and counts as resident, though the page was already in
+    memory and is shared with every process. Mapping them all before the
+    high-water mark is reset keeps library code out of a configuration's
+    peak; what the configuration allocates or newly maps still counts.
+    Returns False where the kernel cannot do it (no ``MADV_POPULATE_READ``).
+    """
+    libc = _libc()
+    madvise = getattr(libc, "madvise", None) if libc else None
+    if madvise is None:
+        return False
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    for start, end in _readable_file_mappings():
+        if madvise(start, end - start, MADV_POPULATE_READ) != 0 and ctypes.get_errno() == errno.EINVAL:
+            return False  # other errors (a page past the end of its file) leave that mapping partly mapped
+    return True
+
+
+def _readable_file_mappings() -> list[tuple[int, int]]:
+    """(start, end) of each readable mapping of a regular file in ``/proc/self/maps``."""
+    spans = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(maxsplit=5)
+            if len(fields) < 6 or not fields[1].startswith("r") or fields[4] == "0":
+                continue
+            path = fields[5].strip()
+            if path.startswith("/") and not path.startswith("/dev/"):
+                start, end = (int(a, 16) for a in fields[0].split("-"))
+                spans.append((start, end))
+    return spans
+
+
 def _libc():
     name = ctypes.util.find_library("c")
-    return ctypes.CDLL(name) if name else None
+    return ctypes.CDLL(name, use_errno=True) if name else None
 
 
 def fix_mmap_threshold(threshold_bytes: int = 128 * 1024) -> None:

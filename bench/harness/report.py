@@ -91,7 +91,7 @@ def markdown(record: dict) -> str:
            f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.", "",
            "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
            "(below 1 = faster); *peak* is the resident high-water mark above the resident set before the "
-           "first call; *steady peak* the high-water mark of the timed calls above the resident set after "
+           "first call, library code pages mapped beforehand; *steady peak* the high-water mark of the timed calls above the resident set after "
            "warm-up (one-off plans, caches and loaded kernels excluded: they are in *peak*); *x floor* is "
            "time over the floor (bench/README.md); *check* is the gate's verdict "
            "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
