@@ -23,7 +23,7 @@ import gnnc  # noqa: E402
 from gnnc import backend  # noqa: E402
 from gnnc.backend import cpu as cpu_backend  # noqa: E402
 from gnnc.backend import torch as torch_backend  # noqa: E402
-from gnnc.backend.cpu import interop  # noqa: E402
+from gnnc.backend.cpu import interop, softmax_aggregate  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_homograph  # noqa: E402
@@ -99,6 +99,28 @@ def test_gradcheck():
     logits = torch.randn(src.numel(), 2, dtype=torch.float64, requires_grad=True)
     x = torch.randn(n, 2, 3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda l, v: cpu_backend.edge_softmax_aggregate(l, v, src, dst, n), (logits, x))
+
+
+@pytest.mark.parametrize("heads, feats, generated, dtype", [
+    (8, 8, True, torch.float32), (8, 8, True, torch.float64), (1, 64, True, torch.float32),
+    (4, 16, True, torch.float64), (2, 1, True, torch.float32), (16, 16, False, torch.float32),
+    (3, 8, False, torch.float64)])
+def test_generated_aggregation_kernels(heads, feats, generated, dtype):
+    """Constant widths up to MAX_GENERATED_ROW accumulators run the generated kernels (one scalar per
+    accumulator); they match the torch backend forward and backward like the loop kernels."""
+    src, dst, n = _edges("multi", 37, 260, seed=heads * feats)
+    gen = torch.Generator().manual_seed(heads + feats)
+    logits = torch.randn(src.numel(), heads, generator=gen, dtype=dtype) * 10
+    x = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
+    grad = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
+    for threshold in (0, interop.PARALLEL_MIN_WORK):
+        with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+            got = _run(cpu_backend, logits, x, src, dst, n, grad)
+        for g, w in zip(got, _run(torch_backend, logits, x, src, dst, n, grad)):
+            torch.testing.assert_close(g, w, **TOL[dtype])
+    for factory in (softmax_aggregate._NORMALIZED_AGGREGATE, softmax_aggregate._WEIGHTED_SCATTER):
+        module = factory(feats, interop.constant_width(heads)).py_func.__module__
+        assert module.startswith("gnnc_generated_") == generated
 
 
 @settings(max_examples=25, deadline=None)

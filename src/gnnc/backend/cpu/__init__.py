@@ -7,7 +7,9 @@ logits that ``sddmm_softmax_aggregate`` computes inside them), the
 binary-operator ``sddmm`` (one loop over edges) and the max / min ``spmm``
 (one loop over destinations, with its arg edges) run as numba kernels:
 float32/float64, compiled on first use per row width (common widths as
-constants, so rows become whole vector instructions) and cached on disk.
+constants, so rows become whole vector instructions) and cached on disk;
+the aggregation loops over rows of up to 128 accumulators are generated as
+source with one scalar per accumulator (``codegen``).
 The other primitives are taken from the torch backend, whose CPU paths (MKL
 CSR matmuls, grouped matmuls) are already fused. Threads follow
 ``torch.get_num_threads()``.

@@ -37,9 +37,14 @@ def _prefetch_element(typingctx, array, flat):
 
 
 @njit(inline="always")
-def prefetch_row(array, row):  # pragma: no cover - numba
-    """Prefetch every cache line of row ``row`` (first axis) of C-contiguous ``array``."""
-    row_len = array.size // array.shape[0] if array.shape[0] > 0 else 0
+def prefetch_row(array, row, row_len):  # pragma: no cover - numba
+    """Prefetch every cache line of row ``row`` of C-contiguous ``array`` viewed as rows of ``row_len`` elements.
+
+    Kernels pass ``row_len`` from their compile-time widths: with it constant
+    the loop unrolls into a few prefetch instructions, where reading it from
+    the array's shape cost an integer division per edge.
+    """
     step = max(1, CACHE_LINE // array.itemsize)
+    start = row * row_len
     for k in range(0, row_len, step):
-        _prefetch_element(array, row * row_len + k)
+        _prefetch_element(array, start + k)

@@ -29,12 +29,15 @@ from torch.autograd.function import Function, once_differentiable
 from ..torch.common import BINARY_OPS, as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_softmax_aggregate, check_sddmm_softmax_aggregate
+from .codegen import indent, load_function
 from .interop import as_array, constant_width, launch, specialized
 from .prefetch import prefetch_row
 from .sddmm import _binary, binary_rows_grads, sddmm
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
 AHEAD = 8
+# Rows up to this many accumulators (heads x features) get a generated kernel that keeps them in registers.
+MAX_GENERATED_ROW = 128
 
 
 def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
@@ -159,18 +162,21 @@ def _logit_source_grads(logits: _Logits, src, dst, grad_logits, needed) -> list:
 
 # Kernel factories (see ``specialized``): rows bounds[c]:bounds[c+1] of CSR
 # (crow, col = other endpoint, perm = edge id) per parallel chunk. The head
-# count is a constant too where it can be (``constant_width``): then every
-# accumulator of a row has a fixed address LLVM keeps in registers across
-# the edge loop (~20 % off the aggregation at 8 heads of 8). Kernels
-# accumulate straight into their per-row outputs and take no array views, so
-# numba marks their arrays noalias.
+# count is a constant too where it can be (``constant_width``; ~20 % off the
+# aggregation at 8 heads of 8). Kernels take no array views, so numba marks
+# their arrays noalias; still, LLVM stores and reloads accumulators that
+# live in an output row after every edge (the row's strides are run-time
+# values), so the two aggregation loops are generated with one scalar per
+# accumulator when both widths are constants (``_weighted_rows_source``:
+# another ~20 % at 8 heads of 8).
 
 @specialized
 def _SHIFTED_LOGITS(width, op):
     code = -1 if op is None else BINARY_OPS.index(op)
 
     def kernel(bounds, crow, perm, src, a, b, slope, offset, shifted, find_max, edge_order):  # pragma: no cover
-        """shifted[i or e] = l[e] - offset[v] for v's in-edges; find_max: offset[v] = max of them first.
+        """shifted[i or e] = l[e] - offset[v] for v's in-edges; find_max: offset[v] = max of them first
+        (the logits are stored as they are found, then shifted in place: each row of a and b is read once).
         l[e] = a[e] (op None) or leaky_relu(a[src[e]] op b[v], slope) (see ``_Logits``)."""
         heads = a.shape[1] if width < 0 else width
         for c in prange(bounds.shape[0] - 1):
@@ -180,8 +186,16 @@ def _SHIFTED_LOGITS(width, op):
                         offset[v, h] = -np.inf
                     for i in range(crow[v], crow[v + 1]):
                         r = perm[i] if code < 0 else src[i]
+                        row = perm[i] if edge_order else i
                         for h in range(heads):
-                            offset[v, h] = max(offset[v, h], _logit(code, a, b, slope, r, v, h))  # max(), not if
+                            y = _logit(code, a, b, slope, r, v, h)
+                            shifted[row, h] = y
+                            offset[v, h] = max(offset[v, h], y)  # max(), not if
+                    for i in range(crow[v], crow[v + 1]):
+                        row = perm[i] if edge_order else i
+                        for h in range(heads):
+                            shifted[row, h] -= offset[v, h]
+                    continue
                 for i in range(crow[v], crow[v + 1]):
                     r = perm[i] if code < 0 else src[i]
                     row = perm[i] if edge_order else i
@@ -201,6 +215,11 @@ def _logit(code, a, b, slope, r, v, h):  # pragma: no cover - numba; inlined, th
 
 @specialized
 def _NORMALIZED_AGGREGATE(width, num_heads):
+    if 0 < width and 0 < num_heads and width * num_heads <= MAX_GENERATED_ROW:
+        return load_function("normalized_aggregate", _weighted_rows_source(
+            "normalized_aggregate", "ex, x, out, s", num_heads, width, neighbors="src", table="x",
+            weight="ex[i, {h}]", out="out", sums="s"))
+
     def kernel(bounds, crow, src, ex, x, out, s):  # pragma: no cover - numba
         """s[v] = sum of ex over v's in-edges (CSR order); out[v] = sum of ex * x[src] / s[v] (0 without in-edges)."""
         heads, feats = (x.shape[1] if num_heads < 0 else num_heads), (x.shape[2] if width < 0 else width)
@@ -212,7 +231,7 @@ def _NORMALIZED_AGGREGATE(width, num_heads):
                         out[v, h, f] = 0.0
                 for i in range(crow[v], crow[v + 1]):
                     if i + AHEAD < src.shape[0]:
-                        prefetch_row(x, src[i + AHEAD])
+                        prefetch_row(x, src[i + AHEAD], heads * feats)
                     u = src[i]
                     for h in range(heads):
                         w = ex[i, h]
@@ -226,6 +245,42 @@ def _NORMALIZED_AGGREGATE(width, num_heads):
     return kernel
 
 
+def _weighted_rows_source(name: str, args: str, heads: int, feats: int, *, neighbors: str, table: str,
+                          weight: str, out: str, sums: str | None = None, reads: str | None = None) -> str:
+    """Source of ``name(bounds, crow, {neighbors}, {args})`` for constant widths, one scalar per accumulator
+    (see ``codegen``): for each CSR row r, out[r] = sum over r's entries i of w[i, h] * table[neighbors[i], h];
+    ``weight`` is w[i, h]'s expression (``{h}`` a head; n is the neighbor, ``reads`` a statement run
+    before it for each entry). With ``sums``, also
+    sums[r, h] = sum of w[i, h] and out[r] divided by it (0 for rows without entries)."""
+    acc = [[f"a{h}_{f}" for f in range(feats)] for h in range(heads)]
+    entry = [f"n = {neighbors}[i]"] + ([reads] if reads else [])
+    for h in range(heads):
+        entry += [f"w = {weight.format(h=h)}"] + ([f"s{h} += w"] if sums else [])
+        entry += [f"{acc[h][f]} += w * {table}[n, {h}, {f}]" for f in range(feats)]
+    start = [f"s{h} = zero" for h in range(heads) if sums] + [f"{a} = zero" for row in acc for a in row]
+    finish = []
+    for h in range(heads):
+        scale = ""
+        if sums:
+            finish += [f"{sums}[r, {h}] = s{h}", f"inv = one / s{h} if s{h} > zero else zero"]
+            scale = " * inv"
+        finish += [f"{out}[r, {h}, {f}] = {acc[h][f]}{scale}" for f in range(feats)]
+    lines = [
+        f"def {name}(bounds, crow, {neighbors}, {args}):",
+        f'    """{name} for {heads} heads of {feats} features."""',
+        f"    zero, one = {table}.dtype.type(0), {table}.dtype.type(1)",
+        "    for c in prange(bounds.shape[0] - 1):",
+        "        for r in range(bounds[c], bounds[c + 1]):",
+        *indent(start, 3),
+        "            for i in range(crow[r], crow[r + 1]):",
+        f"                if i + {AHEAD} < {neighbors}.shape[0]:",
+        f"                    prefetch_row({table}, {neighbors}[i + {AHEAD}], {heads * feats})",
+        *indent(entry, 4),
+        *indent(finish, 3),
+    ]
+    return "\n".join(lines) + "\n"
+
+
 @specialized
 def _SOFTMAX_GRAD(width, num_heads):
     def kernel(bounds, crow, src, perm, ex, inv_s, x, grad, total, grad_logits):  # pragma: no cover - numba
@@ -237,7 +292,7 @@ def _SOFTMAX_GRAD(width, num_heads):
                     total[v, h] = 0.0
                 for i in range(crow[v], crow[v + 1]):
                     if i + AHEAD < src.shape[0]:
-                        prefetch_row(x, src[i + AHEAD])
+                        prefetch_row(x, src[i + AHEAD], heads * feats)
                     e, u = perm[i], src[i]
                     for h in range(heads):
                         grad_logits[e, h] = 0.0
@@ -253,6 +308,11 @@ def _SOFTMAX_GRAD(width, num_heads):
 
 @specialized
 def _WEIGHTED_SCATTER(width, num_heads):
+    if 0 < width and 0 < num_heads and width * num_heads <= MAX_GENERATED_ROW:
+        return load_function("weighted_scatter", _weighted_rows_source(
+            "weighted_scatter", "perm, ex, inv_s, grad, grad_x", num_heads, width, neighbors="dst",
+            table="grad", weight="ex[e, {h}] * inv_s[n, {h}]", out="grad_x", reads="e = perm[i]"))
+
     def kernel(bounds, crow, dst, perm, ex, inv_s, grad, grad_x):  # pragma: no cover - numba
         """grad_x[u] = sum over u's out-edges e of alpha[e] * g[dst[e]], alpha[e] = ex[e] * inv_s[dst[e]]."""
         heads, feats = (grad.shape[1] if num_heads < 0 else num_heads), (grad.shape[2] if width < 0 else width)
@@ -263,7 +323,7 @@ def _WEIGHTED_SCATTER(width, num_heads):
                         grad_x[u, h, f] = 0.0
                 for i in range(crow[u], crow[u + 1]):
                     if i + AHEAD < dst.shape[0]:
-                        prefetch_row(grad, dst[i + AHEAD])
+                        prefetch_row(grad, dst[i + AHEAD], heads * feats)
                     e, v = perm[i], dst[i]
                     for h in range(heads):
                         w = ex[e, h] * inv_s[v, h]

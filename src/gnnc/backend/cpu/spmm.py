@@ -78,7 +78,7 @@ def _EXTREMUM_ROWS(width, reduce):
                     arg[v, k] = none if val != val else e
                 for i in range(start + 1, stop):
                     if i + AHEAD < stop:
-                        prefetch_row(x, src[i + AHEAD])
+                        prefetch_row(x, src[i + AHEAD], cols)
                     u, e = src[i], perm[i]
                     for k in range(cols):
                         val = x[u, k]
