@@ -36,15 +36,32 @@ def _prefetch_element(typingctx, array, flat):
     return types.void(array, flat), codegen
 
 
+@intrinsic
+def _item_bytes(typingctx, array):
+    """Bytes per element of ``array`` as a compile-time constant (``array.itemsize`` is loaded at run time)."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(array.dtype)))
+
+    return types.intp(array), codegen
+
+
+@njit(inline="always")
+def prefetch_span(array, start, length):  # pragma: no cover - numba
+    """Prefetch the cache lines of the ``length`` elements of C-contiguous ``array`` from flat offset ``start``.
+
+    Kernels pass ``length`` from their compile-time widths: with it and the
+    element size constant the loop unrolls into a few prefetch instructions,
+    with no integer division per edge.
+    """
+    step = max(1, CACHE_LINE // _item_bytes(array))
+    for k in range(0, length, step):
+        _prefetch_element(array, start + k)
+
+
 @njit(inline="always")
 def prefetch_row(array, row, row_len):  # pragma: no cover - numba
-    """Prefetch every cache line of row ``row`` of C-contiguous ``array`` viewed as rows of ``row_len`` elements.
-
-    Kernels pass ``row_len`` from their compile-time widths: with it constant
-    the loop unrolls into a few prefetch instructions, where reading it from
-    the array's shape cost an integer division per edge.
-    """
-    step = max(1, CACHE_LINE // array.itemsize)
-    start = row * row_len
-    for k in range(0, row_len, step):
-        _prefetch_element(array, start + k)
+    """Prefetch row ``row`` of C-contiguous ``array`` viewed as rows of ``row_len`` elements (``prefetch_span``)."""
+    prefetch_span(array, row * row_len, row_len)
