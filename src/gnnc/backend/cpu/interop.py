@@ -5,6 +5,7 @@ import contextlib
 import functools
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -72,13 +73,33 @@ def specialized(factory):
     """
     @functools.cache
     def compiled(width: int, *constants):
-        return numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})(factory(width, *constants))
+        return jit_kernel(factory(width, *constants))
 
     @functools.wraps(factory)
     def get(width: int, *constants):
         return compiled(constant_width(width), *constants)
 
     return get
+
+
+FASTMATH = {"reassoc", "contract"}
+
+
+def jit_kernel(fn):
+    """``fn``, whose outer loop is a ``prange``, compiled as every loop kernel is (see ``specialized``)."""
+    return numba.njit(parallel=True, cache=True, fastmath=FASTMATH)(fn)
+
+
+def jit_row_kernel(fn):
+    """``fn(bounds, ...)``, whose outer loop runs over ``range(bounds[0], bounds[-1])`` in chunks, compiled
+    serial and without the GIL: ``launch`` splits its rows among Python threads.
+
+    For generated kernels, whose accumulators are scalars (so numba's parallel
+    noalias marking gains nothing): a parallel build takes three times as long
+    to compile, and starting its parallel region costs 45-120 us per call, even
+    on one thread, where a serial kernel is called in about 1 us.
+    """
+    return numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(fn)
 
 
 def constant_width(n: int) -> int:
@@ -88,8 +109,7 @@ def constant_width(n: int) -> int:
 
 def _call(kernel, *args) -> None:
     """``kernel(*args)``, vectorizing when these argument types are new (the call that compiles)."""
-    key = (id(kernel), tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
-                             else type(a) for a in args))
+    key = _signature_key(kernel, args)
     with _LAUNCH_LOCK:
         if key in _compiled:
             kernel(*args)
@@ -97,6 +117,40 @@ def _call(kernel, *args) -> None:
         with _vectorizing():  # first call with these types: compiles (or loads the cache)
             kernel(*args)
         _compiled.add(key)
+
+
+def _signature_key(kernel, args) -> tuple:
+    return (id(kernel), tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
+                              else type(a) for a in args))
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _threads() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="gnnc-kernel")
+    return _pool
+
+
+def _call_rows(kernel, work: int, rows: int, split, *args) -> None:
+    """A ``jit_row_kernel`` on all ``rows``: on torch's thread count (one range each, ``split(parts)``
+    giving the boundaries) when ``work`` is large enough; the call that compiles runs alone, vectorizing."""
+    key = _signature_key(kernel, args)
+    if key not in _compiled:
+        with _LAUNCH_LOCK:
+            if key not in _compiled:
+                with _vectorizing():
+                    kernel(np.array([0, rows], dtype=np.int64), *args)
+                _compiled.add(key)
+                return
+    threads = torch.get_num_threads() if work >= PARALLEL_MIN_WORK else 1
+    bounds = split(threads) if threads > 1 else np.array([0, rows], dtype=np.int64)
+    others = [_threads().submit(kernel, bounds[t:t + 2], *args) for t in range(1, bounds.shape[0] - 1)]
+    kernel(bounds[0:2], *args)
+    for other in others:
+        other.result()
 
 
 def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
@@ -123,6 +177,9 @@ def launch_rows(kernel, rows: int, work: int, *args) -> None:
 
 
 def _run(kernel, work: int, rows: int, split, *args) -> None:
+    if not kernel.targetoptions.get("parallel"):
+        _call_rows(kernel, work, rows, split, *args)
+        return
     if work < PARALLEL_MIN_WORK:
         threads = numba.get_num_threads()
         numba.set_num_threads(1)
