@@ -59,10 +59,14 @@ def _with_grads(fn, inputs, grad, needed=None):
     return (out, *torch.autograd.grad(out, [t for t in inputs if t.requires_grad], grad, allow_unused=True))
 
 
+# Kernels are generated per (logit form, head/feature shape, dtype), at a cold compile of seconds each: the
+# matrices below vary what does not change a kernel (graph case, launch, slope) freely, and what does sparsely.
+LAYOUT_DTYPES = [(layout, torch.float64) for layout in LAYOUTS] + [(LAYOUTS[0], torch.float32)]
+
+
 @pytest.mark.parametrize("parallel", [False, True])
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout, dtype", LAYOUT_DTYPES)
 @pytest.mark.parametrize("case", ["multi", "no_edges", "one_node", "large_logits"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_edge_softmax_aggregate_matches_torch(dtype, case, layout, parallel):
     src, dst, n = _edges(case, 23, 70, seed=len(case))
     gen = torch.Generator().manual_seed(1)
@@ -79,54 +83,53 @@ def test_edge_softmax_aggregate_matches_torch(dtype, case, layout, parallel):
         torch.testing.assert_close(g, w, **TOL[dtype])
 
 
-@pytest.mark.parametrize("width", [1, 3, 8, 24])
-def test_constant_and_runtime_widths(width):
-    """Widths in SPECIALIZED_WIDTHS compile as constants (1, 8), others (3, 24) read theirs at run time."""
-    src, dst, n = _edges("multi", 40, 300, seed=width)
-    gen = torch.Generator().manual_seed(width)
-    logits = torch.randn(src.numel(), 2, generator=gen, dtype=torch.float64) * 5
-    x = torch.randn(n, 2, width, generator=gen, dtype=torch.float64)
-    grad = torch.randn(n, 2, width, generator=gen, dtype=torch.float64)
-    for threshold in (0, interop.PARALLEL_MIN_WORK):
-        with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
-            got = _run(cpu_backend, logits, x, src, dst, n, grad)
-        for g, w in zip(got, _run(torch_backend, logits, x, src, dst, n, grad)):
-            torch.testing.assert_close(g, w, **TOL[torch.float64])
-
-
 def test_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
-    logits = torch.randn(src.numel(), 2, dtype=torch.float64, requires_grad=True)
-    x = torch.randn(n, 2, 3, dtype=torch.float64, requires_grad=True)
+    logits = torch.randn(src.numel(), 3, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(n, 3, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda l, v: cpu_backend.edge_softmax_aggregate(l, v, src, dst, n), (logits, x))
 
 
-@pytest.mark.parametrize("heads, feats, generated, dtype", [
-    (8, 8, True, torch.float32), (8, 8, True, torch.float64), (1, 64, True, torch.float32),
-    (4, 16, True, torch.float64), (2, 1, True, torch.float32), (16, 16, False, torch.float32),
-    (3, 8, False, torch.float64)])
-def test_generated_aggregation_kernels(heads, feats, generated, dtype):
-    """Constant widths up to MAX_GENERATED_ROW accumulators run the generated kernels (one scalar per
-    accumulator); they match the torch backend forward and backward like the loop kernels."""
-    src, dst, n = _edges("multi", 37, 260, seed=heads * feats)
-    gen = torch.Generator().manual_seed(heads + feats)
-    logits = torch.randn(src.numel(), heads, generator=gen, dtype=dtype) * 10
-    x = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
-    grad = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
-    for threshold in (0, interop.PARALLEL_MIN_WORK):
-        with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
-            got = _run(cpu_backend, logits, x, src, dst, n, grad)
-        for g, w in zip(got, _run(torch_backend, logits, x, src, dst, n, grad)):
-            torch.testing.assert_close(g, w, **TOL[dtype])
-    for factory in (softmax_aggregate._NORMALIZED_AGGREGATE, softmax_aggregate._WEIGHTED_SCATTER):
-        module = factory(feats, interop.constant_width(heads)).py_func.__module__
-        assert module.startswith("gnnc_generated_") == generated
+@pytest.mark.parametrize("heads, feats, max_block, launches, dtype", [
+    (8, 8, softmax_aggregate.MAX_BLOCK, 1, torch.float32), (4, 5, 8, 3, torch.float64), (10, 1, 8, 2, torch.float32)])
+def test_blocks_of_wide_rows(heads, feats, max_block, launches, dtype):
+    """Rows of up to MAX_BLOCK accumulators run as one launch of a generated kernel (GAT's 8 heads of 8);
+    wider ones, in heads, features or both, as several blocks (shown with a smaller MAX_BLOCK). Every split
+    matches the torch backend forward and backward, on one thread and in parallel."""
+    with mock.patch.object(softmax_aggregate, "MAX_BLOCK", max_block):
+        assert len(softmax_aggregate.blocks(heads, feats)) == launches
+        src, dst, n = _edges("multi", 37, 260, seed=heads * feats)
+        gen = torch.Generator().manual_seed(heads + feats)
+        logits = torch.randn(src.numel(), heads, generator=gen, dtype=dtype) * 10
+        x = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
+        grad = torch.randn(n, heads, feats, generator=gen, dtype=dtype)
+        want = _run(torch_backend, logits, x, src, dst, n, grad)
+        for threshold in (0, interop.PARALLEL_MIN_WORK):
+            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+                got = _run(cpu_backend, logits, x, src, dst, n, grad)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, **TOL[dtype])
+        a, b = rand(n, heads, seed=1) * 5, rand(n, heads, seed=2)
+        _ssa_against_torch(a.to(dtype), b.to(dtype), x, src, dst, n, "mul", 0.2, dtype)
+
+
+def test_blocks_cover_every_accumulator_once():
+    for heads, feats in [(8, 8), (16, 16), (1, 300), (200, 1), (129, 3), (5, 0)]:
+        covered = torch.zeros(heads, feats, dtype=torch.int64)
+        for block in softmax_aggregate.blocks(heads, feats):
+            assert block.heads * block.feats <= softmax_aggregate.MAX_BLOCK
+            covered[block.h0:block.h0 + block.heads, block.f0:block.f0 + block.feats] += 1
+        assert bool((covered == 1).all())
+
+
+SHAPES = [(3, 4), (1, 5), (2, 5)]  # (heads, features) that the layout matrices compile
 
 
 @settings(max_examples=25, deadline=None)
-@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), heads=st.integers(1, 4),
-       feats=st.integers(1, 6), seed=st.integers(0, 1000))
-def test_random_graphs(num_nodes, num_edges, heads, feats, seed):
+@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), shape=st.sampled_from(SHAPES),
+       seed=st.integers(0, 1000))
+def test_random_graphs(num_nodes, num_edges, shape, seed):
+    heads, feats = shape
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
     dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
@@ -180,13 +183,15 @@ def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None):
         torch.testing.assert_close(got, want, rtol=TOL[dtype]["rtol"], atol=TOL[dtype]["atol"] * scale)
 
 
+SSA_FORMS = ([(op, SSA_LAYOUTS[0], dtype) for op in ("add", "sub", "mul", "div") for dtype in (torch.float32, torch.float64)]
+             + [("add", layout, torch.float64) for layout in SSA_LAYOUTS[1:]])
+
+
 @pytest.mark.parametrize("parallel", [False, True])
-@pytest.mark.parametrize("layout", SSA_LAYOUTS)
 @pytest.mark.parametrize("case", ["multi", "no_edges", "one_node", "large_logits"])
 @pytest.mark.parametrize("slope", [None, 0.0, 0.2])
-@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_sddmm_softmax_aggregate_matches_torch(dtype, op, slope, case, layout, parallel):
+@pytest.mark.parametrize("op, layout, dtype", SSA_FORMS)
+def test_sddmm_softmax_aggregate_matches_torch(op, layout, dtype, slope, case, parallel):
     src, dst, n, a, b, x = _ssa_inputs(case, *layout, op, dtype)
     threshold = 0 if parallel else interop.PARALLEL_MIN_WORK
     with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
@@ -215,7 +220,7 @@ def test_sddmm_softmax_aggregate_composed_layouts(op, shapes):
 def test_sddmm_softmax_aggregate_saves_no_edge_tensor():
     """The fused path keeps no [E, ...] float tensor for backward; the composition keeps the logits."""
     src, dst, n = _edges("multi", 20, 400, seed=4)
-    a, b, x = (t.requires_grad_() for t in (torch.randn(n, 4), torch.randn(n, 4), torch.randn(n, 4, 8)))
+    a, b, x = (t.requires_grad_() for t in (torch.randn(n, 3), torch.randn(n, 3), torch.randn(n, 3, 4)))
 
     def edge_rows(out):
         return [t for t in out.grad_fn.saved_tensors
@@ -227,17 +232,17 @@ def test_sddmm_softmax_aggregate_saves_no_edge_tensor():
 def test_sddmm_softmax_aggregate_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
     for op in ("add", "sub", "mul", "div"):
-        a, b = rand(n, 2), rand(n, 2, positive=op == "div", seed=1)
+        a, b = rand(n, 3), rand(n, 3, positive=op == "div", seed=1)
         assert torch.autograd.gradcheck(
             lambda a, b, x: cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=0.2),
-            (a, b, rand(n, 2, 3, seed=2)))
+            (a, b, rand(n, 3, 4, seed=2)))
 
 
 @settings(max_examples=25, deadline=None)
-@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), heads=st.integers(1, 4),
-       feats=st.integers(1, 6), op=st.sampled_from(["add", "sub", "mul", "div"]),
+@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), op=st.sampled_from(["add", "sub", "mul", "div"]),
        slope=st.sampled_from([None, 0.0, 0.2]), seed=st.integers(0, 1000))
-def test_sddmm_softmax_aggregate_random_graphs(num_nodes, num_edges, heads, feats, op, slope, seed):
+def test_sddmm_softmax_aggregate_random_graphs(num_nodes, num_edges, op, slope, seed):
+    heads, feats = SHAPES[0]
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
     dst = torch.randint(0, num_nodes, (num_edges,), generator=gen)
@@ -295,13 +300,14 @@ def test_explain_names_the_backend():
 
 
 def test_concurrent_calls_from_threads():
-    """numba's workqueue pool aborts the process on concurrent launches; launches take a lock,
-    so calls from several threads take turns."""
+    """Kernels launched from several threads at once (each launch may split its rows among threads too)
+    give the same results: numba's workqueue pool would abort on concurrent parallel launches, so those
+    take turns; the generated kernels run concurrently."""
     from concurrent.futures import ThreadPoolExecutor
 
     src, dst, n = _edges("multi", 200, 3000, seed=9)
-    logits = torch.randn(src.numel(), 4, dtype=torch.float64)
-    x = torch.randn(n, 4, 8, dtype=torch.float64)
+    logits = torch.randn(src.numel(), 3, dtype=torch.float64)
+    x = torch.randn(n, 3, 4, dtype=torch.float64)
     want = torch_backend.edge_softmax_aggregate(logits, x, src, dst, n)
     with mock.patch.object(interop, "PARALLEL_MIN_WORK", 0), ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: cpu_backend.edge_softmax_aggregate(logits, x, src, dst, n), range(16)))

@@ -1,15 +1,16 @@
 """gnnc primitives as numba kernels on CPU: fused, vertex-balanced, no per-edge tensors.
 
 Implements the ``gnnc.backend.torch`` contract (see its docstring for
-shapes, broadcasting and gradients). ``edge_softmax_aggregate`` (forward and
-both backward loops, parallel over destination or source nodes; also on
-logits that ``sddmm_softmax_aggregate`` computes inside them), the
-binary-operator ``sddmm`` (one loop over edges) and the max / min ``spmm``
-(one loop over destinations, with its arg edges) run as numba kernels:
-float32/float64, compiled on first use per row width (common widths as
-constants, so rows become whole vector instructions) and cached on disk;
-the aggregation loops over rows of up to 128 accumulators are generated as
-source with one scalar per accumulator (``codegen``).
+shapes, broadcasting and gradients). Numba kernels, float32/float64,
+compiled on first use and cached on disk:
+- ``edge_softmax_aggregate`` and ``sddmm_softmax_aggregate``: one loop over
+  destinations forward (logits of the SDDMM form computed inside it, the
+  exponentials too, nothing of edge size written); backward one loop over
+  destinations and one over sources, alpha recomputed. Generated as source
+  for their head / feature widths (``codegen``), one scalar per accumulator;
+- the binary-operator ``sddmm`` (one loop over edges) and the max / min
+  ``spmm`` (one loop over destinations, with its arg edges): parallel loop
+  kernels compiled per row width (common widths as constants).
 The other primitives are taken from the torch backend, whose CPU paths (MKL
 CSR matmuls, grouped matmuls) are already fused. Threads follow
 ``torch.get_num_threads()``.

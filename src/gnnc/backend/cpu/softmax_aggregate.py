@@ -1,43 +1,55 @@
 """Fused vertex-balanced edge softmax + weighted aggregation (numba, CPU).
 
-Forward: a loop over destinations (CSR by destination) takes each
-destination's max logit and writes the shifted logits in CSR order; torch
-exponentiates them in one vectorized pass ([E, H], the logits' size); a
-second loop over destinations sums them and the weighted source rows and
-normalizes, so the [E, H, F] messages never exist. Backward recomputes
-alpha from the saved per-destination max and denominator (one shift pass +
-exp, in edge order); the logit gradient loops over destinations, the
-feature gradient over sources (CSR by source), so no loop needs atomics.
+Forward: one loop over destinations (CSR by destination). Each destination
+walks its in-edges twice: once for the max logit per head, once to
+exponentiate inside the kernel (``fastexp.vexp``) and sum the weights and the
+weighted source rows; then it normalizes and writes its row. Nothing of edge
+size is written: not the logits, not the weights, not the messages. The
+per-destination max m and denominator s are kept for backward (only when a
+gradient can be asked for).
 
-``sddmm_softmax_aggregate`` runs the same loops on logits
-act(a[src] op b[dst]) that the shift pass computes from the rows of a and b
-(no [E, H] logits or separate SDDMM pass); its backward turns the logit
-gradient into those of a and b with the SDDMM backward's row loops. Same
-contracts as ``gnnc.backend.torch.edge_softmax_aggregate`` and
-``sddmm_softmax_aggregate``.
+Backward recomputes each edge's weight alpha = exp(l - m[v]) / s[v] where it
+is needed instead of saving it:
+- a loop over destinations gives the logit gradient
+  g_l[e] = alpha[e] * (d[e] - t[v]), d[e] = g[v] . x[src[e]],
+  t[v] = sum over v's in-edges of alpha * d (two walks over the in-edges, the
+  second from cache). Logits given per edge get g_l written; SDDMM logits get
+  it summed into b's row, and t kept for the next loop;
+- a loop over sources (CSR by source) gives g_x[u] = sum over u's out-edges of
+  alpha * g[dst], and a's gradient for SDDMM logits.
+Neither loop needs atomics, and with SDDMM logits no tensor of edge size exists.
+
+Logits come per edge (``edge_softmax_aggregate``: a [E, H]) or are computed
+in every loop from node rows (``sddmm_softmax_aggregate``: act(a[src[e]] op
+b[dst[e]]) from a [N_src, H] and b [num_dst, H], GAT's attention). Every
+kernel is generated as source (``codegen``) for its constant widths, one
+scalar per accumulator so they stay in vector registers; rows of more than
+``MAX_BLOCK`` accumulators run as several launches over blocks of heads and
+features. Same contracts as ``gnnc.backend.torch.edge_softmax_aggregate``
+and ``sddmm_softmax_aggregate``.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
-import numba
 import numpy as np
 import torch
-from numba import prange
 from torch.autograd.function import Function, once_differentiable
 
-from ..torch.common import BINARY_OPS, as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
+from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_softmax_aggregate, check_sddmm_softmax_aggregate
 from .codegen import indent, load_function
-from .interop import as_array, constant_width, launch, specialized
-from .prefetch import prefetch_row
-from .sddmm import _binary, binary_rows_grads, sddmm
+from .interop import as_array, jit_row_kernel, launch
+from .sddmm import sddmm
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
 AHEAD = 8
-# Rows up to this many accumulators (heads x features) get a generated kernel that keeps them in registers.
-MAX_GENERATED_ROW = 128
+# Accumulators one kernel keeps in registers (heads x features of a block).
+MAX_BLOCK = 128
+
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
@@ -49,7 +61,7 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     """
     logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
     _check_cpu(x)
-    return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, 1.0)
+    return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None)
 
 
 def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
@@ -67,9 +79,8 @@ def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, s
     if tuple(a.shape[1:]) != tuple(b.shape[1:]):
         logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope, chunk=chunk)
         return edge_softmax_aggregate(logits, x, src, dst, num_dst)
-    slope = 1.0 if negative_slope is None else float(negative_slope)  # 1: the identity
     a, b = (t.reshape((t.shape[0],) + logits_feat) for t in (a, b))
-    return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, slope)
+    return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, negative_slope)
 
 
 def _check_cpu(x: torch.Tensor) -> None:
@@ -77,49 +88,52 @@ def _check_cpu(x: torch.Tensor) -> None:
         raise ValueError(f"the cpu backend needs CPU tensors; x is on {x.device}")
 
 
-class _Logits(NamedTuple):
-    """Where the kernels read the logit of edge e, head h: ``a[e, h]`` (``op`` None: a holds [E, H]
-    logits) or leaky_relu(a[src[e], h] op b[dst[e], h], slope) from rows [N_src, H] and [num_dst, H]."""
+class _Block(NamedTuple):
+    """Heads h0 .. h0 + heads - 1 and features f0 .. f0 + feats - 1 of rows [H, F]."""
 
-    a: torch.Tensor
-    b: torch.Tensor | None
-    op: str | None
-    slope: float
+    h0: int
+    heads: int
+    f0: int
+    feats: int
 
 
-def _shifted_exponentials(by_dst, logits: _Logits, offset, *, find_max: bool, edge_order: bool):
-    """exp(l[e] - offset[dst[e]]) in CSR order (or edge order); ``find_max`` first sets offset to the max."""
-    num_edges, heads = by_dst.perm.numel(), logits.a.shape[1]
-    shifted = logits.a.new_empty(num_edges, heads)
-    b = logits.a.new_empty(0, heads) if logits.b is None else logits.b  # op None: never read
-    # a and b are passed as they are laid out (GAT's are column slices of one matmul): a copy would cost more
-    launch(_SHIFTED_LOGITS(heads, logits.op), as_array(by_dst.crow), num_edges * heads, as_array(by_dst.perm),
-           as_array(by_dst.col), logits.a.detach().numpy(), b.detach().numpy(),
-           shifted.numpy().dtype.type(logits.slope), offset.numpy(), shifted.numpy(), find_max, edge_order)
-    return shifted.exp_()  # one vectorized torch pass: numba's scalar exp is several times slower
+def blocks(num_heads: int, num_feats: int) -> list[_Block]:
+    """The blocks one launch each covers: whole rows when they hold at most ``MAX_BLOCK`` accumulators."""
+    if num_heads == 0 or num_feats == 0:
+        return []
+    hb = min(num_heads, MAX_BLOCK)
+    fb = min(num_feats, max(1, MAX_BLOCK // hb))
+    return [_Block(h0, min(hb, num_heads - h0), f0, min(fb, num_feats - f0))
+            for h0 in range(0, num_heads, hb) for f0 in range(0, num_feats, fb)]
 
 
 class _SoftmaxAggregate(Function):
-    """Softmax by destination of the logits ``_Logits(a, b, op, slope)``, weighting x[src]; a / b feature
-    shapes are the logits' (right-aligned against x's, as ``edge_softmax_aggregate``'s logits)."""
+    """Softmax by destination of logits a[e] (``op`` None) or leaky_relu(a[src] op b[dst], slope) (slope
+    1: the identity), weighting x[src]; a / b feature shapes are the logits' (right-aligned against x's)."""
 
     @staticmethod
     def forward(ctx, a, b, x, src, dst, num_dst, op, slope):
         full = broadcast_shape(a.shape[1:], x.shape[1:])
         k = head_layout(a.shape[1:], full)
-        logits = _Logits(weight_as_heads(a, full, k), None if b is None else weight_as_heads(b, full, k), op, slope)
+        # contiguous rows: the kernels read a head row with vector loads instead of gathers
+        heads_a = weight_as_heads(a, full, k).contiguous()
+        heads_b = None if b is None else weight_as_heads(b, full, k).contiguous()
         heads_x = as_heads(x, full, k).contiguous()
-        heads, feats = heads_x.shape[1], heads_x.shape[2]
+        num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
+        keep = any(ctx.needs_input_grad[:3])
         by_dst = csr_structure(dst, num_dst, src)
-        m = x.new_empty(num_dst, heads)
-        ex = _shifted_exponentials(by_dst, logits, m, find_max=True, edge_order=False)
-        out = x.new_empty(num_dst, heads, feats)
-        s = x.new_empty(num_dst, heads)
-        launch(_NORMALIZED_AGGREGATE(feats, constant_width(heads)), as_array(by_dst.crow), src.numel() * heads * feats,
-               as_array(by_dst.col), as_array(ex), as_array(heads_x), out.numpy(), s.numpy())
-        ctx.save_for_backward(logits.a, logits.b, heads_x, src, dst, m, s)
-        ctx.layout = (full, k, num_dst, op, slope)
-        ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
+        out = x.new_empty(num_dst, num_heads, num_feats)
+        m = x.new_empty(num_dst if keep else 0, num_heads)
+        s = x.new_empty(num_dst if keep else 0, num_heads)
+        arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), _rows(heads_b, heads_a),
+                  _scalar(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(), s.numpy(), keep)
+        for block in blocks(num_heads, num_feats):
+            launch(_forward_kernel(op, num_heads, num_feats, block), as_array(by_dst.crow),
+                   src.numel() * block.heads * block.feats, *arrays)
+        if keep:
+            ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s)
+            ctx.layout = (full, k, num_dst, op, slope)
+            ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
         return out.view((num_dst,) + full)
 
     @staticmethod
@@ -128,205 +142,180 @@ class _SoftmaxAggregate(Function):
         heads_a, heads_b, heads_x, src, dst, m, s = ctx.saved_tensors
         full, k, num_dst, op, slope = ctx.layout
         a_shape, b_shape, x_shape = ctx.shapes
-        heads, feats = heads_x.shape[1], heads_x.shape[2]
-        by_dst = csr_structure(dst, num_dst, src)
-        logits = _Logits(heads_a, heads_b, op, slope)
-        # alpha[e] = ex[e] * inv_s[dst[e]], formed inside the kernels (destinations with s = 0 have no edges)
-        ex = _shifted_exponentials(by_dst, logits, m, find_max=False, edge_order=True)
-        saved = (as_array(ex), as_array(s.reciprocal()), as_array(heads_x),
-                 as_array(grad.reshape(num_dst, heads, feats)))
-        work = src.numel() * heads * feats
-        grad_a = grad_b = grad_x = None
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            gl = ex.new_empty(ex.shape)
-            launch(_SOFTMAX_GRAD(feats, constant_width(heads)), as_array(by_dst.crow), work, as_array(by_dst.col),
-                   as_array(by_dst.perm), *saved, m.new_empty(m.shape).numpy(), gl.numpy())
-            grads = _logit_source_grads(logits, src, dst, gl, ctx.needs_input_grad[:2])
-            grad_a, grad_b = (None if g is None else heads_to_weight(g, shape, full, k)
-                              for g, shape in zip(grads, (a_shape, b_shape)))
-        if ctx.needs_input_grad[2]:
+        need_a, need_b, need_x = ctx.needs_input_grad[:3]
+        num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
+        grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
+        inv_s = s.reciprocal()  # inf for destinations without in-edges, which no edge reads
+        sddmm_logits = op is not None
+        # per edge (edge order): d = g[v] . x[u], then the logit gradient (logits per edge: a's gradient)
+        # or the pre-activation's (SDDMM logits, summed into a's rows by the source loop)
+        per_edge = heads_x.new_empty(src.numel(), num_heads) if need_a or need_b else None
+        gb = heads_b.new_empty(heads_b.shape) if need_b else None
+        ga = None if not need_a else per_edge if not sddmm_logits else heads_a.new_empty(heads_a.shape)
+        gx = heads_x.new_empty(heads_x.shape) if need_x else None
+        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _scalar(heads_x, slope), heads_x.numpy(),
+                  grad_rows.numpy(), m.numpy(), inv_s.numpy(), _rows(per_edge, m))
+        work = src.numel() * num_heads * num_feats
+        with_a = need_a and sddmm_logits
+        if per_edge is not None:
+            by_dst = csr_structure(dst, num_dst, src)
+            for block in blocks(num_heads, num_feats):
+                if block.f0 == 0:  # this loop takes whole rows of features
+                    launch(_logit_grad_kernel(op, num_heads, num_feats, block), as_array(by_dst.crow), work,
+                           as_array(by_dst.col), as_array(by_dst.perm), *shared, _rows(gb, heads_a), with_a, need_b)
+        if need_x or with_a:
             by_src = csr_structure(src, heads_x.shape[0], dst)
-            gx = heads_x.new_empty(heads_x.shape)
-            launch(_WEIGHTED_SCATTER(feats, constant_width(heads)), as_array(by_src.crow), work, as_array(by_src.col),
-                   as_array(by_src.perm), saved[0], saved[1], saved[3], gx.numpy())
-            grad_x = sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
+            for block in blocks(num_heads, num_feats):
+                if need_x or block.f0 == 0:  # a's gradient once per head
+                    launch(_source_grad_kernel(op, num_heads, num_feats, block), as_array(by_src.crow), work,
+                           as_array(by_src.col), as_array(by_src.perm), *shared, _rows(gx, heads_x),
+                           _rows(ga if with_a else None, heads_a), need_x, with_a and block.f0 == 0)
+        grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
+        grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
+        grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
         return grad_a, grad_b, grad_x, None, None, None, None, None
 
 
-def _logit_source_grads(logits: _Logits, src, dst, grad_logits, needed) -> list:
-    """[grad of logits.a, grad of logits.b] (head form) from the gradient [E, H] of the logits."""
-    if logits.op is None:
-        return [grad_logits if needed[0] else None, None]
-    return binary_rows_grads(logits.a, src, logits.b, dst, grad_logits, logits.op, logits.slope, needed)
+def _rows(t: torch.Tensor | None, like: torch.Tensor) -> np.ndarray:
+    """``t`` as an array, or an empty one of ``like``'s dtype and rank where the kernel reads no such input."""
+    if t is not None:
+        return t.numpy()
+    return np.empty((0,) * like.dim(), dtype=like.numpy().dtype)
 
 
-# Kernel factories (see ``specialized``): rows bounds[c]:bounds[c+1] of CSR
-# (crow, col = other endpoint, perm = edge id) per parallel chunk. The head
-# count is a constant too where it can be (``constant_width``; ~20 % off the
-# aggregation at 8 heads of 8). Kernels take no array views, so numba marks
-# their arrays noalias; still, LLVM stores and reloads accumulators that
-# live in an output row after every edge (the row's strides are run-time
-# values), so the two aggregation loops are generated with one scalar per
-# accumulator when both widths are constants (``_weighted_rows_source``:
-# another ~20 % at 8 heads of 8).
-
-@specialized
-def _SHIFTED_LOGITS(width, op):
-    code = -1 if op is None else BINARY_OPS.index(op)
-
-    def kernel(bounds, crow, perm, src, a, b, slope, offset, shifted, find_max, edge_order):  # pragma: no cover
-        """shifted[i or e] = l[e] - offset[v] for v's in-edges; find_max: offset[v] = max of them first
-        (the logits are stored as they are found, then shifted in place: each row of a and b is read once).
-        l[e] = a[e] (op None) or leaky_relu(a[src[e]] op b[v], slope) (see ``_Logits``)."""
-        heads = a.shape[1] if width < 0 else width
-        for c in prange(bounds.shape[0] - 1):
-            for v in range(bounds[c], bounds[c + 1]):
-                if find_max:
-                    for h in range(heads):
-                        offset[v, h] = -np.inf
-                    for i in range(crow[v], crow[v + 1]):
-                        r = perm[i] if code < 0 else src[i]
-                        row = perm[i] if edge_order else i
-                        for h in range(heads):
-                            y = _logit(code, a, b, slope, r, v, h)
-                            shifted[row, h] = y
-                            offset[v, h] = max(offset[v, h], y)  # max(), not if
-                    for i in range(crow[v], crow[v + 1]):
-                        row = perm[i] if edge_order else i
-                        for h in range(heads):
-                            shifted[row, h] -= offset[v, h]
-                    continue
-                for i in range(crow[v], crow[v + 1]):
-                    r = perm[i] if code < 0 else src[i]
-                    row = perm[i] if edge_order else i
-                    for h in range(heads):
-                        shifted[row, h] = _logit(code, a, b, slope, r, v, h) - offset[v, h]
-    return kernel
+def _scalar(like: torch.Tensor, value: float | None):
+    """``value`` (the leaky_relu slope; None, the identity: 1) in ``like``'s dtype."""
+    return like.numpy().dtype.type(1.0 if value is None else value)
 
 
-@numba.njit
-def _logit(code, a, b, slope, r, v, h):  # pragma: no cover - numba; inlined, the constant code folds the branches
-    """a[r, h] (code -1), else leaky_relu(a[r, h] op b[v, h], slope) for op = BINARY_OPS[code]."""
-    if code < 0:
-        return a[r, h]
-    y = _binary(code, a[r, h], b[v, h])
-    return y if y > 0 else y * slope
+# ---- kernel sources --------------------------------------------------------------------------------
+# A kernel covers one _Block, whose positions are constants in its source (a run-time offset would
+# make numba wrap every index for negative values, and the loads of a row would no longer be one
+# vector load). Per-head values are scalars named by the head's place in the block (m3, s3),
+# accumulators by head and feature (c3_5). What depends on run-time flags is grouped under one
+# ``if`` for all heads: the vectorizer works inside straight-line code, across heads.
+
+def _logit(op: str | None, block: _Block, h: int, left: str, right: str) -> list[str]:
+    """Lines setting l{h}, the logit of the block's head h (and y{h}, its pre-activation, for SDDMM logits)."""
+    if op is None:
+        return [f"l{h} = a[e, {block.h0 + h}]"]
+    return [f"y{h} = {left} {SYMBOLS[op]} {right}", f"l{h} = y{h} if y{h} > zero else y{h} * slope"]
 
 
-@specialized
-def _NORMALIZED_AGGREGATE(width, num_heads):
-    if 0 < width and 0 < num_heads and width * num_heads <= MAX_GENERATED_ROW:
-        return load_function("normalized_aggregate", _weighted_rows_source(
-            "normalized_aggregate", "ex, x, out, s", num_heads, width, neighbors="src", table="x",
-            weight="ex[i, {h}]", out="out", sums="s"))
-
-    def kernel(bounds, crow, src, ex, x, out, s):  # pragma: no cover - numba
-        """s[v] = sum of ex over v's in-edges (CSR order); out[v] = sum of ex * x[src] / s[v] (0 without in-edges)."""
-        heads, feats = (x.shape[1] if num_heads < 0 else num_heads), (x.shape[2] if width < 0 else width)
-        for c in prange(bounds.shape[0] - 1):
-            for v in range(bounds[c], bounds[c + 1]):
-                for h in range(heads):
-                    s[v, h] = 0.0
-                    for f in range(feats):
-                        out[v, h, f] = 0.0
-                for i in range(crow[v], crow[v + 1]):
-                    if i + AHEAD < src.shape[0]:
-                        prefetch_row(x, src[i + AHEAD], heads * feats)
-                    u = src[i]
-                    for h in range(heads):
-                        w = ex[i, h]
-                        s[v, h] += w
-                        for f in range(feats):
-                            out[v, h, f] += w * x[u, h, f]
-                for h in range(heads):
-                    inv = 1.0 / s[v, h] if s[v, h] > 0.0 else 0.0
-                    for f in range(feats):
-                        out[v, h, f] *= inv
-    return kernel
+def _operand_grad(op: str, h: int, side: str, a: str, b: str, gy: str) -> str:
+    """The line adding to g{h} the gradient of operand a (``side`` 'a') or b of y = a op b, from ``gy``,
+    the gradient of y."""
+    term = {("add", "a"): gy, ("add", "b"): gy, ("sub", "a"): gy, ("sub", "b"): f"-{gy}",
+            ("mul", "a"): f"{gy} * {b}", ("mul", "b"): f"{gy} * {a}",
+            ("div", "a"): f"{gy} / {b}", ("div", "b"): f"-{gy} * {a} / ({b} * {b})"}[(op, side)]
+    return f"g{h} += {term}"
 
 
-def _weighted_rows_source(name: str, args: str, heads: int, feats: int, *, neighbors: str, table: str,
-                          weight: str, out: str, sums: str | None = None, reads: str | None = None) -> str:
-    """Source of ``name(bounds, crow, {neighbors}, {args})`` for constant widths, one scalar per accumulator
-    (see ``codegen``): for each CSR row r, out[r] = sum over r's entries i of w[i, h] * table[neighbors[i], h];
-    ``weight`` is w[i, h]'s expression (``{h}`` a head; n is the neighbor, ``reads`` a statement run
-    before it for each entry). With ``sums``, also
-    sums[r, h] = sum of w[i, h] and out[r] divided by it (0 for rows without entries)."""
-    acc = [[f"a{h}_{f}" for f in range(feats)] for h in range(heads)]
-    entry = [f"n = {neighbors}[i]"] + ([reads] if reads else [])
-    for h in range(heads):
-        entry += [f"w = {weight.format(h=h)}"] + ([f"s{h} += w"] if sums else [])
-        entry += [f"{acc[h][f]} += w * {table}[n, {h}, {f}]" for f in range(feats)]
-    start = [f"s{h} = zero" for h in range(heads) if sums] + [f"{a} = zero" for row in acc for a in row]
-    finish = []
-    for h in range(heads):
-        scale = ""
-        if sums:
-            finish += [f"{sums}[r, {h}] = s{h}", f"inv = one / s{h} if s{h} > zero else zero"]
-            scale = " * inv"
-        finish += [f"{out}[r, {h}, {f}] = {acc[h][f]}{scale}" for f in range(feats)]
-    lines = [
-        f"def {name}(bounds, crow, {neighbors}, {args}):",
-        f'    """{name} for {heads} heads of {feats} features."""',
-        f"    zero, one = {table}.dtype.type(0), {table}.dtype.type(1)",
-        "    for c in prange(bounds.shape[0] - 1):",
-        "        for r in range(bounds[c], bounds[c + 1]):",
-        *indent(start, 3),
-        "            for i in range(crow[r], crow[r + 1]):",
-        f"                if i + {AHEAD} < {neighbors}.shape[0]:",
-        f"                    prefetch_row({table}, {neighbors}[i + {AHEAD}], {heads * feats})",
-        *indent(entry, 4),
-        *indent(finish, 3),
-    ]
-    return "\n".join(lines) + "\n"
+def _dot(block: _Block, h: int, num_feats: int, g_row: str, x_row: str) -> list[str]:
+    """Lines setting d{h} = grad[g_row, head] . x[x_row, head] over all features (head: the block's h)."""
+    head = block.h0 + h
+    return [f"d{h} = zero", f"for f in range({num_feats}):", f"    d{h} += grad[{g_row}, {head}, f] * x[{x_row}, {head}, f]"]
 
 
-@specialized
-def _SOFTMAX_GRAD(width, num_heads):
-    def kernel(bounds, crow, src, perm, ex, inv_s, x, grad, total, grad_logits):  # pragma: no cover - numba
-        """grad_l[e] = alpha[e] * (d[e] - sum over v's in-edges of alpha * d), d[e] = g[v] . x[u], alpha = ex / s."""
-        heads, feats = (x.shape[1] if num_heads < 0 else num_heads), (x.shape[2] if width < 0 else width)
-        for c in prange(bounds.shape[0] - 1):
-            for v in range(bounds[c], bounds[c + 1]):
-                for h in range(heads):
-                    total[v, h] = 0.0
-                for i in range(crow[v], crow[v + 1]):
-                    if i + AHEAD < src.shape[0]:
-                        prefetch_row(x, src[i + AHEAD], heads * feats)
-                    e, u = perm[i], src[i]
-                    for h in range(heads):
-                        grad_logits[e, h] = 0.0
-                        for f in range(feats):
-                            grad_logits[e, h] += grad[v, h, f] * x[u, h, f]
-                        total[v, h] += ex[e, h] * grad_logits[e, h]
-                for i in range(crow[v], crow[v + 1]):
-                    e = perm[i]
-                    for h in range(heads):
-                        grad_logits[e, h] = ex[e, h] * inv_s[v, h] * (grad_logits[e, h] - total[v, h] * inv_s[v, h])
-    return kernel
+def _prefetch(table: str, index: str, num_heads: int, num_feats: int, block: _Block) -> list[str]:
+    """Lines prefetching the block's part of row ``index``[i + AHEAD] of ``table`` [rows, H, F]."""
+    start = f"{index}[i + {AHEAD}] * {num_heads * num_feats} + {block.h0 * num_feats + block.f0}"
+    return [f"if i + {AHEAD} < {index}.shape[0]:",
+            f"    prefetch_span({table}, {start}, {(block.heads - 1) * num_feats + block.feats})"]
 
 
-@specialized
-def _WEIGHTED_SCATTER(width, num_heads):
-    if 0 < width and 0 < num_heads and width * num_heads <= MAX_GENERATED_ROW:
-        return load_function("weighted_scatter", _weighted_rows_source(
-            "weighted_scatter", "perm, ex, inv_s, grad, grad_x", num_heads, width, neighbors="dst",
-            table="grad", weight="ex[e, {h}] * inv_s[n, {h}]", out="grad_x", reads="e = perm[i]"))
+def _compiled(name: str, args: str, doc: str, per_row: list[str]):
+    """The kernel ``name(bounds, crow, {args})`` running ``per_row`` for each CSR row r (first, last: its entries)."""
+    lines = [f"def {name}(bounds, crow, {args}):", f'    """{doc}"""',
+             "    zero, one = x.dtype.type(0), x.dtype.type(1)",
+             "    for c in range(bounds.shape[0] - 1):",
+             "        for r in range(bounds[c], bounds[c + 1]):",
+             "            first, last = crow[r], crow[r + 1]",
+             *indent(per_row, 3)]
+    return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"))
 
-    def kernel(bounds, crow, dst, perm, ex, inv_s, grad, grad_x):  # pragma: no cover - numba
-        """grad_x[u] = sum over u's out-edges e of alpha[e] * g[dst[e]], alpha[e] = ex[e] * inv_s[dst[e]]."""
-        heads, feats = (grad.shape[1] if num_heads < 0 else num_heads), (grad.shape[2] if width < 0 else width)
-        for c in prange(bounds.shape[0] - 1):
-            for u in range(bounds[c], bounds[c + 1]):
-                for h in range(heads):
-                    for f in range(feats):
-                        grad_x[u, h, f] = 0.0
-                for i in range(crow[u], crow[u + 1]):
-                    if i + AHEAD < dst.shape[0]:
-                        prefetch_row(grad, dst[i + AHEAD], heads * feats)
-                    e, v = perm[i], dst[i]
-                    for h in range(heads):
-                        w = ex[e, h] * inv_s[v, h]
-                        for f in range(feats):
-                            grad_x[u, h, f] += w * grad[v, h, f]
-    return kernel
+
+@functools.cache
+def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+    """Destination loop: the block's part of out[v], and (``keep``) m[v], s[v]."""
+    heads, feats = range(block.heads), range(block.feats)
+    reads = ["u = src[i]"] + (["e = perm[i]"] if op is None else [])
+    row = [f"b{h} = b[r, {block.h0 + h}]" for h in heads if op is not None]
+    row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
+    max_walk = reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}")
+                        + [f"m{h} = max(m{h}, l{h})"]]
+    row += ["for i in range(first, last):", *indent(max_walk, 1)]
+    row += [f"s{h} = zero" for h in heads] + [f"c{h}_{f} = zero" for h in heads for f in feats]
+    edge = _prefetch("x", "src", num_heads, num_feats, block) + reads
+    for h in heads:
+        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}") + [f"w = vexp(l{h} - m{h})", f"s{h} += w"]
+        edge += [f"c{h}_{f} += w * x[u, {block.h0 + h}, {block.f0 + f}]" for f in feats]
+    row += ["for i in range(first, last):", *indent(edge, 1)]
+    row += ["if keep:", *indent([f"m[r, {block.h0 + h}] = m{h}" for h in heads]
+                                + [f"s[r, {block.h0 + h}] = s{h}" for h in heads], 1)]
+    for h in heads:
+        row += [f"inv = one / s{h} if s{h} > zero else zero"]
+        row += [f"out[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f} * inv" for f in feats]
+    return _compiled("softmax_aggregate_forward", "src, perm, a, b, slope, x, out, m, s, keep",
+                     f"Block {tuple(block)} of out[v] = sum over v's in-edges of softmax(l) * x[src].", row)
+
+
+@functools.cache
+def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+    """Destination loop over the block's heads. First walk: d[e] = g[v] . x[u] into per_edge[e] and
+    t[v] = sum of alpha * d. Second walk (d read back, so that d - t cancels exactly where it should):
+    g_l[e] = alpha * (d - t) into per_edge[e] (logits per edge); for SDDMM logits, the pre-activation's
+    gradient into per_edge[e] (``keep_pre``, for a's) and summed into grad_b[v] (``with_b``)."""
+    heads = range(block.heads)
+    reads = ["u = src[i]", "e = perm[i]"]
+    first_walk, second_walk = list(reads), list(reads)
+    for h in heads:
+        head = block.h0 + h
+        alpha = _logit(op, block, h, f"a[u, {head}]", f"b{h}") + [f"w{h} = vexp(l{h} - m{h}) * q{h}"]
+        first_walk += alpha + _dot(block, h, num_feats, "r", "u")
+        first_walk += [f"per_edge[e, {head}] = d{h}", f"t{h} += w{h} * d{h}"]
+        second_walk += alpha + [f"gl{h} = w{h} * (per_edge[e, {head}] - t{h})"]
+        second_walk += [f"per_edge[e, {head}] = gl{h}" if op is None else f"gy{h} = gl{h} if y{h} > zero else gl{h} * slope"]
+    if op is not None:
+        second_walk += ["if keep_pre:", *indent([f"per_edge[e, {block.h0 + h}] = gy{h}" for h in heads], 1)]
+        second_walk += ["if with_b:", *indent([_operand_grad(op, h, "b", f"a[u, {block.h0 + h}]", f"b{h}", f"gy{h}")
+                                               for h in heads], 1)]
+    store_b = [f"grad_b[r, {block.h0 + h}] = g{h}" for h in heads if op is not None]
+    row = [f"g{h} = zero" for h in heads if op is not None]
+    row += ["if first == last:", *indent((["if with_b:", *indent(store_b, 1)] if store_b else []) + ["continue"], 1)]
+    row += [f"b{h} = b[r, {block.h0 + h}]" for h in heads if op is not None]
+    row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
+    row += [f"t{h} = zero" for h in heads]
+    row += ["for i in range(first, last):", *indent(first_walk, 1), "for i in range(first, last):",
+            *indent(second_walk, 1)]
+    row += ["if with_b:", *indent(store_b, 1)] if store_b else []
+    return _compiled("softmax_aggregate_logit_grads",
+                     "src, perm, a, b, slope, x, grad, m, inv_s, per_edge, grad_b, keep_pre, with_b",
+                     f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.", row)
+
+
+@functools.cache
+def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+    """Source loop: the block's part of x's gradient, alpha recomputed (``with_x``), and for SDDMM logits
+    a's gradient from the pre-activation gradients per_edge[e] of the destination loop (``with_a``)."""
+    heads, feats = range(block.heads), range(block.feats)
+    row = [f"a{h} = a[r, {block.h0 + h}]" for h in heads if op is not None]
+    row += [f"c{h}_{f} = zero" for h in heads for f in feats] + [f"g{h} = zero" for h in heads]
+    x_part, a_part = [], []
+    for h in heads:
+        head = block.h0 + h
+        x_part += _logit(op, block, h, f"a{h}", f"b[v, {head}]")
+        x_part += [f"w{h} = vexp(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
+        x_part += [f"c{h}_{f} += w{h} * grad[v, {head}, {block.f0 + f}]" for f in feats]
+        if op is not None:
+            a_part += [_operand_grad(op, h, "a", f"a{h}", f"b[v, {head}]", f"per_edge[e, {head}]")]
+    edge = ["v = dst[i]", "e = perm[i]", "if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
+                                                              + x_part, 1)]
+    edge += ["if with_a:", *indent(a_part, 1)] if a_part else []
+    row += ["for i in range(first, last):", *indent(edge, 1)]
+    row += ["if with_x:", *indent([f"grad_x[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f}"
+                                   for h in heads for f in feats], 1)]
+    row += ["if with_a:", *indent([f"grad_a[r, {block.h0 + h}] = g{h}" for h in heads], 1)] if a_part else []
+    return _compiled("softmax_aggregate_source_grads",
+                     "dst, perm, a, b, slope, x, grad, m, inv_s, per_edge, grad_x, grad_a, with_x, with_a",
+                     f"Gradients by source of block {tuple(block)}.", row)
