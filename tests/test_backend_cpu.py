@@ -315,6 +315,20 @@ def test_concurrent_calls_from_threads():
         torch.testing.assert_close(got, want, **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("rows, heads, feats, k", [(300, 8, 8, 2), (7, 3, 4, 1), (0, 2, 3, 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_head_dot_matches_torch(rows, heads, feats, k, dtype):
+    """Same values and gradients as the torch backend; each weight's scores are one contiguous [rows, H] block."""
+    x, w = rand(rows, heads, feats, dtype=dtype), rand(k, heads, feats, dtype=dtype, seed=1)
+    grad = rand(rows, heads, k, dtype=dtype, seed=2).detach()
+    for threshold in (0, interop.PARALLEL_MIN_WORK):
+        with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+            got = _with_grads(cpu_backend.head_dot, (x, w), grad)
+        for g, want in zip(got, _with_grads(torch_backend.head_dot, (x, w), grad)):
+            torch.testing.assert_close(g, want, **TOL[dtype])
+        assert all(got[0][..., j].is_contiguous() for j in range(k))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])

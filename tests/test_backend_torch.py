@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gnnc.backend.torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul,
-                                sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce, spmm)
+                                head_dot, sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce, spmm)
 from gnnc.backend.torch import csr
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
@@ -520,6 +520,25 @@ def test_backward_saves_no_edge_by_feature_tensor(path):
                  gather_segment_matmul(x[:, 0], src, [0, e], rand(1, feats, feats))]
     for out in outs:
         assert max(_saved_numels(out)) < message // 4, out.grad_fn
+
+
+def naive_head_dot(x, weights):
+    return (x.unsqueeze(1) * weights.unsqueeze(0)).sum(-1).transpose(1, 2)  # [rows, K, H] -> [rows, H, K]
+
+
+@pytest.mark.parametrize("rows, heads, feats, k", [(7, 3, 4, 2), (5, 1, 6, 1), (1, 8, 8, 3), (0, 2, 3, 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_head_dot_matches_naive(rows, heads, feats, k, dtype):
+    check_against(head_dot, naive_head_dot, [rand(rows, heads, feats, dtype=dtype), rand(k, heads, feats, dtype=dtype,
+                                                                                         seed=1)], dtype)
+
+
+def test_head_dot_gradcheck_and_errors():
+    assert torch.autograd.gradcheck(head_dot, (rand(5, 2, 3), rand(2, 2, 3, seed=1)))
+    with pytest.raises(ValueError, match=r"weights \[K, H, F\]"):
+        head_dot(torch.randn(4, 2, 3), torch.randn(2, 3, 3))
+    with pytest.raises(TypeError, match="weights has dtype"):
+        head_dot(torch.randn(4, 2, 3), torch.randn(2, 2, 3, dtype=torch.float64))
 
 
 def test_structure_cache_sees_in_place_changes():

@@ -170,17 +170,15 @@ def shared_dot(x, w, keepdim: bool):
 
     ``w`` may be a tuple of k such weights: the result is then [rows, H..., k],
     column j holding the sum for ``w[j]`` (``keepdim`` must be true); one
-    weight is the case k = 1. Runs as one matmul of x viewed as [rows, H*F]
-    with the block-diagonal [H*F, H*k] matrix holding the weights' rows (built
-    differentiably), instead of k [rows, H, F] products and strided sums.
+    weight is the case k = 1. Runs as the backend's ``head_dot`` on x viewed
+    as [rows, H, F] (H = prod(H...)) with the weights' rows stacked [k, H, F]
+    (built differentiably), instead of k [rows, H, F] products and strided sums.
     """
     ws = tuple(w) if isinstance(w, (tuple, list)) else (w,)
     feat = tuple(x.shape[1:])
     heads = math.prod(feat[:-1])
-    rows = torch.stack([wj.expand(feat).reshape(heads, feat[-1]) for wj in ws], -1)  # [H, F, k]
-    eye = torch.eye(heads, dtype=rows.dtype, device=rows.device)
-    block = (rows.unsqueeze(2) * eye[:, None, :, None]).reshape(heads * feat[-1], heads * len(ws))
-    out = x.reshape(x.shape[0], heads * feat[-1]) @ block
+    weights = torch.stack([wj.expand(feat).reshape(heads, feat[-1]) for wj in ws])
+    out = _kernels().head_dot(x.reshape(x.shape[0], heads, feat[-1]), weights)
     return out.view(x.shape[:-1] + ((len(ws),) if keepdim else ()))
 
 

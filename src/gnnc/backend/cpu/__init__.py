@@ -8,6 +8,7 @@ compiled on first use and cached on disk:
   exponentials too, nothing of edge size written); backward one loop over
   destinations and one over sources, alpha recomputed. Generated as source
   for their head / feature widths (``codegen``), one scalar per accumulator;
+- ``head_dot``: one pass over the rows, each weight's scores a contiguous block;
 - the binary-operator ``sddmm`` (one loop over edges) and the max / min
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
   kernels compiled per row width (common widths as constants).
@@ -16,9 +17,10 @@ CSR matmuls, grouped matmuls) are already fused. Threads follow
 ``torch.get_num_threads()``.
 """
 from ..torch import clear_structure_cache, edge_softmax, gather_segment_matmul, segment_matmul, segment_reduce
+from .head_dot import head_dot
 from .sddmm import sddmm
 from .spmm import spmm
 from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
 
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "clear_structure_cache"]
+           "segment_matmul", "gather_segment_matmul", "head_dot", "clear_structure_cache"]

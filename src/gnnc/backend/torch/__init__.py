@@ -51,6 +51,10 @@ Primitives (``g`` denotes the upstream gradient):
     no [E, ...] float tensor; the torch backend composes sddmm and
     edge_softmax_aggregate and so also saves the logits.
 
+``head_dot(x [rows, H, F], weights [K, H, F])``
+    out[r, h, j] = sum_f x[r, h, f] * weights[j, h, f] (dense, rows untouched): the
+    attention scores of GAT-style layers, with K shared weight rows per head.
+
 ``segment_matmul(x [N, K], ptr [T+1], weight [T, K, M], bias [T, M] | None)``
     out[i] = x[i] @ weight[t] + bias[t] for ptr[t] <= i < ptr[t+1].
 
@@ -69,8 +73,9 @@ from .csr import clear_structure_cache
 from .segment import segment_reduce
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import spmm
+from .head_dot import head_dot
 from .sddmm import sddmm
 from .typed_matmul import gather_segment_matmul, segment_matmul
 
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "clear_structure_cache"]
+           "segment_matmul", "gather_segment_matmul", "head_dot", "clear_structure_cache"]
