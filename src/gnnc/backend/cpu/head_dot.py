@@ -13,7 +13,7 @@ import torch
 from torch.autograd.function import Function, once_differentiable
 
 from ..torch.head_dot import check_head_dot
-from .interop import jit_row_kernel, launch_rows
+from .interop import empty, jit_row_kernel, launch_rows
 
 
 def head_dot(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -28,7 +28,7 @@ class _HeadDot(Function):
     @staticmethod
     def forward(ctx, x, weights):
         x_rows, w_rows = x.detach().contiguous(), weights.detach().contiguous()
-        out = x.new_empty(weights.shape[0], x.shape[0], x.shape[1])
+        out = empty((weights.shape[0], x.shape[0], x.shape[1]), x)
         launch_rows(_ROWS, x.shape[0], x.numel() * weights.shape[0], x_rows.numpy(), w_rows.numpy(), out.numpy())
         ctx.save_for_backward(x, weights)
         return out.permute(1, 2, 0)

@@ -23,7 +23,7 @@ from ..torch.common import BINARY_OPS
 from ..torch.csr import csr_structure
 from ..torch.sddmm import check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
-from .interop import as_array, launch, launch_rows, specialized
+from .interop import as_array, empty, launch, launch_rows, specialized
 
 
 def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
@@ -43,7 +43,7 @@ class _SddmmBinaryRows(Function):
         full = tuple(a.shape[1:])
         width = math.prod(full)
         num_edges = a_index.numel()
-        out = a.new_empty((num_edges,) + full)
+        out = empty((num_edges,) + full, a)
         slope = 1.0 if negative_slope is None else float(negative_slope)  # 1: the identity
         launch_rows(_BINARY_ROWS(width, op), num_edges, num_edges * width, as_array(a_index), as_array(b_index),
                     as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
@@ -74,7 +74,7 @@ def binary_rows_grads(a, a_index, b, b_index, grad, op: str, slope: float, neede
             grads.append(None)
             continue
         by_row = csr_structure(index, t.shape[0], other)
-        g = t.new_empty(t.shape)
+        g = empty(t.shape, t)
         launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
                as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
         grads.append(g)

@@ -41,7 +41,7 @@ from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weig
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_softmax_aggregate, check_sddmm_softmax_aggregate
 from .codegen import indent, load_function
-from .interop import as_array, jit_row_kernel, launch
+from .interop import as_array, empty, jit_row_kernel, launch
 from .sddmm import sddmm
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
@@ -122,9 +122,9 @@ class _SoftmaxAggregate(Function):
         num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
         keep = any(ctx.needs_input_grad[:3])
         by_dst = csr_structure(dst, num_dst, src)
-        out = x.new_empty(num_dst, num_heads, num_feats)
-        m = x.new_empty(num_dst if keep else 0, num_heads)
-        s = x.new_empty(num_dst if keep else 0, num_heads)
+        out = empty((num_dst, num_heads, num_feats), x)
+        m = empty((num_dst if keep else 0, num_heads), x)
+        s = empty((num_dst if keep else 0, num_heads), x)
         arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), _rows(heads_b, heads_a),
                   _scalar(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(), s.numpy(), keep)
         for block in blocks(num_heads, num_feats):
@@ -149,10 +149,10 @@ class _SoftmaxAggregate(Function):
         sddmm_logits = op is not None
         # per edge (edge order): d = g[v] . x[u], then the logit gradient (logits per edge: a's gradient)
         # or the pre-activation's (SDDMM logits, summed into a's rows by the source loop)
-        per_edge = heads_x.new_empty(src.numel(), num_heads) if need_a or need_b else None
-        gb = heads_b.new_empty(heads_b.shape) if need_b else None
-        ga = None if not need_a else per_edge if not sddmm_logits else heads_a.new_empty(heads_a.shape)
-        gx = heads_x.new_empty(heads_x.shape) if need_x else None
+        per_edge = empty((src.numel(), num_heads), heads_x) if need_a or need_b else None
+        gb = empty(heads_b.shape, heads_b) if need_b else None
+        ga = None if not need_a else per_edge if not sddmm_logits else empty(heads_a.shape, heads_a)
+        gx = empty(heads_x.shape, heads_x) if need_x else None
         shared = (heads_a.numpy(), _rows(heads_b, heads_a), _scalar(heads_x, slope), heads_x.numpy(),
                   grad_rows.numpy(), m.numpy(), inv_s.numpy(), _rows(per_edge, m))
         work = src.numel() * num_heads * num_feats
@@ -286,8 +286,10 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     row += [f"b{h} = b[r, {block.h0 + h}]" for h in heads if op is not None]
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
-    row += ["for i in range(first, last):", *indent(first_walk, 1), "for i in range(first, last):",
-            *indent(second_walk, 1)]
+    whole_rows = _Block(block.h0, block.heads, 0, num_feats)
+    row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
+                                                    + first_walk, 1),
+            "for i in range(first, last):", *indent(second_walk, 1)]
     row += ["if with_b:", *indent(store_b, 1)] if store_b else []
     return _compiled("softmax_aggregate_logit_grads",
                      "src, perm, a, b, slope, x, grad, m, inv_s, per_edge, grad_b, keep_pre, with_b",

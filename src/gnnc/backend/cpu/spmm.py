@@ -19,7 +19,7 @@ from ..torch.csr import csr_structure
 from ..torch.segment import arg_dtype
 from ..torch.spmm import _SpmmExtremum, check_spmm
 from ..torch.spmm import spmm as torch_spmm
-from .interop import as_array, launch, specialized
+from .interop import as_array, empty, launch, specialized
 from .prefetch import prefetch_row
 
 AHEAD = 8
@@ -44,8 +44,8 @@ class _SpmmExtremumRows(_SpmmExtremum):
         width = math.prod(full)
         num_edges = src.numel()
         by_dst = csr_structure(dst, num_dst, src)
-        out = x.new_empty((num_dst,) + full)
-        arg = torch.empty((num_dst,) + full, dtype=arg_dtype(num_edges))
+        out = empty((num_dst,) + full, x)
+        arg = empty((num_dst,) + full, x, arg_dtype(num_edges))
         launch(_EXTREMUM_ROWS(width, reduce), as_array(by_dst.crow), num_edges * width, as_array(by_dst.col),
                as_array(by_dst.perm), as_array(x).reshape(x.shape[0], width), out.numpy().reshape(num_dst, width),
                arg.numpy().reshape(num_dst, width))
