@@ -12,12 +12,15 @@ Backward recomputes each edge's weight alpha = exp(l - m[v]) / s[v] where it
 is needed instead of saving it:
 - a loop over destinations gives the logit gradient
   g_l[e] = alpha[e] * (d[e] - t[v]), d[e] = g[v] . x[src[e]],
-  t[v] = sum over v's in-edges of alpha * d (two walks over the in-edges, the
-  second from cache). Logits given per edge get g_l written; SDDMM logits get
-  it summed into b's row, and t kept for the next loop;
+  t[v] = sum over v's in-edges of alpha * d. Its first walk over the in-edges
+  stores d per edge, its second (from cache) reads d back, so that d - t
+  cancels exactly where one edge dominates, and overwrites it with g_l
+  (logits per edge: their gradient) or with the SDDMM pre-activation's
+  gradient, which it also sums into b's row;
 - a loop over sources (CSR by source) gives g_x[u] = sum over u's out-edges of
-  alpha * g[dst], and a's gradient for SDDMM logits.
-Neither loop needs atomics, and with SDDMM logits no tensor of edge size exists.
+  alpha * g[dst], and for SDDMM logits a's gradient from those per-edge values.
+Neither loop needs atomics. Nothing of edge size is saved for backward with
+SDDMM logits; the backward's one [E, H] buffer lives only while it runs.
 
 Logits come per edge (``edge_softmax_aggregate``: a [E, H]) or are computed
 in every loop from node rows (``sddmm_softmax_aggregate``: act(a[src[e]] op
