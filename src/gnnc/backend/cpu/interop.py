@@ -185,8 +185,9 @@ def launch(kernel, crow: np.ndarray, work: int, *args) -> None:
     """Run ``kernel(bounds, crow, *args)`` over the rows of CSR ``crow``, split into balanced chunks.
 
     Small ``work`` (element operations) runs in one chunk on one thread;
-    otherwise on torch's thread count, four chunks per thread
-    (vertex-balanced: by rows plus entries).
+    otherwise on torch's thread count, vertex-balanced (by rows plus
+    entries): a parallel (``jit_kernel``) kernel gets four chunks per thread
+    of numba's pool, a ``jit_row_kernel`` one range per thread.
     """
     _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(crow, parts), crow, *args)
 
