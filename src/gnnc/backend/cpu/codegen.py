@@ -27,7 +27,7 @@ import numpy as np
 from numba import prange
 
 from gnnc.backend.cpu.fastexp import vexp
-from gnnc.backend.cpu.prefetch import prefetch_row, prefetch_span
+from gnnc.backend.cpu.prefetch import prefetch_span
 
 '''
 

@@ -144,14 +144,10 @@ def _signature_key(kernel, args) -> tuple:
                               else type(a) for a in args))
 
 
-_pool: ThreadPoolExecutor | None = None
-
-
+@functools.cache
 def _threads() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="gnnc-kernel")
-    return _pool
+    """The helper threads of row-kernel launches (the calling thread is the other one)."""
+    return ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="gnnc-kernel")
 
 
 def _call_rows(kernel, work: int, rows: int, split, *args) -> None:
