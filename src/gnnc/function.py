@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.fx
 
 _SIDES = {"u": "src", "v": "dst", "e": "data"}
 _BINARY = {
@@ -22,14 +23,15 @@ _BINARY = {
 }
 
 
-def _align_feature_dims(a: torch.Tensor, b: torch.Tensor):
-    """Broadcast feature shapes right-aligned, keeping the edge dimension first (DGL rule)."""
-    gap = a.dim() - b.dim()
-    if gap > 0:
-        b = b.reshape(b.shape[:1] + (1,) * gap + b.shape[1:])
-    elif gap < 0:
-        a = a.reshape(a.shape[:1] + (1,) * -gap + a.shape[1:])
-    return a, b
+def right_align(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """``x`` with unit dims inserted after the edge dimension up to ``other``'s rank (DGL's broadcast rule:
+    feature shapes right-aligned, the edge dimension first). A leaf when traced: the compiler resolves it
+    once shapes are known (``gnnc.passes.align``)."""
+    gap = other.dim() - x.dim()
+    return x.reshape(x.shape[:1] + (1,) * gap + x.shape[1:]) if gap > 0 else x
+
+
+torch.fx.wrap("right_align")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class BuiltinMessage:
         if self.op == "copy":
             return {self.out: a}
         b = getattr(edges, _SIDES[self.rhs])[self.rhs_field]
-        return {self.out: _BINARY[self.op](*_align_feature_dims(a, b))}
+        return {self.out: _BINARY[self.op](right_align(a, b), right_align(b, a))}
 
     @property
     def name(self) -> str:

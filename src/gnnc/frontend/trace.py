@@ -2,26 +2,40 @@
 
 The batch argument becomes a proxy; every ``batch.<space>[key]`` access
 (``src``, ``dst``, ``data``, ``srctype``, ``dsttype``, ``type``, ``mailbox``)
-becomes one placeholder named ``<space>.<key>``. Tensors the UDF reaches
-from outside are never baked in: parameters and buffers of the bound module
-(``self``) stay ``get_attr`` nodes on that live module, and tensors held in
-closure cells or globals become placeholders ``cell.<i>`` / ``global.<name>``
-read from the UDF's current closure / globals at every call. Whatever tracing cannot express (data-dependent
-control flow, other uses of the batch) raises :class:`TraceFailure` naming
-the operator and the UDF source line.
+becomes one placeholder named ``<space>.<key>``. Tensors and modules the UDF
+reaches from outside are never baked in: ``gnnc.frontend.reach`` finds them
+by path (bound ``self``, closures, defaults, globals, partial arguments,
+attributes, container items). Parameters and buffers of the bound module
+stay ``get_attr`` nodes on that live module; every other reached tensor
+becomes a placeholder ``ext<i>`` whose path (``TracedUDF.externals``) is
+read from the current UDF at every call; reached modules are called where
+they live. Torch operations on reached tensors inside the UDF (``w[0]``,
+``w.view(-1, F)``) are traced too, so nothing derived from them is frozen
+either. Whatever tracing cannot express (data-dependent control flow, other
+uses of the batch, a tensor that needs gradients reached by a path the walk
+does not follow) raises :class:`TraceFailure` naming the operator and the
+UDF source line.
 """
 from __future__ import annotations
 
 import inspect
 import operator
 import sys
+import types
 from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import reach
 
 SPACES = ("src", "dst", "data", "srctype", "dsttype", "type", "mailbox")
+# Tensor metadata reads: their results are in the reach fingerprint, so tracing may use them as values.
+_METADATA = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "dim", "size",
+             "__len__", "numel", "ndimension", "is_floating_point", "element_size", "get_device"}
 
 
 class TraceFailure(Exception):
@@ -34,18 +48,21 @@ class TraceFailure(Exception):
 
 @dataclass
 class TracedUDF:
-    """One UDF as an fx graph over accessor and closure placeholders."""
+    """One UDF as an fx graph over accessor and external placeholders.
+
+    ``externals`` maps each external placeholder's name to its path from the UDF (``reach.resolve``).
+    """
 
     graph: fx.Graph
     root: nn.Module
     outputs: dict[str, fx.Node]
     accesses: list[tuple[str, str]] = field(default_factory=list)
-    externals: list[str] = field(default_factory=list)
+    externals: dict[str, tuple] = field(default_factory=dict)
     name: str = ""
 
 
 class _Root(nn.Module):
-    """Holds the UDF's bound module and closure modules so fx can name their parameters."""
+    """Holds the UDF's bound module (``owner``) and the other modules it calls (``reached<i>``)."""
 
     def __init__(self, udf):
         super().__init__()
@@ -53,39 +70,72 @@ class _Root(nn.Module):
         owner = getattr(udf, "__self__", None)
         if isinstance(owner, nn.Module):
             self.owner = owner
-        for i, cell in enumerate(getattr(udf, "__closure__", None) or ()):
-            value = _cell_value(cell)
-            if isinstance(value, nn.Module):
-                self.add_module(f"cell{i}", value)
 
     def forward(self, batch):
         return self._udf(batch)
 
 
-def _cell_value(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:  # empty cell
-        return None
+def function_of(udf):
+    """The Python function whose code runs when ``udf`` is called (for locations), or None."""
+    for _ in range(8):
+        if isinstance(udf, types.FunctionType):
+            return udf
+        if isinstance(udf, types.MethodType):
+            udf = udf.__func__
+        elif hasattr(udf, "func") and callable(udf.func) and hasattr(udf, "keywords"):  # functools.partial
+            udf = udf.func
+        elif isinstance(udf, nn.Module):
+            udf = type(udf).forward
+        else:
+            udf = getattr(type(udf), "__call__", None)
+    return None
+
+
+def _is_metadata(func) -> bool:
+    name = getattr(func, "__name__", "")
+    if name == "__get__":
+        name = getattr(getattr(func, "__self__", None), "__name__", "")
+    return name in _METADATA
+
+
+class _LiftReached(TorchFunctionMode):
+    """While tracing: a torch operation on reached tensors (and no proxy) becomes a graph node."""
+
+    def __init__(self, tracer: "_Tracer"):
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        leaves, _ = tree_flatten((args, kwargs))
+        if _is_metadata(func) or any(isinstance(a, fx.Proxy) for a in leaves) \
+                or not any(self.tracer.is_live(a) for a in leaves):
+            return func(*args, **kwargs)
+        args, kwargs = tree_map(self.tracer.lift, (args, kwargs))
+        if getattr(func, "__name__", "") == "__get__":  # a tensor property (``w.T``)
+            return self.tracer.create_proxy("call_function", getattr, (args[0], func.__self__.__name__), {})
+        return fx.Proxy.__torch_function__(func, types_, args, kwargs)
 
 
 class _Tracer(fx.Tracer):
-    """fx tracer that turns closure and global tensors into run-time inputs."""
+    """fx tracer whose reached tensors are run-time inputs and reached modules are called in place."""
 
-    def __init__(self, udf):
+    def __init__(self, udf, root: _Root):
         super().__init__()
-        fn = getattr(udf, "__func__", udf)
+        fn = function_of(udf)
         self._udf_file = getattr(getattr(fn, "__code__", None), "co_filename", None)
-        self._externals = {}
-        for i, cell in enumerate(getattr(fn, "__closure__", None) or ()):
-            value = _cell_value(cell)
-            if isinstance(value, torch.Tensor):
-                self._externals[id(value)] = f"cell.{i}"
-        for name in getattr(getattr(fn, "__code__", None), "co_names", ()):
-            value = getattr(fn, "__globals__", {}).get(name)
-            if isinstance(value, torch.Tensor):
-                self._externals[id(value)] = f"global.{name}"
-        self.used_externals: list[str] = []
+        self._reach = reach.walk(udf)
+        self._root_tensors = {id(t) for t in (*root.parameters(), *root.buffers())}
+        self._nodes: dict[int, fx.Node] = {}
+        self.externals: dict[str, tuple] = {}
+        self._aliases: list[nn.Module] = []
+
+    def is_live(self, a) -> bool:
+        """Whether ``a`` is a tensor read from the UDF's surroundings (so it must not be frozen)."""
+        return isinstance(a, torch.Tensor) and (id(a) in self._reach.tensors or id(a) in self._root_tensors)
+
+    def lift(self, a):
+        return fx.Proxy(self.create_arg(a), self) if self.is_live(a) else a
 
     def create_node(self, *args, **kwargs):
         """fx's node, with ``meta['udf_line']``: the innermost caller line in the UDF's file.
@@ -103,17 +153,41 @@ class _Tracer(fx.Tracer):
         return node
 
     def create_arg(self, a):
-        if isinstance(a, torch.Tensor) and id(a) in self._externals:
-            name = self._externals[id(a)]
-            if name not in self.used_externals:
-                self.used_externals.append(name)
-            return self.create_node("placeholder", name, (), {}, name=name.replace(".", "_"))
+        if isinstance(a, torch.Tensor) and id(a) not in self._root_tensors:
+            path = self._reach.tensors.get(id(a))
+            if path is not None:
+                return self._external(a, path)
+            if a.requires_grad:
+                raise TraceFailure("the UDF uses a tensor that requires grad but is reached by a path gnnc "
+                                   "does not follow; compiling would freeze it", "?")
         return super().create_arg(a)
+
+    def _external(self, a, path) -> fx.Node:
+        if id(a) not in self._nodes:
+            name = f"ext{len(self.externals)}"
+            self.externals[name] = path
+            self._nodes[id(a)] = self.create_node("placeholder", name, (), {}, name=name)
+            self._nodes[id(a)].meta["reach_path"] = path
+        return self._nodes[id(a)]
+
+    def path_of_module(self, mod: nn.Module) -> str:
+        try:
+            return super().path_of_module(mod)
+        except NameError:
+            if id(mod) not in self._reach.modules:
+                raise TraceFailure(f"the UDF calls a module ({type(mod).__name__}) gnnc cannot find from the "
+                                   "UDF (keep it on the module, in a closure or in a global)", "?") from None
+        name = f"reached{len(self._aliases)}"
+        self._aliases.append(mod)
+        self.root.add_module(name, mod)
+        if self.submodule_paths is not None:
+            self.submodule_paths[mod] = name
+        return name
 
 
 def udf_location(udf) -> str:
     """``file:line (name)`` of a UDF, for messages."""
-    fn = getattr(udf, "__func__", udf)
+    fn = function_of(udf)
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", type(udf).__name__)
     if code is None:
@@ -129,13 +203,16 @@ def node_location(node: fx.Node, udf) -> str:
 def trace_udf(udf) -> TracedUDF:
     """Trace ``udf(batch) -> dict`` into a :class:`TracedUDF` (or raise TraceFailure)."""
     root = _Root(udf)
-    tracer = _Tracer(udf)
+    tracer = _Tracer(udf, root)
     try:
-        graph = tracer.trace(root)
-    except TraceFailure:
-        raise
+        with _LiftReached(tracer):
+            graph = tracer.trace(root)
+    except TraceFailure as err:
+        if err.where != "?":
+            raise
+        raise TraceFailure(err.what, _error_location(err, udf)) from err
     except Exception as err:  # fx reports control flow, unsupported calls etc. as various errors
-        raise TraceFailure(f"cannot trace ({type(err).__name__}: {_first_line(err)})",
+        raise TraceFailure(f"cannot trace ({type(err).__name__}: {first_line(err)})",
                            _error_location(err, udf)) from err
     batch = next(n for n in graph.nodes if n.op == "placeholder" and n.target == "batch")
     accesses = []
@@ -164,7 +241,7 @@ def trace_udf(udf) -> TracedUDF:
         raise TraceFailure("the UDF must return a dict of tensors", udf_location(udf))
     for n in graph.nodes:
         n.meta["source"] = node_location(n, udf)
-    return TracedUDF(graph, root, dict(result), accesses, tracer.used_externals, udf_location(udf))
+    return TracedUDF(graph, root, dict(result), accesses, tracer.externals, udf_location(udf))
 
 
 def _merge_duplicate_accesses(graph: fx.Graph) -> None:
@@ -179,12 +256,12 @@ def _merge_duplicate_accesses(graph: fx.Graph) -> None:
                 seen[key] = n
 
 
-def _first_line(err) -> str:
+def first_line(err) -> str:
     return (str(err).strip().splitlines() or [""])[0][:200]
 
 
 def _error_location(err, udf) -> str:
-    fn = getattr(udf, "__func__", udf)
+    fn = function_of(udf)
     code = getattr(fn, "__code__", None)
     if code is not None:
         for frame in reversed(inspect.getinnerframes(err.__traceback__)):

@@ -46,13 +46,15 @@ class MPDFG:
 
     ``kind`` is ``update_all`` (results are destination-node data) or
     ``apply_edges`` (results are edge data). ``log`` records which pass
-    rewrote what, for ``explain``.
+    rewrote what, for ``explain``; ``whole_graph`` is set when the plan is
+    for a whole-graph block, where ``dst_nodes`` is the identity.
     """
 
     graph: fx.Graph
     root: nn.Module
     kind: str
     log: list[str] = field(default_factory=list)
+    whole_graph: bool = False  # the block is the whole graph: its destination rows are all rows
 
     def copy(self) -> "MPDFG":
         graph = fx.Graph()
@@ -60,7 +62,7 @@ class MPDFG:
         graph.output(out)
         for old, new in zip(self.graph.nodes, graph.nodes):
             new.meta = dict(old.meta)
-        return MPDFG(graph, self.root, self.kind, list(self.log))
+        return MPDFG(graph, self.root, self.kind, list(self.log), self.whole_graph)
 
     @property
     def output_node(self) -> fx.Node:
@@ -74,7 +76,21 @@ class MPDFG:
         return [n for n in self.graph.nodes if n.op == "placeholder"]
 
     def module(self) -> fx.GraphModule:
-        return fx.GraphModule(self.root, self.graph)
+        return live_module(self.root, self.graph)
+
+
+def live_module(root: nn.Module, graph: fx.Graph) -> fx.GraphModule:
+    """``fx.GraphModule(root, graph)`` that reads the attributes of ``root``'s children when it runs.
+
+    fx copies each ``get_attr`` target into a skeleton of the module tree; a
+    parameter the user later rebinds would then be read stale. Putting the
+    live children back makes every access go through the user's modules.
+    """
+    gm = fx.GraphModule(root, graph)
+    for name, child in root.named_children():
+        if hasattr(gm, name):
+            setattr(gm, name, child)
+    return gm
 
 
 class _Builder:
@@ -97,6 +113,12 @@ class _Builder:
                 self.inputs[key] = self._placeholder(key, stage)
         return self.inputs[key]
 
+    def external(self, traced: TracedUDF, prefix: str, name: str, stage: str) -> fx.Node:
+        """Placeholder of a reached tensor; ``meta['reach']`` is (call stage prefix, path from the UDF)."""
+        node = self.input("external", f"{prefix}.{name}", stage)
+        node.meta["reach"] = (prefix, traced.externals[name])
+        return node
+
     def op(self, fn, args, stage, source):
         node = self.graph.call_function(fn, (self.ctx, *args))
         node.meta.update(stage=stage, source=source)
@@ -110,8 +132,8 @@ class _Builder:
             if n.op == "placeholder":
                 if "access" in n.meta:
                     env[n] = resolve(*n.meta["access"])
-                else:  # closure / global tensor, read from the UDF at every call
-                    env[n] = self.input("external", f"{prefix}.{n.target}", stage)
+                else:  # a tensor the UDF reaches from outside, read from it at every call
+                    env[n] = self.external(traced, prefix, n.target, stage)
             elif n.op == "output":
                 continue
             else:
@@ -144,7 +166,7 @@ class _Builder:
 
     def bucketed(self, traced: TracedUDF, messages: dict) -> dict:
         """The reduce UDF as one degree-bucketed call (eager semantics)."""
-        fn = fx.GraphModule(traced.root, _as_positional(traced.graph))
+        fn = live_module(traced.root, _as_positional(traced.graph))
         self.root.add_module("red", fn)
         kinds, args = [], []
         for n in traced.graph.nodes:
@@ -152,7 +174,7 @@ class _Builder:
                 continue
             if "access" not in n.meta:
                 kinds.append("shared")
-                args.append(self.input("external", f"red.{n.target}", "reduce"))
+                args.append(self.external(traced, "red", n.target, "reduce"))
                 continue
             space, key = n.meta["access"]
             if space == "mailbox":

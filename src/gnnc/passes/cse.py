@@ -1,8 +1,9 @@
 """Common-subexpression elimination.
 
 Pattern: two nodes with the same operator, target, arguments and keyword
-arguments, neither random (dropout draws new masks each time).
-Replacement: the later one's uses point at the earlier one.
+arguments, neither random (dropout draws new masks each time); and
+``dst_nodes(x)`` in a whole-graph block (all nodes are destinations).
+Replacement: the later one's uses point at the earlier one; ``x``.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from ..ir import ops
 from ..ir.mpdfg import MPDFG
 
 _RANDOM_FUNCTIONS = {F.dropout, torch.dropout, torch.rand, torch.randn, torch.rand_like, torch.randn_like,
@@ -45,6 +47,11 @@ def cse(dfg: MPDFG) -> MPDFG:
     seen, merged = {}, 0
     for n in list(out.graph.nodes):
         if n.op in ("placeholder", "output") or _is_random(n, out.root):
+            continue
+        if out.whole_graph and n.target is ops.dst_nodes:
+            n.replace_all_uses_with(n.args[1])
+            out.graph.erase_node(n)
+            merged += 1
             continue
         key = _key(n)
         if key in seen:

@@ -111,11 +111,13 @@ def _materialize(graph, call, v: _Value):
 
 
 def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
-    args = [env[a] if isinstance(a, fx.Node) else a for a in n.args]
-    kwargs = {k: env[v] if isinstance(v, fx.Node) else v for k, v in n.kwargs.items()}
+    args = [_in_env(a, env) for a in n.args]
+    kwargs = {k: _in_env(v, env) for k, v in n.kwargs.items()}
     values = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Value)]
-    if any(isinstance(a, (list, tuple)) and any(isinstance(x, _Value) for x in a) for a in args):
+    listed = [x for a in args if isinstance(a, (list, tuple)) for x in a if isinstance(x, _Value)]
+    if any(x.form == "M" for x in listed):
         raise _CannotLower(f"{_label(n)} takes a list of mailbox values")
+    values += listed
     if n.op == "get_attr":
         return _Value(_emit(graph, call, f"red.{n.target}", (), op="get_attr"), "S")
     forms = {v.form for v in values}
@@ -129,13 +131,31 @@ def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
         if n.op == "call_method" and n.target == "unsqueeze" and values and values[0].form == "N" \
                 and _arg(n, 1, "dim") == 1:
             return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1)
-        plain = [_materialize(graph, call, a) if isinstance(a, _Value) else a for a in args]
-        plain_kw = {k: (_materialize(graph, call, v) if isinstance(v, _Value) else v) for k, v in kwargs.items()}
+        plain = [_plain(graph, call, a) for a in args]
+        plain_kw = {k: _plain(graph, call, v) for k, v in kwargs.items()}
         target = f"red.{n.target}" if n.op == "call_module" else n.target
         node = _emit(graph, call, target, plain, plain_kw, op=n.op)
         form = "S" if forms <= {"S"} else "N"
         return _Value(node, form)
     return _translate_mailbox(graph, call, ctx, n, args, kwargs, root)
+
+
+def _in_env(a, env):
+    """An argument of a reduce-UDF node with its nodes (also inside lists) replaced by their values."""
+    if isinstance(a, fx.Node):
+        return env[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_in_env(x, env) for x in a)
+    return a
+
+
+def _plain(graph, call, a):
+    """An argument with its node-level values (also inside lists) as outer-graph nodes."""
+    if isinstance(a, _Value):
+        return _materialize(graph, call, a)
+    if isinstance(a, (list, tuple)):
+        return type(a)(_plain(graph, call, x) for x in a)
+    return a
 
 
 def _translate_mailbox(graph, call, ctx, n, args, kwargs, root) -> _Value:

@@ -1,0 +1,302 @@
+"""UDFs written the way users write them: every way of reaching parameters compiles, stays live and matches eager.
+
+Also the regressions of issue 13 (per-relation default-argument closures,
+stale tensors after rebinding, reduce UDFs reading what they overwrite,
+built-in binary messages) and the plan cache's key, one component at a time.
+"""
+import functools
+import traceback
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import gnnc
+import gnnc.function as fn
+from gnnc.runtime import compiled
+from gnnc.runtime.compiled import FallbackWarning
+from tests.graphs import random_heterograph, random_homograph
+
+D = 4
+torch.manual_seed(0)
+GLOBAL_LINEAR = nn.Linear(D, D).double()
+GLOBAL_WEIGHT = nn.Parameter(torch.randn(D, D, dtype=torch.float64))
+GLOBAL_TENSOR = torch.randn(D, dtype=torch.float64)
+GLOBAL_MODULES = {"a": nn.Linear(D, D).double(), "b": [nn.Linear(D, D).double()]}
+
+
+def _graph(seed=0):
+    g = random_homograph(12, 40, seed)
+    g.ndata["h"] = torch.randn(12, D, dtype=torch.float64, requires_grad=True)
+    g.edata["w"] = torch.rand(g.num_edges(), 1, dtype=torch.float64)
+    return g
+
+
+def _both(run, g, params=()):
+    """``run(g, compile)`` eager and compiled: outputs and gradients (features and ``params``) must agree."""
+    results = []
+    for flag in (False, True):
+        for p in (g.ndata["h"], *params):
+            p.grad = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            out = run(g, flag)
+        out.pow(2).sum().backward()
+        results.append((out.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
+                                        for p in (g.ndata["h"], *params)]))
+    (eager, eager_grads), (fast, fast_grads) = results
+    torch.testing.assert_close(fast, eager)
+    for a, b in zip(fast_grads, eager_grads):
+        torch.testing.assert_close(a, b)
+
+
+def _sum_update(message):
+    def run(g, flag):
+        g.update_all(message, fn.sum("m", "o"), compile=flag)
+        return g.ndata["o"]
+    return run
+
+
+def _global_module_message(edges):
+    return {"m": GLOBAL_LINEAR(edges.src["h"]) * edges.data["w"]}
+
+
+def _global_parameter_message(edges):
+    return {"m": edges.src["h"] @ GLOBAL_WEIGHT + GLOBAL_TENSOR}
+
+
+def _helper(x):
+    return F.leaky_relu(GLOBAL_MODULES["a"](x), 0.1)
+
+
+def _helper_message(edges):
+    return {"m": _helper(edges.src["h"]) + GLOBAL_MODULES["b"][0](edges.dst["h"])}
+
+
+def _scaled_message(edges, weight, scale=2.0):
+    return {"m": scale * edges.src["h"] @ weight}
+
+
+def test_module_level_functions_with_global_modules_parameters_and_tensors():
+    g = _graph()
+    _both(_sum_update(_global_module_message), g, list(GLOBAL_LINEAR.parameters()))
+    _both(_sum_update(_global_parameter_message), g, [GLOBAL_WEIGHT])
+    _both(_sum_update(_helper_message), g, list(GLOBAL_MODULES["a"].parameters()))
+
+
+def test_partial_default_arguments_and_closures():
+    g = _graph()
+    weight = torch.randn(D, D, dtype=torch.float64, requires_grad=True)
+    _both(_sum_update(functools.partial(_scaled_message, weight=weight, scale=0.5)), g, [weight])
+
+    def with_default(edges, w=weight):
+        return {"m": edges.src["h"] @ w}
+    _both(_sum_update(with_default), g, [weight])
+    _both(_sum_update(lambda edges: {"m": torch.tanh(edges.src["h"] @ weight)}), g, [weight])
+
+
+class _Container(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.by_name = nn.ModuleDict({"x": nn.Linear(D, D), "y": nn.Linear(D, D)}).double()
+        self.listed = nn.ModuleList([nn.Linear(D, D) for _ in range(2)]).double()
+        self.plain = {"scale": torch.rand(D, dtype=torch.float64, requires_grad=True)}
+
+    def forward(self, g, flag):
+        def message(edges):
+            return {"m": self.by_name["x"](edges.src["h"]) + self.listed[1](edges.dst["h"]) * self.plain["scale"]}
+        g.update_all(message, fn.max("m", "o"), compile=flag)
+        return g.ndata["o"]
+
+
+def test_modules_in_dicts_lists_and_lambdas_in_forward():
+    model = _Container()
+    _both(model, _graph(), [*model.parameters(), model.plain["scale"]])
+
+
+# --------------------------------------------------------------- issue 13 regressions
+def test_per_relation_default_argument_closures_get_their_own_plans():
+    g = random_heterograph(seed=1)
+    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    layers = nn.ModuleList([nn.Linear(D, D) for _ in g.etypes]).double()
+
+    def run(g, flag):
+        funcs = {}
+        for k, etype in enumerate(g.canonical_etypes):
+            def message(edges, k=k):
+                return {"m": layers[k](edges.src["h"])}
+
+            def reduce(nodes):
+                return {"z": nodes.mailbox["m"].sum(1)}
+            funcs[etype] = (message, reduce)
+        g.multi_update_all(funcs, "sum", compile=flag)
+        return g.ndata["z"]
+    _both(run, g, list(layers.parameters()))
+
+
+class _PlainTensorWeights(nn.Module):
+    """Weights kept as plain tensors and rebound after each step, as users of plain tensors do."""
+
+    def __init__(self):
+        super().__init__()
+        self.k_weight = torch.randn(D, D, dtype=torch.float64, requires_grad=True)
+
+    def message(self, edges):
+        return {"m": edges.src["h"] @ self.k_weight}
+
+    def forward(self, g):
+        g.update_all(self.message, fn.sum("m", "o"))
+        return g.ndata["o"]
+
+
+def test_rebound_plain_tensor_attributes_are_read_live():
+    g, model = _graph(), _PlainTensorWeights()
+    fast = gnnc.compile(model)
+    for _ in range(3):
+        torch.testing.assert_close(fast(g), model(g))
+        fast(g).sum().backward()
+        model.k_weight = (model.k_weight.detach() - 0.1 * model.k_weight.grad).requires_grad_()
+
+
+def test_rebound_parameters_of_bound_modules_are_read_live():
+    g, layer = _graph(), nn.Linear(D, D).double()
+
+    def run(g):
+        g.update_all(lambda e: {"m": layer(e.src["h"])}, fn.sum("m", "o"), compile=True)
+        return g.ndata["o"]
+    run(g)
+    layer.weight = nn.Parameter(torch.randn(D, D, dtype=torch.float64))
+    expected = (g.ndata["h"] @ layer.weight.T + layer.bias).detach()
+    torch.testing.assert_close(run(g).detach().sum(), gnnc_sum_by_dst(g, expected))
+
+
+def gnnc_sum_by_dst(g, rows):
+    src, dst = g.find_edges()
+    return torch.zeros_like(rows).index_add_(0, dst, rows[src]).sum()
+
+
+def test_tensors_derived_inside_the_udf_from_closure_tensors_stay_live():
+    g = _graph()
+    weight = torch.randn(2, D, D, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.SGD([weight], lr=0.1)
+
+    def run(g, flag):
+        def message(edges):
+            embed = weight.view(-1, D)  # derived inside the UDF: must not be frozen at trace time
+            return {"m": edges.src["h"] @ embed[D:] + embed[0]}
+        g.update_all(message, fn.sum("m", "o"), compile=flag)
+        return g.ndata["o"]
+    for _ in range(3):
+        _both(run, g, [weight])
+        run(g, True).sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.parametrize("stage", ["reduce", "update"])
+def test_node_udfs_that_read_the_feature_they_overwrite(stage):
+    g = _graph()
+    lin = nn.Linear(2 * D, D).double()
+
+    def reduce(nodes):
+        return {"h": torch.relu(lin(torch.cat([nodes.data["h"], nodes.mailbox["m"].mean(1)], -1)))}
+
+    def update(nodes):
+        return {"h": torch.relu(lin(torch.cat([nodes.data["h"], nodes.data["s"]], -1)))}
+
+    def run(g, flag):
+        with g.local_scope():
+            if stage == "reduce":
+                g.update_all(fn.copy_u("h", "m"), reduce, compile=flag)
+            else:
+                g.update_all(fn.copy_u("h", "m"), fn.sum("m", "s"), update, compile=flag)
+            return g.ndata["h"]
+    _both(run, g, list(lin.parameters()))
+
+
+@pytest.mark.parametrize("name", ["u_mul_e", "u_add_v", "u_sub_v", "u_dot_v", "e_mul_u", "v_div_e", "u_mul_v"])
+def test_builtin_binary_messages_compile(name):
+    g = _graph()
+    g.ndata["h2"] = torch.randn(12, 2, D, dtype=torch.float64)  # rank 3 against rank 2: DGL's alignment
+    lhs, rhs = name.split("_")[0], name.split("_")[2]
+    fields = {"u": "h", "v": "h", "e": "w"}
+    message = getattr(fn, name)(fields[lhs], fields[rhs], "m")
+    _both(_sum_update(message), g)
+    if "e" not in (lhs, rhs):
+        _both(_sum_update(getattr(fn, name)("h2", "h", "m")), g)
+
+
+# --------------------------------------------------------------- the plan cache's key
+def _traces_after(call):
+    before = len(compiled._TRACES)
+    call()
+    return len(compiled._TRACES) - before
+
+
+def _make_closure(value):
+    def message(edges):
+        return {"m": edges.src["h"] * value}
+    return message
+
+
+def test_cache_key_covers_closure_values_defaults_and_globals(monkeypatch):
+    g = _graph()
+    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)  # noqa: E731
+    first = _make_closure(2.0)
+    assert _traces_after(lambda: update(first)) == 1
+    assert _traces_after(lambda: update(_make_closure(2.0))) == 0  # same code, same closure value
+    assert _traces_after(lambda: update(_make_closure(3.0))) == 1
+    torch.testing.assert_close(g.ndata["o"], 3.0 * _sum_by_dst(g, g.ndata["h"]))
+
+    def with_default(edges, k=1.0):
+        return {"m": edges.src["h"] * k}
+    update(with_default)
+    with_default.__defaults__ = (5.0,)
+    assert _traces_after(lambda: update(with_default)) == 1
+    torch.testing.assert_close(g.ndata["o"], 5.0 * _sum_by_dst(g, g.ndata["h"]))
+
+    monkeypatch.setitem(globals(), "GLOBAL_LINEAR", nn.Linear(D, D).double())  # a global rebound
+    assert _traces_after(lambda: update(_global_module_message)) == 1
+    assert _traces_after(lambda: update(_global_module_message)) == 0
+
+
+def _sum_by_dst(g, rows):
+    src, dst = g.find_edges()
+    return torch.zeros_like(rows).index_add_(0, dst, rows[src])
+
+
+def test_cache_key_covers_module_mode_code_and_dtypes():
+    g = _graph()
+    layer = nn.Sequential(nn.Linear(D, D), nn.Dropout(0.5)).double()
+    message = lambda e: {"m": layer(e.src["h"])}  # noqa: E731
+    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)  # noqa: E731
+    layer.eval()
+    update(message)
+    layer.train()
+    assert _traces_after(lambda: update(message)) == 1
+    other = lambda e: {"m": layer(e.src["h"]) * 2}  # noqa: E731 - another code object
+    assert _traces_after(lambda: update(other)) == 1
+    plans = len(compiled._CACHE)
+    layer.eval()
+    g.ndata["h"] = g.ndata["h"].float()
+    layer.float()
+    update(message)
+    assert len(compiled._CACHE) == plans + 1  # the dtype read is part of the plan's key
+    assert g.ndata["o"].dtype == torch.float32
+
+
+# --------------------------------------------------------------- errors read like eager's
+def test_a_shape_error_reports_the_users_shapes_and_line():
+    g = gnnc.graph(([0, 1, 2, 3], [1, 2, 3, 0]), num_nodes=4)
+    g.ndata["h"] = torch.randn(4, 16)
+    layer = nn.Linear(8, 4)
+
+    def message(edges):
+        return {"m": layer(edges.src["h"])}
+    with pytest.raises(RuntimeError) as info:
+        g.update_all(message, fn.sum("m", "o"), compile=True)
+    assert "4x16 and 8x4" in str(info.value)
+    text = "".join(traceback.format_exception(info.value))
+    assert "return {\"m\": layer(edges.src[\"h\"])}" in text and "1039" not in text
