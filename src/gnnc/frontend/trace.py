@@ -108,8 +108,7 @@ class _LiftReached(TorchFunctionMode):
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
         leaves, _ = tree_flatten((args, kwargs))
-        if _is_metadata(func) or any(isinstance(a, fx.Proxy) for a in leaves) \
-                or not any(self.tracer.is_live(a) for a in leaves):
+        if _is_metadata(func) or not any(self.tracer.is_live(a) for a in leaves):
             return func(*args, **kwargs)
         args, kwargs = tree_map(self.tracer.lift, (args, kwargs))
         if getattr(func, "__name__", "") == "__get__":  # a tensor property (``w.T``)
