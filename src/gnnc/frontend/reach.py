@@ -24,6 +24,7 @@ from torch import nn
 _MAX_DEPTH = 8  # container / object nesting followed below a root
 _MAX_ITEMS = 512  # items of one list / dict followed
 _SCALARS = (str, int, float, complex, bool, type(None), bytes, torch.dtype, torch.device)
+_MODULE_INTERNALS = frozenset(nn.Module().__dict__)  # torch's own state, walked through the three dicts
 _LIBRARY_PREFIXES = ("torch", "gnnc", "numpy", "scipy", "numba", "builtins", "functools", "math", "operator")
 
 
@@ -143,7 +144,7 @@ class _Walker:
             return
         if module:
             entries = [*obj._parameters.items(), *obj._buffers.items(), *obj._modules.items()]
-            entries += [(k, v) for k, v in state.items() if not k.startswith("_") and k != "training"]
+            entries += [(k, v) for k, v in state.items() if k not in _MODULE_INTERNALS]
         else:
             entries = list(state.items())
         for k, v in entries:
