@@ -14,6 +14,7 @@ the traced program.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 from dataclasses import dataclass, field
@@ -43,6 +44,13 @@ def _is_library(fn) -> bool:
     return module.split(".", 1)[0] in _LIBRARY_PREFIXES
 
 
+def _frozen_value(obj) -> bool:
+    """A frozen dataclass of scalars (e.g. a built-in message): compared by value."""
+    params = getattr(type(obj), "__dataclass_params__", None)
+    return (params is not None and params.frozen and not isinstance(obj, type)
+            and all(isinstance(getattr(obj, f.name), _SCALARS) for f in dataclasses.fields(obj)))
+
+
 def _code_names(code, seen=None) -> list[str]:
     """Global names read by ``code`` and the code objects nested in it."""
     seen = set() if seen is None else seen
@@ -64,7 +72,7 @@ class _Walker:
 
     def visit(self, obj, path: tuple, depth: int = 0) -> None:
         oid = id(obj)
-        if isinstance(obj, _SCALARS) or obj is Ellipsis:
+        if isinstance(obj, _SCALARS) or obj is Ellipsis or _frozen_value(obj):
             self.keys.append((path, obj))
             return
         if oid in self._first_path:  # aliasing is part of the key: one object, two paths
