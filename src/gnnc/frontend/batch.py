@@ -2,7 +2,9 @@
 
 EdgeBatch covers a contiguous block of edges in internal order (the whole
 graph or one relation): ``src[k]``/``dst[k]`` gather node features by each
-edge's endpoints, ``data[k]`` is edge data, and Graphiler's typed lookups
+edge's endpoints (``g.ndata`` for the whole graph; for one relation, the
+features of its source / destination node type, as DGL reads per-type
+features set on some types only), ``data[k]`` is edge data, and Graphiler's typed lookups
 ``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
 ``g.etype_data[k]`` by each edge's source type, destination type, relation.
 NodeBatch covers a set of nodes: ``data[k]``, ``mailbox[k]`` of shape
@@ -18,12 +20,12 @@ import torch
 class _Lookup(Mapping):
     """Read-only mapping whose values are computed on access."""
 
-    def __init__(self, fetch, keys, what: str):
-        self._fetch, self._keys, self._what = fetch, keys, what
+    def __init__(self, fetch, keys, what: str, where: str = ""):
+        self._fetch, self._keys, self._what, self._where = fetch, keys, what, where
 
     def __getitem__(self, key):
         if key not in self._keys():
-            raise KeyError(f"{self._what}[{key!r}]: no such feature; available: {list(self._keys())}")
+            raise KeyError(f"{self._what}[{key!r}]: no such feature{self._where}; available: {list(self._keys())}")
         return self._fetch(key)
 
     def __iter__(self):
@@ -31,6 +33,15 @@ class _Lookup(Mapping):
 
     def __len__(self):
         return len(self._keys())
+
+
+def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
+    """Features of node type ``ntype`` at ``nodes`` (global ids of that type)."""
+    view = g.nodes[ntype].data
+    offset = g.index.ntype_offsets[g.ntype_id(ntype)]
+    local = nodes - offset if offset else nodes
+    return _Lookup(lambda k: view[k].index_select(0, local), lambda: list(view), what,
+                   f" on node type {ntype!r}")
 
 
 class EdgeBatch:
@@ -42,8 +53,13 @@ class EdgeBatch:
         self._src = index.src[lo:hi]
         self._dst = index.dst[lo:hi]
         ndata, ntd, etd = g.ndata, g.ntype_data, g.etype_data
-        self.src = _Lookup(lambda k: ndata[k].index_select(0, self._src), lambda: list(ndata), "edges.src")
-        self.dst = _Lookup(lambda k: ndata[k].index_select(0, self._dst), lambda: list(ndata), "edges.dst")
+        if rel is None:
+            self.src = _Lookup(lambda k: ndata[k].index_select(0, self._src), lambda: list(ndata), "edges.src")
+            self.dst = _Lookup(lambda k: ndata[k].index_select(0, self._dst), lambda: list(ndata), "edges.dst")
+        else:
+            src_type, _, dst_type = index.etypes[rel]
+            self.src = _type_lookup(g, src_type, self._src, "edges.src")
+            self.dst = _type_lookup(g, dst_type, self._dst, "edges.dst")
         self.data = _Lookup(self._edge_data, self._edge_keys, "edges.data")
         self.srctype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._src]),
                                lambda: list(ntd), "edges.srctype")
@@ -83,14 +99,15 @@ class NodeBatch:
     """Nodes ``nodes`` (global ids) with optional mailbox.
 
     ``read(key)`` supplies node data for exactly these nodes; the executor
-    passes a per-type reader when a node type's features have their own width.
+    passes a per-type reader when a node type's features have their own width,
+    and ``where`` (" on node type 'user'") for the error naming a missing feature.
     """
 
-    def __init__(self, g, nodes: torch.Tensor, mailbox: dict | None = None, read=None, keys=None):
+    def __init__(self, g, nodes: torch.Tensor, mailbox: dict | None = None, read=None, keys=None, where: str = ""):
         self._g, self._nodes = g, nodes
         ndata, ntd = g.ndata, g.ntype_data
         read = read or (lambda k: ndata[k].index_select(0, nodes))
-        self.data = _Lookup(read, keys or (lambda: list(ndata)), "nodes.data")
+        self.data = _Lookup(read, keys or (lambda: list(ndata)), "nodes.data", where)
         box = mailbox or {}
         self.mailbox = _Lookup(box.__getitem__, lambda: list(box), "nodes.mailbox")
         self.type = _Lookup(lambda k: ntd[k].index_select(0, g.index.node_type[nodes]),

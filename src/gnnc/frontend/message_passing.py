@@ -3,6 +3,8 @@
 Checks the arguments, runs the block through the executor and writes the
 results back: edge results in the user's edge order, node results over all
 nodes (whole graph) or over the destination node type (one relation).
+Arguments may also be passed under DGL's keyword names (``message_func``,
+``reduce_func``, ``apply_node_func``, ``func``, ``etype_dict``).
 """
 from __future__ import annotations
 
@@ -52,7 +54,29 @@ def _check_callable(fn, role: str):
         raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
 
 
-def apply_edges(g, message, etype=None, compile=None) -> None:
+def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) -> tuple:
+    """``given`` (gnnc name -> value, None when not passed) completed from DGL keywords, in order.
+
+    ``aliases`` maps the DGL names ``call`` accepts to gnnc's. TypeError names
+    an unknown keyword, an argument passed under both names, or a missing
+    ``required`` one.
+    """
+    for name, value in dgl_kwargs.items():
+        if name not in aliases:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+        ours = aliases[name]
+        if given[ours] is not None:
+            raise TypeError(f"{call}() got {ours!r} twice: as {ours!r} (or positionally) and as DGL's {name!r}")
+        given[ours] = value
+    for name in required:
+        if given[name] is None:
+            dgl = [d for d, o in aliases.items() if o == name]
+            raise TypeError(f"{call}() missing required argument {name!r}" + (f" (DGL: {dgl[0]!r})" if dgl else ""))
+    return tuple(given.values())
+
+
+def apply_edges(g, message=None, etype=None, compile=None, **dgl_kwargs) -> None:
+    (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
     rel = None if etype is None else g.etype_id(etype)
     lo, hi = eager.edge_block(g, rel)
@@ -79,7 +103,10 @@ def apply_nodes(g, func, ntype=None) -> None:
     _write_nodes(g, t, eager.apply_nodes(g, func, t))
 
 
-def update_all(g, message, reduce, update=None, etype=None, compile=None) -> None:
+def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
+    message, reduce, update = _arguments(
+        "update_all", dgl_kwargs, {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"},
+        ["message", "reduce"], message=message, reduce=reduce, update=update)
     _check_callable(message, "message")
     _check_callable(reduce, "reduce")
     if update is not None:
@@ -92,7 +119,11 @@ def update_all(g, message, reduce, update=None, etype=None, compile=None) -> Non
         _write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
-def multi_update_all(g, funcs: dict, cross_reducer: str = "sum", compile=None) -> None:
+def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
+    funcs, update = _arguments("multi_update_all", dgl_kwargs, {"etype_dict": "funcs", "apply_node_func": "update"},
+                               ["funcs"], funcs=funcs, update=update)
+    if update is not None:
+        _check_callable(update, "update")
     if cross_reducer not in eager.CROSS_REDUCERS:
         raise ValueError(f"unknown cross reducer {cross_reducer!r}; use one of {eager.CROSS_REDUCERS}")
     if not isinstance(funcs, dict) or not funcs:
@@ -114,6 +145,8 @@ def multi_update_all(g, funcs: dict, cross_reducer: str = "sum", compile=None) -
                 raise ValueError(f"multi_update_all: relations into node type {g.ntypes[t]!r} produced "
                                  f"{k!r} for some relations but not others")
         _write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
+        if update is not None:
+            _write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
 def _write_nodes(g, ntype: int | None, out: dict) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .frame import TypedStore, TypeParams, TypeView, WholeView
+from .frame import TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
 from .validate import as_ids, canonical_key, check_range
 
@@ -177,6 +177,35 @@ class Graph:
             return self.index.num_edges
         return self.index.rel_counts[self.etype_id(etype)]
 
+    def number_of_nodes(self, ntype: str | None = None) -> int:
+        """DGL's older name of :meth:`num_nodes`."""
+        return self.num_nodes(ntype)
+
+    def number_of_edges(self, etype=None) -> int:
+        """DGL's older name of :meth:`num_edges`."""
+        return self.num_edges(etype)
+
+    @property
+    def is_unibipartite(self) -> bool:
+        """True when every node type is only a source or only a destination of relations (DGL)."""
+        src, dst = {k[0] for k in self.index.etypes}, {k[2] for k in self.index.etypes}
+        return not src & dst and src | dst == set(self.index.ntypes)
+
+    @property
+    def srctypes(self) -> list[str]:
+        """DGL's source node types: the source side of a uni-bipartite graph, else every node type."""
+        return self._end_types(0)
+
+    @property
+    def dsttypes(self) -> list[str]:
+        """DGL's destination node types: the destination side of a uni-bipartite graph, else every node type."""
+        return self._end_types(2)
+
+    def _end_types(self, slot: int) -> list[str]:
+        if not self.is_unibipartite:
+            return self.ntypes
+        return [t for t in self.index.ntypes if any(k[slot] == t for k in self.index.etypes)]
+
     def metagraph(self) -> MetaGraph:
         return MetaGraph(tuple(zip(self.index.ntypes, self.index.ntype_counts)),
                          tuple(zip(self.index.etypes, self.index.rel_counts)))
@@ -193,8 +222,36 @@ class Graph:
         return WholeView(self._estore)
 
     @property
+    def srcdata(self):
+        """DGL's source node data: ``ndata`` with one node type, else one source type's data, else a
+        ``{type: tensor}`` view over the source types (:attr:`srctypes`)."""
+        return self._end_data(self.srctypes)
+
+    @property
+    def dstdata(self):
+        """DGL's destination node data, as :attr:`srcdata` for the destination types."""
+        return self._end_data(self.dsttypes)
+
+    def _end_data(self, types: list[str]):
+        if len(self.index.ntypes) == 1:
+            return self.ndata
+        if len(types) == 1:
+            return self.nodes[types[0]].data
+        return TypesView(self._nstore, [self.ntype_id(t) for t in types])
+
+    @property
     def nodes(self) -> "_NodeSpace":
         return _NodeSpace(self)
+
+    @property
+    def srcnodes(self) -> "_NodeSpace":
+        """DGL's ``g.nodes`` restricted to :attr:`srctypes` (all of ``g.nodes`` unless uni-bipartite)."""
+        return _NodeSpace(self, self.srctypes if self.is_unibipartite else None)
+
+    @property
+    def dstnodes(self) -> "_NodeSpace":
+        """DGL's ``g.nodes`` restricted to :attr:`dsttypes` (all of ``g.nodes`` unless uni-bipartite)."""
+        return _NodeSpace(self, self.dsttypes if self.is_unibipartite else None)
 
     @property
     def edges(self) -> "_EdgeSpace":
@@ -304,37 +361,41 @@ class Graph:
         return out
 
     # -------------------------------------------------------- message passing
-    def apply_edges(self, message, etype=None, compile=None) -> None:
+    def apply_edges(self, message=None, etype=None, compile=None, **dgl_kwargs) -> None:
         """Run ``message(edges)`` on every edge (or one relation's); store results in edge data.
 
         ``compile=True`` runs this call through the compiler (``gnnc.compile`` does it for a model).
+        DGL's keyword ``func=`` names ``message`` too.
         """
         from ..frontend import message_passing
-        message_passing.apply_edges(self, message, etype, compile)
+        message_passing.apply_edges(self, message, etype, compile, **dgl_kwargs)
 
     def apply_nodes(self, func, ntype=None) -> None:
         """Run ``func(nodes)`` on every node (or one type's); store results in node data."""
         from ..frontend import message_passing
         message_passing.apply_nodes(self, func, ntype)
 
-    def update_all(self, message, reduce, update=None, etype=None, compile=None) -> None:
+    def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
         """Message on all edges, reduce at destinations, optional node update.
 
         Nodes without in-edges receive zeros. With ``etype`` only that
         relation's edges take part and only its destination type is written.
-        ``compile=True`` runs this call through the compiler.
+        ``compile=True`` runs this call through the compiler. DGL's keywords
+        ``message_func``, ``reduce_func``, ``apply_node_func`` name the three functions too.
         """
         from ..frontend import message_passing
-        message_passing.update_all(self, message, reduce, update, etype, compile)
+        message_passing.update_all(self, message, reduce, update, etype, compile, **dgl_kwargs)
 
-    def multi_update_all(self, funcs: dict, cross_reducer: str = "sum", compile=None) -> None:
-        """Per-relation ``{rel: (message, reduce)}`` then combine per node type.
+    def multi_update_all(self, funcs=None, cross_reducer: str = "sum", update=None, compile=None,
+                         **dgl_kwargs) -> None:
+        """Per-relation ``{rel: (message, reduce)}`` then combine per node type, then ``update`` each such type.
 
         ``cross_reducer`` is one of sum, mean, max, min, stack (as DGL).
         ``compile=True`` runs each relation's call through the compiler.
+        DGL's keywords ``etype_dict`` and ``apply_node_func`` name ``funcs`` and ``update`` too.
         """
         from ..frontend import message_passing
-        message_passing.multi_update_all(self, funcs, cross_reducer, compile)
+        message_passing.multi_update_all(self, funcs, cross_reducer, update, compile, **dgl_kwargs)
 
     # ----------------------------------------------------------- converters
     def to_edge_list(self, etype=None):
@@ -362,15 +423,26 @@ class Graph:
 
 
 class _NodeSpace:
-    """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids)."""
+    """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids); ``types`` limits it to some node types."""
 
-    def __init__(self, g: Graph):
-        self._g = g
+    def __init__(self, g: Graph, types: list[str] | None = None):
+        self._g, self._types = g, types
+
+    def _check(self, ntype) -> None:
+        if self._types is not None and ntype not in self._types:
+            raise KeyError(f"node type {ntype!r} is not among this view's node types {self._types}")
 
     def __getitem__(self, ntype) -> "_TypeSpace":
+        self._check(ntype)
         return _TypeSpace(TypeView(self._g._nstore, self._g.ntype_id(ntype)))
 
     def __call__(self, ntype=None) -> torch.Tensor:
+        if ntype is None and self._types is not None:
+            if len(self._types) > 1:
+                raise ValueError(f"name the node type: this view covers several node types {self._types}")
+            ntype = self._types[0]
+        if ntype is not None:
+            self._check(ntype)
         n = self._g.num_nodes(ntype)
         return torch.arange(n, device=self._g.device)
 

@@ -88,14 +88,32 @@ class TypedStore:
         if missing:
             raise KeyError(f"{self.kind} feature {key!r} is only set for some types "
                            f"(missing for {missing}); read it per type")
-        shapes = {tuple(p.shape[1:]) for t, p in parts.items() if self.counts[t] > 0}
-        if len(shapes) > 1:
-            widths = {self.names[t]: tuple(p.shape[1:]) for t, p in parts.items()}
-            raise ValueError(f"{self.kind} feature {key!r} has a different shape per type "
-                             f"{widths}; read it per type")
-        ref = next(iter(parts.values()))
-        pieces = [parts.get(t, ref.new_zeros((0,) + tuple(ref.shape[1:]))) for t in range(len(self.names))]
-        return torch.cat(pieces, 0)
+        return self._assemble(key, [t for t in range(len(self.names)) if self.counts[t] > 0])
+
+    def get_spanning(self, key: str, types) -> torch.Tensor:
+        """``key`` over all elements, right on the rows of ``types`` (type indices), zeros elsewhere.
+
+        The stored tensor itself when ``key`` is whole. A KeyError names a
+        type in ``types`` that lacks ``key``; a ValueError says when their
+        trailing shapes or dtypes differ.
+        """
+        if key in self.whole:
+            return self.get_whole(key)
+        for t in types:
+            self.get_typed(key, t)  # raises a clear KeyError when absent
+        return self._assemble(key, sorted(types))
+
+    def _assemble(self, key: str, types: list[int]) -> torch.Tensor:
+        """Per-type feature ``key`` of ``types`` (all present) as one tensor, zeros for other types."""
+        parts = self.typed[key]
+        for what, of in (("shape", lambda p: tuple(p.shape[1:])), ("dtype", lambda p: p.dtype)):
+            if len({of(parts[t]) for t in types}) > 1:
+                found = {self.names[t]: of(parts[t]) for t in types}
+                raise ValueError(f"{self.kind} feature {key!r} has a different {what} per type "
+                                 f"{found}; read it per type")
+        ref = parts[types[0]] if types else next(iter(parts.values()))
+        return torch.cat([parts[t] if t in types else ref.new_zeros((self.counts[t],) + tuple(ref.shape[1:]))
+                          for t in range(len(self.names))], 0)
 
     def set_whole(self, key: str, value) -> None:
         if not isinstance(value, Deferred):
@@ -205,6 +223,51 @@ class TypeView(MutableMapping):
 
     def __repr__(self):
         return f"{type(self).__name__}({self._store.names[self._t]!r}, {list(self)})"
+
+
+class TypesView(MutableMapping):
+    """Features of several types as ``{type name: tensor}`` (DGL's ``srcdata`` / ``dstdata`` on such graphs).
+
+    Reading gives the types among ``types`` that have the feature (KeyError
+    when none has); writing takes a dict over some of them; deleting removes
+    the feature from every one of them.
+    """
+
+    def __init__(self, store: TypedStore, types: list[int]):
+        self._store, self._types = store, list(types)
+
+    def _names(self) -> list[str]:
+        return [self._store.names[t] for t in self._types]
+
+    def __getitem__(self, key):
+        found = {self._store.names[t]: self._store.get_typed(key, t) for t in self._types
+                 if key in self._store.typed_keys(t)}
+        if not found:
+            raise KeyError(f"no {self._store.kind} feature {key!r} on types {self._names()}; available: {list(self)}")
+        return found
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, dict):
+            raise TypeError(f"{self._store.kind} feature {key!r}: this view spans several types {self._names()}; "
+                            f"assign a dict {{type: tensor}} (or use g.nodes[type].data)")
+        unknown = [name for name in value if name not in self._names()]
+        if unknown:
+            raise KeyError(f"{self._store.kind} feature {key!r}: {unknown} not among this view's types {self._names()}")
+        for name, v in value.items():
+            self._store.set_typed(key, self._store.names.index(name), v)
+
+    def __delitem__(self, key):
+        for name in self[key]:  # a clear KeyError when no type has it
+            self._store.del_typed(key, self._store.names.index(name))
+
+    def __iter__(self):
+        return iter([k for k in self._store.keys() if any(k in self._store.typed_keys(t) for t in self._types)])
+
+    def __len__(self):
+        return len(list(iter(self)))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self._names()}, {list(self)})"
 
 
 class TypeParams(MutableMapping):

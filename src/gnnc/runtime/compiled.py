@@ -25,6 +25,7 @@ from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import deferred as deferral
 from .context import graph_context
+from .node_reads import end_slot, node_feature_types
 
 
 class FallbackWarning(UserWarning):
@@ -108,7 +109,7 @@ def _read_signature(g, traced, rel):
                 sig.append((stage, space, key, DEFERRED_INPUT, pending.signature()))
                 continue
             try:
-                value = _read(g, store, key, rel)
+                value = _read(g, store, key, rel, space)
             except (KeyError, ValueError):
                 continue  # the UDF itself will report the missing feature
             sig.append((stage, space, key, value.dtype, tuple(value.shape[1:]) if store in ("ndata", "edata")
@@ -116,9 +117,13 @@ def _read_signature(g, traced, rel):
     return tuple(sig)
 
 
-def _read(g, store, key, rel):
+def _read(g, store, key, rel, space=None):
+    """What a UDF access in ``space`` reads: in a relation block, that relation's edge data and the
+    node data of the access's end type (``gnnc.runtime.node_reads``); the whole graph's otherwise."""
     if store == "edata" and rel is not None:
         return g.edges[g.canonical_etypes[rel]].data[key]
+    if store == "ndata" and rel is not None:
+        return g.nodes[g.index.etypes[rel][end_slot(space)]].data[key]
     return getattr(g, store)[key]
 
 
@@ -203,16 +208,29 @@ def recording():
 
 
 def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
-    """Run-time values of the plan's placeholders for graph ``g``."""
+    """Run-time values of the plan's placeholders for graph ``g``.
+
+    In a relation block, a node feature stored for some node types only is
+    bound over all nodes with the rows of the types the UDFs read (zeros
+    elsewhere, never read): KeyError when one of them lacks it (as eager),
+    InferenceFailure (run eagerly) when their widths or dtypes differ.
+    """
     ctx = graph_context(g, rel)
     lo, hi = ctx.edge_lo, ctx.edge_hi
     values = []
+    node_types = None
     for n in dfg.inputs():
         kind, name = n.meta["input"]
         if kind == "ctx":
             values.append(ctx)
-        elif kind == "ndata":
+        elif kind == "ndata" and (rel is None or name in g._nstore.whole):
             values.append(g.ndata[name])
+        elif kind == "ndata":
+            node_types = node_types or node_feature_types(g, rel, _traced(dfg.kind, udfs)[1])
+            try:
+                values.append(g._nstore.get_spanning(name, node_types[name]))
+            except ValueError as err:
+                raise InferenceFailure(str(err), udf_location(udfs[0])) from err
         elif kind == "edata":
             user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
             values.append(g.index.from_user_order(user, lo, hi))

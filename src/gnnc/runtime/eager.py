@@ -7,7 +7,9 @@ scatter over all edges, as DGL's built-ins do; nodes without in-edges get
 zeros. Everything is plain torch, so autograd works through it.
 
 Block conventions: ``rel=None`` is the whole graph (all edges, all nodes);
-``rel=r`` is relation r's edges, and node results cover r's destination type.
+``rel=r`` is relation r's edges, and node results cover r's destination type;
+its UDFs read node features of r's source / destination type (which may be
+set on some node types only, as in DGL).
 """
 from __future__ import annotations
 
@@ -57,11 +59,12 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
     if isinstance(reduce_fn, BuiltinReduce):
         return {reduce_fn.out: _scatter_reduce(g, reduce_fn, msgs, rel, node_lo, node_hi)}
     buckets = Buckets(g.index, rel, node_lo)
-    ndata = g.ndata
-    data = buckets.reader(lambda k: ndata[k], node_lo)
+    view, where = _node_view(g, None if rel is None else g.ntype_id(g.index.etypes[rel][2]))
+    data = buckets.reader(view.__getitem__, node_lo)
     parts: dict = {}
     for i, (bucket_nodes, box) in enumerate(buckets.mailboxes(msgs)):
-        batch = NodeBatch(g, bucket_nodes, box, read=lambda k, i=i: data(k)[i], keys=lambda: list(ndata))
+        batch = NodeBatch(g, bucket_nodes, box, read=lambda k, i=i: data(k)[i], keys=lambda: list(view),
+                          where=where)
         for k, v in _call(reduce_fn, batch, "reduce", bucket_nodes.numel()).items():
             parts.setdefault(k, []).append(v)
     return buckets.assemble(parts, node_hi - node_lo)
@@ -160,10 +163,15 @@ def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
 
 def apply_nodes(g, func, ntype: int | None = None) -> dict:
     """Run ``func`` on all nodes or on one node type's nodes (per-type features)."""
-    if ntype is None:
-        nodes = torch.arange(g.index.num_nodes, device=g.device)
-        return _call(func, NodeBatch(g, nodes, read=lambda k: g.ndata[k]), "update", nodes.numel())
-    lo, hi = g.index.ntype_range(ntype)
-    view = g.nodes[g.index.ntypes[ntype]].data
+    lo, hi = (0, g.index.num_nodes) if ntype is None else g.index.ntype_range(ntype)
+    view, where = _node_view(g, ntype)
     nodes = torch.arange(lo, hi, device=g.device)
-    return _call(func, NodeBatch(g, nodes, read=view.__getitem__, keys=lambda: list(view)), "update", hi - lo)
+    batch = NodeBatch(g, nodes, read=view.__getitem__, keys=lambda: list(view), where=where)
+    return _call(func, batch, "update", hi - lo)
+
+
+def _node_view(g, ntype: int | None):
+    """(node features, phrase for errors) over all nodes (``ntype=None``) or one node type's, in local order."""
+    if ntype is None:
+        return g.ndata, ""
+    return g.nodes[g.index.ntypes[ntype]].data, f" on node type {g.index.ntypes[ntype]!r}"

@@ -1,0 +1,359 @@
+"""DGL API that tutorial code uses, eager and compiled: keyword names, srcdata/dstdata, per-type features.
+
+The two models are DGL's tutorials (heterograph RGCN, GAT) with ``dgl``
+renamed ``gnnc`` and nothing else changed; compiled runs must equal eager
+runs, outputs and gradients, and must not fall back.
+"""
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gnnc
+import gnnc.function as fn
+from tests.graphs import random_heterograph, random_homograph
+
+
+@pytest.fixture(autouse=True)
+def _no_fallback():
+    """A fallback here is a failure unless a test asks for one with pytest.warns."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        yield
+
+
+def _acm_like(seed=0):
+    """The tutorial's ACM schema: paper-author and paper-field relations both ways."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = {"paper": 14, "author": 9, "field": 4}
+
+    def rand(s, d, m):
+        return torch.randint(0, sizes[s], (m,), generator=gen), torch.randint(0, sizes[d], (m,), generator=gen)
+
+    return gnnc.heterograph({("paper", "pa", "author"): rand("paper", "author", 30),
+                             ("author", "ap", "paper"): rand("author", "paper", 30),
+                             ("paper", "pf", "field"): rand("paper", "field", 16),
+                             ("field", "fp", "paper"): rand("field", "paper", 16)}, sizes)
+
+
+# ------------------------------------------------------------ DGL tutorial: heterograph RGCN (5_hetero)
+class HeteroRGCNLayer(nn.Module):
+    def __init__(self, in_size, out_size, etypes):
+        super(HeteroRGCNLayer, self).__init__()
+        # W_r for each relation
+        self.weight = nn.ModuleDict({
+            name: nn.Linear(in_size, out_size) for name in etypes
+        })
+
+    def forward(self, G, feat_dict):
+        # The input is a dictionary of node features for each type
+        funcs = {}
+        for srctype, etype, dsttype in G.canonical_etypes:
+            # Compute W_r * h
+            Wh = self.weight[etype](feat_dict[srctype])
+            # Save it in graph for message passing
+            G.nodes[srctype].data['Wh_%s' % etype] = Wh
+            # Specify per-relation message passing functions: (message_func, reduce_func).
+            funcs[etype] = (fn.copy_u('Wh_%s' % etype, 'm'), fn.mean('m', 'h'))
+        # Trigger message passing of multiple types.
+        G.multi_update_all(funcs, 'sum')
+        # return the updated node feature dictionary
+        return {ntype: G.nodes[ntype].data['h'] for ntype in G.ntypes}
+
+
+class HeteroRGCN(nn.Module):
+    def __init__(self, G, in_size, hidden_size, out_size):
+        super(HeteroRGCN, self).__init__()
+        # Use trainable node embeddings as featureless inputs.
+        embed_dict = {ntype: nn.Parameter(torch.Tensor(G.number_of_nodes(ntype), in_size))
+                      for ntype in G.ntypes}
+        for key, embed in embed_dict.items():
+            nn.init.xavier_uniform_(embed)
+        self.embed = nn.ParameterDict(embed_dict)
+        # create layers
+        self.layer1 = HeteroRGCNLayer(in_size, hidden_size, G.etypes)
+        self.layer2 = HeteroRGCNLayer(hidden_size, out_size, G.etypes)
+
+    def forward(self, G):
+        h_dict = self.layer1(G, self.embed)
+        h_dict = {k: F.leaky_relu(h) for k, h in h_dict.items()}
+        h_dict = self.layer2(G, h_dict)
+        # get paper logits
+        return h_dict['paper']
+
+
+# ------------------------------------------------------------ DGL tutorial: GAT (9_gat)
+class GATLayer(nn.Module):
+    def __init__(self, g, in_dim, out_dim):
+        super(GATLayer, self).__init__()
+        self.g = g
+        # equation (1)
+        self.fc = nn.Linear(in_dim, out_dim, bias=False)
+        # equation (2)
+        self.attn_fc = nn.Linear(2 * out_dim, 1, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        """Reinitialize learnable parameters."""
+        gain = nn.init.calculate_gain('relu')
+        nn.init.xavier_normal_(self.fc.weight, gain=gain)
+        nn.init.xavier_normal_(self.attn_fc.weight, gain=gain)
+
+    def edge_attention(self, edges):
+        # edge UDF for equation (2)
+        z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=1)
+        a = self.attn_fc(z2)
+        return {'e': F.leaky_relu(a)}
+
+    def message_func(self, edges):
+        # message UDF for equation (3) & (4)
+        return {'z': edges.src['z'], 'e': edges.data['e']}
+
+    def reduce_func(self, nodes):
+        # reduce UDF for equation (3) & (4)
+        # equation (3)
+        alpha = F.softmax(nodes.mailbox['e'], dim=1)
+        # equation (4)
+        h = torch.sum(alpha * nodes.mailbox['z'], dim=1)
+        return {'h': h}
+
+    def forward(self, h):
+        # equation (1)
+        z = self.fc(h)
+        self.g.ndata['z'] = z
+        # equation (2)
+        self.g.apply_edges(self.edge_attention)
+        # equation (3) & (4)
+        self.g.update_all(self.message_func, self.reduce_func)
+        return self.g.ndata.pop('h')
+
+
+class MultiHeadGATLayer(nn.Module):
+    def __init__(self, g, in_dim, out_dim, num_heads, merge='cat'):
+        super(MultiHeadGATLayer, self).__init__()
+        self.heads = nn.ModuleList()
+        for i in range(num_heads):
+            self.heads.append(GATLayer(g, in_dim, out_dim))
+        self.merge = merge
+
+    def forward(self, h):
+        head_outs = [attn_head(h) for attn_head in self.heads]
+        if self.merge == 'cat':
+            # concat on the output feature dimension (dim=1)
+            return torch.cat(head_outs, dim=1)
+        else:
+            # merge using average
+            return torch.mean(torch.stack(head_outs))
+
+
+class GAT(nn.Module):
+    def __init__(self, g, in_dim, hidden_dim, out_dim, num_heads):
+        super(GAT, self).__init__()
+        self.layer1 = MultiHeadGATLayer(g, in_dim, hidden_dim, num_heads)
+        # Be aware that the input dimension is hidden_dim*num_heads since
+        # multiple head outputs are concatenated together. Also, only
+        # one attention head in the output layer.
+        self.layer2 = MultiHeadGATLayer(g, hidden_dim * num_heads, out_dim, 1)
+
+    def forward(self, h):
+        h = self.layer1(h)
+        h = F.elu(h)
+        h = self.layer2(h)
+        return h
+
+
+def _outputs_and_grads(model, run, *inputs):
+    out = run(*inputs)
+    weights = torch.linspace(-1, 1, out.numel()).view_as(out)
+    params = [p for p in model.parameters()] + [x for x in inputs if isinstance(x, torch.Tensor)]
+    grads = torch.autograd.grad((out * weights).sum(), params, allow_unused=True)  # RGCN: only paper logits
+    return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
+
+
+def _assert_compiled_equals_eager(model, *inputs):
+    eager_out, eager_grads = _outputs_and_grads(model, model, *inputs)
+    compiled = gnnc.compile(model)
+    for _ in range(2):  # the second call reuses the cached plans
+        out, grads = _outputs_and_grads(model, compiled, *inputs)
+        torch.testing.assert_close(out, eager_out, atol=1e-5, rtol=1e-5)
+        for g_compiled, g_eager in zip(grads, eager_grads):
+            torch.testing.assert_close(g_compiled, g_eager, atol=1e-5, rtol=1e-5)
+
+
+def test_hetero_rgcn_tutorial_compiled_equals_eager():
+    torch.manual_seed(0)
+    G = _acm_like()
+    _assert_compiled_equals_eager(HeteroRGCN(G, 10, 8, 3), G)
+
+
+def test_gat_tutorial_compiled_equals_eager():
+    torch.manual_seed(0)
+    g = random_homograph(num_nodes=20, num_edges=70)
+    _assert_compiled_equals_eager(GAT(g, in_dim=5, hidden_dim=4, out_dim=3, num_heads=2),
+                                  torch.randn(20, 5, requires_grad=True))
+
+
+# ------------------------------------------------------------ keyword names
+def _msg(edges):
+    return {"m": edges.src["x"] * 2}
+
+
+def _red(nodes):
+    return {"h": nodes.mailbox["m"].sum(1)}
+
+
+def _upd(nodes):
+    return {"h2": nodes.data["h"] + 1}
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_update_all_dgl_keywords_equal_positional(compile_):
+    g = random_homograph()
+    g.ndata["x"] = torch.randn(g.num_nodes(), 3)
+    g.update_all(_msg, _red, _upd, compile=compile_)
+    want = g.ndata["h"], g.ndata["h2"]
+    for call in (lambda: g.update_all(message_func=_msg, reduce_func=_red, apply_node_func=_upd, compile=compile_),
+                 lambda: g.update_all(_msg, reduce_func=_red, update=_upd, compile=compile_),
+                 lambda: g.update_all(message=_msg, reduce=_red, apply_node_func=_upd, compile=compile_)):
+        del g.ndata["h"], g.ndata["h2"]
+        call()
+        torch.testing.assert_close((g.ndata["h"], g.ndata["h2"]), want)
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_apply_edges_and_apply_nodes_func_keyword(compile_):
+    g = random_homograph()
+    g.ndata["x"] = torch.randn(g.num_nodes(), 3)
+    g.apply_edges(func=_msg, compile=compile_)
+    src, _ = g.edges()
+    torch.testing.assert_close(g.edata["m"], g.ndata["x"][src] * 2)
+    g.apply_nodes(func=lambda nodes: {"y": nodes.data["x"] - 1})
+    torch.testing.assert_close(g.ndata["y"], g.ndata["x"] - 1)
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_multi_update_all_dgl_signature(compile_):
+    g = random_heterograph()
+    for t in g.ntypes:
+        g.nodes[t].data["x"] = torch.randn(g.num_nodes(t), 3)
+    funcs = {"likes": (fn.copy_u("x", "m"), fn.sum("m", "h")), "follows": (fn.copy_u("x", "m"), fn.max("m", "h"))}
+    g.multi_update_all(funcs, "sum", compile=compile_)
+    want_item, want_user = g.nodes["item"].data["h"], g.nodes["user"].data["h"]
+    g.multi_update_all(etype_dict=funcs, cross_reducer="sum", apply_node_func=lambda n: {"h": n.data["h"] * 3},
+                       compile=compile_)
+    torch.testing.assert_close(g.nodes["item"].data["h"], want_item * 3)
+    torch.testing.assert_close(g.nodes["user"].data["h"], want_user * 3)
+    g.multi_update_all(funcs, "sum", lambda n: {"h": -n.data["h"]}, compile=compile_)  # DGL's third positional
+    torch.testing.assert_close(g.nodes["item"].data["h"], -want_item)
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_update_all_etype_unchanged(compile_):
+    g = random_heterograph()
+    g.nodes["user"].data["x"] = torch.randn(g.num_nodes("user"), 3)
+    g.update_all(message_func=fn.copy_u("x", "m"), reduce_func=fn.sum("m", "h"), etype="likes", compile=compile_)
+    src, dst = g.edges(etype="likes")
+    want = torch.zeros(g.num_nodes("item"), 3).index_add(0, dst, g.nodes["user"].data["x"][src])
+    torch.testing.assert_close(g.nodes["item"].data["h"], want)
+    assert "h" not in g.nodes["user"].data
+
+
+def test_unknown_or_doubled_keyword_is_a_type_error_naming_it():
+    g = random_homograph()
+    g.ndata["x"] = torch.randn(g.num_nodes(), 3)
+    with pytest.raises(TypeError, match="'msg_func'"):
+        g.update_all(msg_func=_msg, reduce_func=_red)
+    with pytest.raises(TypeError, match="'func'"):
+        g.update_all(func=_msg, reduce_func=_red)
+    with pytest.raises(TypeError, match="'edges'"):
+        g.apply_edges(func=_msg, edges=None)
+    with pytest.raises(TypeError, match="'apply_func'"):
+        g.multi_update_all({"_E": (_msg, _red)}, "sum", apply_func=_upd)
+    with pytest.raises(TypeError, match="'message' twice"):
+        g.update_all(_msg, _red, message_func=_msg)
+    with pytest.raises(TypeError, match="missing required argument 'reduce'.*'reduce_func'"):
+        g.update_all(message_func=_msg)
+
+
+# ------------------------------------------------------------ srcdata / dstdata / node views
+def test_srcdata_dstdata_are_ndata_with_one_node_type():
+    g = random_homograph()
+    g.srcdata["x"] = torch.ones(g.num_nodes(), 2)
+    assert g.dstdata["x"] is g.ndata["x"]
+    assert g.number_of_nodes() == g.num_nodes() and g.number_of_edges() == g.num_edges()
+    assert torch.equal(g.srcnodes(), g.nodes()) and g.srctypes == g.dsttypes == g.ntypes
+
+
+def test_srcdata_dstdata_on_a_unibipartite_graph_are_the_side_types():
+    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 2], [1, 0, 1]),
+                          ("developer", "develops", "game"): ([0, 1], [0, 1])},
+                         {"user": 3, "developer": 2, "game": 2})
+    assert g.is_unibipartite and g.srctypes == ["user", "developer"] and g.dsttypes == ["game"]
+    g.dstdata["h"] = torch.ones(2, 1)
+    assert torch.equal(g.nodes["game"].data["h"], torch.ones(2, 1))
+    assert torch.equal(g.dstnodes(), torch.arange(2)) and torch.equal(g.srcnodes("developer"), torch.arange(2))
+    g.srcdata["x"] = {"user": torch.zeros(3, 4)}
+    assert set(g.srcdata["x"]) == {"user"} and list(g.srcdata) == ["x"]
+    with pytest.raises(TypeError, match="several types"):
+        g.srcdata["y"] = torch.zeros(5, 4)
+    with pytest.raises(KeyError, match="'game'"):
+        g.srcdata["x"] = {"game": torch.zeros(2, 4)}
+    with pytest.raises(KeyError, match="not among"):
+        g.srcnodes["game"]
+    with pytest.raises(ValueError, match="name the node type"):
+        g.srcnodes()
+    del g.srcdata["x"]
+    assert "x" not in g.nodes["user"].data
+
+
+def test_srcdata_spans_every_type_when_not_unibipartite():
+    g = random_heterograph()
+    assert not g.is_unibipartite and g.srctypes == g.dsttypes == g.ntypes
+    g.nodes["item"].data["x"] = torch.ones(g.num_nodes("item"), 2)
+    assert list(g.srcdata["x"]) == ["item"]
+    with pytest.raises(KeyError, match="'nope'"):
+        g.dstdata["nope"]
+
+
+# ------------------------------------------------------------ features on some node types only
+@pytest.mark.parametrize("compile_", [False, True])
+def test_feature_on_source_type_only_read_by_relation(compile_):
+    """Eager and compiled read the relation's source type; an update may read the reduce result."""
+    g = random_heterograph()
+    x = torch.randn(g.num_nodes("user"), 3)
+    g.nodes["user"].data["Wh_likes"] = x
+    g.update_all(fn.copy_u("Wh_likes", "m"), fn.sum("m", "h"), lambda n: {"h2": n.data["h"] * 2},
+                 etype="likes", compile=compile_)
+    src, dst = g.edges(etype="likes")
+    want = torch.zeros(g.num_nodes("item"), 3).index_add(0, dst, x[src])
+    torch.testing.assert_close(g.nodes["item"].data["h2"], want * 2)
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_missing_feature_names_feature_and_node_type(compile_):
+    g = random_heterograph()
+    g.nodes["user"].data["x"] = torch.randn(g.num_nodes("user"), 3)
+    with pytest.raises(KeyError, match=r"'x'.*type 'item'"):
+        g.update_all(lambda e: {"m": e.src["x"] + e.dst["x"]}, fn.sum("m", "h"), etype="likes", compile=compile_)
+    with pytest.raises(KeyError, match=r"'y'.*type 'user'"):
+        g.multi_update_all({"likes": (fn.copy_u("y", "m"), fn.sum("m", "h"))}, "sum", compile=compile_)
+    with pytest.raises(KeyError, match=r"'x'.*type 'item'"):
+        g.update_all(fn.copy_u("x", "m"), lambda n: {"h": n.mailbox["m"].sum(1) + n.data["x"]}, etype="likes",
+                     compile=compile_)
+
+
+def test_widths_differing_between_the_relation_ends_fall_back_to_eager():
+    g = random_heterograph()
+    g.nodes["user"].data["x"] = torch.randn(g.num_nodes("user"), 3)
+    g.nodes["item"].data["x"] = torch.randn(g.num_nodes("item"), 2)
+
+    def message(edges):
+        return {"m": torch.cat([edges.src["x"], edges.dst["x"]], 1)}
+
+    g.update_all(message, fn.sum("m", "h"), etype="likes")
+    want = g.nodes["item"].data["h"]
+    with pytest.warns(gnnc.FallbackWarning, match="different shape per type"):
+        g.update_all(message, fn.sum("m", "h"), etype="likes", compile=True)
+    torch.testing.assert_close(g.nodes["item"].data["h"], want)
