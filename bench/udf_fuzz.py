@@ -1,0 +1,127 @@
+"""Long run of the differential UDF fuzzer: random user-style UDF programs, compiled vs eager.
+
+    python bench/udf_fuzz.py --programs 20000 --seed 0 [--jobs 2] [--out report.json] [--failures DIR]
+    python bench/udf_fuzz.py --only SEED          # rerun (and print) one program
+
+Prints programs tried, matches, mismatches, crashes, fallbacks by reason; writes
+each failing program's source (with its seed and error) to the failures folder.
+The generator and runner live in ``tests/udf_fuzz_gen.py`` (shared with the CI sample).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.udf_fuzz_gen import generate, run_program, sample_seeds  # noqa: E402
+
+BAD = ("mismatch", "crash")
+
+
+def _init_worker():
+    import torch
+    import warnings
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+
+
+def _one(seed: int):
+    program = generate(seed)
+    try:
+        outcome = run_program(program)
+    except BaseException as err:  # noqa: BLE001 - the harness itself must survive a program
+        from tests.udf_fuzz_gen import Outcome
+        outcome = Outcome("crash", seed, f"harness: {type(err).__name__}: {err}"[:160], repr(err), program.tags)
+    return outcome, program.source
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--programs", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--out", help="JSON report path")
+    ap.add_argument("--failures", default="udf_fuzz_failures", help="folder for failing programs' sources")
+    ap.add_argument("--only", type=int, help="run one program seed and print its source and outcome")
+    args = ap.parse_args(argv)
+
+    if args.only is not None:
+        _init_worker()
+        outcome, source = _one(args.only)
+        print(source)
+        print(f"# seed {args.only}: {outcome.status} {outcome.reason}\n{outcome.detail}")
+        return 1 if outcome.status in BAD else 0
+
+    seeds = sample_seeds(args.seed, args.programs)
+    counts: collections.Counter = collections.Counter()
+    reasons: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    examples: dict[tuple, int] = {}
+    tag_fail: collections.Counter = collections.Counter()
+    failures = Path(args.failures)
+    start = time.time()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        def tqdm(it, **_):
+            return it
+
+    if args.jobs > 1:
+        import multiprocessing as mp
+
+        pool = mp.get_context("spawn").Pool(args.jobs, initializer=_init_worker, maxtasksperchild=200)
+        results = pool.imap_unordered(_one, seeds, chunksize=4)
+    else:
+        _init_worker()
+        pool, results = None, map(_one, seeds)
+    try:
+        for outcome, source in tqdm(results, total=len(seeds), desc="udf fuzz"):
+            counts[outcome.status] += 1
+            if outcome.status != "match":
+                reasons[outcome.status][outcome.reason] += 1
+                examples.setdefault((outcome.status, outcome.reason), outcome.seed)
+            if outcome.status in BAD:
+                for t in outcome.tags:
+                    tag_fail[t] += 1
+                failures.mkdir(parents=True, exist_ok=True)
+                header = "".join(f"# {line}\n" for line in
+                                 [f"seed {outcome.seed}: {outcome.status}: {outcome.reason}",
+                                  f"tags: {outcome.tags}", *outcome.detail.splitlines()[-30:]])
+                (failures / f"{outcome.status}_{outcome.seed}.py").write_text(header + source)
+    finally:
+        if pool is not None:
+            pool.terminate()
+    elapsed = time.time() - start
+    total = sum(counts.values())
+    print(f"\nprograms tried: {total} in {elapsed:.0f} s (seed {args.seed}, jobs {args.jobs})")
+    for status in ("match", "mismatch", "crash", "fallback", "both_raise", "eager_error"):
+        print(f"  {status:12s} {counts[status]}")
+    for status in ("mismatch", "crash", "fallback", "both_raise", "eager_error"):
+        if reasons[status]:
+            print(f"{status} by reason:")
+            for reason, n in reasons[status].most_common():
+                print(f"  {n:6d}  {reason}   (e.g. seed {examples[(status, reason)]})")
+    if tag_fail:
+        print("tags of failing programs:", dict(tag_fail.most_common(12)))
+    if counts["mismatch"] or counts["crash"]:
+        print(f"failing programs' sources: {failures}/ (rerun one: python bench/udf_fuzz.py --only SEED)")
+    if args.out:
+        report = {"programs": total, "seed": args.seed, "seconds": round(elapsed, 1),
+                  "counts": dict(counts),
+                  "reasons": {s: dict(r) for s, r in reasons.items()},
+                  "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
+                  "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if counts["mismatch"] or counts["crash"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,947 @@
+"""Differential UDF fuzzer: random user-style UDF programs, compiled vs eager.
+
+Each program is Python SOURCE TEXT (so module-level globals, default
+arguments, closures and ``functools.partial`` are real Python), written to a
+temporary file and exec'd into a fresh module registered in ``sys.modules``.
+It defines ``Model(nn.Module)`` whose ``forward(g, x, C)`` runs message
+passing with ``compile=C``, ``make_graph()``, ``leaves(model)`` (plain tensors
+that need gradients) and ``rebind(model)`` (rebinds plain tensor attributes,
+as users of plain tensors do after an optimizer step).
+
+:func:`run_program` runs the model eagerly (the oracle) and compiled, over
+several steps with parameters updated in place and rebound in between, and
+compares outputs and gradients w.r.t. node features and every parameter.
+
+Outcomes: ``match``; ``mismatch`` (silent wrong result: the worst);
+``crash`` (compiled raises where eager works); ``fallback`` (a
+``FallbackWarning``: allowed, counted by reason); ``both_raise`` and
+``eager_error`` (the generated program is invalid even eagerly: skipped).
+
+Used by ``tests/test_udf_fuzz.py`` (CI sample) and ``bench/udf_fuzz.py`` (long run).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import re
+import sys
+import tempfile
+import traceback
+import types
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+RTOL, ATOL = 1e-6, 1e-8
+WIDTHS = (3, 4)  # few feature widths: numba compiles once per kernel shape
+
+# --------------------------------------------------------------------------- source building
+
+
+@dataclass
+class Weight:
+    """A weight a UDF uses: ``linear`` (nn.Linear), ``matrix`` [i, o], ``vector`` [o], ``typed`` [R, i, o]."""
+
+    kind: str
+    i: int
+    o: int
+    r: int = 0
+    bias: bool = True
+
+
+class Src:
+    """Accumulates the pieces of one program's source."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.header = ["import functools", "import torch", "import torch.nn as nn",
+                       "import torch.nn.functional as F", "import gnnc", "import gnnc.function as fn", ""]
+        self.globals: list[str] = []
+        self.init: list[str] = []
+        self.fwd: list[str] = []
+        self.methods: list[str] = []
+        self.funcs: list[str] = []
+        self.rebind: list[str] = []
+        self.leaves: list[str] = []
+        self.tags: list[str] = []
+        self.graph: list[str] = []
+        self.n = 0
+
+    def name(self, base: str) -> str:
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def tag(self, t: str) -> None:
+        if t not in self.tags:
+            self.tags.append(t)
+
+    def text(self) -> str:
+        if self.rng.random() < 0.15:  # some calls eager inside a compiled forward
+            self.tag("mixed_compile")
+            self.fwd = [line.replace("compile=C", "compile=None") if self.rng.random() < 0.4 else line
+                        for line in self.fwd]
+        out = list(self.header)
+        out += self.globals + [""]
+        out += self.funcs
+        out += ["class Model(nn.Module):", "    def __init__(self):", "        super().__init__()"]
+        out += ["        " + line for line in self.init] or []
+        out.append("")
+        for m in self.methods:
+            out += ["    " + line for line in m.splitlines()] + [""]
+        out.append("    def forward(self, g, x, C=None):")
+        out += ["        " + line for line in self.fwd]
+        out.append("")
+        out.append("def leaves(model):")
+        out.append("    return [" + ", ".join(self.leaves) + "]")
+        out.append("")
+        out.append("def rebind(model):")
+        out += ["    " + line for line in self.rebind] or []
+        out.append("    return None")
+        out.append("")
+        out.append("def make_graph(i=0):")
+        out += ["    " + line for line in self.graph]
+        return "\n".join(out) + "\n"
+
+
+def _new_weight_expr(w: Weight, plain_tensor: bool = False) -> str:
+    if w.kind == "linear":
+        return f"nn.Linear({w.i}, {w.o}, bias={w.bias})"
+    shape = {"matrix": f"{w.i}, {w.o}", "vector": f"{w.o}", "typed": f"{w.r}, {w.i}, {w.o}"}[w.kind]
+    scale = f" * {1 / (w.i ** 0.5):.4f}" if w.kind != "vector" else " * 0.5"
+    if plain_tensor:
+        return f"(torch.randn({shape}){scale}).requires_grad_()"
+    return f"nn.Parameter(torch.randn({shape}){scale})"
+
+
+def apply_weight(rng, w: Weight, ref: str, x: str) -> str:
+    """Expression applying weight ``ref`` to ``x`` (``x`` has width w.i in its last dim)."""
+    if w.kind == "linear":
+        return f"{ref}({x})"
+    if w.kind == "matrix":
+        return rng.choice([f"{x} @ {ref}", f"torch.matmul({x}, {ref})"])
+    if w.kind in ("vector", "scalar"):
+        return f"{x} * {ref}"
+    raise ValueError(w.kind)
+
+
+class Binder:
+    """Decides where weights live and how a UDF in a given placement reaches them."""
+
+    # placements of a UDF: method of the model, nested def / lambda in forward, default args,
+    # module-level function over globals, functools.partial of a module-level function
+    PLACEMENTS = ("method", "nested", "lambda", "default", "global", "partial")
+
+    def __init__(self, src: Src):
+        self.src = src
+        self.containers: dict[str, str] = {}
+
+    def model_attr(self, w: Weight, base: str) -> str:
+        """Register ``w`` on the model in a random way; expression valid in forward and methods (self.)."""
+        rng, src = self.src.rng, self.src
+        name = src.name(base)
+        if w.kind == "scalar":  # a python float attribute, changed between steps (temperature, slope)
+            src.tag("scalar_attr")
+            src.init.append(f"self.{name} = {rng.choice([0.5, 0.7, 1.5])}")
+            src.rebind.append(f"model.{name} = model.{name} + 0.25")
+            return f"self.{name}"
+        how = rng.choice(["attr", "attr", "moduledict", "modulelist", "pydict", "tensor_attr"])
+        if w.kind != "linear" and how in ("moduledict", "modulelist"):
+            how = rng.choice(["attr", "pydict", "tensor_attr"])
+        if w.kind == "linear" and how == "tensor_attr":
+            how = "attr"
+        src.tag(f"store:{how}")
+        if how == "attr":
+            src.init.append(f"self.{name} = {_new_weight_expr(w)}")
+            return f"self.{name}"
+        if how == "tensor_attr":
+            src.init.append(f"self.{name} = {_new_weight_expr(w, plain_tensor=True)}")
+            src.leaves.append(f"model.{name}")
+            src.rebind.append(f"model.{name} = (model.{name}.detach() + 0.05 * torch.randn_like(model.{name}))"
+                              ".requires_grad_()")
+            return f"self.{name}"
+        if how == "moduledict":
+            if "md" not in self.containers:
+                src.init.append("self.md = nn.ModuleDict()")
+                self.containers["md"] = "md"
+            src.init.append(f"self.md['{name}'] = {_new_weight_expr(w)}")
+            return f"self.md['{name}']"
+        if how == "modulelist":
+            if "ml" not in self.containers:
+                src.init.append("self.ml = nn.ModuleList()")
+                self.containers["ml"] = "ml"
+            src.init.append(f"self.ml.append({_new_weight_expr(w)})")
+            idx = sum(1 for line in src.init if line.startswith("self.ml.append(")) - 1
+            return f"self.ml[{idx}]"
+        # plain dict: not registered, so the leaves come from leaves(model)
+        if "pd" not in self.containers:
+            src.init.append("self.pd = {}")
+            self.containers["pd"] = "pd"
+        src.init.append(f"self.pd['{name}'] = {_new_weight_expr(w)}")
+        if w.kind == "linear":
+            src.leaves.append(f"*model.pd['{name}'].parameters()")
+        else:
+            src.leaves.append(f"model.pd['{name}']")
+        return f"self.pd['{name}']"
+
+    def global_weight(self, w: Weight, base: str) -> str:
+        rng, src = self.src.rng, self.src
+        name = src.name("G" + base)
+        if w.kind == "scalar":
+            src.tag("scalar_global")
+            src.globals.append(f"{name} = {rng.choice([0.5, 0.7, 1.5])}")
+            src.rebind.append(f"globals()['{name}'] = {name} + 0.25")
+            return name
+        plain = w.kind != "linear" and rng.random() < 0.4
+        src.globals.append(f"{name} = {_new_weight_expr(w, plain_tensor=plain)}")
+        if plain and rng.random() < 0.5:
+            src.tag("global_tensor_rebound")
+            src.rebind.append(f"globals()['{name}'] = ({name}.detach() + 0.05 * torch.randn_like({name}))"
+                              ".requires_grad_()")
+        src.tag("store:global_tensor" if plain else "store:global_param")
+        src.leaves.append(f"*{name}.parameters()" if w.kind == "linear" else name)
+        return name
+
+    def derived(self, w: Weight, ref: str) -> str | None:
+        """Maybe a tensor computed in forward from ``ref`` (matrix/typed only): closure-captured value."""
+        rng, src = self.src.rng, self.src
+        if w.kind not in ("matrix", "typed", "scalar") or rng.random() < 0.5:
+            return None
+        local = src.name("d")
+        if w.kind == "scalar":
+            src.fwd.append(f"{local} = {ref} * 2.0")
+            src.tag("derived:scalar")
+        elif w.kind == "matrix":
+            form = rng.choice(["view", "mul", "t2"])
+            if form == "view":
+                src.fwd.append(f"{local} = {ref}.view(-1, {w.o})")
+            elif form == "mul":
+                src.fwd.append(f"{local} = {ref} * 1.0")
+            else:
+                src.fwd.append(f"{local} = {ref}.t().contiguous().t()")
+            src.tag(f"derived:{form}")
+        else:
+            src.fwd.append(f"{local} = {ref}.view({w.r}, {w.i}, {w.o})")
+            src.tag("derived:view3")
+        return local
+
+
+def basis_typed(src: Src, binder: Binder, r: int, i: int, o: int) -> str:
+    """Basis-decomposed typed weight computed in forward (DGL RelGraphConv 'basis'); a local name."""
+    b = src.rng.choice([1, 2])
+    basis = binder.model_attr(Weight("matrix", b, i * o), "basis")
+    comp = binder.model_attr(Weight("matrix", r, b), "comp")
+    local = src.name("wb")
+    src.fwd.append(f"{local} = torch.matmul({comp}, {basis}).view({r}, {i}, {o})")
+    src.tag("basis")
+    return local
+
+
+def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tuple[str, str]],
+               ret: str, weights: list[tuple[str, Weight]], base: str) -> str:
+    """Define one UDF; return the expression naming it in forward.
+
+    ``body`` is ``[(var, expr)]`` and ``ret`` the returned dict expression; ``{W0}``... in them are
+    weight placeholders (``weights`` lists placeholder -> Weight).
+    """
+    rng = src.rng
+    name = src.name(base)
+    refs: dict[str, str] = {}
+    params: list[str] = []  # extra keyword parameters (default / partial)
+    partial_kw: list[str] = []
+    for ph, w in weights:
+        if isinstance(w, str):  # a forward-local tensor name (basis, derived) given directly
+            local = w
+            if placement in ("method", "global"):
+                placement = "nested"
+            if placement in ("default",):
+                refs[ph] = ph.lower()
+                params.append(f"{ph.lower()}={local}")
+            elif placement == "partial":
+                refs[ph] = ph.lower()
+                partial_kw.append(f"{ph.lower()}={local}")
+            else:
+                refs[ph] = local
+            continue
+        if placement == "global":
+            refs[ph] = binder.global_weight(w, "W")
+            continue
+        ref = binder.model_attr(w, "W")
+        if placement == "method":
+            refs[ph] = ref
+            continue
+        d = binder.derived(w, ref)
+        if placement in ("nested", "lambda"):
+            if d is not None:
+                refs[ph] = d
+            elif rng.random() < 0.5:
+                local = src.name("w")
+                src.fwd.append(f"{local} = {ref}")
+                refs[ph] = local
+            else:
+                refs[ph] = ref  # closure over self
+        elif placement == "default":
+            refs[ph] = ph.lower()
+            params.append(f"{ph.lower()}={d or ref}")
+        else:  # partial
+            refs[ph] = ph.lower()
+            partial_kw.append(f"{ph.lower()}={d or ref}")
+    src.tag(f"udf:{placement}")
+
+    def fill(s: str) -> str:
+        for ph, r in refs.items():
+            s = s.replace("{" + ph + "}", r)
+        return s
+
+    body = [(v, fill(e)) for v, e in body]
+    ret = fill(ret)
+    # a helper function called from the UDF for the whole return value
+    helper = None
+    if placement != "lambda" and rng.random() < 0.15:
+        helper = src.name("_helper")
+        src.tag("helper")
+    lines = [f"{v} = {e}" for v, e in body]
+    if helper:
+        free = sorted(set(re.findall(r"\b(?:t\d+)\b", ret)))
+        if rng.random() < 0.4 and "'" in ret:  # the helper scales by a global float changed between steps
+            gs = src.name("HS")
+            src.globals.append(f"{gs} = 1.5")
+            src.rebind.append(f"globals()['{gs}'] = {gs} + 0.25")
+            src.tag("helper_global_scalar")
+            ret = re.sub(r"(: )(t\d+)", rf"\1\2 * {gs}", ret)
+        src.funcs += [f"def {helper}({', '.join(free)}):", f"    return {ret}", ""]
+        ret = f"{helper}({', '.join(free)})"
+    if placement == "method":
+        src.methods.append("\n".join([f"def {name}(self, {arg}):"] + ["    " + l for l in lines]
+                                     + [f"    return {ret}"]))
+        return f"self.{name}"
+    if placement in ("global", "partial"):
+        sig = ", ".join([arg] + [p for p in (kw.split("=")[0] for kw in partial_kw)])
+        src.funcs += [f"def {name}({sig}):"] + ["    " + l for l in lines] + [f"    return {ret}", ""]
+        if placement == "partial":
+            local = src.name("p")
+            src.fwd.append(f"{local} = functools.partial({name}, {', '.join(partial_kw)})")
+            return local
+        return name
+    if placement == "lambda":
+        expr = ret
+        for v, e in reversed(body):
+            expr = re.sub(rf"\b{v}\b", lambda _m, e=e: f"({e})", expr)
+        for v, e in reversed(body):  # nested temporaries
+            expr = re.sub(rf"\b{v}\b", lambda _m, e=e: f"({e})", expr)
+        src.fwd.append(f"{name} = lambda {arg}: {expr}")
+        return name
+    sig = ", ".join([arg] + params)
+    src.fwd += [f"def {name}({sig}):"] + ["    " + l for l in lines] + [f"    return {ret}"]
+    return name
+
+
+# --------------------------------------------------------------------------- expression chains
+
+UNARY = ["torch.tanh({a})", "torch.sigmoid({a})", "torch.relu({a})", "F.leaky_relu({a}, 0.2)",
+         "torch.exp(torch.tanh({a}))", "({a} * 0.5)", "F.elu({a})", "(-{a})"]
+BINARY = ["({a} + {b})", "({a} * {b})", "({a} - {b})", "({a} / (1.0 + {b}.abs()))",
+          "torch.maximum({a}, {b})", "({a} / (1.0 + torch.sigmoid({b})))"]
+
+
+def chain(rng, operands: list[str], steps: int, start: list[str] | None = None) -> str:
+    """A random elementwise expression over ``operands`` (broadcastable), starting from one of ``start``."""
+    expr = rng.choice(start or operands)
+    for _ in range(steps):
+        if rng.random() < 0.5:
+            expr = rng.choice(UNARY).format(a=expr)
+        else:
+            other = rng.choice(operands)
+            a, b = (expr, other) if rng.random() < 0.5 else (other, expr)
+            expr = rng.choice(BINARY).format(a=a, b=b)
+    return expr
+
+
+# --------------------------------------------------------------------------- graphs
+
+def graph_lines(rng, hetero: bool) -> list[str]:
+    if hetero:
+        sizes = {"user": rng.randint(2, 10), "item": rng.randint(1, 8), "tag": 1}
+        epr = rng.choice([0, 3, 10, 10, 25, 25])
+        return ["from tests.graphs import random_heterograph",
+                f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={sizes!r}, "
+                f"edges_per_relation={epr} + i * {rng.choice([0, 0, 3])})"]
+    shape = rng.random()
+    if shape < 0.07:
+        return ["return gnnc.graph(([0], [0]), num_nodes=1)"]
+    if shape < 0.1:
+        return ["return gnnc.graph(([], []), num_nodes=1)"]
+    if shape < 0.15:
+        return [f"return gnnc.graph(([], []), num_nodes={rng.randint(2, 6)})"]
+    n, m = rng.randint(2, 20), rng.randint(1, 60)
+    grow = rng.choice([0, 0, 1, 3])  # a later step may run on another graph of the same schema
+    return ["from tests.graphs import random_homograph",
+            f"return random_homograph({n} + i * {grow}, {m} + i * {grow}, {rng.randint(0, 10**6)} + i * {grow})"]
+
+
+# --------------------------------------------------------------------------- families
+
+
+def _msg_body(rng, d, weights, allow_edge=True):
+    """Message body: (body, outputs {key: var}, weights). Messages of width d."""
+    ops = ["edges.src['h']"]
+    if rng.random() < 0.6:
+        ops.append("edges.dst['h']")
+    body = []
+    if rng.random() < 0.2:  # concat of both ends through one linear (concat split)
+        w = Weight(rng.choice(["linear", "matrix"]), 2 * d, d, bias=rng.random() < 0.5)
+        ph = f"W{len(weights)}"
+        weights.append((ph, w))
+        body.append(("t0", "torch.cat([edges.src['h'], edges.dst['h']], " + rng.choice(["-1", "1", "dim=1"]) + ")"))
+        body.append(("t1", apply_weight(rng, w, "{" + ph + "}", "t0")))
+        ops.append("t1")
+    elif rng.random() < 0.6:
+        w = Weight(rng.choice(["linear", "matrix"]), d, d, bias=rng.random() < 0.5)
+        ph = f"W{len(weights)}"
+        weights.append((ph, w))
+        body.append(("t1", apply_weight(rng, w, "{" + ph + "}", rng.choice(ops))))
+        ops.append("t1")
+    if allow_edge and rng.random() < 0.4:
+        ops.append("edges.data['w']")
+    if rng.random() < 0.2:
+        w = Weight("vector", d, d)
+        ph = f"W{len(weights)}"
+        weights.append((ph, w))
+        ops.append("(edges.src['h'] * {" + ph + "})")
+    start = [o for o in ops if "edges.data" not in o]
+    expr = chain(rng, ops, rng.randint(0, 3), start)
+    if rng.random() < 0.25:  # a python float (temperature / slope) the UDF reads
+        ph = f"W{len(weights)}"
+        weights.append((ph, Weight("scalar", 0, 0)))
+        expr = rng.choice(["({e}) * {s}", "{s} * ({e})", "F.leaky_relu({e}, {s} * 0.1)", "({e}) / {s}"]).format(
+            e=expr, s="{" + ph + "}")
+    body.append(("t2", expr))
+    return body, "t2"
+
+
+def _reduce_stmt(rng, box: str) -> str:
+    return rng.choice([f"{box}.sum(1)", f"{box}.mean(1)", f"{box}.max(1).values", f"torch.max({box}, 1)[0]",
+                       f"{box}.min(1).values", f"torch.sum({box}, dim=1)", f"torch.mean({box}, dim=1)"])
+
+
+def _begin(src: Src, family: str, hetero_p: float) -> tuple[random.Random, int]:
+    """Common start of a family: input width ``d``, the graph (heterogeneous with probability
+    ``hetero_p``) and ``g.ndata['h'] = x``."""
+    rng = src.rng
+    d = rng.choice(WIDTHS)
+    src.globals.append(f"#WIDTH {d}")
+    src.tag(f"fam:{family}")
+    src.graph = graph_lines(rng, hetero=rng.random() < hetero_p)
+    src.fwd.append("g.ndata['h'] = x")
+    return rng, d
+
+
+def family_homo(src: Src, binder: Binder) -> None:
+    """update_all with UDF message / reduce / update on a homogeneous graph."""
+    rng, d = _begin(src, "homo", 0.15)
+    w_edge = rng.choice([1, d])
+    src.fwd.append(f"g.edata['w'] = torch.rand(g.num_edges(), {w_edge}, generator=torch.Generator().manual_seed(3)) + 0.1")
+    weights: list = []
+    body, out = _msg_body(rng, d, weights)
+    msg_keys = {"m": out}
+    softmax = rng.random() < 0.3
+    if softmax:
+        body.append(("t3", rng.choice(["(t2 * edges.dst['h']).sum(-1, keepdim=True)",
+                                       "F.leaky_relu((edges.src['h'] + edges.dst['h']).sum(-1, keepdim=True))",
+                                       "t2"])))
+        msg_keys["e"] = "t3"
+    ret = "{" + ", ".join(f"'{k}': {v}" for k, v in msg_keys.items()) + "}"
+    placement = rng.choice(Binder.PLACEMENTS)
+    if placement == "method" and rng.random() < 0.3:
+        body.append(("t2", "t2 * (2.0 if self.training else 0.5)"))
+        src.rebind.append("model.train(not model.training)")
+        src.tag("training_flag")
+    msg = render_udf(src, binder, placement, "edges", body, ret, weights, "message")
+
+    # reduce
+    rweights: list = []
+    out_key = rng.choice(["o", "h"])  # 'h': overwrites the feature it may read
+    if out_key == "h":
+        src.tag("overwrite")
+    if softmax:
+        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+                 ("t2", "torch.sum(t1 * nodes.mailbox['m'], dim=1)")]
+        src.tag("mailbox_softmax")
+    else:
+        rbody = [("t2", _reduce_stmt(rng, "nodes.mailbox['m']"))]
+    form = rng.random()
+    if form < 0.3:
+        w = Weight(rng.choice(["linear", "matrix"]), 2 * d, d)
+        rweights.append(("W0", w))
+        rbody.append(("t3", "torch.relu(" + apply_weight(rng, w, "{W0}", "torch.cat([nodes.data['h'], t2], -1)") + ")"))
+        src.tag("reduce_cat_self")
+    elif form < 0.5:
+        rbody.append(("t3", chain(rng, ["nodes.data['h']", "t2"], rng.randint(1, 2))))
+    else:
+        rbody.append(("t3", "t2"))
+    red_ret = "{" + f"'{out_key}': t3" + "}"
+    use_builtin_red = not softmax and rng.random() < 0.2
+    if use_builtin_red:
+        red = f"fn.{rng.choice(['sum', 'mean', 'max', 'min'])}('m', '{out_key}')"
+        src.tag("builtin_reduce")
+    else:
+        red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, red_ret, rweights, "reduce")
+    upd = None
+    if rng.random() < 0.3:
+        uweights: list = []
+        ubody = [("t1", chain(rng, [f"nodes.data['{out_key}']", "nodes.data['h']" if out_key != "h" else
+                                    f"nodes.data['{out_key}']"], rng.randint(1, 2)))]
+        if rng.random() < 0.4:
+            w = Weight("linear", d, d)
+            uweights.append(("W0", w))
+            ubody.append(("t2", "{W0}(t1)"))
+        else:
+            ubody.append(("t2", "t1"))
+        upd = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", ubody,
+                         "{" + f"'{out_key}': t2" + "}", uweights, "update")
+        src.tag("update")
+    kw = rng.random() < 0.3
+    if upd is None:
+        src.fwd.append(f"g.update_all({msg}, {red}, compile=C)")
+    elif kw:
+        src.fwd.append(f"g.update_all({msg}, {red}, update={upd}, compile=C)")
+    else:
+        src.fwd.append(f"g.update_all({msg}, {red}, {upd}, compile=C)")
+    src.fwd.append(f"return g.ndata['{out_key}']")
+
+
+def family_gat(src: Src, binder: Binder) -> None:
+    """DGL two-call attention: apply_edges(edge_attention) then update_all with a softmax reduce."""
+    rng, d = _begin(src, "gat", 0.0)
+    heads = rng.choice([1, 1, 2])
+    if heads > 1:
+        src.tag("fam:gat_mh")
+    fc = binder.model_attr(Weight("linear", d, d * heads, bias=False), "fc")
+    if heads == 1:
+        src.fwd.append(f"z = {fc}(x)")
+        src.fwd.append("g.ndata['z'] = z")
+        weights = [("W0", Weight("linear", 2 * d, 1, bias=False))]
+        body = [("t1", "torch.cat([edges.src['z'], edges.dst['z']], dim=1)"), ("t2", "{W0}(t1)"),
+                ("t3", "F.leaky_relu(t2)" if rng.random() < 0.7 else "F.leaky_relu(t2, 0.2)")]
+        ea = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t3}", weights,
+                        "edge_attention")
+    else:
+        src.fwd.append(f"z = {fc}(x).view(-1, {heads}, {d})")
+        src.fwd.append("g.ndata['z'] = z")
+        al = binder.model_attr(Weight("typed", d, 1, r=heads), "attn_l")  # [H, d, 1] -> use as [1,H,d]
+        ar = binder.model_attr(Weight("typed", d, 1, r=heads), "attn_r")
+        src.fwd.append(f"g.ndata['el'] = (z * {al}.view(1, {heads}, {d})).sum(dim=-1, keepdim=True)")
+        src.fwd.append(f"g.ndata['er'] = (z * {ar}.view(1, {heads}, {d})).sum(dim=-1, keepdim=True)")
+        if rng.random() < 0.5:
+            src.fwd.append("g.apply_edges(fn.u_add_v('el', 'er', 'e0'), compile=C)")
+            body = [("t1", "F.leaky_relu(edges.data['e0'], 0.2)")]
+            ea = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t1}", [], "leaky")
+            src.tag("builtin_apply_edges")
+        else:
+            body = [("t1", "F.leaky_relu(edges.src['el'] + edges.dst['er'], 0.2)")]
+            ea = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t1}", [],
+                            "edge_attention")
+    src.fwd.append(f"g.apply_edges({ea}, compile=C)")
+    mbody = [("t1", "edges.src['z']"), ("t2", "edges.data['e']")]
+    mf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", mbody, "{'z': t1, 'e': t2}", [],
+                    "message_func")
+    rbody = [("t1", "F.softmax(nodes.mailbox['e'], dim=1)"),
+             ("t2", "torch.sum(t1 * nodes.mailbox['z'], dim=1)")]
+    if heads > 1 and rng.random() < 0.5:
+        rbody.append(("t3", "t2.flatten(1)"))
+    else:
+        rbody.append(("t3", "t2"))
+    rf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'h': t3}", [], "reduce_func")
+    src.tag("overwrite")
+    src.fwd.append(f"g.update_all({mf}, {rf}, compile=C)")
+    src.fwd.append("return g.ndata['h']")
+    if rng.random() < 0.3:  # also return the attention logits (edge output)
+        src.fwd[-1] = "return g.ndata['h'], g.edata['e']"
+
+
+BUILTIN_BIN = ["add", "sub", "mul", "div", "dot"]
+
+
+def family_builtin(src: Src, binder: Binder) -> None:
+    """gnnc.function built-ins, possibly after an apply_edges producing the edge operand."""
+    rng, d = _begin(src, "builtin", 0.2)
+    proj = rng.random() < 0.5
+    if proj:
+        W = binder.model_attr(Weight("linear", d, d), "proj")
+        src.fwd.append(f"g.ndata['p'] = {W}(x)")
+    else:
+        src.fwd.append("g.ndata['p'] = torch.tanh(x)")
+    ew = rng.choice([1, d])
+    if rng.random() < 0.4:
+        weights: list = []
+        body = [("t1", f"torch.sigmoid((edges.src['h'] * edges.dst['p']).sum(-1, keepdim=True))" if ew == 1
+                 else "torch.sigmoid(edges.src['h'] - edges.dst['p'])")]
+        ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'w': t1}", weights, "edge_w")
+        src.fwd.append(f"g.apply_edges({ae}, compile=C)")
+        src.tag("apply_edges_chain")
+    else:
+        src.fwd.append(f"g.edata['w'] = torch.rand(g.num_edges(), {ew}, generator=torch.Generator().manual_seed(5)) + 0.1")
+    kind = rng.random()
+    if kind < 0.25:
+        m = rng.choice(["fn.copy_u('p', 'm')", "fn.copy_e('w', 'm')", "fn.copy_src('h', 'm')"])
+    else:
+        lhs, rhs = rng.sample(["u", "v", "e"], 2)
+        op = rng.choice(BUILTIN_BIN)
+        field = {"u": "h", "v": "p", "e": "w"}
+        if op == "div" and rhs != "e":
+            rhs = "e"
+            if lhs == "e":
+                lhs = "u"
+        if op == "dot" and "e" in (lhs, rhs) and ew == 1:
+            op = "mul"
+        m = f"fn.{lhs}_{op}_{rhs}('{field[lhs]}', '{field[rhs]}', 'm')"
+    src.tag("builtin_msg:" + m.split("(")[0][3:])
+    if rng.random() < 0.75:
+        r = f"fn.{rng.choice(['sum', 'mean', 'max', 'min'])}('m', 'o')"
+    else:
+        r = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes",
+                       [("t1", _reduce_stmt(rng, "nodes.mailbox['m']"))], "{'o': t1}", [], "reduce")
+    src.fwd.append(f"g.update_all({m}, {r}, compile=C)")
+    src.fwd.append("return g.ndata['o']")
+
+
+def family_typed(src: Src, binder: Binder) -> None:
+    """Typed gathers: ``weight[edges.data['rel_type']]`` with bmm, ``emb[nodes.data['type']]``, DGL RGCN forms."""
+    rng, d = _begin(src, "typed", 0.0)
+    o = rng.choice(WIDTHS)
+    R, T = rng.randint(1, 4), rng.randint(1, 3)
+    src.fwd.append(f"gen = torch.Generator().manual_seed(11)")
+    src.fwd.append(f"g.edata['rel_type'] = torch.randint(0, {R}, (g.num_edges(),), generator=gen)")
+    src.fwd.append(f"g.edata['norm'] = torch.rand(g.num_edges(), 1, generator=gen) + 0.1")
+    src.fwd.append(f"g.ndata['type'] = torch.randint(0, {T}, (g.num_nodes(),), generator=gen)")
+    form = rng.choice(["bmm", "bmm", "embed_index", "basis_bmm"])
+    placement = rng.choice(Binder.PLACEMENTS)
+    if form == "basis_bmm":
+        wref: object = basis_typed(src, binder, R, d, o)
+        weights = [("W0", wref)]
+    elif form == "embed_index":
+        # DGL entity-classify first layer: embed = weight.view(-1, out); embed[rel_type * in + src id]
+        raw = binder.model_attr(Weight("typed", d, o, r=R), "weight")
+        local = src.name("embed")
+        src.fwd.append(f"{local} = {raw}.view(-1, {o})")
+        src.fwd.append(f"g.ndata['id'] = torch.arange(g.num_nodes()) % {d}")
+        weights = [("W0", local)]
+        src.tag("embed_view")
+    else:
+        weights = [("W0", Weight("typed", d, o, r=R))]
+    if form == "embed_index":
+        body = [("t1", f"edges.data['rel_type'] * {d} + edges.src['id']"), ("t2", "{W0}[t1]")]
+    else:
+        body = [("t1", "{W0}[edges.data['rel_type']]"),
+                ("t2", rng.choice(["torch.bmm(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
+                                   "torch.matmul(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
+                                   "(edges.src['h'].unsqueeze(-1) * t1).sum(1)"]))]
+    if rng.random() < 0.5:
+        body.append(("t3", "t2 * edges.data['norm']"))
+    else:
+        body.append(("t3", "t2"))
+    msg = render_udf(src, binder, placement, "edges", body, "{'msg': t3}", weights, "message")
+    src.tag(f"typed:{form}")
+    rweights: list = []
+    rbody = [("t1", _reduce_stmt(rng, "nodes.mailbox['msg']"))]
+    if rng.random() < 0.5:
+        rweights.append(("E0", Weight("typed", 1, o, r=T)))
+        rbody.append(("t2", f"t1 + {{E0}}[nodes.data['type']].view(-1, {o})"))
+        src.tag("typed:emb_node")
+    else:
+        rbody.append(("t2", "t1"))
+    if rng.random() < 0.3:
+        red = "fn.sum('msg', 'o')"
+    else:
+        red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'o': t2}", rweights, "reduce")
+    src.fwd.append(f"g.update_all({msg}, {red}, compile=C)")
+    src.fwd.append("return g.ndata['o']")
+
+
+def family_hetero(src: Src, binder: Binder) -> None:
+    """multi_update_all with per-relation (message, reduce) made in a loop: default args, partial, closures."""
+    rng, d = _begin(src, "hetero", 1.0)
+    rels = ["('user', 'likes', 'item')", "('item', 'tagged', 'tag')", "('tag', 'empty', 'user')",
+            "('user', 'follows', 'user')", "('item', 'liked_by', 'user')"]
+    chosen = [r for r in rels if rng.random() < 0.7] or [rels[3]]
+    src.fwd.append(f"rels = [{', '.join(chosen)}]")
+    n = len(chosen)
+    store = rng.choice(["modulelist", "moduledict", "param3", "global_list"])
+    src.tag(f"hetero_store:{store}")
+    if store == "modulelist":
+        src.init.append(f"self.W = nn.ModuleList([nn.Linear({d}, {d}) for _ in range({n})])")
+        acc = "self.W[k]({x})"
+    elif store == "moduledict":
+        src.init.append(f"self.W = nn.ModuleDict({{str(i): nn.Linear({d}, {d}) for i in range({n})}})")
+        acc = "self.W[str(k)]({x})"
+    elif store == "param3":
+        src.init.append(f"self.W = nn.Parameter(torch.randn({n}, {d}, {d}) * 0.5)")
+        acc = "{x} @ self.W[k]"
+    else:
+        src.globals.append(f"GW = [nn.Linear({d}, {d}) for _ in range({n})]")
+        src.leaves.append("*[p for m in GW for p in m.parameters()]")
+        acc = "GW[k]({x})"
+    style = rng.choice(["default", "default", "lambda_default", "partial", "factory", "builtin_feature", "etype"])
+    src.tag(f"hetero_style:{style}")
+    xin = rng.choice(["edges.src['h']", "edges.src['h'] * edges.dst['h']", "torch.tanh(edges.src['h'])"])
+    m_expr = acc.format(x=xin)
+    red_choice = rng.random()
+    if red_choice < 0.4:
+        red = "fn.sum('m', 'o')" if rng.random() < 0.5 else f"fn.{rng.choice(['mean', 'max', 'min'])}('m', 'o')"
+        red_def = []
+    else:
+        rexpr = _reduce_stmt(rng, "nodes.mailbox['m']")
+        red_def = ["def reduce(nodes):", f"    return {{'o': {rexpr}}}"]
+        red = "reduce"
+    src.fwd += red_def
+    src.fwd.append("funcs = {}")
+    if style == "default":
+        src.fwd += ["for k, rel in enumerate(rels):",
+                    "    def message(edges, k=k):",
+                    f"        return {{'m': {m_expr}}}",
+                    f"    funcs[rel] = (message, {red})"]
+    elif style == "lambda_default":
+        src.fwd += ["for k, rel in enumerate(rels):",
+                    f"    funcs[rel] = (lambda edges, k=k: {{'m': {m_expr}}}, {red})"]
+    elif style == "partial":
+        gname = src.name("rel_message")
+        m_g = m_expr.replace("self.", "model.")
+        src.funcs += [f"def {gname}(edges, model, k):", f"    return {{'m': {m_g}}}", ""]
+        src.fwd += ["for k, rel in enumerate(rels):",
+                    f"    funcs[rel] = (functools.partial({gname}, model=self, k=k), {red})"]
+    elif style == "factory":
+        src.fwd += ["def make(k):",
+                    "    def message(edges):",
+                    f"        return {{'m': {m_expr}}}",
+                    "    return message",
+                    "for k, rel in enumerate(rels):",
+                    f"    funcs[rel] = (make(k), {red})"]
+    elif style == "etype":  # one call per relation with etype=, an apply_edges edge weight first
+        src.fwd += ["outs = []",
+                    "for k, rel in enumerate(rels):",
+                    "    def edge_w(edges, k=k):",
+                    "        return {'a': torch.sigmoid((" + m_expr + " * edges.dst['h']).sum(-1, keepdim=True))}",
+                    "    g.apply_edges(edge_w, etype=rel, compile=C)",
+                    f"    g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}, etype=rel, compile=C)",
+                    "    outs.append(g.nodes[rel[2]].data['o'])",
+                    "return tuple(outs)"]
+        return
+    else:  # DGL heterograph tutorial: per-relation projected features read by fn.copy_u
+        xproj = acc.format(x="x")
+        src.fwd += ["for k, rel in enumerate(rels):",
+                    f"    g.ndata['Wh_%s' % rel[1]] = {xproj}",
+                    f"    funcs[rel] = (fn.copy_u('Wh_%s' % rel[1], 'm'), {red})"]
+    cross = rng.choice(["sum", "mean", "max", "min", "stack"])
+    src.fwd.append(f"g.multi_update_all(funcs, {cross!r}, compile=C)")
+    src.fwd.append("dst = sorted({rel[2] for rel in rels})")
+    src.fwd.append("return tuple(g.nodes[t].data['o'] for t in dst)")
+
+
+def family_apply_edges(src: Src, binder: Binder) -> None:
+    """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature."""
+    rng, d = _begin(src, "apply_edges", 0.15)
+    weights: list = []
+    body, out = _msg_body(rng, d, weights, allow_edge=False)
+    ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'a': " + out + "}", weights,
+                    "edge_fn")
+    src.fwd.append(f"g.apply_edges({ae}, compile=C)")
+    if rng.random() < 0.4:
+        src.fwd.append("return g.edata['a']")
+        return
+    mbody = [("t1", chain(rng, ["edges.data['a']", "edges.src['h']"], rng.randint(0, 2)))]
+    if rng.random() < 0.5:
+        mf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", mbody, "{'m': t1}", [], "message")
+    else:
+        mf = rng.choice(["fn.copy_e('a', 'm')", "fn.u_mul_e('h', 'a', 'm')", "fn.e_add_v('a', 'h', 'm')"])
+    red = rng.choice(["fn.sum('m', 'o')", "fn.max('m', 'o')", "fn.mean('m', 'o')"])
+    src.fwd.append(f"g.update_all({mf}, {red}, compile=C)")
+    src.fwd.append("return g.ndata['o'], g.edata['a']" if rng.random() < 0.3 else "return g.ndata['o']")
+
+
+FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
+            "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2)}
+
+
+@dataclass
+class Program:
+    seed: int
+    source: str
+    tags: list[str]
+    width: int
+    scale: float
+    use_compile_wrapper: bool
+    steps: int
+
+
+def generate(seed: int) -> Program:
+    """A random program (deterministic in ``seed``)."""
+    rng = random.Random(seed)
+    src = Src(rng)
+    binder = Binder(src)
+    names = list(FAMILIES)
+    fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
+    FAMILIES[fam][0](src, binder)
+    text = src.text()
+    width = _input_width(text)
+    scale = 1.0 if rng.random() < 0.8 else rng.choice([30.0, 300.0])
+    if scale != 1.0:
+        src.tag("large_inputs")
+    steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
+                     t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
+                     for t in src.tags) else 2
+    return Program(seed, text, list(src.tags), width, scale, rng.random() < 0.3, steps)
+
+
+def _input_width(text: str) -> int:
+    m = re.search(r"#WIDTH (\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+# --------------------------------------------------------------------------- running
+
+_COUNTER = [0]
+
+
+def load(program: Program) -> types.ModuleType:
+    """Exec the program's source into a fresh module (file on disk, so tracebacks show lines)."""
+    _COUNTER[0] += 1
+    name = f"udf_fuzz_prog_{program.seed}_{os.getpid()}_{_COUNTER[0]}"
+    folder = os.path.join(tempfile.gettempdir(), "gnnc_udf_fuzz")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{name}.py")
+    with open(path, "w") as f:
+        f.write(program.source)
+    mod = types.ModuleType(name)
+    mod.__file__ = path
+    sys.modules[name] = mod
+    exec(compile(program.source, path, "exec"), mod.__dict__)
+    return mod
+
+
+@dataclass
+class Outcome:
+    status: str  # match | mismatch | crash | fallback | both_raise | eager_error
+    seed: int
+    reason: str = ""
+    detail: str = ""
+    tags: list[str] = field(default_factory=list)
+
+
+def _normalize_reason(msg: str) -> str:
+    msg = re.sub(r"\(?/[^\s():]+:\d+(?: \([^)]*\))?\)?", "<loc>", msg)
+    msg = re.sub(r"udf_fuzz_prog_\w+", "<prog>", msg)
+    msg = re.sub(r"\b(message|reduce|update|edge_fn|edge_attention|leaky|message_func|reduce_func|edge_w|"
+                 r"_helper|rel_message|G?W|w|d|p|wb|embed|basis|comp)\d+\b", r"\1N", msg)
+    msg = re.sub(r"%\w+", "%x", msg)
+    msg = msg.replace("gnnc could not compile this call and runs it eagerly: ", "")
+    return msg[:160]
+
+
+def _as_tuple(out):
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _grads(outs, weights, params):
+    loss = sum((o * w).sum() for o, w in zip(outs, weights))
+    if not loss.requires_grad:
+        return [None] * len(params)
+    return list(torch.autograd.grad(loss, params, allow_unused=True))
+
+
+def _compare(eager, comp, what):
+    if len(eager) != len(comp):
+        raise AssertionError(f"{what}: {len(eager)} outputs eager, {len(comp)} compiled")
+    for i, (e, c) in enumerate(zip(eager, comp)):
+        if e is None and c is None:
+            continue
+        if e is None or c is None:
+            ref = e if e is not None else c
+            e = torch.zeros_like(ref) if e is None else e
+            c = torch.zeros_like(ref) if c is None else c
+        try:
+            torch.testing.assert_close(c, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+        except AssertionError as err:
+            raise AssertionError(f"{what}[{i}]: {str(err).strip()[:600]}") from None
+
+
+def run_program(program: Program, clear_cache: bool = True) -> Outcome:
+    """Run ``program`` eagerly and compiled over its steps; classify the outcome."""
+    import gnnc
+    from gnnc.runtime import compiled as compiled_rt
+
+    if clear_cache:
+        compiled_rt.clear_cache()
+    prev_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return _run(program, gnnc, compiled_rt)
+    finally:
+        torch.set_default_dtype(prev_dtype)
+
+
+def _run(program, gnnc, compiled_rt) -> Outcome:
+    tags = program.tags
+    torch.manual_seed(program.seed)
+    try:
+        mod = load(program)
+        model = mod.Model()
+        g_eager, g_comp = mod.make_graph(0), mod.make_graph(0)
+    except Exception as err:  # noqa: BLE001 - a generator bug: report, do not count
+        return Outcome("eager_error", program.seed, f"build: {type(err).__name__}: {err}"[:200],
+                       traceback.format_exc(), tags)
+    runner = gnnc.compile(model) if program.use_compile_wrapper else None
+    fallbacks: list[str] = []
+    gen = torch.Generator().manual_seed(program.seed)
+    width = program.width
+    for step in range(program.steps):
+        if step:
+            g_eager, g_comp = mod.make_graph(step), mod.make_graph(step)
+        x = (torch.randn(g_eager.num_nodes(), width, generator=gen) * program.scale).requires_grad_()
+        params = list(model.parameters()) + [t for t in mod.leaves(model)] + [x]
+        try:
+            e_out = _as_tuple(model(g_eager, x, None))
+            loss_w = [torch.randn(o.shape, generator=gen) for o in e_out]
+            e_grads = _grads(e_out, loss_w, params)
+        except Exception as err:  # noqa: BLE001
+            e_err = f"{type(err).__name__}: {err}"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model(g_comp, x, True)
+            except Exception:  # noqa: BLE001
+                return Outcome("both_raise", program.seed, e_err[:200], traceback.format_exc(), tags)
+            return Outcome("eager_error", program.seed, e_err[:200], traceback.format_exc(), tags)
+        try:
+            with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("always", gnnc.FallbackWarning)
+                c_out = _as_tuple(runner(g_comp, x, None) if runner is not None else model(g_comp, x, True))
+                c_grads = _grads(c_out, loss_w, params)
+            fallbacks += [_normalize_reason(str(w.message)) for w in caught
+                          if issubclass(w.category, gnnc.FallbackWarning)]
+        except Exception as err:  # noqa: BLE001
+            return Outcome("crash", program.seed, _normalize_reason(f"{type(err).__name__}: {err}"),
+                           f"step {step}\n" + traceback.format_exc(), tags)
+        try:
+            _compare(e_out, c_out, f"step {step} forward")
+            _compare(e_grads, c_grads, f"step {step} grad")
+        except AssertionError as err:
+            names = [f"param{i}" for i in range(len(params) - 1)] + ["x"]
+            detail = str(err)
+            m = re.match(r"step \d+ grad\[(\d+)\]", detail)
+            if m:
+                detail = f"(grad of {names[int(m.group(1))]}) " + detail
+            return Outcome("mismatch", program.seed, detail.splitlines()[0][:160], detail, tags)
+        with torch.no_grad():  # an optimizer step: parameters change in place, plain tensors are rebound
+            for p in params[:-1]:
+                p.add_(0.05 * torch.randn(p.shape, generator=gen))
+        mod.rebind(model)
+    if fallbacks:
+        return Outcome("fallback", program.seed, sorted(set(fallbacks))[0], "\n".join(sorted(set(fallbacks))), tags)
+    return Outcome("match", program.seed, tags=tags)
+
+
+def sample_seeds(base: int, count: int) -> list[int]:
+    """Program seeds of a run (stable across versions of the CLI and the test)."""
+    return [base * 1_000_003 + i for i in range(count)]
