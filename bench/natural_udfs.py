@@ -1,0 +1,436 @@
+"""Natural-UDF GNN layers (``natural_models.py``, written as DGL users write them) compiled, next to gnnc's
+own layers compiled and the natural UDFs eager (issue 13's "what it must show" table).
+
+Systems, per (model, dataset), each in a fresh subprocess (``--timeout`` seconds):
+
+- ``layer``: gnnc's reference layer from ``gnnc.models``, ``gnnc.compile``d (GCN, GAT, RGCN, RGAT, HGT;
+  GraphSAGE and GIN have none);
+- ``compiled``: the natural layer under ``gnnc.compile``; ``FallbackWarning`` messages are recorded;
+- ``eager``: the natural layer as is.
+
+Modes: ``inference`` (one forward under ``torch.no_grad()``) and ``training`` (zero_grad, forward, sum,
+backward, SGD step), timed in that order in the same subprocess: median of ``--repeat`` calls after
+``--warmup`` warm-ups. Peak memory is the benchmark harness's (``bench/harness/worker.time_config``):
+resident-set high-water mark over the warm-up and timed calls above the resident set before them, with
+library pages mapped first, ``VmHWM`` reset through ``/proc/self/clear_refs`` and freed heap trimmed; the
+training row's peak starts after the inference calls (plans built there count in inference's peak).
+
+Check (``compiled`` subprocess, after timing, from the initial parameters): the compiled natural layer's
+output, and in training its parameter gradients, within the harness's tolerance
+(``harness.equivalence.error_ratio``: ``|a - b| <= rtol * (|b| + max|b|)``) of the same layer run eagerly; where the
+natural layer computes the same function as gnnc's layer (GCN, GAT, RGCN, RGAT, HGT; the weights are
+copied from it) the eager natural output is also compared with gnnc's layer run eagerly.
+
+Homogeneous models run on the pubmed / arxiv replicas, relational ones on mutag / bgs, converted to one
+homogeneous graph with ``edata['rel_type']`` / ``ndata['ntype']`` (DGL's ``to_homogeneous``) for the natural
+layers; 64-wide features, 64 outputs (GAT / RGAT / HGT: 8 heads of 8).
+
+    python bench/natural_udfs.py --timeout 300 --out bench/results/natural
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+MODELS = ("gcn", "gat", "sage", "gin", "rgcn", "rgat", "hgt")
+TITLES = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE", "gin": "GIN", "rgcn": "RGCN", "rgat": "RGAT",
+          "hgt": "HGT"}
+HOMO_MODELS = ("gcn", "gat", "sage", "gin")
+WITH_LAYER = ("gcn", "gat", "rgcn", "rgat", "hgt")  # natural layer computes the same function as gnnc's
+DATASETS = ("pubmed", "arxiv", "mutag", "bgs")
+HOMO_DATASETS = ("pubmed", "arxiv")
+SYSTEMS = ("layer", "compiled", "eager")
+MODES = ("inference", "training")
+WIDTH, HEADS = 64, 8
+
+
+# ----------------------------------------------------------------------------- models and weights
+def build(model: str, data):
+    """(gnnc layer or None, natural layer with the layer's weights where the math is the same)."""
+    import torch
+    from gnnc import models as gm
+    import natural_models as nm
+
+    g = data.graph
+    torch.manual_seed(0)
+    d = data.x.shape[1]
+    R, T = len(g.etypes), len(g.ntypes)
+    layer = None
+    with torch.no_grad():
+        if model == "gcn":
+            layer = gm.GCNConv(d, WIDTH)
+            nat = nm.GCNLayer(d, WIDTH)
+            nat.weight.copy_(layer.weight)
+            nat.node_update.bias.copy_(layer.bias)
+        elif model == "gat":
+            hd = WIDTH // HEADS
+            layer = gm.GATConv(d, hd, HEADS, negative_slope=0.01)  # the tutorial's F.leaky_relu default slope
+            nat = nm.MultiHeadGATLayer(d, hd, HEADS)
+            for k, head in enumerate(nat.heads):
+                head.fc.weight.copy_(layer.fc.weight[k * hd:(k + 1) * hd])
+                head.attn_fc.weight.copy_(layer.attn[k].unsqueeze(0))
+        elif model == "sage":
+            nat = nm.SAGEConv(d, WIDTH)
+        elif model == "gin":
+            nat = nm.GINLayer(d, WIDTH)
+        elif model == "rgcn":
+            layer = gm.RGCNConv(d, WIDTH, R, self_loop=False, bias=False)
+            nat = nm.RGCNLayer(d, WIDTH, R)
+            nat.weight.copy_(layer.weight)
+        elif model == "rgat":
+            layer = gm.RGATConv(d, WIDTH // HEADS, R, num_heads=HEADS)
+            nat = nm.RGATLayer(d, WIDTH // HEADS, R, HEADS)
+            nat.weight.copy_(layer.weight)
+            nat.attn.copy_(layer.attn)
+        elif model == "hgt":
+            layer = gm.HGTConv(d, WIDTH, T, R, num_heads=HEADS, use_norm=False)
+            nat = nm.HGTLayer(d, WIDTH, T, R, HEADS)
+            for name in ("k", "q", "v", "a"):
+                for t, lin in enumerate(getattr(nat, f"{name}_linears")):
+                    lin.weight.copy_(getattr(layer, f"{name}_weight")[t].T)
+                    lin.bias.copy_(getattr(layer, f"{name}_bias")[t])
+            for name in ("relation_att", "relation_msg", "relation_pri", "skip"):
+                getattr(nat, name).copy_(getattr(layer, name))
+        else:
+            raise KeyError(model)
+    return layer, nat
+
+
+def natural_graph(data):
+    """The graph the natural layers run on: ``data.graph`` itself when homogeneous, else its homogeneous
+    version (global node ids, user edge order) with relation ids, RGCN norms and node types."""
+    import torch
+    import gnnc
+
+    g = data.graph
+    if len(g.etypes) == 1 and len(g.ntypes) == 1:
+        return g
+    src, dst = g.find_edges()
+    rel = g.edge_type_ids()
+    n, R = g.num_nodes(), len(g.etypes)
+    homo = gnnc.graph((src, dst), num_nodes=n)
+    homo.edata["rel_type"] = rel
+    key = dst * R + rel  # DGL's entity-classification norm: 1 / in-edges of the destination in the relation
+    homo.edata["norm"] = torch.bincount(key, minlength=n * R)[key].float().reciprocal().unsqueeze(1)
+    homo.ndata["ntype"] = g.node_type_ids()
+    return homo
+
+
+def _out(t):
+    return t.flatten(1) if t.dim() == 3 else t
+
+
+# ----------------------------------------------------------------------------- child
+def child(cfg: dict) -> None:
+    """Time one (model, dataset, system) in every mode; append one JSON line per mode to ``cfg['result']``."""
+    import torch
+
+    torch.set_num_threads(cfg["threads"])
+    import gnnc
+    from gnnc.runtime.compiled import FallbackWarning
+    from harness import datasets as hd, jit_runtime, procfs  # noqa: F401  (jit_runtime: numba started)
+    from harness.worker import SGD_LR, _settle, measure
+
+    def emit(row):
+        with open(cfg["result"], "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    data = hd.load_saved(Path(cfg["data_file"]))
+    system, model = cfg["system"], cfg["model"]
+    layer, nat = build(model, data)
+    if system == "layer":
+        graph, module, compiled = data.graph, layer, gnnc.compile(layer)
+    else:
+        graph, module = natural_graph(data), nat
+        compiled = gnnc.compile(nat) if system == "compiled" else nat
+    x = data.x
+    initial = {k: v.clone() for k, v in module.state_dict().items()}
+    fallbacks: list[str] = []
+
+    def call():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", FallbackWarning)
+            out = compiled(graph, x)
+        for w in caught:
+            if issubclass(w.category, FallbackWarning):
+                msg = str(w.message).splitlines()[0][:300]
+                if msg not in fallbacks:
+                    fallbacks.append(msg)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return out
+
+    libraries_mapped = procfs.map_file_pages()
+    for mode in cfg["modes"]:
+        row = {"model": model, "dataset": cfg["dataset"], "system": system, "mode": mode}
+        try:
+            if mode == "inference":
+                module.eval()
+
+                def step():
+                    with torch.no_grad():
+                        call()
+            else:
+                module.train()
+                opt = torch.optim.SGD(module.parameters(), lr=SGD_LR)
+
+                def step():
+                    opt.zero_grad(set_to_none=True)
+                    _out(call()).sum().backward()
+                    opt.step()
+            before = _settle()
+            for _ in range(max(1, cfg["warmup"])):
+                step()
+            warm_peak = procfs.status_kib("VmHWM") - before
+            settled = _settle()
+            times = measure(step, cfg["warmup"], cfg["repeat"], cfg["repeat"], 0.0)
+            steady = procfs.status_kib("VmHWM") - settled
+            row.update(status="ok", time_ms=1e3 * statistics.median(times), times_ms=[1e3 * t for t in times],
+                       peak_mib=max(warm_peak, settled - before + steady) / 1024, steady_peak_mib=steady / 1024,
+                       retained_mib=(settled - before) / 1024, libraries_mapped=libraries_mapped,
+                       fallbacks=list(fallbacks), threads=torch.get_num_threads())
+        except Exception as exc:  # recorded, never a crash of the run
+            row.update(status="ERROR", error=f"{type(exc).__name__}: {exc}"[:500],
+                       traceback=traceback.format_exc()[-3000:], fallbacks=list(fallbacks))
+            emit(row)
+            continue
+        if system == "compiled":
+            module.load_state_dict(initial)
+            try:
+                row["check"] = check(model, mode, data, graph, nat, compiled, layer)
+            except Exception as exc:
+                row["check"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
+                                "traceback": traceback.format_exc()[-3000:]}
+            module.load_state_dict(initial)
+        emit(row)
+
+
+def check(model, mode, data, graph, nat, compiled, layer) -> dict:
+    """Compiled natural == eager natural (output; in training also parameter gradients); eager natural ==
+    gnnc's layer (eager) where they compute the same function."""
+    import torch
+
+    def run(fn, g):
+        nat.zero_grad(set_to_none=True)
+        if layer is not None:
+            layer.zero_grad(set_to_none=True)
+        if mode == "inference":
+            with torch.no_grad():
+                return _out(fn(g, data.x)), {}
+        out = _out(fn(g, data.x))
+        out.sum().backward()
+        owner = nat if fn in (nat, compiled) else layer
+        return out.detach(), {k: p.grad.clone() for k, p in owner.named_parameters() if p.grad is not None}
+
+    import warnings as w
+    from harness.equivalence import RTOL as HRTOL, error_ratio
+    with w.catch_warnings():
+        w.simplefilter("ignore")
+        out_c, grad_c = run(compiled, graph)
+    out_e, grad_e = run(nat, graph)
+    res = {"max_abs_err": float((out_c - out_e).abs().max()) if out_c.numel() else 0.0,
+           "out_err": error_ratio(out_c, out_e), "rtol": HRTOL,
+           "scale": float(out_e.abs().max()) if out_e.numel() else 0.0}
+    res["out_allclose"] = res["out_err"] <= 1
+    if mode == "training":
+        errs = {k: error_ratio(grad_c[k], grad_e[k]) if k in grad_c else float("inf") for k in grad_e}
+        res["grad_mismatch"] = [k for k, e in errs.items() if not e <= 1] + [k for k in grad_c if k not in grad_e]
+        res["grad_err"] = max(errs.values(), default=0.0)
+        res["grad_max_abs_err"] = max((float((grad_c[k] - grad_e[k]).abs().max()) for k in grad_e if k in grad_c),
+                                      default=0.0)
+    if layer is not None:
+        with torch.no_grad():
+            ref = _out(layer(data.graph, data.x))
+        res["vs_layer_max_abs_err"] = float((ref - out_e).abs().max())
+        res["vs_layer_err"] = error_ratio(out_e, ref)
+        res["vs_layer_allclose"] = res["vs_layer_err"] <= 1
+    res["ok"] = res["out_allclose"] and not res.get("grad_mismatch") and res.get("vs_layer_allclose", True)
+    return res
+
+
+# ----------------------------------------------------------------------------- parent
+def machine() -> dict:
+    import torch
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                text=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=HERE.parent,
+                                    capture_output=True, text=True).stdout.strip())
+    except OSError:
+        commit, dirty = "?", False
+    return {"nproc": os.cpu_count(), "loadavg": os.getloadavg(), "torch": torch.__version__,
+            "commit": commit, "src_dirty": dirty, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def _fmt(v, spec=".1f"):
+    return "—" if v is None else format(v, spec)
+
+
+def _cell(r, key="time_ms"):
+    if r is None:
+        return "—"
+    if r["status"] != "ok":
+        return f"**{r['status']}**"
+    return _fmt(r[key], ".1f" if key == "time_ms" else ".0f")
+
+
+def table(meta: dict, rows: list[dict]) -> str:
+    by = {(r["model"], r["dataset"], r["mode"], r["system"]): r for r in rows}
+    keys = []
+    for r in rows:
+        k = (r["model"], r["dataset"], r["mode"])
+        if k not in keys:
+            keys.append(k)
+    load = ", ".join(f"{a:.2f}" for a in meta["loadavg_start"])
+    load_end = ", ".join(f"{a:.2f}" for a in meta.get("loadavg_end", meta["loadavg_start"]))
+    lines = [
+        "# Natural UDFs compiled vs gnnc's layers vs eager",
+        "",
+        f"`{meta['command']}`",
+        "",
+        f"Machine: `nproc` = {meta['nproc']}, shared with other jobs (load average {load} at start, "
+        f"{load_end} at the end); {meta['threads']} torch threads; torch {meta['torch']}; gnnc at "
+        f"{meta['commit']}{' with uncommitted src/ changes of concurrent work' if meta['src_dirty'] else ''}; "
+        f"{meta['date']}. Median of {meta['repeat']} calls after {meta['warmup']} warm-ups; peak = resident-set "
+        f"high-water mark above the start of the mode (harness measure), MiB. Each (model, dataset, system) in a "
+        f"fresh subprocess, {meta['timeout']} s limit. Replica scale {meta['scale']}.",
+        "",
+        "layer = gnnc.models layer compiled; nat = natural UDF under `gnnc.compile`; eager = natural UDF uncompiled. "
+        "nat/layer target <= 1.2, eager/nat target > 1. check: compiled natural vs eager natural (outputs, "
+        "and parameter gradients in training) and, where marked, eager natural vs gnnc's layer.",
+        "",
+        "| model | dataset | mode | layer ms | nat ms | eager ms | layer MiB | nat MiB | eager MiB "
+        "| nat/layer time | nat/layer mem | eager/nat | fell back | check |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
+    ]
+    notes = []
+    for model, ds, mode in keys:
+        lay, nat, eag = (by.get((model, ds, mode, s)) for s in SYSTEMS)
+        ok = lambda r: r is not None and r["status"] == "ok"  # noqa: E731
+        r1 = f"{nat['time_ms'] / lay['time_ms']:.2f}" if ok(nat) and ok(lay) else "—"
+        m1 = (f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if ok(nat) and ok(lay) and lay["peak_mib"] > 0 else "—")
+        r2 = f"{eag['time_ms'] / nat['time_ms']:.2f}" if ok(nat) and ok(eag) else "—"
+        fb = "—"
+        if ok(nat):
+            fb = "no" if not nat["fallbacks"] else "**yes**: " + "; ".join(nat["fallbacks"]).replace("|", "\\|")
+        chk = "—"
+        if nat is not None and nat.get("check"):
+            c = nat["check"]
+            if "error" in c:
+                chk = f"**ERROR** {c['error'][:120]}"
+            else:
+                err = (lambda key, alt: f"{c[key]:.2g}x tol" if key in c else f"{c[alt]:.1e} abs")  # noqa: E731
+                parts = [f"{'ok' if c['out_allclose'] else '**MISMATCH**'} ({err('out_err', 'max_abs_err')})"]
+                if c.get("grad_mismatch"):
+                    parts.append(f"**grad MISMATCH** {','.join(c['grad_mismatch'])[:80]}")
+                elif "grad_max_abs_err" in c:
+                    parts.append(f"grads ok ({err('grad_err', 'grad_max_abs_err')})")
+                if "vs_layer_allclose" in c:
+                    parts.append(f"= layer {'ok' if c['vs_layer_allclose'] else '**MISMATCH**'} "
+                                 f"({err('vs_layer_err', 'vs_layer_max_abs_err')})")
+                chk = "; ".join(parts)
+        lines.append(f"| {TITLES[model]} | {ds} | {mode} | {_cell(lay)} | {_cell(nat)} | {_cell(eag)} | "
+                     f"{_cell(lay, 'peak_mib')} | {_cell(nat, 'peak_mib')} | {_cell(eag, 'peak_mib')} | {r1} | {m1} | "
+                     f"{r2} | {fb} | {chk} |")
+        for s, r in zip(SYSTEMS, (lay, nat, eag)):
+            if r is not None and r["status"] != "ok":
+                notes.append(f"- {TITLES[model]} / {ds} / {mode} / {s}: {r['status']}: {r.get('error', '')}")
+    if notes:
+        lines += ["", "Failures:", ""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
+    p.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    p.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=5, help="timed calls (median), at least 5 for the table")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per (model, dataset, system) subprocess")
+    p.add_argument("--scale", type=float, default=1.0, help="replica scale (1 = published size)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=HERE / "results" / "natural")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return 0
+
+    import torch
+    from harness import datasets as hd
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    meta = {**machine(), "command": "python bench/natural_udfs.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup, "timeout": args.timeout,
+            "scale": args.scale}
+    meta["loadavg_start"] = meta.pop("loadavg")
+    rows: list[dict] = []
+
+    def write():
+        meta["loadavg_end"] = os.getloadavg()
+        (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        (args.out / "table.md").write_text(table(meta, rows))
+
+    with tempfile.TemporaryDirectory(prefix="natural_udfs_") as tmp:
+        for ds in args.datasets:
+            models = [m for m in args.models if (m in HOMO_MODELS) == (ds in HOMO_DATASETS)]
+            if not models:
+                continue
+            print(f"[{time.strftime('%H:%M:%S')}] building {ds} (scale {args.scale})", flush=True)
+            data = hd.load(ds, False, args.seed, Path(tmp), args.scale)
+            data_file = Path(tmp) / f"{ds}.pt"
+            hd.save(data, data_file)
+            del data
+            for model in models:
+                for system in args.systems:
+                    if system == "layer" and model not in WITH_LAYER:
+                        continue
+                    result = Path(tmp) / f"{model}-{ds}-{system}.jsonl"
+                    cfg = {"model": model, "dataset": ds, "system": system, "modes": args.modes,
+                           "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup,
+                           "data_file": str(data_file), "result": str(result)}
+                    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+                    start = time.perf_counter()
+                    status, err = "ok", ""
+                    try:
+                        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], env=env,
+                                              timeout=args.timeout, capture_output=True, text=True)
+                        if proc.returncode != 0:
+                            status, err = "ERROR", f"exit {proc.returncode}: {proc.stderr[-800:]}"
+                    except subprocess.TimeoutExpired:
+                        status, err = "TIMEOUT", f"over {args.timeout:g} s"
+                    done = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
+                    got = {r["mode"] for r in done}
+                    for mode in args.modes:
+                        if mode not in got:
+                            done.append({"model": model, "dataset": ds, "system": system, "mode": mode,
+                                         "status": status if status != "ok" else "ERROR",
+                                         "error": err or "no result"})
+                    rows.extend(done)
+                    write()
+                    summary = ", ".join(f"{r['mode']} {r['status']}" + (f" {r['time_ms']:.1f} ms" if r["status"] == "ok" else "")
+                                        for r in done)
+                    print(f"[{time.strftime('%H:%M:%S')}] {model} {ds} {system}: {summary} "
+                          f"({time.perf_counter() - start:.0f} s)", flush=True)
+    write()
+    print(f"wrote {args.out / 'table.md'} and {args.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
