@@ -19,6 +19,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from ..function import right_align
 from . import ops
 from .mpdfg import DEFERRED_INPUT
 
@@ -69,7 +70,7 @@ _ROW_WISE_FUNCTIONS = {
     torch.softmax, torch.log_softmax, torch.prod, torch.norm, torch.squeeze, torch.unsqueeze,
     torch.flatten, torch.transpose, torch.reshape, F.softmax, F.log_softmax, ops.shared_dot,
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
-    F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish,
+    F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",

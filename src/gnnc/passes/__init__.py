@@ -6,6 +6,7 @@ switches a pass off by name.
 from __future__ import annotations
 
 from ..ir.mpdfg import MPDFG
+from .align import align
 from .cse import cse
 from .dce import dce
 from .distribute import distribute
@@ -17,6 +18,7 @@ from .split_concat import split_concat
 from .typed_linear import typed_linear
 
 PIPELINE = (
+    ("align", align),
     ("lower_aggregation", lower_aggregation),
     ("dce", dce),
     ("typed_linear", typed_linear),
@@ -27,6 +29,7 @@ PIPELINE = (
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
+    ("cse", cse),  # merges a linear map applied to the same rows twice (source and destination side)
     ("shared_dot", shared_dot),  # last: reorder and fuse match the product and sum it replaces
     ("cse", cse),
 )
@@ -49,5 +52,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "cse", "dce", "distribute", "fuse", "lower_aggregation", "reorder", "shared_dot",
+__all__ = ["optimize", "PIPELINE", "align", "cse", "dce", "distribute", "fuse", "lower_aggregation", "reorder", "shared_dot",
            "split_concat", "typed_linear"]

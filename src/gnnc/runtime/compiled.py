@@ -1,12 +1,17 @@
 """Compiled execution: trace, build, infer, optimize, run; cache; fall back to eager.
 
-A plan is keyed by the UDFs' code objects, the modules they are bound to
-(and their training flags), the graph schema, the dtypes and trailing shapes
-of the data read, the block (whole graph or relation index), the device and
-the backend choice (``auto`` resolves to ``cpu`` on CPU when numba is there);
-it is reused for every graph with that schema. Tracing or inference
-failures fall back to the eager executor for that call with one
-``FallbackWarning`` naming the operator and UDF line.
+A trace is keyed by the UDFs' reach fingerprint (``gnnc.frontend.reach``:
+code, closure and default values, globals read, module identities and
+modes, dtypes and shapes of reached tensors); a plan adds the graph schema,
+the dtypes and trailing shapes of the data read, the block (whole graph or
+relation index), the device and the backend choice (``auto`` resolves to
+``cpu`` on CPU when numba is there). Tracing or inference failures fall
+back to the eager executor for that call with one ``FallbackWarning``
+naming the operator and UDF line. Any other failure while compiling or
+running a plan is decided by running the call eagerly: the user's own
+error is raised from there, in the user's shapes and lines; if eager
+succeeds, the call falls back with a warning (a gnnc bug) and the plan is
+not used again.
 """
 from __future__ import annotations
 
@@ -15,15 +20,15 @@ import contextvars
 import warnings
 from dataclasses import dataclass
 
-import torch
-
 from .. import backend
-from ..frontend.trace import TraceFailure, trace_udf, udf_location
+from ..frontend import reach
+from ..frontend.trace import TraceFailure, first_line, trace_udf, udf_location
 from ..function import BuiltinReduce
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import deferred as deferral
+from . import eager
 from .context import graph_context
 from .node_reads import end_slot, node_feature_types
 
@@ -52,42 +57,6 @@ def clear_cache() -> None:
     """Forget every traced UDF and plan (e.g. after registering a rule)."""
     _CACHE.clear()
     _TRACES.clear()
-
-
-def _udf_identity(fn):
-    """What a trace depends on: code, bound module, training flags, closure and global values.
-
-    Python values a UDF closes over (strings, numbers, functions) steer its
-    trace, so they are part of the key; closure tensors are run-time inputs,
-    so only their dtype and shape are.
-    """
-    if fn is None or isinstance(fn, BuiltinReduce):
-        return fn
-    func = getattr(fn, "__func__", fn)
-    owner = getattr(fn, "__self__", None)
-    training = tuple(m.training for m in owner.modules()) if isinstance(owner, torch.nn.Module) else ()
-    cells = tuple(_value_key(_safe_cell(c)) for c in (getattr(func, "__closure__", None) or ()))
-    code = getattr(func, "__code__", None)
-    globals_ = tuple((name, _value_key(func.__globals__[name])) for name in getattr(code, "co_names", ())
-                     if name in getattr(func, "__globals__", {}))
-    return (code or func, id(owner), training, cells, globals_)
-
-
-def _value_key(value):
-    if isinstance(value, torch.Tensor):
-        return ("tensor", value.dtype, tuple(value.shape))
-    if isinstance(value, (str, int, float, bool, type(None))):
-        return value
-    if isinstance(value, tuple) and all(isinstance(v, (str, int, float, bool, type(None))) for v in value):
-        return value
-    return ("id", id(value))
-
-
-def _safe_cell(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return None
 
 
 _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
@@ -132,7 +101,7 @@ _TRACES: dict = {}
 
 def _traced(kind, udfs):
     """Traced UDFs of a call (cached by code and binding), or the fallback message."""
-    key = (kind, tuple(_udf_identity(u) for u in udfs))
+    key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
     if key not in _TRACES:
         try:
             _TRACES[key] = [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u) for u in udfs]
@@ -163,6 +132,7 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
     try:
         dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
+        dfg.whole_graph = rel is None
         pending = {name: value for kind, name in (n.meta["input"] for n in dfg.inputs())
                    if kind == "edata" and (value := deferral.peek(g, name, rel)) is not None}
         deferral.inline_deferred(dfg, pending)
@@ -178,6 +148,17 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
         dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k != "backend"})
     except InferenceFailure as err:
         return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
+    except Exception as err:  # noqa: BLE001 - a user's shape error, or a compiler bug
+        failure = f"{type(err).__name__}: {first_line(err)}"
+    else:
+        return _finish(kind, dfg, initial, udfs, g, rel, options)
+    _run_eagerly(kind, udfs, g, rel)  # a user's error is raised here, in the user's terms and shapes
+    where = udf_location(next(u for u in udfs if u is not None))
+    return Plan(None, None, _fallback(TraceFailure(f"compiling failed ({failure}; a gnnc bug)", where)),
+                call=_describe(kind, udfs, g, rel))
+
+
+def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
     deferred = deferral.deferrable_outputs(dfg) if rel is None else {}
     for key in deferred:
         dfg.log.append(f"defer: edata[{key!r}] (an SDDMM) is left for the next compiled call to fuse; "
@@ -242,17 +223,12 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             feature, which = name.rsplit(".", 1)
             values.append(deferral.peek(g, feature, rel).operand(which))
         else:
-            values.append(_external(name, udfs))
+            stage, path = n.meta["reach"]
+            values.append(reach.resolve(udfs[_STAGES[stage]], path))
     return values
 
 
-def _external(name: str, udfs):
-    stage, space, ident = name.split(".", 2)
-    fn = udfs[{"msg": 0, "red": 1, "upd": 2}[stage]]
-    func = getattr(fn, "__func__", fn)
-    if space == "cell":
-        return func.__closure__[int(ident)].cell_contents
-    return func.__globals__[ident]
+_STAGES = {"msg": 0, "red": 1, "upd": 2}
 
 
 def run(kind, udfs, g, rel, options) -> dict | None:
@@ -263,12 +239,27 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         record.append(plan)
     if plan.module is None:
         return None
-    inputs = bind_inputs(plan.dfg, g, rel, udfs)
-    with backend.using(plan.backend):
-        results = plan.module(*inputs)
-        if plan.deferred:
-            results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)
-    return results
+    try:
+        inputs = bind_inputs(plan.dfg, g, rel, udfs)
+        with backend.using(plan.backend):
+            results = plan.module(*inputs)
+            if plan.deferred:
+                results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)
+    except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
+        failure = f"{type(err).__name__}: {first_line(err)}"
+    else:
+        return results
+    _run_eagerly(kind, udfs, g, rel)  # the user's own error, raised in the user's terms, if eager fails too
+    plan.module, plan.fallback = None, _fallback(TraceFailure(f"the compiled plan failed ({failure})",
+                                                             plan.call))
+    return None
+
+
+def _run_eagerly(kind, udfs, g, rel) -> None:
+    msgs = eager.messages(g, udfs[0], rel)
+    if kind == "update_all":
+        eager.reduce(g, udfs[1], msgs, rel)
+
 
 
 def plan_for(kind, udfs, g, rel=None, **options) -> Plan:
