@@ -300,3 +300,13 @@ def test_a_shape_error_reports_the_users_shapes_and_line():
     assert "4x16 and 8x4" in str(info.value)
     text = "".join(traceback.format_exception(info.value))
     assert "return {\"m\": layer(edges.src[\"h\"])}" in text and "1039" not in text
+
+
+def test_a_deferred_sddmm_whose_operand_is_a_module_call():
+    """Found by the fuzzer: cross-call deferral pruned a graph holding a call_module before it had a module."""
+    lin = nn.Linear(D, D).double()
+
+    def run(g, flag):
+        g.apply_edges(lambda e: {"a": F.leaky_relu(e.src["h"] - lin(e.dst["h"]), 0.1)}, compile=flag)
+        return g.edata["a"]
+    _both(run, _graph(), list(lin.parameters()))

@@ -84,8 +84,10 @@ def deferring_module(dfg: MPDFG, deferred: dict) -> fx.GraphModule:
     for key, n in deferred.items():
         results[key] = (nodes[n].args[1], nodes[n].args[2])
     out.output_node.args = (results,)
-    out.graph.eliminate_dead_code()
-    return out.module()
+    module = out.module()
+    module.graph.eliminate_dead_code()  # after module(): fx's purity check of a call_module needs the owner
+    module.recompile()
+    return module
 
 
 def wrap(deferred: dict, ctx: GraphContext, inputs: list, results: dict, backend_name: str) -> dict:
