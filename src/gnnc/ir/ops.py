@@ -165,6 +165,22 @@ def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
     return out.reshape((out.shape[0],) + tuple(y.shape[1:-1]) + (m,))
 
 
+def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):
+    """Typed linear on E by an integer feature: x[src[e]] (``side`` src; dst: x[dst[e]]; dst_local: Vd rows
+    x[dst_local[e]]) times weight[types[e]] — ``bmm(x_e.unsqueeze(1), weight[edges.data[...]]).squeeze(1)``
+    without per-edge weight copies. ``feature`` names ``types`` in errors."""
+    if side not in ("src", "dst", "dst_local"):
+        raise ValueError(f"index_gather_matmul: side must be src, dst or dst_local, got {side!r}")
+    index = getattr(ctx, side)
+    return _kernels().typed_index_matmul(x, index, weight, types, name=feature)
+
+
+def index_matmul(x, weight, types, feature: str = "the index"):
+    """Dense typed linear by an integer feature (rows untouched): x[i] @ weight[types[i]] for x and
+    types on the same rows (edge data, or node rows in a node UDF)."""
+    return _kernels().typed_index_matmul(x, None, weight, types, name=feature)
+
+
 def shared_dot(x, w, keepdim: bool):
     """Dense (rows untouched): (x * w).sum(-1) for x [rows, H..., F] and shared w broadcasting to x's features.
 

@@ -74,7 +74,15 @@ def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
     if n.op == "call_function" and n.target in _MATMULS:
         a = n.args[0].meta.get("shape") if isinstance(n.args[0], fx.Node) else None
         return 2 * (a[-1] if a else 1)
+    if n.op == "call_function" and n.target in _TYPED_MATMULS:  # x's position: its width is contracted
+        x = n.args[_TYPED_MATMULS[n.target]]
+        a = x.meta.get("shape") if isinstance(x, fx.Node) else None
+        return 2 * (a[-1] if a else 1)
     return 1
+
+
+_TYPED_MATMULS = {ops.ntype_matmul: 1, ops.dst_ntype_matmul: 1, ops.etype_gather_matmul: 1,
+                  ops.index_gather_matmul: 1, ops.index_matmul: 0}
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:

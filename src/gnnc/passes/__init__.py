@@ -11,6 +11,7 @@ from .cse import cse
 from .dce import dce
 from .distribute import distribute
 from .fuse import fuse
+from .index_typed import index_typed
 from .lower_aggregation import lower_aggregation
 from .reorder import reorder
 from .shared_dot import shared_dot
@@ -22,10 +23,12 @@ PIPELINE = (
     ("lower_aggregation", lower_aggregation),
     ("dce", dce),
     ("typed_linear", typed_linear),
+    ("index_typed", index_typed),  # weight[edges.data[...]]: typed linear with the types from a feature
     ("split_concat", split_concat),
     ("distribute", distribute),  # after split_concat: its halves are often linear maps of differences
     ("reorder", reorder),
     ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
+    ("index_typed", index_typed),  # again: reorder may have moved the unsqueeze before the gather
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
@@ -52,5 +55,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "align", "cse", "dce", "distribute", "fuse", "lower_aggregation", "reorder", "shared_dot",
-           "split_concat", "typed_linear"]
+__all__ = ["optimize", "PIPELINE", "align", "cse", "dce", "distribute", "fuse", "index_typed", "lower_aggregation",
+           "reorder", "shared_dot", "split_concat", "typed_linear"]

@@ -13,14 +13,16 @@ compiled on first use and cached on disk:
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
   kernels compiled per row width (common widths as constants).
 The other primitives are taken from the torch backend, whose CPU paths (MKL
-CSR matmuls, grouped matmuls) are already fused. Threads follow
+CSR matmuls, grouped matmuls, ``typed_index_matmul``'s per-type matmuls) are
+already fused. Threads follow
 ``torch.get_num_threads()``.
 """
-from ..torch import clear_structure_cache, edge_softmax, gather_segment_matmul, segment_matmul, segment_reduce
+from ..torch import (clear_structure_cache, edge_softmax, gather_segment_matmul, segment_matmul, segment_reduce,
+                     typed_index_matmul)
 from .head_dot import head_dot
 from .sddmm import sddmm
 from .spmm import spmm
 from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
 
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "head_dot", "clear_structure_cache"]
+           "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot", "clear_structure_cache"]

@@ -61,15 +61,25 @@ Primitives (``g`` denotes the upstream gradient):
 ``gather_segment_matmul(x [N, K], index [E], ptr [R+1], weight [R, K, M])``
     out[e] = x[index[e]] @ weight[r] for ptr[r] <= e < ptr[r+1].
 
+``typed_index_matmul(x [N, K], index [E] | None, weight [T, K, M], types [E], name=...)``
+    out[e] = x[index[e]] @ weight[types[e]] (x[e] when index is None): the
+    type is an integer feature (``weight[edges.data['rel_type']]``), values in
+    [-T, T) as indexing allows, else IndexError naming ``name``. Rows are
+    grouped by a stable sort of ``types``, cached by the tensor object and its
+    version counter and, failing that, by equal contents; one matmul per type,
+    no [E, K, M] weight copy; grad weight by type.
+
 Sums over edges (spmm copy/mul, sddmm dot, segment sum/mean, the fused
 softmax aggregation) run as per-head CSR sparse matmuls on CPU and CUDA
 (``csr.SPARSE_DEVICE_TYPES``) when large enough (``csr.SPARSE_MIN_ELEMENTS``)
 and as chunked gather + index_add otherwise; both give the same results up
 to summation order. The CSR sort and the range check of index arguments are
-cached per index tensor (see ``csr`` and ``common.index_range``;
-``clear_structure_cache`` drops both).
+cached per index tensor (see ``csr`` and ``common.index_range``), and so is
+the grouping of ``typed_index_matmul`` (``index_matmul.grouping``);
+``clear_structure_cache`` drops all three.
 """
-from .csr import clear_structure_cache
+from .csr import clear_structure_cache as _clear_csr
+from .index_matmul import clear_groupings as _clear_groupings, typed_index_matmul
 from .segment import segment_reduce
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import spmm
@@ -77,5 +87,12 @@ from .head_dot import head_dot
 from .sddmm import sddmm
 from .typed_matmul import gather_segment_matmul, segment_matmul
 
+
+def clear_structure_cache() -> None:
+    """Drop every cached CSR structure, index range and type grouping (and the tensors they pin)."""
+    _clear_csr()
+    _clear_groupings()
+
+
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "head_dot", "clear_structure_cache"]
+           "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot", "clear_structure_cache"]

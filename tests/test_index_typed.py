@@ -1,0 +1,403 @@
+"""Typed linear layers indexed by an integer feature: ``weight[edges.data['rel_type']]`` (issue 13).
+
+The pass alone on built MP-DFGs, the ``typed_index_matmul`` kernel against
+a per-row reference, and DGL's entity-classification RGCN layer (closure
+weights, basis decomposition computed in ``forward``) compiled against
+eager, forward and gradients.
+"""
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import gnnc
+import gnnc.function as fn
+from gnnc.backend.torch import clear_structure_cache, typed_index_matmul
+from gnnc.backend.torch import index_matmul as kernel
+from gnnc.frontend.trace import trace_udf
+from gnnc.ir import ops
+from gnnc.ir.mpdfg import build_apply_edges, build_update_all
+from gnnc.passes import PIPELINE, dce, index_typed
+from gnnc.runtime.compiled import FallbackWarning, recording
+from tests.graphs import random_heterograph, random_homograph
+from tests.test_passes import _check, _prepare, _targets
+
+R, K, M = 5, 4, 3
+W = torch.randn(R, K, M, dtype=torch.float64)
+
+
+def _graph(seed=0, num_nodes=10, num_edges=30):
+    g = random_homograph(num_nodes, num_edges, seed)
+    gen = torch.Generator().manual_seed(seed)
+    g.ndata["x"] = torch.randn(num_nodes, K, dtype=torch.float64, generator=gen)
+    g.ndata["t"] = torch.randint(0, R, (num_nodes,), generator=gen)
+    g.edata["y"] = torch.randn(g.num_edges(), K, dtype=torch.float64, generator=gen)
+    g.edata["t"] = torch.randint(0, R - 1, (g.num_edges(),), generator=gen)  # type R-1 stays empty
+    g.edata["norm"] = torch.rand(g.num_edges(), 1, dtype=torch.float64, generator=gen)
+    return g
+
+
+# --------------------------------------------------------------------------- the pass alone
+MESSAGE_FORMS = {
+    "bmm_squeeze1": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(1)},
+    "matmul_squeeze-2": lambda e: {"m": torch.matmul(e.dst["x"].unsqueeze(1), W[e.data["t"]]).squeeze(-2)},
+    "at_operator": lambda e: {"m": (e.src["x"].unsqueeze(1) @ W[e.data["t"]]).squeeze(1)},
+    "method_bmm": lambda e: {"m": e.src["x"].unsqueeze(1).bmm(W[e.data["t"]]).squeeze(1)},
+    "einsum": lambda e: {"m": torch.einsum("bi,bio->bo", e.src["x"], W[e.data["t"]])},
+    "einsum_other_letters": lambda e: {"m": torch.einsum("ek, ekm -> em", e.dst["x"], W[e.data["t"]])},
+    "edge_rows": lambda e: {"m": torch.bmm(e.data["y"].unsqueeze(1), W[e.data["t"]]).squeeze(1)},
+    "squeeze_no_dim": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze()},
+    "source_node_type": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.src["t"]]).squeeze(1)},
+}
+EXPECTED_OP = {"edge_rows": ops.index_matmul}
+
+
+@pytest.mark.parametrize("form", sorted(MESSAGE_FORMS))
+def test_pass_lowers_every_form_without_per_edge_weights(form):
+    g = _graph()
+    msg = MESSAGE_FORMS[form]
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = dce(index_typed(dfg))
+    targets = _targets(out)
+    assert EXPECTED_OP.get(form, ops.index_gather_matmul) in targets
+    assert "__getitem__" not in targets and torch.bmm not in targets and torch.einsum not in targets
+    feature = "edges.src['t']" if form == "source_node_type" else "edges.data['t']"
+    assert any(line.startswith("index_typed:") and feature in line for line in out.log)
+    _check(dfg, out, inputs)
+
+
+def test_pass_in_update_all_with_reduce_and_reordered_unsqueeze():
+    """After ``reorder`` the unsqueeze runs per node, before the gather: still matched."""
+    g = _graph(1)
+    msg = lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(1) * e.data["norm"]}  # noqa
+    red = lambda nb: {"h": nb.mailbox["m"].sum(1)}  # noqa: E731
+    from gnnc.passes import reorder
+
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red, None))
+    moved = reorder(dfg)
+    annotate(moved)
+    assert any(n.target is ops.gather_src and n.args[1].target == "unsqueeze" for n in moved.graph.nodes)
+    out = dce(index_typed(moved))
+    assert ops.index_gather_matmul in _targets(out)
+    _check(dfg, out, inputs)
+
+
+NOT_MATCHED = {
+    # squeeze of another dim, a row embedding (no matmul), a 2-D index, a contraction over the other dim
+    "squeeze2": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(2).sum(1)},
+    "row_embedding": lambda e: {"m": e.src["x"] * W[e.data["t"]][:, :, 0]},
+    "index_2d": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1),
+                                             W[e.data["t"].unsqueeze(1)]).squeeze(2).squeeze(1)},
+    "einsum_transposed": lambda e: {"m": torch.einsum("bo,bio->bi", e.src["x"][:, :M], W[e.data["t"]])},
+}
+
+
+@pytest.mark.parametrize("form", sorted(NOT_MATCHED))
+def test_pass_leaves_other_forms_alone(form):
+    g = _graph()
+    msg = NOT_MATCHED[form]
+    dfg = build_apply_edges(trace_udf(msg))
+    _prepare(g, dfg, (msg,))
+    out = index_typed(dfg)
+    assert not out.log
+    assert ops.index_gather_matmul not in _targets(out) and ops.index_matmul not in _targets(out)
+
+
+def test_pipeline_registers_the_pass_next_to_typed_linear():
+    names = [name for name, _ in PIPELINE]
+    for i, name in enumerate(names):
+        if name == "typed_linear":
+            assert names[i + 1] == "index_typed"
+
+
+# --------------------------------------------------------------------------- the kernel
+def _reference(x, index, weight, types):
+    rows = x if index is None else x[index]
+    return torch.bmm(rows.unsqueeze(1), weight[types]).squeeze(1)
+
+
+@pytest.mark.parametrize("case", ["gathered", "rows", "sorted", "one_per_group", "negative", "int32", "chunked"])
+def test_kernel_matches_per_row_reference_with_gradients(case):
+    gen = torch.Generator().manual_seed(3)
+    n, e, t = 7, 40, 6
+    x = torch.randn(n, K, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(t, K, M, dtype=torch.float64, generator=gen, requires_grad=True)
+    index = torch.randint(0, n, (e,), generator=gen)
+    types = torch.randint(0, t - 2, (e,), generator=gen)  # two empty groups
+    chunk = None
+    if case == "rows":
+        x = torch.randn(e, K, dtype=torch.float64, generator=gen, requires_grad=True)
+        index = None
+    elif case == "sorted":
+        types = types.sort().values
+    elif case == "one_per_group":
+        types = torch.tensor([4, 0, 2, 1], dtype=torch.int64)
+        index = index[:4]
+    elif case == "negative":
+        types = types - 3  # indexing counts negatives from the end
+    elif case == "int32":
+        types = types.to(torch.int32)
+    elif case == "chunked":
+        chunk = 3
+    out = typed_index_matmul(x, index, weight, types, chunk=chunk)
+    ref = _reference(x, index, weight, types.long())
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(out)
+    got = torch.autograd.grad(out, (x, weight), g)
+    want = torch.autograd.grad(ref, (x, weight), g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
+def test_kernel_zero_rows_and_float32():
+    x = torch.randn(3, K, requires_grad=True)
+    weight = torch.randn(R, K, M, requires_grad=True)
+    out = typed_index_matmul(x, torch.zeros(0, dtype=torch.int64), weight, torch.zeros(0, dtype=torch.int64))
+    assert out.shape == (0, M)
+    out.sum().backward()
+    assert torch.count_nonzero(weight.grad) == 0 and torch.count_nonzero(x.grad) == 0
+    types = torch.tensor([1, 0, 1])
+    torch.testing.assert_close(typed_index_matmul(x, None, weight, types), _reference(x, None, weight, types))
+
+
+def test_kernel_index_out_of_range_names_the_feature():
+    x = torch.randn(3, K)
+    with pytest.raises(IndexError, match=r"edges.data\['rel'\] has values in \[0, 5\]"):
+        typed_index_matmul(x, None, torch.randn(R, K, M), torch.tensor([0, 5, 1]), name="edges.data['rel']")
+    with pytest.raises(IndexError, match="-6"):
+        typed_index_matmul(x, None, torch.randn(R, K, M), torch.tensor([0, -6, 1]))
+
+
+def test_grouping_cached_per_tensor_and_version_and_by_contents():
+    clear_structure_cache()
+    types = torch.tensor([2, 0, 1, 0, 2])
+    first = kernel.grouping(types, 3)
+    assert kernel.grouping(types, 3) is first  # same object, unchanged
+    assert kernel.grouping(types.clone(), 3) is first  # a fresh tensor with equal contents
+    types[0] = 1  # in place: the version counter moves
+    changed = kernel.grouping(types, 3)
+    assert changed is not first and changed.offsets == (0, 2, 4, 5)
+    assert torch.equal(changed.perm, torch.tensor([1, 3, 0, 2, 4]))  # stable
+    assert kernel.grouping(torch.tensor([2, 0, 1, 0, 2]), 3) is first
+    clear_structure_cache()
+    assert kernel.grouping(types, 3) is not changed
+
+
+# --------------------------------------------------------------------------- end to end: DGL's RGCN layer
+class RGCNLayer(nn.Module):
+    """DGL's entity-classification RGCN layer (examples/pytorch/rgcn), as users write it."""
+
+    def __init__(self, in_feat, out_feat, num_rels, num_bases=-1, bias=False, activation=None, form="bmm"):
+        super().__init__()
+        self.in_feat, self.out_feat, self.num_rels, self.num_bases = in_feat, out_feat, num_rels, num_bases
+        self.activation, self.form = activation, form
+        if self.num_bases <= 0 or self.num_bases > self.num_rels:
+            self.num_bases = self.num_rels
+        self.weight = nn.Parameter(torch.Tensor(self.num_bases, self.in_feat, self.out_feat))
+        if self.num_bases < self.num_rels:
+            self.w_comp = nn.Parameter(torch.Tensor(self.num_rels, self.num_bases))
+            nn.init.xavier_uniform_(self.w_comp)
+        nn.init.xavier_uniform_(self.weight)
+        self.bias = nn.Parameter(torch.randn(out_feat)) if bias else None
+
+    def forward(self, g, etype=None):
+        if self.num_bases < self.num_rels:
+            weight = self.weight.view(self.in_feat, self.num_bases, self.out_feat)
+            weight = torch.matmul(self.w_comp, weight).view(self.num_rels, self.in_feat, self.out_feat)
+        else:
+            weight = self.weight
+        form = self.form
+
+        def message_func(edges):
+            w = weight[edges.data['rel_type']]
+            if form == "bmm":
+                msg = torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze()
+            elif form == "matmul":
+                msg = torch.matmul(edges.src['h'].unsqueeze(1), w).squeeze(1)
+            else:
+                msg = torch.einsum('bi,bio->bo', edges.src['h'], w)
+            msg = msg * edges.data['norm']
+            return {'msg': msg}
+
+        def apply_func(nodes):
+            h = nodes.data['h']
+            if self.bias is not None:
+                h = h + self.bias
+            if self.activation:
+                h = self.activation(h)
+            return {'h': h}
+
+        g.update_all(message_func, fn.sum(msg='msg', out='h'), apply_func, etype=etype)
+
+
+def _rgcn_graph(seed, num_rels, num_nodes=24, num_edges=90, dtype=torch.float64):
+    g = random_homograph(num_nodes, num_edges, seed)
+    gen = torch.Generator().manual_seed(seed)
+    g.edata["rel_type"] = torch.randint(0, num_rels - 1, (g.num_edges(),), generator=gen)  # last relation empty
+    g.edata["norm"] = torch.rand(g.num_edges(), 1, dtype=dtype, generator=gen)
+    return g
+
+
+def _run(model, g, x, compiled):
+    g.ndata["h"] = x
+    (gnnc.compile(model, backend="torch") if compiled else model)(g)
+    return g.ndata["h"]
+
+
+def _compare(model, g, x, params):
+    x_e = x.detach().clone().requires_grad_()
+    x_c = x.detach().clone().requires_grad_()
+    eager = _run(model, g, x_e, False)
+    grads_e = torch.autograd.grad(eager.square().sum(), [x_e] + params)
+    with warnings.catch_warnings(), recording() as plans:
+        warnings.simplefilter("error", FallbackWarning)
+        comp = _run(model, g, x_c, True)
+    torch.testing.assert_close(comp, eager)
+    grads_c = torch.autograd.grad(comp.square().sum(), [x_c] + params)
+    for a, b in zip(grads_c, grads_e):
+        torch.testing.assert_close(a, b)
+    return plans
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("bases", [-1, 2])
+@pytest.mark.parametrize("form", ["bmm", "matmul", "einsum"])
+def test_dgl_rgcn_layer_compiles_to_typed_matmul_and_matches_eager(seed, bases, form):
+    num_rels = 6
+    torch.manual_seed(seed)
+    model = RGCNLayer(K, M, num_rels, num_bases=bases, bias=seed % 2 == 0, activation=torch.relu,
+                      form=form).double()
+    g = _rgcn_graph(seed, num_rels)
+    x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
+    plans = _compare(model, g, x, list(model.parameters()))
+    targets = [n.target for n in plans[0].dfg.graph.nodes]
+    assert ops.index_gather_matmul in targets and "__getitem__" not in targets
+    assert any(line.startswith("index_typed:") for line in plans[0].dfg.log)
+
+
+def test_dgl_rgcn_layer_on_every_relation_of_a_heterograph():
+    """Per-relation blocks (one of them empty), the type feature stored per relation."""
+    g = random_heterograph(2)
+    gen = torch.Generator().manual_seed(2)
+    for rel in g.canonical_etypes:
+        n = g.num_edges(rel)
+        g.edges[rel].data["rel_type"] = torch.randint(0, 3, (n,), generator=gen)
+        g.edges[rel].data["norm"] = torch.rand(n, 1, dtype=torch.float64, generator=gen)
+    model = RGCNLayer(K, K, 3, num_bases=2).double()
+    x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
+    for rel in g.canonical_etypes:  # ('tag', 'empty', 'user') has no edges
+        _compare_rel(model, g, x, rel)
+
+
+def _compare_rel(model, g, x, rel):
+    params = list(model.parameters())
+    outs, grads = [], []
+    for compiled in (False, True):
+        xx = x.detach().clone().requires_grad_()
+        g.ndata["h"] = xx
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            (gnnc.compile(model, backend="torch") if compiled else model)(g, etype=rel)
+        h = g.ndata["h"]
+        outs.append(h)
+        grads.append(torch.autograd.grad(h.square().sum(), [xx] + params, allow_unused=True))
+    torch.testing.assert_close(outs[1], outs[0])
+    for a, b in zip(*grads):
+        if a is None or b is None:
+            assert a is None and b is None or torch.count_nonzero(a if a is not None else b) == 0
+        else:
+            torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("internal_order", [False, True])
+def test_grouping_follows_in_place_changes_of_the_index_feature(internal_order):
+    """With edges given in internal order the plan reads the user's tensor itself (cache by object and
+    version counter); otherwise a reordered copy every call (cache by contents)."""
+    torch.manual_seed(0)
+    model = RGCNLayer(K, M, 4).double()
+    g = _rgcn_graph(5, 4)
+    if internal_order:
+        src, dst = g.edges()
+        order = torch.sort(dst, stable=True).indices
+        g = gnnc.graph((src[order], dst[order]), num_nodes=g.num_nodes())
+        g.edata["rel_type"] = torch.randint(0, 4, (g.num_edges(),))
+        g.edata["norm"] = torch.rand(g.num_edges(), 1, dtype=torch.float64)
+        assert g.index.user_eid is None
+    x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
+    compiled = gnnc.compile(model, backend="torch")
+    for step in range(3):
+        if step == 1:
+            g.edata["rel_type"].add_(1).remainder_(4)  # in place: same tensor, new contents
+        if step == 2:
+            g.edata["rel_type"] = torch.flip(g.edata["rel_type"], (0,))  # a new tensor
+        g.ndata["h"] = x
+        compiled(g)
+        got = g.ndata["h"]
+        torch.testing.assert_close(got, _run(model, g, x, False))
+
+
+def test_index_out_of_range_raises_like_eager_and_names_the_feature():
+    model = RGCNLayer(K, M, 3).double()
+    g = _rgcn_graph(0, 3)
+    g.edata["rel_type"][0] = 7
+    x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
+    with pytest.raises(IndexError):
+        _run(model, g, x, False)
+    with pytest.raises(IndexError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        _run(model, g, x, True)
+    # the lowered operator itself names the feature
+    g = _graph()
+    g.edata["t"][3] = R
+    msg = MESSAGE_FORMS["bmm_squeeze1"]
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    with pytest.raises(IndexError, match=r"edges.data\['t'\] \(indexing a weight at .*\) has values in \[0, 5\]"):
+        dce(index_typed(dfg)).module()(*inputs)
+
+
+def test_graph_without_edges():
+    model = RGCNLayer(K, M, 3, bias=True).double()
+    g = gnnc.graph((torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)), num_nodes=4)
+    g.edata["rel_type"] = torch.zeros(0, dtype=torch.int64)
+    g.edata["norm"] = torch.zeros(0, 1, dtype=torch.float64)
+    x = torch.randn(4, K, dtype=torch.float64)
+    _compare(model, g, x, list(model.parameters()))
+
+
+# --------------------------------------------------------------------------- node UDFs
+def test_node_udf_type_lookups_match_eager():
+    emb = nn.Parameter(torch.randn(R, K, dtype=torch.float64))
+    wn = nn.Parameter(torch.randn(R, K, K, dtype=torch.float64))
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.wn = emb, wn
+
+        def forward(self, g):
+            def apply(nodes):
+                h = nodes.data["h"] + self.emb[nodes.data["t"]]
+                return {"h": torch.bmm(h.unsqueeze(1), self.wn[nodes.data["t"]]).squeeze(1)}
+
+            g.update_all(fn.copy_u("x", "m"), fn.sum("m", "h"), apply)
+
+    g = _graph(4)
+    model = Model()
+    x = g.ndata["x"]
+    outs, grads = [], []
+    for compiled in (False, True):
+        xx = x.detach().clone().requires_grad_()
+        g.ndata["x"] = xx
+        with warnings.catch_warnings(), recording() as plans:
+            warnings.simplefilter("error", FallbackWarning)
+            (gnnc.compile(model, backend="torch") if compiled else model)(g)
+        outs.append(g.ndata["h"])
+        grads.append(torch.autograd.grad(outs[-1].square().sum(), [xx, emb, wn]))
+    torch.testing.assert_close(outs[1], outs[0])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    assert ops.index_matmul in [n.target for n in plans[0].dfg.graph.nodes]
