@@ -310,3 +310,22 @@ def test_a_deferred_sddmm_whose_operand_is_a_module_call():
         g.apply_edges(lambda e: {"a": F.leaky_relu(e.src["h"] - lin(e.dst["h"]), 0.1)}, compile=flag)
         return g.edata["a"]
     _both(run, _graph(), list(lin.parameters()))
+
+
+def test_a_plan_that_failed_once_is_rebuilt_not_kept_eager():
+    """An out-of-range relation index fails once (eager's IndexError); fixed, the next call compiles again."""
+    g = _graph()
+    weight = torch.randn(3, D, D, dtype=torch.float64)
+    g.edata["rel"] = torch.full((g.num_edges(),), 7)
+
+    def message(edges):
+        return {"m": torch.bmm(edges.src["h"].unsqueeze(1), weight[edges.data["rel"]]).squeeze(1)}
+    with pytest.raises(IndexError):
+        g.update_all(message, fn.sum("m", "o"), compile=True)
+    g.edata["rel"] = torch.arange(g.num_edges()) % 3
+    with compiled.recording() as plans:
+        g.update_all(message, fn.sum("m", "o"), compile=True)
+    assert plans[0].module is not None
+    fast = g.ndata["o"]
+    g.update_all(message, fn.sum("m", "o"))
+    torch.testing.assert_close(fast, g.ndata["o"])

@@ -11,7 +11,7 @@ naming the operator and UDF line. Any other failure while compiling or
 running a plan is decided by running the call eagerly: the user's own
 error is raised from there, in the user's shapes and lines; if eager
 succeeds, the call falls back with a warning (a gnnc bug) and the plan is
-not used again.
+dropped from the cache, to be rebuilt by the next call.
 """
 from __future__ import annotations
 
@@ -250,8 +250,9 @@ def run(kind, udfs, g, rel, options) -> dict | None:
     else:
         return results
     _run_eagerly(kind, udfs, g, rel)  # the user's own error, raised in the user's terms, if eager fails too
-    plan.module, plan.fallback = None, _fallback(TraceFailure(f"the compiled plan failed ({failure})",
-                                                             plan.call))
+    _fallback(TraceFailure(f"the compiled plan failed ({failure})", plan.call))
+    for key in [k for k, v in _CACHE.items() if v is plan]:  # rebuilt next call: the failure may pass
+        del _CACHE[key]
     return None
 
 
