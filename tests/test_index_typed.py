@@ -23,8 +23,9 @@ from gnnc.runtime.compiled import FallbackWarning, recording
 from tests.graphs import random_heterograph, random_homograph
 from tests.test_passes import _check, _prepare, _targets
 
-R, K, M = 5, 4, 3
+R, K, M, H = 5, 4, 3, 2
 W = torch.randn(R, K, M, dtype=torch.float64)
+WH = torch.randn(R, H, K, M, dtype=torch.float64)
 
 
 def _graph(seed=0, num_nodes=10, num_edges=30):
@@ -32,7 +33,9 @@ def _graph(seed=0, num_nodes=10, num_edges=30):
     gen = torch.Generator().manual_seed(seed)
     g.ndata["x"] = torch.randn(num_nodes, K, dtype=torch.float64, generator=gen)
     g.ndata["t"] = torch.randint(0, R, (num_nodes,), generator=gen)
+    g.ndata["xh"] = torch.randn(num_nodes, H, K, dtype=torch.float64, generator=gen)
     g.edata["y"] = torch.randn(g.num_edges(), K, dtype=torch.float64, generator=gen)
+    g.edata["yh"] = torch.randn(g.num_edges(), H, K, dtype=torch.float64, generator=gen)
     g.edata["t"] = torch.randint(0, R - 1, (g.num_edges(),), generator=gen)  # type R-1 stays empty
     g.edata["norm"] = torch.rand(g.num_edges(), 1, dtype=torch.float64, generator=gen)
     return g
@@ -49,8 +52,13 @@ MESSAGE_FORMS = {
     "edge_rows": lambda e: {"m": torch.bmm(e.data["y"].unsqueeze(1), W[e.data["t"]]).squeeze(1)},
     "squeeze_no_dim": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze()},
     "source_node_type": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.src["t"]]).squeeze(1)},
+    # HGT's per-relation, per-head matrices: [E, H, 1, K] @ [E, H, K, M]
+    "heads_matmul_squeeze2": lambda e: {"m": torch.matmul(e.src["xh"].unsqueeze(2), WH[e.data["t"]]).squeeze(2)},
+    "heads_at_squeeze-2": lambda e: {"m": (e.dst["xh"].unsqueeze(-2) @ WH[e.data["t"]]).squeeze(-2)},
+    "heads_edge_rows_squeeze_no_dim": lambda e: {
+        "m": e.data["yh"].unsqueeze(-2).matmul(WH[e.data["t"]]).squeeze()},
 }
-EXPECTED_OP = {"edge_rows": ops.index_matmul}
+EXPECTED_OP = {"edge_rows": ops.index_matmul, "heads_edge_rows_squeeze_no_dim": ops.index_matmul}
 
 
 @pytest.mark.parametrize("form", sorted(MESSAGE_FORMS))
@@ -92,6 +100,11 @@ NOT_MATCHED = {
     "index_2d": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1),
                                              W[e.data["t"].unsqueeze(1)]).squeeze(2).squeeze(1)},
     "einsum_transposed": lambda e: {"m": torch.einsum("bo,bio->bi", e.src["x"][:, :M], W[e.data["t"]])},
+    # heads broadcast against the weight's (x [E, 1, 1, K] @ [E, H, K, M]); the head dim squeezed instead
+    "heads_broadcast": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1),
+                                                    WH[e.data["t"]]).squeeze(2)},
+    "heads_squeeze1": lambda e: {"m": torch.matmul(e.src["xh"][:, :1].unsqueeze(2),
+                                                   WH[e.data["t"]][:, :1]).squeeze(1)},
 }
 
 
@@ -116,20 +129,21 @@ def test_pipeline_registers_the_pass_next_to_typed_linear():
 # --------------------------------------------------------------------------- the kernel
 def _reference(x, index, weight, types):
     rows = x if index is None else x[index]
-    return torch.bmm(rows.unsqueeze(1), weight[types]).squeeze(1)
+    return torch.matmul(rows.unsqueeze(-2), weight[types]).squeeze(-2)
 
 
+@pytest.mark.parametrize("heads", [(), (3,), (2, 3)])
 @pytest.mark.parametrize("case", ["gathered", "rows", "sorted", "one_per_group", "negative", "int32", "chunked"])
-def test_kernel_matches_per_row_reference_with_gradients(case):
+def test_kernel_matches_per_row_reference_with_gradients(case, heads):
     gen = torch.Generator().manual_seed(3)
-    n, e, t = 7, 40, 6
-    x = torch.randn(n, K, dtype=torch.float64, generator=gen, requires_grad=True)
-    weight = torch.randn(t, K, M, dtype=torch.float64, generator=gen, requires_grad=True)
+    n, e, t = 7, 40, 6  # 40 gathers of 7 rows: many repeated (row, type) pairs, computed once
+    x = torch.randn((n,) + heads + (K,), dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn((t,) + heads + (K, M), dtype=torch.float64, generator=gen, requires_grad=True)
     index = torch.randint(0, n, (e,), generator=gen)
     types = torch.randint(0, t - 2, (e,), generator=gen)  # two empty groups
     chunk = None
     if case == "rows":
-        x = torch.randn(e, K, dtype=torch.float64, generator=gen, requires_grad=True)
+        x = torch.randn((e,) + heads + (K,), dtype=torch.float64, generator=gen, requires_grad=True)
         index = None
     elif case == "sorted":
         types = types.sort().values
@@ -171,6 +185,27 @@ def test_kernel_index_out_of_range_names_the_feature():
         typed_index_matmul(x, None, torch.randn(R, K, M), torch.tensor([0, -6, 1]))
 
 
+def test_gather_computes_each_row_type_pair_once_cached_per_index_version():
+    clear_structure_cache()
+    types = torch.tensor([1, 0, 1, 1, 0, 1])
+    index = torch.tensor([2, 2, 2, 0, 2, 2])
+    gp = kernel.grouping(types, 2)
+    pairs = gp.compact(index, 3)
+    assert pairs.rows.tolist() == [2, 0, 2] and pairs.groups.offsets == (0, 1, 3)  # (2, t0), (0, t1), (2, t1)
+    assert pairs.pair.tolist() == [2, 0, 2, 1, 0, 2]
+    assert gp.compact(index, 3) is pairs
+    index[3] = 1  # in place: the version counter moves
+    assert gp.compact(index, 3).rows.tolist() == [2, 1, 2]
+    x = torch.randn(3, K, dtype=torch.float64)
+    weight = torch.randn(2, K, M, dtype=torch.float64)
+    torch.testing.assert_close(typed_index_matmul(x, index, weight, types), _reference(x, index, weight, types))
+
+
+def test_kernel_rejects_weights_whose_heads_differ_from_x():
+    with pytest.raises(ValueError, match=r"weight must be \[T, \*B, K, M\]"):
+        typed_index_matmul(torch.randn(3, 2, K), None, torch.randn(R, 3, K, M), torch.tensor([0, 1, 2]))
+
+
 def test_grouping_cached_per_tensor_and_version_and_by_contents():
     clear_structure_cache()
     types = torch.tensor([2, 0, 1, 0, 2])
@@ -179,7 +214,7 @@ def test_grouping_cached_per_tensor_and_version_and_by_contents():
     assert kernel.grouping(types.clone(), 3) is first  # a fresh tensor with equal contents
     types[0] = 1  # in place: the version counter moves
     changed = kernel.grouping(types, 3)
-    assert changed is not first and changed.offsets == (0, 2, 4, 5)
+    assert changed is not first and changed.groups.offsets == (0, 2, 4, 5)
     assert torch.equal(changed.perm, torch.tensor([1, 3, 0, 2, 4]))  # stable
     assert kernel.grouping(torch.tensor([2, 0, 1, 0, 2]), 3) is first
     clear_structure_cache()
@@ -401,3 +436,57 @@ def test_node_udf_type_lookups_match_eager():
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b)
     assert ops.index_matmul in [n.target for n in plans[0].dfg.graph.nodes]
+
+
+# --------------------------------------------------------------------------- end to end: HGT's per-head matrices
+class HGTAttention(nn.Module):
+    """DGL's HGT example, edge part: per-relation, per-head [d_k, d_k] matrices looked up by relation id."""
+
+    def __init__(self, num_rels, heads, d_k):
+        super().__init__()
+        self.relation_att = nn.Parameter(torch.randn(num_rels, heads, d_k, d_k, dtype=torch.float64))
+        self.relation_msg = nn.Parameter(torch.randn(num_rels, heads, d_k, d_k, dtype=torch.float64))
+        self.relation_pri = nn.Parameter(torch.rand(num_rels, heads, dtype=torch.float64))
+        self.out_dim = heads * d_k
+
+    def edge_attention(self, edges):
+        etype = edges.data['rel_type']
+        key = torch.matmul(edges.src['k'].unsqueeze(2), self.relation_att[etype]).squeeze(2)
+        att = (edges.dst['q'] * key).sum(dim=-1) * self.relation_pri[etype]
+        val = torch.matmul(edges.src['v'].unsqueeze(2), self.relation_msg[etype]).squeeze(2)
+        return {'a': att, 'v': val}
+
+    def forward(self, g):
+        g.apply_edges(self.edge_attention)
+        g.update_all(lambda e: {'v': e.data['v'], 'a': e.data['a']},
+                     lambda nb: {'h': torch.sum(torch.softmax(nb.mailbox['a'], 1).unsqueeze(-1) * nb.mailbox['v'],
+                                                1).view(-1, self.out_dim)})
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_hgt_per_head_relation_matrices_compile_to_typed_matmuls_and_match_eager(seed):
+    torch.manual_seed(seed)
+    heads, d_k, num_rels = 2, 3, 4
+    model = HGTAttention(num_rels, heads, d_k)
+    g = _rgcn_graph(seed, num_rels)
+    x = torch.randn(g.num_nodes(), heads, d_k, dtype=torch.float64)
+    g.ndata["q"] = torch.randn(g.num_nodes(), heads, d_k, dtype=torch.float64)
+    g.ndata["v"] = torch.randn(g.num_nodes(), heads, d_k, dtype=torch.float64)
+
+    def run(compiled):
+        k = x.detach().clone().requires_grad_()
+        with g.local_scope():
+            g.ndata["k"] = k
+            with warnings.catch_warnings(), recording() as plans:
+                warnings.simplefilter("error", FallbackWarning)
+                (gnnc.compile(model, backend="torch") if compiled else model)(g)
+            h = g.ndata["h"]
+        return h, torch.autograd.grad(h.square().sum(), [k] + list(model.parameters())), plans
+
+    want, want_grads, _ = run(False)
+    got, got_grads, plans = run(True)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b)
+    targets = [n.target for n in plans[0].dfg.graph.nodes]
+    assert targets.count(ops.index_gather_matmul) == 2  # relation_att and relation_msg: no [E, H, d, d] copies

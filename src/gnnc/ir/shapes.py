@@ -56,8 +56,10 @@ _RULES = {
     ops.etype_gather_matmul: lambda c, x, w, side="src": _zeros((c.num_edges, w.shape[-1]), x.dtype),
     ops.etype_gather_head_matmul: lambda c, y, w, side="src": _zeros(
         (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
-    ops.index_gather_matmul: lambda c, x, w, t, side="src", feature=None: _zeros((c.num_edges, w.shape[-1]), x.dtype),
-    ops.index_matmul: lambda x, w, t, feature=None: _zeros((x.shape[0], w.shape[-1]), x.dtype),
+    ops.index_gather_matmul: lambda c, x, w, t, side="src", feature=None: _zeros(
+        (c.num_edges,) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype),
+    ops.index_matmul: lambda x, w, t, feature=None: _zeros((x.shape[0],) + tuple(w.shape[1:-2]) + (w.shape[-1],),
+                                                           x.dtype),
     ops.u_op_v: lambda c, a, b, op, side, negative_slope=None: _zeros(
         (c.num_edges,) + broadcast_shape(tuple(a.shape[1:]), tuple(b.shape[1:]))
         if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), a.dtype),

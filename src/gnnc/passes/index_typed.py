@@ -1,18 +1,20 @@
 """Typed linear layers whose types are an integer feature (Hector's typed linear, types from data).
 
-Pattern: ``W[t]`` (``getitem``) where ``W`` is a shared ``[T, K, M]`` float
-tensor — a parameter, a closure tensor or one computed in ``forward``
-(e.g. a basis decomposition ``matmul(w_comp, V).view(T, K, M)``) — and
+Pattern: ``W[t]`` (``getitem``) where ``W`` is a shared ``[T, *B, K, M]``
+float tensor (``B``: head dims, as HGT's ``relation_att[etype]``) — a
+parameter, a closure tensor or one computed in ``forward`` (e.g. a basis
+decomposition ``matmul(w_comp, V).view(T, K, M)``) — and
 ``t`` an integer (int64 / int32) ``[rows]`` feature of edges
 (``edges.data['rel_type']``) or nodes (``nodes.data['type']``), used as
 the per-row weight of
 
-- ``squeeze(mm(unsqueeze(x_e, 1), W[t]), 1)`` with ``mm`` one of ``bmm``,
-  ``matmul``, ``@`` (functions or methods), the unsqueeze dim 1 or -2, the
-  squeeze dim 1 or -2 (or ``torch.squeeze(., 1)``); or
-- ``einsum('bi,bio->bo', x_e, W[t])`` (any three distinct letters);
+- ``squeeze(mm(unsqueeze(x_e, -2), W[t]), -2)`` with ``mm`` one of ``bmm``,
+  ``matmul``, ``@`` (functions or methods), the unsqueeze and squeeze dims
+  -2 or the same dim counted from the front (1 without heads), the squeeze
+  a method or ``torch.squeeze``; or
+- ``einsum('bi,bio->bo', x_e, W[t])`` (any three distinct letters, no heads);
 
-where ``x_e`` is ``[rows, K]``: ``gather_src(x)`` / ``gather_dst(x)`` /
+where ``x_e`` is ``[rows, *B, K]``: ``gather_src(x)`` / ``gather_dst(x)`` /
 ``gather_dst_local(x)`` (also with the unsqueeze moved before the gather,
 as ``reorder`` leaves it), or rows of ``t``'s own residency (edge data on
 edges, node rows in a node UDF).
@@ -23,8 +25,8 @@ gathered ``x_e`` (one matmul per type over rows gathered on the fly) and
 at run time with a cached stable sort, and no ``[E, K, M]`` weight copy is
 made, forward or backward (weight gradients are summed per type).
 ``squeeze()`` without a dim is matched too and replaced by the typed matmul
-followed by ``.unsqueeze(1).squeeze()`` (views), which squeezes a one-row
-or one-column result exactly as eager's squeeze of ``[rows, 1, M]`` does.
+followed by ``.unsqueeze(-2).squeeze()`` (views), which squeezes every
+size-one dim exactly as eager's squeeze of ``[rows, *B, 1, M]`` does.
 """
 from __future__ import annotations
 
@@ -57,14 +59,14 @@ def _dim_arg(n: fx.Node, default="absent"):
 
 
 def _lookup(w):
-    """(W, t) when ``w`` is ``W[t]`` with W a shared [T, K, M] float tensor and t a 1-D integer feature."""
+    """(W, t) when ``w`` is ``W[t]`` with W a shared [T, *B, K, M] float tensor and t a 1-D integer feature."""
     if not (_is(w, "__getitem__", operator.getitem) and len(w.args) == 2 and not w.kwargs):
         return None
     table, types = w.args
     if not (isinstance(table, fx.Node) and isinstance(types, fx.Node)):
         return None
     shape, dtype = table.meta.get("shape"), table.meta.get("dtype")
-    if table.meta.get("res") != "S" or shape is None or len(shape) != 3 or dtype is None \
+    if table.meta.get("res") != "S" or shape is None or len(shape) < 3 or dtype is None \
             or not dtype.is_floating_point:
         return None
     if types.meta.get("res") not in ("E", "V") or len(types.meta.get("shape") or ()) != 1 \
@@ -74,10 +76,11 @@ def _lookup(w):
 
 
 def _row_unsqueeze(n):
-    """x when ``n`` is x.unsqueeze(1) (or -2, or torch.unsqueeze) of a 2-D x, else None."""
-    if _is(n, "unsqueeze", torch.unsqueeze) and _dim_arg(n) in (1, -2):
+    """x when ``n`` is x.unsqueeze(-2) (or the same dim from the front, or torch.unsqueeze) of x [rows, *B, K]."""
+    if _is(n, "unsqueeze", torch.unsqueeze):
         x = n.args[0]
-        if isinstance(x, fx.Node) and len(x.meta.get("shape") or ()) == 2:
+        rank = len(x.meta.get("shape") or ()) if isinstance(x, fx.Node) else 0
+        if rank >= 2 and _dim_arg(n) in (rank - 1, -2):
             return x
     return None
 
@@ -101,17 +104,21 @@ def _source(rows):
 
 
 def _match_squeeze(sq):
-    """(node replaced, matmul-like node, [rows, 1, K] operand, W[t] node, squeeze keeps dims?)."""
+    """(matmul-like node, [rows, *B, 1, K] operand, W[t] node, squeeze without a dim?) when ``sq`` squeezes
+    the matmul's dim -2 (or that dim from the front, or every size-one dim)."""
     if not _is(sq, "squeeze", torch.squeeze):
         return None
     dim = _dim_arg(sq, None)
-    if dim not in (1, -2, None) or (dim is None and sq.op != "call_method"):
+    rank = len(sq.args[0].meta.get("shape") or ()) if isinstance(sq.args[0], fx.Node) else 0
+    if rank < 3 or dim not in (rank - 2, -2, None) or (dim is None and sq.op != "call_method"):
         return None
     mm = sq.args[0]
     if not isinstance(mm, fx.Node) or len(mm.users) != 1 or mm.kwargs or len(mm.args) != 2:
         return None
     if not ((mm.op == "call_function" and mm.target in _MATMUL_FUNCTIONS)
             or (mm.op == "call_method" and mm.target in _MATMUL_METHODS)):
+        return None
+    if rank != 3 and mm.target in (torch.bmm, "bmm"):  # eager's bmm takes 3-D operands only
         return None
     return mm, mm.args[0], mm.args[1], dim is None
 
@@ -153,9 +160,9 @@ def _plan(rows_info, lookup):
         return None
     x, side, ctx = rows_info
     table, types = lookup
-    k = table.meta["shape"][1]
-    if x.meta.get("dtype") != table.meta["dtype"] or (x.meta.get("shape") or (None, None))[-1] != k \
-            or len(x.meta.get("shape") or ()) != 2:
+    shape = tuple(x.meta.get("shape") or ())
+    if x.meta.get("dtype") != table.meta["dtype"] or len(shape) < 2 \
+            or shape[1:] != tuple(table.meta["shape"][1:-1]):
         return None
     if side is not None:
         if types.meta.get("res") != "E":
@@ -194,10 +201,11 @@ def index_typed(dfg: MPDFG) -> MPDFG:
             else:
                 typed = new_node(g, n, ops.index_gather_matmul, (ctx, x, table, types, side, feature))
             rows = (x.meta["shape"][0],) if side is None else (n.meta.get("shape") or (None,))[:1]
-            typed.meta.update(shape=rows + (table.meta["shape"][2],), dtype=table.meta["dtype"])
+            typed.meta.update(shape=rows + tuple(table.meta["shape"][1:-2]) + (table.meta["shape"][-1],),
+                              dtype=table.meta["dtype"])
             replacement = typed
-            if keep_dims:  # eager's squeeze() of [rows, 1, M]: also drops a one-row or one-column dim
-                lifted = new_node(g, n, "unsqueeze", (typed, 1), op="call_method")
+            if keep_dims:  # eager's squeeze() of [rows, *B, 1, M]: drops every size-one dim
+                lifted = new_node(g, n, "unsqueeze", (typed, -2), op="call_method")
                 replacement = same_value(new_node(g, n, "squeeze", (lifted,), op="call_method"), n)
         n.replace_all_uses_with(replacement)
         for d in dead:

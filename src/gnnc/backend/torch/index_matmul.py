@@ -1,13 +1,17 @@
 """Typed linear layers whose type comes from an integer feature: rows grouped by a run-time index.
 
 ``weight[edges.data['rel_type']]`` followed by a per-row matmul is a typed
-linear layer whose types are data, not graph structure. The kernel sorts the
-rows stably by type once (cached, see ``grouping``), then runs one matmul per
-type over the rows of that type, gathered on the fly; no [E, K, M] per-row
-weight copy exists, forward or backward.
+linear layer whose types are data, not graph structure. The rows are sorted
+stably by type once (cached, see ``grouping``), then one matmul runs per type
+over the rows of that type; no [E, K, M] per-row weight copy exists, forward
+or backward. A gathered operand (``x[src[e]] @ W[types[e]]``) is computed once
+per distinct (row, type) pair and gathered to the edges (Hector's compact
+materialization): with fewer pairs than edges, fewer rows are multiplied,
+read and written.
 """
 from __future__ import annotations
 
+import math
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -24,18 +28,45 @@ CACHE_SIZE = 8
 
 
 @dataclass(eq=False)
+class Segments:
+    """Positions grouped by type: type t holds positions ``offsets[t]`` .. ``offsets[t+1]``; ``plans``
+    caches their chunkings (see ``_plan``)."""
+
+    offsets: tuple[int, ...]
+    plans: dict = field(default_factory=dict)  # (row width, device type, chunk) -> chunks
+
+    def segments(self):
+        """(type, lo, hi) of every non-empty group."""
+        return [(t, lo, hi) for t, (lo, hi) in enumerate(zip(self.offsets, self.offsets[1:])) if hi > lo]
+
+
+@dataclass(eq=False)
+class Compact:
+    """The distinct (row, type) pairs of a gather ``x[index[e]] @ W[types[e]]``: pair p reads row
+    ``rows[p]``; pairs are sorted by type (``groups``); edge e's product is pair ``pair[e]``'s."""
+
+    rows: torch.Tensor
+    pair: torch.Tensor
+    groups: Segments
+
+
+def _offsets(types: torch.Tensor, num_types: int) -> tuple[int, ...]:
+    counts = torch.bincount(types, minlength=num_types) if types.numel() else torch.zeros(num_types, dtype=torch.int64)
+    return (0,) + tuple(int(c) for c in torch.cumsum(counts, 0).tolist())
+
+
+@dataclass(eq=False)
 class Grouping:
     """Rows sorted stably by type: ``perm[i]`` is the row at sorted position ``i``; rows of type t
-    are sorted positions ``offsets[t]`` .. ``offsets[t+1]``. ``identity``: the rows already were
-    in type order (``perm`` is 0..n-1)."""
+    are sorted positions ``groups.offsets[t]`` .. ``groups.offsets[t+1]``. ``identity``: the rows already
+    were in type order (``perm`` is 0..n-1)."""
 
     snapshot: torch.Tensor  # a copy of the type tensor it was built from, to recognise equal contents
     num_types: int
     perm: torch.Tensor
-    offsets: tuple[int, ...]
+    groups: Segments
     identity: bool
-    sorted_rows: OrderedDict = field(default_factory=OrderedDict)  # identity of a row index -> (index, index[perm])
-    plans: dict = field(default_factory=dict)  # (row width, device type, chunk) -> chunk plan (see ``_plan``)
+    compacts: OrderedDict = field(default_factory=OrderedDict)  # (identity of an index, rows) -> (index, Compact)
 
     @cached_property
     def inverse(self) -> torch.Tensor:
@@ -44,26 +75,22 @@ class Grouping:
         inv[self.perm] = torch.arange(self.perm.numel(), device=self.perm.device)
         return inv
 
-    def segments(self):
-        """(type, lo, hi) of every non-empty group."""
-        return [(t, lo, hi) for t, (lo, hi) in enumerate(zip(self.offsets, self.offsets[1:])) if hi > lo]
-
-    def rows(self, index: torch.Tensor | None) -> torch.Tensor | None:
-        """``index[perm]`` (cached per index tensor); None when ``index`` is None and rows are in order."""
-        if index is None:
-            return None if self.identity else self.perm
-        if self.identity:
-            return index
+    def compact(self, index: torch.Tensor, num_rows: int) -> Compact:
+        """The distinct (index[e], type[e]) pairs, ``index`` values in [0, num_rows) (cached per index tensor)."""
         key = tensor_identity(index)
-        if key is not None and key in self.sorted_rows:
-            self.sorted_rows.move_to_end(key)
-            return self.sorted_rows[key][1]
-        rows = index.index_select(0, self.perm)
+        key = None if key is None else key + (num_rows,)
+        if key is not None and key in self.compacts:
+            self.compacts.move_to_end(key)
+            return self.compacts[key][1]
+        t = self.snapshot.to(torch.int64)
+        t = torch.where(t < 0, t + self.num_types, t)
+        pairs, pair = torch.unique(t * num_rows + index.to(torch.int64), return_inverse=True)  # sorted: by type
+        found = Compact(pairs % num_rows, pair, Segments(_offsets(pairs // num_rows, self.num_types)))
         if key is not None:
-            self.sorted_rows[key] = (index, rows)  # holding index pins the data pointer of the key
-            while len(self.sorted_rows) > 4:
-                self.sorted_rows.popitem(last=False)
-        return rows
+            self.compacts[key] = (index, found)  # holding index pins the data pointer of the key
+            while len(self.compacts) > 4:
+                self.compacts.popitem(last=False)
+        return found
 
 
 # id(types) -> (weak reference to types, its version, Grouping): the same tensor object, unchanged
@@ -124,30 +151,30 @@ def _build(types: torch.Tensor, num_types: int, name: str) -> Grouping:
             t = torch.where(t < 0, t + num_types, t)
     in_order = bool((t[1:] >= t[:-1]).all()) if n > 1 else True
     perm = torch.arange(n, device=t.device) if in_order else torch.sort(t, stable=True).indices
-    counts = torch.bincount(t, minlength=num_types) if n else torch.zeros(num_types, dtype=torch.int64)
-    offsets = (0,) + tuple(int(c) for c in torch.cumsum(counts, 0).tolist())
-    return Grouping(types.detach().clone(), num_types, perm, offsets, in_order)
+    return Grouping(types.detach().clone(), num_types, perm, Segments(_offsets(t, num_types)), in_order)
 
 
 def typed_index_matmul(x: torch.Tensor, index: torch.Tensor | None, weight: torch.Tensor, types: torch.Tensor, *,
                        name: str = "types", chunk: int | None = None) -> torch.Tensor:
-    """out[e] = x[index[e]] @ weight[types[e]] (``index`` None: x[e] @ weight[types[e]]).
+    """out[e] = x[index[e]] @ weight[types[e]] (``index`` None: x[e] @ weight[types[e]]), per head.
 
-    ``x`` [N, K]; ``index`` [E] int64 or None (then E = N); ``weight`` [T, K, M];
-    ``types`` [E] int64/int32 with values in [-T, T) (negative: from the end).
-    Rows are grouped by type with a cached stable sort (``grouping``); one
-    matmul per type over gathered rows, in chunks, so neither an [E, K, M]
-    weight copy nor an [E, K] gather exists. Backward: grad x by the
-    transposed products (scattered back through ``index``), grad weight[t] =
-    x_t^T g_t per type.
+    ``x`` [N, *B, K]; ``index`` [E] int64 or None (then E = N); ``weight``
+    [T, *B, K, M] (``B`` head dims, HGT's per-relation, per-head matrices;
+    none for an RGCN weight); ``types`` [E] int64/int32 with values in
+    [-T, T) (negative: from the end); out [E, *B, M]. Rows are grouped by
+    type with a cached stable sort (``grouping``); one (batched over heads)
+    matmul per type over gathered rows, in chunks, so neither an
+    [E, *B, K, M] weight copy nor an [E, *B, K] gather exists. Backward: grad
+    x by the transposed products (scattered back through ``index``), grad
+    weight[t] = x_t^T g_t per type and head.
     """
     check_float("x", x, min_dim=2)
-    if x.dim() != 2:
-        raise ValueError(f"x must be [N, K], got shape {tuple(x.shape)}")
     check_float("weight", weight, min_dim=3)
     check_same(x.device, x.dtype, weight=weight)
-    if weight.dim() != 3 or weight.shape[1] != x.shape[1]:
-        raise ValueError(f"weight must be [T, K, M] with K = {x.shape[1]} (x columns), got {tuple(weight.shape)}")
+    heads = tuple(x.shape[1:-1])
+    if weight.dim() != x.dim() + 1 or tuple(weight.shape[1:-1]) != heads + (x.shape[-1],):
+        raise ValueError(f"weight must be [T, *B, K, M] for x [N, *B, K] = {tuple(x.shape)}, "
+                         f"got {tuple(weight.shape)}")
     if not isinstance(types, torch.Tensor) or types.dtype not in INDEX_DTYPES or types.dim() != 1:
         raise TypeError(f"{name} must be a 1-D int64 or int32 tensor, got "
                         f"{getattr(types, 'dtype', type(types).__name__)} {tuple(getattr(types, 'shape', ()))}")
@@ -159,7 +186,10 @@ def typed_index_matmul(x: torch.Tensor, index: torch.Tensor | None, weight: torc
     else:
         check_index("index", index, x.shape[0], x.device, length=types.numel())
     gp = grouping(types, weight.shape[0], name)
-    return _TypedIndexMatmul.apply(x, weight, gp, index, chunk)
+    t, k, m = weight.shape[0], x.shape[-1], weight.shape[-1]
+    b = math.prod(heads)
+    out = _TypedIndexMatmul.apply(x.reshape(x.shape[0], b, k), weight.reshape(t, b, k, m), gp, index, chunk)
+    return out.view((out.shape[0],) + heads + (m,))
 
 
 def _rows_per_chunk(width: int, device, chunk) -> int:
@@ -169,17 +199,17 @@ def _rows_per_chunk(width: int, device, chunk) -> int:
     return max(1, budget // max(1, width))
 
 
-def _plan(gp: Grouping, width: int, device, chunk):
-    """Chunks of sorted positions, each ``(s, e, pieces)`` with pieces ``(type, lo, hi)`` tiling [s, e): whole
+def _plan(groups: Segments, width: int, device, chunk):
+    """Chunks of grouped positions, each ``(s, e, pieces)`` with pieces ``(type, lo, hi)`` tiling [s, e): whole
     groups packed together up to the element budget (one gather per chunk, one matmul per piece), a group
     larger than the budget split over several chunks."""
     key = (width, device.type, chunk)
-    if key in gp.plans:
-        return gp.plans[key]
+    if key in groups.plans:
+        return groups.plans[key]
     chunk_rows(0, width, device, chunk)  # validates ``chunk``
     limit = _rows_per_chunk(width, device, chunk)
     chunks, pieces, start = [], [], 0
-    for t, lo, hi in gp.segments():
+    for t, lo, hi in groups.segments():
         for s, e in chunk_rows(hi - lo, width, device, limit):
             if pieces and lo + e - start > limit:
                 chunks.append((start, lo + s, pieces))
@@ -187,50 +217,75 @@ def _plan(gp: Grouping, width: int, device, chunk):
             pieces.append((t, lo + s, lo + e))
     if pieces:
         chunks.append((start, pieces[-1][2], pieces))
-    gp.plans[key] = chunks
+    groups.plans[key] = chunks
     return chunks
 
 
 class _TypedIndexMatmul(Function):
+    """x [N, B, K], weight [T, B, K, M] -> [E, B, M]. Rows of edge data (no index) are multiplied in type
+    order and put back in row order; a gather is multiplied once per distinct (row, type) pair."""
+
     @staticmethod
     def forward(ctx, x, weight, gp, index, chunk):
-        rows = gp.rows(index)
-        # products in sorted order, then one gather back to row order (a scatter, index_copy_, measured
-        # several times slower on CPU than index_select)
-        out = x.new_empty(gp.perm.numel(), weight.shape[2])
-        for s, e, pieces in _plan(gp, x.shape[1], x.device, chunk):
+        b, k, m = weight.shape[1:]
+        if index is None:
+            groups, rows, count = gp.groups, None if gp.identity else gp.perm, gp.perm.numel()
+        else:
+            compact = gp.compact(index, x.shape[0])
+            groups, rows, count = compact.groups, compact.rows, compact.rows.numel()
+        products = x.new_empty(count, b, m)
+        for s, e, pieces in _plan(groups, b * k, x.device, chunk):
             xs = x[s:e] if rows is None else x.index_select(0, rows[s:e])
             for t, lo, hi in pieces:
-                torch.mm(xs[lo - s:hi - s], weight[t], out=out[lo:hi])
+                _product(xs[lo - s:hi - s], weight[t], products[lo:hi])
         ctx.save_for_backward(x, weight)
-        ctx.layout = (gp, index, rows, chunk)
-        return out if gp.identity else out.index_select(0, gp.inverse)
+        ctx.layout = (gp, index, groups, rows, chunk)
+        # back to row order with one gather (a scatter, index_copy_, measured several times slower on CPU)
+        if index is not None:
+            return products.index_select(0, compact.pair)
+        return products if gp.identity else products.index_select(0, gp.inverse)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        gp, index, rows, chunk = ctx.layout
+        gp, index, groups, rows, chunk = ctx.layout
+        b, k, m = weight.shape[1:]
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if index is not None:  # the gradient of each pair: the sum over its edges
+            grad = grad.new_zeros((rows.numel(),) + tuple(grad.shape[1:])).index_add_(0, gp.compact(
+                index, x.shape[0]).pair, grad)
+        elif not gp.identity:
+            grad = grad.index_select(0, gp.perm)  # type order
         grad_w = torch.zeros_like(weight) if need_w else None
         grad_x = None
         if need_x:
-            grad_x = x.new_empty(x.shape) if index is None else torch.zeros_like(x)
-        for s, e, pieces in _plan(gp, max(x.shape[1], weight.shape[2]), x.device, chunk):
-            g = grad[s:e] if gp.identity else grad.index_select(0, gp.perm[s:e])  # this chunk, sorted
+            grad_x = x.new_empty(x.shape) if rows is None else torch.zeros_like(x)
+        for s, e, pieces in _plan(groups, b * max(k, m), x.device, chunk):
             xs = None
             if need_w:
                 xs = x[s:e] if rows is None else x.index_select(0, rows[s:e])
             gx = None
             if need_x:
-                gx = grad_x[s:e] if index is None else x.new_empty(e - s, x.shape[1])
+                gx = grad_x[s:e] if rows is None else x.new_empty((e - s,) + tuple(x.shape[1:]))
             for t, lo, hi in pieces:
+                gt = grad[lo:hi]
                 if need_x:
-                    torch.mm(g[lo - s:hi - s], weight[t].t(), out=gx[lo - s:hi - s])
+                    _product(gt, weight[t].transpose(-1, -2), gx[lo - s:hi - s])
                 if need_w:
-                    grad_w[t].addmm_(xs[lo - s:hi - s].t(), g[lo - s:hi - s])
-            if need_x and index is not None:
+                    xt = xs[lo - s:hi - s]
+                    if b == 1:
+                        grad_w[t, 0].addmm_(xt[:, 0].t(), gt[:, 0])
+                    else:
+                        grad_w[t].baddbmm_(xt.permute(1, 2, 0), gt.transpose(0, 1))
+            if need_x and rows is not None:
                 grad_x.index_add_(0, rows[s:e], gx)
-        if need_x and index is None and not gp.identity:  # grad_x was filled in sorted order
-            grad_x = grad_x.index_select(0, gp.inverse)
         return grad_x, grad_w, None, None, None
+
+
+def _product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor) -> None:
+    """out[n, h] = x[n, h] @ weight[h] for x [n, B, K], weight [B, K, M], out [n, B, M] (a view it fills)."""
+    if x.shape[1] == 1:
+        torch.mm(x[:, 0], weight[0], out=out[:, 0])
+    else:
+        out.copy_(torch.bmm(x.transpose(0, 1), weight).transpose(0, 1))
