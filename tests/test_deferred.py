@@ -5,13 +5,18 @@ it computed stores it unwritten; every way of reading it must see exactly
 what eager apply_edges stores (user edge order), and a compiled update_all
 that reads it fuses it into its aggregation.
 """
+import contextlib
+import warnings
+
 import pytest
 import torch
 
 import gnnc
 from gnnc.data import npz
+from gnnc.frontend.message_passing import compiling
 from gnnc.runtime import compiled
-from gnnc.runtime.deferred import DeferredEdges
+from gnnc.runtime.compiled import FallbackWarning
+from gnnc.runtime.deferred import DeferredEdges, InternalOrderEdges
 from tests.graphs import random_heterograph, random_homograph
 
 BACKENDS = ["torch", "cpu"]
@@ -145,3 +150,71 @@ def test_saving_a_graph_materializes_deferred_features(tmp_path):
     path = tmp_path / "g.npz"
     npz.save_npz(g, path)
     torch.testing.assert_close(npz.load_npz(path).edata["e"], want)
+
+
+# ----------------------------------------------------------------- other apply_edges results, internal order
+def _products(edges):
+    """Not an SDDMM of node tensors: stored in internal edge order until read."""
+    return {"p": edges.src["z"] * edges.dst["w"] + edges.data["y"]}
+
+
+def _aggregate(g, backend=None):
+    """update_all reading ``p``: compiled with ``backend``, eager when None."""
+    options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
+    with options:
+        g.update_all(lambda e: {"m": e.data["p"] * e.src["z"]}, lambda nb: {"h": nb.mailbox["m"].sum(1)},
+                     compile=backend is not None)
+    return g.ndata["h"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_internal_order_result_feeds_a_compiled_call_unpermuted_and_reads_back_in_user_order(backend, monkeypatch):
+    g = _unsorted_graph()
+    _features(g)
+    g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    with g.local_scope():
+        g.apply_edges(_products, compile=False)
+        want_p, want_h = g.edata["p"], _aggregate(g)
+    with compiling({"backend": backend}):
+        g.apply_edges(_products)
+    assert isinstance(g._estore.peek_whole("p"), InternalOrderEdges)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        torch.testing.assert_close(_aggregate(g, backend), want_h)  # builds the plan
+        permuted = []
+        monkeypatch.setattr(g.index, "from_user_order", lambda x, *a: permuted.append(x) or type(g.index)
+                            .from_user_order(g.index, x, *a))
+        torch.testing.assert_close(_aggregate(g, backend), want_h)
+    assert not permuted  # the plan reads p in internal order as it is
+    assert isinstance(g._estore.peek_whole("p"), InternalOrderEdges)
+    torch.testing.assert_close(g.edata["p"], want_p, rtol=0, atol=0)
+    assert isinstance(g._estore.peek_whole("p"), torch.Tensor)  # read once: stored in user order
+    g.edata["p"].mul_(2)  # the user's in-place change is seen by the next compiled call
+    with g.local_scope():
+        g.edata["p"] = want_p * 2
+        want_2 = _aggregate(g)
+    torch.testing.assert_close(_aggregate(g, backend), want_2)
+
+
+def test_internal_order_results_in_training_and_in_sorted_graphs():
+    g = _unsorted_graph()
+    _features(g)
+    g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    grads = []
+    for backend in (None, "torch"):
+        z = g.ndata["z"].detach().clone().requires_grad_()
+        options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
+        with g.local_scope(), options:
+            g.ndata["z"] = z
+            g.apply_edges(_products, compile=backend is not None)
+            out = _aggregate(g, backend).square().sum() + g.edata["p"].sum()
+        grads.append(torch.autograd.grad(out, z)[0])
+    torch.testing.assert_close(grads[1], grads[0])
+    src, dst = g.edges()
+    order = torch.sort(dst, stable=True).indices
+    sorted_g = gnnc.graph((src[order], dst[order]), num_nodes=g.num_nodes())
+    _features(sorted_g)
+    sorted_g.edata["y"] = g.edata["y"][order]
+    with compiling({"backend": "torch"}):
+        sorted_g.apply_edges(_products)
+    assert isinstance(sorted_g._estore.peek_whole("p"), torch.Tensor)  # nothing to permute

@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 
 from ..graph.frame import Deferred
-from ..runtime import eager
+from ..runtime import deferred, eager
 
 _COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
 
@@ -90,7 +90,7 @@ def apply_edges(g, message=None, etype=None, compile=None, **dgl_kwargs) -> None
         out = eager.messages(g, message, rel)
     for k, v in out.items():
         if not isinstance(v, Deferred):  # a deferred result is put in user order when read
-            v = g.index.to_user_order(v, lo, hi)
+            v = deferred.in_user_order(g, v, rel, lo, hi)
         if rel is None:
             g.edata[k] = v
         else:

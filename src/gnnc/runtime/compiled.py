@@ -91,6 +91,8 @@ def _read(g, store, key, rel, space=None):
     node data of the access's end type (``gnnc.runtime.node_reads``); the whole graph's otherwise."""
     if store == "edata" and rel is not None:
         return g.edges[g.canonical_etypes[rel]].data[key]
+    if store == "edata" and (internal := deferral.internal_edges(g, key, rel)) is not None:
+        return internal  # read without putting it in user order
     if store == "ndata" and rel is not None:
         return g.nodes[g.index.etypes[rel][end_slot(space)]].data[key]
     return getattr(g, store)[key]
@@ -213,8 +215,11 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             except ValueError as err:
                 raise InferenceFailure(str(err), udf_location(udfs[0])) from err
         elif kind == "edata":
-            user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
-            values.append(g.index.from_user_order(user, lo, hi))
+            internal = deferral.internal_edges(g, name, rel)
+            if internal is None:
+                user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
+                internal = g.index.from_user_order(user, lo, hi)
+            values.append(internal)
         elif kind == "ntype_data":
             values.append(g.ntype_data[name])
         elif kind == "etype_data":

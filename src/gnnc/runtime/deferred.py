@@ -9,6 +9,11 @@ can fold it into an aggregation, so the edge tensor is never written. Any
 other read (user code, the eager executor, one relation's block)
 materializes it once, in the user's edge order: the same values the
 apply_edges call would have stored.
+
+Any other whole-graph ``apply_edges`` result is stored as ``InternalOrderEdges``
+when the graph keeps its edges in another order than the user's: a compiled
+call reading it binds the internal-order tensor as is, and only a read by
+user code (or the eager executor) pays the permutation to user order.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import torch.fx as fx
 from .. import backend
 from ..backend.torch.common import broadcast_shape
 from ..graph.frame import Deferred
+from ..graph.index import GraphIndex
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .context import GraphContext
@@ -65,6 +71,50 @@ class DeferredEdges(Deferred):
 
     def operand(self, which: str) -> torch.Tensor:
         return self.a if which == "a" else self.b
+
+
+@dataclass(eq=False)
+class InternalOrderEdges(Deferred):
+    """A whole-graph edge feature of ``index``'s graph held in internal edge order, put in user order when read."""
+
+    index: GraphIndex
+    values: torch.Tensor
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.values.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.values.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
+
+    def materialize(self) -> torch.Tensor:
+        return self.index.to_user_order(self.values)
+
+
+def in_user_order(g, values: torch.Tensor, rel, lo: int, hi: int):
+    """What an apply_edges on block ``rel`` (edges lo..hi) stores for internal-order ``values``: the values
+    themselves when the orders agree, an ``InternalOrderEdges`` over the whole graph, else a permuted copy."""
+    if g.index.user_eid is None:
+        return values
+    if rel is None:
+        return InternalOrderEdges(g.index, values)
+    return g.index.to_user_order(values, lo, hi)
+
+
+def internal_edges(g, name: str, rel) -> torch.Tensor | None:
+    """Edge feature ``name`` in internal order without a permutation, when stored as ``InternalOrderEdges``
+    of ``g``'s structure and read over the whole graph; else None."""
+    if rel is not None:
+        return None
+    value = g._estore.peek_whole(name)
+    if isinstance(value, InternalOrderEdges) and value.index is g.index:
+        return value.values
+    return None
 
 
 def deferrable_outputs(dfg: MPDFG) -> dict:
