@@ -275,6 +275,56 @@ def test_shared_dot_turns_product_and_sum_into_one_matmul():
     _check(dfg, out, inputs)
 
 
+def test_shared_dot_takes_weights_with_leading_size_one_dims():
+    """DGL's GATConv keeps ``attn_l`` as [1, H, F]: its leading 1 broadcasts against the rows."""
+    g = _graph()
+    attn_l = A[:, :4].unsqueeze(0)  # [1, 2, 4]
+    msg = lambda e: {"a": (e.src["z"] * attn_l).sum(-1),  # noqa: E731
+                     "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True),  # [1, 4] vs [E, 4]
+                     "c": (A[0, :4].view(1, 1, 4) * e.dst["x"]).sum(-1)}  # [1, E]: a dim before the rows
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, _ = _prepare(g, dfg, (msg,))
+    out = shared_dot(dfg)
+    assert len([n for n in out.graph.nodes if n.target is ops.shared_dot]) == 2
+    _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+
+def test_shared_dot_merges_both_ends_of_gat_with_size_one_leading_weights():
+    """DGL's GATConv ported to UDFs: ``(src z * attn_l).sum(-1) + (dst z * attn_r).sum(-1)``, both [1, H, F]."""
+    g = _graph()
+    attn_l, attn_r = A[:, :4].unsqueeze(0), A[:, 4:8].unsqueeze(0)
+    msg = lambda e: {"e": (e.src["z"] * attn_l).sum(-1) + (e.dst["z"] * attn_r).sum(-1)}  # noqa: E731
+    _check_both_ends_in_one_dot(g, msg)
+
+
+def _check_both_ends_in_one_dot(g, msg):
+    """After reorder, shared_dot computes the attention scores of both ends in one matmul, as before."""
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, annotate = _prepare(g, dfg, (msg,))
+    moved = reorder(dfg)
+    annotate(moved)
+    out = shared_dot(moved)
+    (dot,) = _shared_dots(out)
+    assert len(dot.args[1]) == 2
+    _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+
+def test_shared_dot_moves_parameters_read_after_the_first_product():
+    """A module's parameters are read where the UDF reads them: attn_r after the source half's dot."""
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn_l = torch.nn.Parameter(A[:, :4].unsqueeze(0).clone())
+            self.attn_r = torch.nn.Parameter(A[:, 4:8].clone())
+
+        def edge_attention(self, edges):
+            return {"e": (edges.src["z"] * self.attn_l).sum(-1) + (self.attn_r[:, :4] * edges.dst["z"]).sum(-1)}
+
+    _check_both_ends_in_one_dot(_graph(), Attention().edge_attention)
+
+
 def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_rows():
     g = _graph()
 

@@ -2,14 +2,16 @@
 
 Pattern 1 (``w`` shared, S; ``x`` graph data with feature dims [H..., F], F > 1,
 H = prod(H...) <= ``MAX_HEADS``; ``w`` broadcasts to x's feature dims
-without expanding x; the product has no other user):
+without expanding x, with at most a size-one dim facing x's rows (``attn_l``
+of shape [1, H, F], as DGL's GATConv keeps it), dropped first; the product
+has no other user):
     ``sum(x * w, -1[, keepdim])``  ->  ``shared_dot(x, w, keepdim)``
 which runs as x[rows, H*F] @ blockdiag(w)[H*F, H]: no [rows, H, F] product
 is written and no strided reduction runs (GAT-style attention scores).
 
 Pattern 2 (k >= 2 of those on the same rows: each reads ``x`` or
 ``dst_nodes(ctx, x)`` of one ``x``, with weights of x's dtype defined before
-the first of them):
+the first of them, or shared values of parameters moved there):
     ``shared_dot(x_i, w_i, keepdim_i)``  ->  ``m = shared_dot(x, (w_1, ..., w_k), True)``
 and each result becomes its column of ``m`` (``m[..., i]``, or
 ``m[..., i:i+1]`` with keepdim), under ``dst_nodes(ctx, .)`` when x_i is
@@ -43,7 +45,11 @@ def shared_dot(dfg: MPDFG) -> MPDFG:
         operands = _shared_product(product)
         if operands is None:
             continue
-        x, w = operands
+        x, w, extra = operands
+        if extra:  # [1, *w_feat] broadcast against the rows: the same weights for every row
+            with g.inserting_after(w):
+                w = new_node(g, total, "reshape", (w, tuple(w.meta["shape"][extra:])), op="call_method")
+            w.meta.update(shape=tuple(w.args[0].meta["shape"][extra:]), dtype=w.args[0].meta["dtype"], res="S")
         with g.inserting_before(total):
             new = new_node(g, total, ops.shared_dot, (x, w, _keepdim(total)))
         total.replace_all_uses_with(new)
@@ -74,18 +80,41 @@ def _same_rows_groups(g: fx.Graph) -> list:
     """shared_dot nodes, in graph order, grouped by the rows they read; groups of two or more.
 
     A dot joins its group when its weights have x's dtype and are defined
-    before the group's first dot (where the merged matmul goes).
+    before the group's first dot (where the merged matmul goes), or can be
+    moved there (``_movable``).
     """
     order = {n: i for i, n in enumerate(g.nodes)}
     groups: dict = {}
     for dot in [n for n in g.nodes if n.op == "call_function" and n.target is ops.shared_dot]:
         x = _base_rows(dot)
         group = groups.setdefault(x, [])
-        first = order[group[0]] if group else order[dot]
-        if all(isinstance(w, fx.Node) and w.meta.get("dtype") == x.meta.get("dtype") and order[w] < first
-               for w in _weights(dot)):
+        first = group[0] if group else dot
+        if all(isinstance(w, fx.Node) and w.meta.get("dtype") == x.meta.get("dtype")
+               and _movable(w, order[first], order) for w in _weights(dot)):
             group.append(dot)
     return [dots for dots in groups.values() if len(dots) > 1]
+
+
+def _movable(w: fx.Node, position: int, order: dict) -> bool:
+    """``w`` is defined before ``position``, or is a shared value computed from such values and parameters
+    only, by out-of-place operations (``self.attn_r`` read after the first dot)."""
+    if order[w] < position:
+        return True
+    if w.meta.get("res") != "S" or w.op not in ("get_attr", "call_function", "call_method"):
+        return False
+    if w.op != "get_attr" and str(getattr(w.target, "__name__", w.target)).endswith("_"):
+        return False
+    return all(_movable(a, position, order) for a in w.all_input_nodes)
+
+
+def _move_before(w: fx.Node, first: fx.Node, done: set) -> None:
+    """Put ``w`` (``_movable``) and what it reads before ``first``."""
+    if w in done:
+        return
+    done.add(w)
+    for a in w.all_input_nodes:
+        _move_before(a, first, done)
+    first.prepend(w)
 
 
 def _merge(g: fx.Graph, dots: list) -> None:
@@ -93,6 +122,10 @@ def _merge(g: fx.Graph, dots: list) -> None:
     all_dst = all(_is_dst_rows(d.args[0]) for d in dots)
     rows = dots[0].args[0] if all_dst else _base_rows(dots[0])
     weights = tuple(w for d in dots for w in _weights(d))
+    order = {n: i for i, n in enumerate(g.nodes)}
+    done = {n for n in g.nodes if order[n] < order[dots[0]]}
+    for w in weights:
+        _move_before(w, dots[0], done)
     with g.inserting_before(dots[0]):
         merged = new_node(g, dots[0], ops.shared_dot, (rows, weights, True))
     lo = 0
@@ -121,7 +154,8 @@ def _keepdim(n: fx.Node) -> bool:
 
 
 def _shared_product(product: fx.Node):
-    """(x, w) when ``product`` is x * w with w shared and x graph data it does not expand; else None."""
+    """(x, w, k) when ``product`` is x * w with w shared and x graph data it does not expand; k = 1 when w
+    has x's rank, its first dim a size-one dim facing x's rows, else 0; None otherwise."""
     is_mul = ((product.op == "call_function" and product.target in (operator.mul, torch.mul))
               or (product.op == "call_method" and product.target == "mul"))
     if not (is_mul and len(product.args) == 2 and not product.kwargs and len(product.users) == 1):
@@ -135,12 +169,13 @@ def _shared_product(product: fx.Node):
         x_shape, w_shape = x.meta.get("shape"), w.meta.get("shape")
         if x_shape is None or w_shape is None or x.meta.get("dtype") != w.meta.get("dtype"):
             continue
-        feat = tuple(x_shape[1:])
-        if len(w_shape) > len(feat) or feat[-1] < 2 or math.prod(feat[:-1]) > MAX_HEADS:
+        feat, extra = tuple(x_shape[1:]), max(0, len(w_shape) - len(x_shape) + 1)
+        if len(w_shape) > len(x_shape) or any(d != 1 for d in w_shape[:extra]) or feat[-1] < 2 \
+                or math.prod(feat[:-1]) > MAX_HEADS:
             continue
         try:
-            if tuple(broadcast_shape(feat, tuple(w_shape))) == feat:
-                return x, w
+            if tuple(broadcast_shape(feat, tuple(w_shape[extra:]))) == feat:
+                return x, w, extra
         except ValueError:
             continue
     return None
