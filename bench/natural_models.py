@@ -107,6 +107,37 @@ class MultiHeadGATLayer(nn.Module):
         return torch.mean(torch.stack(head_outs))
 
 
+# DGL users porting GATConv to UDFs: one linear for all heads, ``view(-1, H, F)``, per-head attention vectors
+# applied to each end in the edge UDF, the softmax over the mailbox.
+class MultiHeadViewGATLayer(nn.Module):
+    def __init__(self, in_dim, out_dim, num_heads):
+        super().__init__()
+        self.num_heads, self.out_dim = num_heads, out_dim
+        self.fc = nn.Linear(in_dim, out_dim * num_heads, bias=False)
+        self.attn_l = nn.Parameter(torch.Tensor(1, num_heads, out_dim))
+        self.attn_r = nn.Parameter(torch.Tensor(1, num_heads, out_dim))
+        nn.init.xavier_normal_(self.attn_l)
+        nn.init.xavier_normal_(self.attn_r)
+
+    def edge_attention(self, edges):
+        e = (edges.src['z'] * self.attn_l).sum(-1) + (edges.dst['z'] * self.attn_r).sum(-1)
+        return {'e': F.leaky_relu(e)}
+
+    def message_func(self, edges):
+        return {'z': edges.src['z'], 'e': edges.data['e']}
+
+    def reduce_func(self, nodes):
+        alpha = F.softmax(nodes.mailbox['e'], dim=1)
+        return {'h': torch.sum(alpha.unsqueeze(-1) * nodes.mailbox['z'], dim=1)}
+
+    def forward(self, g, h):
+        with g.local_scope():
+            g.ndata['z'] = self.fc(h).view(-1, self.num_heads, self.out_dim)
+            g.apply_edges(self.edge_attention)
+            g.update_all(self.message_func, self.reduce_func)
+            return g.ndata['h']
+
+
 # --------------------------------------------------------------- GraphSAGE
 # DGL's "Make your own GNN module" tutorial (blitz/3_message_passing.py), mean aggregator.
 class SAGEConv(nn.Module):

@@ -44,11 +44,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-MODELS = ("gcn", "gat", "sage", "gin", "rgcn", "rgat", "hgt")
-TITLES = {"gcn": "GCN", "gat": "GAT", "sage": "GraphSAGE", "gin": "GIN", "rgcn": "RGCN", "rgat": "RGAT",
+MODELS = ("gcn", "gat", "gat_heads", "sage", "gin", "rgcn", "rgat", "hgt")
+TITLES = {"gcn": "GCN", "gat": "GAT (tutorial: a layer per head)", "gat_heads": "GAT (heads in one view)", "sage": "GraphSAGE", "gin": "GIN", "rgcn": "RGCN", "rgat": "RGAT",
           "hgt": "HGT"}
-HOMO_MODELS = ("gcn", "gat", "sage", "gin")
-WITH_LAYER = ("gcn", "gat", "rgcn", "rgat", "hgt")  # natural layer computes the same function as gnnc's
+HOMO_MODELS = ("gcn", "gat", "gat_heads", "sage", "gin")
+WITH_LAYER = ("gcn", "gat", "gat_heads", "rgcn", "rgat", "hgt")  # natural layer computes the same function as gnnc's
 DATASETS = ("pubmed", "arxiv", "mutag", "bgs")
 HOMO_DATASETS = ("pubmed", "arxiv")
 SYSTEMS = ("layer", "compiled", "eager")
@@ -81,6 +81,13 @@ def build(model: str, data):
             for k, head in enumerate(nat.heads):
                 head.fc.weight.copy_(layer.fc.weight[k * hd:(k + 1) * hd])
                 head.attn_fc.weight.copy_(layer.attn[k].unsqueeze(0))
+        elif model == "gat_heads":
+            hd = WIDTH // HEADS
+            layer = gm.GATConv(d, hd, HEADS, negative_slope=0.01)  # F.leaky_relu's default slope
+            nat = nm.MultiHeadViewGATLayer(d, hd, HEADS)
+            nat.fc.weight.copy_(layer.fc.weight)
+            nat.attn_l.copy_(layer.attn[:, :hd].unsqueeze(0))
+            nat.attn_r.copy_(layer.attn[:, hd:].unsqueeze(0))
         elif model == "sage":
             nat = nm.SAGEConv(d, WIDTH)
         elif model == "gin":
