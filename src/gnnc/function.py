@@ -6,24 +6,22 @@ binary message (e.g. ``u_mul_e('h', 'w', 'm')``) and the reducers ``sum``,
 executor can run it) that also records what it computes, so executors and
 the compiler can recognise it and use a dedicated kernel.
 """
-from __future__ import annotations
+from dataclasses import dataclass as _dataclass
 
-from dataclasses import dataclass
-
-import torch
-import torch.fx
+import torch as _torch
+import torch.fx as _fx
 
 _SIDES = {"u": "src", "v": "dst", "e": "data"}
 _BINARY = {
-    "add": torch.add,
-    "sub": torch.sub,
-    "mul": torch.mul,
-    "div": torch.div,
+    "add": _torch.add,
+    "sub": _torch.sub,
+    "mul": _torch.mul,
+    "div": _torch.div,
     "dot": lambda a, b: (a * b).sum(-1, keepdim=True),
 }
 
 
-def right_align(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+def right_align(x: _torch.Tensor, other: _torch.Tensor) -> _torch.Tensor:
     """``x`` with unit dims inserted after the edge dimension up to ``other``'s rank (DGL's broadcast rule:
     feature shapes right-aligned, the edge dimension first). A leaf when traced: the compiler resolves it
     once shapes are known (``gnnc.passes.align``)."""
@@ -31,10 +29,10 @@ def right_align(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return x.reshape(x.shape[:1] + (1,) * gap + x.shape[1:]) if gap > 0 else x
 
 
-torch.fx.wrap("right_align")
+_fx.wrap("right_align")
 
 
-@dataclass(frozen=True)
+@_dataclass(frozen=True)
 class BuiltinMessage:
     """Message ``out = op(lhs.lhs_field, rhs.rhs_field)``; ``op='copy'`` has no rhs."""
 
@@ -59,7 +57,7 @@ class BuiltinMessage:
         return f"{self.lhs}_{self.op}_{self.rhs}"
 
 
-@dataclass(frozen=True)
+@_dataclass(frozen=True)
 class BuiltinReduce:
     """Reduce ``out = op over in-edges of msg``; op in sum, mean, max, min."""
 
@@ -133,3 +131,8 @@ def min(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
 
 __all__ = ["BuiltinMessage", "BuiltinReduce", "copy_u", "copy_e", "copy_src", "copy_edge",
            "sum", "mean", "max", "min", *_BINARY_NAMES]
+
+
+def __dir__():
+    """Only the built-ins (``__all__``) are listed; ``right_align``, the compiler's helper, stays importable."""
+    return sorted(set(__all__) | {name for name in globals() if name.startswith("__")})
