@@ -1,0 +1,85 @@
+"""Graph operators called outside message passing, named as in DGL's ``dgl.ops``.
+
+``edge_softmax(g, logits)``: softmax of edge values over the in-edges of
+each destination node (DGL's ``dgl.ops.edge_softmax``). It runs the active
+backend's edge-softmax kernel, the one compiled plans use for a
+``softmax(nodes.mailbox[...], dim=1)`` reduce, so it works eagerly and in
+the forward of a ``gnnc.compile``-d model alike (between compiled
+``apply_edges`` and ``update_all`` calls, as DGL's GATv2Conv uses it).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import backend
+
+__all__ = ["edge_softmax"]
+
+_ENDS = {"dst": "dst", "src": "src"}
+
+
+def edge_softmax(g, logits, norm_by: str = "dst"):
+    """``a[e] = exp(logits[e]) / sum over e' with dst(e') == dst(e) of exp(logits[e'])``.
+
+    ``logits`` is ``[E, *]`` in the user's edge order (the order of ``g.edata``
+    and ``g.edges()``); the result has the same shape, order and dtype. The
+    softmax is taken separately for every trailing index (e.g. per head) and is
+    numerically stable for any finite logits (the per-node maximum is
+    subtracted). ``norm_by='src'`` normalizes over each source node's
+    out-edges instead (DGL's option).
+
+    On a heterogeneous graph the softmax spans every in-edge of a node, of all
+    relations: pass either one ``[E, *]`` tensor over all edges in ``g.edata``
+    order, or ``{relation: [E_r, *]}`` with every relation (name or canonical
+    triple) and get the same mapping back (DGL takes a tuple in
+    ``canonical_etypes`` order for this; a tuple or list is accepted as such).
+    """
+    if norm_by not in _ENDS:
+        raise ValueError(f"edge_softmax: norm_by must be 'dst' or 'src', got {norm_by!r}")
+    if isinstance(logits, dict):
+        return _per_relation(g, logits, norm_by)
+    if isinstance(logits, (tuple, list)):
+        return tuple(_per_relation(g, dict(zip(g.canonical_etypes, _check_count(g, logits))), norm_by).values())
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"edge_softmax: logits must be a tensor (or, on a heterogeneous graph, a dict of "
+                        f"tensors by relation), got {type(logits).__name__}")
+    if logits.dim() == 0 or logits.shape[0] != g.num_edges():
+        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {g.num_edges()}, "
+                         f"got shape {tuple(logits.shape)}")
+    if not logits.is_floating_point():
+        raise TypeError(f"edge_softmax: logits must be floating point, got {logits.dtype}")
+    if logits.device != g.device:
+        raise ValueError(f"edge_softmax: logits are on {logits.device} but the graph is on {g.device}")
+    ends = getattr(g.index, _ENDS[norm_by])  # internal edge order
+    internal = g.index.from_user_order(logits)
+    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.num_nodes()))
+
+
+def _check_count(g, logits):
+    if len(logits) != len(g.canonical_etypes):
+        raise ValueError(f"edge_softmax: got {len(logits)} logit tensors for {len(g.canonical_etypes)} relations "
+                         f"{g.canonical_etypes}")
+    return logits
+
+
+def _per_relation(g, logits: dict, norm_by: str) -> dict:
+    """Concatenate ``{relation: logits}`` in relation order, softmax over the whole graph, split back."""
+    ids = {}
+    for key in logits:
+        r = g.etype_id(key)
+        if r in ids.values():
+            raise ValueError(f"edge_softmax: relation {g.canonical_etypes[r]} given twice")
+        ids[key] = r
+    missing = [k for r, k in enumerate(g.canonical_etypes) if r not in ids.values()]
+    if missing:
+        raise ValueError(f"edge_softmax: logits missing for relations {missing}; every relation's in-edges "
+                         f"take part in the softmax")
+    by_rel = {r: key for key, r in ids.items()}
+    order = [by_rel[r] for r in range(len(g.canonical_etypes))]
+    for key in order:
+        t = logits[key]
+        if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != g.num_edges(key):
+            raise ValueError(f"edge_softmax: logits of relation {key!r} must be [{g.num_edges(key)}, *], got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    out = edge_softmax(g, torch.cat([logits[k] for k in order]), norm_by)
+    return dict(zip(order, out.split([g.num_edges(k) for k in order])))
