@@ -1,5 +1,4 @@
 """Shared pytest configuration: float64 reference checks and data location."""
-import os
 from pathlib import Path
 
 import pytest
@@ -8,8 +7,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def data_dir() -> Path:
-    """Real datasets: $GNNC_DATA, else ../shared/data beside the repository."""
-    return Path(os.environ.get("GNNC_DATA", REPO.parent / "shared" / "data"))
+    """Real datasets, by gnnc's data-location rule: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data."""
+    from gnnc.data.paths import data_root
+
+    return data_root()
 
 
 @pytest.fixture
@@ -18,6 +19,17 @@ def shared_data() -> Path:
     if not root.is_dir():
         pytest.skip(f"real datasets not found at {root} (set GNNC_DATA)")
     return root
+
+
+@pytest.fixture
+def no_default_data(monkeypatch, tmp_path):
+    """Neither $GNNC_DATA nor a default data folder: the data-location rule ends at an empty user cache."""
+    from gnnc.data import paths
+
+    monkeypatch.delenv(paths.ENV_VAR, raising=False)
+    monkeypatch.setattr(paths, "CHECKOUT_DATA", None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    return tmp_path / "empty-cache" / "gnnc" / "data"
 
 
 @pytest.fixture(autouse=True, scope="session")

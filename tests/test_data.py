@@ -196,7 +196,7 @@ def test_citeseer_isolated_test_nodes_are_zero_padded(shared_data):
     assert bool((g.ndata["label"][empty] == 0).all()) and not bool(g.ndata["test_mask"][empty].any())
 
 
-def test_planetoid_root_falls_back_to_gnnc_data(shared_data, monkeypatch, tmp_path):
+def test_planetoid_root_falls_back_to_gnnc_data(shared_data, monkeypatch, tmp_path, no_default_data):
     monkeypatch.setenv("GNNC_DATA", str(shared_data))
     assert D.load_planetoid("Cora").graph.num_nodes() == 2708
     monkeypatch.delenv("GNNC_DATA")
@@ -294,7 +294,7 @@ def test_kg_folder_and_nested_tarball(tmp_path):
     assert D.load_kg(archive, add_inverse=True).graph.num_edges("likes_inv") == 2
 
 
-def test_kg_errors(tmp_path, monkeypatch):
+def test_kg_errors(tmp_path, monkeypatch, no_default_data):
     _write_kg(tmp_path / "bad", {**SMALL_KG, "valid": ["c\thates\ta", "c hates a"]})
     with pytest.raises(ValueError, match=r"valid\.txt, line 2: expected 3"):
         D.load_kg(tmp_path / "bad")

@@ -9,6 +9,7 @@ it is recorded and reproduced exactly; other schemas are drawn from the seed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 GRAPHILER = "Graphiler (Xie et al., MLSys 2022)"
 GRAPHILER_WS = "Graphiler (Xie et al., GNNSys 2021)"
@@ -100,3 +101,37 @@ def get_info(name: str) -> DatasetInfo:
 def list_datasets() -> list[DatasetInfo]:
     """Every registry record, homogeneous first, in registry order."""
     return list(DATASETS.values())
+
+
+PLANETOID_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph", "test.index")
+
+
+@dataclass(frozen=True)
+class RealDataset:
+    """A real dataset the loaders read: the files it needs, relative to the data folder (``gnnc.data.paths``)."""
+
+    name: str
+    loader: str
+    files: tuple[str, ...]
+    figures: str
+
+    @property
+    def pattern(self) -> str:
+        """The files in one short glob-like string, for listings."""
+        return self.files[0] if len(self.files) == 1 else self.files[0].rsplit(".", 1)[0] + ".*"
+
+    def missing(self, root) -> list[str]:
+        """The needed files absent under ``root`` (empty when the dataset is usable)."""
+        return [f for f in self.files if not (Path(root) / f).is_file()]
+
+
+def _planetoid(name, figures):
+    return RealDataset(name, "load_planetoid", tuple(f"planetoid/ind.{name}.{p}" for p in PLANETOID_PARTS), figures)
+
+
+REAL_DATASETS: dict[str, RealDataset] = {d.name: d for d in (
+    _planetoid("cora", "2,708 nodes, 10,556 edges, 1,433 features, 7 classes"),
+    _planetoid("citeseer", "3,327 nodes, 9,104 edges, 3,703 features, 6 classes"),
+    RealDataset("FB15k-237", "load_kg", ("kg/FB15k-237.tar.gz",), "14,541 entities, 237 relations (474 with inverses)"),
+    RealDataset("WN18RR", "load_kg", ("kg/WN18RR.tar.gz",), "40,943 entities, 11 relations"),
+)}
