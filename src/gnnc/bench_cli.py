@@ -46,8 +46,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         p.add_argument("ignored", nargs="*")
         p.set_defaults(func=_missing)
         return p
-    p = subparsers.add_parser("bench", help=help_, description=cli.runner.__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    from .cli import HelpFormatter
+
+    p = subparsers.add_parser("bench", help=help_, description=cli.runner.__doc__, formatter_class=HelpFormatter)
     cli.add_arguments(p)
     p.set_defaults(func=lambda args: cli.run_and_report(args, shlex.join(["gnnc", *sys.argv[1:]])))
     return p

@@ -1,7 +1,18 @@
-"""The ``gnnc`` command: demo, datasets, info, train."""
+"""The ``gnnc`` command: demo, datasets, info, train, explain, partition, bench.
+
+Real data (cora, citeseer, FB15k-237, WN18RR) is found by the rule of
+``gnnc.data.paths``: ``--data-dir``, else ``$GNNC_DATA``, else
+``../shared/data`` beside a source checkout, else ``~/.cache/gnnc/data``.
+A graph name means the real files for cora/citeseer/FB15k-237/WN18RR in
+``info`` and full-batch ``train``; ``explain``, ``partition`` and
+``train --minibatch`` build synthetic replicas and say so, with their scale
+and size. Every failure is one line on stderr naming the culprit and the
+fix, exit code 2; ``--debug`` or ``GNNC_DEBUG=1`` shows the traceback.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -9,6 +20,8 @@ from pathlib import Path
 
 import torch
 from tqdm import tqdm
+
+from .data.registry import REAL_DATASETS
 
 
 def _median_ms(fn, runs: int, desc: str) -> float:
@@ -63,55 +76,90 @@ def cmd_demo(args) -> int:
     return 0
 
 
-REAL_LOADERS = (
-    ("cora", "load_planetoid", "planetoid/ind.cora.*", "2,708 nodes, 10,556 edges, 1,433 features, 7 classes"),
-    ("citeseer", "load_planetoid", "planetoid/ind.citeseer.*", "3,327 nodes, 9,104 edges, 3,703 features, 6 classes"),
-    ("FB15k-237", "load_kg", "kg/FB15k-237.tar.gz", "14,541 entities, 237 relations (474 with inverses)"),
-    ("WN18RR", "load_kg", "kg/WN18RR.tar.gz", "40,943 entities, 11 relations"),
-)
-
-
 def cmd_datasets(args) -> int:
     from . import data
+    from .data import paths
 
     print("Synthetic replicas (gnnc.data.synthetic(name, scale=1.0, seed=0)); full-scale figures:")
     print(f"  {'name':<9} {'kind':<14} {'nodes':>11} {'edges':>12} {'ntypes':>6} {'rels':>5} {'feat':>5}  source")
     for d in data.list_datasets():
         print(f"  {d.name:<9} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
               f"{d.num_relations:>5} {d.feat_dim:>5}  {d.paper}")
-    root = data_root(args.data_dir)
-    print(f"Real-data loaders (files under {root or '$GNNC_DATA, which is not set'}):")
-    for name, loader, rel_path, figures in REAL_LOADERS:
-        found = root is not None and any((root / rel_path).parent.glob((root / rel_path).name))
-        print(f"  {name:<10} gnnc.data.{loader:<15} {rel_path:<24} {'found' if found else 'absent':<7} {figures}")
+    root = paths.data_root(args.data_dir)
+    print(f"Real-data loaders (files under {paths.describe_root(args.data_dir)}); as a graph name, cora and "
+          f"citeseer mean these files, except in explain, partition and train --minibatch:")
+    for d in REAL_DATASETS.values():
+        missing = d.missing(root)
+        state = "found" if not missing else "absent" if len(missing) == len(d.files) else \
+            f"incomplete, missing {', '.join(Path(m).name for m in missing)}"
+        print(f"  {d.name:<10} gnnc.data.{d.loader:<15} {d.pattern:<24} {state:<7} {d.figures}")
     return 0
 
 
-def data_root(data_dir: str | None) -> Path | None:
-    """The real-data folder: --data-dir, else $GNNC_DATA, else None."""
-    import os
+def scale_note(scale: float) -> str:
+    """``'scale 0.05 (5% of the published size)'`` or ``'scale 1 (the full published size)'``."""
+    if scale == 1:
+        return "scale 1 (the full published size)"
+    return f"scale {scale:g} ({scale * 100:g}% of the published size)"
 
-    root = data_dir or os.environ.get("GNNC_DATA")
-    return Path(root) if root else None
 
-
-def load_graph(spec: str, scale: float, data_dir: str | None):
-    """A graph named on the command line: .npz path, real dataset name, or synthetic name."""
+def _check_synthetic(name: str, command: str) -> None:
     from . import data
 
-    root = data_root(data_dir)
+    if name not in data.DATASETS:
+        raise UsageError(f"unknown synthetic graph {name!r}; choose one of {', '.join(data.DATASETS)} "
+                         f"(`gnnc datasets` lists them)")
+    if name in REAL_DATASETS:
+        print(f"gnnc {command}: note: {name!r} here is a synthetic replica, not the real {name} files",
+              file=sys.stderr)
+
+
+def synthetic_replica(name: str, scale: float, command: str, **options):
+    """``gnnc.data.synthetic(name, scale, **options)`` for a command line, saying what it builds and how big."""
+    from . import data
+
+    _check_synthetic(name, command)
+    info = data.get_info(name)
+    print(f"{name}: synthetic replica at {scale_note(scale)}, about {round(info.num_nodes * scale):,} nodes and "
+          f"{round(info.num_edges * scale):,} edges; --scale changes it", flush=True)
+    return data.synthetic(name, scale=scale, **options)
+
+
+def _real_path(name: str, data_dir: str | None) -> Path:
+    """The file or folder the loader of real dataset ``name`` reads, by the data-location rule."""
+    from .data import paths
+
+    d = REAL_DATASETS[name]
+    subdir = str(Path(d.files[0]).parent) if d.loader == "load_planetoid" else d.files[0]
+    return paths.resolve(None, subdir, f"real dataset {name}", root=data_dir)
+
+
+def load_graph(spec: str, scale: float, data_dir: str | None, command: str = "info"):
+    """A graph named on the command line: .npz path, real dataset name, synthetic name, or a KG path."""
+    from . import data
+
+    real = {n.lower(): n for n in REAL_DATASETS}
     if spec.endswith(".npz"):
         return data.load_npz(spec)
-    if spec.lower() in ("cora", "citeseer"):
-        return data.load_planetoid(spec.lower(), root / "planetoid" if root else None).graph
-    if spec in ("FB15k-237", "WN18RR"):
-        return data.load_kg(root / "kg" / f"{spec}.tar.gz" if root else spec).graph
+    if spec.lower() in real:
+        name = real[spec.lower()]
+        path = _real_path(name, data_dir)
+        print(f"{name}: real dataset from {path}", flush=True)
+        if name in ("cora", "citeseer"):
+            return data.load_planetoid(name, path).graph
+        return data.load_kg(path).graph
     if spec.endswith((".tar.gz", ".tgz")) or Path(spec).is_dir():
         return data.load_kg(spec).graph
     if spec in data.DATASETS:
-        return data.synthetic(spec, scale=scale, with_features=False).graph
-    raise SystemExit(f"gnnc: unknown graph {spec!r}: give a synthetic dataset name "
-                     f"({', '.join(data.DATASETS)}), cora/citeseer, FB15k-237/WN18RR, or an .npz / KG path")
+        return synthetic_replica(spec, scale, command).graph
+    raise UsageError(f"unknown graph {spec!r}: give a synthetic name ({', '.join(data.DATASETS)}), "
+                     f"{'/'.join(REAL_DATASETS)}, or an existing .npz / KG path (`gnnc datasets` lists them)")
+
+
+def _features(store) -> str:
+    """``'feat float32 [2708, 1433], label int64 [2708]'`` or ``'none'``."""
+    items = [f"{k} {str(v.dtype).replace('torch.', '')} {list(v.shape)}" for k, v in store.items()]
+    return ", ".join(items) or "none"
 
 
 def cmd_info(args) -> int:
@@ -122,10 +170,10 @@ def cmd_info(args) -> int:
         print(f"in-degree: min {int(deg.min())}, mean {deg.mean():.2f}, max {int(deg.max())}, "
               f"zero in-degree nodes {int((deg == 0).sum()):,}")
     if g.is_homogeneous:
-        print(f"node features: {list(g.ndata) or 'none'}; edge features: {list(g.edata) or 'none'}")
+        print(f"node features: {_features(g.ndata)}; edge features: {_features(g.edata)}")
     else:
         for t in g.ntypes:
-            print(f"node features of {t}: {list(g.nodes[t].data) or 'none'}")
+            print(f"node features of {t}: {_features(g.nodes[t].data)}")
     return 0
 
 
@@ -138,8 +186,13 @@ def cmd_train(args) -> int:
         from .minibatch import run_cli
 
         if args.resume and not args.checkpoint:
-            raise SystemExit("gnnc train: --resume needs --checkpoint DIR")
-        return run_cli(args.dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
+            raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
+        dataset = args.dataset or "mag"
+        _check_synthetic(dataset, "train --minibatch")
+        if dataset in REAL_DATASETS:
+            print(f"gnnc train: --minibatch trains on a SYNTHETIC copy of {dataset} at scale {args.scale:g}, not on "
+                  f"the real {dataset} files; drop --minibatch to train on the real {dataset}", file=sys.stderr)
+        return run_cli(dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
                        batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, hidden=args.hidden,
                        seed=args.seed, learnable=args.learnable, checkpoint_dir=args.checkpoint,
                        resume=args.resume, device=args.device)
@@ -148,10 +201,12 @@ def cmd_train(args) -> int:
 
     dataset, model = args.dataset or "cora", args.model or "gcn"
     if dataset not in ("cora", "citeseer") or model not in ("gcn", "gat"):
-        raise SystemExit("gnnc train: full-batch training takes --dataset cora/citeseer and --model gcn/gat; "
-                         "use --minibatch for heterogeneous graphs")
-    root = data_root(args.data_dir)
-    ds = data.load_planetoid(dataset, root / "planetoid" if root else None)
+        raise UsageError(f"full-batch training takes --dataset cora/citeseer and --model gcn/gat, not "
+                         f"{dataset}/{model}; add --minibatch for the synthetic graphs and rgcn/rgat/hgt")
+    folder = _real_path(dataset, args.data_dir)
+    ds = data.load_planetoid(dataset, folder)
+    print(f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
+          f"{ds.graph.num_edges():,} edges", flush=True)
     result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
     print(f"{model.upper()} on {dataset}{' (compiled)' if args.compile else ''}: test accuracy "
           f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
@@ -159,11 +214,13 @@ def cmd_train(args) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
-    from . import data, explain, models
+EXPLAIN_MODELS = ("gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn")
 
-    ds = data.synthetic(args.graph, scale=args.scale, seed=0, feat_dim=args.feat_dim)
-    g = ds.graph
+
+def cmd_explain(args) -> int:
+    from . import explain, models
+
+    g = synthetic_replica(args.graph, args.scale, "explain", seed=0, feat_dim=args.feat_dim).graph
     x = g.ndata["feat"]
     width, rels, types = x.shape[1], len(g.canonical_etypes), len(g.ntypes)
     builders = {
@@ -179,55 +236,142 @@ def cmd_explain(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------- command line
+class UsageError(Exception):
+    """A failure the user can fix: ``main`` prints its one-line message (culprit and fix), exit code 2."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Descriptions wrapped line by line (their line breaks kept); every option's default appended unless its
+    help already states one."""
+
+    def _fill_text(self, text, width, indent):
+        import textwrap
+
+        lines = []
+        for line in text.splitlines():
+            lead = indent + line[:len(line) - len(line.lstrip())]
+            lines.append(textwrap.fill(line.strip(), width, initial_indent=lead, subsequent_indent=lead) or "")
+        return "\n".join(lines)
+
+    def _get_help_string(self, action):
+        help_ = action.help or ""
+        if any(action.default is v for v in (None, False, argparse.SUPPRESS)) or "default" in help_ \
+                or not action.option_strings:
+            return help_
+        default = " ".join(map(str, action.default)) if isinstance(action.default, list) else "%(default)s"
+        return f"{help_} (default: {default})"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with ``HelpFormatter`` and one-line errors that point at ``--help``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _number(kind, low, high=None, low_open=False):
+    """An argparse type: ``kind`` within [low, high] (``low_open``: above low); the message says the range."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") \
+                from None
+        if value < low or (low_open and value == low) or (high is not None and value > high):
+            bound = f"in ({low:g}, {high:g}]" if low_open and high is not None else \
+                f"above {low:g}" if low_open else f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: it must be {bound}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+SCALE = _number(float, 0.0, 1.0, low_open=True)
+POSITIVE = _number(int, 1)
+NON_NEGATIVE = _number(int, 0)
+POSITIVE_FLOAT = _number(float, 0.0, low_open=True)
+DEBUG_ENV = "GNNC_DEBUG"
+DATA_DIR_HELP = "folder holding planetoid/ and kg/ (default: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data)"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gnnc")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return f"{__version__} (not installed)"
+
+
+RULE_LINES = "\n  ".join(("--data-dir DIR", "$GNNC_DATA", "../shared/data beside a source checkout, when present",
+                             "~/.cache/gnnc/data ($XDG_CACHE_HOME/gnnc/data), the per-user default"))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gnnc", description="GNN UDF compiler")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="gnnc", description="GNN UDF compiler: compile message-passing UDFs; demos, datasets, "
+                                        "training, partitioning and benchmarks.",
+               epilog=f"real data (cora, citeseer, FB15k-237, WN18RR) is read from the first of:\n  {RULE_LINES}\n"
+                      f"failures print one line and exit with code 2; --debug or {DEBUG_ENV}=1 shows the traceback")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                   help="print gnnc's version and exit")
+    p.add_argument("--debug", action="store_true", help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="run GAT and RGCN on bundled synthetic graphs and time them")
-    demo.add_argument("--gat-graph", default="pubmed")
-    demo.add_argument("--gat-scale", type=float, default=1.0)
-    demo.add_argument("--rgcn-graph", default="aifb")
-    demo.add_argument("--rgcn-scale", type=float, default=1.0)
-    demo.add_argument("--runs", type=int, default=5)
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--gat-graph", default="pubmed", help="synthetic graph of the GAT case")
+    demo.add_argument("--gat-scale", type=SCALE, default=1.0, help="replica scale of the GAT graph")
+    demo.add_argument("--rgcn-graph", default="aifb", help="synthetic graph of the RGCN case")
+    demo.add_argument("--rgcn-scale", type=SCALE, default=1.0, help="replica scale of the RGCN graph")
+    demo.add_argument("--runs", type=POSITIVE, default=5, help="timed runs per measurement (median reported)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the graphs and the models")
     demo.set_defaults(func=cmd_demo)
 
-    ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders")
-    ds.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
+    ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders, and which files exist")
+    ds.add_argument("--data-dir", help=DATA_DIR_HELP)
     ds.set_defaults(func=cmd_datasets)
 
-    info = sub.add_parser("info", help="summarise a graph's node types and relations")
+    info = sub.add_parser("info", help="summarise a graph's node types, relations, degrees and features")
     info.add_argument("graph", help="synthetic name, cora/citeseer, FB15k-237/WN18RR, or a .npz/.tar.gz path")
-    info.add_argument("--scale", type=float, default=1.0, help="replica scale for synthetic graphs")
-    info.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
+    info.add_argument("--scale", type=SCALE, default=1.0, help="replica scale for synthetic graphs")
+    info.add_argument("--data-dir", help=DATA_DIR_HELP)
     info.set_defaults(func=cmd_info)
 
     train = sub.add_parser("train", help="train GCN/GAT on Planetoid, or mini-batch R-GCN/R-GAT/HGT (--minibatch)")
     train.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt"], default=None,
                        help="default gcn; rgcn with --minibatch")
     train.add_argument("--dataset", default=None,
-                       help="cora or citeseer (default cora); with --minibatch a synthetic name (default mag)")
-    train.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--epochs", type=int, default=None, help="default: the model's recipe (3 with --minibatch)")
+                       help="the real cora or citeseer (default cora); with --minibatch a synthetic replica "
+                            "(default mag)")
+    train.add_argument("--data-dir", help=DATA_DIR_HELP)
+    train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
+    train.add_argument("--epochs", type=POSITIVE, default=None,
+                       help="default: the model's recipe (3 with --minibatch)")
     train.add_argument("--compile", action="store_true", help="run message passing through the compiler")
     mb = train.add_argument_group("mini-batch training")
     mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
-    mb.add_argument("--scale", type=float, default=0.01, help="synthetic replica scale")
+    mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")
     mb.add_argument("--fanouts", type=int, nargs="+", default=[25, 20], help="per layer, input layer first; -1 = all")
-    mb.add_argument("--batch-size", type=int, default=1024)
-    mb.add_argument("--hidden", type=int, default=64)
-    mb.add_argument("--lr", type=float, default=0.01)
+    mb.add_argument("--batch-size", type=POSITIVE, default=1024, help="seed nodes per mini-batch")
+    mb.add_argument("--hidden", type=POSITIVE, default=64, help="hidden width")
+    mb.add_argument("--lr", type=POSITIVE_FLOAT, default=0.01, help="learning rate")
     mb.add_argument("--learnable", nargs="+", default=["non-target"], metavar="NTYPE",
                     help="types with learnable embeddings: non-target (default), missing, or type names")
     mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
     mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    mb.add_argument("--device", default="cpu")
+    mb.add_argument("--device", default="cpu", help="torch device to train on")
     dist = train.add_argument_group("distributed training (--dist: torchrun workers, gloo)")
     dist.add_argument("--dist", action="store_true", help="train across worker processes: RAF on meta "
                       "partitions or the vanilla data-parallel baseline")
-    dist.add_argument("--nproc", type=int, default=2, help="worker processes on this machine")
-    dist.add_argument("--mode", choices=["raf", "vanilla"], default="raf")
+    dist.add_argument("--nproc", type=POSITIVE, default=2, help="worker processes on this machine")
+    dist.add_argument("--mode", choices=["raf", "vanilla"], default="raf",
+                      help="raf: relation-aggregation-first on meta partitions; vanilla: data-parallel baseline")
     dist.add_argument("--partition", choices=["metis", "random"], default="metis",
                       help="vanilla: edge-cut partitioning (RAF always uses meta partitions)")
     dist.add_argument("--partitions", metavar="DIR",
@@ -236,23 +380,24 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--shared-learnable", choices=["owner", "replicate"], default="owner",
                       help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
                            "or are copied per partition (Heta)")
-    dist.add_argument("--dist-timeout", type=float, default=300.0, help="seconds a worker waits for its peers")
-    dist.add_argument("--nnodes", type=int, default=1, help="machines; run the same command on each")
-    dist.add_argument("--node-rank", type=int, default=0, help="this machine's index among --nnodes")
+    dist.add_argument("--dist-timeout", type=POSITIVE_FLOAT, default=300.0,
+                      help="seconds a worker waits for its peers")
+    dist.add_argument("--nnodes", type=POSITIVE, default=1, help="machines; run the same command on each")
+    dist.add_argument("--node-rank", type=NON_NEGATIVE, default=0, help="this machine's index among --nnodes")
     dist.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous address for several machines")
     dist.add_argument("--report", metavar="FILE",
                       help="rank 0 writes every worker's per-epoch losses, seconds, bytes and cache counts as JSON")
-    dist.add_argument("--cache-fraction", type=float, default=0.0, metavar="F",
+    dist.add_argument("--cache-fraction", type=_number(float, 0.0), default=0.0, metavar="F",
                       help="Heta's feature cache on every worker, F times the bytes of the rows it stores, built "
                            "from pre-sampling (default 0: no cache); --checkpoint DIR [--resume] work with --dist too")
     train.set_defaults(func=cmd_train)
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
-    exp.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn"], default="gat")
-    exp.add_argument("--graph", default="cora", help="synthetic dataset name")
-    exp.add_argument("--scale", type=float, default=0.05)
-    exp.add_argument("--feat-dim", type=int, default=16)
-    exp.add_argument("--dot", help="also write the optimized graphs as Graphviz dot here")
+    exp.add_argument("--model", choices=EXPLAIN_MODELS, default="gat", help="reference model to explain")
+    exp.add_argument("--graph", default="cora", help="synthetic replica to trace on (`gnnc datasets` lists them)")
+    exp.add_argument("--scale", type=SCALE, default=0.05, help="replica scale (the graph's size sets the FLOPs shown)")
+    exp.add_argument("--feat-dim", type=POSITIVE, default=16, help="input feature width")
+    exp.add_argument("--dot", metavar="FILE", help="also write the optimized graphs as Graphviz dot here")
     exp.set_defaults(func=cmd_explain)
 
     from .bench_cli import add_bench_parser
@@ -260,12 +405,49 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_partition_parser(sub)
     add_bench_parser(sub)
+    for command in sub.choices.values():
+        if command.prefix_chars == "-":  # the stand-in bench parser of a wheel install takes anything
+            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                 help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
     return p
 
 
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv=None) -> int:
+    """Run ``gnnc``; a failure is one line on stderr and exit code 2 (the traceback with --debug / GNNC_DEBUG=1)."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    prog = f"gnnc {args.command}"
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exit_:  # a message from code that exits itself (the bench harness)
+        if debug or exit_.code is None or isinstance(exit_.code, int):
+            raise
+        message = _one_line(exit_.code)
+        print(message if message.startswith("gnnc") else f"{prog}: error: {message}", file=sys.stderr)
+        return 2
+    except (UsageError, OSError) as err:
+        if debug:
+            raise
+        if isinstance(err, OSError) and err.filename and err.strerror:  # as open() raises it: add the fix
+            err = f"{err.filename}: {err.strerror}; check the path (its folder must exist) and its permissions"
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - a CLI prints one line; --debug shows the rest
+        if debug:
+            raise
+        text = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"{prog}: error: {type(err).__name__}: {_one_line(text)} (rerun with --debug or {DEBUG_ENV}=1 "
+              f"for the traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

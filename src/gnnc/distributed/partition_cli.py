@@ -3,25 +3,35 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 
 def add_partition_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``partition`` command to ``gnnc``'s subparsers."""
-    p = subparsers.add_parser("partition", help="partition a graph for distributed training (meta, METIS, random)")
-    p.add_argument("graph", help="synthetic name, cora/citeseer, FB15k-237/WN18RR, or a .npz/.tar.gz path")
-    p.add_argument("--method", choices=["meta", "metis", "random"], default="meta")
-    p.add_argument("--parts", type=int, required=True, help="number of partitions")
+    from ..cli import DATA_DIR_HELP, POSITIVE, SCALE, HelpFormatter
+
+    p = subparsers.add_parser("partition", help="partition a graph for distributed training (meta, METIS, random)",
+                              formatter_class=HelpFormatter,
+                              description="Partition a graph and write it to --out. A synthetic name builds its "
+                                          "replica at --scale (default 1: the full published size, gigabytes "
+                                          "for mag); the command prints the size before it starts and the bytes "
+                                          "written at the end.")
+    p.add_argument("graph", help="synthetic name (a replica, even cora/citeseer), FB15k-237/WN18RR, or a "
+                                 ".npz/.tar.gz path")
+    p.add_argument("--method", choices=["meta", "metis", "random"], default="meta",
+                   help="meta: Heta's metatree partitions; metis / random: edge-cut partitions of the nodes")
+    p.add_argument("--parts", type=POSITIVE, required=True, help="number of partitions")
     p.add_argument("--out", required=True, help="output directory (manifest.json, part0/, part1/, ...)")
     p.add_argument("--target", help="target node type for meta (default: the dataset's labelled type)")
-    p.add_argument("--depth", type=int, default=2, help="metatree depth = number of HGNN layers (meta)")
+    p.add_argument("--depth", type=POSITIVE, default=2, help="metatree depth = number of HGNN layers (meta)")
     p.add_argument("--metapath", action="append", metavar="REL,REL,...",
                    help="meta: build the metatree from metapaths instead (relations from the target "
                         "outward, comma-separated); repeat for several")
     p.add_argument("--add-reverse", action="store_true",
                    help="first add reverse relations (Heta's ogbn-mag has 4 relations + 3 reverses)")
-    p.add_argument("--scale", type=float, default=1.0, help="replica scale for synthetic graphs")
+    p.add_argument("--scale", type=SCALE, default=1.0, help="replica scale for synthetic graphs")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic replica and of random / METIS")
-    p.add_argument("--data-dir", help="directory of real datasets (default $GNNC_DATA)")
+    p.add_argument("--data-dir", help=DATA_DIR_HELP)
     p.set_defaults(func=cmd_partition)
     return p
 
@@ -49,20 +59,21 @@ def cmd_partition(args) -> int:
     print(f"{args.graph}: {g.num_nodes():,} nodes of {len(g.ntypes)} types, {g.num_edges():,} edges of "
           f"{len(g.canonical_etypes)} relations; {args.method} partitioning into {args.parts}")
     print(_report(parts))
+    written = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
     print(f"load {loaded - start:.2f} s, partition {split - loaded:.2f} s, save {done - split:.2f} s; "
-          f"manifest: {manifest}")
+          f"manifest: {manifest}; {written / 2**20:,.1f} MiB in {args.out}")
     return 0
 
 
 def _load(args):
     """(graph, target type or None) for the command line's graph spec."""
     from .. import data
-    from ..cli import load_graph
+    from ..cli import load_graph, synthetic_replica
 
     if args.graph in data.DATASETS:
-        ds = data.synthetic(args.graph, scale=args.scale, seed=args.seed)
+        ds = synthetic_replica(args.graph, args.scale, "partition", seed=args.seed)
         return ds.graph, args.target or ds.target_ntype
-    g = load_graph(args.graph, args.scale, args.data_dir)
+    g = load_graph(args.graph, args.scale, args.data_dir, "partition")
     return g, args.target or (g.ntypes[0] if len(g.ntypes) == 1 else None)
 
 
