@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -41,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"memory cap per configuration "
                         f"(default {DEFAULT_MEM_FRACTION * 100:.0f}%% of available memory)")
     p.add_argument("--scale", type=float, help="replica scale for every replica dataset (overrides the preset)")
-    p.add_argument("--data-dir", type=Path, help="real datasets folder (default $GNNC_DATA, else ../shared/data)")
+    p.add_argument("--data-dir", type=Path, help="real datasets folder (default: $GNNC_DATA, else ../shared/data, "
+                                                 "else ~/.cache/gnnc/data)")
     p.add_argument("--threads", type=int, help="torch threads per configuration (default all cores); "
                                                "1 keeps timings sane on a machine shared with other jobs")
     p.add_argument("--profile", action="store_true",
@@ -49,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "CPU time, one file per model, dataset and mode in <out>/profiles/")
     p.add_argument("--profile-calls", type=int, default=profiling.DEFAULT_CALLS, metavar="N",
                    help=f"calls profiled per configuration with --profile (default {profiling.DEFAULT_CALLS})")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the replicas, features and parameters (default 0)")
 
 
 def out_dir(args: argparse.Namespace) -> Path:
@@ -64,15 +67,26 @@ def settings_from(args: argparse.Namespace, command: str) -> runner.Settings:
     mem_cap = int(mem_gb * 2**30) if mem_gb else int(DEFAULT_MEM_FRACTION * procfs.available_bytes())
     return runner.Settings(models=args.models, datasets=args.datasets, systems=systems, modes=args.modes,
                            quick=args.quick, seed=args.seed, mem_cap_bytes=mem_cap,
-                           data_root=str(args.data_dir or default_data_root()), scale=args.scale,
+                           data_root=str(default_data_root(args.data_dir)), scale=args.scale,
                            threads=args.threads, command=command,
                            profile_dir=str(out_dir(args) / "profiles") if args.profile else None,
                            profile_calls=args.profile_calls,
                            **{**preset, **{k: v for k, v in overrides.items() if v is not None}})
 
 
+def write_report(record: dict, out: Path) -> list[Path]:
+    """``table.md`` and the PNGs of ``record`` in ``out``, each written to a temporary file then renamed, so
+    an interrupted run always leaves whole files; the PNG paths (none without matplotlib)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".table.md.tmp"
+    tmp.write_text(report.markdown(record))
+    os.replace(tmp, out / "table.md")
+    return plots.plot(record, out)
+
+
 def run_and_report(args: argparse.Namespace, command: str) -> int:
-    """Run, append to ``<out>/results.json``, write ``table.md`` and the PNGs there, print the table."""
+    """Run, append to ``<out>/results.json``; rewrite ``table.md`` and the PNGs there after every row; print the
+    table."""
     settings = settings_from(args, command)
     if args.systems is None:
         for name, system in SYSTEMS.items():
@@ -80,13 +94,13 @@ def run_and_report(args: argparse.Namespace, command: str) -> int:
                 print(f"skipping system {name}: {system.available()}", file=sys.stderr)
     out = out_dir(args)
     results = runner.ResultsFile(out / "results.json")
-    record = runner.run(settings, results, log=lambda line: print(line, file=sys.stderr, flush=True))
-    table = report.markdown(record)
-    (out / "table.md").write_text(table)
-    pngs = plots.plot(record, out)
-    print(table)
-    print(f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "
-          f"plots {', '.join(str(p) for p in pngs)}", file=sys.stderr)
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    log(f"results, table and plots in {out}, rewritten after every configuration")
+    record = runner.run(settings, results, log=log, on_row=lambda record: write_report(record, out))
+    pngs = write_report(record, out)
+    print(report.markdown(record))
+    log(f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "
+        f"plots {', '.join(str(p) for p in pngs) or 'none (matplotlib is not installed)'}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """Benchmark graphs and their input features, at the quick or the full size.
 
-Real data (cora, FB15k-237) is read from ``$GNNC_DATA`` or else from the
-``shared/data`` folder next to the repository; replicas come from
+Real data (cora, FB15k-237) is read from the folder that
+``gnnc.data.paths.data_root`` picks (--data-dir, $GNNC_DATA, the
+``shared/data`` folder next to the repository, ~/.cache/gnnc/data); replicas come from
 ``gnnc.data.synthetic`` with 64-wide features. Quick mode shrinks the
 replicas by ``QUICK_SCALES`` (their schema does not depend on the scale) and
 takes from FB15k-237 only the validation triples among its 2,000 entities of
@@ -9,7 +10,6 @@ highest degree there (all 474 relations kept, some empty).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,10 +53,9 @@ DATASETS = {spec.name: spec for spec in (
 )}
 
 
-def default_data_root() -> Path:
-    """``$GNNC_DATA``, else ``<repo>/../shared/data``."""
-    env = os.environ.get(gdata.paths.ENV_VAR)
-    return Path(env) if env else Path(__file__).resolve().parents[3] / "shared" / "data"
+def default_data_root(explicit=None) -> Path:
+    """The real-data folder by gnnc's one rule (``gnnc.data.paths.data_root``): ``explicit`` when given."""
+    return gdata.paths.data_root(explicit)
 
 
 def missing_files(name: str, root: Path) -> str | None:

@@ -6,6 +6,7 @@ TIMEOUT, MISMATCH, ...) get their status written where their bar would be.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from .models import MODELS
@@ -57,15 +58,23 @@ def plot_mode(record: dict, mode: str, path: Path) -> None:
     fig.legend(handles, systems, loc="lower center", ncol=len(systems), fontsize=8, frameon=False)
     fig.suptitle(f"gnnc bench ({record['preset']}): {MODE_TITLES[mode]}", fontsize=10)
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=80, format="png")
     plt.close(fig)
 
 
 def plot(record: dict, out_dir: Path) -> list[Path]:
-    """``<mode>.png`` in ``out_dir`` for every mode of the run."""
+    """``<mode>.png`` in ``out_dir`` for every mode of the run that has rows; each is drawn into a temporary
+    file and renamed, so a reader never sees half a PNG. None without matplotlib."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return []
     paths = []
     for mode in record["settings"]["modes"]:
-        path = out_dir / f"{mode}.png"
-        plot_mode(record, mode, path)
+        if not any(r["mode"] == mode for r in record["rows"]):
+            continue
+        path, tmp = out_dir / f"{mode}.png", out_dir / f".{mode}.png.tmp"
+        plot_mode(record, mode, tmp)
+        os.replace(tmp, path)
         paths.append(path)
     return paths

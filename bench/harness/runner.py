@@ -337,9 +337,9 @@ def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, sys
     return row
 
 
-def run(s: Settings, results: ResultsFile, log=print) -> dict:
+def run(s: Settings, results: ResultsFile, log=print, on_row=None) -> dict:
     """Run every configuration of ``s``; the run record (machine, rates, settings, rows) is appended to
-    ``results`` and saved after every row."""
+    ``results`` and saved after every row, and then handed to ``on_row`` (when given)."""
     validate(s)
     pairs = plan(s)
     total = sum(len(systems) for _, _, systems in pairs) * len(s.modes)
@@ -355,12 +355,15 @@ def run(s: Settings, results: ResultsFile, log=print) -> dict:
     with tempfile.TemporaryDirectory(prefix="gnnc-bench-") as folder:
         scratch = Scratch(s, Path(folder))
         for model, dataset, systems in pairs:
+            log(f"{model} on {dataset}: building the data and the eager oracle")
             g = gate(s, scratch, model, dataset, systems)
             for mode in s.modes:
                 for name in systems:
                     row = _row(s, scratch, model, dataset, mode, name, g, rates, profiles)
                     record["rows"].append(row)
                     results.save()
+                    if on_row is not None:
+                        on_row(record)
                     shown = f"{row['time_ms']:.2f} ms" if row["status"] == "ok" else row["status"]
                     log(f"[{len(record['rows'])}/{total}] {model} {dataset} {mode} {name}: {shown}")
     return record
