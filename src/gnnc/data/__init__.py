@@ -8,10 +8,14 @@ path or fall back to the folder named by the ``GNNC_DATA`` variable.
 Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
 from .dataset import Dataset, KGDataset
+from .dgl_files import load_dgl_graphs
+from .files import load_graph_file
 from .edge_list import load_edge_list
 from .kg import load_kg
 from .npz import load_npz, save_npz
+from .ogb_raw import load_ogbn
 from .planetoid import load_planetoid
+from .pyg_files import load_pyg_file
 from .registry import DATASETS, DatasetInfo, get_info, list_datasets
 from .safe_pickle import RestrictedUnpickler, safe_load
 from .sampler import Block, NeighborSampler, forward_blocks
@@ -19,4 +23,5 @@ from .synthetic import synthetic
 
 __all__ = ["Dataset", "KGDataset", "DatasetInfo", "DATASETS", "get_info", "list_datasets", "synthetic",
            "load_planetoid", "load_kg", "load_edge_list", "save_npz", "load_npz",
+           "load_ogbn", "load_pyg_file", "load_dgl_graphs", "load_graph_file",
            "RestrictedUnpickler", "safe_load", "Block", "NeighborSampler", "forward_blocks"]
