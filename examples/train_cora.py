@@ -19,7 +19,7 @@ PUBLISHED = {"gcn": 81.5, "gat": 83.0}
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", help="directory holding planetoid/ (default $GNNC_DATA)")
+    p.add_argument("--data-dir", help="directory holding planetoid/ (default: gnnc.data.paths's rule)")
     p.add_argument("--dataset", default="cora", choices=["cora", "citeseer"])
     p.add_argument("--models", nargs="+", default=["gcn", "gat"], choices=["gcn", "gat"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0])

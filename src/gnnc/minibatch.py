@@ -188,7 +188,7 @@ class MinibatchTrainer:
         """Train one pass over the shuffled training nodes, evaluate, record and return the epoch."""
         times, losses, train_acc = self._train_epoch(progress)
         start = time.perf_counter()
-        val_acc, test_acc = self.evaluate("val"), self.evaluate("test")
+        val_acc, test_acc = self.evaluate("val", progress), self.evaluate("test", progress)
         stats = EpochStats(self.epoch, sum(losses) / len(losses), train_acc, val_acc, test_acc, len(losses),
                            times, time.perf_counter() - start)
         self.history.append(stats)
@@ -232,8 +232,9 @@ class MinibatchTrainer:
         return times, losses, correct / train.numel()
 
     @torch.no_grad()
-    def evaluate(self, split: str) -> float:
-        """Accuracy on ``split`` ('train', 'val' or 'test'), with sampled blocks.
+    def evaluate(self, split: str, progress: bool = False) -> float:
+        """Accuracy on ``split`` ('train', 'val' or 'test'), with sampled blocks (a progress bar with
+        ``progress`` when there are several batches).
 
         The evaluation sampler is reseeded from the epoch, so evaluating
         never disturbs the training streams and repeats exactly on resume.
@@ -245,7 +246,9 @@ class MinibatchTrainer:
             return float("nan")
         self.eval_sampler.manual_seed(self.seed * 1_000_003 + 2 * self.epoch + (split == "test"))
         correct = 0
-        for seeds in ids.split(self.batch_size):
+        batches = ids.split(self.batch_size)
+        for seeds in tqdm(batches, desc=f"evaluating {split}", unit="batch", leave=False,
+                          disable=len(batches) < 2 or not progress):
             blocks = self._blocks(self.eval_sampler, seeds)
             logits = self.model(blocks, self.embedding(blocks[0].src_ids))
             correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds.to(self.device))).sum())

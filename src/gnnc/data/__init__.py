@@ -3,8 +3,11 @@
 Synthetic: ``synthetic(name, scale, seed)``, with the published figures in
 ``DATASETS`` / ``list_datasets()``. Real files: ``load_planetoid`` (Cora,
 Citeseer), ``load_kg`` (FB15k-237, WN18RR), ``load_edge_list``, and
-``save_npz`` / ``load_npz`` for any gnnc graph. Loaders read an explicit
-path or fall back to the folder named by the ``GNNC_DATA`` variable.
+``save_npz`` / ``load_npz`` for any gnnc graph; downloaded formats:
+``load_ogbn`` (OGB's raw node-property folders), ``load_pyg_file``
+(``torch.save``'d PyG graphs), ``load_dgl_graphs`` (``dgl.save_graphs``
+files) and ``load_graph_file``, which tells them apart by content. Loaders
+read an explicit path or the data folder of ``gnnc.data.paths``'s rule.
 Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
 from .dataset import Dataset, KGDataset

@@ -25,7 +25,7 @@ NUM_VAL = 500
 
 
 def load_planetoid(name: str, root=None) -> Dataset:
-    """Load ``ind.<name>.*`` from ``root`` (default ``$GNNC_DATA/planetoid``).
+    """Load ``ind.<name>.*`` from ``root`` (default ``<data folder>/planetoid``, the folder by ``gnnc.data.paths``'s rule).
 
     Returns a homogeneous graph with ``ndata['feat']`` (float32), ``label``
     (int64) and the public ``train_mask`` / ``val_mask`` / ``test_mask``.
