@@ -2,9 +2,11 @@
 
 ``torch`` (reference, any device) implements every primitive; ``cpu``
 (numba kernels) implements the fused vertex-balanced ones and takes the
-rest from ``torch``. A compiled plan runs its primitives through the
-backend made active by ``using``; ``resolve`` turns the user's choice
-(``auto``, ``torch``, ``cpu``) into a backend for a device.
+rest from ``torch``; ``triton`` (Triton kernels: CUDA tensors, or CPU
+tensors under Triton's interpreter, ``TRITON_INTERPRET=1``) likewise. A
+compiled plan runs its primitives through the backend made active by
+``using``; ``resolve`` turns the user's choice (``auto``, ``torch``,
+``cpu``, ``triton``) into a backend for a device.
 """
 from __future__ import annotations
 
@@ -16,13 +18,18 @@ import importlib.util
 # not ``import torch``: the subpackage gnnc.backend.torch would shadow that name here
 from torch import device as Device
 
-CHOICES = ("auto", "torch", "cpu")
+CHOICES = ("auto", "torch", "cpu", "triton")
 _ACTIVE = contextvars.ContextVar("gnnc_backend", default="torch")
 
 
 def cpu_available() -> bool:
     """Whether the numba CPU backend can run (numba importable)."""
     return importlib.util.find_spec("numba") is not None
+
+
+def triton_available() -> bool:
+    """Whether triton is importable (the Triton backend's kernels can be built)."""
+    return importlib.util.find_spec("triton") is not None
 
 
 def check_choice(choice: str) -> None:
@@ -34,14 +41,22 @@ def check_choice(choice: str) -> None:
 def resolve(choice: str, device) -> str:
     """The backend that runs primitives for ``choice`` on ``device``.
 
-    ``auto`` picks ``cpu`` for CPU tensors when numba is installed, else
-    ``torch``. Asking for ``cpu`` on another device, or without numba, is an
+    ``auto`` picks ``cpu`` for CPU tensors when numba is installed,
+    ``triton`` for CUDA tensors when triton is, else ``torch``. Asking for
+    ``cpu`` on another device, or without numba, or for ``triton`` where its
+    kernels cannot run (no triton; CPU tensors outside its interpreter) is an
     error naming the reason.
     """
     check_choice(choice)
     device = Device(device)
     if choice == "auto":
+        if device.type == "cuda" and triton_available():
+            return "triton"
         return "cpu" if device.type == "cpu" and cpu_available() else "torch"
+    if choice == "triton":
+        if not triton_available():
+            raise ImportError("backend 'triton' needs triton (pip install 'gnnc[gpu]')")
+        importlib.import_module("gnnc.backend.triton").check_device(device)
     if choice == "cpu":
         if device.type != "cpu":
             raise ValueError(f"backend 'cpu' runs on CPU tensors only; the graph is on {device}")

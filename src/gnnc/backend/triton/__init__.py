@@ -1,0 +1,30 @@
+"""gnnc primitives as Triton kernels, forward and backward.
+
+Implements the ``gnnc.backend.torch`` contract (see its docstring for
+shapes, broadcasting and gradients) on CUDA tensors, or on CPU tensors
+under Triton's interpreter (``TRITON_INTERPRET=1`` set before triton is
+first imported; see ``launch``). float32 / float64.
+
+Triton kernels (forward and backward):
+- ``spmm`` (copy / add / sub / mul / div messages; sum, mean, max, min with
+  arg edges) and ``segment_reduce``: vertex-balanced, one program per block
+  of destination rows and features over a CSR by destination (``aggregate``);
+- ``sddmm`` (add / sub / mul / div with right-aligned broadcasting and the
+  leaky_relu epilogue; dot).
+
+Delegated to the torch backend (not yet written in Triton):
+``edge_softmax``, ``edge_softmax_aggregate``, ``sddmm_softmax_aggregate``,
+``head_dot``, ``segment_matmul``, ``gather_segment_matmul``,
+``typed_index_matmul``. The CSR structures are the torch backend's
+(``csr_structure``, cached per index tensor), and so is
+``clear_structure_cache``.
+"""
+from ..torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul, head_dot,
+                     sddmm_softmax_aggregate, segment_matmul, typed_index_matmul)
+from .launch import INTERPRETED, check_device
+from .sddmm import sddmm
+from .spmm import segment_reduce, spmm
+
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
+           "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot", "clear_structure_cache",
+           "INTERPRETED", "check_device"]

@@ -1,0 +1,195 @@
+"""gnnc.backend.triton (Triton kernels) against the torch reference backend, on every CI run.
+
+Without a GPU the kernels run in Triton's interpreter on CPU tensors. Triton
+reads ``TRITON_INTERPRET`` once, when it is first imported, so this module
+sets it before importing triton when nothing has imported triton yet (CPU
+machines only: with CUDA the compiled kernels are tested on the GPU). If
+triton was already imported in compiled mode on a machine without a GPU,
+every test here skips except ``test_in_interpreter_subprocess``, which runs
+this file again in a fresh interpreter-mode process.
+
+Every kernel's forward and gradients equal the torch backend's on small
+index sets with zero in-degree nodes, self loops, multi-edges, unsorted
+destinations, no edges and one node (``test_backend_torch.edges``), in
+float32 and float64; the compiled GCN and GAT equal eager. Graphs are tiny:
+the interpreter runs each program as numpy operations.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+import torch
+
+_CUDA = torch.cuda.is_available()
+if "triton" not in sys.modules and not _CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton's first import (see the module docstring)
+pytest.importorskip("triton")
+
+import gnnc  # noqa: E402
+from gnnc import backend  # noqa: E402
+from gnnc.backend import torch as torch_backend  # noqa: E402
+from gnnc.backend import triton as triton_backend  # noqa: E402
+from gnnc.backend.triton import launch  # noqa: E402
+from gnnc.models.gat import GATConv  # noqa: E402
+from gnnc.models.gcn import GCNConv  # noqa: E402
+
+from .graphs import random_homograph  # noqa: E402
+from .test_backend_torch import SDDMM_SHAPES, edges, rand  # noqa: E402
+
+DEVICE = torch.device("cuda" if _CUDA and not launch.INTERPRETED else "cpu")
+RUNNABLE = launch.INTERPRETED or DEVICE.type == "cuda"
+needs_kernels = pytest.mark.skipif(not RUNNABLE, reason="triton was imported in compiled mode without a GPU; "
+                                   "test_in_interpreter_subprocess runs this file in interpreter mode")
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-9, atol=1e-10)}
+DTYPES = (torch.float32, torch.float64)
+CASES = ("multi", "no_edges", "one_node")
+
+
+def on_device(case: str, **sizes):
+    num_src, num_dst, src, dst = edges(case, **sizes)
+    return num_src, num_dst, src.to(DEVICE), dst.to(DEVICE)
+
+
+def tensor(*shape, dtype=torch.float64, seed=0, **kw):
+    return rand(*shape, dtype=dtype, seed=seed, **kw).detach().to(DEVICE)
+
+
+def with_grads(fn, inputs, grad):
+    """(fn(*inputs), gradient of each input) for the upstream ``grad``."""
+    inputs = [t.detach().requires_grad_() for t in inputs]
+    out = fn(*inputs)
+    return (out, *torch.autograd.grad(out, inputs, grad, allow_unused=True))
+
+
+def same_as_torch(primitive, inputs, dtype, scaled=False):
+    """``primitive(kernels)`` (a function of ``inputs``) on the triton backend equals it on torch, forward and
+    backward; ``scaled``: absolute tolerance in proportion to the largest reference value (large logits)."""
+    want_out = primitive(torch_backend)(*inputs)
+    grad = torch.randn(want_out.shape, generator=torch.Generator().manual_seed(7), dtype=dtype).to(DEVICE)
+    got = with_grads(primitive(triton_backend), inputs, grad)
+    want = with_grads(primitive(torch_backend), inputs, grad)
+    for g, w in zip(got, want):
+        tol = dict(TOL[dtype])
+        if scaled and w is not None and w.numel():
+            tol["atol"] *= max(1.0, w.abs().max().item())
+        torch.testing.assert_close(g, w, **tol)
+
+
+# ---- spmm and segment reductions ---------------------------------------------------------------------------
+
+SPMM_SHAPES = [((3, 4), (3, 1)), ((4,), (3, 4)), ((), ())]  # (x features, edge weight features)
+
+
+@needs_kernels
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
+def test_spmm_and_segment_reduce_match_torch(reduce, case):
+    """Every spmm op (copy and the weighted ones) with head-broadcast, vector-broadcast and scalar features;
+    segment_reduce with and without features (integer values in float64: ties)."""
+    num_src, num_dst, src, dst = on_device(case)
+    for dtype in DTYPES:
+        for feat in ((2, 3), ()):
+            values = tensor(dst.numel(), *feat, dtype=dtype, ties=dtype == torch.float64)
+            same_as_torch(lambda k: lambda v: k.segment_reduce(v, dst, num_dst, reduce), [values], dtype)
+        for x_feat, w_feat in SPMM_SHAPES:
+            x = tensor(num_src, *x_feat, dtype=dtype)
+            same_as_torch(lambda k: lambda x: k.spmm(x, src, dst, num_dst, op="copy", reduce=reduce), [x], dtype)
+            w = tensor(src.numel(), *w_feat, dtype=dtype, seed=2, positive=True)
+            for op in ("add", "sub", "mul", "div"):
+                same_as_torch(lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, op, reduce), [x, w], dtype)
+
+
+@needs_kernels
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_spmm_extremum_ties_and_nan(reduce):
+    """Ties (integer values) send the gradient to the smallest edge id; a NaN extremum has no arg edge."""
+    num_src, num_dst, src, dst = on_device("multi")
+    x = tensor(num_src, 2, 3, ties=True)
+    same_as_torch(lambda k: lambda x: k.spmm(x, src, dst, num_dst, op="copy", reduce=reduce), [x], torch.float64)
+    x = torch.tensor([[1.0], [float("nan")], [3.0]], device=DEVICE, requires_grad=True)
+    three = torch.tensor([0, 1, 2], device=DEVICE)
+    out = triton_backend.spmm(x, three, torch.zeros_like(three), 1, op="copy", reduce=reduce)
+    assert torch.isnan(out).all()
+    assert torch.equal(torch.autograd.grad(out.sum(), x)[0], torch.zeros_like(x))
+
+
+# ---- sddmm -------------------------------------------------------------------------------------------------
+
+@needs_kernels
+@pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
+def test_sddmm_matches_torch(op, shapes):
+    """Right-aligned broadcasting of a and b, each binary op with and without the leaky_relu epilogue."""
+    a_feat, b_feat = SDDMM_SHAPES[shapes]
+    if op == "dot" and not a_feat and not b_feat:
+        pytest.skip("dot needs a feature dim")
+    slopes = (None,) if op == "dot" else (None, 0.0, 0.2)
+    for case in CASES:
+        num_src, num_dst, src, dst = on_device(case)
+        for dtype in DTYPES:
+            a = tensor(num_src, *a_feat, dtype=dtype)
+            b = tensor(num_dst, *b_feat, dtype=dtype, seed=2, positive=op == "div")
+            for slope in slopes:
+                same_as_torch(lambda k: lambda a, b: k.sddmm(a, src, b, dst, op, negative_slope=slope), [a, b],
+                              dtype)
+
+
+# ---- selection, device rule, models ------------------------------------------------------------------------
+
+def test_resolve_and_device_rule():
+    """``triton`` is a backend choice; ``auto`` picks it for CUDA tensors; CPU tensors run only under the
+    interpreter, and each way to get that wrong is an error saying what to set."""
+    assert "triton" in backend.CHOICES
+    with mock.patch.object(backend, "triton_available", return_value=False):
+        with pytest.raises(ImportError, match="gpu"):
+            backend.resolve("triton", "cpu")
+        assert backend.resolve("auto", "cuda") == "torch"
+    assert backend.resolve("auto", "cuda") == "triton"
+    assert backend.resolve("auto", "cpu") in ("cpu", "torch")
+    with mock.patch.object(launch, "INTERPRETED", False), mock.patch.dict(os.environ, {"TRITON_INTERPRET": "0"}):
+        with pytest.raises(RuntimeError, match="only under Triton's interpreter"):
+            backend.resolve("triton", "cpu")
+        with pytest.raises(RuntimeError, match="only under Triton's interpreter"):
+            triton_backend.spmm(torch.ones(2, 1), torch.tensor([0]), torch.tensor([1]), 2)
+        with mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}), \
+                pytest.raises(RuntimeError, match="set after triton was imported"):
+            backend.resolve("triton", "cuda")
+    with mock.patch.object(launch, "INTERPRETED", True), mock.patch.dict(os.environ, {"TRITON_INTERPRET": "0"}):
+        with pytest.raises(RuntimeError, match="leave it set"):
+            backend.resolve("triton", "cpu")
+    if launch.INTERPRETED:
+        assert backend.resolve("triton", "cpu") == "triton"
+
+
+@needs_kernels
+@pytest.mark.parametrize("make", [lambda: GCNConv(6, 5), lambda: GATConv(6, 4, 3)], ids=["gcn", "gat"])
+def test_compiled_models_equal_eager(make):
+    """In float64, where the summation orders of eager and the kernels agree to 1e-9."""
+    g = random_homograph(30, 120, seed=5).to(DEVICE)
+    torch.manual_seed(0)
+    model = make().to(DEVICE, torch.float64)
+    x = torch.randn(30, 6, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    eager = model(g, x)
+    want = (eager, *torch.autograd.grad(eager.square().sum(), [x, *model.parameters()]))
+    out = gnnc.compile(model, backend="triton")(g, x)
+    got = (out, *torch.autograd.grad(out.square().sum(), [x, *model.parameters()]))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+    assert "[backend triton]" in gnnc.explain(model, g, x, backend="triton")
+
+
+@pytest.mark.skipif(RUNNABLE, reason="the kernels ran in this process")
+def test_in_interpreter_subprocess():
+    """triton was imported in compiled mode before this module could ask for its interpreter: run this file
+    in a fresh process that sets TRITON_INTERPRET=1 first."""
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
+                          cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
