@@ -1,14 +1,15 @@
-"""One (model, dataset) pair ready to run, and a system's runnable form of it."""
+"""One (model, dataset) pair ready to run, and a system's runnable form of it (imports no gnnc)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch import nn
 
-from .datasets import BenchData
-from .models import ModelSpec
+if TYPE_CHECKING:  # kept out at run time: the peer interpreter imports Prepared without gnnc
+    from .datasets import BenchData
+    from .models import ModelSpec
 
 
 @dataclass

@@ -18,10 +18,12 @@ independent jitter points; a system with wrong gradients disagrees at all.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from .case import Prepared
+if TYPE_CHECKING:
+    from .case import Prepared
 
 RTOL = 1e-4
 JITTER = 0.01  # of the features' standard deviation
@@ -48,14 +50,22 @@ def check_input(x: torch.Tensor, seed: int) -> torch.Tensor:
     return x + JITTER * x.std() * noise
 
 
-def evaluate(p: Prepared, x: torch.Tensor, seed: int, gradients: bool):
-    """``(compared output, input gradient or None)`` of ``p`` at ``x`` (already jittered)."""
+def upstream_gradient(shape, seed: int) -> torch.Tensor:
+    """The fixed random upstream gradient of the check at jitter seed ``seed``."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed + 1))
+
+
+def evaluate(p: Prepared, x: torch.Tensor, seed: int, gradients: bool, upstream: torch.Tensor | None = None):
+    """``(compared output, input gradient or None)`` of ``p`` at ``x`` (already jittered); the input
+    gradient is that of ``sum(out * upstream)``, ``upstream`` by default ``upstream_gradient(out.shape,
+    seed)`` (the peer interpreter is handed the one this torch made)."""
     if not gradients:
         with torch.no_grad():
             return p.view(p.call(x)), None
     x = x.clone().requires_grad_(True)
     out = p.view(p.call(x))
-    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1))
+    if upstream is None:
+        upstream = upstream_gradient(out.shape, seed)
     (grad,) = torch.autograd.grad((out * upstream).sum(), x, allow_unused=True)
     return out.detach(), torch.zeros_like(x) if grad is None else grad
 
@@ -105,11 +115,20 @@ def recheck(reference: Prepared, other: Prepared, x: torch.Tensor, seed: int, fi
     """``first`` (a gradient check at jitter seed ``seed``), or, when only its input gradients differ,
     the first verdict that passes at up to ``RETRY_POINTS`` further jitter points (with
     ``jitter_seed`` and a detail naming the first failure); ``first`` if none passes."""
+    return recheck_with(first, seed, lambda point: check(reference, other, x, point, gradients=True, rtol=rtol))
+
+
+def retry_seeds(seed: int) -> list[int]:
+    """The further jitter seeds ``recheck`` tries, in order."""
+    return [seed + k * RETRY_SEED_STEP for k in range(1, RETRY_POINTS + 1)]
+
+
+def recheck_with(first: dict, seed: int, check_at: Callable[[int], dict]) -> dict:
+    """``recheck`` with the gradient check at a jitter seed given as ``check_at(seed) -> verdict``."""
     if not only_gradients_differ(first):
         return first
-    for k in range(1, RETRY_POINTS + 1):
-        point = seed + k * RETRY_SEED_STEP
-        again = check(reference, other, x, point, gradients=True, rtol=rtol)
+    for point in retry_seeds(seed):
+        again = check_at(point)
         if again["status"] == "ok":
             return {**again, "jitter_seed": point,
                     "detail": f"agreed at jitter seed {point}; at seed {seed} input gradients "

@@ -73,6 +73,19 @@ def dataset_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def first_calls(record: dict) -> list[str]:
+    """The first call of each system that compiles on it (compile + one call), beside its steady time."""
+    compiling = {name for name, info in record.get("systems", {}).items() if info.get("compiles")}
+    lines = []
+    for r in record["rows"]:
+        if r["system"] in compiling and r["status"] == "ok" and r.get("first_call_ms") is not None:
+            lines.append(f"| {MODELS[r['model']].title} | {r['dataset']} | {r['mode']} | {r['system']} | "
+                         f"{_num(r['first_call_ms'])} | {_num(r['time_ms'])} |")
+    if not lines:
+        return []
+    return ["| model | dataset | mode | system | first call (ms) | steady (ms) |", "|---|---|---|---|--:|--:|", *lines]
+
+
 def errors(rows: list[dict]) -> list[str]:
     return [f"- {r['model']} {r['dataset']} {r['mode']} {r['system']}: {r['status']}: {r['error']}"
             for r in rows if r["status"] != "ok" and r.get("error")]
@@ -100,8 +113,17 @@ def markdown(record: dict) -> str:
            "## Datasets", "", *dataset_table(rows)]
     for mode in record["settings"]["modes"]:
         out += ["", f"## {MODE_TITLES[mode]}", "", *mode_table(rows, mode)]
+    firsts = first_calls(record)
+    if firsts:
+        out += ["", "## First calls of the compiling systems", "",
+                "The first warm-up call compiles (torch.compile's inductor for pyg-compile, gnnc.compile's "
+                "plans and kernels for compiled); it is never in the times above.", "", *firsts]
+    peer = m.get("peer")
+    if peer:
+        out += ["", f"DGL systems ran in the peer interpreter: DGL {peer['dgl']} on torch {peer['torch']} "
+                    f"(bench/peer_env.py)."]
     if record["pairings"]:
-        out += ["", "## How the PyG layers were configured to compute our function", ""]
+        out += ["", "## How the PyG and DGL layers were configured to compute our function", ""]
         out += [f"- {MODELS[p['model']].title}, {p['system']}: {p['note']}"
                 + (f" — differs: {p['differs']}" if p["differs"] else "") for p in record["pairings"]]
     errs = errors(rows)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from . import floor, machine, profiling, worker
+from . import floor, machine, peer, profiling, worker
 from .datasets import DATASETS, missing_files
 from .models import MODELS, datasets_for
 from .systems import REFERENCE, SYSTEMS
@@ -64,6 +64,7 @@ class Settings:
     profile_dir: str | None = None  # where --profile writes operator tables (None: no profiling)
     profile_calls: int = profiling.DEFAULT_CALLS  # calls profiled per configuration, after the timed ones
     command: str = ""
+    scratch_dir: str | None = None  # the run's scratch folder (set by ``run``; inductor's cache goes there)
 
 
 @functools.cache
@@ -105,7 +106,7 @@ def validate(s: Settings) -> None:
             raise SystemExit(f"gnnc bench: unknown {kind}(s) {unknown}; known: {', '.join(known)}")
     for name in s.systems:
         why = SYSTEMS[name].available()
-        if why:
+        if why:  # one line; a peer system's says which command builds its environment
             raise SystemExit(f"gnnc bench: system {name!r} cannot run here: {why}")
     if s.profile_calls < 1:
         raise SystemExit(f"gnnc bench: --profile-calls must be at least 1, got {s.profile_calls}")
@@ -121,7 +122,7 @@ def task_config(s: Settings, model: str | None, dataset: str, size_quick: bool, 
     return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": s.scale,
             "size_quick": size_quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs,
             "min_runs": s.min_runs, "budget_s": s.budget_s, "profile_calls": s.profile_calls,
-            "profile_rows": profiling.DEFAULT_ROWS, **extra}
+            "profile_rows": profiling.DEFAULT_ROWS, "scratch": s.scratch_dir, **extra}
 
 
 class Scratch:
@@ -135,6 +136,8 @@ class Scratch:
     def __init__(self, s: Settings, folder: Path):
         self.s, self.folder = s, Path(folder)
         self.data_files: dict[tuple[str, bool], str | None] = {}
+        self.peer_files: dict[tuple[str, str, bool], str | None] = {}
+        self.peer_described: dict[tuple[str, str, bool], dict] = {}  # the graph's description, or the error
 
     def data_file(self, dataset: str, size_quick: bool) -> str | None:
         key = (dataset, size_quick)
@@ -152,6 +155,19 @@ class Scratch:
 
     def oracle_file(self, model: str, dataset: str, size_quick: bool) -> str:
         return str(self.folder / f"oracle-{model}-{dataset}-{'quick' if size_quick else 'full'}.pt")
+
+    def peer_file(self, model: str, dataset: str, size_quick: bool) -> str | None:
+        """The case exported for the peer interpreter (``peer.export_case``), written once; None when the
+        export failed (its error is then in ``peer_described``)."""
+        key = (model, dataset, size_quick)
+        if key not in self.peer_files:
+            path = self.folder / f"peer-{model}-{dataset}-{'quick' if size_quick else 'full'}.npz"
+            res = run_in_subprocess(worker.export_peer, self.task(model, dataset, size_quick, path=str(path)),
+                                    self.s.timeout_s, self.s.mem_cap_bytes)
+            self.peer_files[key] = str(path) if res["status"] == "ok" else None
+            self.peer_described[key] = {k: v for k, v in res.items() if k != "status"} if res["status"] == "ok" \
+                else res
+        return self.peer_files[key]
 
 
 @dataclass
@@ -205,7 +221,7 @@ def gate(s: Settings, scratch: Scratch, model: str, dataset: str, systems: list[
         if res["status"] == "ok":
             for name in to_check:
                 cfg = scratch.task(model, dataset, True, system=name, modes=s.modes, oracle_file=path)
-                found = run_in_subprocess(worker.check_config, cfg, s.timeout_s, s.mem_cap_bytes)
+                found = launch(s, scratch, worker.check_config, cfg)
                 for mode in s.modes:
                     verdict = found["verdicts"][mode] if found["status"] == "ok" else \
                         {"status": "UNCHECKED", "detail": f"the check could not run: {found['status']}: "
@@ -276,7 +292,40 @@ def pairings(pairs) -> list[dict]:
 
 
 # dropped when the check after the timed calls fails
-UNTIMED_FIELDS = ("time_ms", "times_ms", "peak_mib", "steady_peak_mib", "retained_mib")
+UNTIMED_FIELDS = ("time_ms", "times_ms", "first_call_ms", "peak_mib", "steady_peak_mib", "retained_mib")
+
+
+def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
+    """``task`` (``worker.time_config`` or ``worker.check_config``) on ``cfg`` in a fresh subprocess: a
+    harness one, or for a peer system the peer interpreter, whose outputs a harness subprocess then
+    judges against the oracle (``worker.peer_verdict``), so the gate is the same on both paths."""
+    if not SYSTEMS[cfg["system"]].peer:
+        return run_in_subprocess(task, cfg, s.timeout_s, s.mem_cap_bytes)
+    timed = task is worker.time_config
+    key = (cfg["model"], cfg["dataset"], cfg["size_quick"])
+    peer_file = scratch.peer_file(*key)
+    if peer_file is None:
+        found = scratch.peer_described[key]
+        return {"status": found["status"], "error": f"exporting the case for the peer: {found.get('error', '')}"}
+    check_modes = ([cfg["mode"]] if cfg.get("oracle_file") else []) if timed else list(cfg["modes"])
+    outputs = str(scratch.folder / f"outputs-{cfg['system']}-{cfg['model']}-{cfg['dataset']}-"
+                                   f"{cfg.get('mode') or 'check'}.npz") if check_modes else None
+    run = {**cfg, "peer_file": peer_file, "mode": cfg.get("mode") if timed else None, "outputs_file": outputs,
+           "check_modes": check_modes}
+    res = {**scratch.peer_described[key], **peer.run_config(run, s.timeout_s, s.mem_cap_bytes, scratch.folder)}
+    if res["status"] != "ok" or outputs is None:
+        return res
+    judged = run_in_subprocess(worker.peer_verdict, {**cfg, "outputs_file": outputs, "modes": check_modes},
+                               s.timeout_s, s.mem_cap_bytes)
+    if judged["status"] != "ok":
+        verdicts = {m: {"status": judged["status"], "detail": f"the check could not run: {judged.get('error', '')}"}
+                    for m in check_modes}
+    else:
+        verdicts = judged["verdicts"]
+    if timed:
+        res["check"] = verdicts[cfg["mode"]]
+        return res
+    return {"status": "ok", "verdicts": verdicts}
 
 
 def _timed(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str,
@@ -287,7 +336,7 @@ def _timed(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, s
     never reported.
     """
     cfg = scratch.task(model, dataset, s.quick, system=system, mode=mode, oracle_file=oracle_file)
-    row = run_in_subprocess(worker.time_config, cfg, s.timeout_s, s.mem_cap_bytes)
+    row = launch(s, scratch, worker.time_config, cfg)
     verdict = row.get("check")
     if verdict is not None:
         verdict["checked_at"] = "run size"
@@ -330,7 +379,7 @@ def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, sys
         if verdict is not None:
             row["check"] = verdict
         row.update(_timed(s, scratch, model, dataset, mode, system, g.oracle_file if checked_here else None))
-        if row["status"] == "ok" and profiles is not None:
+        if row["status"] == "ok" and profiles is not None and not SYSTEMS[system].peer:  # no peer profiles yet
             profiles.add(row, _profile(s, scratch, row))
     shape = row.get("shape") or g.described.get("shape")
     row.update(_floor_fields(model, mode, shape, rates, row.get("time_ms")))
@@ -349,10 +398,16 @@ def run(s: Settings, results: ResultsFile, log=print, on_row=None) -> dict:
     rates = machine.measure_rates()
     record = {"started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "preset": "quick" if s.quick else "full", "settings": asdict(s),
-              "machine": machine.machine_info(), "rates": rates, "pairings": pairings(pairs), "rows": []}
+              "machine": machine.machine_info(), "rates": rates, "pairings": pairings(pairs),
+              "systems": {name: {"description": SYSTEMS[name].description, "peer": SYSTEMS[name].peer,
+                                 "compiles": SYSTEMS[name].compiles} for name in s.systems},
+              "rows": []}
+    if any(SYSTEMS[name].peer for name in s.systems):
+        record["machine"]["peer"] = peer.stamp()
     results.append(record)
     profiles = profiling.ProfileFiles(Path(s.profile_dir)) if s.profile_dir else None
     with tempfile.TemporaryDirectory(prefix="gnnc-bench-") as folder:
+        s.scratch_dir = folder
         scratch = Scratch(s, Path(folder))
         for model, dataset, systems in pairs:
             log(f"{model} on {dataset}: building the data and the eager oracle")

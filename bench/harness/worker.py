@@ -12,9 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import gc
-import statistics
-import time
-import traceback
+import os
 from pathlib import Path
 
 import torch
@@ -23,9 +21,7 @@ from . import datasets, equivalence, floor, procfs, profiling
 from .case import Case
 from .models import MODELS
 from .systems import REFERENCE, SYSTEMS
-
-MODES = ("inference", "training")
-SGD_LR = 1e-3
+from .timing import MODES, failure, make_step, timed_calls  # noqa: F401 - MODES re-exported (runner, cli)
 
 
 def child_main(task, arg, mem_cap_bytes: int | None, conn) -> None:
@@ -40,14 +36,6 @@ def child_main(task, arg, mem_cap_bytes: int | None, conn) -> None:
         result = failure(exc)
     conn.send(result)
     conn.close()
-
-
-def failure(exc: BaseException, context: str = "") -> dict:
-    """``{"status": "OOM" | "ERROR", "error": ...}`` for ``exc``, naming where it was raised."""
-    status = "OOM" if procfs.is_out_of_memory(exc) else "ERROR"
-    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
-    return {"status": status, "error": f"{context}{type(exc).__name__}: {exc}"[:400] + at}
 
 
 def build_dataset(cfg: dict) -> dict:
@@ -66,6 +54,8 @@ def _threads(cfg: dict) -> None:
 def _case(cfg: dict) -> Case:
     """The case of ``cfg``: its dataset read from ``cfg["data_file"]`` when the run saved it, else built here."""
     _threads(cfg)
+    if cfg.get("scratch"):  # torch.compile's cache (pyg-compile): empty per process, so compiles are cold
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cfg["scratch"]) / f"inductor-{os.getpid()}")
     if cfg.get("data_file"):
         data = datasets.load_saved(Path(cfg["data_file"]))
     else:
@@ -119,56 +109,6 @@ def check_config(cfg: dict) -> dict:
     return {"status": "ok", "verdicts": verdicts}
 
 
-def _tensors(out):
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    return [t for item in out if item is not None for t in _tensors(item)]
-
-
-def make_step(prepared, x: torch.Tensor, mode: str):
-    """One inference forward (no autograd), or one training step: forward, sum loss, backward, SGD update."""
-    if mode == "inference":
-        prepared.module.eval()
-
-        def step():
-            with torch.no_grad():
-                prepared.call(x)
-        return step
-    if mode != "training":
-        raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
-    prepared.module.train()
-    opt = torch.optim.SGD(prepared.module.parameters(), lr=SGD_LR)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        sum(t.sum() for t in _tensors(prepared.call(x))).backward()
-        opt.step()
-    return step
-
-
-def measure(step, warmup: int, runs: int, min_runs: int, budget_s: float) -> list[float]:
-    """Seconds of each timed call after ``warmup`` untimed ones; stops after ``min_runs`` once
-    ``budget_s`` of timed calls have passed, else after ``runs``."""
-    for _ in range(warmup):
-        step()
-    times = []
-    while len(times) < runs and (len(times) < min_runs or sum(times) < budget_s):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
-
-
-def _settle() -> int:
-    """Collect garbage, return freed heap to the OS, reset the high-water mark; the resident set (KiB)."""
-    gc.collect()
-    procfs.trim_heap()
-    procfs.reset_peak()
-    return procfs.status_kib("VmRSS")
-
-
 def time_config(cfg: dict) -> dict:
     """Median time and peak extra memory of one (model, dataset, system, mode).
 
@@ -187,22 +127,8 @@ def time_config(cfg: dict) -> dict:
     case = _case(cfg)
     prepared = SYSTEMS[cfg["system"]].prepare(case)
     step = make_step(prepared, case.data.x, cfg["mode"])
-    described = _describe(case)
     initial = copy.deepcopy(prepared.module.state_dict()) if cfg["oracle_file"] else None
-    libraries_mapped = procfs.map_file_pages()
-    before = _settle()
-    for _ in range(max(1, cfg["warmup"])):  # the first call builds plans and caches, loads kernels
-        step()
-    warm_peak_kib = procfs.status_kib("VmHWM") - before
-    settled = _settle()
-    # the warm-up again, untimed: _settle returned the freed heap to the OS, and timing the calls that
-    # fault it back in would measure the harness, not the system's steady state
-    times = measure(step, cfg["warmup"], cfg["runs"], cfg["min_runs"], cfg["budget_s"])
-    steady_kib = procfs.status_kib("VmHWM") - settled
-    retained_kib = settled - before
-    result = {"status": "ok", "time_ms": 1e3 * statistics.median(times), "times_ms": [1e3 * t for t in times],
-              "peak_mib": max(warm_peak_kib, retained_kib + steady_kib) / 1024, "steady_peak_mib": steady_kib / 1024,
-              "retained_mib": retained_kib / 1024, "libraries_mapped": libraries_mapped, "threads": torch.get_num_threads(), **described}
+    result = {**timed_calls(step, cfg), **_describe(case)}
     if initial is not None:
         prepared.module.load_state_dict(initial)  # the training steps moved the parameters
         oracle = equivalence.load_oracle(Path(cfg["oracle_file"]))
@@ -227,3 +153,56 @@ def profile_config(cfg: dict) -> dict:
     procfs.cap_memory(cfg["profile_extra_bytes"])
     return {"status": "ok", "fixed_mmap": cfg["fixed_mmap"],
             **profiling.profile_calls(step, cfg["profile_calls"], cfg["profile_rows"])}
+
+
+def export_peer(cfg: dict) -> dict:
+    """The case of ``cfg`` written for the peer interpreter to ``cfg["path"]`` (``peer.export_case``); the
+    graph's description (``_describe``), which the peer's rows carry as every row does."""
+    from . import peer
+    from .models import HIDDEN
+
+    case = _case(cfg)
+    peer.export_case(case, Path(cfg["path"]), cfg["seed"], HIDDEN)
+    return {"status": "ok", **_describe(case)}
+
+
+def _peer_result(outputs, mode: str, k: int):
+    grad = outputs.get(f"{mode}.grad.{k}")
+    return torch.from_numpy(outputs[f"{mode}.out.{k}"]), None if grad is None else torch.from_numpy(grad)
+
+
+def peer_verdict(cfg: dict) -> dict:
+    """Verdicts ``{mode: verdict}`` on the outputs a peer system wrote (``cfg["outputs_file"]``) against the
+    eager oracle, as ``check_prepared`` gives them: when only the input gradients differ, eager is
+    evaluated at the further jitter points and compared with the peer's outputs there. A mode is judged
+    only if the ones before it passed (as ``check_config``)."""
+    import numpy as np
+
+    oracle = equivalence.load_oracle(Path(cfg["oracle_file"]))
+    with np.load(cfg["outputs_file"]) as z:
+        outputs = {k: z[k] for k in z.files}
+    case, eager = None, None
+    verdicts, failed = {}, None
+    for mode in cfg["modes"]:
+        if failed is not None:
+            verdicts[mode] = failed
+            continue
+        if f"{mode}.error" in outputs:
+            verdicts[mode] = {"status": bytes(outputs[f"{mode}.status"]).decode(),
+                              "detail": bytes(outputs[f"{mode}.error"]).decode()}
+        else:
+            first = equivalence.compare(_peer_result(outputs, mode, 0), oracle[mode])
+            points = equivalence.retry_seeds(cfg["seed"])
+
+            def check_at(point, mode=mode, points=points):
+                nonlocal case, eager
+                if case is None:
+                    case = _case(cfg)
+                    eager = SYSTEMS[REFERENCE].prepare(case)
+                x = equivalence.check_input(case.data.x, point)
+                return equivalence.compare(_peer_result(outputs, mode, 1 + points.index(point)),
+                                           equivalence.evaluate(eager, x, point, True))
+            verdicts[mode] = equivalence.recheck_with(first, cfg["seed"], check_at)
+        if verdicts[mode]["status"] != "ok":
+            failed = verdicts[mode]
+    return {"status": "ok", "verdicts": verdicts}
