@@ -4,7 +4,11 @@ Modules, one job each:
   datasets     graphs and input features of the benchmark datasets (quick / full sizes)
   models       the gnnc reference layers as benchmarked, and their floor shapes
   pyg_models   the PyG built-in computing the same function, with parameters copied across
-  systems      the registry of systems (eager, pyg, pyg-fast; compiled joins by one entry)
+  dgl_models   DGL's built-ins with parameters copied across, and our UDFs run by DGL (peer side)
+  systems      the registry of systems (eager, compiled, pyg, pyg-fast, pyg-compile, dgl, dgl-udf)
+  peer         the peer interpreter (DGL on its own torch): found, cases exported, configurations launched
+  peer_worker  one DGL configuration inside the peer interpreter (imports no gnnc)
+  timing       the timed region, its memory and failures, shared by both interpreters
   equivalence  the gate: a system's outputs and input gradients against the eager oracle
   floor        bytes and FLOPs every configuration must move and run, and the floor time
   procfs       resident memory and its high-water mark from /proc, the memory cap
