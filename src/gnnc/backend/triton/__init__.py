@@ -10,19 +10,22 @@ Triton kernels (forward and backward):
   arg edges) and ``segment_reduce``: vertex-balanced, one program per block
   of destination rows and features over a CSR by destination (``aggregate``);
 - ``sddmm`` (add / sub / mul / div with right-aligned broadcasting and the
-  leaky_relu epilogue; dot).
+  leaky_relu epilogue; dot);
+- ``edge_softmax``, ``edge_softmax_aggregate`` and
+  ``sddmm_softmax_aggregate``: one pass per block of destinations with
+  online softmax (SDDMM logits computed inside, fused when a and b share a
+  feature shape), only the max and denominator per destination saved,
+  attention weights recomputed in backward (``softmax``).
 
-Delegated to the torch backend (not yet written in Triton):
-``edge_softmax``, ``edge_softmax_aggregate``, ``sddmm_softmax_aggregate``,
-``head_dot``, ``segment_matmul``, ``gather_segment_matmul``,
-``typed_index_matmul``. The CSR structures are the torch backend's
-(``csr_structure``, cached per index tensor), and so is
-``clear_structure_cache``.
+Delegated to the torch backend (not yet written in Triton): ``head_dot``,
+``segment_matmul``, ``gather_segment_matmul``, ``typed_index_matmul``. The
+CSR structures are the torch backend's (``csr_structure``, cached per index
+tensor), and so is ``clear_structure_cache``.
 """
-from ..torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul, head_dot,
-                     sddmm_softmax_aggregate, segment_matmul, typed_index_matmul)
+from ..torch import clear_structure_cache, gather_segment_matmul, head_dot, segment_matmul, typed_index_matmul
 from .launch import INTERPRETED, check_device
 from .sddmm import sddmm
+from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import segment_reduce, spmm
 
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",

@@ -33,6 +33,17 @@ def _binary(a, b, OP: tl.constexpr):
     return y
 
 
+def _operands(own, theirs, OWN: tl.constexpr):
+    """(a, b) of y = a op b from a row's own operand and the other one: ``own`` is a when ``OWN`` is 'a'."""
+    if OWN == "a":
+        a = own
+        b = theirs
+    else:
+        a = theirs
+        b = own
+    return a, b
+
+
 def _operand_grad(g, a, b, OP: tl.constexpr, SIDE: tl.constexpr):
     """d(a op b)/da * g (SIDE 'a') or d(a op b)/db * g (SIDE 'b'); copy is the identity in a."""
     if OP == "mul":
@@ -54,4 +65,5 @@ def _operand_grad(g, a, b, OP: tl.constexpr, SIDE: tl.constexpr):
 
 row_block = kernel(_row_block)
 binary = kernel(_binary)
+operands = kernel(_operands)
 operand_grad = kernel(_operand_grad)

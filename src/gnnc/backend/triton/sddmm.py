@@ -25,7 +25,7 @@ from ..torch.common import as_heads, broadcast_shape, flat_positions, sum_to
 from ..torch.csr import csr_structure
 from ..torch.sddmm import check_sddmm
 from .aggregate import aggregate, edge_dot
-from .device import binary, operand_grad, row_block
+from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, kernel, row_tile
 
 
@@ -60,12 +60,7 @@ def _grads(crow, col, perm, own, own_off, own_width, other, other_off, other_wid
         o = tl.load(col + start + j, mask=valid, other=0)
         theirs = tl.load(other + o[:, None] * other_width + other_at, mask=ok, other=1.0)
         g = tl.load(grad + e[:, None] * width + p[None, :], mask=ok, other=0.0)
-        if SIDE == "a":
-            av = mine
-            bv = theirs
-        else:
-            av = theirs
-            bv = mine
+        av, bv = operands(mine, theirs, SIDE)
         if ACT:  # leaky_relu': 1 where the pre-activation is > 0, else the slope
             g = tl.where(binary(av, bv, OP) > 0, g, g * slope)
         acc += tl.where(ok, operand_grad(g, av, bv, OP, SIDE), 0.0)
