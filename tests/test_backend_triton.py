@@ -37,8 +37,9 @@ from gnnc.backend import triton as triton_backend  # noqa: E402
 from gnnc.backend.triton import launch  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 from gnnc.models.gcn import GCNConv  # noqa: E402
+from gnnc.models.rgcn import RGCNConv  # noqa: E402
 
-from .graphs import random_homograph  # noqa: E402
+from .graphs import random_heterograph, random_homograph  # noqa: E402
 from .test_backend_torch import SDDMM_SHAPES, edges, rand  # noqa: E402
 
 DEVICE = torch.device("cuda" if _CUDA and not launch.INTERPRETED else "cpu")
@@ -239,6 +240,17 @@ def test_fused_softmax_aggregate_saves_no_edge_tensor_and_gradchecks():
                                                                negative_slope=0.2), (a, b, x), fast_mode=True)
 
 
+# ---- dense primitives -------------------------------------------------------------------------------------
+
+@needs_kernels
+@pytest.mark.parametrize("rows, heads, feats, k", [(37, 8, 8, 2), (5, 3, 70, 1), (0, 2, 3, 2)])
+def test_head_dot_matches_torch(rows, heads, feats, k):
+    """GAT's shape, features in several chunks, no rows."""
+    for dtype in DTYPES:
+        x, w = tensor(rows, heads, feats, dtype=dtype), tensor(k, heads, feats, dtype=dtype, seed=1)
+        same_as_torch(lambda kernels: kernels.head_dot, [x, w], dtype)
+
+
 # ---- selection, device rule, models ------------------------------------------------------------------------
 
 def test_resolve_and_device_rule():
@@ -264,16 +276,25 @@ def test_resolve_and_device_rule():
             backend.resolve("triton", "cpu")
     if launch.INTERPRETED:
         assert backend.resolve("triton", "cpu") == "triton"
+    for name in ("segment_matmul", "gather_segment_matmul", "typed_index_matmul", "clear_structure_cache"):
+        assert getattr(triton_backend, name) is getattr(torch_backend, name)  # delegated (see the module docstring)
+
+
+MODELS = {"gcn": (lambda: random_homograph(30, 120, seed=5), lambda g: GCNConv(6, 5)),
+          "gat": (lambda: random_homograph(30, 120, seed=5), lambda g: GATConv(6, 4, 3)),
+          "rgcn": (lambda: random_heterograph(5), lambda g: RGCNConv(6, 5, len(g.canonical_etypes)))}
 
 
 @needs_kernels
-@pytest.mark.parametrize("make", [lambda: GCNConv(6, 5), lambda: GATConv(6, 4, 3)], ids=["gcn", "gat"])
-def test_compiled_models_equal_eager(make):
-    """In float64, where the summation orders of eager and the kernels agree to 1e-9."""
-    g = random_homograph(30, 120, seed=5).to(DEVICE)
+@pytest.mark.parametrize("name", list(MODELS))
+def test_compiled_models_equal_eager(name):
+    """In float64, where the summation orders of eager and the kernels agree to 1e-9 (RGCN: the typed
+    matmuls, delegated to torch, on a heterograph)."""
+    make_graph, make_model = MODELS[name]
+    g = make_graph().to(DEVICE)
     torch.manual_seed(0)
-    model = make().to(DEVICE, torch.float64)
-    x = torch.randn(30, 6, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    model = make_model(g).to(DEVICE, torch.float64)
+    x = torch.randn(g.num_nodes(), 6, device=DEVICE, dtype=torch.float64, requires_grad=True)
     eager = model(g, x)
     want = (eager, *torch.autograd.grad(eager.square().sum(), [x, *model.parameters()]))
     out = gnnc.compile(model, backend="triton")(g, x)

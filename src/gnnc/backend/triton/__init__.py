@@ -17,12 +17,22 @@ Triton kernels (forward and backward):
   feature shape), only the max and denominator per destination saved,
   attention weights recomputed in backward (``softmax``).
 
-Delegated to the torch backend (not yet written in Triton): ``head_dot``,
-``segment_matmul``, ``gather_segment_matmul``, ``typed_index_matmul``. The
-CSR structures are the torch backend's (``csr_structure``, cached per index
-tensor), and so is ``clear_structure_cache``.
+- ``head_dot``: per block of rows, per weight row (``head_dot``).
+
+Delegated to the torch backend, by choice: ``segment_matmul``,
+``gather_segment_matmul`` and ``typed_index_matmul``. They are grouped
+dense GEMMs (rows grouped by type, one matmul per type), which torch runs
+on cuBLAS / tensor cores; a Triton grouped GEMM would need per-shape
+autotuning to match it, saves no memory (no [E, K, M] weights exist on
+either path), and under the interpreter ``tl.dot`` would dominate the test
+time. The CSR structures are the torch backend's (``csr_structure``,
+cached per index tensor), and so is ``clear_structure_cache``.
+
+Atomics: only the max / min backward (several destinations can share a
+source); every other kernel owns the rows it writes.
 """
-from ..torch import clear_structure_cache, gather_segment_matmul, head_dot, segment_matmul, typed_index_matmul
+from ..torch import clear_structure_cache, gather_segment_matmul, segment_matmul, typed_index_matmul
+from .head_dot import head_dot
 from .launch import INTERPRETED, check_device
 from .sddmm import sddmm
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
