@@ -31,8 +31,23 @@ try:
 except ImportError as error:  # pragma: no cover - triton is a dependency of the gpu and dev extras
     raise ImportError("backend 'triton' needs triton (pip install 'gnnc[gpu]')") from error
 
+
+def _env_interpret() -> bool:
+    """TRITON_INTERPRET as triton reads it now (its knobs, from triton 3.4; the plain variable before)."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _library_interpreted() -> bool:
+    """Whether triton's language library (its @jit functions such as ``tl.zeros``) was made interpreted."""
+    probe = getattr(getattr(tl, "standard", None), "zeros", None)
+    return _env_interpret() if probe is None else isinstance(probe, InterpretedFunction)
+
+
 # Whether triton's language library runs interpreted in this process (fixed at its first import).
-INTERPRETED = isinstance(tl.standard.zeros, InterpretedFunction)
+INTERPRETED = _library_interpreted()
 
 # Elements of one program's tile (rows x features); powers of two.
 TILE_ELEMENTS = 2048
@@ -43,10 +58,6 @@ MAX_FEATURES = 1024
 def kernel(fn):
     """``fn`` as a Triton kernel of the process's mode (see the module docstring)."""
     return InterpretedFunction(fn) if INTERPRETED else JITFunction(fn)
-
-
-def _env_interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
 def check_device(device) -> None:
