@@ -10,7 +10,7 @@ Systems, per (model, dataset), each in a fresh subprocess (``--timeout`` seconds
 
 Modes: ``inference`` (one forward under ``torch.no_grad()``) and ``training`` (zero_grad, forward, sum,
 backward, SGD step), timed in that order in the same subprocess: median of ``--repeat`` calls after
-``--warmup`` warm-ups. Peak memory is the benchmark harness's (``bench/harness/worker.time_config``):
+``--warmup`` warm-ups. Peak memory is the benchmark harness's (``bench/harness/timing.timed_calls``):
 resident-set high-water mark over the warm-up and timed calls above the resident set before them, with
 library pages mapped first, ``VmHWM`` reset through ``/proc/self/clear_refs`` and freed heap trimmed; the
 training row's peak starts after the inference calls (plans built there count in inference's peak).
@@ -148,7 +148,7 @@ def child(cfg: dict) -> None:
     import gnnc
     from gnnc.runtime.compiled import FallbackWarning
     from harness import datasets as hd, jit_runtime, procfs  # noqa: F401  (jit_runtime: numba started)
-    from harness.worker import SGD_LR, _settle, measure
+    from harness.timing import SGD_LR, measure, settle
 
     def emit(row):
         with open(cfg["result"], "a") as f:
@@ -197,11 +197,11 @@ def child(cfg: dict) -> None:
                     opt.zero_grad(set_to_none=True)
                     _out(call()).sum().backward()
                     opt.step()
-            before = _settle()
+            before = settle()
             for _ in range(max(1, cfg["warmup"])):
                 step()
             warm_peak = procfs.status_kib("VmHWM") - before
-            settled = _settle()
+            settled = settle()
             times = measure(step, cfg["warmup"], cfg["repeat"], cfg["repeat"], 0.0)
             steady = procfs.status_kib("VmHWM") - settled
             row.update(status="ok", time_ms=1e3 * statistics.median(times), times_ms=[1e3 * t for t in times],
