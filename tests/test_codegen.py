@@ -57,3 +57,14 @@ def test_the_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_pa
     assert runs[0][5].startswith("gnnc_generated_twice_sum_")
     assert len(list(tmp_path.glob("twice_sum_*.py"))) == 1
 
+
+
+def test_a_change_to_the_inlined_helpers_gives_kernels_new_files(tmp_path, monkeypatch):
+    """numba's disk cache watches a kernel's own file only; fastexp / prefetch are inlined into it."""
+    monkeypatch.setenv("GNNC_KERNEL_DIR", str(tmp_path))
+    first = codegen.load_function("twice_sum", SOURCE)
+    monkeypatch.setattr(codegen, "_helpers_digest", lambda: b"an edited fastexp.py")
+    codegen.load_function.cache_clear()
+    second = codegen.load_function("twice_sum", SOURCE)
+    codegen.load_function.cache_clear()
+    assert first.__module__ != second.__module__ and len(list(tmp_path.glob("twice_sum_*.py"))) == 2

@@ -2,8 +2,10 @@
 
 Forward: one loop over destinations (CSR by destination). Each destination
 walks its in-edges twice: once for the max logit per head, once to
-exponentiate inside the kernel (``fastexp.vexp``) and sum the weights and the
-weighted source rows; then it normalizes and writes its row. Nothing of edge
+exponentiate inside the kernel (``fastexp.softmax_weight``: weights below
+2**-64 of the largest are dropped, so attention sharpened by training does
+not turn into denormal arithmetic) and sum the weights and the weighted
+source rows; then it normalizes and writes its row. Nothing of edge
 size is written: not the logits, not the weights, not the messages. The
 per-destination max m and denominator s are kept for backward (only when a
 gradient can be asked for).
@@ -251,7 +253,7 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     row += [f"s{h} = zero" for h in heads] + [f"c{h}_{f} = zero" for h in heads for f in feats]
     edge = _prefetch("x", "src", num_heads, num_feats, block) + reads
     for h in heads:
-        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}") + [f"w = vexp(l{h} - m{h})", f"s{h} += w"]
+        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}") + [f"w = softmax_weight(l{h} - m{h})", f"s{h} += w"]
         edge += [f"c{h}_{f} += w * x[u, {block.h0 + h}, {block.f0 + f}]" for f in feats]
     row += ["for i in range(first, last):", *indent(edge, 1)]
     row += ["if keep:", *indent([f"m[r, {block.h0 + h}] = m{h}" for h in heads]
@@ -274,7 +276,7 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     first_walk, second_walk = list(reads), list(reads)
     for h in heads:
         head = block.h0 + h
-        alpha = _logit(op, block, h, f"a[u, {head}]", f"b{h}") + [f"w{h} = vexp(l{h} - m{h}) * q{h}"]
+        alpha = _logit(op, block, h, f"a[u, {head}]", f"b{h}") + [f"w{h} = softmax_weight(l{h} - m{h}) * q{h}"]
         first_walk += alpha + _dot(block, h, num_feats, "r", "u")
         first_walk += [f"per_edge[e, {head}] = d{h}", f"t{h} += w{h} * d{h}"]
         second_walk += alpha + [f"gl{h} = w{h} * (per_edge[e, {head}] - t{h})"]
@@ -310,7 +312,7 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
     for h in heads:
         head = block.h0 + h
         x_part += _logit(op, block, h, f"a{h}", f"b[v, {head}]")
-        x_part += [f"w{h} = vexp(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
+        x_part += [f"w{h} = softmax_weight(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
         x_part += [f"c{h}_{f} += w{h} * grad[v, {head}, {block.f0 + f}]" for f in feats]
         if op is not None:
             a_part += [_operand_grad(op, h, "a", f"a{h}", f"b[v, {head}]", f"per_edge[e, {head}]")]
