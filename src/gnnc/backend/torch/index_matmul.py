@@ -229,32 +229,31 @@ class _TypedIndexMatmul(Function):
     def forward(ctx, x, weight, gp, index, chunk):
         b, k, m = weight.shape[1:]
         if index is None:
-            groups, rows, count = gp.groups, None if gp.identity else gp.perm, gp.perm.numel()
+            groups, rows, count, pair = gp.groups, None if gp.identity else gp.perm, gp.perm.numel(), None
         else:
             compact = gp.compact(index, x.shape[0])
-            groups, rows, count = compact.groups, compact.rows, compact.rows.numel()
+            groups, rows, count, pair = compact.groups, compact.rows, compact.rows.numel(), compact.pair
         products = x.new_empty(count, b, m)
         for s, e, pieces in _plan(groups, b * k, x.device, chunk):
             xs = x[s:e] if rows is None else x.index_select(0, rows[s:e])
             for t, lo, hi in pieces:
                 _product(xs[lo - s:hi - s], weight[t], products[lo:hi])
         ctx.save_for_backward(x, weight)
-        ctx.layout = (gp, index, groups, rows, chunk)
+        ctx.layout = (gp, pair, groups, rows, chunk)
         # back to row order with one gather (a scatter, index_copy_, measured several times slower on CPU)
-        if index is not None:
-            return products.index_select(0, compact.pair)
+        if pair is not None:
+            return products.index_select(0, pair)
         return products if gp.identity else products.index_select(0, gp.inverse)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        gp, index, groups, rows, chunk = ctx.layout
+        gp, pair, groups, rows, chunk = ctx.layout
         b, k, m = weight.shape[1:]
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        if index is not None:  # the gradient of each pair: the sum over its edges
-            grad = grad.new_zeros((rows.numel(),) + tuple(grad.shape[1:])).index_add_(0, gp.compact(
-                index, x.shape[0]).pair, grad)
+        if pair is not None:  # the gradient of each pair: the sum over its edges
+            grad = grad.new_zeros((rows.numel(),) + tuple(grad.shape[1:])).index_add_(0, pair, grad)
         elif not gp.identity:
             grad = grad.index_select(0, gp.perm)  # type order
         grad_w = torch.zeros_like(weight) if need_w else None
