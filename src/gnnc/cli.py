@@ -178,6 +178,8 @@ def cmd_info(args) -> int:
 
 
 def cmd_train(args) -> int:
+    if args.compile is None:  # neither --compile nor --no-compile: only mini-batch training compiles by default
+        args.compile = bool(args.minibatch)
     if args.dist:
         from .distributed.launch import run_cli as run_dist
 
@@ -195,7 +197,7 @@ def cmd_train(args) -> int:
         return run_cli(dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
                        batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, hidden=args.hidden,
                        seed=args.seed, learnable=args.learnable, checkpoint_dir=args.checkpoint,
-                       resume=args.resume, device=args.device)
+                       resume=args.resume, device=args.device, compiled=args.compile)
     from . import data
     from .training import planetoid_experiment
 
@@ -353,7 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
     train.add_argument("--epochs", type=POSITIVE, default=None,
                        help="default: the model's recipe (3 with --minibatch)")
-    train.add_argument("--compile", action="store_true", help="run message passing through the compiler")
+    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                       help="run message passing through the compiler (default: with --minibatch only; "
+                            "--no-compile runs the eager executor)")
     mb = train.add_argument_group("mini-batch training")
     mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
     mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")

@@ -4,9 +4,12 @@
 (``gnnc.data.sampler``), builds each block's input from read-only features
 and learnable embeddings (``gnnc.nn.TypedEmbedding``), runs a stack of gnnc
 layers over the blocks, and updates dense parameters with Adam and the
-embedding tables with the per-row lazy ``gnnc.nn.SparseAdam``. Every epoch
-reports the time spent per stage (``STAGES``), the training loss and the
-accuracy on the validation and test masks (evaluated by sampling too).
+embedding tables with the per-row lazy ``gnnc.nn.SparseAdam``. Message
+passing runs through ``gnnc.compile`` unless ``compiled=False`` (the eager
+executor, for comparison): blocks share the graph's schema, so every block
+after the first reuses the plans the first one built. Every epoch reports
+the time spent per stage (``STAGES``), the training loss and the accuracy on
+the validation and test masks (evaluated by sampling too).
 
 Checkpoints (``checkpoint_dir/checkpoint.pt``, written atomically after each
 epoch) hold the model, the embeddings, both optimizer states, the sampler,
@@ -26,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from .compile import compile as compile_model
 from .data import synthetic
 from .data.sampler import NeighborSampler, forward_blocks
 from .distributed.metagraph import add_reverse_relations
@@ -132,12 +136,15 @@ class MinibatchTrainer:
     partitioners split), so every node type is reachable from the target
     type. ``learnable``: ``"non-target"`` (every
     type but the target gets an embedding table, as ogbn-mag), ``"missing"``
-    (types without ``feat``) or a list of node types.
+    (types without ``feat``) or a list of node types. ``compiled``: run the
+    model through ``gnnc.compile`` (default) or eagerly; ``self.model`` is
+    the plain model either way, so checkpoints of both modes are alike.
     """
 
     def __init__(self, dataset, model_builder, fanouts, batch_size: int, lr: float, seed: int, *,
                  hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
-                 learnable="non-target", add_reverse: bool = True, dtype=torch.float32, device="cpu"):
+                 learnable="non-target", add_reverse: bool = True, dtype=torch.float32, device="cpu",
+                 compiled: bool = True):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.device = torch.device(device)
@@ -166,6 +173,8 @@ class MinibatchTrainer:
             self.model = model_builder(g, hidden, dataset.num_classes, len(self.fanouts)).to(dtype)
         self.embedding.to(self.device)
         self.model.to(self.device)
+        self.compiled = compiled
+        self.run_model = compile_model(self.model) if compiled else self.model
         self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.embedding.dense_parameters(), lr=lr)
         tables = self.embedding.sparse_parameters()
         self.sparse_opt = SparseAdam(tables, lr=lr if embed_lr is None else embed_lr) if tables else None
@@ -211,7 +220,7 @@ class MinibatchTrainer:
             clock.lap("sample")
             fetched = self.embedding.fetch(blocks[0].src_ids)
             clock.lap("feature fetch")
-            logits = self.model(blocks, self.embedding.project(fetched))
+            logits = self.run_model(blocks, self.embedding.project(fetched))
             labels = self.labels.index_select(0, seeds.to(self.device))
             loss = F.cross_entropy(logits, labels)
             clock.lap("forward")
@@ -250,7 +259,7 @@ class MinibatchTrainer:
         for seeds in tqdm(batches, desc=f"evaluating {split}", unit="batch", leave=False,
                           disable=len(batches) < 2 or not progress):
             blocks = self._blocks(self.eval_sampler, seeds)
-            logits = self.model(blocks, self.embedding(blocks[0].src_ids))
+            logits = self.run_model(blocks, self.embedding(blocks[0].src_ids))
             correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds.to(self.device))).sum())
         return correct / ids.numel()
 
@@ -373,7 +382,7 @@ def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: in
     """Mini-batch node classification on ``dataset.target_ntype``; see the module docstring.
 
     ``options`` go to ``MinibatchTrainer`` (hidden, embed_dim, embed_lr,
-    learnable, add_reverse, dtype, device). With ``resume`` the run continues
+    learnable, add_reverse, dtype, device, compiled). With ``resume`` the run continues
     from ``checkpoint_dir`` up to ``epochs`` epochs in total. Per-epoch lines
     are printed when ``progress`` is set.
     """
@@ -398,11 +407,12 @@ def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: in
 def run_cli(dataset: str | None = None, *, scale: float = 0.01, model: str | None = None, fanouts=(25, 20),
             batch_size: int = 1024, epochs: int | None = None, lr: float = 0.01, hidden: int = 64, seed: int = 0,
             learnable="non-target", checkpoint_dir=None, resume: bool = False, device: str = "cpu",
-            progress: bool = True) -> int:
+            compiled: bool = True, progress: bool = True) -> int:
     """``gnnc train --minibatch``: train on a synthetic replica and print the per-epoch breakdown.
 
     None picks the defaults (dataset mag, model rgcn, 3 epochs); ``learnable``
     may be a one-element list holding 'non-target' or 'missing', as argparse gives it.
+    ``compiled=False`` runs the layers on the eager executor instead of the compiler.
     """
     dataset, model, epochs = dataset or "mag", model or "rgcn", 3 if epochs is None else epochs
     if isinstance(learnable, (list, tuple)) and len(learnable) == 1 and learnable[0] in ("non-target", "missing"):
@@ -410,9 +420,10 @@ def run_cli(dataset: str | None = None, *, scale: float = 0.01, model: str | Non
     ds = synthetic(dataset, scale=scale, seed=seed)
     g = ds.graph
     print(f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
-          f"target {ds.target_ntype!r}; {model}, fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}")
+          f"target {ds.target_ntype!r}; {model} {'compiled' if compiled else 'eager (--no-compile)'}, "
+          f"fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}")
     result = train_minibatch(ds, model, list(fanouts), batch_size, epochs, lr, seed, checkpoint_dir, resume,
-                             progress, hidden=hidden, learnable=learnable, device=device)
+                             progress, hidden=hidden, learnable=learnable, device=device, compiled=compiled)
     if not result.epochs:
         print("nothing trained")
         return 0
