@@ -1,7 +1,7 @@
 """One (model, dataset) pair ready to run, and a system's runnable form of it (imports no gnnc)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -14,17 +14,24 @@ if TYPE_CHECKING:  # kept out at run time: the peer interpreter imports Prepared
 
 @dataclass
 class Case:
-    """The eager reference layer (built under the run's seed) on its graph, with its extra inputs."""
+    """The eager reference layer (built under the run's seed) on its graph, with its extra inputs, all on
+    ``device``."""
 
     model: ModelSpec
     data: BenchData
     eager: nn.Module
     inputs: tuple
+    device: str = "cpu"
 
     @classmethod
-    def build(cls, model: ModelSpec, data: BenchData, seed: int) -> "Case":
+    def build(cls, model: ModelSpec, data: BenchData, seed: int, device: str = "cpu") -> "Case":
+        """The layer is built on the CPU under ``seed`` (the same parameters on every device), then graph,
+        features and layer are moved to ``device`` and the extra inputs computed there."""
         torch.manual_seed(seed)
-        return cls(model, data, model.build(data), model.inputs(data))
+        layer = model.build(data).to(device)
+        if device != "cpu":
+            data = replace(data, graph=data.graph.to(device), x=data.x.to(device))
+        return cls(model, data, layer, model.inputs(data), device)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import plots, procfs, profiling, report, runner
+from . import devices, plots, procfs, profiling, report, runner
 from .datasets import DATASETS, default_data_root
 from .models import MODELS
 from .systems import SYSTEMS
@@ -33,15 +33,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"systems to time (default every one available here: {' '.join(SYSTEMS)})")
     p.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
                    help="inference and/or training (default both)")
-    p.add_argument("--out", type=Path, help="results folder (default bench/results/quick or bench/results/full)")
+    p.add_argument("--device", choices=devices.DEVICES, default="cpu",
+                   help="where graphs, features and layers live and what is timed (default cpu); cuda: the GPU, "
+                        "with its own clock (synchronized) and peak memory (torch.cuda.max_memory_allocated)")
+    p.add_argument("--out", type=Path, help="results folder (default bench/results/quick or bench/results/full; "
+                                            "quick-cuda or full-cuda with --device cuda)")
     p.add_argument("--runs", type=int, help="timed runs per configuration, at most (quick 5, full 10; "
                                             "at least 3, more only while within 0.5 s (quick) or 60 s)")
     p.add_argument("--warmup", type=int, help="untimed warm-up calls (quick 1, full 2)")
     p.add_argument("--timeout", type=float, help="seconds per configuration before it is TIMEOUT "
                                                  "(quick 60, full 600)")
     p.add_argument("--mem-limit-gb", type=float,
-                   help=f"memory cap per configuration "
-                        f"(default {DEFAULT_MEM_FRACTION * 100:.0f}%% of available memory)")
+                   help=f"memory cap per configuration (default {DEFAULT_MEM_FRACTION * 100:.0f}%% of available "
+                        f"memory); with --device cuda, GPU memory (default the whole GPU)")
     p.add_argument("--scale", type=float, help="replica scale for every replica dataset (overrides the preset)")
     p.add_argument("--data-dir", type=Path, help="real datasets folder (default: $GNNC_DATA, else ../shared/data, "
                                                  "else ~/.cache/gnnc/data)")
@@ -56,17 +60,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def out_dir(args: argparse.Namespace) -> Path:
-    return args.out or BENCH / "results" / ("quick" if args.quick else "full")
+    """``--out``, else ``bench/results/<quick|full>``, with a ``-cuda`` suffix on a GPU."""
+    suffix = "" if args.device == "cpu" else f"-{args.device}"
+    return args.out or BENCH / "results" / (("quick" if args.quick else "full") + suffix)
 
 
 def settings_from(args: argparse.Namespace, command: str) -> runner.Settings:
     preset = PRESETS["quick" if args.quick else "full"]
-    systems = args.systems or [name for name, system in SYSTEMS.items() if system.available() is None]
+    systems = args.systems or [name for name, system in SYSTEMS.items() if system.missing(args.device) is None]
     overrides = {"runs": args.runs, "warmup": args.warmup, "timeout_s": args.timeout}
     mem_gb = args.mem_limit_gb
-    mem_cap = int(mem_gb * 2**30) if mem_gb else int(DEFAULT_MEM_FRACTION * procfs.available_bytes())
+    if mem_gb:
+        mem_cap = int(mem_gb * 2**30)
+    else:  # on a GPU the allocator's own limit (the whole GPU) is the cap
+        mem_cap = int(DEFAULT_MEM_FRACTION * procfs.available_bytes()) if args.device == "cpu" else None
     return runner.Settings(models=args.models, datasets=args.datasets, systems=systems, modes=args.modes,
-                           quick=args.quick, seed=args.seed, mem_cap_bytes=mem_cap,
+                           device=args.device, quick=args.quick, seed=args.seed, mem_cap_bytes=mem_cap,
                            data_root=str(default_data_root(args.data_dir)), scale=args.scale,
                            threads=args.threads, command=command,
                            profile_dir=str(out_dir(args) / "profiles") if args.profile else None,
@@ -88,10 +97,10 @@ def run_and_report(args: argparse.Namespace, command: str) -> int:
     """Run, append to ``<out>/results.json``; rewrite ``table.md`` and the PNGs there after every row; print the
     table."""
     settings = settings_from(args, command)
+    runner.validate(settings)  # before anything is printed or written: e.g. --device cuda without a GPU
     if args.systems is None:
-        for name, system in SYSTEMS.items():
-            if name not in settings.systems:
-                print(f"skipping system {name}: {system.available()}", file=sys.stderr)
+        for name, why in runner.not_run(settings).items():
+            print(f"skipping system {name}: {why}", file=sys.stderr)
     out = out_dir(args)
     results = runner.ResultsFile(out / "results.json")
     log = functools.partial(print, file=sys.stderr, flush=True)

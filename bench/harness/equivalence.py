@@ -45,9 +45,9 @@ def error_ratio(actual: torch.Tensor, expected: torch.Tensor, rtol: float = RTOL
 
 
 def check_input(x: torch.Tensor, seed: int) -> torch.Tensor:
-    """``x`` plus the gate's jitter (seeded)."""
+    """``x`` plus the gate's jitter (seeded, drawn on the CPU: the same point on every device)."""
     noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype)
-    return x + JITTER * x.std() * noise
+    return x + JITTER * x.std() * noise.to(x.device)
 
 
 def upstream_gradient(shape, seed: int) -> torch.Tensor:
@@ -56,18 +56,18 @@ def upstream_gradient(shape, seed: int) -> torch.Tensor:
 
 
 def evaluate(p: Prepared, x: torch.Tensor, seed: int, gradients: bool, upstream: torch.Tensor | None = None):
-    """``(compared output, input gradient or None)`` of ``p`` at ``x`` (already jittered); the input
-    gradient is that of ``sum(out * upstream)``, ``upstream`` by default ``upstream_gradient(out.shape,
-    seed)`` (the peer interpreter is handed the one this torch made)."""
+    """``(compared output, input gradient or None)`` of ``p`` at ``x`` (already jittered), on the CPU
+    whatever the device; the input gradient is that of ``sum(out * upstream)``, ``upstream`` by default
+    ``upstream_gradient(out.shape, seed)`` (the peer interpreter is handed the one this torch made)."""
     if not gradients:
         with torch.no_grad():
-            return p.view(p.call(x)), None
+            return p.view(p.call(x)).cpu(), None
     x = x.clone().requires_grad_(True)
     out = p.view(p.call(x))
     if upstream is None:
         upstream = upstream_gradient(out.shape, seed)
-    (grad,) = torch.autograd.grad((out * upstream).sum(), x, allow_unused=True)
-    return out.detach(), torch.zeros_like(x) if grad is None else grad
+    (grad,) = torch.autograd.grad((out * upstream.to(out.device)).sum(), x, allow_unused=True)
+    return out.detach().cpu(), (torch.zeros_like(x) if grad is None else grad).cpu()
 
 
 def save_oracle(results: dict, path: Path) -> None:

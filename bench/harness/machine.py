@@ -1,12 +1,14 @@
-"""What machine a run used, and its measured copy bandwidth and matmul rate."""
+"""What machine a run used (the GPU too with ``--device cuda``), and its measured copy bandwidth and matmul
+rate on the run's device."""
 from __future__ import annotations
 
 import os
 import platform
-import time
 from pathlib import Path
 
 import torch
+
+from . import devices
 
 REPO = Path(__file__).resolve().parents[2]
 COPY_FLOATS = 64 * 2**20  # a 256 MiB buffer: far beyond any cache
@@ -51,9 +53,23 @@ def git_commit(repo: Path = REPO) -> str | None:
     return None
 
 
-def machine_info() -> dict:
-    """CPU model, cores, threads, library versions and git commit."""
+def gpu_info() -> dict:
+    """The GPU a cuda run uses: its name, memory, CUDA version and triton's version."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {"gpu": props.name, "gpu_memory_gib": props.total_memory / 2**30, "cuda": torch.version.cuda,
+            "triton": triton_version}
+
+
+def machine_info(device: str = "cpu") -> dict:
+    """CPU model, cores, threads, library versions, git commit, the device timed (with ``gpu_info`` on cuda)
+    and the backend gnnc.compile picks there by default (``compiled_backend``)."""
     import gnnc
+    from gnnc import backend
 
     try:
         import torch_geometric
@@ -73,30 +89,34 @@ def machine_info() -> dict:
             "python": platform.python_version(), "torch": torch.__version__, "gnnc": gnnc.__version__,
             "torch_geometric": pyg, "pyg_extensions": extensions, "numba": numba_version,
             "git_commit": git_commit(),
-            "platform": platform.platform()}
+            "platform": platform.platform(), "device": device, "compiled_backend": backend.resolve("auto", device),
+            **(gpu_info() if device == "cuda" else {})}
 
 
-def _best_seconds(fn, repeats: int) -> float:
+def _best_seconds(fn, repeats: int, clock) -> float:
     fn()
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return best
 
 
-def _copy_bytes_per_s() -> float:
-    src = torch.empty(COPY_FLOATS, dtype=torch.float32).uniform_()
+def _copy_bytes_per_s(device: str, clock) -> float:
+    src = torch.empty(COPY_FLOATS, dtype=torch.float32, device=device).uniform_()
     dst = torch.empty_like(src)
-    return 2 * COPY_FLOATS * 4 / _best_seconds(lambda: dst.copy_(src), 5)
+    return 2 * COPY_FLOATS * 4 / _best_seconds(lambda: dst.copy_(src), 5, clock)
 
 
-def _matmul_flops_per_s() -> float:
-    a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)
-    return 2 * MATMUL_N**3 / _best_seconds(lambda: a @ b, 3)
+def _matmul_flops_per_s(device: str, clock) -> float:
+    a, b = torch.randn(MATMUL_N, MATMUL_N, device=device), torch.randn(MATMUL_N, MATMUL_N, device=device)
+    return 2 * MATMUL_N**3 / _best_seconds(lambda: a @ b, 3, clock)
 
 
-def measure_rates() -> dict:
-    """Achievable memory bandwidth (large copy: bytes read + written per second) and fp32 matmul FLOP/s."""
-    return {"copy_bytes_per_s": _copy_bytes_per_s(), "matmul_flops_per_s": _matmul_flops_per_s()}
+def measure_rates(device: str = "cpu") -> dict:
+    """Achievable memory bandwidth (large copy: bytes read + written per second) and fp32 matmul FLOP/s on
+    ``device``, timed on its meter's clock (on cuda: after the GPU's queued work)."""
+    clock = devices.meter(device).now
+    return {"copy_bytes_per_s": _copy_bytes_per_s(device, clock),
+            "matmul_flops_per_s": _matmul_flops_per_s(device, clock)}

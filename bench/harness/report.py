@@ -91,20 +91,39 @@ def errors(rows: list[dict]) -> list[str]:
             for r in rows if r["status"] != "ok" and r.get("error")]
 
 
+def _gpu(m: dict) -> str:
+    """The GPU of a cuda run's machine record, named; empty for a CPU run."""
+    if m.get("device", "cpu") == "cpu":
+        return ""
+    return (f"GPU {m['gpu']} ({m['gpu_memory_gib']:.0f} GiB, CUDA {m['cuda']}, "
+            f"triton {m.get('triton') or 'absent'}), `compiled` on gnnc's {m['compiled_backend']} backend; ")
+
+
+SYNCED = " (the GPU's queued work waited for before every clock reading)"
+PEAK = {  # what *peak* and *steady peak* measure, per device
+    "cpu": ("the resident high-water mark above the resident set before the first call, library code pages "
+            "mapped beforehand", "the resident set"),
+    "cuda": ("torch.cuda.max_memory_allocated (reset before the first call) above the memory allocated "
+             "before it; host memory is not counted", "the memory allocated"),
+}
+
+
 def markdown(record: dict) -> str:
     """The report of one run record (as ``runner.run`` returns and the JSON file keeps)."""
     m, rates, rows = record["machine"], record["rates"], record["rows"]
     commit = (m["git_commit"] or "unknown")[:12]
-    out = [f"# gnnc benchmark ({record['preset']})", "",
+    device = m.get("device", "cpu")
+    peak, in_use = PEAK[device]
+    out = [f"# gnnc benchmark ({record['preset']}{'' if device == 'cpu' else ', ' + m['gpu']})", "",
            f"`{record['settings']['command']}` — started {record['started']}", "",
-           f"Machine: {m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; torch {m['torch']}, "
-           f"gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, numba {m.get('numba') or 'absent'}, "
-           f"commit {commit}. "
-           f"Measured copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
+           f"Machine: {_gpu(m)}{m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; "
+           f"torch {m['torch']}, gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, "
+           f"numba {m.get('numba') or 'absent'}, commit {commit}. "
+           f"Measured on the {device}: copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
            f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.", "",
-           "Times are medians after warm-up; *vs best other* is this time over the fastest other system "
-           "(below 1 = faster); *peak* is the resident high-water mark above the resident set before the "
-           "first call, library code pages mapped beforehand; *steady peak* the high-water mark of the timed calls above the resident set after "
+           f"Times are medians after warm-up{SYNCED if device != 'cpu' else ''}; *vs best other* is this time "
+           f"over the fastest other system (below 1 = faster); *peak* is {peak}; *steady peak* the high-water "
+           f"mark of the timed calls above {in_use} after "
            "warm-up (one-off plans, caches and loaded kernels excluded: they are in *peak*); *x floor* is "
            "time over the floor (bench/README.md); *check* is the gate's verdict "
            "against eager, with the worst error as a fraction of the tolerance (rtol 1e-4). Failed "
@@ -118,6 +137,9 @@ def markdown(record: dict) -> str:
         out += ["", "## First calls of the compiling systems", "",
                 "The first warm-up call compiles (torch.compile's inductor for pyg-compile, gnnc.compile's "
                 "plans and kernels for compiled); it is never in the times above.", "", *firsts]
+    skipped = record.get("not_run") or {}
+    if skipped:
+        out += ["", f"## Systems not run ({device})", "", *(f"- {name}: {why}" for name, why in skipped.items())]
     peer = m.get("peer")
     if peer:
         out += ["", f"DGL systems ran in the peer interpreter: DGL {peer['dgl']} on torch {peer['torch']} "

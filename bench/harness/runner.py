@@ -1,5 +1,11 @@
 """A benchmark run: the plan, one fresh subprocess per configuration, and the JSON results file.
 
+Everything is timed on the run's device (``Settings.device``): on ``cuda``
+each configuration moves graph, features and layers to the GPU, the clock
+waits for the GPU's queued work and memory is torch's CUDA allocations
+(``devices``); systems that cannot run there are listed in the run's
+``not_run``, never timed on the CPU instead.
+
 Every dataset is built once per run, in its own subprocess, and saved to a
 scratch folder that the configurations load it from. Every (model, dataset)
 pair is first gated: one subprocess runs the eager oracle and saves its
@@ -28,16 +34,17 @@ from pathlib import Path
 
 import torch
 
-from . import floor, machine, peer, profiling, worker
+from . import devices, floor, machine, peer, profiling, worker
 from .datasets import DATASETS, missing_files
 from .models import MODELS, datasets_for
 from .systems import REFERENCE, SYSTEMS
 
 # Imported once by the forkserver, never in a configuration's time or peak memory. torch.export._trace is
 # what torch.fx imports on gnnc.compile's first trace (about 0.2 s); gnnc.backend.cpu imports numba
-# (skipped without it); harness.jit_runtime starts numba's compiler.
+# (skipped without it), gnnc.backend.triton imports triton (the compiled backend on CUDA; skipped without it);
+# harness.jit_runtime starts numba's compiler.
 FORKSERVER_PRELOAD = ["torch", "torch_geometric", "gnnc", "harness.worker", "torch.export._trace",
-                      "gnnc.backend.cpu", "harness.jit_runtime"]
+                      "gnnc.backend.cpu", "gnnc.backend.triton", "harness.jit_runtime"]
 TIMED = ("ok", "DIFFERS")  # gate verdicts that let a system be timed
 PROFILE_EXTRA_BYTES, PROFILE_PEAK_FACTOR = 4 * 2**30, 4  # a profile may add 4 GiB (records) + 4x the peak
 
@@ -50,6 +57,7 @@ class Settings:
     datasets: list[str]
     systems: list[str]
     modes: list[str] = field(default_factory=lambda: list(worker.MODES))
+    device: str = "cpu"  # where graphs, features and layers live and what is timed ("cpu" or "cuda")
     quick: bool = False
     seed: int = 0
     warmup: int = 2
@@ -57,7 +65,7 @@ class Settings:
     min_runs: int = 3
     budget_s: float = 60.0
     timeout_s: float = 600.0
-    mem_cap_bytes: int | None = None
+    mem_cap_bytes: int | None = None  # per configuration: address space on cpu, torch's CUDA allocator on cuda
     data_root: str = ""
     scale: float | None = None
     threads: int | None = None  # torch threads per configuration (None: torch's default, all cores)
@@ -65,6 +73,12 @@ class Settings:
     profile_calls: int = profiling.DEFAULT_CALLS  # calls profiled per configuration, after the timed ones
     command: str = ""
     scratch_dir: str | None = None  # the run's scratch folder (set by ``run``; inductor's cache goes there)
+
+    @property
+    def host_cap_bytes(self) -> int | None:
+        """The address-space cap of every subprocess: ``mem_cap_bytes`` on cpu; none on cuda, where the
+        driver reserves more virtual address space than any useful cap (CUDA would fail to start)."""
+        return self.mem_cap_bytes if self.device == "cpu" else None
 
 
 @functools.cache
@@ -98,14 +112,21 @@ def run_in_subprocess(task, arg, timeout_s: float, mem_cap_bytes: int | None = N
 
 
 def validate(s: Settings) -> None:
-    """SystemExit naming the culprit for unknown names, unavailable systems or missing real data."""
+    """SystemExit naming the culprit for a device that cannot run here, unknown names, unavailable systems
+    or missing real data."""
+    why = devices.missing(s.device)
+    if why:
+        raise SystemExit(f"gnnc bench: {why}")
+    if s.device != "cpu" and s.profile_dir:
+        raise SystemExit(f"gnnc bench: --profile reads CPU operator times and caps the address space, so it "
+                         f"runs with --device cpu only; leave --profile out with --device {s.device}")
     for kind, names, known in (("model", s.models, MODELS), ("dataset", s.datasets, DATASETS),
                                ("system", s.systems, SYSTEMS), ("mode", s.modes, worker.MODES)):
         unknown = [n for n in names if n not in known]
         if unknown:
             raise SystemExit(f"gnnc bench: unknown {kind}(s) {unknown}; known: {', '.join(known)}")
     for name in s.systems:
-        why = SYSTEMS[name].available()
+        why = SYSTEMS[name].missing(s.device)
         if why:  # one line; a peer system's says which command builds its environment
             raise SystemExit(f"gnnc bench: system {name!r} cannot run here: {why}")
     if s.profile_calls < 1:
@@ -122,7 +143,8 @@ def task_config(s: Settings, model: str | None, dataset: str, size_quick: bool, 
     return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": s.scale,
             "size_quick": size_quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs,
             "min_runs": s.min_runs, "budget_s": s.budget_s, "profile_calls": s.profile_calls,
-            "profile_rows": profiling.DEFAULT_ROWS, "scratch": s.scratch_dir, **extra}
+            "profile_rows": profiling.DEFAULT_ROWS, "scratch": s.scratch_dir, "device": s.device,
+            "gpu_mem_cap_bytes": s.mem_cap_bytes if s.device != "cpu" else None, **extra}
 
 
 class Scratch:
@@ -144,7 +166,7 @@ class Scratch:
         if key not in self.data_files:
             path = self.folder / f"data-{dataset}-{'quick' if size_quick else 'full'}.pt"
             cfg = task_config(self.s, None, dataset, size_quick, path=str(path))
-            res = run_in_subprocess(worker.build_dataset, cfg, self.s.timeout_s, self.s.mem_cap_bytes)
+            res = run_in_subprocess(worker.build_dataset, cfg, self.s.timeout_s, self.s.host_cap_bytes)
             self.data_files[key] = str(path) if res["status"] == "ok" else None
         return self.data_files[key]
 
@@ -163,7 +185,7 @@ class Scratch:
         if key not in self.peer_files:
             path = self.folder / f"peer-{model}-{dataset}-{'quick' if size_quick else 'full'}.npz"
             res = run_in_subprocess(worker.export_peer, self.task(model, dataset, size_quick, path=str(path)),
-                                    self.s.timeout_s, self.s.mem_cap_bytes)
+                                    self.s.timeout_s, self.s.host_cap_bytes)
             self.peer_files[key] = str(path) if res["status"] == "ok" else None
             self.peer_described[key] = {k: v for k, v in res.items() if k != "status"} if res["status"] == "ok" \
                 else res
@@ -187,7 +209,7 @@ class Gate:
 def _oracle(s: Settings, scratch: Scratch, model: str, dataset: str, size_quick: bool) -> tuple[dict, str]:
     path = scratch.oracle_file(model, dataset, size_quick)
     cfg = scratch.task(model, dataset, size_quick, modes=s.modes, oracle_file=path)
-    return run_in_subprocess(worker.oracle_config, cfg, s.timeout_s, s.mem_cap_bytes), path
+    return run_in_subprocess(worker.oracle_config, cfg, s.timeout_s, s.host_cap_bytes), path
 
 
 def gate(s: Settings, scratch: Scratch, model: str, dataset: str, systems: list[str]) -> Gate:
@@ -300,7 +322,7 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
     harness one, or for a peer system the peer interpreter, whose outputs a harness subprocess then
     judges against the oracle (``worker.peer_verdict``), so the gate is the same on both paths."""
     if not SYSTEMS[cfg["system"]].peer:
-        return run_in_subprocess(task, cfg, s.timeout_s, s.mem_cap_bytes)
+        return run_in_subprocess(task, cfg, s.timeout_s, s.host_cap_bytes)
     timed = task is worker.time_config
     key = (cfg["model"], cfg["dataset"], cfg["size_quick"])
     peer_file = scratch.peer_file(*key)
@@ -312,11 +334,11 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
                                    f"{cfg.get('mode') or 'check'}.npz") if check_modes else None
     run = {**cfg, "peer_file": peer_file, "mode": cfg.get("mode") if timed else None, "outputs_file": outputs,
            "check_modes": check_modes}
-    res = {**scratch.peer_described[key], **peer.run_config(run, s.timeout_s, s.mem_cap_bytes, scratch.folder)}
+    res = {**scratch.peer_described[key], **peer.run_config(run, s.timeout_s, s.host_cap_bytes, scratch.folder)}
     if res["status"] != "ok" or outputs is None:
         return res
     judged = run_in_subprocess(worker.peer_verdict, {**cfg, "outputs_file": outputs, "modes": check_modes},
-                               s.timeout_s, s.mem_cap_bytes)
+                               s.timeout_s, s.host_cap_bytes)
     if judged["status"] != "ok":
         verdicts = {m: {"status": judged["status"], "detail": f"the check could not run: {judged.get('error', '')}"}
                     for m in check_modes}
@@ -361,7 +383,7 @@ def _profile(s: Settings, scratch: Scratch, row: dict) -> dict:
     for fixed_mmap in (False, True):
         cfg = scratch.task(row["model"], row["dataset"], s.quick, system=row["system"], mode=row["mode"],
                            fixed_mmap=fixed_mmap, profile_extra_bytes=extra)
-        res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.mem_cap_bytes)
+        res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.host_cap_bytes)
         if res["status"] != "OOM":
             break
     return res
@@ -386,6 +408,13 @@ def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, sys
     return row
 
 
+def not_run(s: Settings) -> dict[str, str]:
+    """Why each registered system left out of ``s.systems`` cannot run on ``s.device`` here (those that
+    could run but were not asked for are not listed)."""
+    return {name: why for name, system in SYSTEMS.items()
+            if name not in s.systems and (why := system.missing(s.device)) is not None}
+
+
 def run(s: Settings, results: ResultsFile, log=print, on_row=None) -> dict:
     """Run every configuration of ``s``; the run record (machine, rates, settings, rows) is appended to
     ``results`` and saved after every row, and then handed to ``on_row`` (when given)."""
@@ -395,13 +424,13 @@ def run(s: Settings, results: ResultsFile, log=print, on_row=None) -> dict:
     log(f"measuring copy bandwidth and matmul rate; then {total} configurations")
     if s.threads:
         torch.set_num_threads(s.threads)
-    rates = machine.measure_rates()
+    rates = machine.measure_rates(s.device)
     record = {"started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
               "preset": "quick" if s.quick else "full", "settings": asdict(s),
-              "machine": machine.machine_info(), "rates": rates, "pairings": pairings(pairs),
+              "machine": machine.machine_info(s.device), "rates": rates, "pairings": pairings(pairs),
               "systems": {name: {"description": SYSTEMS[name].description, "peer": SYSTEMS[name].peer,
                                  "compiles": SYSTEMS[name].compiles} for name in s.systems},
-              "rows": []}
+              "not_run": not_run(s), "rows": []}
     if any(SYSTEMS[name].peer for name in s.systems):
         record["machine"]["peer"] = peer.stamp()
     results.append(record)

@@ -3,8 +3,9 @@
 A system turns a ``Case`` (the eager reference layer on its graph) into a
 ``Prepared`` runnable. ``eager`` is also the oracle every other system is
 checked against; ``compiled`` is the same layer through ``gnnc.compile``
-(its default backend: numba kernels on CPU when numba is installed, else
-torch primitives), ``compiled-torch`` through the torch-primitive backend. ``pyg`` and ``pyg-fast``
+(its default backend: numba kernels on CPU when numba is installed, Triton
+kernels on CUDA when triton is, else torch primitives), ``compiled-torch``
+through the torch-primitive backend. ``pyg`` and ``pyg-fast``
 are PyG's built-ins, ``pyg-compile`` the same under ``torch.compile``; ``dgl`` (DGL's built-ins) and
 ``dgl-udf`` (our UDFs run by DGL) run in the peer interpreter (``harness.peer``). Adding a system is
 one ``register`` call.
@@ -33,7 +34,8 @@ class System:
     ``available()`` is None when the system can run here, else why not; ``pairing(model)``
     is the PyG or DGL pairing behind it, if any (for notes and the 'differs' mark). A ``peer``
     system runs in the peer interpreter (``harness.peer``), never through ``prepare`` here;
-    ``compiles``: its first call compiles (``first_call_ms`` in the results is compile + one call)."""
+    ``compiles``: its first call compiles (``first_call_ms`` in the results is compile + one call);
+    ``cpu_only``: why it runs on the CPU only (None: on every device of ``devices.DEVICES``)."""
 
     name: str
     description: str
@@ -43,6 +45,13 @@ class System:
     pairing: Callable[[str], Pairing | None] = lambda model: None
     peer: bool = False
     compiles: bool = False
+    cpu_only: str | None = None
+
+    def missing(self, device: str) -> str | None:
+        """Why this system cannot run on ``device`` here (one line), or None when it can."""
+        if device != "cpu" and self.cpu_only:
+            return f"runs on the CPU only: {self.cpu_only}"
+        return self.available()
 
 
 SYSTEMS: dict[str, System] = {}
@@ -75,7 +84,7 @@ def _compile_missing() -> str | None:
 
 
 def _compiled_pyg(case: Case) -> Prepared:
-    """The PyG pairing's call under ``torch.compile`` (inductor on CPU), compiled on its first call."""
+    """The PyG pairing's call under ``torch.compile`` (inductor), compiled on its first call."""
     p = PYG[case.model.name].build(case)
     return Prepared(p.module, torch.compile(p.call), p.view)
 
@@ -87,19 +96,21 @@ def _peer_prepare(case: Case) -> Prepared:
 def _dgl_system(name: str, notes: dict[str, dgl_models.Note], description: str) -> System:
     table = {m: Pairing(n.layer, _peer_prepare, n.note, n.differs) for m, n in notes.items()}
     return System(name, description, _peer_prepare, supports=table.__contains__, available=peer.missing,
-                  pairing=table.get, peer=True)
+                  pairing=table.get, peer=True,
+                  cpu_only="the peer environment holds DGL 2.1's PyPI wheel, a CPU-only build")
 
 
 register(System(REFERENCE, "gnnc eager UDF executor (the semantic oracle)",
                 lambda case: prepared_like_eager(case.eager, case)))
-register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU if installed)",
+register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU if installed, triton on CUDA)",
                 lambda case: prepared_like_eager(gnnc.compile(case.eager), case), compiles=True))
 register(System("compiled-torch", "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
                 lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case),
                 compiles=True))
 register(_pyg_system("pyg", PYG, "PyG built-in layer"))
 register(_pyg_system("pyg-fast", PYG_FAST, "PyG's alternative built-in (FastRGCNConv)"))
-register(System("pyg-compile", "PyG built-in layer under torch.compile (inductor, CPU)", _compiled_pyg,
+register(System("pyg-compile", "PyG built-in layer under torch.compile (inductor: C++ on CPU, Triton on CUDA)",
+                _compiled_pyg,
                 supports=PYG.__contains__, available=_compile_missing, pairing=PYG.get, compiles=True))
 register(_dgl_system("dgl", dgl_models.DGL, "DGL 2.1 built-in layer (peer interpreter, torch 2.2)"))
 register(_dgl_system("dgl-udf", dgl_models.DGL_UDF, "our layer's UDFs run by DGL 2.1's update_all "

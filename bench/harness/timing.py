@@ -1,12 +1,14 @@
 """The timed region of one configuration: the step, its timed calls and their memory, and failures.
 
-Imports torch and the harness's stdlib-only modules but not gnnc, so the
-peer interpreter (``peer_worker``, DGL on its own torch) times its systems
-with exactly the code the harness's own configurations use.
+Clock and memory are the configuration's device's (``devices.meter``:
+resident set on CPU, torch's CUDA allocator on a GPU, whose work is waited
+for before every reading of the clock). Imports torch and the harness's
+stdlib-only modules but not gnnc, so the peer interpreter (``peer_worker``,
+DGL on its own torch) times its systems with exactly the code the harness's
+own configurations use.
 """
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 import traceback
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from . import procfs
+from . import devices
 
 MODES = ("inference", "training")
 SGD_LR = 1e-3
@@ -22,7 +24,7 @@ SGD_LR = 1e-3
 
 def failure(exc: BaseException, context: str = "") -> dict:
     """``{"status": "OOM" | "ERROR", "error": ...}`` for ``exc``, naming where it was raised."""
-    status = "OOM" if procfs.is_out_of_memory(exc) else "ERROR"
+    status = "OOM" if devices.is_out_of_memory(exc) else "ERROR"
     where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     at = f" at {Path(where.filename).name}:{where.lineno}" if where else ""
     return {"status": status, "error": f"{context}{type(exc).__name__}: {exc}"[:400] + at}
@@ -57,51 +59,51 @@ def make_step(prepared, x: torch.Tensor, mode: str):
     return step
 
 
-def measure(step, warmup: int, runs: int, min_runs: int, budget_s: float) -> list[float]:
-    """Seconds of each timed call after ``warmup`` untimed ones; stops after ``min_runs`` once
-    ``budget_s`` of timed calls have passed, else after ``runs``."""
+def measure(step, warmup: int, runs: int, min_runs: int, budget_s: float, clock=time.perf_counter) -> list[float]:
+    """Seconds of each timed call after ``warmup`` untimed ones, read on ``clock``; stops after ``min_runs``
+    once ``budget_s`` of timed calls have passed, else after ``runs``."""
     for _ in range(warmup):
         step()
     times = []
     while len(times) < runs and (len(times) < min_runs or sum(times) < budget_s):
-        start = time.perf_counter()
+        start = clock()
         step()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return times
 
 
 def settle() -> int:
-    """Collect garbage, return freed heap to the OS, reset the high-water mark; the resident set (KiB)."""
-    gc.collect()
-    procfs.trim_heap()
-    procfs.reset_peak()
-    return procfs.status_kib("VmRSS")
+    """On the CPU: collect garbage, return freed heap to the OS, reset the high-water mark; the resident set
+    (KiB). (``bench/natural_udfs.py`` times with it.)"""
+    return devices.CpuMeter().settle()
 
 
 def timed_calls(step, cfg: dict) -> dict:
-    """Warm-up, then the timed calls of ``step`` with their memory (see ``worker.time_config``).
+    """Warm-up, then the timed calls of ``step`` with their memory (see ``worker.time_config``), on the
+    meter of ``cfg["device"]`` (default cpu); ``device`` in the result names it (the GPU's name on cuda).
 
     ``first_call_ms`` is the first warm-up call alone: for a system that
     compiles on its first call (``pyg-compile``) that is where the compile
     time goes, never into ``time_ms``.
     """
-    libraries_mapped = procfs.map_file_pages()
-    before = settle()
+    meter = devices.meter(cfg.get("device", "cpu"))
+    libraries_mapped = meter.prepare()
+    before = meter.settle()
     first_ms = None
     for _ in range(max(1, cfg["warmup"])):  # the first call builds plans and caches, loads kernels
-        start = time.perf_counter()
+        start = meter.now()
         step()
         if first_ms is None:
-            first_ms = 1e3 * (time.perf_counter() - start)
-    warm_peak_kib = procfs.status_kib("VmHWM") - before
-    settled = settle()
+            first_ms = 1e3 * (meter.now() - start)
+    warm_peak_kib = meter.peak() - before
+    settled = meter.settle()
     # the warm-up again, untimed: settle returned the freed heap to the OS, and timing the calls that
     # fault it back in would measure the harness, not the system's steady state
-    times = measure(step, cfg["warmup"], cfg["runs"], cfg["min_runs"], cfg["budget_s"])
-    steady_kib = procfs.status_kib("VmHWM") - settled
+    times = measure(step, cfg["warmup"], cfg["runs"], cfg["min_runs"], cfg["budget_s"], meter.now)
+    steady_kib = meter.peak() - settled
     retained_kib = settled - before
     return {"status": "ok", "time_ms": 1e3 * statistics.median(times), "times_ms": [1e3 * t for t in times],
             "first_call_ms": first_ms,
             "peak_mib": max(warm_peak_kib, retained_kib + steady_kib) / 1024, "steady_peak_mib": steady_kib / 1024,
             "retained_mib": retained_kib / 1024, "libraries_mapped": libraries_mapped,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "device": meter.name()}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from . import datasets, equivalence, floor, procfs, profiling
-from .case import Case
+from . import datasets, devices, equivalence, floor, procfs, profiling
+from .case import Case, Prepared
 from .models import MODELS
 from .systems import REFERENCE, SYSTEMS
 from .timing import MODES, failure, make_step, timed_calls  # noqa: F401 - MODES re-exported (runner, cli)
@@ -52,15 +52,27 @@ def _threads(cfg: dict) -> None:
 
 
 def _case(cfg: dict) -> Case:
-    """The case of ``cfg``: its dataset read from ``cfg["data_file"]`` when the run saved it, else built here."""
+    """The case of ``cfg`` on ``cfg["device"]``: its dataset read from ``cfg["data_file"]`` when the run saved
+    it, else built here. On a GPU, ``cfg["gpu_mem_cap_bytes"]`` (when set) caps torch's CUDA allocator."""
     _threads(cfg)
     if cfg.get("scratch"):  # torch.compile's cache (pyg-compile): empty per process, so compiles are cold
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cfg["scratch"]) / f"inductor-{os.getpid()}")
+    device = cfg.get("device", "cpu")
+    if device == "cuda" and cfg.get("gpu_mem_cap_bytes"):
+        devices.cap_gpu_memory(cfg["gpu_mem_cap_bytes"])
     if cfg.get("data_file"):
         data = datasets.load_saved(Path(cfg["data_file"]))
     else:
         data = datasets.load(cfg["dataset"], cfg["size_quick"], cfg["seed"], Path(cfg["data_root"]), cfg["scale"])
-    return Case.build(MODELS[cfg["model"]], data, cfg["seed"])
+    return Case.build(MODELS[cfg["model"]], data, cfg["seed"], device)
+
+
+def _prepare(system: str, case: Case) -> Prepared:
+    """System ``system``'s runnable of ``case``, its module on the case's device (a PyG layer is built on the
+    CPU, its parameters copied from the eager layer)."""
+    prepared = SYSTEMS[system].prepare(case)
+    prepared.module.to(case.device)
+    return prepared
 
 
 def _describe(case: Case) -> dict:
@@ -76,7 +88,7 @@ def oracle_config(cfg: dict) -> dict:
     description is returned."""
     case = _case(cfg)
     x = equivalence.check_input(case.data.x, cfg["seed"])
-    eager = SYSTEMS[REFERENCE].prepare(case)
+    eager = _prepare(REFERENCE, case)
     equivalence.save_oracle({mode: equivalence.evaluate(eager, x, cfg["seed"], mode == "training")
                              for mode in cfg["modes"]}, Path(cfg["oracle_file"]))
     return {"status": "ok", **_describe(case)}
@@ -89,7 +101,7 @@ def check_prepared(prepared, case: Case, oracle: dict, mode: str, seed: int) -> 
     try:
         x = equivalence.check_input(case.data.x, seed)
         verdict = equivalence.compare(equivalence.evaluate(prepared, x, seed, mode == "training"), oracle[mode])
-        return equivalence.recheck(SYSTEMS[REFERENCE].prepare(case), prepared, case.data.x, seed, verdict)
+        return equivalence.recheck(_prepare(REFERENCE, case), prepared, case.data.x, seed, verdict)
     except Exception as exc:  # noqa: BLE001 - recorded as the verdict
         found = failure(exc, "in the check: ")
         return {"status": found["status"], "detail": found["error"]}
@@ -100,7 +112,7 @@ def check_config(cfg: dict) -> dict:
     (the gate at quick size). A mode is checked only if the ones before it passed."""
     case = _case(cfg)
     oracle = equivalence.load_oracle(Path(cfg["oracle_file"]))
-    prepared = SYSTEMS[cfg["system"]].prepare(case)
+    prepared = _prepare(cfg["system"], case)
     verdicts, failed = {}, None
     for mode in cfg["modes"]:
         verdicts[mode] = failed or check_prepared(prepared, case, oracle, mode, cfg["seed"])
@@ -110,14 +122,15 @@ def check_config(cfg: dict) -> dict:
 
 
 def time_config(cfg: dict) -> dict:
-    """Median time and peak extra memory of one (model, dataset, system, mode).
+    """Median time and peak extra memory of one (model, dataset, system, mode) on ``cfg["device"]``.
 
-    Memory (resident set, KiB -> MiB): ``peak_mib`` is the high-water mark of
-    the warm-up and timed calls above the resident set before them;
-    ``retained_mib`` what the warm-up left resident (plans, caches, loaded
-    kernels); library code pages are mapped before (``libraries_mapped``:
+    Memory (MiB; on the CPU the resident set, on a GPU torch's CUDA
+    allocations, see ``devices``): ``peak_mib`` is the high-water mark of
+    the warm-up and timed calls above what was in use before them;
+    ``retained_mib`` what the warm-up left in use (plans, caches, loaded
+    kernels); on the CPU library code pages are mapped before (``libraries_mapped``:
     whether the kernel could), so they never count; ``steady_peak_mib`` the high-water mark of the calls after
-    warm-up (the warm-up repeated, then the timed calls) above the resident set after warm-up (what one more
+    warm-up (the warm-up repeated, then the timed calls) above what was in use after warm-up (what one more
     call needs).
 
     With ``cfg["oracle_file"]`` the system is then checked against the
@@ -125,7 +138,7 @@ def time_config(cfg: dict) -> dict:
     the timed calls.
     """
     case = _case(cfg)
-    prepared = SYSTEMS[cfg["system"]].prepare(case)
+    prepared = _prepare(cfg["system"], case)
     step = make_step(prepared, case.data.x, cfg["mode"])
     initial = copy.deepcopy(prepared.module.state_dict()) if cfg["oracle_file"] else None
     result = {**timed_calls(step, cfg), **_describe(case)}
@@ -144,7 +157,7 @@ def profile_config(cfg: dict) -> dict:
     ``cfg["fixed_mmap"]`` large allocations are each mmapped (``procfs.fix_mmap_threshold``).
     """
     case = _case(cfg)
-    prepared = SYSTEMS[cfg["system"]].prepare(case)
+    prepared = _prepare(cfg["system"], case)
     step = make_step(prepared, case.data.x, cfg["mode"])
     for _ in range(cfg["warmup"]):
         step()
@@ -198,7 +211,7 @@ def peer_verdict(cfg: dict) -> dict:
                 nonlocal case, eager
                 if case is None:
                     case = _case(cfg)
-                    eager = SYSTEMS[REFERENCE].prepare(case)
+                    eager = _prepare(REFERENCE, case)
                 x = equivalence.check_input(case.data.x, point)
                 return equivalence.compare(_peer_result(outputs, mode, 1 + points.index(point)),
                                            equivalence.evaluate(eager, x, point, True))
