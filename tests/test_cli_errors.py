@@ -244,7 +244,7 @@ def test_bench_writes_table_and_plots_after_every_row_and_survives_an_interrupt(
         return {"status": "ok", "time_ms": 1.5, "times_ms": [1.5], "peak_mib": 2.0}
 
     monkeypatch.setattr(runner, "run_in_subprocess", fake)
-    monkeypatch.setattr(machine, "measure_rates", lambda: {"copy_bytes_per_s": 1e9, "matmul_flops_per_s": 1e9})
+    monkeypatch.setattr(machine, "measure_rates", lambda device: {"copy_bytes_per_s": 1e9, "matmul_flops_per_s": 1e9})
     code, _, err = run(["bench", "--quick", "--models", "gcn", "--datasets", "pubmed", "--systems", "eager",
                         "--out", str(out)], capsys)
     assert code == 130 and err.strip().endswith("gnnc bench: interrupted")

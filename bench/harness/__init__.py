@@ -9,6 +9,7 @@ Modules, one job each:
   peer         the peer interpreter (DGL on its own torch): found, cases exported, configurations launched
   peer_worker  one DGL configuration inside the peer interpreter (imports no gnnc)
   timing       the timed region, its memory and failures, shared by both interpreters
+  devices      the device a run times on (cpu, cuda): its check, clock and memory meter
   equivalence  the gate: a system's outputs and input gradients against the eager oracle
   floor        bytes and FLOPs every configuration must move and run, and the floor time
   procfs       resident memory and its high-water mark from /proc, the memory cap
