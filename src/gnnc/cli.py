@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from .backend import CHOICES as BACKENDS
 from .data.registry import REAL_DATASETS
 
 
@@ -220,9 +221,13 @@ EXPLAIN_MODELS = ("gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn")
 
 
 def cmd_explain(args) -> int:
-    from . import explain, models
+    from . import backend, explain, models
 
-    g = synthetic_replica(args.graph, args.scale, "explain", seed=0, feat_dim=args.feat_dim).graph
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {args.device} needs an NVIDIA GPU, but torch.cuda.is_available() is False here "
+                         f"(torch {torch.__version__})")
+    backend.resolve(args.backend, args.device)  # a backend that cannot run there stops before any work
+    g = synthetic_replica(args.graph, args.scale, "explain", seed=0, feat_dim=args.feat_dim).graph.to(args.device)
     x = g.ndata["feat"]
     width, rels, types = x.shape[1], len(g.canonical_etypes), len(g.ntypes)
     builders = {
@@ -234,7 +239,7 @@ def cmd_explain(args) -> int:
         "edgeconv": lambda: models.EdgeConv(width, 16),
         "simple-hgn": lambda: models.SimpleHGNConv(width, 8, rels, edge_dim=4, num_heads=2),
     }
-    print(explain(builders[args.model]().eval(), g, x, dot=args.dot))
+    print(explain(builders[args.model]().to(args.device).eval(), g, x, dot=args.dot, backend=args.backend))
     return 0
 
 
@@ -402,6 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--scale", type=SCALE, default=0.05, help="replica scale (the graph's size sets the FLOPs shown)")
     exp.add_argument("--feat-dim", type=POSITIVE, default=16, help="input feature width")
     exp.add_argument("--dot", metavar="FILE", help="also write the optimized graphs as Graphviz dot here")
+    exp.add_argument("--backend", choices=BACKENDS, default="auto",
+                     help="backend of the plans (auto: numba on CPU, triton on CUDA); triton on the CPU runs under "
+                          "Triton's interpreter: TRITON_INTERPRET=1 gnnc explain --backend triton")
+    exp.add_argument("--device", default="cpu", help="device of the graph and the model, e.g. cuda")
     exp.set_defaults(func=cmd_explain)
 
     from .bench_cli import add_bench_parser

@@ -31,7 +31,8 @@ def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModul
     """A module computing the same function as ``model`` with compiled message passing.
 
     ``backend``: ``auto`` (numba kernels on CPU when numba is installed,
-    else the torch reference), ``torch`` or ``cpu``. ``options`` switch
+    Triton kernels on CUDA when triton is, else the torch reference),
+    ``torch``, ``cpu`` or ``triton``. ``options`` switch
     passes off by name (e.g. ``fuse=False``); plans are cached per UDF,
     bound module, graph schema, dtypes, device and backend.
     """
@@ -47,7 +48,9 @@ def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModul
 def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "auto", **options) -> str:
     """Run ``model(*inputs)`` compiled and describe every message-passing call.
 
-    For each call: the MP-DFG before and after optimization (one line per
+    For each call: the backend that runs its plan (``[backend triton]`` for
+    CUDA tensors under ``auto``, ``[backend torch]`` where it falls to the
+    reference), the MP-DFG before and after optimization (one line per
     operator with residency, movement, shape and UDF line), the passes that
     fired, and estimated FLOPs and intermediate bytes before/after. With
     ``dot=PATH`` the optimized graphs are also written as Graphviz dot.

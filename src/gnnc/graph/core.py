@@ -353,7 +353,19 @@ class Graph:
         return out
 
     def to(self, device) -> "Graph":
-        """Copy of the graph (structure and features) on ``device``."""
+        """Copy of the graph (structure, features, type data) on ``device``; on the same device (``"cuda"``
+        being the current GPU) the structure and its caches are shared.
+
+        Nothing stays on the old device: edge results a compiled call left
+        unwritten are materialized and moved, and the structure caches (CSR
+        by destination and source, type pointers, degree buckets, compiled
+        calls' contexts) are rebuilt on ``device`` when first used there.
+        Compiled plans are keyed by device, so the first compiled call on the
+        copy builds its own (on CUDA: the triton backend under ``auto``).
+        """
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU, as tensors read it
+            device = torch.device("cuda", torch.cuda.current_device())
         out = Graph(self.index.to(device), self._nstore.copy(lambda t: t.to(device)),
                     self._estore.copy(lambda t: t.to(device)))
         out.ntype_data.data = {k: v.to(device) for k, v in self.ntype_data.data.items()}
