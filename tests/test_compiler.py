@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 import gnnc
 import gnnc.function as fn
 from gnnc import models
-from gnnc.runtime import compiled
+from gnnc.ir import ops
+from gnnc.runtime import compiled, cost
+from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
 
 
@@ -55,8 +57,9 @@ def _outputs(out):
     return out if isinstance(out, tuple) else (out,)
 
 
-def assert_compiled_matches_eager(model, g, inputs, rtol, atol):
-    """Forward values and gradients of every parameter and input agree; no fallback."""
+def assert_compiled_matches_eager(model, g, inputs, rtol, atol, **options):
+    """Forward values and gradients of every parameter and input agree; no fallback. ``options`` go to
+    ``gnnc.compile`` (passes switched off)."""
     model.eval()
     eager_out = _outputs(model(g, *inputs))
     eager_loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype).view_as(o)).sum() for o in eager_out)
@@ -64,7 +67,7 @@ def assert_compiled_matches_eager(model, g, inputs, rtol, atol):
     eager_grads = torch.autograd.grad(eager_loss, params, allow_unused=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnnc.FallbackWarning)
-        comp_out = _outputs(gnnc.compile(model)(g, *inputs))
+        comp_out = _outputs(gnnc.compile(model, **options)(g, *inputs))
     comp_loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), dtype=o.dtype).view_as(o)).sum() for o in comp_out)
     comp_grads = torch.autograd.grad(comp_loss, params, allow_unused=True)
     for e, c in zip(eager_out, comp_out):
@@ -89,10 +92,67 @@ def test_homogeneous_models_compile_exactly(name, gi):
 def test_heterogeneous_models_compile_exactly(name, gi):
     torch.manual_seed(gi)
     g = _hetero_graphs()[gi]
-    n_rels, n_types = len(g.canonical_etypes), len(g.ntypes)
-    model = (models.HGTConv(4, 4, n_types, n_rels, 2) if name == "hgt" else HETERO[name](n_rels)).double()
+    model = _hetero_model(name, g)
     x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
     assert_compiled_matches_eager(model, g, [x], 1e-6, 1e-9)
+
+
+def _hetero_model(name, g):
+    n_rels, n_types = len(g.canonical_etypes), len(g.ntypes)
+    return (models.HGTConv(4, 4, n_types, n_rels, 2) if name == "hgt" else HETERO[name](n_rels)).double()
+
+
+@pytest.mark.parametrize("name", sorted(HETERO))
+@pytest.mark.parametrize("off", ["compact", "reorder", "fuse", "split_concat", "typed_linear"])
+def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
+    g = random_heterograph(3)
+    torch.manual_seed(3)
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9, **{off: False})
+
+
+@pytest.mark.parametrize("name", sorted(HETERO))
+def test_heterogeneous_models_match_eager_with_one_pair_per_edge(name, monkeypatch):
+    monkeypatch.setattr(cost, "compacts", lambda num_edges, num_pairs: False)  # identity pair tables
+    g = random_heterograph(4)
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    assert graph_context(g, None).src_pairs.identity
+    assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9)
+
+
+@pytest.mark.parametrize("order", ["transform per source pair, then aggregate",
+                                   "aggregate per destination pair, then transform"])
+@pytest.mark.parametrize("gi", range(3))
+@pytest.mark.parametrize("bases", [None, 2])
+def test_rgcn_matches_eager_in_either_aggregation_order(order, gi, bases, monkeypatch):
+    monkeypatch.setattr(cost, "typed_aggregation", lambda *args, **kw: ([], order))
+    g = _hetero_graphs()[gi]
+    torch.manual_seed(gi)
+    model = models.RGCNConv(4, 3, len(g.canonical_etypes), num_bases=bases).double()
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    with compiled.recording() as plans:
+        assert_compiled_matches_eager(model, g, [x], 1e-6, 1e-9)
+    assert any(n.target is ops.etype_spmm for p in plans for n in p.dfg.graph.nodes)
+
+
+def test_cost_model_prefers_the_order_with_fewer_pairs_to_transform():
+    few_dst = cost.typed_aggregation(num_edges=10_000, src_pairs=9_000, dst_pairs=500, k=64, m=64)
+    few_src = cost.typed_aggregation(num_edges=10_000, src_pairs=500, dst_pairs=9_000, k=64, m=64)
+    assert few_dst[1].startswith("aggregate") and few_src[1].startswith("transform")
+    assert [c.name for c in few_dst[0]] == [c.name for c in few_src[0]]
+    assert cost.pair_table(1000, 300, 8, 8)[1] == "compact" and cost.pair_table(1000, 950, 8, 8)[1] == "per edge"
+
+
+def test_explain_shows_the_cost_models_candidates_and_choice():
+    g = random_heterograph(1)
+    model = models.RGCNConv(4, 3, len(g.canonical_etypes))
+    text = gnnc.explain(model, g, torch.randn(g.num_nodes(), 4))
+    assert "-- cost model on this graph (* chosen):" in text
+    lines = text.splitlines()
+    at = lines.index("-- cost model on this graph (* chosen):")
+    candidates = [line for line in lines[at + 2:at + 4]]
+    assert sum(line.lstrip().startswith("*") for line in candidates) == 1
+    assert all("FLOPs" in line and "bytes" in line for line in candidates)
 
 
 @pytest.mark.parametrize("name", ["gat", "gcn", "edgeconv"])

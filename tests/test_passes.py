@@ -7,7 +7,8 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import cse, dce, distribute, fuse, lower_aggregation, reorder, shared_dot, split_concat, typed_linear
+from gnnc.passes import (compact, cse, dce, distribute, fuse, lower_aggregation, reorder, shared_dot, split_concat,
+                         typed_linear)
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -119,6 +120,57 @@ def test_typed_linear_removes_per_edge_weight_copies():
     _check(dfg, out, inputs)
 
 
+def _hetero_attention_graph():
+    g = random_heterograph(1)
+    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.etype_data["W"] = torch.randn(5, 4, 6, dtype=torch.float64)
+    g.etype_data["a"] = torch.randn(5, 2, 6, dtype=torch.float64)
+    return g
+
+
+def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pair_index():
+    g = _hetero_attention_graph()
+
+    def msg(e):
+        z_src = torch.bmm(e.src["x"].unsqueeze(1), e.type["W"]).squeeze(1).view(-1, 2, 3)
+        z_dst = torch.bmm(e.dst["x"].unsqueeze(1), e.type["W"]).squeeze(1).view(-1, 2, 3)
+        return {"e": torch.nn.functional.leaky_relu((torch.cat([z_src, z_dst], -1) * e.type["a"]).sum(-1), 0.2),
+                "z": z_src}
+
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["z"]).sum(1)}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red, None))
+    out = dfg
+    for p in (lower_aggregation, dce, typed_linear, split_concat, reorder, compact, reorder, fuse, dce):
+        out = p(out)
+        annotate(out)
+    targets = _targets(out)
+    assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 2
+    assert ops.gather_src_pair not in targets and ops.gather_dst_pair not in targets  # all fused or moved
+    sddmm = next(n for n in out.graph.nodes if n.target is ops.u_op_v)
+    assert (sddmm.args[4], sddmm.args[6]) == ("dst_pair", "src_pair")
+    agg = next(n for n in out.graph.nodes if n.target is ops.edge_softmax_aggregate)
+    assert agg.args[3] == "src_pair"
+    ctx = graph_context(g, None)
+    assert ctx.src_pairs.count < g.num_edges() and ctx.dst_pairs.count < g.num_edges()
+    _check(dfg, out, inputs)
+
+
+def test_pairs_are_unique_relation_node_pairs_whatever_the_edge_order():
+    g = random_heterograph(2)
+    ctx = graph_context(g, None)
+    for side, nodes in (("src", ctx.src), ("dst", ctx.dst)):
+        pairs = ctx.pairs(side)
+        assert torch.equal(pairs.node[pairs.edge_pair], nodes)
+        assert torch.equal(pairs.rel[pairs.edge_pair], ctx.edge_rel)
+        keys = set(zip(ctx.edge_rel.tolist(), nodes.tolist()))
+        assert pairs.count == len(keys)
+        assert pairs.rel_ptr == [0] + torch.cumsum(torch.bincount(pairs.rel, minlength=5), 0).tolist()
+        assert bool((pairs.rel[1:] >= pairs.rel[:-1]).all())
+    empty = graph_context(g, g.canonical_etypes.index(("tag", "empty", "user")))
+    assert empty.src_pairs.count == 0 and empty.src_pairs.edge_pair.numel() == 0
+
+
 def test_fuse_builds_spmm_and_softmax_aggregate():
     g = _graph()
     msg = lambda e: {"m": e.src["x"], "s": e.data["w"].squeeze(-1)}  # noqa: E731
@@ -218,8 +270,10 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     fused = dce(fuse(dfg))
-    slopes = sorted(n.args[5] for n in fused.graph.nodes if n.target is ops.u_op_v and len(n.args) > 5)
-    assert slopes == [0.0, 0.2]  # the sum-of-product stays outside (no u_op_v with that op)
+    sddmms = [n for n in fused.graph.nodes if n.target is ops.u_op_v]
+    slopes = sorted(n.args[5] for n in sddmms if len(n.args) > 5 and n.args[5] is not None)
+    assert slopes == [0.0, 0.2]  # the sum of the product became a dot, whose activation stays outside
+    assert [n.args[3] for n in sddmms if n.args[3] == "dot"] == ["dot"]
     assert F.relu not in _targets(fused) and torch.relu not in _targets(fused)
     _check(dfg, fused, inputs)
 

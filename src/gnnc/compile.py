@@ -5,7 +5,7 @@ from torch import nn
 
 from . import backend as backends
 from .frontend.message_passing import compiling
-from .ir.printer import estimate, format_dfg, to_dot
+from .ir.printer import cost_choices, estimate, format_dfg, to_dot
 from .passes import PIPELINE
 from .runtime.compiled import recording
 
@@ -52,7 +52,8 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
     CUDA tensors under ``auto``, ``[backend torch]`` where it falls to the
     reference), the MP-DFG before and after optimization (one line per
     operator with residency, movement, shape and UDF line), the passes that
-    fired, and estimated FLOPs and intermediate bytes before/after. With
+    fired, estimated FLOPs and intermediate bytes before/after, and what the
+    cost model chose on this graph where a choice depends on it. With
     ``dot=PATH`` the optimized graphs are also written as Graphviz dot.
     """
     import torch
@@ -71,6 +72,9 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
         sections += [f"   {line}" for line in plan.dfg.log] or ["   (none fired)"]
         sections.append(f"-- estimate: {before['flops']:,} -> {after['flops']:,} FLOPs; intermediates "
                         f"{before['intermediate_bytes']:,} -> {after['intermediate_bytes']:,} bytes")
+        choices = cost_choices(plan.dfg, plan.context)
+        if choices:
+            sections += ["-- cost model on this graph (* chosen):"] + choices
         dots.append(to_dot(plan.dfg, f"call {i}"))
     if dot is not None:
         with open(dot, "w") as f:

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..backend import kernels as _kernels
+from ..runtime import cost
 from ..runtime.eager import Buckets
 
 
@@ -117,21 +118,44 @@ def result_field(results: dict, key: str):
 
 
 # ------------------------------------------------------------ fused ops
-def spmm(ctx, x, w, op: str, reduce: str):
-    """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy)."""
-    return _kernels().spmm(x, ctx.src, ctx.dst_local, ctx.num_dst, edge_weight=w, op=op, reduce=reduce)
+def source_index(ctx, side: str):
+    """Each edge's row in a source-side table: its source node (``src``) or its (relation, source) pair
+    (``src_pair``, the rows of ``etype_pair_matmul(..., "src")``)."""
+    if side == "src":
+        return ctx.src
+    if side == "src_pair":
+        return ctx.src_pairs.edge_pair
+    raise ValueError(f"unknown source side {side!r}: src or src_pair")
 
 
-def edge_softmax_aggregate(ctx, logits, x):
-    """Fused Norm + BroadcastSrc + Reduce: sum_e softmax_v(logits)[e] * x[src[e]]."""
-    return _kernels().edge_softmax_aggregate(logits, x, ctx.src, ctx.dst_local, ctx.num_dst)
+def destination_index(ctx, side: str):
+    """Each edge's row in a destination-side table: over all nodes (``dst``), the block's destinations
+    (``dst_local``) or its (relation, destination) pair (``dst_pair``)."""
+    if side in ("dst", "dst_local"):
+        return getattr(ctx, side)
+    if side == "dst_pair":
+        return ctx.dst_pairs.edge_pair
+    raise ValueError(f"unknown destination side {side!r}: dst, dst_local or dst_pair")
 
 
-def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x):
+def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
+    """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy); ``x_side``
+    src_pair: x holds (relation, source) pair rows."""
+    return _kernels().spmm(x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, edge_weight=w, op=op,
+                           reduce=reduce)
+
+
+def edge_softmax_aggregate(ctx, logits, x, x_side: str = "src"):
+    """Fused Norm + BroadcastSrc + Reduce: sum_e softmax_v(logits)[e] * x[src[e]] (``x_side`` as in spmm)."""
+    return _kernels().edge_softmax_aggregate(logits, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst)
+
+
+def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, x_side: str = "src"):
     """Fused u_op_v + edge_softmax_aggregate: sum_e softmax_v(act(a[src[e]] op b[dst[e]]))[e] * x[src[e]]
-    (act: leaky_relu with ``negative_slope`` when given); no [E, ...] logits are written."""
+    (act: leaky_relu with ``negative_slope`` when given); no [E, ...] logits are written. ``a`` and ``x``
+    are read through one source index (``x_side``); ``b`` holds node rows (``b_side`` dst or dst_local)."""
     rows = dst_nodes(ctx, b) if b_side == "dst" else b
-    return _kernels().sddmm_softmax_aggregate(a, rows, x, ctx.src, ctx.dst_local, ctx.num_dst, op,
+    return _kernels().sddmm_softmax_aggregate(a, rows, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, op,
                                               negative_slope=negative_slope)
 
 
@@ -157,12 +181,73 @@ def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
     Runs as one per-relation matmul with block-diagonal [H*K, H*M] weights
     (built from ``weight``, differentiably), so no [E, H, K, M] copies exist.
     """
+    return _per_head(y, weight, lambda flat, block: etype_gather_matmul(ctx, flat, block, side))
+
+
+def _per_head(y, weight, matmul):
+    """``matmul(rows [N, H*K], block-diagonal weights [R, H*K, H*M])`` reshaped to y's head layout."""
     rels, heads, k, m = weight.shape
     eye = torch.eye(heads, dtype=weight.dtype, device=weight.device)
     block = torch.einsum("rhkm,hg->rhkgm", weight, eye).reshape(rels, heads * k, heads * m)
-    flat = y.reshape(y.shape[0], heads * k)
-    out = etype_gather_matmul(ctx, flat, block, side)
+    out = matmul(y.reshape(y.shape[0], heads * k), block)
     return out.reshape((out.shape[0],) + tuple(y.shape[1:-1]) + (m,))
+
+
+# ------------------------------------------ compact materialization (Hector 3.2.2)
+def etype_pair_matmul(ctx, x, weight, side: str = "src"):
+    """Typed linear on (relation, node) pairs: row p is x[node[p]] @ weight[rel[p]] for every unique pair
+    of the block's edges (``side`` src: source nodes; dst: destinations) — ``etype_gather_matmul`` computed
+    once per pair instead of once per edge; edges read it through ``gather_src_pair`` / ``gather_dst_pair``."""
+    pairs = ctx.pairs(side)
+    return _kernels().gather_segment_matmul(x, pairs.node, pairs.rel_ptr, weight)
+
+
+def etype_pair_head_matmul(ctx, y, weight, side: str = "src"):
+    """Per-head ``etype_pair_matmul``: y [N, H, ..., K], weight [R, H, K, M] -> [pairs, H, ..., M]."""
+    return _per_head(y, weight, lambda flat, block: etype_pair_matmul(ctx, flat, block, side))
+
+
+def gather_src_pair(ctx, y):
+    """BroadcastSrc Ps -> E: each edge's (relation, source) pair row."""
+    return _pair_rows(ctx.src_pairs, y)
+
+
+def gather_dst_pair(ctx, y):
+    """BroadcastDst Pd -> E: each edge's (relation, destination) pair row."""
+    return _pair_rows(ctx.dst_pairs, y)
+
+
+def _pair_rows(pairs, y):
+    return y if pairs.identity else y.index_select(0, pairs.edge_pair)
+
+
+def pair_etype_rows(ctx, r, side: str):
+    """Broadcast R -> Ps / Pd: the relation's row for every (relation, node) pair."""
+    return r.index_select(0, ctx.pairs(side).rel)
+
+
+def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
+    """Typed aggregation: reduce (sum, mean) over v's in-edges of (x[src[e]] @ weight[rel(e)]) op w[e] (op mul,
+    or copy with w None) — R-GCN's message and sum — in the order ``cost.typed_aggregation`` picks for the
+    graph: transformed per (relation, source) pair, then aggregated; or, when w is one scalar per edge,
+    aggregated per (relation, destination) pair, then transformed and summed per node."""
+    if _aggregates_first(ctx, x, weight, w, op):
+        pairs = ctx.dst_pairs
+        kernels = _kernels()
+        per_pair = kernels.spmm(x, ctx.src, pairs.edge_pair, pairs.count, edge_weight=w, op=op, reduce="sum")
+        y = kernels.segment_matmul(per_pair, pairs.rel_ptr, weight, None)
+        out = y.new_zeros((ctx.num_dst,) + tuple(y.shape[1:])).index_add(0, pairs.node - ctx.node_lo, y)
+        if reduce == "mean":
+            out = out / ctx.in_degrees.clamp(min=1).to(out.dtype).view((-1,) + (1,) * (out.dim() - 1))
+        return out
+    return spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")
+
+
+def _aggregates_first(ctx, x, weight, w, op: str) -> bool:
+    if op == "mul" and (w.dim() > 2 or any(d != 1 for d in w.shape[1:])):
+        return False  # a per-feature weight does not commute with the matmul
+    return cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, x.shape[-1],
+                                  weight.shape[-1])[1].startswith("aggregate")
 
 
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):
@@ -198,8 +283,9 @@ def shared_dot(x, w, keepdim: bool):
     return out.view(x.shape[:-1] + ((len(ws),) if keepdim else ()))
 
 
-def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None):
-    """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes or Vd),
-    then leaky_relu with ``negative_slope`` when given (0: relu)."""
-    b_index = ctx.dst if b_side == "dst" else ctx.dst_local
-    return _kernels().sddmm(a, ctx.src, b, b_index, op, negative_slope=negative_slope)
+def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None, a_side: str = "src"):
+    """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes, Vd or
+    destination pairs by ``b_side``; a over nodes or source pairs by ``a_side``), then leaky_relu with
+    ``negative_slope`` when given (0: relu)."""
+    return _kernels().sddmm(a, source_index(ctx, a_side), b, destination_index(ctx, b_side), op,
+                            negative_slope=negative_slope)

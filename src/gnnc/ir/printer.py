@@ -1,12 +1,14 @@
 """Human-readable MP-DFG listings, cost estimates and Graphviz dot."""
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
 import torch.fx as fx
 from torch import nn
 
+from ..runtime import cost
 from . import ops
 from .mpdfg import MPDFG
 
@@ -75,19 +77,51 @@ def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
         a = n.args[0].meta.get("shape") if isinstance(n.args[0], fx.Node) else None
         return 2 * (a[-1] if a else 1)
     if n.op == "call_function" and n.target in _TYPED_MATMULS:  # x's position: its width is contracted
-        x = n.args[_TYPED_MATMULS[n.target]]
-        a = x.meta.get("shape") if isinstance(x, fx.Node) else None
-        return 2 * (a[-1] if a else 1)
+        return 2 * max(1, _contracted(n))
     return 1
 
 
 _TYPED_MATMULS = {ops.ntype_matmul: 1, ops.dst_ntype_matmul: 1, ops.etype_gather_matmul: 1,
-                  ops.index_gather_matmul: 1, ops.index_matmul: 0}
+                  ops.etype_gather_head_matmul: 1, ops.etype_pair_matmul: 1, ops.etype_pair_head_matmul: 1,
+                  ops.etype_spmm: 1, ops.index_gather_matmul: 1, ops.index_matmul: 0}
+
+
+def cost_choices(dfg: MPDFG, ctx) -> list[str]:
+    """What the cost model (``gnnc.runtime.cost``) chose for each graph-dependent operator of ``dfg`` on the
+    block ``ctx``: the candidates with their FLOPs and bytes, the chosen one marked ``*``."""
+    lines = []
+    for n in dfg.graph.nodes:
+        if n.op != "call_function" or n.target not in _CHOICES:
+            continue
+        k, m = _contracted(n), n.meta.get("shape", (0, 0))[-1]
+        itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
+        if n.target is ops.etype_spmm:
+            pairs = f"Ps {ctx.src_pairs.unique:,}, Pd {ctx.dst_pairs.unique:,}"
+            candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
+                                                        k, m, itemsize)
+        else:
+            side = n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
+            pairs = f"{ctx.pairs(side).unique:,} ({side}) pairs"
+            width = math.prod(n.meta.get("shape", (0, 1))[1:])
+            candidates, chosen = cost.pair_table(ctx.num_edges, ctx.pairs(side).unique, k, width, itemsize)
+        lines += cost.describe(f"%{n.name} ({n.meta.get('source')}) on {ctx.num_edges:,} edges, {pairs}",
+                               candidates, chosen)
+    return lines
+
+
+def _contracted(n: fx.Node) -> int:
+    x = n.args[_TYPED_MATMULS[n.target]]
+    shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
+    return shape[-1] if shape else 0
+
+
+_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm)
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:
     """Graphviz dot text of the graph, nodes coloured by residency."""
-    colours = {"V": "lightblue", "E": "lightsalmon", "A": "palegreen", "R": "plum", "S": "lightgrey"}
+    colours = {"V": "lightblue", "E": "lightsalmon", "A": "palegreen", "R": "plum", "S": "lightgrey",
+               "Ps": "khaki", "Pd": "khaki"}
     lines = [f'digraph "{title}" {{', "  rankdir=TB;", "  node [shape=box, style=filled];"]
     for n in dfg.graph.nodes:
         if n.op == "output" or n.meta.get("input", (None,))[0] == "ctx":

@@ -1,7 +1,8 @@
 """Residency and movement inference (Graphiler Table 1) with a user-extensible registry.
 
 Residencies: ``V`` nodes, ``E`` edges, ``A`` node types, ``R`` relations,
-``S`` shared (parameters, python values). Movements: ``BroadcastSrc``,
+``Ps`` / ``Pd`` unique (relation, source) / (relation, destination) pairs of
+the edges (compact materialization), ``S`` shared (parameters, python values). Movements: ``BroadcastSrc``,
 ``BroadcastDst``, ``Broadcast`` (to edges or nodes from type data),
 ``Reduce`` (E -> V), ``Norm`` (E -> E through a per-destination reduction),
 ``Fetch`` and ``Dense``. A Dense operator works row by row: its output has
@@ -32,8 +33,18 @@ class InferenceFailure(Exception):
         self.what, self.where = what, where
 
 
-# graph operators: (movement, output residency)
+def _pair_side(n: fx.Node) -> str:
+    side = n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
+    return "Ps" if side == "src" else "Pd"
+
+
+# graph operators: (movement, output residency), or a function of the node giving them
 GRAPH_OPS = {
+    ops.etype_pair_matmul: lambda n: ("Broadcast+Dense(typed)", _pair_side(n)),
+    ops.etype_pair_head_matmul: lambda n: ("Broadcast+Dense(typed)", _pair_side(n)),
+    ops.gather_src_pair: ("BroadcastSrc", "E"),
+    ops.gather_dst_pair: ("BroadcastDst", "E"),
+    ops.pair_etype_rows: lambda n: ("Broadcast", "Ps" if n.args[2] == "src" else "Pd"),
     ops.gather_src: ("BroadcastSrc", "E"),
     ops.gather_dst: ("BroadcastDst", "E"),
     ops.gather_srctype: ("BroadcastSrc", "E"),
@@ -49,6 +60,7 @@ GRAPH_OPS = {
     ops.bucketed_reduce: ("Reduce", "V"),
     ops.result_field: ("Fetch", "V"),
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
+    ops.etype_spmm: ("BroadcastSrc+Dense(typed)+Reduce", "V"),
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Norm+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),
@@ -121,7 +133,8 @@ def _rule(n: fx.Node, root):
     target = n.target
     residencies = [a.meta.get("res", "S") for a in n.all_input_nodes if a.meta.get("input", (None,))[0] != "ctx"]
     if n.op == "call_function" and target in GRAPH_OPS:
-        return GRAPH_OPS[target]
+        rule = GRAPH_OPS[target]
+        return rule(n) if callable(rule) else rule
     key = target if n.op != "call_module" else type(root.get_submodule(target))
     if key in _USER_RULES:
         return _USER_RULES[key](n, residencies)

@@ -2,7 +2,7 @@
 
 Node and edge data become zero CPU tensors of their real feature shapes but
 a few stand-in rows (``STAND_IN_ROWS``, one count per row space: nodes,
-destination nodes, edges); graph operators get shape rules; every other
+destination nodes, edges, (relation, source) and (relation, destination) pairs); graph operators get shape rules; every other
 operator runs natively on them. A result whose leading dim is a stand-in
 count gets the real count back. Sets ``meta['shape']`` and ``meta['dtype']``
 on every tensor-valued node. (Meta tensors would avoid even that work, but
@@ -19,13 +19,15 @@ from . import ops
 from .mpdfg import DEFERRED_INPUT
 
 
-# Stand-in row counts of all nodes, destination nodes and edges: primes unlikely to be a feature dim.
-STAND_IN_ROWS = (1031, 1033, 1039)
+# Stand-in row counts of all nodes, destination nodes, edges, source pairs and destination pairs:
+# primes unlikely to be a feature dim.
+STAND_IN_ROWS = (1031, 1033, 1039, 1049, 1051)
 
 
 class _ShapeOnly:
-    def __init__(self, num_nodes, num_dst, num_edges):
+    def __init__(self, num_nodes, num_dst, num_edges, num_src_pairs, num_dst_pairs):
         self.num_nodes, self.num_dst, self.num_edges = num_nodes, num_dst, num_edges
+        self.pair_rows = {"src": num_src_pairs, "dst": num_dst_pairs}
 
 
 def _zeros(shape, dtype):
@@ -49,8 +51,8 @@ _RULES = {
     ops.segment_reduce: lambda c, e, op: _rows(c.num_dst, e),
     ops.edge_softmax: lambda c, e: e,
     ops.zero_unreached: lambda c, v: v,
-    ops.edge_softmax_aggregate: lambda c, lg, x: _rows(c.num_dst, x),
-    ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x: _rows(c.num_dst, x),
+    ops.edge_softmax_aggregate: lambda c, lg, x, x_side="src": _rows(c.num_dst, x),
+    ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, x_side="src": _rows(c.num_dst, x),
     ops.ntype_matmul: lambda c, x, w: _zeros((x.shape[0], w.shape[-1]), x.dtype),
     ops.dst_ntype_matmul: lambda c, v, w: _zeros((v.shape[0], w.shape[-1]), v.dtype),
     ops.etype_gather_matmul: lambda c, x, w, side="src": _zeros((c.num_edges, w.shape[-1]), x.dtype),
@@ -60,13 +62,19 @@ _RULES = {
         (c.num_edges,) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype),
     ops.index_matmul: lambda x, w, t, feature=None: _zeros((x.shape[0],) + tuple(w.shape[1:-2]) + (w.shape[-1],),
                                                            x.dtype),
-    ops.u_op_v: lambda c, a, b, op, side, negative_slope=None: _zeros(
+    ops.etype_pair_matmul: lambda c, x, w, side="src": _zeros((c.pair_rows[side], w.shape[-1]), x.dtype),
+    ops.etype_pair_head_matmul: lambda c, y, w, side="src": _zeros(
+        (c.pair_rows[side],) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
+    ops.gather_src_pair: lambda c, y: _rows(c.num_edges, y),
+    ops.gather_dst_pair: lambda c, y: _rows(c.num_edges, y),
+    ops.pair_etype_rows: lambda c, r, side: _rows(c.pair_rows[side], r),
+    ops.u_op_v: lambda c, a, b, op, side, negative_slope=None, a_side="src": _zeros(
         (c.num_edges,) + broadcast_shape(tuple(a.shape[1:]), tuple(b.shape[1:]))
         if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), a.dtype),
 }
 
 
-def _spmm_shape(c, x, w, op, reduce):
+def _spmm_shape(c, x, w, op, reduce, x_side="src"):
     feat = broadcast_shape(tuple(x.shape[1:]), tuple(w.shape[1:])) if w is not None else tuple(x.shape[1:])
     return _zeros((c.num_dst,) + tuple(feat), x.dtype)
 
@@ -84,13 +92,15 @@ def _bucketed_shape(c, fn, kinds, *inputs):
 
 
 _RULES[ops.spmm] = _spmm_shape
+_RULES[ops.etype_spmm] = lambda c, x, weight, w, op, reduce: _spmm_shape(c, _zeros((1, weight.shape[-1]), x.dtype), w,
+                                                                         op, reduce)
 _RULES[ops.bucketed_reduce] = _bucketed_shape
 
 
 class _Prop(fx.Interpreter):
     def __init__(self, module, real_rows: dict):
         super().__init__(module)
-        self.real_rows = real_rows  # stand-in count -> real count
+        self.real_rows = real_rows  # stand-in count -> real count (or a function giving it)
 
     def fetch_attr(self, target):
         return _stand_in(super().fetch_attr(target))
@@ -115,7 +125,8 @@ class _Prop(fx.Interpreter):
         if isinstance(out, torch.Tensor):
             shape = tuple(out.shape)
             if shape and shape[0] in self.real_rows:
-                shape = (self.real_rows[shape[0]],) + shape[1:]
+                real = self.real_rows[shape[0]]
+                shape = (real() if callable(real) else real,) + shape[1:]
             n.meta["shape"], n.meta["dtype"] = shape, out.dtype
         return out
 
@@ -130,17 +141,18 @@ def _stand_in(value, rows: int | None = None):
 
 def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
     """Annotate ``module.graph`` with shapes for these inputs (``inputs[0]`` is the context)."""
-    nodes, dst, edges = STAND_IN_ROWS
+    nodes, dst, edges, src_pairs, dst_pairs = STAND_IN_ROWS
     if ctx.num_dst == ctx.num_nodes:
         dst = nodes  # a whole-graph block: its destination rows are all rows
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
-    values = [_ShapeOnly(nodes, dst, edges)]
+    values = [_ShapeOnly(nodes, dst, edges, src_pairs, dst_pairs)]
     for n, x in zip(placeholders[1:], inputs[1:]):
         kind = n.meta.get("input", (None,))[0]
         rows = {"ndata": nodes, "edata": edges}.get(kind)
         if kind == DEFERRED_INPUT:  # an SDDMM operand: rows of all nodes or of the destinations
             rows = nodes if x.shape[0] == ctx.num_nodes else dst
         values.append(_stand_in(x, rows))
-    real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges}
+    real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges,
+                 src_pairs: lambda: ctx.src_pairs.count, dst_pairs: lambda: ctx.dst_pairs.count}
     with torch.no_grad():
         _Prop(module, real_rows).run(*values)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..ir.mpdfg import MPDFG
 from .align import align
+from .compact import compact
 from .cse import cse
 from .dce import dce
 from .distribute import distribute
@@ -29,6 +30,8 @@ PIPELINE = (
     ("reorder", reorder),
     ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
     ("index_typed", index_typed),  # again: reorder may have moved the unsqueeze before the gather
+    ("compact", compact),  # per-edge typed linear -> once per (relation, node) pair
+    ("reorder", reorder),  # again: moves what follows the pair gathers to the pairs
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
@@ -55,5 +58,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "align", "cse", "dce", "distribute", "fuse", "index_typed", "lower_aggregation",
+__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "lower_aggregation",
            "reorder", "shared_dot", "split_concat", "typed_linear"]

@@ -29,6 +29,19 @@ Patterns on the lowered graph (``ctx`` omitted):
   x)``: the logits are computed where the softmax reads them and never
   written (GAT: the attention scores of ``apply_edges`` reach here as a
   deferred SDDMM, see ``gnnc.runtime.deferred``).
+- ``sum(u_op_v(a, b, mul), -1)`` (a, b of the product's shape) -> ``u_op_v(a, b, dot).squeeze(-1)``:
+  a per-head dot product of a source row and a destination row (HGT's
+  attention) without its [E, H, F] product.
+- ``spmm(etype_pair_matmul(x, W, src), w, mul | copy, sum | mean)`` ->
+  ``etype_spmm(x, W, w, op, reduce)``: R-GCN's typed message and sum as one
+  operator whose order (transform per source pair then aggregate, or
+  aggregate per destination pair then transform) the cost model picks.
+Every ``gather_src`` above may also be a ``gather_src_pair`` of (relation,
+source) pair rows (``compact``), and ``gather_dst`` a ``gather_dst_pair``
+where the destination row is not hoisted: the fused operator then reads
+that table through the pair index (its ``x_side`` / ``a_side`` /
+``b_side``). The logits of ``sddmm_softmax_aggregate`` need ``a`` and ``x``
+on one source index and ``b`` by destination node.
 The producers stay when something else uses them; DCE removes them otherwise.
 """
 from __future__ import annotations
@@ -43,7 +56,7 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import new_node, same_value
+from .nodes import is_last_dim_sum, new_node, same_value
 
 _MULS = {operator.mul, torch.mul}
 
@@ -51,6 +64,14 @@ _MULS = {operator.mul, torch.mul}
 def _is(n, target) -> bool:
     return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
 
+
+_SOURCE_SIDES = {ops.gather_src: "src", ops.gather_src_pair: "src_pair"}
+_DESTINATION_SIDES = {ops.gather_dst: "dst", ops.gather_dst_local: "dst_local", ops.gather_dst_pair: "dst_pair"}
+
+
+def _source_side(n) -> str | None:
+    """``x_side`` of a fused operator reading what ``n`` gathers: src, src_pair, or None (not a source gather)."""
+    return _SOURCE_SIDES.get(n.target) if isinstance(n, fx.Node) and n.op == "call_function" else None
 
 
 def _softmax_logits(n):
@@ -73,16 +94,44 @@ def _fuse_sddmm(out: MPDFG) -> None:
         if not (n.op == "call_function" and n.target in _BINARY and len(n.args) == 2 and not n.kwargs):
             continue
         a, b = n.args
-        if not (_is(a, ops.gather_src) and (_is(b, ops.gather_dst) or _is(b, ops.gather_dst_local))):
+        a_side = _source_side(a)
+        b_side = _DESTINATION_SIDES.get(b.target) if isinstance(b, fx.Node) and b.op == "call_function" else None
+        if a_side is None or b_side is None or len(a.users) != 1 or len(b.users) != 1:
             continue
-        if len(a.users) != 1 or len(b.users) != 1:
-            continue
-        side = "dst" if b.target is ops.gather_dst else "dst_local"
         with g.inserting_before(n):
-            new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], side)), n)
+            new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], b_side,
+                                                         None, a_side)), n)
         n.replace_all_uses_with(new)
         g.erase_node(n)
-        out.log.append(f"fuse: {n.meta.get('source')}: gather_src {_BINARY[n.target]} gather_dst -> u_op_v (SDDMM)")
+        out.log.append(f"fuse: {n.meta.get('source')}: {a.target.__name__} {_BINARY[n.target]} {b.target.__name__} "
+                       "-> u_op_v (SDDMM)")
+
+
+def _fuse_dot(out: MPDFG) -> None:
+    g = out.graph
+    for sddmm in [n for n in g.nodes if _is(n, ops.u_op_v)]:
+        if sddmm.args[3] != "mul" or _slope(sddmm) is not None or len(sddmm.users) != 1:
+            continue
+        total = next(iter(sddmm.users))
+        shape = sddmm.meta.get("shape")
+        if not (is_last_dim_sum(total) and total.args[0] is sddmm and not total.kwargs.get("keepdim", False)
+                and len(total.args) <= 2 and shape and len(shape) >= 2
+                and all(x.meta.get("shape") and tuple(x.meta["shape"][1:]) == tuple(shape[1:])
+                        for x in sddmm.args[1:3])):
+            continue
+        with g.inserting_before(total):
+            args = list(sddmm.args)
+            args[3] = "dot"
+            dot = new_node(g, total, ops.u_op_v, tuple(args))
+            new = same_value(new_node(g, total, "squeeze", (dot, -1), op="call_method"), total)
+        total.replace_all_uses_with(new)
+        g.erase_node(total)
+        out.log.append(f"fuse: {total.meta.get('source')}: sum of a source-destination product -> u_op_v dot "
+                       "(no [E, ..., F] product)")
+
+
+def _slope(sddmm: fx.Node):
+    return sddmm.args[5] if len(sddmm.args) > 5 else None
 
 
 def _leaky_slope(n: fx.Node, root) -> float | None:
@@ -104,15 +153,14 @@ def _leaky_slope(n: fx.Node, root) -> float | None:
 def _fuse_activation(out: MPDFG) -> None:
     g = out.graph
     for sddmm in [n for n in g.nodes if _is(n, ops.u_op_v)]:
-        already_fused, op = len(sddmm.args) > 5, sddmm.args[3]
-        if already_fused or op == "dot" or len(sddmm.users) != 1:
+        if _slope(sddmm) is not None or sddmm.args[3] == "dot" or len(sddmm.users) != 1:
             continue
         act = next(iter(sddmm.users))
         slope = _leaky_slope(act, out.root) if act.args and act.args[0] is sddmm else None
         if slope is None:
             continue
         with g.inserting_before(act):
-            new = same_value(new_node(g, act, ops.u_op_v, sddmm.args + (slope,)), act)
+            new = same_value(new_node(g, act, ops.u_op_v, sddmm.args[:5] + (slope,) + sddmm.args[6:]), act)
         act.replace_all_uses_with(new)
         out.log.append(f"fuse: {act.meta.get('source')}: leaky_relu applied inside u_op_v (slope {slope:g})")
 
@@ -205,6 +253,7 @@ def fuse(dfg: MPDFG) -> MPDFG:
     _hoist_dst_terms(out)
     out = dce(out)  # the hoisted sums' old terms: nothing below should fuse them
     _fuse_sddmm(out)
+    _fuse_dot(out)
     _fuse_activation(out)
     g = out.graph
     for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
@@ -218,7 +267,25 @@ def fuse(dfg: MPDFG) -> MPDFG:
         g.erase_node(red)
         out.log.append(f"fuse: {red.meta.get('source')}: {what}")
     _fuse_softmax_logits(out)
+    _fuse_typed_aggregation(out)
     return out
+
+
+def _fuse_typed_aggregation(out: MPDFG) -> None:
+    g = out.graph
+    for agg in [n for n in g.nodes if _is(n, ops.spmm)]:
+        ctx, y, w, op, reduce = agg.args[:5]
+        x_side = agg.args[5] if len(agg.args) > 5 else "src"
+        if not (x_side == "src_pair" and _is(y, ops.etype_pair_matmul) and len(y.users) == 1
+                and op in ("mul", "copy") and reduce in ("sum", "mean")
+                and y.kwargs.get("side", y.args[3] if len(y.args) > 3 else "src") == "src"):
+            continue
+        with g.inserting_before(agg):
+            new = same_value(new_node(g, agg, ops.etype_spmm, (ctx, y.args[1], y.args[2], w, op, reduce)), agg)
+        agg.replace_all_uses_with(new)
+        g.erase_node(agg)
+        out.log.append(f"fuse: {agg.meta.get('source')}: typed linear + {reduce} -> etype_spmm (the cost model "
+                       "picks transform-first or aggregate-first per graph)")
 
 
 def _sddmm_logits(logits):
@@ -227,7 +294,8 @@ def _sddmm_logits(logits):
     squeezed = isinstance(logits, fx.Node) and logits.op == "call_method" and logits.target == "squeeze" \
         and tuple(logits.args[1:]) == (-1,) and len(logits.users) == 1
     sddmm = logits.args[0] if squeezed else logits
-    if not (_is(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1):
+    if not (_is(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1
+            and sddmm.args[4] in ("dst", "dst_local")):
         return None
     shape = sddmm.meta.get("shape")
     if shape is None or any(x.meta.get("shape") is None or tuple(x.meta["shape"][1:]) != tuple(shape[1:])
@@ -239,17 +307,17 @@ def _sddmm_logits(logits):
 def _fuse_softmax_logits(out: MPDFG) -> None:
     g = out.graph
     for agg in [n for n in g.nodes if _is(n, ops.edge_softmax_aggregate)]:
-        ctx, logits, x = agg.args
+        ctx, logits, x = agg.args[:3]
+        x_side = agg.args[3] if len(agg.args) > 3 else "src"
         found = _sddmm_logits(logits)
-        if found is None:
+        if found is None or (found[0].args[6] if len(found[0].args) > 6 else "src") != x_side:
             continue
         sddmm, squeezed = found
         _, a, b, op, side = sddmm.args[:5]
-        slope = sddmm.args[5] if len(sddmm.args) > 5 else None
         with g.inserting_before(agg):
             if squeezed:
                 a, b = (new_node(g, agg, "squeeze", (t, -1), op="call_method") for t in (a, b))
-            new = new_node(g, agg, ops.sddmm_softmax_aggregate, (ctx, a, b, op, side, slope, x))
+            new = new_node(g, agg, ops.sddmm_softmax_aggregate, (ctx, a, b, op, side, _slope(sddmm), x, x_side))
         agg.replace_all_uses_with(new)
         g.erase_node(agg)
         out.log.append(f"fuse: {agg.meta.get('source')}: SDDMM logits computed inside the softmax aggregation "
@@ -257,16 +325,19 @@ def _fuse_softmax_logits(out: MPDFG) -> None:
 
 
 def _fuse_one(g, red, ctx, e, op):
-    if _is(e, ops.gather_src):
-        return new_node(g, red, ops.spmm, (ctx, e.args[1], None, "copy", op)), f"gather + {op} -> spmm"
+    side = _source_side(e)
+    if side is not None:
+        return new_node(g, red, ops.spmm, (ctx, e.args[1], None, "copy", op, side)), f"gather + {op} -> spmm"
     if not (isinstance(e, fx.Node) and e.op == "call_function" and e.target in _MULS and len(e.args) == 2):
         return None
     left, right = e.args
-    if _is(left, ops.gather_src) and _is(right, ops.gather_src):
+    if _source_side(left) is not None and _source_side(left) == _source_side(right):
         product = new_node(g, red, operator.mul, (left.args[1], right.args[1]))
-        return new_node(g, red, ops.spmm, (ctx, product, None, "copy", op)), f"source-side product + {op} -> spmm"
+        return (new_node(g, red, ops.spmm, (ctx, product, None, "copy", op, _source_side(left))),
+                f"source-side product + {op} -> spmm")
     for gathered, other in ((left, right), (right, left)):
-        if not _is(gathered, ops.gather_src):
+        side = _source_side(gathered)
+        if side is None:
             continue
         x = gathered.args[1]
         soft = _softmax_logits(other)
@@ -277,8 +348,8 @@ def _fuse_one(g, red, ctx, e, op):
                 logits = new_node(g, red, "squeeze", (logits, -1), op="call_method")
                 lshape = lshape[:-1]
             if lshape and xshape and tuple(lshape) == tuple(xshape[:-1]):
-                return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x)),
+                return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x, side)),
                         "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
         if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean"):
-            return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op)), f"gather * edge data + {op} -> spmm"
+            return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op, side)), f"gather * edge data + {op} -> spmm"
     return None

@@ -1,6 +1,8 @@
 """Building replacement nodes inside a pass."""
 from __future__ import annotations
 
+import torch
+
 
 def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):
     """A node ``op``/``target`` in graph ``g`` at the insertion point, with ``like``'s stage and UDF source line."""
@@ -14,3 +16,11 @@ def same_value(new, old):
     rewrites in the same pass can match on them), and is returned."""
     new.meta.update({k: old.meta[k] for k in ("shape", "dtype") if k in old.meta})
     return new
+
+
+def is_last_dim_sum(n) -> bool:
+    """Whether node ``n`` is ``x.sum(-1)`` / ``torch.sum(x, dim=-1)`` (keepdim not checked)."""
+    if n.op == "call_method" and n.target == "sum" or n.op == "call_function" and n.target is torch.sum:
+        dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
+        return dim == -1
+    return False

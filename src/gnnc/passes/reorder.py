@@ -4,7 +4,9 @@ Pattern: a Dense, deterministic operator ``f`` whose graph-data inputs are
 all broadcasts from the same side of the edges — ``gather_src`` of node data
 or ``gather_srctype`` of node-type data (source side), ``gather_dst`` /
 ``gather_dsttype`` / ``gather_dst_local`` (destination side), or only
-``gather_etype`` / only type gathers — with any shared inputs.
+``gather_etype`` / only type gathers, or ``gather_src_pair`` (``gather_dst_pair``) of
+(relation, node) pair rows with any ``gather_etype`` (a pair's relation is
+known) — with any shared inputs.
 Replacement: ``gather(f(x...))``: ``f`` runs once per node (or per type)
 and its result is broadcast. A row-wise ``f`` commutes with a row gather,
 so this is exact; it is applied when the rows before the gather are no
@@ -24,7 +26,9 @@ _SIDES = {
     ops.gather_src: "src", ops.gather_srctype: "src",
     ops.gather_dst: "dst", ops.gather_dsttype: "dst", ops.gather_dst_local: "dst",
     ops.gather_etype: "etype",
+    ops.gather_src_pair: "src_pair", ops.gather_dst_pair: "dst_pair",
 }
+_PAIR_GATHERS = {"src_pair": ops.gather_src_pair, "dst_pair": ops.gather_dst_pair}
 _TYPE_GATHERS = {ops.gather_srctype: "srctype", ops.gather_dsttype: "dsttype"}
 
 
@@ -60,6 +64,8 @@ def reorder(dfg: MPDFG) -> MPDFG:
             continue
         kinds = {a.target for a in gathers}
         sides = {_SIDES[k] for k in kinds}
+        if len(sides) == 2 and "etype" in sides and sides & set(_PAIR_GATHERS):
+            sides.discard("etype")  # relation rows are expressed per pair
         if len(sides) != 1 or not _worth_it(gathers):
             continue
         side = sides.pop()
@@ -73,7 +79,7 @@ def reorder(dfg: MPDFG) -> MPDFG:
         n.replace_all_uses_with(regathered)
         g.erase_node(n)
         out.log.append(f"reorder: {_label(n)} ({n.meta.get('source')}) now runs per "
-                       f"{'type' if gather_fn in _TYPE_GATHERS or gather_fn is ops.gather_etype else 'node'}, "
+                       f"{_level(gather_fn)}, "
                        f"then {gather_fn.__name__}")
     return out
 
@@ -84,6 +90,11 @@ def _node_level_inputs(g, n, ctx, gathers, kinds, side):
         return {a: a.args[1] for a in gathers}, next(iter(kinds))
     if side == "etype":
         return {a: a.args[1] for a in gathers}, ops.gather_etype
+    if side in _PAIR_GATHERS:
+        pair_side = side.removesuffix("_pair")
+        return {a: a.args[1] if a.target is _PAIR_GATHERS[side] else _call(g, ops.pair_etype_rows, ctx, a.args[1], n,
+                                                                           pair_side)
+                for a in gathers}, _PAIR_GATHERS[side]
     mapping = {}
     for a in gathers:
         x = a.args[1]
@@ -98,8 +109,8 @@ def _node_level_inputs(g, n, ctx, gathers, kinds, side):
     return mapping, (ops.gather_src if side == "src" else ops.gather_dst_local)
 
 
-def _call(g, fn, ctx, x, like):
-    node = g.call_function(fn, (ctx, x))
+def _call(g, fn, ctx, x, like, *extra):
+    node = g.call_function(fn, (ctx, x) + extra)
     node.meta = {"stage": like.meta.get("stage"), "source": like.meta.get("source")}
     return node
 
@@ -110,6 +121,12 @@ def _worth_it(gathers) -> bool:
         if before and after and before[0] > after[0] and a.target in (ops.gather_src, ops.gather_dst):
             return False
     return True
+
+
+def _level(gather_fn) -> str:
+    if gather_fn in _TYPE_GATHERS or gather_fn is ops.gather_etype:
+        return "type"
+    return "(relation, node) pair" if gather_fn in _PAIR_GATHERS.values() else "node"
 
 
 def _label(n) -> str:

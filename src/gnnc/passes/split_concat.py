@@ -1,7 +1,9 @@
 """Concat split: a linear map of a concatenation becomes a sum of linear maps.
 
-Patterns (``c = cat([a, b], -1)``, ``W``/``w`` shared):
-- ``sum(c * w, -1)``  ->  ``sum(a * w[..., :Fa], -1) + sum(b * w[..., Fa:], -1)``
+Patterns (``c = cat([a, b], -1)``, ``W`` shared):
+- ``sum(c * w, -1)``  ->  ``sum(a * w[..., :Fa], -1) + sum(b * w[..., Fa:], -1)`` for shared ``w``
+  or ``w`` of any residency whose last dim is c's (RGAT's per-relation
+  attention vectors, gathered to edges)
 - ``c @ W``           ->  ``a @ W[:Fa] + b @ W[Fa:]``
 - ``linear(c)`` (an ``nn.Linear`` module) -> ``F.linear(a, W[:, :Fa]) + F.linear(b, W[:, Fa:], bias)``
 Each half can then be reordered to run per node (GAT attention, GCNN,
@@ -18,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ir.mpdfg import MPDFG
-from .nodes import new_node
+from .nodes import is_last_dim_sum, new_node
 
 
 def _is_last_dim_cat(n) -> bool:
@@ -53,10 +55,10 @@ def split_concat(dfg: MPDFG) -> MPDFG:
 def _split_user(g, root, user, cat, a, b, fa):
     if user.op == "call_function" and user.target in (operator.mul, torch.mul):
         w = user.args[1] if user.args[0] is cat else user.args[0]
-        if not (isinstance(w, fx.Node) and w.meta.get("res") == "S" and len(user.users) == 1):
+        if not (isinstance(w, fx.Node) and len(user.users) == 1 and _slices_along(w, cat)):
             return None
         total = next(iter(user.users))
-        if not _is_last_dim_sum(total):
+        if not is_last_dim_sum(total):
             return None
         kw = dict(total.kwargs)
         w_a = new_node(g, user, operator.getitem, (w, (Ellipsis, slice(None, fa))))
@@ -89,8 +91,8 @@ def _split_user(g, root, user, cat, a, b, fa):
     return None
 
 
-def _is_last_dim_sum(n) -> bool:
-    if n.op == "call_method" and n.target == "sum" or n.op == "call_function" and n.target is torch.sum:
-        dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
-        return dim == -1
-    return False
+def _slices_along(w: fx.Node, cat: fx.Node) -> bool:
+    """Whether ``w[..., :Fa]`` / ``w[..., Fa:]`` are the parts multiplying ``a`` / ``b``: w has cat's full
+    last dim (a size-1 dim would broadcast, not slice), whatever its residency."""
+    w_shape, c_shape = w.meta.get("shape"), cat.meta.get("shape")
+    return bool(w_shape and c_shape and w_shape[-1] == c_shape[-1] and len(w_shape) <= len(c_shape))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class Plan:
     call: str = ""
     backend: str = "torch"  # the resolved backend that runs the plan's primitives
     deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> u_op_v node
+    context: object = None  # in ``recording`` only: the GraphContext the recorded call ran on
 
 
 _CACHE: dict = {}
@@ -241,7 +243,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
     plan = _plan(kind, udfs, g, rel, options)
     record = _RECORDING.get()
     if record is not None:
-        record.append(plan)
+        record.append(dataclasses.replace(plan, context=graph_context(g, rel)))
     if plan.module is None:
         return None
     try:

@@ -12,6 +12,8 @@ from functools import cached_property
 
 import torch
 
+from . import cost
+
 
 @dataclass
 class GraphContext:
@@ -86,8 +88,70 @@ class GraphContext:
         """Node-type offsets within the destination range."""
         return [min(max(o - self.node_lo, 0), self.num_dst) for o in self.index.ntype_offsets]
 
+    @cached_property
+    def src_pairs(self) -> "Pairs":
+        """The block's (relation, source node) pair table (Hector's compact materialization)."""
+        return Pairs.choose(self.edge_rel, self.src, self.rel_ptr)
+
+    @cached_property
+    def dst_pairs(self) -> "Pairs":
+        """The block's (relation, destination node) pair table."""
+        return Pairs.choose(self.edge_rel, self.dst, self.rel_ptr)
+
+    def pairs(self, side: str) -> "Pairs":
+        """``src_pairs`` or ``dst_pairs`` by ``side`` (src or dst)."""
+        return self.src_pairs if side == "src" else self.dst_pairs
+
     def buckets(self):
         return self.index.degree_buckets(self.rel)
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """A table of (relation, node) pairs that a block's edges read rows of, sorted by relation.
+
+    ``edge_pair[e]`` is edge e's pair; pair p is node ``node[p]`` (global id)
+    under relation ``rel[p]``; pairs of relation r are ``rel_ptr[r]`` up to
+    ``rel_ptr[r + 1]``. A value that depends only on an edge's (relation,
+    node) is computed once per pair and read by edges through ``edge_pair``.
+    ``unique`` counts the distinct pairs; the table holds them once each
+    (compact) or is one pair per edge (``identity``: ``edge_pair`` is 0..E-1)
+    where compacting would save less than ``cost.MIN_PAIR_SAVING`` of the rows.
+    """
+
+    edge_pair: torch.Tensor
+    node: torch.Tensor
+    rel: torch.Tensor
+    rel_ptr: list
+    unique: int
+    identity: bool = False
+
+    @property
+    def count(self) -> int:
+        return self.node.numel()
+
+    @staticmethod
+    def choose(edge_rel: torch.Tensor, node: torch.Tensor, rel_ptr: list) -> "Pairs":
+        """The compact table, or the identity one when the cost model (``cost.compacts``) says so."""
+        compact = Pairs.build(edge_rel, node, len(rel_ptr) - 1)
+        if cost.compacts(node.numel(), compact.count):
+            return compact
+        edges = torch.arange(node.numel(), device=node.device)
+        return Pairs(edges, node, edge_rel.to(torch.int64), list(rel_ptr), compact.count, identity=True)
+
+    @staticmethod
+    def build(edge_rel: torch.Tensor, node: torch.Tensor, num_rels: int) -> "Pairs":
+        """The compact table: every distinct (relation, node) pair once."""
+        width = int(node.max()) + 1 if node.numel() else 1
+        key = edge_rel.to(torch.int64) * width + node
+        if key.numel() < 2 or bool((key[1:] >= key[:-1]).all()):  # edges sorted by (relation, node): runs
+            unique, edge_pair = torch.unique_consecutive(key, return_inverse=True)
+        else:
+            unique, edge_pair = torch.unique(key, sorted=True, return_inverse=True)
+        rel, pair_node = unique // width, unique % width
+        counts = torch.bincount(rel, minlength=num_rels)
+        rel_ptr = [0] + torch.cumsum(counts, 0).tolist()
+        return Pairs(edge_pair, pair_node, rel, rel_ptr, int(unique.numel()))
 
 
 def graph_context(g, rel: int | None) -> GraphContext:

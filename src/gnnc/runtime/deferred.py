@@ -123,7 +123,8 @@ def deferrable_outputs(dfg: MPDFG) -> dict:
         return {}
     return {key: n for key, n in dfg.outputs.items()
             if isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.u_op_v
-            and n.args[3] != "dot" and len(n.users) == 1}
+            and n.args[3] != "dot" and len(n.users) == 1 and n.args[4] in ("dst", "dst_local")
+            and (len(n.args) < 7 or n.args[6] == "src")}
 
 
 def deferring_module(dfg: MPDFG, deferred: dict) -> fx.GraphModule:
