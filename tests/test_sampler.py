@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gnnc
+from gnnc.data import sampler as sampler_module
 from gnnc.data.sampler import Block, NeighborSampler, forward_blocks
 from gnnc.models import HGTConv, RGATConv, RGCNConv
 
@@ -129,6 +130,45 @@ def test_sampling_is_uniform_without_replacement():
     # Six unordered pairs, each with probability 1/6: about 67 of 400, sd 7.5.
     nonzero = pairs[pairs > 0]
     assert nonzero.numel() == 6 and bool(((nonzero - n / 6).abs() < 30).all()), pairs
+
+
+@pytest.mark.parametrize("floyd_max", [sampler_module.FLOYD_MAX_FANOUT, 0], ids=["floyd", "sorted-keys"])
+def test_every_subset_is_equally_likely(floyd_max, monkeypatch):
+    """Degree 6, fanout 3: each of the 20 subsets of in-edges comes up equally often, by either draw."""
+    monkeypatch.setattr(sampler_module, "FLOYD_MAX_FANOUT", floyd_max)
+    n, d, k = 2000, 6, 3
+    g = gnnc.heterograph({("a", "r", "b"): (torch.arange(n * d), torch.arange(n).repeat_interleave(d))},
+                         num_nodes={"a": n * d, "b": n})
+    block = NeighborSampler(g, [k], "b", seed=11).sample(torch.arange(n))[0]
+    slots = (block.parent_eids % d).view(n, k)
+    assert torch.equal(block.parent_eids // d, torch.arange(n).repeat_interleave(k))
+    assert bool((slots[:, 1:] > slots[:, :-1]).all()), "distinct, in parent order"
+    counts = torch.bincount((2 ** slots).sum(1), minlength=2 ** d)
+    seen = counts[counts > 0].double()
+    assert seen.numel() == 20
+    chi2 = float(((seen - n / 20) ** 2 / (n / 20)).sum())
+    assert chi2 < 50, f"chi-square {chi2:.1f} with 19 degrees of freedom (p < 1e-4)"
+
+
+def test_sorted_key_draw_keeps_block_invariants(monkeypatch):
+    monkeypatch.setattr(sampler_module, "FLOYD_MAX_FANOUT", 0)
+    sample_and_check(big_heterograph(1), [3, 2], "user", torch.tensor([4, 0, 11, 29, 7]))
+
+
+@pytest.mark.parametrize("n_type, n_dst, n_cand", [(50, 10, 200), (1000, 3, 5), (20, 0, 0), (20, 20, 40),
+                                                    (30, 0, 12)])
+def test_local_ids_by_table_equal_local_ids_by_sorting(n_type, n_dst, n_cand, monkeypatch):
+    monkeypatch.setattr(sampler_module, "DENSE_IDS_FACTOR", 10 ** 9)  # always the table
+    gen = torch.Generator().manual_seed(n_type + n_dst)
+    lo = 7
+    dst = torch.randperm(n_type, generator=gen)[:n_dst] + lo
+    cand = torch.cat([torch.randint(lo, lo + n_type, (n_cand,), generator=gen), dst[:2]])
+    local, new = sampler_module._local_ids(dst, cand, lo, lo + n_type)
+    want_local, want_new = sampler_module._local_ids_by_sorting(dst, cand)
+    assert torch.equal(local, want_local) and torch.equal(new, want_new)
+    # The documented numbering: destinations first in order, then the new nodes sorted.
+    assert torch.equal(torch.cat([dst, new])[local], cand)
+    assert bool((new[1:] > new[:-1]).all()) and not bool(torch.isin(new, dst).any())
 
 
 def test_deterministic_given_seed_and_restorable_state():

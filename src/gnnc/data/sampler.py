@@ -25,6 +25,9 @@ import torch
 
 from ..graph import Graph, heterograph
 
+FLOYD_MAX_FANOUT = 64  # larger fanouts draw by sorting random keys (see NeighborSampler._draw)
+DENSE_IDS_FACTOR = 16  # node types larger than this times the ids to number are numbered by sorting
+
 
 class Block(Graph):
     """One layer's computation graph; see the module docstring for the node layout.
@@ -197,7 +200,7 @@ class NeighborSampler:
             dst_t = frontier[starts[t]:starts[t + 1]]
             pieces = sources_by_type[t]
             cand = torch.cat(pieces) if pieces else dst_t[:0]
-            local, new_nodes = _local_ids(dst_t, cand)
+            local, new_nodes = _local_ids(dst_t, cand, *index.ntype_range(t))
             src_ids += [dst_t, new_nodes]
             node_counts.append(dst_t.numel() + new_nodes.numel())
             rels_from_t = [r for r in range(len(index.etypes)) if self._rel_src_type[r] == t]
@@ -214,45 +217,83 @@ class NeighborSampler:
 
         Returns (edge position within the relation, position of its
         destination in ``dst_local``), ordered by destination then position,
-        so the block needs no re-sorting.
+        so the block needs no re-sorting. Work is proportional to the edges
+        kept (plus the draw, see ``_draw``), not to the destinations' degrees.
         """
         indptr = self._indptr[r]
         device = dst_local.device
-        start = indptr.index_select(0, dst_local)
-        deg = indptr.index_select(0, dst_local + 1) - start
         empty = torch.zeros(0, dtype=torch.int64, device=device)
         if fanout == 0 or dst_local.numel() == 0:
             return empty, empty
-        total = int(deg.sum())
+        start = indptr.index_select(0, dst_local)
+        deg = indptr.index_select(0, dst_local + 1) - start
+        take = deg if fanout < 0 else deg.clamp(max=fanout)
+        total = int(take.sum())
         if total == 0:
             return empty, empty
-        seg = torch.repeat_interleave(torch.arange(dst_local.numel(), device=device), deg, output_size=total)
-        slot = torch.arange(total, device=device) - (torch.cumsum(deg, 0) - deg).index_select(0, seg)
-        pos = start.index_select(0, seg) + slot
-        if fanout < 0:
-            return pos, seg
-        big = torch.nonzero(deg.index_select(0, seg) > fanout).squeeze(1)
-        if big.numel() == 0:
-            return pos, seg
-        # Random keys sorted within each over-full segment: the first `fanout`
-        # of a uniformly random order is a uniform draw without replacement.
-        # `big` is a union of whole segments, in order, so after sorting by
-        # (segment, key) slot j still lies in the segment of slot j and its
-        # rank within it is slot[big][j].
-        keys = torch.rand(big.numel(), generator=self.generator, device=device, dtype=torch.float64)
-        order = torch.argsort(keys, stable=True)
-        order = order.index_select(0, torch.argsort(seg.index_select(0, big).index_select(0, order), stable=True))
-        keep = torch.ones(total, dtype=torch.bool, device=device)
-        keep[big.index_select(0, order[slot.index_select(0, big) >= fanout])] = False
-        return pos[keep], seg[keep]
+        seg = torch.repeat_interleave(torch.arange(dst_local.numel(), device=device), take, output_size=total)
+        first = torch.cumsum(take, 0) - take
+        slot = torch.arange(total, device=device) - first.index_select(0, seg)
+        big = torch.nonzero(deg > fanout).squeeze(1) if fanout > 0 else empty
+        if big.numel():
+            rows = first.index_select(0, big).unsqueeze(1) + torch.arange(fanout, device=device)
+            slot[rows.flatten()] = self._draw(deg.index_select(0, big), fanout).flatten()
+        return start.index_select(0, seg) + slot, seg
+
+    def _draw(self, deg: torch.Tensor, k: int) -> torch.Tensor:
+        """``[len(deg), k]``: ``k`` distinct offsets in ``[0, deg[i])`` per row (every ``deg[i] > k``),
+        each ``k``-subset equally likely, ascending within a row.
+
+        Floyd's algorithm for ``k <= FLOYD_MAX_FANOUT`` (``O(k^2)`` per row,
+        whatever the degree); otherwise the ``k`` smallest of random keys per
+        row (one sort, ``O(deg log deg)``).
+        """
+        device, n = deg.device, deg.numel()
+        if k <= FLOYD_MAX_FANOUT:
+            u = torch.rand(n, k, generator=self.generator, device=device, dtype=torch.float64)
+            chosen = torch.empty(n, k, dtype=torch.int64, device=device)
+            for i in range(k):
+                j = deg - (k - i)  # step i draws from [0, j]; j itself when the draw is taken already
+                t = torch.minimum((u[:, i] * (j + 1)).to(torch.int64), j)
+                chosen[:, i] = torch.where((chosen[:, :i] == t.unsqueeze(1)).any(1), j, t)
+            return chosen.sort(1).values
+        total = int(deg.sum())
+        row = torch.repeat_interleave(torch.arange(n, device=device), deg, output_size=total)
+        first = torch.cumsum(deg, 0) - deg
+        # Sorting row + key (key in [0, 1)) orders by (row, key); float64 keeps
+        # 2**-32 of the key below 2**20 rows (equal sums, rare, keep position
+        # order). Rows stay contiguous, so row i's k smallest keys sit at
+        # first[i] .. first[i] + k - 1 of the order.
+        keys = torch.rand(total, generator=self.generator, device=device, dtype=torch.float64)
+        order = torch.argsort(keys.add_(row), stable=True)
+        picked = order.index_select(0, (first.unsqueeze(1) + torch.arange(k, device=device)).flatten())
+        return (picked - first.index_select(0, row.index_select(0, picked))).view(n, k).sort(1).values
 
 
-def _local_ids(dst: torch.Tensor, cand: torch.Tensor):
-    """Block-local ids (within one node type) of ``cand`` given destinations ``dst``.
+def _local_ids(dst: torch.Tensor, cand: torch.Tensor, lo: int, hi: int):
+    """Block-local ids (within one node type, global ids ``lo..hi-1``) of ``cand`` given destinations ``dst``.
 
     ``dst`` (distinct) take ids ``0..len(dst)-1`` in order; the other distinct
     values of ``cand`` follow, sorted. Returns (ids of ``cand``, the new nodes).
+    A table over the type's nodes does it in ``O(hi - lo)`` when the type has
+    at most ``DENSE_IDS_FACTOR`` times as many nodes as ids are given;
+    otherwise ``_local_ids_by_sorting``.
     """
+    n_dst, device = dst.numel(), dst.device
+    if hi - lo > DENSE_IDS_FACTOR * (n_dst + cand.numel()):
+        return _local_ids_by_sorting(dst, cand)
+    table = torch.full((hi - lo,), -1, dtype=torch.int64, device=device)
+    table[dst - lo] = torch.arange(n_dst, device=device)
+    fresh = torch.zeros(hi - lo, dtype=torch.bool, device=device)
+    fresh[cand - lo] = True
+    fresh[dst - lo] = False
+    new_nodes = torch.nonzero(fresh).squeeze(1)
+    table[new_nodes] = torch.arange(n_dst, n_dst + new_nodes.numel(), device=device)
+    return table.index_select(0, cand - lo), new_nodes + lo
+
+
+def _local_ids_by_sorting(dst: torch.Tensor, cand: torch.Tensor):
+    """``_local_ids`` by one sort of ``dst`` and ``cand``, whatever the type's size."""
     n_dst = dst.numel()
     values = torch.cat([dst, cand])
     uniq, inverse = torch.unique(values, return_inverse=True)
