@@ -386,3 +386,27 @@ def test_map_file_pages_makes_library_code_resident_in_a_forked_child():
     size, before, after = int(size), int(before), int(after)
     assert before < 0.5 * size  # the fork left the parent's library pages out of the child's page tables
     assert after > 0.95 * size
+
+
+def test_mag_replicas_with_and_without_reverse_relations_are_asked_for_by_name():
+    plain = datasets.load("mag", True, 0, Path("."))
+    rev = datasets.load("mag-rev", True, 0, Path("."))
+    assert len(plain.graph.canonical_etypes) == 4 and len(rev.graph.canonical_etypes) == 7
+    assert rev.graph.num_edges() > plain.graph.num_edges() and rev.x.shape == plain.x.shape
+    assert "mag" not in datasets.DEFAULT_DATASETS and "mag-rev" not in datasets.DEFAULT_DATASETS
+
+
+def test_a_scaled_run_gates_on_the_quick_scale_when_its_oracle_cannot_run():
+    s = runner.Settings(models=["rgcn"], datasets=["mag"], systems=["eager", "compiled"], scale=0.25)
+    assert runner.task_config(s, "rgcn", "mag", False)["scale"] == 0.25
+    assert runner.task_config(s, "rgcn", "mag", True)["scale"] is None  # the fallback oracle's quick size
+
+
+def test_ablation_systems_switch_one_pass_off_and_run_only_when_named():
+    for name in ("compiled-no-compact", "compiled-no-linear-reorder"):
+        assert not SYSTEMS[name].default and SYSTEMS[name].compiles
+    g = random_heterograph(1)
+    case = Case.build(MODELS["rgcn"], BenchData("h", g, torch.randn(g.num_nodes(), 64), "test"), seed=0)
+    prepared = SYSTEMS["compiled-no-compact"].prepare(case)
+    assert prepared.module.options["compact"] is False
+    torch.testing.assert_close(prepared.call(case.data.x), case.eager(g, case.data.x), rtol=1e-4, atol=1e-5)

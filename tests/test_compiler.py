@@ -103,7 +103,7 @@ def _hetero_model(name, g):
 
 
 @pytest.mark.parametrize("name", sorted(HETERO))
-@pytest.mark.parametrize("off", ["compact", "reorder", "fuse", "split_concat", "typed_linear"])
+@pytest.mark.parametrize("off", ["compact", "linear_reorder", "reorder", "fuse", "split_concat", "typed_linear"])
 def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
     g = random_heterograph(3)
     torch.manual_seed(3)

@@ -7,8 +7,8 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (compact, cse, dce, distribute, fuse, lower_aggregation, reorder, shared_dot, split_concat,
-                         typed_linear)
+from gnnc.passes import (compact, cse, dce, distribute, fuse, linear_reorder, lower_aggregation, reorder, shared_dot,
+                         split_concat, typed_linear)
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -141,11 +141,13 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     out = dfg
-    for p in (lower_aggregation, dce, typed_linear, split_concat, reorder, compact, reorder, fuse, dce):
+    for p in (lower_aggregation, dce, typed_linear, split_concat, reorder, compact, reorder, linear_reorder, fuse, dce):
         out = p(out)
         annotate(out)
     targets = _targets(out)
     assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 2
+    folded = next(n for n in out.graph.nodes if n.target is ops.etype_pair_matmul and n.args[3] == "dst")
+    assert folded.args[2].target is ops.fold_attention and folded.meta["shape"][1:] == (2,)  # [Pd, H], not [Pd, H*D]
     assert ops.gather_src_pair not in targets and ops.gather_dst_pair not in targets  # all fused or moved
     sddmm = next(n for n in out.graph.nodes if n.target is ops.u_op_v)
     assert (sddmm.args[4], sddmm.args[6]) == ("dst_pair", "src_pair")

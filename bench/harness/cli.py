@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import devices, plots, procfs, profiling, report, runner
-from .datasets import DATASETS, default_data_root
+from .datasets import DATASETS, DEFAULT_DATASETS, default_data_root
 from .models import MODELS
 from .systems import SYSTEMS
 from .worker import MODES
@@ -27,10 +27,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                         "fewer runs (a few minutes on 2 cores)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), metavar="MODEL",
                    help=f"models to run (default all: {' '.join(MODELS)})")
-    p.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS), metavar="DATASET",
-                   help=f"datasets (default all: {' '.join(DATASETS)}); each model runs on those of its kind")
+    p.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=DEFAULT_DATASETS, metavar="DATASET",
+                   help=f"datasets (default: {' '.join(DEFAULT_DATASETS)}; also {' '.join(n for n in DATASETS if n not in DEFAULT_DATASETS)}"
+                        "); each model runs on those of its kind")
     p.add_argument("--systems", nargs="+", choices=list(SYSTEMS), metavar="SYSTEM",
-                   help=f"systems to time (default every one available here: {' '.join(SYSTEMS)})")
+                   help="systems to time (default every one available here of: "
+                        f"{' '.join(n for n, s in SYSTEMS.items() if s.default)}; also "
+                        f"{' '.join(n for n, s in SYSTEMS.items() if not s.default)})")
     p.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), metavar="MODE",
                    help="inference and/or training (default both)")
     p.add_argument("--device", choices=devices.DEVICES, default="cpu",
@@ -67,7 +70,8 @@ def out_dir(args: argparse.Namespace) -> Path:
 
 def settings_from(args: argparse.Namespace, command: str) -> runner.Settings:
     preset = PRESETS["quick" if args.quick else "full"]
-    systems = args.systems or [name for name, system in SYSTEMS.items() if system.missing(args.device) is None]
+    systems = args.systems or [name for name, system in SYSTEMS.items()
+                               if system.default and system.missing(args.device) is None]
     overrides = {"runs": args.runs, "warmup": args.warmup, "timeout_s": args.timeout}
     mem_gb = args.mem_limit_gb
     if mem_gb:

@@ -16,11 +16,12 @@ from pathlib import Path
 import torch
 
 from gnnc import data as gdata
+from gnnc.distributed.metagraph import add_reverse_relations
 from gnnc.graph import Graph, heterograph
 
 FEAT_DIM = 64
 HOMOGENEOUS, HETEROGENEOUS = "homogeneous", "heterogeneous"
-QUICK_SCALES = {"pubmed": 0.1, "arxiv": 0.02, "aifb": 0.1, "mutag": 0.05, "bgs": 0.01}
+QUICK_SCALES = {"pubmed": 0.1, "arxiv": 0.02, "aifb": 0.1, "mutag": 0.05, "bgs": 0.01, "mag": 0.002, "mag-rev": 0.002}
 FB15K_QUICK_SPLIT = "valid"
 FB15K_QUICK_ENTITIES = 2000
 
@@ -40,6 +41,7 @@ class DatasetSpec:
     name: str
     kind: str
     source: str  # one line for the README and the report
+    default: bool = True  # in a run that names no datasets (the large replicas are asked for by name)
 
 
 DATASETS = {spec.name: spec for spec in (
@@ -50,7 +52,12 @@ DATASETS = {spec.name: spec for spec in (
     DatasetSpec("mutag", HETEROGENEOUS, "replica of MUTAG (50 relations), 64-wide features"),
     DatasetSpec("bgs", HETEROGENEOUS, "replica of BGS (122 relations), 64-wide features"),
     DatasetSpec("fb15k", HETEROGENEOUS, "FB15k-237 (real) with inverse relations (474), random 64-wide features"),
+    DatasetSpec("mag", HETEROGENEOUS, "replica of ogbn-mag (4 node types, 4 relations), 64-wide features",
+                default=False),
+    DatasetSpec("mag-rev", HETEROGENEOUS, "replica of ogbn-mag with reverse relations (7; cites made symmetric), "
+                "64-wide features", default=False),
 )}
+DEFAULT_DATASETS = [name for name, spec in DATASETS.items() if spec.default]
 
 
 def default_data_root(explicit=None) -> Path:
@@ -85,8 +92,9 @@ def load(name: str, quick: bool, seed: int, root: Path, scale: float | None = No
         size = f"{FB15K_QUICK_SPLIT} triples of the top {FB15K_QUICK_ENTITIES} entities" if quick else "real"
         return BenchData(name, g, x, size)
     s = replica_scale(name, quick, scale)
-    ds = gdata.synthetic(name, scale=s, seed=seed, feat_dim=FEAT_DIM)
-    return BenchData(name, ds.graph, ds.graph.ndata["feat"], f"scale {s:g}")
+    ds = gdata.synthetic(name.removesuffix("-rev"), scale=s, seed=seed, feat_dim=FEAT_DIM)
+    g = add_reverse_relations(ds.graph) if name.endswith("-rev") else ds.graph
+    return BenchData(name, g, g.ndata["feat"], f"scale {s:g}")
 
 
 def save(data: BenchData, path: Path) -> None:

@@ -139,8 +139,10 @@ def validate(s: Settings) -> None:
 
 
 def task_config(s: Settings, model: str | None, dataset: str, size_quick: bool, **extra) -> dict:
-    """The dict a worker task reads; ``size_quick``: the task's data is at the quick size."""
-    return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": s.scale,
+    """The dict a worker task reads; ``size_quick``: the task's data is at the quick size (the quick scale,
+    also in a run whose ``--scale`` sets the replicas' size: the gate's fallback oracle)."""
+    scale = None if size_quick and not s.quick else s.scale
+    return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": scale,
             "size_quick": size_quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs,
             "min_runs": s.min_runs, "budget_s": s.budget_s, "profile_calls": s.profile_calls,
             "profile_rows": profiling.DEFAULT_ROWS, "scratch": s.scratch_dir, "device": s.device,

@@ -5,7 +5,8 @@ A system turns a ``Case`` (the eager reference layer on its graph) into a
 checked against; ``compiled`` is the same layer through ``gnnc.compile``
 (its default backend: numba kernels on CPU when numba is installed, Triton
 kernels on CUDA when triton is, else torch primitives), ``compiled-torch``
-through the torch-primitive backend. ``pyg`` and ``pyg-fast``
+through the torch-primitive backend, ``compiled-no-<pass>`` with one of ``ABLATIONS`` switched off (run
+only when named). ``pyg`` and ``pyg-fast``
 are PyG's built-ins, ``pyg-compile`` the same under ``torch.compile``; ``dgl`` (DGL's built-ins) and
 ``dgl-udf`` (our UDFs run by DGL) run in the peer interpreter (``harness.peer``). Adding a system is
 one ``register`` call.
@@ -46,6 +47,7 @@ class System:
     peer: bool = False
     compiles: bool = False
     cpu_only: str | None = None
+    default: bool = True  # in a run that names no systems (ablations are asked for by name)
 
     def missing(self, device: str) -> str | None:
         """Why this system cannot run on ``device`` here (one line), or None when it can."""
@@ -107,6 +109,12 @@ register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU 
 register(System("compiled-torch", "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
                 lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case),
                 compiles=True))
+# Passes whose effect the ablation systems measure (Hector's two optimizations).
+ABLATIONS = ("compact", "linear_reorder")
+for _pass in ABLATIONS:
+    register(System(f"compiled-no-{_pass.replace('_', '-')}", f"gnnc.compile(layer, {_pass}=False)",
+                    lambda case, off=_pass: prepared_like_eager(gnnc.compile(case.eager, **{off: False}), case),
+                    compiles=True, default=False))
 register(_pyg_system("pyg", PYG, "PyG built-in layer"))
 register(_pyg_system("pyg-fast", PYG_FAST, "PyG's alternative built-in (FastRGCNConv)"))
 register(System("pyg-compile", "PyG built-in layer under torch.compile (inductor: C++ on CPU, Triton on CUDA)",

@@ -207,6 +207,14 @@ def etype_pair_head_matmul(ctx, y, weight, side: str = "src"):
     return _per_head(y, weight, lambda flat, block: etype_pair_matmul(ctx, flat, block, side))
 
 
+def fold_attention(weight, attn):
+    """Dense on R: [R, K, H * D] weights and [R, H, D] vectors -> [R, K, H], each head's columns times its
+    vector (``linear_reorder``'s product of weights)."""
+    rels, k, _ = weight.shape
+    heads, d = attn.shape[-2], attn.shape[-1]
+    return torch.einsum("rkhd,rhd->rkh", weight.reshape(rels, k, heads, d), attn.expand(rels, heads, d))
+
+
 def gather_src_pair(ctx, y):
     """BroadcastSrc Ps -> E: each edge's (relation, source) pair row."""
     return _pair_rows(ctx.src_pairs, y)

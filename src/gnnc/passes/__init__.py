@@ -12,6 +12,7 @@ from .cse import cse
 from .dce import dce
 from .distribute import distribute
 from .fuse import fuse
+from .linear_reorder import linear_reorder
 from .index_typed import index_typed
 from .lower_aggregation import lower_aggregation
 from .reorder import reorder
@@ -32,6 +33,7 @@ PIPELINE = (
     ("index_typed", index_typed),  # again: reorder may have moved the unsqueeze before the gather
     ("compact", compact),  # per-edge typed linear -> once per (relation, node) pair
     ("reorder", reorder),  # again: moves what follows the pair gathers to the pairs
+    ("linear_reorder", linear_reorder),  # on the pairs: (x W_r) . a_r -> x (W_r a_r)
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
@@ -58,5 +60,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "lower_aggregation",
+__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "linear_reorder", "lower_aggregation",
            "reorder", "shared_dot", "split_concat", "typed_linear"]

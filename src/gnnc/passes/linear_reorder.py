@@ -1,0 +1,64 @@
+"""Linear operator reordering (Hector 3.2.3): a product of weights formed before the rows meet them.
+
+Pattern: ``sum(view(etype_pair_matmul(x, W, side), -1, H, D) * pair_etype_rows(a, side), -1)``
+— per (relation, node) pair, ``(x W_r) . a_r`` head by head, RGAT's
+attention term — where the typed matmul and its view have no other user.
+Replacement: ``etype_pair_matmul(x, W'_r, side)`` with
+``W'_r[k, h] = sum_d W_r[k, h D + d] a_r[h, d]`` ([R, K, H], formed once
+per call from the weights, differentiably): the [pairs, H D] product is
+never formed, and the matmul's output width drops from H D to H. Exact by
+associativity (up to rounding).
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+
+from ..ir import ops
+from ..ir.mpdfg import MPDFG
+from .dce import dce
+from .nodes import is_last_dim_sum, new_node, same_value
+
+
+def _match(total: fx.Node):
+    """(pair matmul, relation rows, side) for sum(view(pair matmul) * pair_etype_rows, -1)."""
+    if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
+        return None
+    product = total.args[0]
+    if not (isinstance(product, fx.Node) and product.op == "call_function" and product.target in (operator.mul, torch.mul)
+            and len(product.users) == 1 and len(product.args) == 2):
+        return None
+    for viewed, rows in (product.args, reversed(product.args)):
+        if not (isinstance(viewed, fx.Node) and viewed.op == "call_method" and viewed.target in ("view", "reshape")
+                and len(viewed.users) == 1 and isinstance(rows, fx.Node) and rows.target is ops.pair_etype_rows):
+            continue
+        mm = viewed.args[0]
+        if not (isinstance(mm, fx.Node) and mm.target is ops.etype_pair_matmul and len(mm.users) == 1):
+            continue
+        side = mm.kwargs.get("side", mm.args[3] if len(mm.args) > 3 else "src")
+        v_shape, r_shape, a_shape = viewed.meta.get("shape"), rows.meta.get("shape"), rows.args[1].meta.get("shape")
+        if rows.args[2] != side or not (v_shape and r_shape and a_shape) or len(v_shape) != 3 \
+                or tuple(r_shape[1:]) != tuple(v_shape[1:]) or len(a_shape) != 3:
+            continue
+        return mm, rows, side
+    return None
+
+
+def linear_reorder(dfg: MPDFG) -> MPDFG:
+    out = dce(dfg)  # the gathers earlier passes moved past are still users of the matmuls
+    g = out.graph
+    for total in list(g.nodes):
+        found = _match(total)
+        if found is None:
+            continue
+        mm, rows, side = found
+        ctx, x, weight = mm.args[:3]
+        with g.inserting_before(total):
+            folded = new_node(g, total, ops.fold_attention, (weight, rows.args[1]))
+            new = same_value(new_node(g, total, ops.etype_pair_matmul, (ctx, x, folded, side)), total)
+        total.replace_all_uses_with(new)
+        out.log.append(f"linear_reorder: {total.meta.get('source')}: (x W_r) . a_r -> x (W_r a_r) per "
+                       f"(relation, {side}) pair (weights multiplied first)")
+    return out
