@@ -7,6 +7,7 @@ blocks. Every process has a deadline.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
-from gnnc.distributed.comm import Comm, GradSync
+from gnnc.distributed.comm import Comm, GradSync, backend_for, peer_machines
 from gnnc.distributed.launch import torchrun_command, worker_args
 from gnnc.distributed.raf import (KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward,
                                   schema_graph)
@@ -63,10 +64,8 @@ def _snapshot(trainer) -> dict:
 def _case_worker(rank, world, port, out_dir, cases):
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    import torch.distributed as dist
-
     from gnnc.distributed import load_partitions
-    from gnnc.distributed.comm import init_from_env
+    from gnnc.distributed.comm import init_from_env, leave
     from gnnc.distributed.raf import RAFTrainer
     from gnnc.distributed.vanilla import VanillaTrainer
 
@@ -88,7 +87,7 @@ def _case_worker(rank, world, port, out_dir, cases):
             steps.append(dict(loss=loss, seeds=seeds, bytes=comm.meter.steps[first].sent, **_snapshot(trainer)))
         unused = trainer.unused_rows() if case["mode"] == "raf" else {}
         torch.save({"steps": steps, "unused": unused}, f"{out_dir}/{case['name']}-{rank}.pt")
-    dist.destroy_process_group()
+    leave(comm)
 
 
 def _run_group(world, cases, out_dir):
@@ -329,6 +328,19 @@ def test_balanced_shares_keep_own_ids_first():
     assert torch.equal(shares[0], torch.arange(4)) and shares[1][0] == 7 and torch.equal(shares[2], owned[2])
 
 
+def test_backend_follows_the_device():
+    assert backend_for("cpu") == "gloo" and backend_for(torch.device("cpu")) == "gloo"
+    assert backend_for("cuda") == "nccl" and backend_for(torch.device("cuda", 1)) == "nccl"
+
+
+def test_peer_machines_names_the_addresses_in_a_gloo_error():
+    error = ("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [198.18.0.2]:40123 "
+             "(local [127.0.0.1]:5000)")
+    found = peer_machines(error)
+    assert found.startswith("; peer ") and found.endswith("(198.18.0.2)") and "127.0.0.1" not in found
+    assert peer_machines("Timed out waiting 5000ms for recv operation to complete") == ""
+
+
 def test_grad_sync_and_collectives_are_the_identity_on_one_rank():
     comm = Comm.local()
     p = torch.nn.Parameter(torch.ones(3))
@@ -352,7 +364,7 @@ if os.environ["RANK"] == "1":
             {fault}
         return original(self, x)
     comm.Comm.sum_over_ranks = sum_then_die
-sys.exit(launch.worker_main(sys.argv[1:]))
+launch.worker_main(sys.argv[1:])
 """
 
 
@@ -372,7 +384,7 @@ def test_a_dead_or_stuck_worker_ends_the_others_with_a_clear_error(partition_dir
         for rank in [r for r in range(world) if r != 1]:
             _, err = procs[rank].communicate(timeout=60 + timeout)
             assert procs[rank].returncode == 1, err
-            assert f"gnnc worker rank {rank}: PeerFailure: rank {rank} of {world}" in err
+            assert f"gnnc worker rank {rank} on {socket.gethostname()}: PeerFailure: rank {rank} of {world} on " in err
             assert "a peer process died or did not answer" in err
     finally:
         for p in procs:

@@ -64,10 +64,8 @@ def _state(trainer) -> dict:
 def _worker(rank, world, port, out_dir, runs):
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    import torch.distributed as dist
-
     from gnnc.distributed import load_partitions
-    from gnnc.distributed.comm import init_from_env
+    from gnnc.distributed.comm import init_from_env, leave
     from gnnc.distributed.launch import run_worker, worker_parser
 
     comm = init_from_env(timeout_s=60)
@@ -75,7 +73,7 @@ def _worker(rank, world, port, out_dir, runs):
         args = worker_parser().parse_args(worker_argv)
         trainer, records = run_worker(comm, load_partitions(args.partitions), args)
         torch.save({"records": records, "state": _state(trainer)}, f"{out_dir}/{name}-{rank}.pt")
-    dist.destroy_process_group()
+    leave(comm)
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,15 @@ step). Byte model, payload only:
 
 A collective that fails because a peer died, or that does not complete
 within the process group's timeout, raises ``PeerFailure`` naming this
-rank, the collective, the stage and the step, so a dead worker makes the
-others exit with a clear error instead of hanging.
+rank and its machine (hostname, torchrun's node rank), the collective, the
+stage, the step and, when gloo's error gives a peer's address, that peer's
+machine, so a dead worker or a lost link makes the others exit with a clear
+error instead of hanging.
+
+``init_from_env`` joins the group torchrun describes, with the backend for
+the trainers' device (``backend_for``: NCCL for CUDA, gloo otherwise);
+``leave`` ends a worker process once its work is done (see there why it
+does not return).
 
 ``sum_over_ranks`` is the autograd-aware sum of partial aggregations:
 forward, every rank gets the sum of all ranks' tensors; backward, the
@@ -42,6 +49,9 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import re
+import socket
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -163,8 +173,9 @@ class Comm:
         except RuntimeError as err:
             limit = f"within {self.timeout_s:g} s" if self.timeout_s else "in time"
             raise PeerFailure(
-                f"rank {self.rank} of {self.world}: {what} in stage {self.meter.stage_name!r} of step "
-                f"{len(self.meter.steps)} failed: a peer process died or did not answer {limit} ({err})"
+                f"rank {self.rank} of {self.world} on {machine_name()}: {what} in stage {self.meter.stage_name!r} "
+                f"of step {len(self.meter.steps)} failed: a peer process died or did not answer {limit}"
+                f"{peer_machines(str(err))} ({err})"
             ) from err
 
     # --------------------------------------------------------- collectives
@@ -321,18 +332,76 @@ class _SumToRoot(torch.autograd.Function):
 
 
 # ------------------------------------------------------------------ startup
-def init_from_env(timeout_s: float = 300.0, backend: str = "gloo") -> Comm:
+def backend_for(device) -> str:
+    """The process-group backend for collectives on tensors of ``device``: 'nccl' for CUDA, else 'gloo'."""
+    return "nccl" if torch.device(device).type == "cuda" else "gloo"
+
+
+def machine_name() -> str:
+    """This process's machine as errors name it: hostname, and torchrun's node rank when torchrun started it."""
+    node = os.environ.get("GROUP_RANK")
+    return socket.gethostname() + (f" (node {node})" if node is not None else "")
+
+
+_ADDRESS = re.compile(r"\[?(\d{1,3}(?:\.\d{1,3}){3})\]?:\d+")
+
+
+def peer_machines(error: str) -> str:
+    """'; peer <host> (<address>)' for each address:port a gloo error names, other than this machine's."""
+    mine = {"127.0.0.1"}
+    try:
+        mine |= set(socket.gethostbyname_ex(socket.gethostname())[2])
+    except OSError:
+        pass
+    found = []
+    for address in dict.fromkeys(_ADDRESS.findall(error)):
+        if address in mine:
+            continue
+        try:
+            host = socket.gethostbyaddr(address)[0]
+        except OSError:
+            host = "unknown host"
+        found.append(f"; peer {host} ({address})")
+    return "".join(found)
+
+
+def init_from_env(timeout_s: float = 300.0, device="cpu", join_timeout_s: float = 300.0) -> Comm:
     """Join the process group torchrun describes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
-    The trainers keep their tensors on the CPU, hence gloo. Rendezvous and
-    every collective give up after ``timeout_s`` seconds.
+    The backend follows ``device`` (``backend_for``); the trainers keep
+    their tensors on the CPU, hence gloo. Joining waits up to
+    ``join_timeout_s`` seconds for the other ranks (they may still be
+    starting), every collective after that ``timeout_s`` seconds: it must
+    exceed the longest time a rank spends between two collectives the
+    others wait in (an epoch's evaluation, a checkpoint write). On a host
+    with several interfaces, GLOO_SOCKET_IFNAME names the one gloo uses.
     """
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise RuntimeError(f"init_from_env: environment variables {missing} are not set; "
                            "start workers with torchrun (gnnc train --dist)")
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    dist.init_process_group(backend_for(device), timeout=datetime.timedelta(seconds=max(timeout_s, join_timeout_s)))
+    dist.distributed_c10d._set_pg_timeout(datetime.timedelta(seconds=timeout_s))
     return Comm(timeout_s=timeout_s)
+
+
+def leave(comm: Comm, code: int = 0):
+    """End this worker process with exit status ``code`` once every rank is done; does not return.
+
+    A barrier first (no rank still waits for this one's sockets), then the
+    process group is destroyed, stdout and stderr are flushed and the
+    process exits at once (``os._exit``): no interpreter finalization and no
+    C++ static destructors run. Returning instead is unsafe: once
+    ``torch._dynamo`` is imported after the group was created (creating a
+    ``torch.optim`` optimizer does that), ``destroy_process_group`` no longer
+    ends the gloo threads, which then run on through interpreter
+    finalization and exit-time destructors.
+    """
+    comm.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 # ------------------------------------------------------------ gradient sums

@@ -209,10 +209,9 @@ def run_worker(comm, parts, args):
     return trainer, records
 
 
-def _train(args) -> int:
-    import torch.distributed as dist
-
-    from .comm import init_from_env
+def _train(args):
+    """Train as ``args`` say, write the report, and end the process (``comm.leave``): does not return."""
+    from .comm import init_from_env, leave
     from .partition_io import load_partitions
 
     if args.resume and not args.checkpoint:
@@ -225,21 +224,23 @@ def _train(args) -> int:
             "mode": args.mode, "method": parts.method, "world": comm.world, "model": args.model,
             "fanouts": args.fanouts, "batch_size": args.batch_size, "cache_fraction": args.cache_fraction,
             "epochs": records}, indent=1))
-    dist.destroy_process_group()
-    return 0
+    leave(comm, 0)
 
 
-def worker_main(argv=None) -> int:
-    """Entry point of one worker; on any error, report it with the rank and exit 1 at once."""
+def worker_main(argv=None):
+    """Entry point of one worker: exits 0 when done; on any error, reports it with the rank and machine and
+    exits 1 at once. Does not return."""
     args = worker_parser().parse_args(argv)
     try:
-        return _train(args)
+        _train(args)
     except Exception as err:  # noqa: BLE001 - every failure must end this worker promptly
         from .comm import PeerFailure
 
         if not isinstance(err, PeerFailure):
             traceback.print_exc()
-        print(f"gnnc worker rank {os.environ.get('RANK', '?')}: {type(err).__name__}: {err}",
+        from .comm import machine_name
+
+        print(f"gnnc worker rank {os.environ.get('RANK', '?')} on {machine_name()}: {type(err).__name__}: {err}",
               file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(1)  # no clean shutdown: the process group may wait on dead peers
@@ -296,4 +297,4 @@ def run_cli(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(worker_main())
+    worker_main()
