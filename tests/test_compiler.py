@@ -135,12 +135,26 @@ def test_rgcn_matches_eager_in_either_aggregation_order(order, gi, bases, monkey
     assert any(n.target is ops.etype_spmm for p in plans for n in p.dfg.graph.nodes)
 
 
+@pytest.mark.parametrize("side", ["source pairs", "destination pairs"])
+@pytest.mark.parametrize("gi", range(3))
+def test_hgt_matches_eager_with_the_relation_matrix_on_either_side(side, gi, monkeypatch):
+    monkeypatch.setattr(cost, "typed_dot", lambda *args, **kw: ([], side))
+    g = _hetero_graphs()[gi]
+    torch.manual_seed(gi)
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    with compiled.recording() as plans:
+        assert_compiled_matches_eager(_hetero_model("hgt", g), g, [x], 1e-6, 1e-9)
+    assert any(n.target is ops.etype_bilinear_dot for p in plans for n in p.dfg.graph.nodes)
+
+
 def test_cost_model_prefers_the_order_with_fewer_pairs_to_transform():
     few_dst = cost.typed_aggregation(num_edges=10_000, src_pairs=9_000, dst_pairs=500, k=64, m=64)
     few_src = cost.typed_aggregation(num_edges=10_000, src_pairs=500, dst_pairs=9_000, k=64, m=64)
     assert few_dst[1].startswith("aggregate") and few_src[1].startswith("transform")
     assert [c.name for c in few_dst[0]] == [c.name for c in few_src[0]]
     assert cost.pair_table(1000, 300, 8, 8)[1] == "compact" and cost.pair_table(1000, 950, 8, 8)[1] == "per edge"
+    assert cost.typed_dot(1000, 900, 100, 2, 8)[1].startswith("destination")
+    assert cost.typed_dot(1000, 100, 900, 2, 8)[1].startswith("source")
 
 
 def test_explain_shows_the_cost_models_candidates_and_choice():

@@ -158,6 +158,27 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     _check(dfg, out, inputs)
 
 
+def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot():
+    g = random_heterograph(1)
+    g.ndata["k"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
+    g.ndata["q"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
+    g.etype_data["Watt"] = torch.randn(5, 2, 3, 3, dtype=torch.float64)
+
+    def msg(e):
+        k = torch.matmul(e.src["k"].view(-1, 2, 1, 3), e.type["Watt"]).squeeze(2)
+        return {"s": torch.sum(k * e.dst["q"], dim=-1)}
+
+    dfg = build_apply_edges(trace_udf(msg))
+    inputs, annotate = _prepare(g, dfg, (msg,))
+    out = dfg
+    for p in (typed_linear, reorder, typed_linear, compact, reorder, linear_reorder, dce):
+        out = p(out)
+        annotate(out)
+    targets = _targets(out)
+    assert ops.etype_bilinear_dot in targets and ops.etype_pair_head_matmul not in targets
+    _check(dfg, out, inputs)
+
+
 def test_pairs_are_unique_relation_node_pairs_whatever_the_edge_order():
     g = random_heterograph(2)
     ctx = graph_context(g, None)

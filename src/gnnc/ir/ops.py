@@ -258,6 +258,22 @@ def _aggregates_first(ctx, x, weight, w, op: str) -> bool:
                                   weight.shape[-1])[1].startswith("aggregate")
 
 
+def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
+    """Per edge and head: (k[src[e], h] @ weight[rel(e), h]) . q[dst[e], h] for k [N, H, 1, D], weight
+    [R, H, D, D], q [N, H, D] (``q_side`` dst) or destination rows (dst_local) -> [E, H] (HGT's attention).
+    The relation matrix is applied per (relation, source) pair to k, or transposed per (relation,
+    destination) pair to q, whichever ``cost.typed_dot`` finds cheaper on the graph."""
+    transposes = ctx.node_lo == 0 and cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
+                                                      weight.shape[1], weight.shape[-1])[1].startswith("destination")
+    if transposes:  # q rows are node rows here (destinations start at node 0), as the pair table reads them
+        qw = etype_pair_head_matmul(ctx, q.unsqueeze(-2), weight.transpose(-1, -2), "dst").squeeze(-2)
+        scores = _kernels().sddmm(k.squeeze(-2), ctx.src, qw, ctx.dst_pairs.edge_pair, "dot")
+    else:
+        kw = etype_pair_head_matmul(ctx, k, weight, "src").squeeze(-2)
+        scores = _kernels().sddmm(kw, ctx.src_pairs.edge_pair, q, destination_index(ctx, q_side), "dot")
+    return scores.squeeze(-1)
+
+
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):
     """Typed linear on E by an integer feature: x[src[e]] (``side`` src; dst: x[dst[e]]; dst_local: Vd rows
     x[dst_local[e]]) times weight[types[e]] — ``bmm(x_e.unsqueeze(1), weight[edges.data[...]]).squeeze(1)``

@@ -93,12 +93,19 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
     for n in dfg.graph.nodes:
         if n.op != "call_function" or n.target not in _CHOICES:
             continue
-        k, m = _contracted(n), n.meta.get("shape", (0, 0))[-1]
+        k, m = (_contracted(n) if n.target in _TYPED_MATMULS else 0), n.meta.get("shape", (0, 0))[-1]
         itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
-        if n.target is ops.etype_spmm:
+        if n.target in (ops.etype_spmm, ops.etype_bilinear_dot):
             pairs = f"Ps {ctx.src_pairs.unique:,}, Pd {ctx.dst_pairs.unique:,}"
-            candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
-                                                        k, m, itemsize)
+            if n.target is ops.etype_spmm:
+                candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count,
+                                                            ctx.dst_pairs.count, k, m, itemsize)
+            else:
+                weight = n.args[2].meta.get("shape", (0, 0, 0, 0))
+                candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
+                                                    weight[1], weight[-1], itemsize)
+                if ctx.node_lo != 0:
+                    chosen = candidates[0].name
         else:
             side = n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
             pairs = f"{ctx.pairs(side).unique:,} ({side}) pairs"
@@ -115,7 +122,7 @@ def _contracted(n: fx.Node) -> int:
     return shape[-1] if shape else 0
 
 
-_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm)
+_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm, ops.etype_bilinear_dot)
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:

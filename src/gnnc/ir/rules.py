@@ -43,6 +43,7 @@ GRAPH_OPS = {
     ops.etype_pair_matmul: lambda n: ("Broadcast+Dense(typed)", _pair_side(n)),
     ops.etype_pair_head_matmul: lambda n: ("Broadcast+Dense(typed)", _pair_side(n)),
     ops.gather_src_pair: ("BroadcastSrc", "E"),
+    ops.etype_bilinear_dot: ("BroadcastSrc+BroadcastDst+Dense(typed)", "E"),
     ops.gather_dst_pair: ("BroadcastDst", "E"),
     ops.pair_etype_rows: lambda n: ("Broadcast", "Ps" if n.args[2] == "src" else "Pd"),
     ops.gather_src: ("BroadcastSrc", "E"),

@@ -66,6 +66,7 @@ _RULES = {
     ops.etype_pair_head_matmul: lambda c, y, w, side="src": _zeros(
         (c.pair_rows[side],) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
     ops.gather_src_pair: lambda c, y: _rows(c.num_edges, y),
+    ops.etype_bilinear_dot: lambda c, k, w, q, side: _zeros((c.num_edges, k.shape[1]), k.dtype),
     ops.gather_dst_pair: lambda c, y: _rows(c.num_edges, y),
     ops.pair_etype_rows: lambda c, r, side: _rows(c.pair_rows[side], r),
     ops.u_op_v: lambda c, a, b, op, side, negative_slope=None, a_side="src": _zeros(

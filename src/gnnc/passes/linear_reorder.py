@@ -6,8 +6,15 @@ attention term — where the typed matmul and its view have no other user.
 Replacement: ``etype_pair_matmul(x, W'_r, side)`` with
 ``W'_r[k, h] = sum_d W_r[k, h D + d] a_r[h, d]`` ([R, K, H], formed once
 per call from the weights, differentiably): the [pairs, H D] product is
-never formed, and the matmul's output width drops from H D to H. Exact by
-associativity (up to rounding).
+never formed, and the matmul's output width drops from H D to H.
+
+Pattern: ``sum(gather_src_pair(squeeze(etype_pair_head_matmul(k, W, src), 2)) * gather_dst(q), -1)``
+(or ``gather_dst_local``) — HGT's ``(k_u W_r) . q_v`` per head.
+Replacement: ``etype_bilinear_dot(k, W, q)``: the same scores, with the
+relation matrix applied on whichever side has fewer (relation, node) pairs
+on the graph — ``k W_r`` per source pair, or ``q W_r^T`` per destination
+pair — by the cost model, and the dot taken as a per-head SDDMM (no
+[E, H, D] product). Exact by associativity (up to rounding).
 """
 from __future__ import annotations
 
@@ -46,6 +53,38 @@ def _match(total: fx.Node):
     return None
 
 
+def _is(n, target) -> bool:
+    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
+
+
+def _match_bilinear(total: fx.Node):
+    """(ctx, k, W, q, q side) for sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q), -1)."""
+    if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
+        return None
+    product = total.args[0]
+    if not (_is(product, operator.mul) or _is(product, torch.mul)) or len(product.users) != 1 \
+            or len(product.args) != 2:
+        return None
+    for left, right in (product.args, reversed(product.args)):
+        if not (_is(left, ops.gather_src_pair) and len(left.users) == 1
+                and (_is(right, ops.gather_dst) or _is(right, ops.gather_dst_local))):
+            continue
+        sq = left.args[1]
+        if not (isinstance(sq, fx.Node) and sq.op == "call_method" and sq.target == "squeeze"
+                and tuple(sq.args[1:]) in ((2,), (-2,)) and len(sq.users) == 1):
+            continue
+        mm = sq.args[0]
+        if not (_is(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3
+                and mm.args[3] == "src"):
+            continue
+        k_shape, q_shape = mm.args[1].meta.get("shape"), right.meta.get("shape")
+        if not (k_shape and q_shape and len(k_shape) == 4 and k_shape[2] == 1 and len(q_shape) == 3
+                and tuple(q_shape[1:]) == (k_shape[1], k_shape[3]) and mm.meta.get("shape", (0,))[-1] == k_shape[3]):
+            continue
+        return mm.args[0], mm.args[1], mm.args[2], right.args[1], "dst" if _is(right, ops.gather_dst) else "dst_local"
+    return None
+
+
 def linear_reorder(dfg: MPDFG) -> MPDFG:
     out = dce(dfg)  # the gathers earlier passes moved past are still users of the matmuls
     g = out.graph
@@ -61,4 +100,14 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
         total.replace_all_uses_with(new)
         out.log.append(f"linear_reorder: {total.meta.get('source')}: (x W_r) . a_r -> x (W_r a_r) per "
                        f"(relation, {side}) pair (weights multiplied first)")
+    for total in list(g.nodes):
+        found = _match_bilinear(total)
+        if found is None:
+            continue
+        ctx, k, weight, q, q_side = found
+        with g.inserting_before(total):
+            new = same_value(new_node(g, total, ops.etype_bilinear_dot, (ctx, k, weight, q, q_side)), total)
+        total.replace_all_uses_with(new)
+        out.log.append(f"linear_reorder: {total.meta.get('source')}: (k W_r) . q -> relation matrix on the side "
+                       "with fewer (relation, node) pairs, then a per-head dot (cost model)")
     return out

@@ -15,6 +15,9 @@ the graph's statistics — edges E, and the unique (relation, source) and
   (2 Ps K M + 2 E M), or aggregated first per destination pair, then
   transformed and summed per node (2 E K + 2 Pd K M + Pd M) — R-GCN's two
   orders, PyG's RGCNConv taking the second, DGL's RelGraphConv the first.
+- typed scores (``typed_dot``): HGT's ``(k W_r) . q`` with the relation
+  matrix applied per source pair to k, or transposed per destination pair
+  to q (2 P H D^2 FLOPs on either side's pair count P).
 Each returns every candidate with its estimate and marks the cheapest
 (FLOPs plus bytes moved, bytes weighted as ``BYTE_COST`` FLOPs: a CPU core
 does ~10 FLOPs in the time it moves a byte from memory).
@@ -67,6 +70,17 @@ def typed_aggregation(num_edges: int, src_pairs: int, dst_pairs: int, k: int, m:
         Candidate("aggregate per destination pair, then transform", 2 * num_edges * k + 2 * dst_pairs * k * m
                   + dst_pairs * m, (num_edges * k + dst_pairs * (k + 2 * m)) * itemsize + num_edges * INDEX_BYTES),
     ]
+    return candidates, cheapest(candidates).name
+
+
+def typed_dot(num_edges: int, src_pairs: int, dst_pairs: int, heads: int, d: int,
+              itemsize: int = 4) -> tuple[list[Candidate], str]:
+    """Candidates for the per-head scores ``(k[src] W_rel) . q[dst]`` ([D, D] matrices), and the cheaper one."""
+    dot = 2 * num_edges * heads * d
+    candidates = [Candidate("source pairs: k W_r per source pair", 2 * src_pairs * heads * d * d + dot,
+                            (2 * src_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES),
+                  Candidate("destination pairs: q W_r^T per destination pair", 2 * dst_pairs * heads * d * d + dot,
+                            (2 * dst_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES)]
     return candidates, cheapest(candidates).name
 
 
