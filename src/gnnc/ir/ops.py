@@ -244,7 +244,7 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
         kernels = _kernels()
         per_pair = kernels.spmm(x, ctx.src, pairs.edge_pair, pairs.count, edge_weight=w, op=op, reduce="sum")
         y = kernels.segment_matmul(per_pair, pairs.rel_ptr, weight, None)
-        out = y.new_zeros((ctx.num_dst,) + tuple(y.shape[1:])).index_add(0, pairs.node - ctx.node_lo, y)
+        out = kernels.spmm(y, *ctx.dst_pair_edges, ctx.num_dst, op="copy", reduce="sum")
         if reduce == "mean":
             out = out / ctx.in_degrees.clamp(min=1).to(out.dtype).view((-1,) + (1,) * (out.dim() - 1))
         return out

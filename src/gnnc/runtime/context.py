@@ -98,6 +98,13 @@ class GraphContext:
         """The block's (relation, destination node) pair table."""
         return Pairs.choose(self.edge_rel, self.dst, self.rel_ptr)
 
+    @cached_property
+    def dst_pair_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pair ids, their destinations counted from ``node_lo``): the destination pairs as an edge list,
+        to sum per-pair rows into their nodes with the sparse kernels."""
+        pairs = self.dst_pairs
+        return torch.arange(pairs.count, device=pairs.node.device), pairs.node - self.node_lo
+
     def pairs(self, side: str) -> "Pairs":
         """``src_pairs`` or ``dst_pairs`` by ``side`` (src or dst)."""
         return self.src_pairs if side == "src" else self.dst_pairs
