@@ -25,8 +25,8 @@ pre-sampling after a resume; epoch lines and the report add its hits,
 misses and store bytes (with and without cache) per node type.
 
 Across machines, run the same command on each machine with ``--nnodes M
---node-rank i --rdzv-endpoint HOST:PORT`` (torchrun's c10d rendezvous on a
-host every machine reaches) and the partition directory at the same path on
+--node-rank i --rdzv-endpoint HOST:PORT`` (torchrun's static rendezvous on machine 0,
+which every machine reaches; GLOO_SOCKET_IFNAME names the interface gloo uses) and the partition directory at the same path on
 each; a rank reads the manifest and keeps only its own part's graph and rows.
 """
 from __future__ import annotations
@@ -49,12 +49,17 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 def torchrun_command(nproc: int, worker_args: list, nnodes: int = 1, node_rank: int = 0,
-                     rdzv_endpoint: str | None = None, rdzv_id: str = "gnnc") -> list[str]:
+                     rdzv_endpoint: str | None = None) -> list[str]:
     """argv that starts ``nproc`` workers here with torchrun (``torch.distributed.run``).
 
     One machine without an endpoint uses ``--standalone`` (a free local
-    port); otherwise the c10d rendezvous at ``rdzv_endpoint``. Workers are
-    not restarted: a failure ends the run.
+    port). Several machines use torchrun's static rendezvous at
+    ``rdzv_endpoint`` (a TCP store on machine ``node_rank`` 0's address):
+    machine ``node_rank`` runs ranks ``node_rank * nproc`` to
+    ``(node_rank + 1) * nproc - 1``, and a torchrun whose workers failed
+    ends at once (c10d's elastic rendezvous would first try to close the
+    rendezvous on its host, and waits without end when that host is cut
+    off). Workers are not restarted: a failure ends the run.
     """
     if nproc < 1 or nnodes < 1:
         raise ValueError(f"torchrun_command: nproc and nnodes must be positive, got {nproc} and {nnodes}")
@@ -64,8 +69,8 @@ def torchrun_command(nproc: int, worker_args: list, nnodes: int = 1, node_rank: 
     else:
         if rdzv_endpoint is None:
             raise ValueError("torchrun_command: several machines need a rendezvous endpoint HOST:PORT")
-        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=static",
+                f"--rdzv-endpoint={rdzv_endpoint}"]
     return cmd + ["-m", WORKER_MODULE, *map(str, worker_args)]
 
 
