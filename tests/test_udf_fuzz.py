@@ -3,7 +3,8 @@
 Each sampled program is a random user-style UDF program (bound methods, lambdas,
 closures, globals, default arguments, partials, helpers, containers, plain
 tensor attributes rebound between steps, overwritten names, typed gathers,
-apply_edges chains, built-ins, multi_update_all per-relation dicts) run eagerly
+apply_edges chains, built-ins, multi_update_all per-relation dicts, relation
+weights read as ``edges.type[...]`` in R-GCN, RGAT and HGT forms) run eagerly
 and compiled for several steps; forward values and gradients must agree, and a
 compiled call must never raise where eager does not. Fallbacks are allowed.
 
@@ -18,7 +19,7 @@ import torch
 
 from tests.udf_fuzz_gen import Outcome, generate, run_program, sample_seeds
 
-SAMPLE = sample_seeds(0, 240)  # about 30 s on one core (numba compiles a few kernel shapes once)
+SAMPLE = sample_seeds(0, 300)  # about 40 s on one core (numba compiles a few kernel shapes once)
 CHUNK = 20
 
 # seed -> reason, for sampled programs that hit a known, reported compiler bug (none open now)
@@ -65,7 +66,8 @@ def test_sample_covers_every_style():
                    "store:global_param", "overwrite", "typed:bmm", "typed:basis_bmm", "typed:embed_index",
                    "typed:emb_node", "fam:gat", "fam:gat_mh", "fam:builtin", "fam:apply_edges",
                    "hetero_style:default", "hetero_style:partial", "hetero_style:lambda_default",
-                   "mailbox_softmax", "large_inputs", "scalar_attr", "mixed_compile"]:
+                   "mailbox_softmax", "large_inputs", "scalar_attr", "mixed_compile",
+                   "relational:rgcn", "relational:rgat", "relational:hgt"]:
         assert needed in tags, needed
 
 

@@ -739,6 +739,54 @@ def family_hetero(src: Src, binder: Binder) -> None:
     src.fwd.append("return tuple(g.nodes[t].data['o'] for t in dst)")
 
 
+def family_relational(src: Src, binder: Binder) -> None:
+    """Per-relation weights in ``g.etype_data`` read as ``edges.type[...]``: R-GCN, RGAT and HGT forms
+    (compact materialization, linear reordering and the typed aggregation orders)."""
+    rng, d = _begin(src, "relational", 1.0)
+    R, heads = 5, rng.choice([1, 2])
+    dh = rng.choice([2, 3])
+    kind = rng.choice(["rgcn", "rgat", "hgt"])
+    src.tag(f"relational:{kind}")
+    mm = rng.choice(["torch.bmm({x}.unsqueeze(1), {w}).squeeze(1)", "torch.matmul({x}.unsqueeze(1), {w}).squeeze(1)",
+                     "({x}.unsqueeze(1) @ {w}).squeeze(1)"])
+    if kind == "rgcn":
+        w = binder.model_attr(Weight("typed", d, d, r=R), "W")
+        src.fwd.append(f"g.etype_data['W'] = {w}")
+        src.fwd.append("g.edata['norm'] = torch.rand(g.num_edges(), 1, generator=torch.Generator().manual_seed(3))")
+        m = mm.format(x=rng.choice(["edges.src['h']", "edges.dst['h']"]), w="edges.type['W']")
+        body = [("t1", m), ("t2", rng.choice(["t1 * edges.data['norm']", "t1"]))]
+        ret = "{'m': t2}"
+        rbody = [("t1", rng.choice(["nodes.mailbox['m'].sum(1)", "torch.mean(nodes.mailbox['m'], dim=1)"]))]
+    elif kind == "rgat":
+        w = binder.model_attr(Weight("typed", d, heads * dh, r=R), "W")
+        a = binder.model_attr(Weight("typed", heads, 2 * dh, r=R), "attn")
+        src.fwd += [f"g.etype_data['W'] = {w}", f"g.etype_data['a'] = {a}"]
+        zs = mm.format(x="edges.src['h']", w="edges.type['W']") + f".view(-1, {heads}, {dh})"
+        zd = mm.format(x="edges.dst['h']", w="edges.type['W']") + f".view(-1, {heads}, {dh})"
+        body = [("t1", zs), ("t2", zd),
+                ("t3", "F.leaky_relu(torch.sum(torch.cat([t1, t2], dim=-1) * edges.type['a'], dim=-1), 0.2)")]
+        ret = "{'e': t3, 'z': t1}"
+        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)")]
+    else:
+        k = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "k")
+        q = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "q")
+        watt = binder.model_attr(Weight("typed", heads * dh, dh, r=R), "Watt")
+        src.fwd += [f"g.ndata['k'] = {k}(x).view(-1, {heads}, 1, {dh})", f"g.ndata['q'] = {q}(x).view(-1, {heads}, {dh})",
+                    f"g.etype_data['Watt'] = {watt}.view({R}, {heads}, {dh}, {dh})"]
+        body = [("t1", "torch.matmul(edges.src['k'], edges.type['Watt']).squeeze(2)"),
+                ("t2", "torch.sum(t1 * edges.dst['q'], dim=-1)" + rng.choice(["", " / 2.0"])),
+                ("t3", "edges.src['k'].squeeze(2)")]
+        ret = "{'e': t2, 'v': t3}"
+        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['v'], dim=1).flatten(1)")]
+    msg = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, ret, [], "message")
+    red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'o': t1}" if kind == "rgcn"
+                     else "{'o': t2}", [], "reduce")
+    src.fwd.append(f"g.update_all({msg}, {red}, compile=C)")
+    src.fwd.append("return g.ndata['o']")
+
+
 def family_apply_edges(src: Src, binder: Binder) -> None:
     """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature."""
     rng, d = _begin(src, "apply_edges", 0.15)
@@ -761,7 +809,8 @@ def family_apply_edges(src: Src, binder: Binder) -> None:
 
 
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
-            "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2)}
+            "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
+            "relational": (family_relational, 2)}
 
 
 @dataclass
