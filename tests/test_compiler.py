@@ -1,6 +1,7 @@
 """The MP-DFG compiler against the eager executor (the oracle), forward and backward."""
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
@@ -145,6 +146,36 @@ def test_hgt_matches_eager_with_the_relation_matrix_on_either_side(side, gi, mon
     with compiled.recording() as plans:
         assert_compiled_matches_eager(_hetero_model("hgt", g), g, [x], 1e-6, 1e-9)
     assert any(n.target is ops.etype_bilinear_dot for p in plans for n in p.dfg.graph.nodes)
+
+
+def test_autotune_times_each_candidate_once_per_graph_and_keeps_the_fastest():
+    class Block:
+        pass
+
+    calls = []
+
+    def run(name, delay):
+        def go():
+            calls.append(name)
+            time.sleep(delay)
+        return go
+
+    block, runs = Block(), {"slow": run("slow", 0.05), "fast": run("fast", 0.0)}
+    assert cost.choose(block, "k", "slow", runs) == "slow"  # no autotune: the estimate
+    with cost.autotuning(True):
+        assert cost.choose(block, "k", "slow", runs) == "fast"
+        assert cost.choose(block, "k", "slow", runs) == "fast"
+    assert sorted(calls) == ["fast", "slow"]
+
+
+@pytest.mark.parametrize("name", ["rgcn", "hgt"])
+def test_autotuned_models_match_eager(name):
+    g = random_heterograph(2)
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9, autotune=True)
+    tuned = graph_context(g, None).__dict__["_autotuned"]
+    assert len(tuned) == 1 and next(iter(tuned.values())) in (
+        cost.TRANSFORM_FIRST, cost.AGGREGATE_FIRST, cost.BY_SOURCE, cost.BY_DESTINATION)
 
 
 def test_cost_model_prefers_the_order_with_fewer_pairs_to_transform():

@@ -27,12 +27,15 @@ class CompiledModule(nn.Module):
             return self.model(*args, **kwargs)
 
 
-def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModule:  # noqa: A001
+def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # noqa: A001
+            **options) -> CompiledModule:
     """A module computing the same function as ``model`` with compiled message passing.
 
     ``backend``: ``auto`` (numba kernels on CPU when numba is installed,
     Triton kernels on CUDA when triton is, else the torch reference),
-    ``torch``, ``cpu`` or ``triton``. ``options`` switch
+    ``torch``, ``cpu`` or ``triton``. ``autotune``: where the cost model
+    chooses an order per graph (``gnnc.runtime.cost``), time the candidates
+    on the first call instead and keep the fastest. ``options`` switch
     passes off by name (e.g. ``fuse=False``); plans are cached per UDF,
     bound module, graph schema, dtypes, device and backend.
     """
@@ -42,7 +45,7 @@ def compile(model: nn.Module, backend: str = "auto", **options) -> CompiledModul
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: "
                         f"{sorted(names)}")
-    return CompiledModule(model, {"backend": backend, **options})
+    return CompiledModule(model, {"backend": backend, **options, **({"autotune": True} if autotune else {})})
 
 
 def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "auto", **options) -> str:

@@ -8,23 +8,18 @@ Arguments may also be passed under DGL's keyword names (``message_func``,
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 
 from ..graph.frame import Deferred
 from ..runtime import deferred, eager
+from ..scoped import scoped
 
 _COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
 
 
-@contextlib.contextmanager
 def compiling(options: dict):
-    """Inside the block every message-passing call goes through the compiler."""
-    token = _COMPILING.set(dict(options))
-    try:
-        yield
-    finally:
-        _COMPILING.reset(token)
+    """Context manager: inside it every message-passing call goes through the compiler."""
+    return scoped(_COMPILING, dict(options))
 
 
 def _compile_options(flag):

@@ -237,41 +237,51 @@ def pair_etype_rows(ctx, r, side: str):
 def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
     """Typed aggregation: reduce (sum, mean) over v's in-edges of (x[src[e]] @ weight[rel(e)]) op w[e] (op mul,
     or copy with w None) — R-GCN's message and sum — in the order ``cost.typed_aggregation`` picks for the
-    graph: transformed per (relation, source) pair, then aggregated; or, when w is one scalar per edge,
-    aggregated per (relation, destination) pair, then transformed and summed per node."""
-    if _aggregates_first(ctx, x, weight, w, op):
-        pairs = ctx.dst_pairs
-        kernels = _kernels()
-        per_pair = kernels.spmm(x, ctx.src, pairs.edge_pair, pairs.count, edge_weight=w, op=op, reduce="sum")
-        y = kernels.segment_matmul(per_pair, pairs.rel_ptr, weight, None)
-        out = kernels.spmm(y, *ctx.dst_pair_edges, ctx.num_dst, op="copy", reduce="sum")
-        if reduce == "mean":
-            out = out / ctx.in_degrees.clamp(min=1).to(out.dtype).view((-1,) + (1,) * (out.dim() - 1))
-        return out
-    return spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")
+    graph (``cost.choose``: measured under autotune): transformed per (relation, source) pair, then
+    aggregated; or, when w is one scalar per edge, aggregated per (relation, destination) pair, then
+    transformed and summed per node."""
+    runs = {cost.TRANSFORM_FIRST: lambda: spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")}
+    if op == "copy" or (w.dim() <= 2 and all(d == 1 for d in w.shape[1:])):  # else w does not commute
+        runs[cost.AGGREGATE_FIRST] = lambda: _aggregate_then_transform(ctx, x, weight, w, op, reduce)
+    estimated = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, x.shape[-1],
+                                       weight.shape[-1])[1]
+    if estimated not in runs:
+        estimated = cost.TRANSFORM_FIRST
+    key = ("etype_spmm", tuple(x.shape[1:]), tuple(weight.shape), op, reduce, x.dtype)
+    return runs[cost.choose(ctx, key, estimated, runs)]()
 
 
-def _aggregates_first(ctx, x, weight, w, op: str) -> bool:
-    if op == "mul" and (w.dim() > 2 or any(d != 1 for d in w.shape[1:])):
-        return False  # a per-feature weight does not commute with the matmul
-    return cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, x.shape[-1],
-                                  weight.shape[-1])[1].startswith("aggregate")
+def _aggregate_then_transform(ctx, x, weight, w, op, reduce):
+    pairs, kernels = ctx.dst_pairs, _kernels()
+    per_pair = kernels.spmm(x, ctx.src, pairs.edge_pair, pairs.count, edge_weight=w, op=op, reduce="sum")
+    y = kernels.segment_matmul(per_pair, pairs.rel_ptr, weight, None)
+    out = kernels.spmm(y, *ctx.dst_pair_edges, ctx.num_dst, op="copy", reduce="sum")
+    if reduce == "mean":
+        out = out / ctx.in_degrees.clamp(min=1).to(out.dtype).view((-1,) + (1,) * (out.dim() - 1))
+    return out
 
 
 def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
     """Per edge and head: (k[src[e], h] @ weight[rel(e), h]) . q[dst[e], h] for k [N, H, 1, D], weight
     [R, H, D, D], q [N, H, D] (``q_side`` dst) or destination rows (dst_local) -> [E, H] (HGT's attention).
     The relation matrix is applied per (relation, source) pair to k, or transposed per (relation,
-    destination) pair to q, whichever ``cost.typed_dot`` finds cheaper on the graph."""
-    transposes = ctx.node_lo == 0 and cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
-                                                      weight.shape[1], weight.shape[-1])[1].startswith("destination")
-    if transposes:  # q rows are node rows here (destinations start at node 0), as the pair table reads them
-        qw = etype_pair_head_matmul(ctx, q.unsqueeze(-2), weight.transpose(-1, -2), "dst").squeeze(-2)
-        scores = _kernels().sddmm(k.squeeze(-2), ctx.src, qw, ctx.dst_pairs.edge_pair, "dot")
-    else:
+    destination) pair to q, whichever ``cost.typed_dot`` finds cheaper on the graph (``cost.choose``)."""
+    def by_source():
         kw = etype_pair_head_matmul(ctx, k, weight, "src").squeeze(-2)
-        scores = _kernels().sddmm(kw, ctx.src_pairs.edge_pair, q, destination_index(ctx, q_side), "dot")
-    return scores.squeeze(-1)
+        return _kernels().sddmm(kw, ctx.src_pairs.edge_pair, q, destination_index(ctx, q_side), "dot").squeeze(-1)
+
+    def by_destination():  # q rows are node rows here (destinations start at node 0), as the pair table reads
+        qw = etype_pair_head_matmul(ctx, q.unsqueeze(-2), weight.transpose(-1, -2), "dst").squeeze(-2)
+        return _kernels().sddmm(k.squeeze(-2), ctx.src, qw, ctx.dst_pairs.edge_pair, "dot").squeeze(-1)
+
+    runs = {cost.BY_SOURCE: by_source}
+    if ctx.node_lo == 0:
+        runs[cost.BY_DESTINATION] = by_destination
+    estimated = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, weight.shape[1],
+                               weight.shape[-1])[1]
+    estimated = estimated if estimated in runs else cost.BY_SOURCE
+    key = ("etype_bilinear_dot", tuple(k.shape[1:]), tuple(weight.shape), q_side, k.dtype)
+    return runs[cost.choose(ctx, key, estimated, runs)]()
 
 
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):

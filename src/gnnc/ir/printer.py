@@ -100,6 +100,9 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
             if n.target is ops.etype_spmm:
                 candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count,
                                                             ctx.dst_pairs.count, k, m, itemsize)
+                w = n.args[3].meta.get("shape") if isinstance(n.args[3], fx.Node) else None
+                if w and any(d != 1 for d in w[1:]):  # a per-feature edge weight: transform first only
+                    chosen = cost.TRANSFORM_FIRST
             else:
                 weight = n.args[2].meta.get("shape", (0, 0, 0, 0))
                 candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,

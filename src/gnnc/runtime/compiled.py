@@ -28,6 +28,7 @@ from ..function import BuiltinReduce
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
+from . import cost
 from . import deferred as deferral
 from . import eager
 from .context import graph_context
@@ -53,6 +54,7 @@ class Plan:
 
 
 _CACHE: dict = {}
+RUN_OPTIONS = ("backend", "autotune")  # compile options that are not passes
 
 
 def clear_cache() -> None:
@@ -149,7 +151,7 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
         annotate(dfg)
         initial = dfg.copy()
-        dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k != "backend"})
+        dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k not in RUN_OPTIONS})
     except InferenceFailure as err:
         return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
     except Exception as err:  # noqa: BLE001 - a user's shape error, or a compiler bug
@@ -248,7 +250,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return None
     try:
         inputs = bind_inputs(plan.dfg, g, rel, udfs)
-        with backend.using(plan.backend):
+        with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)):
             results = plan.module(*inputs)
             if plan.deferred:
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)

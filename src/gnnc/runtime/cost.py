@@ -21,12 +21,26 @@ the graph's statistics — edges E, and the unique (relation, source) and
 Each returns every candidate with its estimate and marks the cheapest
 (FLOPs plus bytes moved, bytes weighted as ``BYTE_COST`` FLOPs: a CPU core
 does ~10 FLOPs in the time it moves a byte from memory).
+
+With ``gnnc.compile(model, autotune=True)`` the order choices are measured
+instead (``choose``): the first call on a graph times every candidate once
+and the fastest is kept for that graph and operator shape.
 """
 from __future__ import annotations
 
+import contextvars
+import time
 from dataclasses import dataclass
 
+import torch
+
+from ..scoped import scoped
+
 MIN_PAIR_SAVING = 0.1
+TRANSFORM_FIRST = "transform per source pair, then aggregate"
+AGGREGATE_FIRST = "aggregate per destination pair, then transform"
+BY_SOURCE = "source pairs: k W_r per source pair"
+BY_DESTINATION = "destination pairs: q W_r^T per destination pair"
 BYTE_COST = 10
 INDEX_BYTES = 8
 
@@ -65,9 +79,9 @@ def typed_aggregation(num_edges: int, src_pairs: int, dst_pairs: int, k: int, m:
                       itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for ``sum_e w_e x[src[e]] W[rel(e)]`` by destination, and the cheapest one's name."""
     candidates = [
-        Candidate("transform per source pair, then aggregate", 2 * src_pairs * k * m + 2 * num_edges * m,
+        Candidate(TRANSFORM_FIRST, 2 * src_pairs * k * m + 2 * num_edges * m,
                   (src_pairs * (k + m) + num_edges * m) * itemsize + num_edges * INDEX_BYTES),
-        Candidate("aggregate per destination pair, then transform", 2 * num_edges * k + 2 * dst_pairs * k * m
+        Candidate(AGGREGATE_FIRST, 2 * num_edges * k + 2 * dst_pairs * k * m
                   + dst_pairs * m, (num_edges * k + dst_pairs * (k + 2 * m)) * itemsize + num_edges * INDEX_BYTES),
     ]
     return candidates, cheapest(candidates).name
@@ -77,9 +91,9 @@ def typed_dot(num_edges: int, src_pairs: int, dst_pairs: int, heads: int, d: int
               itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for the per-head scores ``(k[src] W_rel) . q[dst]`` ([D, D] matrices), and the cheaper one."""
     dot = 2 * num_edges * heads * d
-    candidates = [Candidate("source pairs: k W_r per source pair", 2 * src_pairs * heads * d * d + dot,
+    candidates = [Candidate(BY_SOURCE, 2 * src_pairs * heads * d * d + dot,
                             (2 * src_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES),
-                  Candidate("destination pairs: q W_r^T per destination pair", 2 * dst_pairs * heads * d * d + dot,
+                  Candidate(BY_DESTINATION, 2 * dst_pairs * heads * d * d + dot,
                             (2 * dst_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES)]
     return candidates, cheapest(candidates).name
 
@@ -91,3 +105,30 @@ def describe(title: str, candidates: list[Candidate], chosen: str) -> list[str]:
         mark = "*" if c.name == chosen else " "
         lines.append(f"   {mark} {c.name:<48} {c.flops:>16,} FLOPs {c.bytes:>16,} bytes")
     return lines
+
+
+_AUTOTUNE: contextvars.ContextVar = contextvars.ContextVar("gnnc_autotune", default=False)
+
+
+def autotuning(enabled: bool):
+    """Context manager: inside it, ``choose`` times the candidates (``enabled``) instead of taking the
+    estimate."""
+    return scoped(_AUTOTUNE, bool(enabled))
+
+
+def choose(ctx, key, estimated: str, runs: dict) -> str:
+    """The candidate to run: ``estimated`` (the cost model's pick), or under ``autotuning`` the fastest of
+    ``runs`` (name -> function computing it), timed once each without gradients on the first call for this
+    ``key`` on block ``ctx`` and remembered there."""
+    if not _AUTOTUNE.get():
+        return estimated
+    tuned = ctx.__dict__.setdefault("_autotuned", {})
+    if key not in tuned:
+        times = {}
+        with torch.no_grad():
+            for name, run in runs.items():
+                start = time.perf_counter()
+                run()
+                times[name] = time.perf_counter() - start
+        tuned[key] = min(times, key=times.get)
+    return tuned[key]
