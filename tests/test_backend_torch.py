@@ -494,6 +494,18 @@ def test_gather_segment_matmul_matches_naive(case, dtype):
                       lambda x, w: naive_gather_segment_matmul(x, src, ptr, w), [x, weight], dtype)
 
 
+@pytest.mark.parametrize("buffer", [0, 1 << 30])
+def test_gather_segment_matmul_gradient_scattered_per_chunk_or_by_one_sparse_matmul(buffer, monkeypatch):
+    from gnnc.backend.torch import typed_matmul
+    monkeypatch.setattr(typed_matmul, "SCATTER_BUFFER_BYTES", buffer)
+    gen = torch.Generator().manual_seed(4)
+    src = torch.randint(0, 300, (6000,), generator=gen)  # 6000 x 64 gradient rows: the sparse kernel's size
+    ptr = [0, 2500, 2500, 6000]
+    x, weight = rand(300, 64, dtype=torch.float64), rand(3, 64, 8, dtype=torch.float64, seed=2)
+    check_against(lambda x, w: gather_segment_matmul(x, src, ptr, w),
+                  lambda x, w: naive_gather_segment_matmul(x, src, ptr, w), [x, weight], torch.float64)
+
+
 def test_gather_segment_matmul_gradcheck():
     ns, _, src, _ = edges("multi", num_src=5, num_edges=8)
     assert torch.autograd.gradcheck(lambda x, w: gather_segment_matmul(x, src, [0, 4, 4, src.numel()], w, chunk=3),

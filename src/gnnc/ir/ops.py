@@ -46,12 +46,19 @@ def gather_etype(ctx, r):
 
 def gather_ntype(ctx, a):
     """Broadcast A -> Vd: row of each destination node's type."""
-    return a.index_select(0, ctx.dst_node_type)
+    return _rows_by_type(a, ctx.dst_ntype_ptr)
 
 
 def node_type_rows(ctx, a):
     """Broadcast A -> V: row of every node's type (all nodes)."""
-    return a.index_select(0, ctx.index.node_type)
+    return _rows_by_type(a, ctx.ntype_ptr)
+
+
+def _rows_by_type(a, ptr):
+    """Type t's row repeated over rows ptr[t]:ptr[t+1] (nodes are grouped by type), built from expanded views:
+    its gradient is one sum per type, not an index_add (a scatter over every row on CPU)."""
+    parts = [a[t].expand((hi - lo,) + tuple(a.shape[1:])) for t, (lo, hi) in enumerate(zip(ptr, ptr[1:]))]
+    return torch.cat(parts) if parts else a.new_empty((0,) + tuple(a.shape[1:]))
 
 
 def dst_nodes(ctx, x):

@@ -5,6 +5,7 @@ import torch
 from torch.autograd.function import Function, once_differentiable
 
 from .common import check_float, check_index, check_same, chunk_rows
+from .csr import head_spmm
 
 
 def segment_matmul(x: torch.Tensor, ptr, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -117,15 +118,27 @@ class _GatherSegmentMatmul(Function):
         x, index, weight = ctx.saved_tensors
         offsets, chunk = ctx.layout
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[2]
-        grad_x = torch.zeros_like(x) if need_x else None
+        # x's gradient: each row's [K] gradient, summed into x's rows by one sparse matmul over the (cached)
+        # CSR of ``index`` when those rows fit SCATTER_BUFFER_BYTES; else scattered per chunk
+        buffered = need_x and index.numel() * x.shape[1] * x.element_size() <= SCATTER_BUFFER_BYTES
+        rows = grad.new_empty(index.numel(), x.shape[1]) if buffered else None
+        grad_x = torch.zeros_like(x) if need_x and not buffered else None
         grad_w = torch.zeros_like(weight) if need_w else None
         for r, s, e in _edge_chunks(offsets, x, chunk):
             g = grad[s:e]
-            if need_x:
+            if buffered:
+                torch.mm(g, weight[r].t(), out=rows[s:e])
+            elif need_x:
                 grad_x.index_add_(0, index[s:e], g @ weight[r].t())
             if need_w:
                 grad_w[r].addmm_(x.index_select(0, index[s:e]).t(), g)
+        if buffered:
+            grad_x = head_spmm(rows.unsqueeze(1), index, None, x.shape[0], None).squeeze(1)
         return grad_x, None, grad_w, None, None
+
+
+# Largest [rows, K] gradient buffer the gather matmul's backward builds to sum it with one sparse matmul.
+SCATTER_BUFFER_BYTES = 1 << 30
 
 
 def _edge_chunks(offsets, x, chunk):
