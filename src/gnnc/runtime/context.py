@@ -2,8 +2,8 @@
 
 A block is the whole graph (``rel=None``: all edges, all nodes are
 destinations) or one relation (its edges; destinations are its dst type).
-Contexts are cached on the graph's index, so building one is free after the
-first call on a graph.
+Contexts are cached on the graph, so building one is free after the first
+call on a graph.
 """
 from __future__ import annotations
 
@@ -162,9 +162,15 @@ class Pairs:
 
 
 def graph_context(g, rel: int | None) -> GraphContext:
-    """The (cached) context of the whole graph or of relation ``rel``."""
+    """The (cached) context of the whole graph or of relation ``rel``.
+
+    Cached on the graph object, not on its index: a context refers to the
+    index, so a cache on the index would be a reference cycle, and a dropped
+    graph (a sampled block) would keep its structures until a full garbage
+    collection.
+    """
     index = g.index
-    cache = index.__dict__.setdefault("_contexts", {})
+    cache = g.__dict__.setdefault("_contexts", {})
     if rel not in cache:
         if rel is None:
             elo, ehi, nlo, nhi = 0, index.num_edges, 0, index.num_nodes
