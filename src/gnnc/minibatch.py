@@ -173,7 +173,6 @@ class MinibatchTrainer:
             self.model = model_builder(g, hidden, dataset.num_classes, len(self.fanouts)).to(dtype)
         self.embedding.to(self.device)
         self.model.to(self.device)
-        self.compiled = compiled
         self.run_model = compile_model(self.model) if compiled else self.model
         self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.embedding.dense_parameters(), lr=lr)
         tables = self.embedding.sparse_parameters()
