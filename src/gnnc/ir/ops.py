@@ -40,8 +40,8 @@ def gather_dsttype(ctx, a):
 
 
 def gather_etype(ctx, r):
-    """Broadcast R -> E: row of each edge's relation."""
-    return r.index_select(0, ctx.edge_rel)
+    """Broadcast R -> E: row of each edge's relation (edges are grouped by relation)."""
+    return _rows_by_type(r, ctx.rel_ptr)
 
 
 def gather_ntype(ctx, a):
@@ -55,7 +55,7 @@ def node_type_rows(ctx, a):
 
 
 def _rows_by_type(a, ptr):
-    """Type t's row repeated over rows ptr[t]:ptr[t+1] (nodes are grouped by type), built from expanded views:
+    """Type t's row repeated over rows ptr[t]:ptr[t+1] (rows grouped by type), built from expanded views:
     its gradient is one sum per type, not an index_add (a scatter over every row on CPU)."""
     parts = [a[t].expand((hi - lo,) + tuple(a.shape[1:])) for t, (lo, hi) in enumerate(zip(ptr, ptr[1:]))]
     return torch.cat(parts) if parts else a.new_empty((0,) + tuple(a.shape[1:]))
@@ -237,8 +237,9 @@ def _pair_rows(pairs, y):
 
 
 def pair_etype_rows(ctx, r, side: str):
-    """Broadcast R -> Ps / Pd: the relation's row for every (relation, node) pair."""
-    return r.index_select(0, ctx.pairs(side).rel)
+    """Broadcast R -> Ps / Pd: the relation's row for every (relation, node) pair (pairs are grouped by
+    relation)."""
+    return _rows_by_type(r, ctx.pairs(side).rel_ptr)
 
 
 def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
