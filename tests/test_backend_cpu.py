@@ -333,7 +333,7 @@ def test_head_dot_matches_torch(rows, heads, feats, k, dtype):
 @pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
 def test_sddmm_matches_naive(op, shapes, dtype):
-    """Same feature shapes run the numba edge loop; broadcast shapes and dot run on the torch backend."""
+    """Same feature shapes run the numba edge loop (dot too); broadcast shapes run on the torch backend."""
     af, bf = SDDMM_SHAPES[shapes]
     if op == "dot" and not af and not bf:
         with pytest.raises(ValueError, match="dot"):

@@ -1,4 +1,4 @@
-"""Generalized SDDMM with a binary operator as one numba loop over edges (CPU).
+"""Generalized SDDMM with a binary operator or a per-head dot as one numba loop over edges (CPU).
 
 out[e] = a[a_index[e]] op b[b_index[e]] for op in add, sub, mul, div when a
 and b have the same feature shape, with the optional leaky_relu applied
@@ -6,9 +6,11 @@ before the store: each edge reads its two rows and writes its output row
 once, with no gathered [E, ...] operands in between. The backward saves
 only a, b and the indices: one loop over a's rows (CSR by a_index) and one
 over b's rows (CSR by b_index) recompute each edge's pre-activation and sum
-their gradients straight into the row, with no atomics. Other cases (dot,
-broadcast feature shapes) run on the torch backend. Same contract as
-``gnnc.backend.torch.sddmm``.
+their gradients straight into the row, with no atomics. ``dot`` of
+operands of one feature shape [.., F] writes each edge's per-head sums in
+the same one loop (HGT's attention scores; its backward is the torch
+backend's, two sparse matmuls). Broadcast feature shapes run on the torch
+backend. Same contract as ``gnnc.backend.torch.sddmm``.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from torch.autograd.function import Function, once_differentiable
 
 from ..torch.common import BINARY_OPS
 from ..torch.csr import csr_structure
-from ..torch.sddmm import check_sddmm
+from ..torch.sddmm import SddmmDot, check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
 
@@ -30,9 +32,29 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
           negative_slope: float | None = None, chunk: int | None = None) -> torch.Tensor:
     """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu (see ``gnnc.backend.torch.sddmm``)."""
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
-    if op == "dot" or a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full):
+    if a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full) \
+            or (op == "dot" and not full):
         return torch_sddmm(a, a_index, b, b_index, op, negative_slope=negative_slope, chunk=chunk)
+    if op == "dot":
+        return _SddmmDotRows.apply(a, a_index, b, b_index, chunk)
     return _SddmmBinaryRows.apply(a, a_index, b, b_index, op, negative_slope)
+
+
+class _SddmmDotRows(SddmmDot):
+    """Forward as one numba loop over edges; backward the torch backend's (sparse matmuls)."""
+
+    @staticmethod
+    def forward(ctx, a, a_index, b, b_index, chunk):
+        full = tuple(a.shape[1:])
+        feats, heads = full[-1], math.prod(full[:-1])
+        num_edges = a_index.numel()
+        out = empty((num_edges, heads), a)
+        launch_rows(_DOT_ROWS(feats), num_edges, num_edges * heads * feats, as_array(a_index), as_array(b_index),
+                    as_array(a).reshape(a.shape[0], heads, feats), as_array(b).reshape(b.shape[0], heads, feats),
+                    out.numpy())
+        ctx.save_for_backward(a, a_index, b, b_index)
+        ctx.layout = (full, chunk)
+        return out.view((num_edges,) + full[:-1] + (1,))
 
 
 class _SddmmBinaryRows(Function):
@@ -106,6 +128,22 @@ def _BINARY_ROWS(width, op):
                 for k in range(cols):
                     y = _binary(code, a[u, k], b[v, k])
                     out[e, k] = y if y > 0 else y * slope
+    return kernel
+
+
+@specialized
+def _DOT_ROWS(width):
+    def kernel(bounds, a_index, b_index, a, b, out):  # pragma: no cover - numba
+        """out[e, h] = a[a_index[e], h] . b[b_index[e], h], rows of ``width`` features per head."""
+        feats = a.shape[2] if width < 0 else width
+        for c in prange(bounds.shape[0] - 1):
+            for e in range(bounds[c], bounds[c + 1]):
+                u, v = a_index[e], b_index[e]
+                for h in range(out.shape[1]):
+                    total = 0.0
+                    for k in range(feats):
+                        total += a[u, h, k] * b[v, h, k]
+                    out[e, h] = total
     return kernel
 
 

@@ -31,7 +31,7 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
     if op == "dot":
         if not full:
             raise ValueError("sddmm op='dot' needs at least one feature dim in a or b")
-        return _SddmmDot.apply(a, a_index, b, b_index, chunk)
+        return SddmmDot.apply(a, a_index, b, b_index, chunk)
     return _SddmmBinary.apply(a, a_index, b, b_index, op, negative_slope, chunk)
 
 
@@ -49,7 +49,9 @@ def check_sddmm(a, a_index, b, b_index, op: str, negative_slope: float | None = 
     return broadcast_features("a", a.shape[1:], "b", b.shape[1:])
 
 
-class _SddmmDot(Function):
+class SddmmDot(Function):
+    """Per-head dot SDDMM; its backward is two sparse matmuls (``head_spmm``), shared by the CPU backend."""
+
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, chunk):
         full = broadcast_shape(a.shape[1:], b.shape[1:])
