@@ -34,7 +34,8 @@ import gnnc  # noqa: E402
 from gnnc import backend  # noqa: E402
 from gnnc.backend import torch as torch_backend  # noqa: E402
 from gnnc.backend import triton as triton_backend  # noqa: E402
-from gnnc.backend.triton import launch  # noqa: E402
+from gnnc.backend.torch.csr import csr_structure  # noqa: E402
+from gnnc.backend.triton import balance, launch  # noqa: E402
 from gnnc.models.gat import GATConv  # noqa: E402
 from gnnc.models.gcn import GCNConv  # noqa: E402
 from gnnc.models.rgcn import RGCNConv  # noqa: E402
@@ -57,6 +58,17 @@ CASES = ("multi", "no_edges", "one_node")
 def on_device(case: str, **sizes):
     num_src, num_dst, src, dst = edges(case, **sizes)
     return num_src, num_dst, src.to(DEVICE), dst.to(DEVICE)
+
+
+def hub_graph(num_nodes: int = 40, hub_edges: int = 100, other_edges: int = 30):
+    """(num_src, num_dst, src, dst): destination 3 receives ``hub_edges`` of the edges, from sources drawn
+    at random (repeats: multi-edges), the rest go to random destinations among the first half (the second
+    half has no in-edges); unsorted."""
+    gen = torch.Generator().manual_seed(3)
+    dst = torch.cat([torch.full((hub_edges,), 3), torch.randint(0, num_nodes // 2, (other_edges,), generator=gen)])
+    dst = dst[torch.randperm(dst.numel(), generator=gen)]
+    src = torch.randint(0, num_nodes, (dst.numel(),), generator=gen)
+    return num_nodes, num_nodes, src.to(DEVICE), dst.to(DEVICE)
 
 
 def tensor(*shape, dtype=torch.float64, seed=0, **kw):
@@ -112,6 +124,53 @@ def test_spmm_and_segment_reduce_match_torch(reduce, case):
             w = tensor(src.numel(), *w_feat, dtype=dtype, seed=2, positive=True)
             for op in ("add", "sub", "mul", "div"):
                 same_as_torch(lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, op, reduce), [x, w], dtype)
+
+
+@needs_kernels
+@pytest.mark.parametrize("variant, case", [("edge", c) for c in CASES + ("hub",)] + [("vertex", "hub")])
+def test_balanced_sums_match_torch(variant, case, monkeypatch):
+    """Sum / mean spmm and segment_reduce with each kernel forced (the small graphs of ``CASES`` run
+    vertex-balanced by the rule, so the test above covers that variant there). SPAN 4: rows span several
+    lanes and programs, whose atomic adds meet in one row."""
+    monkeypatch.setattr(balance, "BALANCE", variant)
+    monkeypatch.setattr(balance, "SPAN", 4)
+    num_src, num_dst, src, dst = hub_graph() if case == "hub" else on_device(case)
+    (x_feat, w_feat), ops = SPMM_SHAPES[0], ("add", "sub", "mul", "div")
+    for dtype in DTYPES:
+        x = tensor(num_src, *x_feat, dtype=dtype)
+        w = tensor(src.numel(), *w_feat, dtype=dtype, seed=2, positive=True)
+        for reduce in ("sum", "mean"):
+            values = tensor(dst.numel(), 2, 3, dtype=dtype)
+            same_as_torch(lambda k: lambda v: k.segment_reduce(v, dst, num_dst, reduce), [values], dtype)
+            same_as_torch(lambda k: lambda x: k.spmm(x, src, dst, num_dst, op="copy", reduce=reduce), [x], dtype)
+            for op in ops if dtype == torch.float64 else ("mul",):
+                same_as_torch(lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, op, reduce), [x, w], dtype)
+
+
+def test_balance_rule():
+    """Edge-balanced where one destination has most edges, vertex-balanced on uniform degrees, with the
+    programs of the interpreter (1) and of a GPU (132 multiprocessors): a moderate hub pads little, so
+    only its straggling program (the GPU's case) calls for edges. Forcing wins; no edges: vertex."""
+    def structure(dst, num_rows):
+        return csr_structure(torch.as_tensor(dst), num_rows)
+
+    uniform = structure(torch.arange(1024).repeat_interleave(4), 1024)
+    hub = structure(hub_graph()[3].cpu(), 40)
+    moderate = structure(torch.cat([torch.zeros(100, dtype=torch.long), torch.arange(1024).repeat_interleave(4)]),
+                         1024)
+    gpu = 132 * balance.PROGRAMS_PER_SM
+    for programs in (1, gpu):
+        assert not balance.edge_balanced(uniform, 16, programs)
+        assert balance.edge_balanced(hub, 16, programs)
+    assert not balance.edge_balanced(moderate, 16, 1)
+    assert balance.edge_balanced(moderate, 16, gpu)
+    assert balance.padded_work(uniform, 16) == 4096  # no padding
+    assert balance.padded_work(structure([0, 0, 0, 1, 17], 20), 16) == 16 * 3 + 16 * 1  # two blocks
+    with mock.patch.object(balance, "BALANCE", "edge"):
+        assert balance.edge_balanced(uniform, 16, 1)
+        assert not balance.edge_balanced(structure(torch.zeros(0, dtype=torch.long), 3), 16, 1)
+    with mock.patch.object(balance, "BALANCE", "vertex"):
+        assert not balance.edge_balanced(hub, 16, gpu)
 
 
 @needs_kernels

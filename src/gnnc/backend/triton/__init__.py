@@ -8,7 +8,9 @@ first imported; see ``launch``). float32 / float64.
 Triton kernels (forward and backward):
 - ``spmm`` (copy / add / sub / mul / div messages; sum, mean, max, min with
   arg edges) and ``segment_reduce``: vertex-balanced, one program per block
-  of destination rows and features over a CSR by destination (``aggregate``);
+  of destination rows and features over a CSR by destination, or for sum and
+  mean on skewed degrees edge-balanced, one program per block of CSR entries
+  adding into rows with atomics (``aggregate``; the rule in ``balance``);
 - ``sddmm`` (add / sub / mul / div with right-aligned broadcasting and the
   leaky_relu epilogue; dot);
 - ``edge_softmax``, ``edge_softmax_aggregate`` and
@@ -28,8 +30,9 @@ either path), and under the interpreter ``tl.dot`` would dominate the test
 time. The CSR structures are the torch backend's (``csr_structure``,
 cached per index tensor), and so is ``clear_structure_cache``.
 
-Atomics: only the max / min backward (several destinations can share a
-source); every other kernel owns the rows it writes.
+Atomics: the edge-balanced sums (a row's entries may span programs; float
+sums then depend on arrival order) and the max / min backward (several
+destinations can share a source); every other kernel owns the rows it writes.
 """
 from ..torch import clear_structure_cache, gather_segment_matmul, segment_matmul, typed_index_matmul
 from .head_dot import head_dot

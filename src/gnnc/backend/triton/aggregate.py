@@ -1,10 +1,15 @@
-"""The three Triton kernels behind spmm, segment_reduce and the SDDMM dot (forward and backward).
+"""The four Triton kernels behind spmm, segment_reduce and the SDDMM dot (forward and backward).
 
 - ``rows``: out[v, d] = reduce over CSR row v of (x[col[i], d] op w[perm[i], d // F]), reduce in
   sum, mean, max, min (with the arg edge per (v, d): the first in edge order, none for NaN). One
   program per block of rows and features (vertex-balanced), which walks its rows' entries in
-  step, up to the longest row of the block; no atomics. Serves every aggregation by destination
-  (forward) and by source (the transposed gradients).
+  step, up to the longest row of the block; no atomics.
+- ``edges``: the same sum (mean: divided afterwards), edge-balanced: one program per block of
+  ``bv * SPAN`` consecutive CSR entries, each lane adding up ``SPAN`` of them and each row's partial
+  sum into the row with an atomic add (order-dependent in the last bits for rows spanning lanes).
+  ``balance`` picks between the two per call from the CSR's degree statistics.
+  Together they serve every aggregation by destination (forward) and by source (the transposed
+  gradients, x's: the same rule on the CSR by source, so a hub source gets the edge kernel there).
 - ``edge_dot``: out[e, h] = sum over f of A[ia[e], h, f] * B[ib[e], h, f] (or of A alone), then
   scaled: the SDDMM dot, and the edge-weight gradients of spmm. One program per block of edges.
 - ``extremum_backward``: max / min gradients, each (v, d) adding into the row and the weight of
@@ -21,6 +26,7 @@ import triton.language as tl
 
 from ..torch.csr import csr_structure
 from ..torch.segment import arg_dtype
+from . import balance
 from .device import binary, operand_grad, row_block
 from .launch import edge_ids, head_tile, kernel, row_tile
 
@@ -112,7 +118,35 @@ def _extremum_backward(arg, grad, src, x, w, grad_x, grad_w, num_rows, width, fe
         tl.atomic_add(grad_w + w_at, operand_grad(g, xv, wv, OP, "b"), mask=ok)
 
 
+def _edges(row_of, col, perm, x, w, out, num_edges, width, feats, heads,
+           OP: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr, SPAN: tl.constexpr):
+    lanes = tl.program_id(0) * BV + tl.arange(0, BV)
+    d = tl.program_id(1) * BD + tl.arange(0, BD)
+    d_ok = d < width
+    first = lanes * SPAN
+    row = tl.load(row_of + first, mask=first < num_edges, other=0)
+    acc = tl.zeros([BV, BD], dtype=x.dtype.element_ty)
+    for j in range(0, SPAN):
+        at = first + j
+        valid = at < num_edges
+        r = tl.load(row_of + at, mask=valid, other=0)
+        new = valid & (r != row)  # the lane's row ends: add its sum in, start the next row's
+        tl.atomic_add(out + row[:, None] * width + d[None, :], acc, mask=new[:, None] & d_ok[None, :], sem="relaxed")
+        acc = tl.where(new[:, None], 0.0, acc)
+        row = tl.where(new, r, row)
+        ok = valid[:, None] & d_ok[None, :]
+        u = tl.load(col + at, mask=valid, other=0)
+        msg = tl.load(x + u[:, None] * width + d[None, :], mask=ok, other=0.0)
+        if OP != "copy":
+            e = tl.load(perm + at, mask=valid, other=0)
+            msg = binary(msg, tl.load(w + e[:, None] * heads + (d // feats)[None, :], mask=ok, other=1.0), OP)
+        acc += tl.where(ok, msg, 0.0)
+    tl.atomic_add(out + row[:, None] * width + d[None, :], acc, mask=(first < num_edges)[:, None] & d_ok[None, :],
+                  sem="relaxed")
+
+
 ROWS = kernel(_rows)
+EDGES = kernel(_edges)
 EDGE_DOT = kernel(_edge_dot)
 EXTREMUM_BACKWARD = kernel(_extremum_backward)
 
@@ -135,6 +169,15 @@ def aggregate(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, nu
     bv, bd = row_tile(width)
     x_rows = x.contiguous() if x.numel() else x.new_zeros(1)
     w = x_rows if weight is None else weight.contiguous()
+    if reduce in ("sum", "mean") and balance.edge_balanced(structure, bv):
+        out.zero_()
+        span = balance.SPAN
+        EDGES[(triton.cdiv(num_edges, bv * span), triton.cdiv(width, bd))](
+            balance.entry_rows(structure), structure.col, structure.perm, x_rows, w, out, num_edges, width,
+            max(feats, 1), heads, OP=op, BV=bv, BD=bd, SPAN=span)
+        if reduce == "mean":
+            out /= structure.crow.diff().clamp(min=1).to(out.dtype)[:, None, None]
+        return out, arg
     grid = (triton.cdiv(num_rows, bv), triton.cdiv(width, bd))
     ROWS[grid](structure.crow, edge_ids(structure.col, num_edges), edge_ids(structure.perm, num_edges), x_rows, w,
                out, out if arg is None else arg, num_rows, width, max(feats, 1), heads, num_edges,

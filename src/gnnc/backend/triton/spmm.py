@@ -1,11 +1,13 @@
 """spmm and segment_reduce on the Triton kernels of ``aggregate`` (forward and backward).
 
 Same contracts as ``gnnc.backend.torch.spmm`` / ``segment_reduce``. Forward:
-one vertex-balanced pass over destinations (CSR by destination, cached by
-the torch backend's ``csr_structure``); max / min find their arg edges in the
-same pass. Backward: the transposed aggregation by source for x (no atomics),
-an edge kernel for the edge weights, the arg-edge scatter for max / min, and
-for segment sums the gather g[dst[e]] as an aggregation over rows of one edge.
+one pass over destinations (CSR by destination, cached by the torch
+backend's ``csr_structure``), vertex-balanced, or edge-balanced for sum /
+mean where ``balance``'s rule says; max / min find their arg edges in the
+same pass. Backward: the transposed aggregation by source for x (its own
+choice of balance, on the CSR by source), an edge kernel for the edge
+weights, the arg-edge scatter for max / min, and for segment sums the
+gather g[dst[e]] as an aggregation over rows of one edge.
 """
 from __future__ import annotations
 
