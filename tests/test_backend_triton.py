@@ -11,7 +11,9 @@ this file again in a fresh interpreter-mode process.
 Every kernel's forward and gradients equal the torch backend's on small
 index sets with zero in-degree nodes, self loops, multi-edges, unsorted
 destinations, no edges and one node (``test_backend_torch.edges``), in
-float32 and float64; the compiled GCN and GAT equal eager. Graphs are tiny:
+float32 and float64, the sums and means also with each of their
+vertex- and edge-balanced kernels forced and on a hub graph; the compiled
+GCN and GAT equal eager. Graphs are tiny:
 the interpreter runs each program as numpy operations.
 """
 from __future__ import annotations
