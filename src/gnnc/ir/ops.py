@@ -249,14 +249,25 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
     aggregated; or, when w is one scalar per edge, aggregated per (relation, destination) pair, then
     transformed and summed per node."""
     runs = {cost.TRANSFORM_FIRST: lambda: spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")}
-    if op == "copy" or (w.dim() <= 2 and all(d == 1 for d in w.shape[1:])):  # else w does not commute
+    w_shape = None if w is None else tuple(w.shape)
+    if _commutes(w_shape, op):
         runs[cost.AGGREGATE_FIRST] = lambda: _aggregate_then_transform(ctx, x, weight, w, op, reduce)
-    estimated = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, x.shape[-1],
-                                       weight.shape[-1])[1]
-    if estimated not in runs:
-        estimated = cost.TRANSFORM_FIRST
+    estimated = etype_spmm_choice(ctx, x.shape[-1], weight.shape[-1], w_shape, op, x.element_size())[1]
     key = ("etype_spmm", tuple(x.shape[1:]), tuple(weight.shape), op, reduce, x.dtype)
     return runs[cost.choose(ctx, key, estimated, runs)]()
+
+
+def etype_spmm_choice(ctx, k: int, m: int, w_shape, op: str, itemsize: int = 4):
+    """(candidates, the cost model's pick) for ``etype_spmm`` on block ``ctx``: x width k, output width m,
+    edge weight of shape ``w_shape`` (None with op copy)."""
+    candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, k, m,
+                                                itemsize)
+    return candidates, chosen if _commutes(w_shape, op) else cost.TRANSFORM_FIRST
+
+
+def _commutes(w_shape, op: str) -> bool:
+    """Whether the edge weight commutes with the matmul (copy, or one scalar per edge)."""
+    return op == "copy" or (w_shape is not None and len(w_shape) <= 2 and all(d == 1 for d in w_shape[1:]))
 
 
 def _aggregate_then_transform(ctx, x, weight, w, op, reduce):
@@ -285,11 +296,17 @@ def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
     runs = {cost.BY_SOURCE: by_source}
     if ctx.node_lo == 0:
         runs[cost.BY_DESTINATION] = by_destination
-    estimated = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, weight.shape[1],
-                               weight.shape[-1])[1]
-    estimated = estimated if estimated in runs else cost.BY_SOURCE
+    estimated = etype_bilinear_dot_choice(ctx, weight.shape[1], weight.shape[-1], k.element_size())[1]
     key = ("etype_bilinear_dot", tuple(k.shape[1:]), tuple(weight.shape), q_side, k.dtype)
     return runs[cost.choose(ctx, key, estimated, runs)]()
+
+
+def etype_bilinear_dot_choice(ctx, heads: int, d: int, itemsize: int = 4):
+    """(candidates, the cost model's pick) for ``etype_bilinear_dot`` on block ``ctx`` ([D, D] matrices per
+    head); destination pairs only where destinations start at node 0 (their rows are node rows)."""
+    candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, heads, d,
+                                        itemsize)
+    return candidates, chosen if ctx.node_lo == 0 else cost.BY_SOURCE
 
 
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):

@@ -95,20 +95,17 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
             continue
         k, m = (_contracted(n) if n.target in _TYPED_MATMULS else 0), n.meta.get("shape", (0, 0))[-1]
         itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
-        if n.target in (ops.etype_spmm, ops.etype_bilinear_dot):
+        if n.target is ops.etype_spmm:
             pairs = f"Ps {ctx.src_pairs.unique:,}, Pd {ctx.dst_pairs.unique:,}"
-            if n.target is ops.etype_spmm:
-                candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count,
-                                                            ctx.dst_pairs.count, k, m, itemsize)
-                w = n.args[3].meta.get("shape") if isinstance(n.args[3], fx.Node) else None
-                if w and any(d != 1 for d in w[1:]):  # a per-feature edge weight: transform first only
-                    chosen = cost.TRANSFORM_FIRST
-            else:
-                weight = n.args[2].meta.get("shape", (0, 0, 0, 0))
-                candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count,
-                                                    weight[1], weight[-1], itemsize)
-                if ctx.node_lo != 0:
-                    chosen = candidates[0].name
+            w = n.args[3].meta.get("shape") if isinstance(n.args[3], fx.Node) else None
+            candidates, chosen = ops.etype_spmm_choice(ctx, k, m, w, n.args[4], itemsize)
+        elif n.target is ops.etype_bilinear_dot:
+            pairs = f"Ps {ctx.src_pairs.unique:,}, Pd {ctx.dst_pairs.unique:,}"
+            weight = n.args[2].meta.get("shape", (0, 0, 0, 0))
+            candidates, chosen = ops.etype_bilinear_dot_choice(ctx, weight[1], weight[-1], itemsize)
+        if n.target in (ops.etype_spmm, ops.etype_bilinear_dot):
+            tuned = {v for key, v in ctx.__dict__.get("_autotuned", {}).items() if key[0] == n.target.__name__}
+            chosen = tuned.pop() if len(tuned) == 1 else chosen  # autotune measured it on this graph
         else:
             side = n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
             pairs = f"{ctx.pairs(side).unique:,} ({side}) pairs"

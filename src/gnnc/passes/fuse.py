@@ -56,13 +56,10 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import is_last_dim_sum, new_node, same_value
+from .nodes import is_call, is_last_dim_sum, new_node, same_value
 
 _MULS = {operator.mul, torch.mul}
 
-
-def _is(n, target) -> bool:
-    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
 
 
 _SOURCE_SIDES = {ops.gather_src: "src", ops.gather_src_pair: "src_pair"}
@@ -76,10 +73,10 @@ def _source_side(n) -> str | None:
 
 def _softmax_logits(n):
     """(logits node, needs squeeze of last dim) when n is edge_softmax(l) or its unsqueeze(-1)."""
-    if _is(n, ops.edge_softmax):
+    if is_call(n, ops.edge_softmax):
         return n.args[1], True
     if isinstance(n, fx.Node) and n.op == "call_method" and n.target == "unsqueeze" and n.args[1] == -1 \
-            and _is(n.args[0], ops.edge_softmax):
+            and is_call(n.args[0], ops.edge_softmax):
         return n.args[0].args[1], False
     return None
 
@@ -109,7 +106,7 @@ def _fuse_sddmm(out: MPDFG) -> None:
 
 def _fuse_dot(out: MPDFG) -> None:
     g = out.graph
-    for sddmm in [n for n in g.nodes if _is(n, ops.u_op_v)]:
+    for sddmm in [n for n in g.nodes if is_call(n, ops.u_op_v)]:
         if sddmm.args[3] != "mul" or _slope(sddmm) is not None or len(sddmm.users) != 1:
             continue
         total = next(iter(sddmm.users))
@@ -152,7 +149,7 @@ def _leaky_slope(n: fx.Node, root) -> float | None:
 
 def _fuse_activation(out: MPDFG) -> None:
     g = out.graph
-    for sddmm in [n for n in g.nodes if _is(n, ops.u_op_v)]:
+    for sddmm in [n for n in g.nodes if is_call(n, ops.u_op_v)]:
         if _slope(sddmm) is not None or sddmm.args[3] == "dot" or len(sddmm.users) != 1:
             continue
         act = next(iter(sddmm.users))
@@ -182,12 +179,12 @@ def _dst_rows(g, like, ctx, gather):
 
 def _postpone_dst_factors(out: MPDFG) -> None:
     g = out.graph
-    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+    for red in [n for n in g.nodes if is_call(n, ops.segment_reduce)]:
         ctx, e, op = red.args
         if op not in ("sum", "mean") or not isinstance(e, fx.Node) or len(e.users) != 1:
             continue
         factors = _factors(e)
-        dst_side = [f for f in factors if _is(f, ops.gather_dst) or _is(f, ops.gather_dst_local)]
+        dst_side = [f for f in factors if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [f for f in factors if f not in dst_side]
         if len(factors) < 2 or not dst_side or not rest or not all(isinstance(f, fx.Node) for f in rest):
             continue
@@ -228,12 +225,12 @@ def _signed_sum(g, like, terms):
 
 def _hoist_dst_terms(out: MPDFG) -> None:
     g = out.graph
-    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+    for red in [n for n in g.nodes if is_call(n, ops.segment_reduce)]:
         ctx, e, op = red.args
         if op not in ("max", "min", "mean") or not isinstance(e, fx.Node) or len(e.users) != 1:
             continue
         terms = _terms(e)
-        dst_side = [(f, s) for f, s in terms if _is(f, ops.gather_dst) or _is(f, ops.gather_dst_local)]
+        dst_side = [(f, s) for f, s in terms if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [(f, s) for f, s in terms if (f, s) not in dst_side]
         if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest):
             continue
@@ -256,7 +253,7 @@ def fuse(dfg: MPDFG) -> MPDFG:
     _fuse_dot(out)
     _fuse_activation(out)
     g = out.graph
-    for red in [n for n in g.nodes if _is(n, ops.segment_reduce)]:
+    for red in [n for n in g.nodes if is_call(n, ops.segment_reduce)]:
         ctx, e, op = red.args
         with g.inserting_before(red):
             fused = _fuse_one(g, red, ctx, e, op)
@@ -273,10 +270,10 @@ def fuse(dfg: MPDFG) -> MPDFG:
 
 def _fuse_typed_aggregation(out: MPDFG) -> None:
     g = out.graph
-    for agg in [n for n in g.nodes if _is(n, ops.spmm)]:
+    for agg in [n for n in g.nodes if is_call(n, ops.spmm)]:
         ctx, y, w, op, reduce = agg.args[:5]
         x_side = agg.args[5] if len(agg.args) > 5 else "src"
-        if not (x_side == "src_pair" and _is(y, ops.etype_pair_matmul) and len(y.users) == 1
+        if not (x_side == "src_pair" and is_call(y, ops.etype_pair_matmul) and len(y.users) == 1
                 and op in ("mul", "copy") and reduce in ("sum", "mean")
                 and y.kwargs.get("side", y.args[3] if len(y.args) > 3 else "src") == "src"):
             continue
@@ -294,7 +291,7 @@ def _sddmm_logits(logits):
     squeezed = isinstance(logits, fx.Node) and logits.op == "call_method" and logits.target == "squeeze" \
         and tuple(logits.args[1:]) == (-1,) and len(logits.users) == 1
     sddmm = logits.args[0] if squeezed else logits
-    if not (_is(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1
+    if not (is_call(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1
             and sddmm.args[4] in ("dst", "dst_local")):
         return None
     shape = sddmm.meta.get("shape")
@@ -306,7 +303,7 @@ def _sddmm_logits(logits):
 
 def _fuse_softmax_logits(out: MPDFG) -> None:
     g = out.graph
-    for agg in [n for n in g.nodes if _is(n, ops.edge_softmax_aggregate)]:
+    for agg in [n for n in g.nodes if is_call(n, ops.edge_softmax_aggregate)]:
         ctx, logits, x = agg.args[:3]
         x_side = agg.args[3] if len(agg.args) > 3 else "src"
         found = _sddmm_logits(logits)

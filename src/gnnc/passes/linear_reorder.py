@@ -26,7 +26,7 @@ import torch.fx as fx
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import is_last_dim_sum, new_node, same_value
+from .nodes import is_call, is_last_dim_sum, new_node, same_value
 
 
 def _match(total: fx.Node):
@@ -53,35 +53,32 @@ def _match(total: fx.Node):
     return None
 
 
-def _is(n, target) -> bool:
-    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
-
 
 def _match_bilinear(total: fx.Node):
     """(ctx, k, W, q, q side) for sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q), -1)."""
     if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
         return None
     product = total.args[0]
-    if not (_is(product, operator.mul) or _is(product, torch.mul)) or len(product.users) != 1 \
+    if not (is_call(product, operator.mul) or is_call(product, torch.mul)) or len(product.users) != 1 \
             or len(product.args) != 2:
         return None
     for left, right in (product.args, reversed(product.args)):
-        if not (_is(left, ops.gather_src_pair) and len(left.users) == 1
-                and (_is(right, ops.gather_dst) or _is(right, ops.gather_dst_local))):
+        if not (is_call(left, ops.gather_src_pair) and len(left.users) == 1
+                and (is_call(right, ops.gather_dst) or is_call(right, ops.gather_dst_local))):
             continue
         sq = left.args[1]
         if not (isinstance(sq, fx.Node) and sq.op == "call_method" and sq.target == "squeeze"
                 and tuple(sq.args[1:]) in ((2,), (-2,)) and len(sq.users) == 1):
             continue
         mm = sq.args[0]
-        if not (_is(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3
+        if not (is_call(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3
                 and mm.args[3] == "src"):
             continue
         k_shape, q_shape = mm.args[1].meta.get("shape"), right.meta.get("shape")
         if not (k_shape and q_shape and len(k_shape) == 4 and k_shape[2] == 1 and len(q_shape) == 3
                 and tuple(q_shape[1:]) == (k_shape[1], k_shape[3]) and mm.meta.get("shape", (0,))[-1] == k_shape[3]):
             continue
-        return mm.args[0], mm.args[1], mm.args[2], right.args[1], "dst" if _is(right, ops.gather_dst) else "dst_local"
+        return mm.args[0], mm.args[1], mm.args[2], right.args[1], "dst" if is_call(right, ops.gather_dst) else "dst_local"
     return None
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import torch
+import torch.fx as fx
 
 
 def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):
@@ -24,3 +25,8 @@ def is_last_dim_sum(n) -> bool:
         dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
         return dim == -1
     return False
+
+
+def is_call(n, target) -> bool:
+    """Whether ``n`` is an fx node calling the function ``target``."""
+    return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target

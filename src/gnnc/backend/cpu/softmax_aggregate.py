@@ -44,7 +44,7 @@ from torch.autograd.function import Function, once_differentiable
 
 from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
-from ..torch.softmax import check_softmax_aggregate, check_sddmm_softmax_aggregate
+from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .codegen import indent, load_function
 from .interop import as_array, empty, jit_row_kernel, launch
 from .sddmm import sddmm
@@ -136,18 +136,14 @@ class _SoftmaxAggregate(Function):
             launch(_forward_kernel(op, num_heads, num_feats, block), as_array(by_dst.crow),
                    src.numel() * block.heads * block.feats, *arrays)
         if keep:
-            ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s)
-            ctx.layout = (full, k, num_dst, op, slope)
-            ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
+            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, (full, k, num_dst, op, slope), a, b, x)
         return out.view((num_dst,) + full)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        heads_a, heads_b, heads_x, src, dst, m, s = ctx.saved_tensors
-        full, k, num_dst, op, slope = ctx.layout
-        a_shape, b_shape, x_shape = ctx.shapes
-        need_a, need_b, need_x = ctx.needs_input_grad[:3]
+        (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
+            (need_a, need_b, need_x) = kept(ctx)
         num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
         inv_s = s.reciprocal()  # inf for destinations without in-edges, which no edge reads

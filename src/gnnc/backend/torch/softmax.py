@@ -153,3 +153,17 @@ class _EdgeSoftmaxAggregate(Function):
             grad_alpha = heads_to_weight(dots, logits.shape, full, k)
             grad_logits = _softmax_backward(alpha, grad_alpha, dst, num_dst)
         return grad_logits, grad_x, None, None, None, None
+
+
+def keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, layout, a, b, x) -> None:
+    """Save what a fused softmax aggregation's backward reads (the CPU and Triton kernels share the format):
+    head-form operands, indices, per-destination max and denominator, ``layout`` and a, b, x's shapes."""
+    ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s)
+    ctx.layout = layout
+    ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
+
+
+def kept(ctx):
+    """(saved tensors, layout, (a, b, x) shapes, (a, b, x) needing gradients) as ``keep_for_backward`` left
+    them."""
+    return ctx.saved_tensors, ctx.layout, ctx.shapes, ctx.needs_input_grad[:3]

@@ -32,7 +32,7 @@ from torch.autograd.function import Function, once_differentiable
 from ..torch.common import (as_heads, broadcast_shape, check_count, check_float, check_index, head_layout,
                             heads_to_weight, sum_to, weight_as_heads)
 from ..torch.csr import csr_structure
-from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate
+from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, head_tile, kernel, row_tile
 from .sddmm import sddmm
@@ -316,18 +316,14 @@ class _SoftmaxAggregate(Function):
             _launch(AGGREGATE_FORWARD, by_dst, src.numel(), num_dst, heads_a, heads_b, heads_x, out, m, s,
                     op=op, slope=slope, KEEP=keep)
         if keep:
-            ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s)
-            ctx.layout = (full, k, num_dst, op, slope)
-            ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
+            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, (full, k, num_dst, op, slope), a, b, x)
         return out.view((num_dst,) + full)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        heads_a, heads_b, heads_x, src, dst, m, s = ctx.saved_tensors
-        full, k, num_dst, op, slope = ctx.layout
-        a_shape, b_shape, x_shape = ctx.shapes
-        need_a, need_b, need_x = ctx.needs_input_grad[:3]
+        (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
+            (need_a, need_b, need_x) = kept(ctx)
         num_src, num_heads, num_feats = heads_x.shape
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
         per_edge_logits = op is None
