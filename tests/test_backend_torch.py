@@ -23,12 +23,13 @@ from gnnc.backend.torch import csr
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
 CASES = ["multi", "no_edges", "one_node"]
-PATHS = ["sparse", "chunked"]
+PATHS = ["sparse", "sparse-per-head", "chunked"]
 
 
 @contextlib.contextmanager
 def kernels(path: str):
-    """Run the per-head sums as CSR matmuls ("sparse", even on tiny inputs) or as gather + index_add ("chunked").
+    """Run the per-head sums as CSR matmuls ("sparse", even on tiny inputs: one block-diagonal matmul over
+    all heads; "sparse-per-head": one matmul per head, as on large graphs) or as gather + index_add ("chunked").
 
     The sparse kernels run single-threaded here: on tiny inputs a parallel
     region on busy cores costs more than the whole test.
@@ -39,8 +40,9 @@ def kernels(path: str):
         return
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    blocks = 0 if path == "sparse-per-head" else csr.MAX_BLOCK_ENTRIES
     try:
-        with mock.patch.object(csr, "SPARSE_MIN_ELEMENTS", 0):
+        with mock.patch.object(csr, "SPARSE_MIN_ELEMENTS", 0), mock.patch.object(csr, "MAX_BLOCK_ENTRIES", blocks):
             yield
     finally:
         torch.set_num_threads(threads)

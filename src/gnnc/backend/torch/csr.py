@@ -10,7 +10,8 @@ least ``SPARSE_MIN_ELEMENTS`` message elements) they run as one CSR sparse
 matmul / sampled dense-dense matmul over the block-diagonal matrix
 diag(A_0, ..., A_{H-1}) (A_h: the graph weighted by head h) against the
 head-major features [H * rows, F], which measured 1.5-10x faster than
-gather + index_add on CPU; otherwise they fall back to edge chunks of
+gather + index_add on CPU (above ``MAX_BLOCK_ENTRIES`` head-edges, one
+matmul per head over A instead: the block columns are not worth caching); otherwise they fall back to edge chunks of
 gather + index_add. One call rather than one per head matters on busy
 cores, where every parallel region can cost milliseconds; small problems
 stay on the fallback for the same reason. The CSR structure (edges sorted
@@ -34,6 +35,10 @@ SPARSE_DEVICE_TYPES = frozenset({"cpu", "cuda"})
 MAX_SPARSE_HEADS = 16
 SPARSE_MIN_ELEMENTS = 1 << 18
 CACHE_SIZE = 8
+# Above this many block-diagonal column entries (heads * E), heads run as one sparse matmul each over the
+# plain structure: the block columns would be cached at 8 bytes per entry (2.7 GB for HGT on full ogbn-mag),
+# while a call per head costs nothing that matters at that size.
+MAX_BLOCK_ENTRIES = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,11 @@ def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool
             and 1 <= heads <= MAX_SPARSE_HEADS and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS)
 
 
+def _blocks(heads: int, num_edges: int) -> bool:
+    """Whether ``heads`` heads run as one block-diagonal sparse matmul (else one per head)."""
+    return heads * num_edges <= MAX_BLOCK_ENTRIES
+
+
 def _block_csr(structure: CsrStructure, heads: int, values: torch.Tensor, num_cols: int) -> torch.Tensor:
     """diag(A_0, ..., A_{heads-1}) with ``values`` [heads * E] head-major (sorted edge order within a head)."""
     crow, col = structure.block(heads, num_cols)
@@ -130,6 +140,11 @@ def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, nu
             values = x.new_ones(heads * rows.numel())
         else:
             values = weight.index_select(0, structure.perm).t().reshape(-1)
+        if not _blocks(heads, rows.numel()):
+            out = x.new_empty(num_rows, heads, feats)
+            for h, v in enumerate(values.view(heads, -1)):
+                out[:, h] = torch.sparse.mm(_block_csr(structure, 1, v, x.shape[0]), x[:, h])
+            return out
         out = torch.sparse.mm(_block_csr(structure, heads, values, x.shape[0]), _head_major(x))
         return out.view(heads, num_rows, feats).transpose(0, 1).contiguous()
     out = x.new_zeros(num_rows, heads, feats)
@@ -147,9 +162,16 @@ def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch
     heads = a.shape[1]
     num_edges = rows.numel()
     out = a.new_empty(num_edges, heads)
+    blocks = _blocks(heads, num_edges)
     # sampled_addmm rejects more stored entries than the dense shape has (many multi-edges).
-    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= heads * a.shape[0] * b.shape[0]:
+    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= (heads if blocks else 1) * a.shape[0] * b.shape[0]:
         structure = csr_structure(rows, a.shape[0], cols)
+        if not blocks:
+            pattern = _block_csr(structure, 1, a.new_zeros(num_edges), b.shape[0])
+            for h in range(heads):
+                values = torch.sparse.sampled_addmm(pattern, a[:, h], b[:, h].t(), beta=0.0).values()
+                out[:, h].index_copy_(0, structure.perm, values)
+            return out
         pattern = _block_csr(structure, heads, a.new_zeros(heads * num_edges), b.shape[0])
         values = torch.sparse.sampled_addmm(pattern, _head_major(a), _head_major(b).t(), beta=0.0).values()
         return out.index_copy_(0, structure.perm, values.view(heads, num_edges).t())
