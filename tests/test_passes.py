@@ -1,4 +1,5 @@
 """Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
+import pytest
 import torch
 
 import gnnc.function as fn
@@ -158,15 +159,25 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     _check(dfg, out, inputs)
 
 
-def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot():
+SCALINGS = {
+    "none": lambda s, e: s,
+    "hgt": lambda s, e: s * e.type["pri"] / 1.7,  # HGT: a factor per relation and head, then 1 / sqrt(d_k)
+    "left": lambda s, e: 0.5 * (e.type["one"] * s),  # a factor per relation for all heads, numbers on the left
+}
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     g = random_heterograph(1)
     g.ndata["k"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
     g.ndata["q"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
     g.etype_data["Watt"] = torch.randn(5, 2, 3, 3, dtype=torch.float64)
+    g.etype_data["pri"] = torch.randn(5, 2, dtype=torch.float64)
+    g.etype_data["one"] = torch.randn(5, 1, dtype=torch.float64)
 
     def msg(e):
         k = torch.matmul(e.src["k"].view(-1, 2, 1, 3), e.type["Watt"]).squeeze(2)
-        return {"s": torch.sum(k * e.dst["q"], dim=-1)}
+        return {"s": SCALINGS[scaling](torch.sum(k * e.dst["q"], dim=-1), e)}
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
@@ -175,7 +186,9 @@ def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot():
         out = p(out)
         annotate(out)
     targets = _targets(out)
-    assert ops.etype_bilinear_dot in targets and ops.etype_pair_head_matmul not in targets
+    assert targets.count(ops.etype_bilinear_dot) == 1 and ops.etype_pair_head_matmul not in targets
+    # the factors went onto the relation matrices: nothing per edge but the scores
+    assert ops.gather_etype not in targets and (ops.scale_heads in targets) == (scaling != "none")
     _check(dfg, out, inputs)
 
 

@@ -222,6 +222,12 @@ def fold_attention(weight, attn):
     return torch.einsum("rkhd,rhd->rkh", weight.reshape(rels, k, heads, d), attn.expand(rels, heads, d))
 
 
+def scale_heads(weight, factor):
+    """Dense on R: [R, H, K, M] matrices times a factor per relation and head ([R, H] or [R, 1])
+    (``linear_reorder``'s scaled scores)."""
+    return weight * factor[:, :, None, None]
+
+
 def gather_src_pair(ctx, y):
     """BroadcastSrc Ps -> E: each edge's (relation, source) pair row."""
     return _pair_rows(ctx.src_pairs, y)

@@ -15,6 +15,14 @@ relation matrix applied on whichever side has fewer (relation, node) pairs
 on the graph — ``k W_r`` per source pair, or ``q W_r^T`` per destination
 pair — by the cost model, and the dot taken as a per-head SDDMM (no
 [E, H, D] product). Exact by associativity (up to rounding).
+
+Pattern: ``etype_bilinear_dot(k, W, q)`` (with no other user) times
+``gather_etype(p)`` ([R, H] or [R, 1]: a factor per relation and head), or
+times / divided by a number — HGT's ``* relation_pri / sqrt(d_k)``.
+Replacement: ``etype_bilinear_dot(k, W * p, q)`` (``ops.scale_heads``,
+resp. ``W * c``, ``W / c``): the scores are linear in W, so the factors move
+onto the [R, H, D, D] matrices and no [E, H] product or gathered [E, H]
+factor is formed, forward or backward.
 """
 from __future__ import annotations
 
@@ -82,6 +90,27 @@ def _match_bilinear(total: fx.Node):
     return None
 
 
+def _match_scaled_scores(n: fx.Node):
+    """(scores, the weight's scaled value as (target, args)) for scores * gather_etype(p), scores * c or
+    scores / c, where scores is an ``etype_bilinear_dot`` with no other user."""
+    if not (is_call(n, operator.mul) or is_call(n, torch.mul) or is_call(n, operator.truediv)) or n.kwargs \
+            or len(n.args) != 2:
+        return None
+    orders = (n.args,) if n.target is operator.truediv else (n.args, tuple(reversed(n.args)))
+    for scores, factor in orders:
+        if not (is_call(scores, ops.etype_bilinear_dot) and len(scores.users) == 1):
+            continue
+        weight = scores.args[2]
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool):
+            return scores, (operator.truediv if n.target is operator.truediv else operator.mul, (weight, factor))
+        heads = (scores.meta.get("shape") or (0, 0))[1:]
+        p_shape = factor.args[1].meta.get("shape") if is_call(factor, ops.gather_etype) else None
+        if n.target is not operator.truediv and p_shape and len(p_shape) == 2 and len(heads) == 1 \
+                and p_shape[1] in (1, heads[0]):
+            return scores, (ops.scale_heads, (weight, factor.args[1]))
+    return None
+
+
 def linear_reorder(dfg: MPDFG) -> MPDFG:
     out = dce(dfg)  # the gathers earlier passes moved past are still users of the matmuls
     g = out.graph
@@ -107,4 +136,18 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
         total.replace_all_uses_with(new)
         out.log.append(f"linear_reorder: {total.meta.get('source')}: (k W_r) . q -> relation matrix on the side "
                        "with fewer (relation, node) pairs, then a per-head dot (cost model)")
+    for n in list(g.nodes):  # in order: a scale folded here leaves a bilinear dot the next one can match
+        found = _match_scaled_scores(n)
+        if found is None:
+            continue
+        scores, (target, args) = found
+        with g.inserting_before(n):
+            weight = new_node(g, n, target, args)
+            weight.meta.update({k: args[0].meta[k] for k in ("shape", "dtype") if k in args[0].meta})
+            new = same_value(new_node(g, n, ops.etype_bilinear_dot, scores.args[:2] + (weight,) + scores.args[3:]), n)
+        n.replace_all_uses_with(new)
+        g.erase_node(n)
+        g.erase_node(scores)
+        out.log.append(f"linear_reorder: {n.meta.get('source')}: scores times a factor per relation or a constant "
+                       "-> the factor folded into the relation matrices (no [E, H] product)")
     return out
