@@ -10,6 +10,7 @@ from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
 from gnnc.passes import (compact, cse, dce, distribute, fuse, linear_reorder, lower_aggregation, reorder, shared_dot,
                          split_concat, typed_linear)
+from gnnc.passes.nodes import is_call
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -146,9 +147,12 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
         out = p(out)
         annotate(out)
     targets = _targets(out)
-    assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 2
-    folded = next(n for n in out.graph.nodes if n.target is ops.etype_pair_matmul and n.args[3] == "dst")
-    assert folded.args[2].target is ops.fold_attention and folded.meta["shape"][1:] == (2,)  # [Pd, H], not [Pd, H*D]
+    # source rows for the messages; the scores of both sides with the attention folded into W
+    assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 3
+    folded = [n for n in out.graph.nodes if n.target is ops.etype_pair_matmul and is_call(n.args[2], ops.fold_attention)]
+    assert sorted(n.args[3] for n in folded) == ["dst", "src"]
+    assert all(n.meta["shape"][1:] == (2,) for n in folded)  # [pairs, H], not [pairs, H*D]
+    assert ops.pair_etype_rows not in targets
     assert ops.gather_src_pair not in targets and ops.gather_dst_pair not in targets  # all fused or moved
     sddmm = next(n for n in out.graph.nodes if n.target is ops.u_op_v)
     assert (sddmm.args[4], sddmm.args[6]) == ("dst_pair", "src_pair")
