@@ -1,11 +1,16 @@
 """Instrumented collectives for distributed training over ``torch.distributed``.
 
-``Comm`` wraps one process group (gloo; NCCL would need GPU tensors) or, with
-``Comm.local()``, a single process with no group at all (every collective is
-then the identity). Each collective counts the bytes this rank sends and
-receives and files them, with wall time, under the current step and stage
-(``with comm.meter.stage("forward"):``; ``comm.meter.end_step()`` closes a
-step). Byte model, payload only:
+``Comm`` wraps one process group (gloo, or NCCL on the worker's GPU) or,
+with ``Comm.local()``, a single process with no group at all (every
+collective is then the identity). ``Comm.device`` is where the group's
+collectives take tensors (the current GPU under NCCL, else the CPU); a
+tensor lying elsewhere is copied there and its result copied back, so
+callers may hand over host tensors (row counts, ids, losses) under NCCL.
+Each collective counts the bytes this rank sends and receives and files
+them, with wall time, under the current step and stage (``with
+comm.meter.stage("forward"):``; ``comm.meter.end_step()`` closes a step; on
+a GPU a stage waits for its kernels before reading the clock). Byte model,
+payload only:
 
 * ``exchange`` (all-to-all of rows, used for fetches and replies): exactly
   the rows that leave for / arrive from other ranks, plus the row counts
@@ -22,10 +27,13 @@ within the process group's timeout, raises ``PeerFailure`` naming this
 rank and its machine (hostname, torchrun's node rank), the collective, the
 stage, the step and, when gloo's error gives a peer's address, that peer's
 machine, so a dead worker or a lost link makes the others exit with a clear
-error instead of hanging.
+error instead of hanging. (Under NCCL a collective returns before it
+completes; NCCL's watchdog then ends a process whose collective failed or
+timed out, with NCCL's own message.)
 
-``init_from_env`` joins the group torchrun describes, with the backend for
-the trainers' device (``backend_for``: NCCL for CUDA, gloo otherwise);
+``init_from_env`` joins the group torchrun describes, on the worker's
+device (``worker_device``: ``cuda:LOCAL_RANK`` for CUDA) with its backend
+(``backend_for``: NCCL for CUDA, gloo otherwise);
 ``leave`` ends a worker process once its work is done (see there why it
 does not return).
 
@@ -86,9 +94,11 @@ class Meter:
 
     What is counted between two ``end_step`` calls is one step; what runs
     inside ``outside_steps`` (evaluation, reporting) goes to ``self.outside``.
+    On a CUDA ``device`` a stage's time includes the kernels it queued.
     """
 
-    def __init__(self):
+    def __init__(self, device="cpu"):
+        self.device = torch.device(device)
         self.steps: list[StepRecord] = []
         self.current = StepRecord()
         self.outside = StepRecord()
@@ -103,6 +113,8 @@ class Meter:
         try:
             yield
         finally:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
             record = self.current if self._in_steps else self.outside
             record.add(record.seconds, name, time.perf_counter() - start)
             self.stage_name = previous
@@ -151,14 +163,16 @@ class Comm:
     def __init__(self, group=None, timeout_s: float | None = None, *, _local: bool = False):
         if _local:
             self.rank, self.world = 0, 1
+            self.device = torch.device("cpu")
         else:
             if not dist.is_initialized():
                 raise RuntimeError("Comm: torch.distributed is not initialized; call init_from_env() first "
                                    "or use Comm.local() for one process")
             self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
+            self.device = collective_device(dist.get_backend(group))
         self.group = group
         self.timeout_s = timeout_s
-        self.meter = Meter()
+        self.meter = Meter(self.device)
         self._token: torch.Tensor | None = None
 
     @classmethod
@@ -178,6 +192,19 @@ class Comm:
                 f"{peer_machines(str(err))} ({err})"
             ) from err
 
+    def _staged(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` on ``self.device``: itself, or a copy when it lies elsewhere."""
+        return t if t.device == self.device else t.to(self.device)
+
+    def _in_place(self, what: str, t: torch.Tensor, collective) -> torch.Tensor:
+        """Run the in-place ``collective`` on ``t`` (on a staged copy, copied back, when ``t`` lies
+        elsewhere); returns ``t``."""
+        wire = self._staged(t)
+        self._run(what, lambda: collective(wire))
+        if wire is not t:
+            t.copy_(wire)
+        return t
+
     # --------------------------------------------------------- collectives
     def barrier(self) -> None:
         """Wait until every rank has reached this call (no payload)."""
@@ -195,7 +222,8 @@ class Comm:
             raise ValueError("all_reduce: the tensor must be contiguous (it is reduced in place)")
         nbytes = t.numel() * t.element_size()
         ring = 2 * (self.world - 1) / self.world * nbytes
-        self._run(f"all_reduce({op}) of {tuple(t.shape)}", lambda: dist.all_reduce(t, ops[op], group=self.group))
+        self._in_place(f"all_reduce({op}) of {tuple(t.shape)}", t,
+                       lambda wire: dist.all_reduce(wire, ops[op], group=self.group))
         self.meter.count(ring, ring)
         return t
 
@@ -203,12 +231,12 @@ class Comm:
         """Every rank's ``t`` (same shape and dtype on all ranks), in rank order."""
         if self.world == 1:
             return [t]
-        t = t.contiguous()
-        out = [torch.empty_like(t) for _ in range(self.world)]
-        self._run(f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, t, group=self.group))
+        wire = self._staged(t.contiguous())
+        out = [torch.empty_like(wire) for _ in range(self.world)]
+        self._run(f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, wire, group=self.group))
         nbytes = (self.world - 1) * t.numel() * t.element_size()
         self.meter.count(nbytes, nbytes)
-        return out
+        return [o.to(t.device) for o in out]
 
     def reduce(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
         """In-place sum of a contiguous tensor into rank ``root``'s copy; returns it (other ranks' copies
@@ -216,7 +244,8 @@ class Comm:
         if self.world == 1:
             return t
         nbytes = t.numel() * t.element_size()
-        self._run(f"reduce of {tuple(t.shape)} to rank {root}", lambda: dist.reduce(t, root, group=self.group))
+        self._in_place(f"reduce of {tuple(t.shape)} to rank {root}", t,
+                       lambda wire: dist.reduce(wire, root, group=self.group))
         self.meter.count(0 if self.rank == root else nbytes, (self.world - 1) * nbytes if self.rank == root else 0)
         return t
 
@@ -225,15 +254,16 @@ class Comm:
         if self.world == 1:
             return t
         nbytes = t.numel() * t.element_size()
-        self._run(f"broadcast of {tuple(t.shape)} from rank {root}",
-                  lambda: dist.broadcast(t, root, group=self.group))
+        self._in_place(f"broadcast of {tuple(t.shape)} from rank {root}", t,
+                       lambda wire: dist.broadcast(wire, root, group=self.group))
         self.meter.count((self.world - 1) * nbytes if self.rank == root else 0, 0 if self.rank == root else nbytes)
         return t
 
     def exchange(self, outgoing: list[torch.Tensor], incoming_rows: list[int] | None = None) -> list[torch.Tensor]:
         """All-to-all: ``outgoing[q]`` goes to rank ``q``; returns what each rank sent here.
 
-        Tensors share dtype and trailing shape on every rank; their first
+        Tensors share dtype and trailing shape on every rank, and a device on
+        this rank, where the received ones are returned; their first
         dimensions may differ. ``incoming_rows[q]`` (when the receiver
         already knows it) saves the exchange of row counts.
         """
@@ -243,19 +273,19 @@ class Comm:
             return [outgoing[0]]
         rows_out = [int(t.shape[0]) for t in outgoing]
         if incoming_rows is None:
-            counts = torch.tensor(rows_out, dtype=torch.int64)
+            counts = torch.tensor(rows_out, dtype=torch.int64, device=self.device)
             got = torch.empty_like(counts)
             self._run("exchange of row counts", lambda: dist.all_to_all_single(got, counts, group=self.group))
             self.meter.count(8 * (self.world - 1), 8 * (self.world - 1))
             incoming_rows = got.tolist()
-        send = torch.cat([t.contiguous() for t in outgoing])
+        send = self._staged(torch.cat([t.contiguous() for t in outgoing]))
         recv = send.new_empty((sum(incoming_rows), *send.shape[1:]))
         self._run(f"exchange of {sum(rows_out)} rows of shape {tuple(send.shape[1:])}",
                   lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group))
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
         self.meter.count(row_bytes * (sum(rows_out) - rows_out[self.rank]),
                          row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]))
-        return list(recv.split(incoming_rows))
+        return list(recv.to(outgoing[0].device).split(incoming_rows))
 
     # ------------------------------------------------ autograd-aware sums
     def sum_over_ranks(self, x: torch.Tensor) -> torch.Tensor:
@@ -337,6 +367,30 @@ def backend_for(device) -> str:
     return "nccl" if torch.device(device).type == "cuda" else "gloo"
 
 
+def collective_device(backend: str) -> torch.device:
+    """Where a group of ``backend`` takes its tensors: the current GPU for 'nccl', else the CPU."""
+    return torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+
+def worker_device(requested, local_rank: int, cuda_devices: int) -> torch.device:
+    """The device a worker computes on: for a CUDA ``requested``, GPU ``local_rank`` of its machine (one
+    GPU per worker; ``cuda_devices`` GPUs there), else the CPU.
+
+    ValueError for another device type; RuntimeError when the machine has
+    no GPU ``local_rank``.
+    """
+    kind = torch.device(requested).type
+    if kind == "cpu":
+        return torch.device("cpu")
+    if kind != "cuda":
+        raise ValueError(f"distributed workers compute on 'cpu' or 'cuda', not {str(requested)!r}")
+    if local_rank >= cuda_devices:
+        raise RuntimeError(f"the worker of LOCAL_RANK {local_rank} needs GPU cuda:{local_rank}, but this machine "
+                           f"has {cuda_devices} CUDA device(s); start at most {cuda_devices} workers per machine "
+                           "(--nproc)")
+    return torch.device("cuda", local_rank)
+
+
 def machine_name() -> str:
     """This process's machine as errors name it: hostname, and torchrun's node rank when torchrun started it."""
     node = os.environ.get("GROUP_RANK")
@@ -366,10 +420,12 @@ def peer_machines(error: str) -> str:
 
 
 def init_from_env(timeout_s: float = 300.0, device="cpu", join_timeout_s: float = 300.0) -> Comm:
-    """Join the process group torchrun describes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+    """Join the process group torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT).
 
-    The backend follows ``device`` (``backend_for``); the trainers keep
-    their tensors on the CPU, hence gloo. Joining waits up to
+    ``device`` 'cuda' makes GPU LOCAL_RANK of this machine (``worker_device``)
+    the current device and joins with NCCL bound to it; 'cpu' joins with
+    gloo. The returned ``Comm.device`` names the device, where the trainers
+    launched by ``gnnc train --dist`` then compute. Joining waits up to
     ``join_timeout_s`` seconds for the other ranks (they may still be
     starting), every collective after that ``timeout_s`` seconds: it must
     exceed the longest time a rank spends between two collectives the
@@ -380,7 +436,11 @@ def init_from_env(timeout_s: float = 300.0, device="cpu", join_timeout_s: float 
     if missing:
         raise RuntimeError(f"init_from_env: environment variables {missing} are not set; "
                            "start workers with torchrun (gnnc train --dist)")
-    dist.init_process_group(backend_for(device), timeout=datetime.timedelta(seconds=max(timeout_s, join_timeout_s)))
+    device = worker_device(device, int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count())
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend_for(device), timeout=datetime.timedelta(seconds=max(timeout_s, join_timeout_s)),
+                            device_id=device if device.type == "cuda" else None)
     dist.distributed_c10d._set_pg_timeout(datetime.timedelta(seconds=timeout_s))
     return Comm(timeout_s=timeout_s)
 
@@ -418,7 +478,7 @@ class GradSync:
     def __init__(self, comm: Comm, params, synced_rows: dict | None = None):
         self.comm, self.params = comm, list(params)
         synced_rows = synced_rows or {}
-        self.rows = [synced_rows.get(id(p)) for p in self.params]
+        self.rows = [None if id(p) not in synced_rows else synced_rows[id(p)].to(p.device) for p in self.params]
         dtypes = {p.dtype for p in self.params}
         if len(dtypes) > 1:
             raise ValueError(f"GradSync: parameters of several dtypes {sorted(map(str, dtypes))}")
@@ -431,7 +491,7 @@ class GradSync:
             g = p.grad if p.grad is not None else torch.zeros_like(p)
             pieces.append((g if rows is None else g.index_select(0, rows)).reshape(-1))
             present.append(float(p.grad is not None))
-        buf = torch.cat(pieces + [torch.tensor(present, dtype=self.params[0].dtype)])
+        buf = torch.cat(pieces + [torch.tensor(present, dtype=self.params[0].dtype, device=self.params[0].device)])
         self.comm.all_reduce(buf)
         counts = buf[len(buf) - len(self.params):]
         offset = 0
@@ -463,7 +523,9 @@ class InputRows(nn.Module):
 
     ``fetch(ids)`` returns the rows of global ids; remote learnable rows are
     leaves whose gradients ``push_grads()`` (after backward) sends to their
-    owners, where they join the table's sparse gradient.
+    owners, where they join the table's sparse gradient. The stores, the
+    ownership maps and the ids stay on the host; the rows ``fetch`` returns
+    (and those served to other ranks) lie on ``device``, the projections'.
 
     With a ``FeatureCache`` over this rank's stores (``attach_cache``; its
     node types are the keys of ``stores()``, its rows the store rows) every
@@ -505,6 +567,11 @@ class InputRows(nn.Module):
                              f"{self.comm.rank} does not store")
         self.cache = cache
 
+    @property
+    def device(self) -> torch.device:
+        """Where fetched rows go: the device of the projections (which the trainer moves)."""
+        return self.projections[self.ntypes[0]].weight.device
+
     def _cached(self, t: str) -> bool:
         return self.cache is not None and t in self.cache.ntypes
 
@@ -530,22 +597,23 @@ class InputRows(nn.Module):
                 yield i, t, pos, gids.index_select(0, pos) - self.offsets[i]
 
     def _local_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
-        """Stored rows; a table lookup records the sparse gradient."""
+        """Stored rows on ``device``; a table lookup records the sparse gradient."""
         if self._cached(t):
-            return self.cache.fetch(t, rows)
+            return self.cache.fetch(t, rows).to(self.device)
         if t in self.tables:
-            return self.tables[t](rows)
-        return self.features[t].index_select(0, rows)
+            return self.tables[t](rows).to(self.device)
+        return self.features[t].index_select(0, rows).to(self.device)
 
     def _served_rows(self, t: str, rows: torch.Tensor) -> torch.Tensor:
         if self._cached(t):
-            return self.cache.fetch(t, rows).detach()
+            return self.cache.fetch(t, rows).detach().to(self.device)
         store = self.tables[t].weight if t in self.tables else self.features[t]
-        return store.detach().index_select(0, rows)
+        return store.detach().index_select(0, rows).to(self.device)
 
     def fetch(self, gids: torch.Tensor) -> FetchedRows:
-        """Raw rows of global ids ``gids``: local ones looked up, the rest fetched from owners."""
-        gids = gids.to(torch.int64)
+        """Raw rows of global ids ``gids`` (any device), on ``device``: local ones looked up, the rest
+        fetched from owners."""
+        gids = gids.to(self.offsets.device, torch.int64)
         world = self.comm.world
         parts, asked = [], [[] for _ in range(world)]  # asked[q]: (type index, positions, local ids)
         for i, t, pos, ids in self._split_by_type(gids):
@@ -567,7 +635,7 @@ class InputRows(nn.Module):
                         asked[q].append((i, pos[~here][mine], ids[~here][mine]))
         if self.remote_types:
             parts += self._fetch_remote(asked)
-        return FetchedRows(gids.numel(), parts)
+        return FetchedRows(gids.numel(), [(i, pos.to(self.device), rows) for i, pos, rows in parts])
 
     def _fetch_remote(self, asked: list) -> list:
         """One exchange of requested global ids, one of flattened rows; records learnable leaves."""
@@ -602,7 +670,7 @@ class InputRows(nn.Module):
         return parts
 
     def _empty(self) -> torch.Tensor:
-        return torch.zeros(0, dtype=self.projections[self.ntypes[0]].weight.dtype)
+        return self.projections[self.ntypes[0]].weight.new_zeros(0)
 
     def push_grads(self) -> None:
         """Send the gradients of fetched learnable rows to their owners; add the ones received here."""
