@@ -74,7 +74,7 @@ from ..models import HGTConv, RGATConv, RGCNConv
 from ..models.common import bias_and_activation
 from ..models.norm import relation_in_degree_norm
 from ..nn import TypedEmbedding
-from .comm import Comm, GradSync, InputRows
+from .comm import Comm, InputRows
 from .meta_partition import MetaTree
 from .trainer import DistTrainer, run_config
 
@@ -523,8 +523,8 @@ class RAFTrainer(DistTrainer):
     initial values are those ``MinibatchTrainer`` draws from ``seed``, the
     other options mean what they mean there; ``compiled`` runs message
     passing through ``gnnc.compile``'s compiler; ``shared_learnable`` as in
-    ``meta_inputs``. Every rank draws the same batches: a permutation of all
-    training targets per epoch.
+    ``meta_inputs``; ``device`` as in ``DistTrainer``. Every rank draws the
+    same batches: a permutation of all training targets per epoch.
     """
 
     method = "raf"
@@ -532,7 +532,7 @@ class RAFTrainer(DistTrainer):
     def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
                  num_classes: int, hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
                  learnable="non-target", dtype: torch.dtype = torch.float32, compiled: bool = False,
-                 shared_learnable: str = "owner"):
+                 shared_learnable: str = "owner", device="cpu"):
         if parts.num_parts != comm.world:
             raise ValueError(f"RAF: {parts.num_parts} partitions for {comm.world} ranks; give one part per rank")
         self.plan = plan = RAFPlan.of(parts)
@@ -546,7 +546,7 @@ class RAFTrainer(DistTrainer):
         super().__init__(comm, seed, run_config(
             parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
             num_classes=num_classes, hidden=hidden, embed_dim=embed_dim, learnable=learnable, dtype=dtype,
-            shared_learnable=shared_learnable))
+            shared_learnable=shared_learnable), device)
         self.batch_size, self.compiled = batch_size, compiled
         self.target = plan.target
         self.target_id = graph.ntype_id(self.target)
@@ -560,9 +560,7 @@ class RAFTrainer(DistTrainer):
         data = part.node_feats[self.target]
         self.labels = data["label"]
         self.split_ids = {k: torch.nonzero(data[f"{k}_mask"]).squeeze(1) for k in ("train", "val", "test")}
-        self._optimizers(lr, embed_lr)
-        self.grad_sync = GradSync(comm, list(self.model.parameters()) + self.inputs.dense_parameters(),
-                                  self._synced_rows())
+        self._prepare_training(lr, embed_lr, self._synced_rows())
         self.shuffle = torch.Generator().manual_seed(seed)
 
     def _relation_params(self):
@@ -620,7 +618,7 @@ class RAFTrainer(DistTrainer):
         seeds = torch.as_tensor(seeds, dtype=torch.int64)
         self.sampler.step = self.step_count
         logits = self._logits(self.sampler, seeds)
-        labels = self.labels.index_select(0, seeds)
+        labels = self._labels(seeds)
         with self.comm.meter.stage("forward"):
             loss = F.cross_entropy(logits, labels)
             # Rank 0 holds the logits; the others learn the loss from it.
@@ -647,7 +645,7 @@ class RAFTrainer(DistTrainer):
             for k, seeds in enumerate(ids.split(self.batch_size)):
                 self.eval_sampler.step = self.epoch * 1_000_003 + k
                 logits = self._logits(self.eval_sampler, seeds)
-                correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds)).sum())
+                correct += int((logits.argmax(-1) == self._labels(seeds)).sum())
             self.comm.broadcast(correct)
         self.model.train()
         return float(correct) / ids.numel()

@@ -5,9 +5,15 @@
 per stage and, with a feature cache, its hits, misses and store traffic per
 node type.
 
+**Device** (``device``, e.g. ``cuda:LOCAL_RANK``): as in Heta, the host
+keeps the partition graph, the sampler and the stores of input rows; the
+model, the input projections and their Adam state, the sampled blocks and
+the input rows a step computes with live on ``device``.
+
 **Feature cache** (``build_cache``): Heta's miss-penalty-aware cache
 (``gnnc.distributed.cache``) over the rows this rank stores (its read-only
-features and the learnable rows it owns), on the host. Hotness comes from
+features and the learnable rows it owns), the stores on the host and the
+hot rows on the training device. Hotness comes from
 pre-sampling epochs of the run's own batches (keyed apart from every
 training step) on all ranks; a stored row counts the reads of this rank's
 batches and of the requests it serves to other ranks. Every read of a stored
@@ -24,8 +30,9 @@ without it.
 Adam state, the step and epoch counters); ``rank_state`` is what this rank
 alone holds: its rows of relation parameters no other rank updates (RAF),
 its learnable rows and their SparseAdam state, its sampler and shuffling
-streams and its epoch history. ``load_state`` puts both back into a freshly
-built trainer, which then continues exactly as the uninterrupted run.
+streams and its epoch history. Both hold CPU tensors whatever the training
+device. ``load_state`` puts both back into a freshly built trainer (on
+either device), which then continues exactly as the uninterrupted run.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ from ..frontend.message_passing import compiling
 from ..minibatch import STAGES, load_random_state, random_state
 from ..nn import SparseAdam
 from .cache import FeatureCache, Hotness
+from .comm import GradSync
 
 
 @dataclass
@@ -113,19 +121,21 @@ class DistTrainer:
     """Shared part of ``RAFTrainer`` and ``VanillaTrainer``; see the module docstring.
 
     Subclasses call ``__init__`` first, then set ``model``, ``inputs``
-    (``InputRows``), ``grad_sync``, ``compiled``, ``sampler`` (keyed: its
-    ``step`` picks the draws), ``shuffle`` and the optimizers
-    (``_optimizers``), and provide ``train_step(seeds) -> (loss, correct,
-    count)``, ``epoch_batches(generator=None)`` (this epoch's batches,
-    shuffled by ``generator`` or the run's own ``shuffle``) and
-    ``evaluate(split)``. ``method`` names the trainer in checkpoints;
-    ``config`` (JSON-able) is what a checkpoint must match to be resumed.
+    (``InputRows``), ``labels`` (host), ``compiled``, ``sampler`` (keyed:
+    its ``step`` picks the draws) and ``shuffle``, call ``_prepare_training``,
+    and provide ``train_step(seeds) -> (loss, correct, count)``,
+    ``epoch_batches(generator=None)`` (this epoch's batches, shuffled by
+    ``generator`` or the run's own ``shuffle``) and ``evaluate(split)``.
+    ``method`` names the trainer in checkpoints; ``config`` (JSON-able) is
+    what a checkpoint must match to be resumed; ``device`` is where it
+    computes (module docstring).
     """
 
     method = ""
 
-    def __init__(self, comm, seed: int, config: dict):
+    def __init__(self, comm, seed: int, config: dict, device="cpu"):
         self.comm, self.seed, self.config = comm, seed, config
+        self.device = torch.device(device)
         self.epoch = self.step_count = 0
         self.history: list[DistEpochStats] = []
         self.cache: FeatureCache | None = None
@@ -135,18 +145,29 @@ class DistTrainer:
         return compiling({}) if self.compiled else contextlib.nullcontext()
 
     def _sample_and_fetch(self, sampler, seeds: torch.Tensor):
-        """Blocks for ``seeds`` and their fetched input rows, timed as the sample and feature-fetch stages."""
+        """Blocks for ``seeds`` on ``device`` and their fetched input rows, timed as the sample (with the
+        move) and feature-fetch stages."""
         meter = self.comm.meter
         with meter.stage("sample"):
-            blocks = sampler.sample(seeds)
+            blocks = [b if b.device == self.device else b.to(self.device) for b in sampler.sample(seeds)]
         with meter.stage("feature fetch"):
             fetched = self.inputs.fetch(blocks[0].src_ids)
         return blocks, fetched
 
-    def _optimizers(self, lr: float, embed_lr: float | None) -> None:
-        self.dense_opt = torch.optim.Adam(list(self.model.parameters()) + self.inputs.dense_parameters(), lr=lr)
+    def _labels(self, seeds: torch.Tensor) -> torch.Tensor:
+        """Labels of the target ids ``seeds``, on ``device``."""
+        return self.labels.index_select(0, seeds).to(self.device)
+
+    def _prepare_training(self, lr: float, embed_lr: float | None, synced_rows: dict | None = None) -> None:
+        """Move the model and the input projections to ``device``, create the optimizers (Adam; SparseAdam
+        for the learnable rows, on the host) and ``grad_sync`` (``GradSync`` with ``synced_rows``)."""
+        self.model.to(self.device)
+        self.inputs.projections.to(self.device)
+        dense = list(self.model.parameters()) + self.inputs.dense_parameters()
+        self.dense_opt = torch.optim.Adam(dense, lr=lr)
         tables = self.inputs.sparse_parameters()
         self.sparse_opt = SparseAdam(tables, lr=lr if embed_lr is None else embed_lr) if tables else None
+        self.grad_sync = GradSync(self.comm, dense, synced_rows)
 
     def _zero_grad(self) -> None:
         self.dense_opt.zero_grad()
@@ -213,7 +234,7 @@ class DistTrainer:
         features = {t: s for t, s in stores.items() if t not in learnable}
         budget = fraction * sum(s.numel() * s.element_size() for s in stores.values())
         cache = FeatureCache.from_hotness(Hotness({t: counts[t] for t in stores}, num_batches), features, learnable,
-                                          budget, "cpu", ntypes=list(stores), seed=self.seed)
+                                          budget, self.device, ntypes=list(stores), seed=self.seed)
         if learnable:
             cache.bind_optimizer(self.sparse_opt)
         self.inputs.attach_cache(cache)
@@ -266,22 +287,25 @@ class DistTrainer:
         return []
 
     def replicated_state(self) -> dict:
-        """What every rank holds alike (rank 0 writes it once); see the module docstring."""
-        return {"model": self.model.state_dict(), "projections": self.inputs.projections.state_dict(),
-                "dense_opt": self.dense_opt.state_dict(), "epoch": self.epoch, "step_count": self.step_count}
+        """What every rank holds alike (rank 0 writes it once), on the CPU; see the module docstring."""
+        return on_cpu({"model": self.model.state_dict(), "projections": self.inputs.projections.state_dict(),
+                       "dense_opt": self.dense_opt.state_dict(), "epoch": self.epoch,
+                       "step_count": self.step_count})
 
     def rank_state(self) -> dict:
-        """What this rank alone holds; see the module docstring."""
+        """What this rank alone holds, on the CPU; see the module docstring."""
         self.inputs.write_back()
         rows = {}
         for name, p, _, own in self._split_rows():
             adam = self.dense_opt.state.get(p, {})
-            rows[name] = {"rows": own, "value": p.detach().index_select(0, own),
-                          **{k: adam[k].index_select(0, own) for k in ("exp_avg", "exp_avg_sq") if k in adam}}
+            at = own.to(p.device)
+            rows[name] = {"rows": own, "value": p.detach().index_select(0, at),
+                          **{k: adam[k].index_select(0, at) for k in ("exp_avg", "exp_avg_sq") if k in adam}}
         tables = {t: table.weight.detach() for t, table in self.inputs.tables.items()}
         sparse = {t: dict(self.sparse_opt.state.get(table.weight, {})) for t, table in self.inputs.tables.items()}
-        return {"rank": self.comm.rank, "epoch": self.epoch, "rows": rows, "tables": tables, "sparse_opt": sparse,
-                **random_state(self.sampler, self.shuffle), "history": [asdict(s) for s in self.history]}
+        return on_cpu({"rank": self.comm.rank, "epoch": self.epoch, "rows": rows, "tables": tables,
+                       "sparse_opt": sparse, **random_state(self.sampler, self.shuffle),
+                       "history": [asdict(s) for s in self.history]})
 
     def load_state(self, replicated: dict, own: dict) -> None:
         """Continue from ``replicated_state`` (rank 0's) and this rank's ``rank_state``; before any training
@@ -325,8 +349,25 @@ class DistTrainer:
 
 def _combine(base: torch.Tensor, shared_src: torch.Tensor, shared: torch.Tensor, own_rows: torch.Tensor,
              own: torch.Tensor) -> torch.Tensor:
-    """``base`` with rows ``shared`` taken from ``shared_src`` and rows ``own`` set to ``own_rows``."""
+    """``base`` with rows ``shared`` taken from ``shared_src`` and rows ``own`` set to ``own_rows``, on
+    ``base``'s device."""
     out = base.clone()
+    shared, own = shared.to(out.device), own.to(out.device)
     out[shared] = shared_src[shared]
-    out[own] = own_rows
+    out[own] = own_rows.to(out.device)
+    return out
+
+
+def on_cpu(state):
+    """``state`` (nested dicts, lists and tuples) with every tensor on the CPU: tensors there are kept,
+    the others copied; a state dict keeps its ``_metadata``."""
+    if isinstance(state, torch.Tensor):
+        return state.cpu()
+    if isinstance(state, (list, tuple)):
+        return type(state)(on_cpu(v) for v in state)
+    if not isinstance(state, dict):
+        return state
+    out = type(state)((k, on_cpu(v)) for k, v in state.items())
+    if hasattr(state, "_metadata"):
+        out._metadata = state._metadata
     return out

@@ -29,7 +29,7 @@ from torch import nn
 
 from ..data.sampler import NeighborSampler
 from ..graph import heterograph
-from .comm import Comm, GradSync, InputRows
+from .comm import Comm, InputRows
 from .raf import KeyedSampler, feature_widths, initial_modules, resolve_learnable, schema_graph
 from .trainer import DistTrainer, run_config
 
@@ -174,7 +174,7 @@ class VanillaTrainer(DistTrainer):
     def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
                  num_classes: int, target: str, hidden: int = 64, embed_dim: int | None = None,
                  embed_lr: float | None = None, learnable="non-target", dtype: torch.dtype = torch.float32,
-                 compiled: bool = False):
+                 compiled: bool = False, device="cpu"):
         if parts.method not in ("metis", "random"):
             raise ValueError(f"the vanilla baseline needs edge-cut partitions (metis / random), got {parts.method!r}")
         if parts.num_parts != comm.world:
@@ -185,15 +185,14 @@ class VanillaTrainer(DistTrainer):
         super().__init__(comm, seed, run_config(
             parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
             num_classes=num_classes, target=target, hidden=hidden, embed_dim=embed_dim, learnable=learnable,
-            dtype=dtype))
+            dtype=dtype), device)
         self.batch_size, self.target, self.compiled = batch_size, target, compiled
         self.sampler = OwnerSampler(comm, parts, fanouts, target, seed)
         self.eval_sampler = OwnerSampler(comm, parts, fanouts, target, seed + 1)
         initial, self.model = initial_modules(graph, model, hidden, num_classes, len(fanouts), widths, learnable,
                                               embed_dim, seed, dtype)
         self.inputs = edge_cut_inputs(comm, parts, initial, learnable)
-        self._optimizers(lr, embed_lr)
-        self.grad_sync = GradSync(comm, list(self.model.parameters()) + self.inputs.dense_parameters())
+        self._prepare_training(lr, embed_lr)
         self.labels = torch.zeros(dict(parts.schema.ntypes)[target], dtype=torch.int64)
         self.split_ids, self.num_batches = {}, {}
         for split in ("train", "val", "test"):
@@ -230,7 +229,7 @@ class VanillaTrainer(DistTrainer):
         logits = self._logits(self.sampler, seeds)
         meter = self.comm.meter
         with meter.stage("forward"):
-            labels = self.labels.index_select(0, seeds)
+            labels = self._labels(seeds)
             ce = F.cross_entropy(logits, labels, reduction="sum") if logits is not None else None
             correct = 0 if logits is None else int((logits.argmax(-1) == labels).sum())
             totals = torch.tensor([0.0 if ce is None else ce.item(), correct, seeds.numel()], dtype=torch.float64)
@@ -254,7 +253,7 @@ class VanillaTrainer(DistTrainer):
                 self.eval_sampler.step = self.epoch * 1_000_003 + k
                 logits = self._logits(self.eval_sampler, seeds)
                 if logits is not None:
-                    correct[0] += int((logits.argmax(-1) == self.labels.index_select(0, seeds)).sum())
+                    correct[0] += int((logits.argmax(-1) == self._labels(seeds)).sum())
                 correct[1] += seeds.numel()
             self.comm.all_reduce(correct)
         self.model.train()
