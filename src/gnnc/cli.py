@@ -178,12 +178,31 @@ def cmd_info(args) -> int:
     return 0
 
 
+def require_device(device: str) -> None:
+    """UsageError unless ``device`` can run here: a CUDA device needs ``torch.cuda.is_available()``."""
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device} needs an NVIDIA GPU, but torch.cuda.is_available() is False here "
+                         f"(torch {torch.__version__})")
+
+
+def check_dist_device(device: str, nproc: int) -> None:
+    """UsageError unless every one of ``nproc`` workers here can have ``device``: 'cpu', or 'cuda' with a GPU
+    per worker."""
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--dist takes --device cpu or cuda (each worker then uses GPU LOCAL_RANK), not {device!r}")
+    require_device(device)
+    if device == "cuda" and nproc > torch.cuda.device_count():
+        raise UsageError(f"--device cuda gives each worker a GPU of its own, but --nproc {nproc} exceeds the "
+                         f"{torch.cuda.device_count()} GPU(s) here; lower --nproc")
+
+
 def cmd_train(args) -> int:
     if args.compile is None:  # neither --compile nor --no-compile: only mini-batch training compiles by default
         args.compile = bool(args.minibatch)
     if args.dist:
         from .distributed.launch import run_cli as run_dist
 
+        check_dist_device(args.device, args.nproc)
         return run_dist(args)
     if args.minibatch:
         from .minibatch import run_cli
@@ -223,9 +242,7 @@ EXPLAIN_MODELS = ("gcn", "gat", "rgcn", "rgat", "hgt", "edgeconv", "simple-hgn")
 def cmd_explain(args) -> int:
     from . import backend, explain, models
 
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {args.device} needs an NVIDIA GPU, but torch.cuda.is_available() is False here "
-                         f"(torch {torch.__version__})")
+    require_device(args.device)
     backend.resolve(args.backend, args.device)  # a backend that cannot run there stops before any work
     g = synthetic_replica(args.graph, args.scale, "explain", seed=0, feat_dim=args.feat_dim).graph.to(args.device)
     x = g.ndata["feat"]
@@ -374,8 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="types with learnable embeddings: non-target (default), missing, or type names")
     mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
     mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    mb.add_argument("--device", default="cpu", help="torch device to train on")
-    dist = train.add_argument_group("distributed training (--dist: torchrun workers, gloo)")
+    mb.add_argument("--device", default="cpu",
+                    help="torch device to train on; with --dist cpu (gloo) or cuda (worker LOCAL_RANK on GPU "
+                         "LOCAL_RANK, NCCL)")
+    dist = train.add_argument_group("distributed training (--dist: torchrun workers; gloo, or NCCL with "
+                                    "--device cuda)")
     dist.add_argument("--dist", action="store_true", help="train across worker processes: RAF on meta "
                       "partitions or the vanilla data-parallel baseline")
     dist.add_argument("--nproc", type=POSITIVE, default=2, help="worker processes on this machine")

@@ -7,9 +7,11 @@ names a directory written by ``gnnc partition``, then runs
 ``torchrun_command`` and returns its exit status.
 
 Each worker (``python -m gnnc.distributed.launch ...``, started by
-torchrun, which sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT) joins
-the gloo process group with a bounded timeout, loads the partitions, keeps
-its own part, trains with ``RAFTrainer`` or ``VanillaTrainer`` and prints
+torchrun, which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+MASTER_PORT) joins the process group with a bounded timeout (gloo; with
+``--device cuda``, NCCL, the worker computing on GPU LOCAL_RANK of its
+machine as ``gnnc.distributed.trainer`` describes), loads the partitions,
+keeps its own part, trains with ``RAFTrainer`` or ``VanillaTrainer`` and prints
 per-epoch lines on rank 0; ``--report FILE`` makes rank 0 write every
 rank's per-epoch losses, seconds and bytes as JSON. A worker that fails (a
 peer died, a timeout, a bad input) prints the error naming its rank and
@@ -78,13 +80,13 @@ def worker_args(partitions, mode: str, model: str, fanouts, batch_size: int, epo
                 seed: int, learnable, num_classes: int, target: str, timeout_s: float, report=None,
                 dtype: str = "float32", evaluate: bool = True, compiled: bool = False,
                 shared_learnable: str = "owner", checkpoint=None, resume: bool = False,
-                cache_fraction: float = 0.0) -> list[str]:
+                cache_fraction: float = 0.0, device: str = "cpu") -> list[str]:
     """The worker's command line for these settings (see ``worker_parser``)."""
     args = ["--partitions", str(partitions), "--mode", mode, "--model", model, "--fanouts", *map(str, fanouts),
             "--batch-size", str(batch_size), "--epochs", str(epochs), "--lr", str(lr), "--hidden", str(hidden),
             "--seed", str(seed), "--learnable", *learnable, "--num-classes", str(num_classes), "--target", target,
             "--timeout", str(timeout_s), "--dtype", dtype, "--shared-learnable", shared_learnable,
-            "--cache-fraction", str(cache_fraction)]
+            "--cache-fraction", str(cache_fraction), "--device", device]
     if report is not None:
         args += ["--report", str(report)]
     if checkpoint is not None:
@@ -125,17 +127,19 @@ def worker_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint")
     p.add_argument("--cache-fraction", type=float, default=0.0, metavar="F",
                    help="feature cache of F times the bytes of the rows each rank stores (0: no cache)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: compute on GPU LOCAL_RANK and join with NCCL; cpu: gloo")
     return p
 
 
 def make_trainer(comm, parts, args):
-    """``RAFTrainer`` or ``VanillaTrainer`` for the worker arguments ``args``."""
+    """``RAFTrainer`` or ``VanillaTrainer`` for the worker arguments ``args``, computing on ``comm.device``."""
     from .raf import RAFTrainer
     from .vanilla import VanillaTrainer
 
     learnable = args.learnable[0] if args.learnable in (["non-target"], ["missing"]) else args.learnable
     options = dict(num_classes=args.num_classes, hidden=args.hidden, learnable=learnable, dtype=DTYPES[args.dtype],
-                   compiled=args.compile)
+                   compiled=args.compile, device=comm.device)
     if args.mode == "raf":
         return RAFTrainer(comm, parts, args.model, args.fanouts, args.batch_size, args.lr, args.seed,
                           shared_learnable=args.shared_learnable, **options)
@@ -221,14 +225,14 @@ def _train(args):
 
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
-    comm = init_from_env(args.timeout)
+    comm = init_from_env(args.timeout, device=args.device)
     parts = load_partitions(args.partitions)
     _, records = run_worker(comm, parts, args)
     if comm.rank == 0 and args.report:
         Path(args.report).write_text(json.dumps({
-            "mode": args.mode, "method": parts.method, "world": comm.world, "model": args.model,
-            "fanouts": args.fanouts, "batch_size": args.batch_size, "cache_fraction": args.cache_fraction,
-            "epochs": records}, indent=1))
+            "mode": args.mode, "method": parts.method, "world": comm.world, "device": args.device,
+            "model": args.model, "fanouts": args.fanouts, "batch_size": args.batch_size,
+            "cache_fraction": args.cache_fraction, "epochs": records}, indent=1))
     leave(comm, 0)
 
 
@@ -295,7 +299,8 @@ def run_cli(args) -> int:
         wargs = worker_args(directory, args.mode, model, args.fanouts, args.batch_size, epochs, args.lr, args.hidden,
                             args.seed, args.learnable, facts["num_classes"], facts["target"], args.dist_timeout,
                             args.report, compiled=args.compile, shared_learnable=args.shared_learnable,
-                            checkpoint=args.checkpoint, resume=args.resume, cache_fraction=args.cache_fraction)
+                            checkpoint=args.checkpoint, resume=args.resume, cache_fraction=args.cache_fraction,
+                            device=args.device)
         cmd = torchrun_command(args.nproc, wargs, args.nnodes, args.node_rank, args.rdzv_endpoint)
         print("gnnc: " + shlex.join(cmd), flush=True)
         return subprocess.call(cmd)
