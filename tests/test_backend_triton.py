@@ -12,8 +12,9 @@ Every kernel's forward and gradients equal the torch backend's on small
 index sets with zero in-degree nodes, self loops, multi-edges, unsorted
 destinations, no edges and one node (``test_backend_torch.edges``), in
 float32 and float64, the sums and means also with each of their
-vertex- and edge-balanced kernels forced and on a hub graph; the compiled
-GCN and GAT equal eager. Graphs are tiny:
+vertex- and edge-balanced kernels forced and on a hub graph; every
+reference layer compiled on the triton backend equals eager, outputs and
+gradients. Graphs are tiny:
 the interpreter runs each program as numpy operations.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from unittest import mock
 
 import pytest
 import torch
+from torch import nn
 
 _CUDA = torch.cuda.is_available()
 if "triton" not in sys.modules and not _CUDA:
@@ -38,9 +40,8 @@ from gnnc.backend import torch as torch_backend  # noqa: E402
 from gnnc.backend import triton as triton_backend  # noqa: E402
 from gnnc.backend.torch.csr import csr_structure  # noqa: E402
 from gnnc.backend.triton import balance, launch  # noqa: E402
-from gnnc.models.gat import GATConv  # noqa: E402
-from gnnc.models.gcn import GCNConv  # noqa: E402
-from gnnc.models.rgcn import RGCNConv  # noqa: E402
+from gnnc.models import (EdgeConv, GATConv, GATv2Conv, GCNConv, GINConv, GMMConv, HGTConv, RGATConv,  # noqa: E402
+                         RGCNConv, SAGEConv, SimpleHGNConv)
 
 from .graphs import random_heterograph, random_homograph  # noqa: E402
 from .test_backend_torch import SDDMM_SHAPES, edges, rand  # noqa: E402
@@ -341,12 +342,41 @@ def test_resolve_and_device_rule():
         assert getattr(triton_backend, name) is getattr(torch_backend, name)  # delegated (see the module docstring)
 
 
-MODELS = {"gcn": (lambda: random_homograph(30, 120, seed=5), lambda g: GCNConv(6, 5)),
-          "gat": (lambda: random_homograph(30, 120, seed=5), lambda g: GATConv(6, 4, 3)),
-          "rgcn": (lambda: random_heterograph(5), lambda g: RGCNConv(6, 5, len(g.canonical_etypes)))}
+class WithPseudo(nn.Module):
+    """MoNet with fixed random pseudo-coordinates per edge, called as ``layer(g, x)``."""
+
+    def __init__(self, g):
+        super().__init__()
+        self.layer = GMMConv(6, 5, 2, 3, aggregator="mean")
+        self.register_buffer("pseudo", torch.rand(g.num_edges(), 2, generator=torch.Generator().manual_seed(1)))
+
+    def forward(self, g, x):
+        return self.layer(g, x, self.pseudo)
+
+
+def _homograph():
+    return random_homograph(30, 120, seed=5)
+
+
+def _rels(g):
+    return len(g.canonical_etypes)
+
+
+MODELS = {"gcn": (_homograph, lambda g: GCNConv(6, 5)),
+          "gat": (_homograph, lambda g: GATConv(6, 4, 3)),
+          "gatv2": (_homograph, lambda g: GATv2Conv(6, 4, 3)),
+          "sage-pool": (_homograph, lambda g: SAGEConv(6, 5, "pool")),
+          "gin-max": (_homograph, lambda g: GINConv(nn.Linear(6, 5), "max")),
+          "edgeconv": (_homograph, lambda g: EdgeConv(6, 5)),
+          "gmm": (_homograph, WithPseudo),
+          "rgcn": (lambda: random_heterograph(5), lambda g: RGCNConv(6, 5, _rels(g))),
+          "rgat": (lambda: random_heterograph(5), lambda g: RGATConv(6, 2, _rels(g), num_heads=3)),
+          "hgt": (lambda: random_heterograph(5), lambda g: HGTConv(6, 6, len(g.ntypes), _rels(g), num_heads=2)),
+          "simple-hgn": (lambda: random_heterograph(5), lambda g: SimpleHGNConv(6, 2, _rels(g), 3, num_heads=3))}
 
 
 @needs_kernels
+@pytest.mark.filterwarnings("error::gnnc.FallbackWarning")  # an eager fallback would equal eager trivially
 @pytest.mark.parametrize("name", list(MODELS))
 def test_compiled_models_equal_eager(name):
     """In float64, where the summation orders of eager and the kernels agree to 1e-9 (RGCN: the typed
@@ -356,10 +386,11 @@ def test_compiled_models_equal_eager(name):
     torch.manual_seed(0)
     model = make_model(g).to(DEVICE, torch.float64)
     x = torch.randn(g.num_nodes(), 6, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    loss = lambda out: sum(t.square().sum() for t in (out if isinstance(out, tuple) else (out,)))  # noqa: E731
     eager = model(g, x)
-    want = (eager, *torch.autograd.grad(eager.square().sum(), [x, *model.parameters()]))
+    want = (eager, *torch.autograd.grad(loss(eager), [x, *model.parameters()]))
     out = gnnc.compile(model, backend="triton")(g, x)
-    got = (out, *torch.autograd.grad(out.square().sum(), [x, *model.parameters()]))
+    got = (out, *torch.autograd.grad(loss(out), [x, *model.parameters()]))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, **TOL[torch.float64])
     assert "[backend triton]" in gnnc.explain(model, g, x, backend="triton")
