@@ -772,10 +772,13 @@ def family_relational(src: Src, binder: Binder) -> None:
         k = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "k")
         q = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "q")
         watt = binder.model_attr(Weight("typed", heads * dh, dh, r=R), "Watt")
+        pri = binder.model_attr(Weight("typed", heads, 1, r=R), "pri")  # HGT's priority per relation and head
         src.fwd += [f"g.ndata['k'] = {k}(x).view(-1, {heads}, 1, {dh})", f"g.ndata['q'] = {q}(x).view(-1, {heads}, {dh})",
-                    f"g.etype_data['Watt'] = {watt}.view({R}, {heads}, {dh}, {dh})"]
+                    f"g.etype_data['Watt'] = {watt}.view({R}, {heads}, {dh}, {dh})",
+                    f"g.etype_data['pri'] = {pri}.view({R}, {heads})"]
         body = [("t1", "torch.matmul(edges.src['k'], edges.type['Watt']).squeeze(2)"),
-                ("t2", "torch.sum(t1 * edges.dst['q'], dim=-1)" + rng.choice(["", " / 2.0"])),
+                ("t2", "torch.sum(t1 * edges.dst['q'], dim=-1)"
+                 + rng.choice(["", " / 2.0", " * edges.type['pri'] / 2.0", " * edges.type['pri'][:, :1]"])),
                 ("t3", "edges.src['k'].squeeze(2)")]
         ret = "{'e': t2, 'v': t3}"
         rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
