@@ -23,7 +23,9 @@ payload only:
   receives (broadcast) ``n``, the root the rest.
 
 A collective that fails because a peer died, or that does not complete
-within the process group's timeout, raises ``PeerFailure`` naming this
+within the timeout (under gloo the whole collective, not only each wait
+for a chunk: a slow link that still trickles bytes counts), raises
+``PeerFailure`` naming this
 rank and its machine (hostname, torchrun's node rank), the collective, the
 stage, the step and, when gloo's error gives a peer's address, that peer's
 machine, so a dead worker or a lost link makes the others exit with a clear
@@ -182,8 +184,15 @@ class Comm:
 
     # ------------------------------------------------------------- helpers
     def _run(self, what: str, fn):
+        """Run collective ``fn`` (issued with ``async_op=True``; returns its work) to completion. With gloo
+        the whole collective must end within ``timeout_s``: gloo's own timeout bounds each wait for a
+        chunk, so a link that trickles bytes (a slow link, not a dead one) would never trip it."""
         try:
-            return fn()
+            work = fn()
+            if self.timeout_s and self.device.type == "cpu":
+                work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
+            else:
+                work.wait()
         except RuntimeError as err:
             limit = f"within {self.timeout_s:g} s" if self.timeout_s else "in time"
             raise PeerFailure(
@@ -209,7 +218,7 @@ class Comm:
     def barrier(self) -> None:
         """Wait until every rank has reached this call (no payload)."""
         if self.world > 1:
-            self._run("barrier", lambda: dist.barrier(group=self.group))
+            self._run("barrier", lambda: dist.barrier(group=self.group, async_op=True))
 
     def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """In-place all-reduce (``op``: 'sum' or 'max') of a contiguous tensor; returns it."""
@@ -223,7 +232,7 @@ class Comm:
         nbytes = t.numel() * t.element_size()
         ring = 2 * (self.world - 1) / self.world * nbytes
         self._in_place(f"all_reduce({op}) of {tuple(t.shape)}", t,
-                       lambda wire: dist.all_reduce(wire, ops[op], group=self.group))
+                       lambda wire: dist.all_reduce(wire, ops[op], group=self.group, async_op=True))
         self.meter.count(ring, ring)
         return t
 
@@ -233,7 +242,8 @@ class Comm:
             return [t]
         wire = self._staged(t.contiguous())
         out = [torch.empty_like(wire) for _ in range(self.world)]
-        self._run(f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, wire, group=self.group))
+        self._run(f"all_gather of {tuple(t.shape)}",
+                  lambda: dist.all_gather(out, wire, group=self.group, async_op=True))
         nbytes = (self.world - 1) * t.numel() * t.element_size()
         self.meter.count(nbytes, nbytes)
         return [o.to(t.device) for o in out]
@@ -245,7 +255,7 @@ class Comm:
             return t
         nbytes = t.numel() * t.element_size()
         self._in_place(f"reduce of {tuple(t.shape)} to rank {root}", t,
-                       lambda wire: dist.reduce(wire, root, group=self.group))
+                       lambda wire: dist.reduce(wire, root, group=self.group, async_op=True))
         self.meter.count(0 if self.rank == root else nbytes, (self.world - 1) * nbytes if self.rank == root else 0)
         return t
 
@@ -255,7 +265,7 @@ class Comm:
             return t
         nbytes = t.numel() * t.element_size()
         self._in_place(f"broadcast of {tuple(t.shape)} from rank {root}", t,
-                       lambda wire: dist.broadcast(wire, root, group=self.group))
+                       lambda wire: dist.broadcast(wire, root, group=self.group, async_op=True))
         self.meter.count((self.world - 1) * nbytes if self.rank == root else 0, 0 if self.rank == root else nbytes)
         return t
 
@@ -275,13 +285,14 @@ class Comm:
         if incoming_rows is None:
             counts = torch.tensor(rows_out, dtype=torch.int64, device=self.device)
             got = torch.empty_like(counts)
-            self._run("exchange of row counts", lambda: dist.all_to_all_single(got, counts, group=self.group))
+            self._run("exchange of row counts",
+                      lambda: dist.all_to_all_single(got, counts, group=self.group, async_op=True))
             self.meter.count(8 * (self.world - 1), 8 * (self.world - 1))
             incoming_rows = got.tolist()
         send = self._staged(torch.cat([t.contiguous() for t in outgoing]))
         recv = send.new_empty((sum(incoming_rows), *send.shape[1:]))
         self._run(f"exchange of {sum(rows_out)} rows of shape {tuple(send.shape[1:])}",
-                  lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group))
+                  lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group, async_op=True))
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
         self.meter.count(row_bytes * (sum(rows_out) - rows_out[self.rank]),
                          row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]))
