@@ -149,7 +149,8 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     targets = _targets(out)
     # source rows for the messages; the scores of both sides with the attention folded into W
     assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 3
-    folded = [n for n in out.graph.nodes if n.target is ops.etype_pair_matmul and is_call(n.args[2], ops.fold_attention)]
+    folded = [n for n in out.graph.nodes
+              if n.target is ops.etype_pair_matmul and is_call(n.args[2], ops.fold_attention)]
     assert sorted(n.args[3] for n in folded) == ["dst", "src"]
     assert all(n.meta["shape"][1:] == (2,) for n in folded)  # [pairs, H], not [pairs, H*D]
     assert ops.pair_etype_rows not in targets
@@ -167,7 +168,9 @@ SCALINGS = {
     "none": lambda s, e: s,
     "hgt": lambda s, e: s * e.type["pri"] / 1.7,  # HGT: a factor per relation and head, then 1 / sqrt(d_k)
     "left": lambda s, e: 0.5 * (e.type["one"] * s),  # a factor per relation for all heads, numbers on the left
+    "other dtype": lambda s, e: s * e.type["pri32"],  # promotes the scores: not folded into the float64 W
 }
+FOLDED = {"none": False, "hgt": True, "left": True, "other dtype": False}
 
 
 @pytest.mark.parametrize("scaling", SCALINGS)
@@ -178,6 +181,7 @@ def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     g.etype_data["Watt"] = torch.randn(5, 2, 3, 3, dtype=torch.float64)
     g.etype_data["pri"] = torch.randn(5, 2, dtype=torch.float64)
     g.etype_data["one"] = torch.randn(5, 1, dtype=torch.float64)
+    g.etype_data["pri32"] = torch.randn(5, 2)
 
     def msg(e):
         k = torch.matmul(e.src["k"].view(-1, 2, 1, 3), e.type["Watt"]).squeeze(2)
@@ -192,7 +196,7 @@ def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     targets = _targets(out)
     assert targets.count(ops.etype_bilinear_dot) == 1 and ops.etype_pair_head_matmul not in targets
     # the factors went onto the relation matrices: nothing per edge but the scores
-    assert ops.gather_etype not in targets and (ops.scale_heads in targets) == (scaling != "none")
+    assert (ops.scale_heads in targets) == FOLDED[scaling] and (ops.gather_etype in targets) == (scaling == "other dtype")
     _check(dfg, out, inputs)
 
 

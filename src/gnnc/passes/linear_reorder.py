@@ -107,11 +107,14 @@ def _match_scaled_scores(n: fx.Node):
         weight = scores.args[2]
         if isinstance(factor, (int, float)) and not isinstance(factor, bool):
             return scores, (operator.truediv if n.target is operator.truediv else operator.mul, (weight, factor))
-        heads = (scores.meta.get("shape") or (0, 0))[1:]
-        p_shape = factor.args[1].meta.get("shape") if is_call(factor, ops.gather_etype) else None
-        if n.target is not operator.truediv and p_shape and len(p_shape) == 2 and len(heads) == 1 \
-                and p_shape[1] in (1, heads[0]):
-            return scores, (ops.scale_heads, (weight, factor.args[1]))
+        if n.target is operator.truediv or not is_call(factor, ops.gather_etype):
+            continue
+        p, heads = factor.args[1], (scores.meta.get("shape") or (0, 0))[1:]
+        p_shape = p.meta.get("shape")
+        # a factor of another dtype would promote eager's scores; folded, it would meet the weight instead
+        if p_shape and len(p_shape) == 2 and len(heads) == 1 and p_shape[1] in (1, heads[0]) \
+                and p.meta.get("dtype") is not None and p.meta.get("dtype") == weight.meta.get("dtype"):
+            return scores, (ops.scale_heads, (weight, p))
     return None
 
 

@@ -11,8 +11,8 @@ matmul / sampled dense-dense matmul over the block-diagonal matrix
 diag(A_0, ..., A_{H-1}) (A_h: the graph weighted by head h) against the
 head-major features [H * rows, F], which measured 1.5-10x faster than
 gather + index_add on CPU (above ``MAX_BLOCK_ENTRIES`` head-edges, one
-matmul per head over A instead: the block columns are not worth caching); otherwise they fall back to edge chunks of
-gather + index_add. One call rather than one per head matters on busy
+matmul per head over A instead: the block columns are not worth caching);
+otherwise they fall back to edge chunks of gather + index_add. One call rather than one per head matters on busy
 cores, where every parallel region can cost milliseconds; small problems
 stay on the fallback for the same reason. The CSR structure (edges sorted
 by row) is cached on the data pointer, shape, strides and version counter
@@ -164,7 +164,8 @@ def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch
     out = a.new_empty(num_edges, heads)
     blocks = _blocks(heads, num_edges)
     # sampled_addmm rejects more stored entries than the dense shape has (many multi-edges).
-    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= (heads if blocks else 1) * a.shape[0] * b.shape[0]:
+    dense_entries = (heads if blocks else 1) * a.shape[0] * b.shape[0]
+    if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= dense_entries:
         structure = csr_structure(rows, a.shape[0], cols)
         if not blocks:
             pattern = _block_csr(structure, 1, a.new_zeros(num_edges), b.shape[0])
