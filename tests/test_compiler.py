@@ -112,6 +112,22 @@ def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
     assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9, **{off: False})
 
 
+@pytest.mark.parametrize("backend", ["torch", "cpu"])
+@pytest.mark.parametrize("name", sorted(HOMO) + sorted(HETERO))
+def test_second_order_gradients_stop_with_a_clear_error_never_silently_wrong(name, backend):
+    # The kernels' backward is not differentiable: gradients of gradients would miss their terms.
+    if name in HOMO:
+        g = _homo_graphs()[0]
+        model, inputs = HOMO[name]().double(), _inputs(name, g, torch.float64)
+    else:
+        g = random_heterograph(2)
+        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64,
+                                                             requires_grad=True)]
+    out = _outputs(gnnc.compile(model, backend=backend)(g, *inputs))[0]
+    with pytest.raises(RuntimeError, match="second-order gradients .* cannot go through a compiled"):
+        torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
+
+
 @pytest.mark.parametrize("name", sorted(HETERO))
 def test_heterogeneous_models_match_eager_with_one_pair_per_edge(name, monkeypatch):
     monkeypatch.setattr(cost, "compacts", lambda num_edges, num_pairs: False)  # identity pair tables

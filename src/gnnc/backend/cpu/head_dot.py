@@ -10,10 +10,11 @@ bound: about one pass over x. Backward in torch (two einsums).
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.head_dot import check_head_dot
 from .interop import empty, jit_row_kernel, launch_rows
+from ..torch.first_order import first_order
 
 
 def head_dot(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -34,7 +35,7 @@ class _HeadDot(Function):
         return out.permute(1, 2, 0)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, weights = ctx.saved_tensors
         grad_x = torch.einsum("rhk,khf->rhf", grad, weights) if ctx.needs_input_grad[0] else None

@@ -19,13 +19,14 @@ import math
 import numba
 import torch
 from numba import prange
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.common import BINARY_OPS
 from ..torch.csr import csr_structure
 from ..torch.sddmm import SddmmDot, check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
+from ..torch.first_order import first_order
 
 
 def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
@@ -75,7 +76,7 @@ class _SddmmBinaryRows(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
         grad_a, grad_b = binary_rows_grads(a, a_index, b, b_index, grad, *ctx.layout, ctx.needs_input_grad[0:3:2])

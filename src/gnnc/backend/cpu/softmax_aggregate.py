@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
@@ -48,6 +48,7 @@ from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggrega
 from .codegen import indent, load_function
 from .interop import as_array, empty, jit_row_kernel, launch
 from .sddmm import sddmm
+from ..torch.first_order import first_order
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
 AHEAD = 8
@@ -140,7 +141,7 @@ class _SoftmaxAggregate(Function):
         return out.view((num_dst,) + full)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
             (need_a, need_b, need_x) = kept(ctx)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import (CPU_CHUNK_ELEMENTS, DEVICE_CHUNK_ELEMENTS, check_float, check_index, check_same, chunk_rows,
                      tensor_identity)
+from .first_order import first_order
 
 INDEX_DTYPES = (torch.int64, torch.int32)
 CACHE_SIZE = 8
@@ -246,7 +247,7 @@ class _TypedIndexMatmul(Function):
         return products if gp.identity else products.index_select(0, gp.inverse)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         gp, pair, groups, rows, chunk = ctx.layout

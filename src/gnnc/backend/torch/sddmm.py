@@ -5,11 +5,12 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import (BINARY_OPS, as_heads, binary_grad_lhs, binary_grad_rhs, broadcast_features, broadcast_shape,
                      check_choice, check_float, check_index, check_same, chunk_rows, lift, sum_to)
 from .csr import head_sddmm, head_spmm
+from .first_order import first_order
 
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 
@@ -62,7 +63,7 @@ class SddmmDot(Function):
         return out.view((a_index.numel(),) + full[:-1] + (1,))
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
         full, chunk = ctx.layout
@@ -96,7 +97,7 @@ class _SddmmBinary(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
         full, op, negative_slope, chunk = ctx.layout

@@ -4,10 +4,11 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import REDUCES, check_choice, check_count, check_float, check_index, chunk_rows, rows_view
 from .csr import head_spmm
+from .first_order import first_order
 
 
 def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *,
@@ -89,7 +90,7 @@ class _SegmentSum(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         dst, deg = ctx.saved_tensors
         if deg is not None:
@@ -108,7 +109,7 @@ class _SegmentExtremum(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         (arg,) = ctx.saved_tensors
         num_edges, feat = ctx.num_edges, arg.shape[1:]

@@ -4,13 +4,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import (BINARY_OPS, as_heads, broadcast_features, broadcast_shape, check_choice, check_count,
                      check_float, check_index, check_same, head_layout, heads_to_weight, rows_view, sum_to,
                      weight_as_heads)
 from .csr import head_sddmm, head_spmm
 from .sddmm import check_sddmm, sddmm
+from .first_order import first_order
 
 
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -119,7 +120,7 @@ class _EdgeSoftmax(Function):
         return alpha
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         alpha, dst = ctx.saved_tensors
         return _softmax_backward(alpha, grad, dst, ctx.num_nodes), None, None
@@ -138,7 +139,7 @@ class _EdgeSoftmaxAggregate(Function):
         return out.view((num_dst,) + tuple(full))
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         logits, x, src, dst, m, s = ctx.saved_tensors
         full, k, num_dst, chunk = ctx.layout

@@ -4,13 +4,14 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, binary_grad_rhs, broadcast_features,
                      broadcast_shape, check_choice, check_count, check_float, check_index, check_same, chunk_rows,
                      flat_positions, head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
 from .csr import head_sddmm, head_spmm
 from .segment import clamped_degrees, needs_arg, scatter_extremum
+from .first_order import first_order
 
 
 def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
@@ -78,7 +79,7 @@ class _SpmmHeads(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, w, src, dst, deg = ctx.saved_tensors
         full, k, chunk = ctx.layout
@@ -113,7 +114,7 @@ class _SpmmBinary(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, w, src, dst, deg = ctx.saved_tensors
         full, op, chunk = ctx.layout
@@ -150,7 +151,7 @@ class _SpmmExtremum(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, w, src, arg = ctx.saved_tensors
         full, op = ctx.layout

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from .common import check_float, check_index, check_same, chunk_rows
 from .csr import head_spmm
+from .first_order import first_order
 
 
 def segment_matmul(x: torch.Tensor, ptr, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -84,7 +85,7 @@ class _SegmentMatmul(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
@@ -113,7 +114,7 @@ class _GatherSegmentMatmul(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, index, weight = ctx.saved_tensors
         offsets, chunk = ctx.layout

@@ -10,10 +10,11 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.head_dot import check_head_dot
 from .launch import check_device, head_tile, kernel
+from ..torch.first_order import first_order
 
 # features per chunk of the loops over a head's features
 FEATURE_CHUNK = 64
@@ -92,7 +93,7 @@ class _HeadDot(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, weights = ctx.saved_tensors
         rows, heads, feats = x.shape

@@ -19,7 +19,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.common import as_heads, broadcast_shape, flat_positions, sum_to
 from ..torch.csr import csr_structure
@@ -27,6 +27,7 @@ from ..torch.sddmm import check_sddmm
 from .aggregate import aggregate, edge_dot
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, kernel, row_tile
+from ..torch.first_order import first_order
 
 
 def _edges(a, a_index, a_off, a_width, b, b_index, b_off, b_width, out, num_edges, width, slope,
@@ -107,7 +108,7 @@ class _SddmmBinary(Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
         full, op, negative_slope = ctx.layout
@@ -147,7 +148,7 @@ class _SddmmDot(Function):
         return out.view((a_index.numel(),) + full[:-1] + (1,))
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
         full = ctx.full

@@ -27,7 +27,7 @@ import math
 import torch
 import triton
 import triton.language as tl
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.common import (as_heads, broadcast_shape, check_count, check_float, check_index, head_layout,
                             heads_to_weight, sum_to, weight_as_heads)
@@ -36,6 +36,7 @@ from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggrega
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, head_tile, kernel, row_tile
 from .sddmm import sddmm
+from ..torch.first_order import first_order
 
 
 # ---- device functions ------------------------------------------------------------------------------------
@@ -262,7 +263,7 @@ class _EdgeSoftmax(Function):
         return alpha
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         alpha, dst = ctx.saved_tensors
         return _softmax_pass(alpha, grad, dst, ctx.num_nodes), None, None
@@ -320,7 +321,7 @@ class _SoftmaxAggregate(Function):
         return out.view((num_dst,) + full)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
             (need_a, need_b, need_x) = kept(ctx)

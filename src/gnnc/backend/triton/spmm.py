@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.autograd.function import Function, once_differentiable
+from torch.autograd.function import Function
 
 from ..torch.common import (REDUCES, as_heads, broadcast_shape, check_choice, check_count, check_float, check_index,
                             head_layout, heads_to_weight, sum_to, weight_as_heads)
@@ -22,6 +22,7 @@ from ..torch.segment import clamped_degrees, needs_arg
 from ..torch.spmm import check_spmm
 from .aggregate import aggregate, edge_dot, extremum_backward
 from .launch import check_device
+from ..torch.first_order import first_order
 
 # the op aggregating the upstream gradient by source into x's gradient; the edge_dot mode of the weight's
 _GRAD_X_OP = {"copy": "copy", "add": "copy", "sub": "copy", "mul": "mul", "div": "div"}
@@ -65,7 +66,7 @@ class _Spmm(Function):
         return out.view((num_dst,) + full)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         x, w, src, dst, arg = ctx.saved_tensors
         full, k, op, reduce = ctx.layout
@@ -99,7 +100,7 @@ class _Segment(Function):
         return out.view((num_segments,) + feat)
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, grad):
         dst, arg = ctx.saved_tensors
         op, feat, num_edges = ctx.layout
