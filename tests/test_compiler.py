@@ -13,7 +13,7 @@ import gnnc
 import gnnc.function as fn
 from gnnc import models
 from gnnc.ir import ops
-from gnnc.runtime import compiled, cost
+from gnnc.runtime import compiled, cost, recompute
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
 
@@ -104,12 +104,31 @@ def _hetero_model(name, g):
 
 
 @pytest.mark.parametrize("name", sorted(HETERO))
-@pytest.mark.parametrize("off", ["compact", "linear_reorder", "reorder", "fuse", "split_concat", "typed_linear"])
+@pytest.mark.parametrize("off", ["compact", "linear_reorder", "reorder", "fuse", "split_concat", "typed_linear",
+                                 "recompute"])
 def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
     g = random_heterograph(3)
     torch.manual_seed(3)
     x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
     assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9, **{off: False})
+
+
+@pytest.mark.parametrize("name", sorted(HOMO) + sorted(HETERO))
+def test_models_match_eager_with_every_marked_value_rebuilt_in_backward(name, monkeypatch):
+    monkeypatch.setattr(recompute, "MIN_BYTES", 0)
+    rebuilt = []
+    monkeypatch.setattr(recompute, "_rebuilt", lambda note, f=recompute._rebuilt: rebuilt.append(note) or f(note))
+    if name in HOMO:
+        g = _homo_graphs()[0]
+        model, inputs = HOMO[name]().double(), _inputs(name, g, torch.float64)
+    else:
+        g = random_heterograph(2)
+        torch.manual_seed(2)
+        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64,
+                                                             requires_grad=True)]
+    assert_compiled_matches_eager(model, g, inputs, 1e-6, 1e-9)
+    if name == "hgt":  # k, q, v and the update's GELU and linear are rebuilt, not kept
+        assert len(rebuilt) >= 5
 
 
 @pytest.mark.parametrize("backend", ["torch", "cpu"])

@@ -8,8 +8,9 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (compact, cse, dce, distribute, fuse, linear_reorder, lower_aggregation, reorder, shared_dot,
-                         split_concat, typed_linear)
+from gnnc.passes import (compact, cse, dce, distribute, fuse, linear_reorder, lower_aggregation, recompute, reorder,
+                         shared_dot, split_concat, typed_linear)
+from gnnc.runtime import recompute as recompute_runtime
 from gnnc.passes.nodes import is_call
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
@@ -510,3 +511,48 @@ def test_shared_dot_does_not_merge_other_rows_or_dtypes():
     out = shared_dot(dfg)
     assert len(_shared_dots(out)) == 3 and not _merges(out)
     _check(dfg, out, inputs)
+
+
+def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_random_ones(monkeypatch):
+    g = random_heterograph(1)
+    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.ntype_data["W"] = torch.randn(3, 4, 4, dtype=torch.float64)
+    g.ntype_data["b"] = torch.randn(3, 4, dtype=torch.float64)
+
+    def upd(nb):
+        k = torch.bmm(nb.data["x"].unsqueeze(1), nb.type["W"]).squeeze(1) + nb.type["b"]
+        noisy = torch.nn.functional.dropout(k, 0.5, True)
+        return {"h": torch.tanh(k) * nb.data["t"], "d": (noisy * 2.0) * nb.data["t"]}
+
+    msg = lambda e: {"m": e.src["x"]}  # noqa: E731
+    red = lambda nb: {"t": nb.mailbox["m"].sum(1)}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), trace_udf(upd))
+    inputs, annotate = _prepare(g, dfg, (msg, red, upd))
+    out = dfg
+    for p in (lower_aggregation, dce, typed_linear, fuse, dce, recompute):
+        out = p(out)
+        annotate(out)
+    marked = [n.args[0] for n in out.graph.nodes if n.target is ops.recomputable]
+    # k (kept by tanh and by the dropout) and tanh(k) (kept by the product): rebuilt from x, W and b;
+    # never the dropout nor what depends on it, nor the returned values
+    assert sorted(n.target.__name__ for n in marked) == ["add", "tanh"]
+    assert all(n.target is not torch.nn.functional.dropout for n in marked)
+    returned = set(out.output_node.all_input_nodes)
+    assert not returned & set(marked)
+    monkeypatch.setattr(recompute_runtime, "MIN_BYTES", 0)
+    rebuilt = []
+    monkeypatch.setattr(recompute_runtime, "_rebuilt", lambda note, f=recompute_runtime._rebuilt: rebuilt.append(1) or f(note))
+    with recompute_runtime.saving():
+        _check_grads(_seeded(dfg), _seeded(out), inputs)
+    assert rebuilt
+
+
+def _seeded(dfg):
+    """``dfg`` whose every run starts from one random seed (the same dropout masks in both graphs)."""
+    module = dfg.module()
+
+    def run(*inputs):
+        torch.manual_seed(0)
+        return module(*inputs)
+
+    return type("Seeded", (), {"module": lambda self: run})()

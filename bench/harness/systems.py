@@ -109,8 +109,8 @@ register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU 
 register(System("compiled-torch", "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
                 lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case),
                 compiles=True))
-# Passes whose effect the ablation systems measure (Hector's two optimizations).
-ABLATIONS = ("compact", "linear_reorder")
+# Passes whose effect the ablation systems measure (Hector's two optimizations, and recomputation in backward).
+ABLATIONS = ("compact", "linear_reorder", "recompute")
 for _pass in ABLATIONS:
     register(System(f"compiled-no-{_pass.replace('_', '-')}", f"gnnc.compile(layer, {_pass}=False)",
                     lambda case, off=_pass: prepared_like_eager(gnnc.compile(case.eager, **{off: False}), case),

@@ -75,6 +75,11 @@ def using(name: str):
         _ACTIVE.reset(token)
 
 
+def active() -> str:
+    """The resolved name of the backend ``kernels()`` returns now."""
+    return _ACTIVE.get()
+
+
 def kernels():
     """The active backend's primitive module (``gnnc.backend.torch`` outside ``using``)."""
     return importlib.import_module(f"gnnc.backend.{_ACTIVE.get()}")

@@ -14,7 +14,7 @@ import math
 import torch
 
 from ..backend import kernels as _kernels
-from ..runtime import cost
+from ..runtime import cost, recompute
 from ..runtime.eager import Buckets
 
 
@@ -329,6 +329,12 @@ def index_matmul(x, weight, types, feature: str = "the index"):
     """Dense typed linear by an integer feature (rows untouched): x[i] @ weight[types[i]] for x and
     types on the same rows (edge data, or node rows in a node UDF)."""
     return _kernels().typed_index_matmul(x, None, weight, types, name=feature)
+
+
+def recomputable(value, recipe, *leaves):
+    """``value``, equal to ``recipe(*leaves)``: rebuilt in backward instead of kept when large
+    (``gnnc.runtime.recompute``; the ``recompute`` pass)."""
+    return recompute.remember(value, recipe, *leaves)
 
 
 def shared_dot(x, w, keepdim: bool):

@@ -70,6 +70,7 @@ GRAPH_OPS = {
     ops.etype_gather_head_matmul: ("Broadcast+Dense(typed)", "E"),
     ops.index_gather_matmul: ("Broadcast+Dense(typed)", "E"),
     ops.u_op_v: ("BroadcastSrc+BroadcastDst+Dense", "E"),
+    ops.recomputable: lambda n: ("Dense(recomputed)", n.args[0].meta["res"]),
 }
 
 _ROW_WISE_FUNCTIONS = {

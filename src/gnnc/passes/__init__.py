@@ -15,6 +15,7 @@ from .fuse import fuse
 from .linear_reorder import linear_reorder
 from .index_typed import index_typed
 from .lower_aggregation import lower_aggregation
+from .recompute import recompute
 from .reorder import reorder
 from .shared_dot import shared_dot
 from .split_concat import split_concat
@@ -40,6 +41,7 @@ PIPELINE = (
     ("cse", cse),  # merges a linear map applied to the same rows twice (source and destination side)
     ("shared_dot", shared_dot),  # last: reorder and fuse match the product and sum it replaces
     ("cse", cse),
+    ("recompute", recompute),  # last: marks the final plan's values; the chains it copies must not change
 )
 
 
@@ -61,4 +63,4 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
 
 
 __all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "linear_reorder", "lower_aggregation",
-           "reorder", "shared_dot", "split_concat", "typed_linear"]
+           "recompute", "reorder", "shared_dot", "split_concat", "typed_linear"]

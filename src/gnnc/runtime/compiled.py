@@ -21,16 +21,19 @@ import dataclasses
 import warnings
 from dataclasses import dataclass
 
+import torch
+
 from .. import backend
 from ..frontend import reach
 from ..frontend.trace import TraceFailure, first_line, trace_udf, udf_location
 from ..function import BuiltinReduce
+from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import cost
 from . import deferred as deferral
-from . import eager
+from . import eager, recompute
 from .context import graph_context
 from .node_reads import end_slot, node_feature_types
 
@@ -51,6 +54,7 @@ class Plan:
     backend: str = "torch"  # the resolved backend that runs the plan's primitives
     deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> u_op_v node
     context: object = None  # in ``recording`` only: the GraphContext the recorded call ran on
+    recomputes: bool = False  # the recompute pass marked values to rebuild in backward
 
 
 _CACHE: dict = {}
@@ -171,7 +175,8 @@ def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
                        "computed when read otherwise")
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
     return Plan(dfg, module, None, initial, _describe(kind, udfs, g, rel),
-                backend.resolve(options.get("backend", "auto"), g.device), deferred)
+                backend.resolve(options.get("backend", "auto"), g.device), deferred,
+                recomputes=any(n.target is ops.recomputable for n in dfg.graph.nodes))
 
 
 def _describe(kind, udfs, g, rel) -> str:
@@ -250,7 +255,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return None
     try:
         inputs = bind_inputs(plan.dfg, g, rel, udfs)
-        with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)):
+        with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
+                recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)
             if plan.deferred:
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)
