@@ -327,6 +327,25 @@ def test_the_table_says_when_gradients_agreed_only_at_another_jitter_point():
     assert line.endswith("| ok, err 0.2 of tol (agreed at jitter seed 1000; at seed 0 input gradients 225x tol) |")
 
 
+def test_the_summary_sets_gnnc_against_the_fastest_and_leanest_matching_peer():
+    from harness import report
+
+    ok = {"status": "ok"}
+
+    def row(system, dataset, ms, mib, check=ok):
+        return {"model": "gcn", "dataset": dataset, "mode": "inference", "system": system, "status": "ok",
+                "time_ms": ms, "peak_mib": mib, "check": check}
+
+    rows = [row("compiled", "cora", 2.0, 10.0), row("pyg", "cora", 4.0, 20.0), row("dgl", "cora", 8.0, 5.0),
+            row("compiled", "pubmed", 6.0, 30.0), row("pyg-compile", "pubmed", 3.0, 60.0),
+            row("dgl", "pubmed", 1.0, 1.0, {"status": "DIFFERS", "detail": "other function"}),
+            row("eager", "pubmed", 0.5, 1.0),  # not a peer
+            row("compiled", "arxiv", 1.0, 1.0)]  # no peer ran: not counted
+    header, _, line = report.summary_table(rows, ["inference"])
+    # cora: 2/4 and 10/5; pubmed: 6/3 and 30/60 (the differing DGL row and eager are no peers)
+    assert line == "| GCN | inference | 2 | 1.25x | 1.25x | pubmed (pyg-compile, 2.00x) |"
+
+
 def test_git_commit_follows_a_worktree_to_its_shared_refs(tmp_path):
     from harness.machine import git_commit
 

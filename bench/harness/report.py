@@ -1,9 +1,13 @@
 """The Markdown report of one run: machine, datasets, then one table per mode."""
 from __future__ import annotations
 
+import statistics
+
 from .datasets import DATASETS
 from .models import MODELS
-from .systems import REFERENCE
+from .systems import REFERENCE, SYSTEMS
+
+GNNC = "compiled"
 
 MODE_TITLES = {"inference": "Inference (one layer forward)",
                "training": "Training step (forward, backward, SGD update)"}
@@ -57,6 +61,39 @@ def mode_table(rows: list[dict], mode: str) -> list[str]:
         x_floor = _num(r["x_floor"]) if "x_floor" in r else ""
         lines.append(f"| {MODELS[r['model']].title} | {r['dataset']} | {r['system']} | {_status_cell(r)} | "
                      f"{ratio} | {peak} | {steady} | {x_floor} | {_check_cell(r)} |")
+    return lines
+
+
+def _peer(system: str, model: str) -> bool:
+    return system in SYSTEMS and SYSTEMS[system].pairing(model) is not None
+
+
+def summary_table(rows: list[dict], modes) -> list[str]:
+    """Per model and mode, over the datasets where ``compiled`` and some peer (PyG, DGL) both ran and
+    matched eager: the median of compiled's time over the fastest peer's and of its peak over the
+    leanest peer's, and the datasets where a peer is faster."""
+    def ok(r):
+        return r["status"] == "ok" and (r.get("check") or {}).get("status", "ok") == "ok"
+
+    lines = ["| model | mode | datasets | time / fastest peer (median) | peak / leanest peer (median) "
+             "| where a peer is faster |",
+             "|---|---|--:|--:|--:|---|"]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        for mode in modes:
+            times, peaks, behind = [], [], []
+            for ours in (r for r in rows if (r["model"], r["mode"], r["system"]) == (model, mode, GNNC) and ok(r)):
+                peers = [r for r in rows if (r["model"], r["dataset"], r["mode"]) == (model, ours["dataset"], mode)
+                         and _peer(r["system"], model) and ok(r)]
+                if not peers:
+                    continue
+                fastest = min(peers, key=lambda r: r["time_ms"])
+                times.append(ours["time_ms"] / fastest["time_ms"])
+                peaks.append(ours["peak_mib"] / max(min(r["peak_mib"] for r in peers), 1e-9))
+                if times[-1] > 1:
+                    behind.append(f"{ours['dataset']} ({fastest['system']}, {times[-1]:.2f}x)")
+            if times:
+                lines.append(f"| {MODELS[model].title} | {mode} | {len(times)} | {statistics.median(times):.2f}x | "
+                             f"{statistics.median(peaks):.2f}x | {', '.join(behind) or 'none'} |")
     return lines
 
 
@@ -130,6 +167,12 @@ def markdown(record: dict) -> str:
            "configurations are in bold: OOM (over the memory cap), TIMEOUT, MISMATCH (failed the gate, "
            "times not reported), UNCHECKED (the gate could not run, never timed), ERROR.", "",
            "## Datasets", "", *dataset_table(rows)]
+    summary = summary_table(rows, record["settings"]["modes"])
+    if len(summary) > 2:
+        out += ["", "## gnnc against the best peer", "",
+                "`compiled` over the fastest PyG / DGL system that ran and matched eager on the same dataset "
+                "(time) and over the leanest one (peak), median across datasets; below 1 = gnnc ahead.", "",
+                *summary]
     for mode in record["settings"]["modes"]:
         out += ["", f"## {MODE_TITLES[mode]}", "", *mode_table(rows, mode)]
     firsts = first_calls(record)
