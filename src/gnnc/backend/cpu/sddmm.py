@@ -137,11 +137,12 @@ def _DOT_ROWS(width):
     def kernel(bounds, a_index, b_index, a, b, out):  # pragma: no cover - numba
         """out[e, h] = a[a_index[e], h] . b[b_index[e], h], rows of ``width`` features per head."""
         feats = a.shape[2] if width < 0 else width
+        zero = out.dtype.type(0)  # sums in the rows' type: a float64 sum of float32 products is not vectorized
         for c in prange(bounds.shape[0] - 1):
             for e in range(bounds[c], bounds[c + 1]):
                 u, v = a_index[e], b_index[e]
                 for h in range(out.shape[1]):
-                    total = 0.0
+                    total = zero
                     for k in range(feats):
                         total += a[u, h, k] * b[v, h, k]
                     out[e, h] = total
