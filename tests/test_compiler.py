@@ -115,7 +115,7 @@ def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
 
 @pytest.mark.parametrize("name", sorted(HOMO) + sorted(HETERO))
 def test_models_match_eager_with_every_marked_value_rebuilt_in_backward(name, monkeypatch):
-    monkeypatch.setattr(recompute, "MIN_BYTES", 0)
+    monkeypatch.setattr(recompute, "MIN_SHARE", 0)
     rebuilt = []
     monkeypatch.setattr(recompute, "_rebuilt", lambda note, f=recompute._rebuilt: rebuilt.append(note) or f(note))
     if name in HOMO:

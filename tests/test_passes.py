@@ -539,7 +539,7 @@ def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_ran
     assert all(n.target is not torch.nn.functional.dropout for n in marked)
     returned = set(out.output_node.all_input_nodes)
     assert not returned & set(marked)
-    monkeypatch.setattr(recompute_runtime, "MIN_BYTES", 0)
+    monkeypatch.setattr(recompute_runtime, "MIN_SHARE", 0)
     rebuilt = []
     monkeypatch.setattr(recompute_runtime, "_rebuilt", lambda note, f=recompute_runtime._rebuilt: rebuilt.append(1) or f(note))
     with recompute_runtime.saving():

@@ -12,7 +12,7 @@ from tests.graphs import random_heterograph
 @pytest.fixture
 def rebuilt(monkeypatch):
     """Every marked value is rebuilt (no size floor); the list of rebuilds made."""
-    monkeypatch.setattr(recompute, "MIN_BYTES", 0)
+    monkeypatch.setattr(recompute, "MIN_SHARE", 0)
     made = []
     monkeypatch.setattr(recompute, "_rebuilt", lambda note, f=recompute._rebuilt: made.append(note) or f(note))
     return made

@@ -13,8 +13,8 @@ Replacement: ``recomputable(value, recipe, *leaves)``, ``recipe`` the chain as
 its own graph module (a ``recompute_<i>`` child of the plan's root), read by
 the value's users. At run time (``gnnc.runtime.recompute``) autograd keeps a
 note in place of the value and rebuilds it from the leaves when backward
-needs it; only values of at least ``MIN_BYTES`` are treated so, and nothing
-changes when no gradient is recorded.
+needs it; only values of at least ``MIN_SHARE`` of their device's memory are
+treated so, and nothing changes when no gradient is recorded.
 """
 from __future__ import annotations
 
@@ -149,6 +149,7 @@ def recompute(dfg: MPDFG) -> MPDFG:
         n.replace_all_uses_with(note, delete_user_cb=lambda user: user is not note)
         inputs = ", ".join(_describe(leaf) for leaf in leaves if leaf.meta.get("input") != ("ctx", None))
         out.log.append(f"recompute: {n.meta.get('source')}: {n.name} ({len(chain)} "
-                       f"operator{'s' if len(chain) > 1 else ''} from {inputs}) rebuilt in backward when large")
+                       f"operator{'s' if len(chain) > 1 else ''} from {inputs}) rebuilt in backward when it is a "
+                       "sizeable share of memory")
     out.root = root
     return out
