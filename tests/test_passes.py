@@ -1,4 +1,6 @@
 """Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -555,4 +557,4 @@ def _seeded(dfg):
         torch.manual_seed(0)
         return module(*inputs)
 
-    return type("Seeded", (), {"module": lambda self: run})()
+    return SimpleNamespace(module=lambda: run)

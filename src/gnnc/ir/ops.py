@@ -332,8 +332,8 @@ def index_matmul(x, weight, types, feature: str = "the index"):
 
 
 def recomputable(value, recipe, *leaves):
-    """``value``, equal to ``recipe(*leaves)``: rebuilt in backward instead of kept when large
-    (``gnnc.runtime.recompute``; the ``recompute`` pass)."""
+    """``value``, equal to ``recipe(*leaves)``: rebuilt in backward instead of kept when it is a sizeable
+    share of memory (``gnnc.runtime.recompute``; the ``recompute`` pass)."""
     return recompute.remember(value, recipe, *leaves)
 
 

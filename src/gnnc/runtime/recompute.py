@@ -17,9 +17,8 @@ paying where the values are a sizeable share of the machine (at full scale:
 Soundness: a value is recognized only while it is alive (its storage cannot
 have been reused) and unchanged since it was computed (its version counter);
 the leaves' versions are checked on unpack, and a leaf modified in place in
-between raises as autograd does for a saved tensor. Rebuilding runs in the
-grad mode of the unpack, so double backward differentiates through the
-rebuilt value, and under the backend the plan ran on.
+between raises as autograd does for a saved tensor. Rebuilding runs under
+the backend the plan ran on.
 """
 from __future__ import annotations
 
@@ -93,7 +92,7 @@ def _forget(key: int, entry: _Entry) -> None:
 
 def _note(t: torch.Tensor) -> _Rebuild | None:
     """How to rebuild saved tensor ``t``, when it shares the storage of a live, unchanged remembered value."""
-    if t.layout != torch.strided:
+    if not _REMEMBERED or t.layout != torch.strided:
         return None
     with _LOCK:
         entry = _REMEMBERED.get(t.untyped_storage().data_ptr())

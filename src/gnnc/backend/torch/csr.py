@@ -12,8 +12,9 @@ diag(A_0, ..., A_{H-1}) (A_h: the graph weighted by head h) against the
 head-major features [H * rows, F], which measured 1.5-10x faster than
 gather + index_add on CPU (above ``MAX_BLOCK_ENTRIES`` head-edges, one
 matmul per head over A instead: the block columns are not worth caching);
-otherwise they fall back to edge chunks of gather + index_add. One call rather than one per head matters on busy
-cores, where every parallel region can cost milliseconds; small problems
+otherwise they fall back to edge chunks of gather + index_add. One call
+rather than one per head matters on busy cores, where every parallel
+region can cost milliseconds; small problems
 stay on the fallback for the same reason. The CSR structure (edges sorted
 by row) is cached on the data pointer, shape, strides and version counter
 of the index tensors (the last ``CACHE_SIZE`` structures, pinning their
