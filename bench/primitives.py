@@ -1,4 +1,5 @@
-"""gnnc.backend.torch primitives against naive gather / index_add formulations.
+"""gnnc's primitives (the torch backend, or with --backend cpu the numba one) against naive gather /
+index_add formulations.
 
 Random graphs of the size of pubmed (19,717 nodes, 88,651 edges) and
 ogbn-arxiv (169,343 / 1,166,243), unsorted destinations, 64 features as
@@ -14,12 +15,13 @@ whole-edge gathers, element-wise ops and index_add / scatter_reduce under
 plain autograd (which saves the gathered [E, F] operands), and typed matmuls
 as a Python loop of slice matmuls over a full [E, K] gather.
 
-    python bench/primitives.py --datasets pubmed arxiv --runs 5 [--threads 1]
+    python bench/primitives.py --datasets pubmed arxiv --runs 5 [--threads 1] [--backend cpu]
 """
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import math
 import multiprocessing as mp
 import os
@@ -52,9 +54,9 @@ def naive_index_add(msg, dst, n):
     return msg.new_zeros((n, *msg.shape[1:])).index_add(0, dst, msg)
 
 
-def workloads(n: int, e: int, heads: int, feats: int, seed: int):
-    """(name, gnnc fn, naive fn, inputs) per primitive; every float input gets a gradient."""
-    from gnnc.backend import torch as B
+def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = "torch"):
+    """(name, gnnc fn on ``backend``, naive fn, inputs) per primitive; every float input gets a gradient."""
+    B = importlib.import_module(f"gnnc.backend.{backend}")
 
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, n, (e,), generator=gen)
@@ -63,6 +65,7 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int):
     x = torch.randn(n, heads, per_head, generator=gen)
     xf = x.reshape(n, feats)
     w = torch.rand(e, heads, 1, generator=gen)
+    w1 = torch.rand(e, 1, generator=gen)
     logits = torch.randn(e, heads, generator=gen)
     values = torch.randn(e, feats, generator=gen)
     types = 4
@@ -89,6 +92,8 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int):
         ("segment_reduce max [E,64]", lambda v: B.segment_reduce(v, dst, n, "max"), naive_max, [values]),
         ("edge_softmax [E,8]", lambda l: B.edge_softmax(l, dst, n), lambda l: naive_softmax(l, dst, n), [logits]),
         ("spmm copy sum [N,64]", lambda x: B.spmm(x, src, dst, n), lambda x: naive_index_add(x[src], dst, n), [xf]),
+        ("spmm mul sum [N,64]x[E,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
+         lambda x, w: naive_index_add(x[src] * w, dst, n), [xf, w1]),
         ("spmm mul sum [N,8,8]x[E,8,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
          lambda x, w: naive_index_add(x[src] * w, dst, n), [x, w]),
         ("spmm mul max [N,8,8]x[E,8,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul", "max"),
@@ -130,14 +135,15 @@ def measure(fn, inputs, runs: int, backward: bool) -> tuple[float, float]:
     return 1e3 * statistics.median(times), (status_kib("VmHWM") - base) / 1024
 
 
-def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, queue) -> None:
+def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, backend: str,
+             queue) -> None:
     from gnnc.backend.torch import clear_structure_cache
     from gnnc.backend.torch.csr import csr_structure
 
     if threads:
         torch.set_num_threads(threads)
     n, e = DATASETS[name]
-    cases, (src, dst, _) = workloads(n, e, heads, feats, seed)
+    cases, (src, dst, _) = workloads(n, e, heads, feats, seed, backend)
     start = time.perf_counter()
     csr_structure(dst, n, src)
     build_ms = 1e3 * (time.perf_counter() - start)
@@ -160,17 +166,20 @@ def main() -> None:
     p.add_argument("--features", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--backend", choices=["torch", "cpu"], default="torch",
+                   help="the primitives' backend: torch (reference) or cpu (numba kernels where it has them)")
     args = p.parse_args()
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{args.threads or torch.get_num_threads()} threads")
+          f"{args.threads or torch.get_num_threads()} threads, backend {args.backend}")
     ctx = mp.get_context("spawn")
     header = (f"{'primitive':<37} {'fwd naive':>9} {'fwd gnnc':>9} {'x':>5} {'f+b naive':>9} {'f+b gnnc':>9} {'x':>5} "
               f"{'MiB fwd naive':>13} {'gnnc':>6} {'MiB f+b naive':>13} {'gnnc':>6}")
     for name in args.datasets:
         q = ctx.Queue()
         proc = ctx.Process(target=run_case,
-                           args=(name, args.runs, args.heads, args.features, args.seed, args.threads, q))
+                           args=(name, args.runs, args.heads, args.features, args.seed, args.threads, args.backend,
+                                 q))
         proc.start()
         result = q.get()
         proc.join()

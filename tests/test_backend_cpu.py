@@ -10,6 +10,7 @@ torch backend and eager.
 """
 from __future__ import annotations
 
+import importlib
 from unittest import mock
 
 import pytest
@@ -24,11 +25,12 @@ from gnnc import backend  # noqa: E402
 from gnnc.backend import cpu as cpu_backend  # noqa: E402
 from gnnc.backend import torch as torch_backend  # noqa: E402
 from gnnc.backend.cpu import interop, softmax_aggregate  # noqa: E402
+cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package exports the function of that name
 from gnnc.models.gat import GATConv  # noqa: E402
 
-from .graphs import random_homograph  # noqa: E402
-from .test_backend_torch import (SDDMM_SHAPES, check_against, edges, naive_binary, naive_spmm, rand,  # noqa: E402
-                                  sddmm_softmax_aggregate_bad_calls)
+from .graphs import random_heterograph, random_homograph  # noqa: E402
+from .test_backend_torch import (SDDMM_SHAPES, SPMM_SHAPES, check_against, edges, naive_binary,  # noqa: E402
+                                  naive_spmm, rand, sddmm_softmax_aggregate_bad_calls)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -292,6 +294,29 @@ def test_compiled_gat_same_on_every_backend(dtype):
             torch.testing.assert_close(got, want, **TOL[dtype])
 
 
+@pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn"])
+def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
+    """GCN, GraphSAGE-mean and R-GCN (per-pair sums) compiled on the cpu backend, with the one-head numba sum
+    taking every size, equal eager in float64: outputs and every gradient."""
+    from gnnc.models.gcn import GCNConv
+    from gnnc.models.rgcn import RGCNConv
+    from gnnc.models.sage import SAGEConv
+
+    torch.manual_seed(0)
+    g = random_heterograph(seed=3) if layer == "rgcn" else random_homograph(40, 160, seed=5)
+    model = {"gcn": lambda: GCNConv(6, 5), "sage": lambda: SAGEConv(6, 5, "mean"),
+             "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes))}[layer]().double()
+    x = torch.randn(g.num_nodes(), 6, dtype=torch.float64, requires_grad=True)
+    results = {}
+    with mock.patch.object(cpu_spmm, "SPARSE_MIN_ELEMENTS", 0):
+        for name in ("eager", "cpu"):
+            run = model if name == "eager" else gnnc.compile(model, backend=name)
+            out = run(g, x)
+            results[name] = (out, *torch.autograd.grad(out.square().sum(), [x, *model.parameters()]))
+    for got, want in zip(results["cpu"], results["eager"]):
+        torch.testing.assert_close(got, want, **TOL[torch.float64])
+
+
 def test_explain_names_the_backend():
     g = random_homograph(10, 30, seed=1)
     text = gnnc.explain(GATConv(3, 2, 2).eval(), g, torch.randn(10, 3))
@@ -375,7 +400,7 @@ def test_sddmm_bad_input_is_named():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_spmm_extremum_matches_naive(reduce, feat, dtype):
     """Max/min of gathered rows in one numba loop: ties to the smallest edge id (integer-valued inputs tie
-    often), zero without in-edges, gradients to the arg edge; weighted or summed spmm runs on torch."""
+    often), zero without in-edges, gradients to the arg edge; weighted max/min runs on torch."""
     for case in ("multi", "no_edges", "one_node"):
         ns, nd, src, dst = edges(case)
         for ties in (False, True):
@@ -389,6 +414,29 @@ def test_spmm_extremum_matches_naive(reduce, feat, dtype):
     x = rand(ns, *feat, dtype=dtype)
     check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
                   lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("shapes", list(SPMM_SHAPES) + ["wide", "one_wide_head", "odd_width", "empty_rows"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_spmm_sum_matches_naive(reduce, shapes, dtype):
+    """Weighted (per head, per element, one scalar) and plain sums and means in one numba loop over
+    destinations, forward and both gradients: zero without in-edges, multi-edges, no edges, one node;
+    one-thread and parallel launches; constant widths (4, 64) and a run-time width (5). Several heads run
+    on torch's matmul; the small sizes here reach the numba loop with its size floor lowered."""
+    xf, wf = {"wide": ((8, 8), (8, 1)), "one_wide_head": ((64,), (1,)), "odd_width": ((5,), ()),
+                          "empty_rows": ((0,), ())}.get(shapes) or SPMM_SHAPES[shapes]
+    for case in ("multi", "no_edges", "one_node"):
+        ns, nd, src, dst = edges(case)
+        x = rand(ns, *xf, dtype=dtype)
+        w = rand(src.numel(), *wf, dtype=dtype, seed=2)
+        for threshold in (0, interop.PARALLEL_MIN_WORK):
+            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), \
+                    mock.patch.object(cpu_spmm, "SPARSE_MIN_ELEMENTS", 0):
+                check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
+                              lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
+                check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
+                              lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
 
 
 def test_spmm_extremum_nan_has_no_arg_edge():

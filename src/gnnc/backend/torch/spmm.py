@@ -30,7 +30,7 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     if reduce in ("max", "min"):
         return _SpmmExtremum.apply(x, edge_weight, src, dst, num_dst, op, reduce, chunk, needs_arg(x, edge_weight))
     if op in ("copy", "mul"):
-        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk)
+        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, head_spmm)
     return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
 
 
@@ -63,19 +63,21 @@ def _full_shape(x, w):
 
 
 class _SpmmHeads(Function):
-    """copy / mul with sum / mean: per-head weighted aggregation (see csr.head_spmm)."""
+    """copy / mul with sum / mean: per-head weighted aggregation by ``aggregate`` (``csr.head_spmm``'s
+    contract; a backend passes its own kernel), forward and for the gradient of x."""
 
     @staticmethod
-    def forward(ctx, x, w, src, dst, num_dst, mean, chunk):
+    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate):
         full = _full_shape(x, w)
         k = 0 if w is None else head_layout(w.shape[1:], full)
         w_heads = None if w is None else weight_as_heads(w, full, k)
-        out = head_spmm(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk).view((num_dst,) + full)
+        out = aggregate(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk).view((num_dst,) + full)
         deg = clamped_degrees(dst, num_dst, out) if mean else None
         if mean:
             out = out / deg
         ctx.save_for_backward(x, w, src, dst, deg)
         ctx.layout = (full, k, chunk)
+        ctx.aggregate = aggregate
         return out
 
     @staticmethod
@@ -89,11 +91,11 @@ class _SpmmHeads(Function):
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
             w_heads = None if w is None else weight_as_heads(w, full, k)
-            gx = head_spmm(grad_heads, src, dst, x.shape[0], w_heads, chunk)
+            gx = ctx.aggregate(grad_heads, src, dst, x.shape[0], w_heads, chunk)
             grad_x = sum_to(gx.view((x.shape[0],) + full), x.shape[1:])
         if w is not None and ctx.needs_input_grad[1]:
             grad_w = heads_to_weight(head_sddmm(grad_heads, as_heads(x, full, k), dst, src, chunk), w.shape, full, k)
-        return grad_x, grad_w, None, None, None, None, None
+        return grad_x, grad_w, None, None, None, None, None, None
 
 
 class _SpmmBinary(Function):
