@@ -308,7 +308,7 @@ def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
              "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes))}[layer]().double()
     x = torch.randn(g.num_nodes(), 6, dtype=torch.float64, requires_grad=True)
     results = {}
-    with mock.patch.object(cpu_spmm, "SPARSE_MIN_ELEMENTS", 0):
+    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
         for name in ("eager", "cpu"):
             run = model if name == "eager" else gnnc.compile(model, backend=name)
             out = run(g, x)
@@ -432,7 +432,7 @@ def test_spmm_sum_matches_naive(reduce, shapes, dtype):
         w = rand(src.numel(), *wf, dtype=dtype, seed=2)
         for threshold in (0, interop.PARALLEL_MIN_WORK):
             with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), \
-                    mock.patch.object(cpu_spmm, "SPARSE_MIN_ELEMENTS", 0):
+                    mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
                 check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
                               lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
                 check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from numba import prange
 
-from ..torch.csr import SPARSE_MIN_ELEMENTS, csr_structure, head_spmm
+from ..torch.csr import csr_structure, head_spmm
 from ..torch.segment import arg_dtype
 from ..torch.spmm import _SpmmExtremum, _SpmmHeads, check_spmm
 from ..torch.spmm import spmm as torch_spmm
@@ -30,6 +30,10 @@ from .interop import as_array, constant_width, empty, jit_row_kernel, launch, sp
 from .prefetch import prefetch_row
 
 AHEAD = 8
+# The one-head sum loop runs from this many edge-row elements (E * F) up. Its first call in a process loads
+# the kernel (about 24 MiB resident and 0.25 s in the bench harness); below this size torch's CSR matmul
+# costs less than that (its extra zero-fill and copy are under a few MiB) and is about as fast.
+NUMBA_SUM_MIN_ELEMENTS = 1 << 22
 
 
 def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
@@ -49,10 +53,9 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
     """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]); one
     head as one numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written).
     Several heads run as ``csr.head_spmm``'s block-diagonal matmul, which measured faster than this loop, and
-    so do problems below ``csr.SPARSE_MIN_ELEMENTS``, where loading the kernel (about 8 MiB) costs more than
-    it saves."""
+    so do problems below ``NUMBA_SUM_MIN_ELEMENTS``."""
     heads, feats = x.shape[1], x.shape[2]
-    if heads != 1 or rows.numel() * feats < SPARSE_MIN_ELEMENTS or x.device.type != "cpu" \
+    if heads != 1 or rows.numel() * feats < NUMBA_SUM_MIN_ELEMENTS or x.device.type != "cpu" \
             or x.dtype not in (torch.float32, torch.float64):
         return head_spmm(x, rows, cols, num_rows, weight, chunk)
     structure = csr_structure(rows, num_rows, cols)
