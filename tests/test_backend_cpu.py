@@ -294,24 +294,27 @@ def test_compiled_gat_same_on_every_backend(dtype):
             torch.testing.assert_close(got, want, **TOL[dtype])
 
 
-@pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn"])
+@pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn", "gmm"])
 def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
-    """GCN, GraphSAGE-mean and R-GCN (per-pair sums) compiled on the cpu backend, with the one-head numba sum
-    taking every size, equal eager in float64: outputs and every gradient."""
+    """GCN, GraphSAGE-mean, R-GCN (per-pair sums) and MoNet (three 64-wide kernels as heads) compiled on the
+    cpu backend, with the numba sum taking every size, equal eager in float64: outputs and every gradient."""
     from gnnc.models.gcn import GCNConv
+    from gnnc.models.monet import GMMConv
     from gnnc.models.rgcn import RGCNConv
     from gnnc.models.sage import SAGEConv
 
     torch.manual_seed(0)
     g = random_heterograph(seed=3) if layer == "rgcn" else random_homograph(40, 160, seed=5)
     model = {"gcn": lambda: GCNConv(6, 5), "sage": lambda: SAGEConv(6, 5, "mean"),
-             "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes))}[layer]().double()
+             "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes)),
+             "gmm": lambda: GMMConv(6, 64, 2, 3, aggregator="mean")}[layer]().double()
     x = torch.randn(g.num_nodes(), 6, dtype=torch.float64, requires_grad=True)
+    extra = (torch.rand(g.num_edges(), 2, dtype=torch.float64),) if layer == "gmm" else ()
     results = {}
     with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
         for name in ("eager", "cpu"):
             run = model if name == "eager" else gnnc.compile(model, backend=name)
-            out = run(g, x)
+            out = run(g, x, *extra)
             results[name] = (out, *torch.autograd.grad(out.square().sum(), [x, *model.parameters()]))
     for got, want in zip(results["cpu"], results["eager"]):
         torch.testing.assert_close(got, want, **TOL[torch.float64])
@@ -417,15 +420,18 @@ def test_spmm_extremum_matches_naive(reduce, feat, dtype):
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
-@pytest.mark.parametrize("shapes", list(SPMM_SHAPES) + ["wide", "one_wide_head", "odd_width", "empty_rows"])
+@pytest.mark.parametrize("shapes", list(SPMM_SHAPES) + ["wide", "one_wide_head", "odd_width", "empty_rows",
+                                                         "wide_heads", "wide_odd_heads"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_spmm_sum_matches_naive(reduce, shapes, dtype):
     """Weighted (per head, per element, one scalar) and plain sums and means in one numba loop over
     destinations, forward and both gradients: zero without in-edges, multi-edges, no edges, one node;
-    one-thread and parallel launches; constant widths (4, 64) and a run-time width (5). Several heads run
-    on torch's matmul; the small sizes here reach the numba loop with its size floor lowered."""
+    one-thread and parallel launches; constant widths (4, 64) and run-time widths (5, 65); one head and
+    wide heads in the numba loop (narrow heads run on torch's matmul); the small sizes here reach the loop
+    with its size floor lowered."""
     xf, wf = {"wide": ((8, 8), (8, 1)), "one_wide_head": ((64,), (1,)), "odd_width": ((5,), ()),
-                          "empty_rows": ((0,), ())}.get(shapes) or SPMM_SHAPES[shapes]
+                          "empty_rows": ((0,), ()), "wide_heads": ((2, 64), (2, 1)),
+                          "wide_odd_heads": ((3, 65), (3, 1))}.get(shapes) or SPMM_SHAPES[shapes]
     for case in ("multi", "no_edges", "one_node"):
         ns, nd, src, dst = edges(case)
         x = rand(ns, *xf, dtype=dtype)

@@ -2,11 +2,12 @@
 
 Each destination reads its sources' rows once (CSR by destination,
 vertex-balanced chunks) and writes its row once; no [E, F] messages.
-- copy / mul with sum / mean, one head (a scalar weight per edge): the
-  weighted sum (``head_spmm_rows``), forward and, over the CSR by source,
-  the gradient of x. Against torch's CSR matmul this skips zero-filling the
-  output and copying MKL's result out (pubmed replica, 64 wide, one thread:
-  3.9 -> 1.1 ms). Several heads stay on torch's block-diagonal matmul;
+- copy / mul with sum / mean, one head (a scalar weight per edge) or wide
+  heads: the weighted sum (``head_spmm_rows``), forward and, over the CSR by
+  source, the gradient of x. Against torch's CSR matmul this skips
+  zero-filling the output, copying MKL's result out and, for several heads,
+  the head-major layout copies (pubmed replica, 64 wide, one thread: 3.9 ->
+  1.1 ms). Narrow heads stay on torch's block-diagonal matmul;
 - copy with max / min: with the arg-extremum edge per (node, feature) for
   backward, found in the same pass.
 Other ops run on the torch backend. Same contract as
@@ -34,6 +35,9 @@ AHEAD = 8
 # the kernel (about 24 MiB resident and 0.25 s in the bench harness); below this size torch's CSR matmul
 # costs less than that (its extra zero-fill and copy are under a few MiB) and is about as fast.
 NUMBA_SUM_MIN_ELEMENTS = 1 << 22
+# Several heads take the loop only when each is this wide: at 64 it beat torch's block-diagonal matmul 2.6x
+# (3 heads, GMM); at 8 to 32 features per head it was as fast or slower.
+NUMBA_SUM_MIN_HEAD_WIDTH = 64
 
 
 def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
@@ -50,30 +54,35 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
 
 def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
                    weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
-    """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]); one
-    head as one numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written).
-    Several heads run as ``csr.head_spmm``'s block-diagonal matmul, which measured faster than this loop, and
-    so do problems below ``NUMBA_SUM_MIN_ELEMENTS``."""
+    """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]) as one
+    numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written), for one
+    head or heads of at least ``NUMBA_SUM_MIN_HEAD_WIDTH`` features, from ``NUMBA_SUM_MIN_ELEMENTS`` up.
+    Narrower heads run as ``csr.head_spmm``'s block-diagonal matmul, which measured faster there."""
     heads, feats = x.shape[1], x.shape[2]
-    if heads != 1 or rows.numel() * feats < NUMBA_SUM_MIN_ELEMENTS or x.device.type != "cpu" \
-            or x.dtype not in (torch.float32, torch.float64):
+    if (heads != 1 and feats < NUMBA_SUM_MIN_HEAD_WIDTH) or heads * feats == 0 \
+            or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
+            or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return head_spmm(x, rows, cols, num_rows, weight, chunk)
     structure = csr_structure(rows, num_rows, cols)
-    out = empty((num_rows, 1, feats), x)
-    w = np.empty(0, dtype=out.numpy().dtype) if weight is None else as_array(weight).reshape(-1)
-    launch(_sum_rows(constant_width(feats), weight is not None), as_array(structure.crow), rows.numel() * feats,
-           as_array(structure.col), as_array(structure.perm), w, as_array(x).reshape(x.shape[0], feats),
-           out.numpy().reshape(num_rows, feats))
+    out = empty((num_rows, heads, feats), x)
+    w = np.empty((0, 1), dtype=out.numpy().dtype) if weight is None else as_array(weight)
+    launch(_sum_rows(constant_width(feats), weight is not None), as_array(structure.crow),
+           rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w,
+           as_array(x).reshape(x.shape[0], heads * feats), out.numpy().reshape(num_rows, heads * feats))
     return out
 
 
 @functools.cache
-def _sum_rows(width: int, weighted: bool):
-    """The one-head weighted-sum kernel for row ``width`` (-1: read at run time), compiled serial
-    (``jit_row_kernel``: its row loop vectorizes without numba's noalias marking, and it starts in about 1 us)."""
+def _sum_rows(feats: int, weighted: bool):
+    """The weighted-sum kernel for heads of ``feats`` features (-1: read at run time; the head count is the
+    weight's), compiled serial (``jit_row_kernel``: its row loops vectorize without numba's noalias marking,
+    and it starts in about 1 us)."""
     def kernel(bounds, crow, cols_of, perm, w, x, out):  # pragma: no cover - numba
-        """out[r] = sum over r's sorted entries i of w[perm[i]] * x[cols_of[i]] (w all ones when not weighted)."""
-        cols = x.shape[1] if width < 0 else width
+        """out[r, head h] = sum over r's sorted entries i of w[perm[i], h] * x[cols_of[i], head h] (one head
+        and no weights when not weighted)."""
+        heads = w.shape[1] if weighted else 1
+        width = x.shape[1] // heads if feats < 0 else feats
+        cols = heads * width
         for r in range(bounds[0], bounds[-1]):
             start, stop = crow[r], crow[r + 1]
             for k in range(cols):
@@ -83,9 +92,12 @@ def _sum_rows(width: int, weighted: bool):
                     prefetch_row(x, cols_of[i + AHEAD], cols)
                 u = cols_of[i]
                 if weighted:
-                    wi = w[perm[i]]
-                    for k in range(cols):
-                        out[r, k] += wi * x[u, k]
+                    e = perm[i]
+                    for h in range(heads):
+                        wh = w[e, h]
+                        base = h * width
+                        for k in range(base, base + width):
+                            out[r, k] += wh * x[u, k]
                 else:
                     for k in range(cols):
                         out[r, k] += x[u, k]
