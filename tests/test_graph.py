@@ -222,3 +222,15 @@ def test_non_integer_ids_rejected():
         gnnc.graph(([0.5], [1.0]))
     with pytest.raises(ValueError, match="1-D"):
         gnnc.graph((torch.zeros(2, 2, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long)))
+
+
+def test_edge_relation_in_degrees_counts_each_edges_relation_in_edges_of_its_destination():
+    """Per relation: unsorted edges with duplicates, self loops, an empty relation; user edge order."""
+    g = random_heterograph(seed=4)
+    want = []
+    for rel in g.canonical_etypes:
+        _, dst = g.find_edges(rel)
+        want.append(g.in_degrees(rel).index_select(0, dst))
+    assert torch.equal(g.edge_relation_in_degrees(), torch.cat(want))
+    empty = gnnc.graph(([], []), num_nodes=3)
+    assert empty.edge_relation_in_degrees().shape == (0,)

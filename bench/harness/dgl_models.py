@@ -235,8 +235,8 @@ class _Nodes:
 class UDFGraph:
     """A DGL graph (homogeneous, with type ids) seen through the part of gnnc's graph API its layers call:
     ``ndata``, ``edata``, ``etype_data``, ``ntype_data``, ``local_scope``, degrees, ``find_edges`` and
-    ``canonical_etypes`` per relation, and ``update_all`` / ``apply_edges`` / ``apply_nodes`` running the
-    layer's UDFs in DGL."""
+    ``canonical_etypes`` per relation, ``edge_relation_in_degrees``, and ``update_all`` / ``apply_edges`` /
+    ``apply_nodes`` running the layer's UDFs in DGL."""
 
     def __init__(self, g, etype: torch.Tensor, ntype: torch.Tensor, num_rels: int):
         self.g = g
@@ -273,6 +273,11 @@ class UDFGraph:
 
     def find_edges(self, rel=None):
         return self.g.edges() if rel is None else self._rel[rel]
+
+    def edge_relation_in_degrees(self):
+        _, dst = self.g.edges()
+        key = dst * len(self.canonical_etypes) + self.g.edata[ETYPE]
+        return torch.bincount(key, minlength=self.g.num_nodes() * len(self.canonical_etypes))[key]
 
     def _edge_udf(self, fn):
         return lambda edges: fn(_Edges(edges, self))

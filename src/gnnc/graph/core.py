@@ -278,6 +278,13 @@ class Graph:
         """Relation index of every edge, user edge order."""
         return self.index.to_user_order(self.index.edge_rel)
 
+    def edge_relation_in_degrees(self) -> torch.Tensor:
+        """For every edge (user edge order), how many in-edges of its relation its destination has: R-GCN's
+        normaliser c_{v,r}. One pass over the edges, which are kept sorted by (relation, destination)."""
+        key = self.index.edge_rel * self.index.num_nodes + self.index.dst
+        _, group, counts = torch.unique_consecutive(key, return_inverse=True, return_counts=True)
+        return self.index.to_user_order(counts.index_select(0, group))
+
     def find_edges(self, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
         """(src, dst) in user edge order: global ids, or local ids of one relation."""
         if etype is None:
