@@ -445,6 +445,22 @@ def test_spmm_sum_matches_naive(reduce, shapes, dtype):
                               lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
 
 
+@pytest.mark.parametrize("heads, feats", [(1, 64), (2, 64), (3, 65), (4, 8)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
+    """The numba head sum called directly (as ``_SpmmHeads`` calls it, forward and transposed) equals the
+    torch backend's, weighted per head or unweighted over every head, with the size floor lowered."""
+    from gnnc.backend.torch.csr import head_spmm
+
+    ns, nd, src, dst = edges("multi")
+    by_src, by_dst = rand(ns, heads, feats).detach(), rand(nd, heads, feats).detach()
+    w = rand(src.numel(), heads, seed=2).detach() if weighted else None
+    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
+        for x, rows, cols, n in ((by_src, dst, src, nd), (by_dst, src, dst, ns)):
+            torch.testing.assert_close(cpu_spmm.head_spmm_rows(x, rows, cols, n, w), head_spmm(x, rows, cols, n, w),
+                                       **TOL[torch.float64])
+
+
 def test_spmm_extremum_nan_has_no_arg_edge():
     src, dst = torch.tensor([0, 1, 2]), torch.tensor([0, 0, 0])
     x = torch.tensor([[1.0], [float("nan")], [3.0]], requires_grad=True)

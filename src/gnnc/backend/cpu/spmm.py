@@ -6,8 +6,9 @@ vertex-balanced chunks) and writes its row once; no [E, F] messages.
   heads: the weighted sum (``head_spmm_rows``), forward and, over the CSR by
   source, the gradient of x. Against torch's CSR matmul this skips
   zero-filling the output, copying MKL's result out and, for several heads,
-  the head-major layout copies (pubmed replica, 64 wide, one thread: 3.9 ->
-  1.1 ms). Narrow heads stay on torch's block-diagonal matmul;
+  the head-major layout copies (random arxiv-size graph, 64 wide, one
+  thread, ``bench/primitives.py --backend cpu``: 131 -> 53 ms forward).
+  Narrow heads stay on torch's block-diagonal matmul;
 - copy with max / min: with the arg-extremum edge per (node, feature) for
   backward, found in the same pass.
 Other ops run on the torch backend. Same contract as
@@ -60,13 +61,14 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
     Narrower heads run as ``csr.head_spmm``'s block-diagonal matmul, which measured faster there."""
     heads, feats = x.shape[1], x.shape[2]
     if (heads != 1 and feats < NUMBA_SUM_MIN_HEAD_WIDTH) or heads * feats == 0 \
-            or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
-            or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
+            or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS or x.dtype not in (torch.float32, torch.float64):
         return head_spmm(x, rows, cols, num_rows, weight, chunk)
     structure = csr_structure(rows, num_rows, cols)
     out = empty((num_rows, heads, feats), x)
     w = np.empty((0, 1), dtype=out.numpy().dtype) if weight is None else as_array(weight)
-    launch(_sum_rows(constant_width(feats), weight is not None), as_array(structure.crow),
+    # Without weights the heads are one row of heads * feats (the kernel reads one head).
+    row = feats if weight is not None else heads * feats
+    launch(_sum_rows(constant_width(row), weight is not None), as_array(structure.crow),
            rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w,
            as_array(x).reshape(x.shape[0], heads * feats), out.numpy().reshape(num_rows, heads * feats))
     return out
@@ -75,8 +77,8 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
 @functools.cache
 def _sum_rows(feats: int, weighted: bool):
     """The weighted-sum kernel for heads of ``feats`` features (-1: read at run time; the head count is the
-    weight's), compiled serial (``jit_row_kernel``: its row loops vectorize without numba's noalias marking,
-    and it starts in about 1 us)."""
+    weight's, one without weights), compiled serial (``jit_row_kernel``: its row loops vectorize without
+    numba's noalias marking, and it starts in about 1 us)."""
     def kernel(bounds, crow, cols_of, perm, w, x, out):  # pragma: no cover - numba
         """out[r, head h] = sum over r's sorted entries i of w[perm[i], h] * x[cols_of[i], head h] (one head
         and no weights when not weighted)."""
