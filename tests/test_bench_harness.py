@@ -1,6 +1,7 @@
 """Benchmark harness (bench/harness): the equivalence gate, runner rows and failures, the floor, `gnnc bench`."""
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from tests.graphs import random_heterograph, random_homograph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import datasets, equivalence, floor, profiling, runner, worker  # noqa: E402 - bench/ is no package
+from harness import datasets, equivalence, floor, profiling, report, runner, worker  # noqa: E402 - bench/ is no package
 from harness.case import Case, Prepared  # noqa: E402
 from harness.datasets import BenchData  # noqa: E402
 from harness.models import MODELS  # noqa: E402
@@ -429,3 +430,69 @@ def test_ablation_systems_switch_one_pass_off_and_run_only_when_named():
     prepared = SYSTEMS["compiled-no-compact"].prepare(case)
     assert prepared.module.options["compact"] is False
     torch.testing.assert_close(prepared.call(case.data.x), case.eager(g, case.data.x), rtol=1e-4, atol=1e-5)
+
+
+class _Stopped(Exception):
+    """Raised from ``on_row`` to stop a run the way a killed harness stops: rows so far are saved."""
+
+
+def _faked_run(monkeypatch, tmp_path, settings, stop_after=None, resume=False):
+    """``runner.run`` of ``settings`` with every subprocess faked (each timed row takes 1 ms); returns the task
+    names run and the saved run records."""
+    monkeypatch.setattr(runner.machine, "measure_rates", lambda device: {"copy_bytes_per_s": 1e10,
+                                                                         "matmul_flops_per_s": 1e11})
+    calls = _fake_subprocesses(monkeypatch, {
+        "build_dataset": lambda cfg: {"status": "ok"},
+        "oracle_config": lambda cfg: {"status": "ok"},
+        "time_config": lambda cfg: {"status": "ok", "time_ms": 1.0, "times_ms": [1.0], "peak_mib": 2.0,
+                                    **({"check": {"status": "ok", "output_err": 0.0}} if cfg.get("oracle_file") else {})}})
+
+    def on_row(record):
+        if stop_after is not None and len(record["rows"]) == stop_after:
+            raise _Stopped
+    try:
+        runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None, on_row=on_row,
+                   resume=resume)
+    except _Stopped:
+        pass
+    return calls, json.loads((tmp_path / "results.json").read_text())["runs"]
+
+
+def _resumable_settings(**changes) -> runner.Settings:
+    return runner.Settings(**{"models": ["gcn", "gat"], "datasets": ["pubmed"], "systems": ["eager", "pyg"],
+                              "quick": True, "command": "first", **changes})
+
+
+def test_a_resumed_run_keeps_its_rows_and_runs_only_the_configurations_left(monkeypatch, tmp_path):
+    _, runs = _faked_run(monkeypatch, tmp_path, _resumable_settings(), stop_after=5)  # gat inference eager is done
+    assert len(runs) == 1 and len(runs[0]["rows"]) == 5
+    kept = [runner._key(row) for row in runs[0]["rows"]]
+    calls, runs = _faked_run(monkeypatch, tmp_path, _resumable_settings(command="second"), resume=True)
+    assert len(runs) == 1  # the same run, not a new one
+    keys = [runner._key(row) for row in runs[0]["rows"]]
+    assert keys[:5] == kept and len(keys) == len(set(keys)) == 8
+    timed = [(cfg["model"], cfg["mode"], cfg["system"]) for task, cfg in calls if task == "time_config"]
+    assert timed == [("gat", "inference", "pyg"), ("gat", "training", "eager"), ("gat", "training", "pyg")]
+    assert [cfg["model"] for task, cfg in calls if task == "oracle_config"] == ["gat"]  # gcn's pair is whole
+    (part,) = runs[0]["resumed"]
+    assert part["command"] == "second" and runs[0]["settings"]["command"] == "first"
+    assert "; resumed " in report.markdown(runs[0])
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"runs": 3}, "runs was 10, now 3"),
+    ({"systems": ["eager"]}, "systems was ['eager', 'pyg'], now ['eager']"),
+    ("source", "gnnc's source differs"),
+])
+def test_a_run_is_not_resumed_under_other_settings_or_another_gnnc(monkeypatch, tmp_path, change, why):
+    _faked_run(monkeypatch, tmp_path, _resumable_settings(), stop_after=2)
+    if change == "source":
+        monkeypatch.setattr(runner.machine, "gnnc_source_digest", lambda: "another")
+        change = {}
+    with pytest.raises(SystemExit, match="cannot be resumed: .*" + re.escape(why)):
+        _faked_run(monkeypatch, tmp_path, _resumable_settings(**change), resume=True)
+
+
+def test_resume_without_a_run_to_resume_says_so(monkeypatch, tmp_path):
+    with pytest.raises(SystemExit, match="holds no run to resume"):
+        _faked_run(monkeypatch, tmp_path, _resumable_settings(), resume=True)

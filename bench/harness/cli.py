@@ -60,6 +60,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile-calls", type=int, default=profiling.DEFAULT_CALLS, metavar="N",
                    help=f"calls profiled per configuration with --profile (default {profiling.DEFAULT_CALLS})")
     p.add_argument("--seed", type=int, default=0, help="seed of the replicas, features and parameters (default 0)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the last run in the results file (one stopped before its end): configurations "
+                        "with a row keep it, the others run now; refused unless the options, gnnc's source and "
+                        "the peer environment are the ones it measured")
 
 
 def out_dir(args: argparse.Namespace) -> Path:
@@ -109,7 +113,8 @@ def run_and_report(args: argparse.Namespace, command: str) -> int:
     results = runner.ResultsFile(out / "results.json")
     log = functools.partial(print, file=sys.stderr, flush=True)
     log(f"results, table and plots in {out}, rewritten after every configuration")
-    record = runner.run(settings, results, log=log, on_row=lambda record: write_report(record, out))
+    record = runner.run(settings, results, log=log, on_row=lambda record: write_report(record, out),
+                        resume=args.resume)
     pngs = write_report(record, out)
     print(report.markdown(record))
     log(f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "

@@ -2,6 +2,7 @@
 rate on the run's device."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 from pathlib import Path
@@ -53,6 +54,17 @@ def git_commit(repo: Path = REPO) -> str | None:
     return None
 
 
+def gnnc_source_digest() -> str:
+    """SHA-256 of the imported gnnc package's Python files (relative paths and contents): what a run
+    measured, also from an uncommitted tree or an installed copy, where the git commit cannot tell."""
+    import gnnc
+    root = Path(gnnc.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def gpu_info() -> dict:
     """The GPU a cuda run uses: its name, memory, CUDA version and triton's version."""
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -88,7 +100,7 @@ def machine_info(device: str = "cpu") -> dict:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__, "gnnc": gnnc.__version__,
             "torch_geometric": pyg, "pyg_extensions": extensions, "numba": numba_version,
-            "git_commit": git_commit(),
+            "git_commit": git_commit(), "gnnc_source": gnnc_source_digest(),
             "platform": platform.platform(), "device": device, "compiled_backend": backend.resolve("auto", device),
             **(gpu_info() if device == "cuda" else {})}
 

@@ -152,7 +152,9 @@ def markdown(record: dict) -> str:
     device = m.get("device", "cpu")
     peak, in_use = PEAK[device]
     out = [f"# gnnc benchmark ({record['preset']}{'' if device == 'cpu' else ', ' + m['gpu']})", "",
-           f"`{record['settings']['command']}` — started {record['started']}", "",
+           f"`{record['settings']['command']}` — started {record['started']}"
+           + "".join(f"; resumed {part['at']} (`{part['command']}`, commit {(part['git_commit'] or 'unknown')[:12]})"
+                     for part in record.get("resumed", [])), "",
            f"Machine: {_gpu(m)}{m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; "
            f"torch {m['torch']}, gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, "
            f"numba {m.get('numba') or 'absent'}, commit {commit}. "

@@ -417,39 +417,95 @@ def not_run(s: Settings) -> dict[str, str]:
             if name not in s.systems and (why := system.missing(s.device)) is not None}
 
 
-def run(s: Settings, results: ResultsFile, log=print, on_row=None) -> dict:
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _key(row: dict) -> tuple[str, str, str, str]:
+    return row["model"], row["dataset"], row["mode"], row["system"]
+
+
+# Settings a resumed run may change: they name where and how it was started, not what it measures.
+RESUME_FREE_SETTINGS = ("command", "scratch_dir", "mem_cap_bytes")
+
+
+def resume_refusal(previous: dict, s: Settings) -> str | None:
+    """Why the run record ``previous`` cannot be continued under ``s`` (None when it can): its settings
+    (but ``RESUME_FREE_SETTINGS``), gnnc's source and the peer environment must be the ones it measured."""
+    old = {k: v for k, v in previous["settings"].items() if k not in RESUME_FREE_SETTINGS}
+    new = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k not in RESUME_FREE_SETTINGS}
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    if changed:
+        return "its settings differ: " + "; ".join(f"{k} was {old.get(k)!r}, now {new.get(k)!r}" for k in changed)
+    source = previous["machine"].get("gnnc_source")
+    if source is None:
+        return "it records no digest of gnnc's source (a run from before --resume existed)"
+    if source != machine.gnnc_source_digest():
+        return "gnnc's source differs from the one it measured"
+    if any(SYSTEMS[name].peer for name in s.systems) and previous["machine"].get("peer") != peer.stamp():
+        return f"the peer environment differs: {previous['machine'].get('peer')} then, {peer.stamp()} now"
+    return None
+
+
+def _resumed(s: Settings, results: ResultsFile) -> dict:
+    """The last run of ``results``, stamped as resumed now; SystemExit saying why when it cannot be."""
+    if not results.runs:
+        raise SystemExit(f"gnnc bench: --resume: {results.path} holds no run to resume")
+    record = results.runs[-1]
+    why = resume_refusal(record, s)
+    if why:
+        raise SystemExit(f"gnnc bench: --resume: the last run in {results.path} (started {record['started']}) "
+                         f"cannot be resumed: {why}. Leave --resume out to start a new run")
+    record.setdefault("resumed", []).append({"at": _now(), "command": s.command,
+                                             "git_commit": machine.git_commit()})
+    results.save()
+    return record
+
+
+def run(s: Settings, results: ResultsFile, log=print, on_row=None, resume: bool = False) -> dict:
     """Run every configuration of ``s``; the run record (machine, rates, settings, rows) is appended to
-    ``results`` and saved after every row, and then handed to ``on_row`` (when given)."""
+    ``results`` and saved after every row, and then handed to ``on_row`` (when given).
+
+    ``resume``: continue the last run of ``results`` instead (``resume_refusal`` says when it cannot be):
+    configurations with a row keep it, the others run now, under the rates measured at its start.
+    """
     validate(s)
     pairs = plan(s)
     total = sum(len(systems) for _, _, systems in pairs) * len(s.modes)
-    log(f"measuring copy bandwidth and matmul rate; then {total} configurations")
     if s.threads:
         torch.set_num_threads(s.threads)
-    rates = machine.measure_rates(s.device)
-    record = {"started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-              "preset": "quick" if s.quick else "full", "settings": asdict(s),
-              "machine": machine.machine_info(s.device), "rates": rates, "pairings": pairings(pairs),
-              "systems": {name: {"description": SYSTEMS[name].description, "peer": SYSTEMS[name].peer,
-                                 "compiles": SYSTEMS[name].compiles} for name in s.systems},
-              "not_run": not_run(s), "rows": []}
-    if any(SYSTEMS[name].peer for name in s.systems):
-        record["machine"]["peer"] = peer.stamp()
-    results.append(record)
+    if resume:
+        record = _resumed(s, results)
+        rates = record["rates"]
+        log(f"resuming the run started {record['started']}: {len(record['rows'])} of {total} configurations done")
+    else:
+        log(f"measuring copy bandwidth and matmul rate; then {total} configurations")
+        rates = machine.measure_rates(s.device)
+        record = {"started": _now(), "preset": "quick" if s.quick else "full", "settings": asdict(s),
+                  "machine": machine.machine_info(s.device), "rates": rates, "pairings": pairings(pairs),
+                  "systems": {name: {"description": SYSTEMS[name].description, "peer": SYSTEMS[name].peer,
+                                     "compiles": SYSTEMS[name].compiles} for name in s.systems},
+                  "not_run": not_run(s), "rows": []}
+        if any(SYSTEMS[name].peer for name in s.systems):
+            record["machine"]["peer"] = peer.stamp()
+        results.append(record)
+    done = {_key(row) for row in record["rows"]}
     profiles = profiling.ProfileFiles(Path(s.profile_dir)) if s.profile_dir else None
     with tempfile.TemporaryDirectory(prefix="gnnc-bench-") as folder:
         s.scratch_dir = folder
         scratch = Scratch(s, Path(folder))
         for model, dataset, systems in pairs:
+            todo = [(mode, name) for mode in s.modes for name in systems if (model, dataset, mode, name) not in done]
+            if not todo:
+                continue
             log(f"{model} on {dataset}: building the data and the eager oracle")
-            g = gate(s, scratch, model, dataset, systems)
-            for mode in s.modes:
-                for name in systems:
-                    row = _row(s, scratch, model, dataset, mode, name, g, rates, profiles)
-                    record["rows"].append(row)
-                    results.save()
-                    if on_row is not None:
-                        on_row(record)
-                    shown = f"{row['time_ms']:.2f} ms" if row["status"] == "ok" else row["status"]
-                    log(f"[{len(record['rows'])}/{total}] {model} {dataset} {mode} {name}: {shown}")
+            g = gate(s, scratch, model, dataset, [name for name in systems if any(n == name for _, n in todo)])
+            for mode, name in todo:
+                row = _row(s, scratch, model, dataset, mode, name, g, rates, profiles)
+                record["rows"].append(row)
+                results.save()
+                if on_row is not None:
+                    on_row(record)
+                shown = f"{row['time_ms']:.2f} ms" if row["status"] == "ok" else row["status"]
+                log(f"[{len(record['rows'])}/{total}] {model} {dataset} {mode} {name}: {shown}")
     return record
