@@ -294,24 +294,29 @@ def test_compiled_gat_same_on_every_backend(dtype):
             torch.testing.assert_close(got, want, **TOL[dtype])
 
 
-@pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn", "gmm"])
+@pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn", "gmm", "hgt"])
 def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
-    """GCN, GraphSAGE-mean, R-GCN (per-pair sums) and MoNet (three 64-wide kernels as heads) compiled on the
-    cpu backend, with the numba sum taking every size, equal eager in float64: outputs and every gradient."""
+    """GCN, GraphSAGE-mean, R-GCN (per-pair sums), MoNet (three 64-wide kernels as heads) and HGT (its
+    attention scores' gradients: narrow heads, as past one block-diagonal matmul) compiled on the cpu
+    backend, with the numba sum taking every size, equal eager in float64: outputs and every gradient."""
+    from gnnc.backend.torch import csr
     from gnnc.models.gcn import GCNConv
+    from gnnc.models.hgt import HGTConv
     from gnnc.models.monet import GMMConv
     from gnnc.models.rgcn import RGCNConv
     from gnnc.models.sage import SAGEConv
 
     torch.manual_seed(0)
-    g = random_heterograph(seed=3) if layer == "rgcn" else random_homograph(40, 160, seed=5)
+    g = random_heterograph(seed=3) if layer in ("rgcn", "hgt") else random_homograph(40, 160, seed=5)
+    width = 8 if layer == "hgt" else 6
     model = {"gcn": lambda: GCNConv(6, 5), "sage": lambda: SAGEConv(6, 5, "mean"),
              "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes)),
-             "gmm": lambda: GMMConv(6, 64, 2, 3, aggregator="mean")}[layer]().double()
-    x = torch.randn(g.num_nodes(), 6, dtype=torch.float64, requires_grad=True)
+             "gmm": lambda: GMMConv(6, 64, 2, 3, aggregator="mean"),
+             "hgt": lambda: HGTConv(8, 8, len(g.ntypes), len(g.canonical_etypes), num_heads=2)}[layer]().double()
+    x = torch.randn(g.num_nodes(), width, dtype=torch.float64, requires_grad=True)
     extra = (torch.rand(g.num_edges(), 2, dtype=torch.float64),) if layer == "gmm" else ()
     results = {}
-    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
+    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(csr, "MAX_BLOCK_ENTRIES", 0):
         for name in ("eager", "cpu"):
             run = model if name == "eager" else gnnc.compile(model, backend=name)
             out = run(g, x, *extra)
@@ -459,6 +464,35 @@ def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
         for x, rows, cols, n in ((by_src, dst, src, nd), (by_dst, src, dst, ns)):
             torch.testing.assert_close(cpu_spmm.head_spmm_rows(x, rows, cols, n, w), head_spmm(x, rows, cols, n, w),
                                        **TOL[torch.float64])
+
+
+@pytest.mark.parametrize("heads, feats", [(8, 8), (3, 4), (16, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_narrow_heads_sum_in_the_numba_loop_where_torch_would_run_a_matmul_per_head(heads, feats, dtype):
+    """Above ``csr.MAX_BLOCK_ENTRIES`` head-edges torch's sum runs one matmul per head over [E, H] copies of
+    the weights; there narrow heads take the numba loop: the per-head weighted SpMM and the dot SDDMM's
+    backward (HGT's attention scores) equal the naive ones, forward and gradients, and the loop runs."""
+    from gnnc.backend.torch import csr
+
+    launched = []
+
+    def counting(kernel, *args):
+        launched.append(kernel)
+        return interop.launch(kernel, *args)
+    with mock.patch.object(csr, "MAX_BLOCK_ENTRIES", 0), mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), \
+            mock.patch.object(cpu_spmm, "launch", counting):
+        for case in ("multi", "no_edges", "one_node"):
+            ns, nd, src, dst = edges(case)
+            x, w = rand(ns, heads, feats, dtype=dtype), rand(src.numel(), heads, 1, dtype=dtype, seed=2)
+            check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", "sum"),
+                          lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", "sum"), [x, w], dtype)
+            after_spmm = len(launched)
+            a, b = rand(ns, heads, feats, dtype=dtype), rand(nd, heads, feats, dtype=dtype, seed=3)
+            check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, "dot"),
+                          lambda a, b: naive_binary("dot", a[src], b[dst]), [a, b], dtype)
+            if src.numel():  # forward, both gradients; then the SDDMM's two gradients
+                assert after_spmm >= 3 and len(launched) - after_spmm >= 2, (case, launched)
+            launched.clear()
 
 
 def test_spmm_extremum_nan_has_no_arg_edge():

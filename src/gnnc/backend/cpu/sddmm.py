@@ -9,7 +9,7 @@ over b's rows (CSR by b_index) recompute each edge's pre-activation and sum
 their gradients straight into the row, with no atomics. ``dot`` of
 operands of one feature shape [.., F] writes each edge's per-head sums in
 the same one loop (HGT's attention scores; its backward is the torch
-backend's, two sparse matmuls). Broadcast feature shapes run on the torch
+backend's, with its two weighted sums as numba loops: ``spmm.head_spmm_rows``). Broadcast feature shapes run on the torch
 backend. Same contract as ``gnnc.backend.torch.sddmm``.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ..torch.csr import csr_structure
 from ..torch.sddmm import SddmmDot, check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
+from .spmm import head_spmm_rows
 from ..torch.first_order import first_order
 
 
@@ -42,7 +43,7 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
 
 
 class _SddmmDotRows(SddmmDot):
-    """Forward as one numba loop over edges; backward the torch backend's (sparse matmuls)."""
+    """Forward as one numba loop over edges; backward the torch backend's, its sums by ``head_spmm_rows``."""
 
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, chunk):
@@ -54,7 +55,7 @@ class _SddmmDotRows(SddmmDot):
                     as_array(a).reshape(a.shape[0], heads, feats), as_array(b).reshape(b.shape[0], heads, feats),
                     out.numpy())
         ctx.save_for_backward(a, a_index, b, b_index)
-        ctx.layout = (full, chunk)
+        ctx.layout = (full, chunk, head_spmm_rows)
         return out.view((num_edges,) + full[:-1] + (1,))
 
 

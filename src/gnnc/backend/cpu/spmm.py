@@ -8,7 +8,9 @@ vertex-balanced chunks) and writes its row once; no [E, F] messages.
   zero-filling the output, copying MKL's result out and, for several heads,
   the head-major layout copies (random arxiv-size graph, 64 wide, one
   thread, ``bench/primitives.py --backend cpu``: 131 -> 53 ms forward).
-  Narrow heads stay on torch's block-diagonal matmul;
+  Narrow heads stay on torch's block-diagonal matmul while it is one
+  matmul; past that size (``csr.block_diagonal``) torch runs a matmul per
+  head over [E, H] copies of the weights, and the loop takes them too;
 - copy with max / min: with the arg-extremum edge per (node, feature) for
   backward, found in the same pass.
 Other ops run on the torch backend. Same contract as
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 from numba import prange
 
-from ..torch.csr import csr_structure, head_spmm
+from ..torch.csr import block_diagonal, csr_structure, head_spmm
 from ..torch.segment import arg_dtype
 from ..torch.spmm import _SpmmExtremum, _SpmmHeads, check_spmm
 from ..torch.spmm import spmm as torch_spmm
@@ -36,8 +38,10 @@ AHEAD = 8
 # the kernel (about 24 MiB resident and 0.25 s in the bench harness); below this size torch's CSR matmul
 # costs less than that (its extra zero-fill and copy are under a few MiB) and is about as fast.
 NUMBA_SUM_MIN_ELEMENTS = 1 << 22
-# Several heads take the loop only when each is this wide: at 64 it beat torch's block-diagonal matmul 2.6x
-# (3 heads, GMM); at 8 to 32 features per head it was as fast or slower.
+# Several heads take the loop when each is this wide: at 64 it beat torch's block-diagonal matmul 2.6x
+# (3 heads, GMM); at 8 to 32 features per head it was as fast or up to 20% slower. Narrower heads take it
+# only past one block-diagonal matmul, where it measured as fast or faster (8 x 8, 8 x 16, 16 x 4 on a
+# 2.1M-edge graph, one thread) and leaves out torch's two [E, H] weight copies per call.
 NUMBA_SUM_MIN_HEAD_WIDTH = 64
 
 
@@ -57,10 +61,10 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
                    weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
     """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]) as one
     numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written), for one
-    head or heads of at least ``NUMBA_SUM_MIN_HEAD_WIDTH`` features, from ``NUMBA_SUM_MIN_ELEMENTS`` up.
-    Narrower heads run as ``csr.head_spmm``'s block-diagonal matmul, which measured faster there."""
+    head, heads of at least ``NUMBA_SUM_MIN_HEAD_WIDTH`` features or more head-edges than one block-diagonal
+    matmul takes, from ``NUMBA_SUM_MIN_ELEMENTS`` up; else ``csr.head_spmm``, which measured faster there."""
     heads, feats = x.shape[1], x.shape[2]
-    if (heads != 1 and feats < NUMBA_SUM_MIN_HEAD_WIDTH) or heads * feats == 0 \
+    if (heads != 1 and feats < NUMBA_SUM_MIN_HEAD_WIDTH and block_diagonal(heads, rows.numel())) or heads * feats == 0 \
             or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS or x.dtype not in (torch.float32, torch.float64):
         return head_spmm(x, rows, cols, num_rows, weight, chunk)
     structure = csr_structure(rows, num_rows, cols)
@@ -92,6 +96,8 @@ def _sum_rows(feats: int, weighted: bool):
             for i in range(start, stop):
                 if i + AHEAD < stop:
                     prefetch_row(x, cols_of[i + AHEAD], cols)
+                    if weighted:  # edge order: the weights of a row's entries are scattered too
+                        prefetch_row(w, perm[i + AHEAD], heads)
                 u = cols_of[i]
                 if weighted:
                     e = perm[i]

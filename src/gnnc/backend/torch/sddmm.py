@@ -51,7 +51,8 @@ def check_sddmm(a, a_index, b, b_index, op: str, negative_slope: float | None = 
 
 
 class SddmmDot(Function):
-    """Per-head dot SDDMM; its backward is two sparse matmuls (``head_spmm``), shared by the CPU backend."""
+    """Per-head dot SDDMM; its backward is two per-head weighted sums (``head_spmm``; the CPU backend's forward
+    names its own in ``ctx.layout``)."""
 
     @staticmethod
     def forward(ctx, a, a_index, b, b_index, chunk):
@@ -59,22 +60,22 @@ class SddmmDot(Function):
         k = len(full) - 1
         out = head_sddmm(as_heads(a, full, k), as_heads(b, full, k), a_index, b_index, chunk)
         ctx.save_for_backward(a, a_index, b, b_index)
-        ctx.layout = (full, chunk)
+        ctx.layout = (full, chunk, head_spmm)
         return out.view((a_index.numel(),) + full[:-1] + (1,))
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
         a, a_index, b, b_index = ctx.saved_tensors
-        full, chunk = ctx.layout
+        full, chunk, aggregate = ctx.layout  # aggregate: csr.head_spmm or a backend's equivalent
         k = len(full) - 1
         grad_heads = grad.reshape(grad.shape[0], math.prod(full[:-1]))
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
-            ga = head_spmm(as_heads(b, full, k), a_index, b_index, a.shape[0], grad_heads, chunk)
+            ga = aggregate(as_heads(b, full, k), a_index, b_index, a.shape[0], grad_heads, chunk)
             grad_a = sum_to(ga.view((a.shape[0],) + full), a.shape[1:])
         if ctx.needs_input_grad[2]:
-            gb = head_spmm(as_heads(a, full, k), b_index, a_index, b.shape[0], grad_heads, chunk)
+            gb = aggregate(as_heads(a, full, k), b_index, a_index, b.shape[0], grad_heads, chunk)
             grad_b = sum_to(gb.view((b.shape[0],) + full), b.shape[1:])
         return grad_a, None, grad_b, None, None
 
