@@ -566,6 +566,29 @@ def test_structure_cache_sees_in_place_changes():
     torch.testing.assert_close(spmm(x, src, dst2, nd), naive_spmm(x, src, dst.flip(0), nd, None, "copy", "sum"))
 
 
+@pytest.mark.parametrize("case", ["multi", "no_edges", "one_node", "sorted"])
+@pytest.mark.parametrize("with_cols", [False, True])
+def test_cpu_structures_hold_int32_indices_where_the_ids_fit(case, with_cols):
+    """On the CPU a CSR structure is int32 (half the cached bytes; MKL reads it unconverted), int64 once an
+    id would not fit; either way its rows are the stable sort of the edges by row."""
+    ns, nd, src, dst = edges(case)
+    if case == "sorted":
+        dst, order = torch.sort(dst, stable=True)
+        src = src[order]
+    cols = src if with_cols else None
+    for limit, dtype in ((csr.INT32_MAX, torch.int32), (0, torch.int64)):
+        clear_structure_cache()
+        with mock.patch.object(csr, "INT32_MAX", limit):
+            s = csr.csr_structure(dst, nd, cols)
+        assert s.crow.dtype == s.col.dtype == s.perm.dtype == dtype
+        perm = torch.sort(dst, stable=True).indices
+        assert torch.equal(s.perm.long(), perm)
+        assert torch.equal(s.col.long(), perm if cols is None else cols[perm])
+        assert torch.equal(s.crow.long(), torch.cat([torch.zeros(1, dtype=torch.long),
+                                                     torch.bincount(dst, minlength=nd).cumsum(0)]))
+    clear_structure_cache()
+
+
 def test_errors_name_the_culprit():
     x, src, dst = torch.randn(4, 3), torch.tensor([0, 1, 3]), torch.tensor([1, 1, 0])
     with pytest.raises(IndexError, match="src"):

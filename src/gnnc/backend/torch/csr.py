@@ -40,6 +40,7 @@ CACHE_SIZE = 8
 # plain structure: the block columns would be cached at 8 bytes per entry (2.7 GB for HGT on full ogbn-mag),
 # while a call per head costs nothing that matters at that size.
 MAX_BLOCK_ENTRIES = 1 << 23
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class CsrStructure:
 
     crow: torch.Tensor  # [num_rows + 1] row offsets
     col: torch.Tensor  # [E] column of each sorted edge (the edge id when built without columns)
-    perm: torch.Tensor  # [E]
+    perm: torch.Tensor  # [E]; the three int32 on the CPU (where the ids fit), else int64
     block_cols: dict = field(default_factory=dict)  # (heads, num_cols) -> [heads * E] block-diagonal columns
 
     def block(self, heads: int, num_cols: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,15 +94,25 @@ def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None =
 
 def _build(rows, num_rows, cols) -> CsrStructure:
     e = rows.numel()
+    # On the CPU the arrays are int32 where the ids fit: half the bytes of what stays cached, MKL's sparse
+    # matmul reads them without converting, and the numba kernels see one index type.
+    narrow = rows.device.type == "cpu" and max(e, num_rows + 1, _max_id(cols) + 1) <= INT32_MAX
+    index_dtype = torch.int32 if narrow else torch.int64
     if e < 2 or bool((rows[1:] >= rows[:-1]).all()):
-        perm = torch.arange(e, device=rows.device)
-        col = perm if cols is None else cols
+        perm = torch.arange(e, dtype=index_dtype, device=rows.device)
+        col = perm if cols is None else cols.to(index_dtype)
     else:
         perm = torch.sort(rows, stable=True).indices
         col = perm if cols is None else cols.index_select(0, perm)
-    crow = torch.zeros(num_rows + 1, dtype=torch.int64, device=rows.device)
+        perm, col = perm.to(index_dtype), col.to(index_dtype)
+        col = perm if cols is None else col
+    crow = torch.zeros(num_rows + 1, dtype=index_dtype, device=rows.device)
     torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=crow[1:])
     return CsrStructure(crow, col, perm)
+
+
+def _max_id(cols: torch.Tensor | None) -> int:
+    return int(cols.max()) if cols is not None and cols.numel() else 0
 
 
 def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool:
@@ -172,11 +183,12 @@ def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch
             pattern = _block_csr(structure, 1, a.new_zeros(num_edges), b.shape[0])
             for h in range(heads):
                 values = torch.sparse.sampled_addmm(pattern, a[:, h], b[:, h].t(), beta=0.0).values()
-                out[:, h].index_copy_(0, structure.perm, values)
+                out[:, h][structure.perm] = values
             return out
         pattern = _block_csr(structure, heads, a.new_zeros(heads * num_edges), b.shape[0])
         values = torch.sparse.sampled_addmm(pattern, _head_major(a), _head_major(b).t(), beta=0.0).values()
-        return out.index_copy_(0, structure.perm, values.view(heads, num_edges).t())
+        out[structure.perm] = values.view(heads, num_edges).t()
+        return out
     for s, e in chunk_rows(num_edges, heads * a.shape[2], a.device, chunk):
         torch.linalg.vecdot(a.index_select(0, rows[s:e]), b.index_select(0, cols[s:e]), out=out[s:e])
     return out
