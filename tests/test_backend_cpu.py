@@ -297,9 +297,8 @@ def test_compiled_gat_same_on_every_backend(dtype):
 @pytest.mark.parametrize("layer", ["gcn", "sage", "rgcn", "gmm", "hgt"])
 def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
     """GCN, GraphSAGE-mean, R-GCN (per-pair sums), MoNet (three 64-wide kernels as heads) and HGT (its
-    attention scores' gradients: narrow heads, as past one block-diagonal matmul) compiled on the cpu
-    backend, with the numba sum taking every size, equal eager in float64: outputs and every gradient."""
-    from gnnc.backend.torch import csr
+    attention scores' gradients: narrow heads) compiled on the cpu backend, with the numba sum taking every
+    size, equal eager in float64: outputs and every gradient."""
     from gnnc.models.gcn import GCNConv
     from gnnc.models.hgt import HGTConv
     from gnnc.models.monet import GMMConv
@@ -316,7 +315,7 @@ def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
     x = torch.randn(g.num_nodes(), width, dtype=torch.float64, requires_grad=True)
     extra = (torch.rand(g.num_edges(), 2, dtype=torch.float64),) if layer == "gmm" else ()
     results = {}
-    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(csr, "MAX_BLOCK_ENTRIES", 0):
+    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
         for name in ("eager", "cpu"):
             run = model if name == "eager" else gnnc.compile(model, backend=name)
             out = run(g, x, *extra)
@@ -431,9 +430,8 @@ def test_spmm_extremum_matches_naive(reduce, feat, dtype):
 def test_spmm_sum_matches_naive(reduce, shapes, dtype):
     """Weighted (per head, per element, one scalar) and plain sums and means in one numba loop over
     destinations, forward and both gradients: zero without in-edges, multi-edges, no edges, one node;
-    one-thread and parallel launches; constant widths (4, 64) and run-time widths (5, 65); one head and
-    wide heads in the numba loop (narrow heads run on torch's matmul); the small sizes here reach the loop
-    with its size floor lowered."""
+    one-thread and parallel launches; constant widths (4, 64) and run-time widths (5, 65); one head, narrow
+    and wide heads; the small sizes here reach the numba loop with its size floor lowered."""
     xf, wf = {"wide": ((8, 8), (8, 1)), "one_wide_head": ((64,), (1,)), "odd_width": ((5,), ()),
                           "empty_rows": ((0,), ()), "wide_heads": ((2, 64), (2, 1)),
                           "wide_odd_heads": ((3, 65), (3, 1))}.get(shapes) or SPMM_SHAPES[shapes]
@@ -468,10 +466,10 @@ def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
 
 @pytest.mark.parametrize("heads, feats", [(8, 8), (3, 4), (16, 1)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_narrow_heads_sum_in_the_numba_loop_where_torch_would_run_a_matmul_per_head(heads, feats, dtype):
-    """Above ``csr.MAX_BLOCK_ENTRIES`` head-edges torch's sum runs one matmul per head over [E, H] copies of
-    the weights; there narrow heads take the numba loop: the per-head weighted SpMM and the dot SDDMM's
-    backward (HGT's attention scores) equal the naive ones, forward and gradients, and the loop runs."""
+def test_narrow_heads_sum_in_the_numba_loop(heads, feats, dtype):
+    """Narrow heads (as GAT's and HGT's) take the numba loop too, per head or per block-diagonal matmul size:
+    the per-head weighted SpMM and the dot SDDMM's backward (HGT's attention scores) equal the naive ones,
+    forward and gradients, and the loop runs."""
     from gnnc.backend.torch import csr
 
     launched = []
@@ -479,20 +477,25 @@ def test_narrow_heads_sum_in_the_numba_loop_where_torch_would_run_a_matmul_per_h
     def counting(kernel, *args):
         launched.append(kernel)
         return interop.launch(kernel, *args)
-    with mock.patch.object(csr, "MAX_BLOCK_ENTRIES", 0), mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), \
-            mock.patch.object(cpu_spmm, "launch", counting):
-        for case in ("multi", "no_edges", "one_node"):
-            ns, nd, src, dst = edges(case)
-            x, w = rand(ns, heads, feats, dtype=dtype), rand(src.numel(), heads, 1, dtype=dtype, seed=2)
-            check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", "sum"),
-                          lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", "sum"), [x, w], dtype)
-            after_spmm = len(launched)
-            a, b = rand(ns, heads, feats, dtype=dtype), rand(nd, heads, feats, dtype=dtype, seed=3)
-            check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, "dot"),
-                          lambda a, b: naive_binary("dot", a[src], b[dst]), [a, b], dtype)
-            if src.numel():  # forward, both gradients; then the SDDMM's two gradients
-                assert after_spmm >= 3 and len(launched) - after_spmm >= 2, (case, launched)
-            launched.clear()
+    for blocks in (csr.MAX_BLOCK_ENTRIES, 0):  # torch's fallback there: one block-diagonal matmul, or per head
+        with mock.patch.object(csr, "MAX_BLOCK_ENTRIES", blocks), \
+                mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(cpu_spmm, "launch", counting):
+            _check_narrow_heads(heads, feats, dtype, launched)
+
+
+def _check_narrow_heads(heads, feats, dtype, launched):
+    for case in ("multi", "no_edges", "one_node"):
+        ns, nd, src, dst = edges(case)
+        x, w = rand(ns, heads, feats, dtype=dtype), rand(src.numel(), heads, 1, dtype=dtype, seed=2)
+        check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", "sum"),
+                      lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", "sum"), [x, w], dtype)
+        after_spmm = len(launched)
+        a, b = rand(ns, heads, feats, dtype=dtype), rand(nd, heads, feats, dtype=dtype, seed=3)
+        check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, "dot"),
+                      lambda a, b: naive_binary("dot", a[src], b[dst]), [a, b], dtype)
+        if src.numel():  # forward, both gradients; then the SDDMM's two gradients
+            assert after_spmm >= 3 and len(launched) - after_spmm >= 2, (case, launched)
+        launched.clear()
 
 
 def test_spmm_extremum_nan_has_no_arg_edge():

@@ -2,15 +2,14 @@
 
 Each destination reads its sources' rows once (CSR by destination,
 vertex-balanced chunks) and writes its row once; no [E, F] messages.
-- copy / mul with sum / mean, one head (a scalar weight per edge) or wide
-  heads: the weighted sum (``head_spmm_rows``), forward and, over the CSR by
+- copy / mul with sum / mean, any number of heads (a weight per edge and
+  head): the weighted sum (``head_spmm_rows``), forward and, over the CSR by
   source, the gradient of x. Against torch's CSR matmul this skips
   zero-filling the output, copying MKL's result out and, for several heads,
-  the head-major layout copies (random arxiv-size graph, 64 wide, one
-  thread, ``bench/primitives.py --backend cpu``: 131 -> 53 ms forward).
-  Narrow heads stay on torch's block-diagonal matmul while it is one
-  matmul; past that size (``csr.block_diagonal``) torch runs a matmul per
-  head over [E, H] copies of the weights, and the loop takes them too;
+  the head-major layout copies and [E, H] copies of the weights (random
+  arxiv-size graph, 64 wide, one thread, ``bench/primitives.py --backend
+  cpu``: 131 -> 53 ms forward; 1.17M edges, 1 to 16 heads of 4 to 64
+  features: 1.6-4x faster than torch's block-diagonal or per-head matmul);
 - copy with max / min: with the arg-extremum edge per (node, feature) for
   backward, found in the same pass.
 Other ops run on the torch backend. Same contract as
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 from numba import prange
 
-from ..torch.csr import block_diagonal, csr_structure, head_spmm
+from ..torch.csr import csr_structure, head_spmm
 from ..torch.segment import arg_dtype
 from ..torch.spmm import _SpmmExtremum, _SpmmHeads, check_spmm
 from ..torch.spmm import spmm as torch_spmm
@@ -38,11 +37,6 @@ AHEAD = 8
 # the kernel (about 24 MiB resident and 0.25 s in the bench harness); below this size torch's CSR matmul
 # costs less than that (its extra zero-fill and copy are under a few MiB) and is about as fast.
 NUMBA_SUM_MIN_ELEMENTS = 1 << 22
-# Several heads take the loop when each is this wide: at 64 it beat torch's block-diagonal matmul 2.6x
-# (3 heads, GMM); at 8 to 32 features per head it was as fast or up to 20% slower. Narrower heads take it
-# only past one block-diagonal matmul, where it measured as fast or faster (8 x 8, 8 x 16, 16 x 4 on a
-# 2.1M-edge graph, one thread) and leaves out torch's two [E, H] weight copies per call.
-NUMBA_SUM_MIN_HEAD_WIDTH = 64
 
 
 def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
@@ -60,12 +54,11 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
 def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
                    weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
     """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]) as one
-    numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written), for one
-    head, heads of at least ``NUMBA_SUM_MIN_HEAD_WIDTH`` features or more head-edges than one block-diagonal
-    matmul takes, from ``NUMBA_SUM_MIN_ELEMENTS`` up; else ``csr.head_spmm``, which measured faster there."""
+    numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written), from
+    ``NUMBA_SUM_MIN_ELEMENTS`` up; smaller sums run as ``csr.head_spmm``."""
     heads, feats = x.shape[1], x.shape[2]
-    if (heads != 1 and feats < NUMBA_SUM_MIN_HEAD_WIDTH and block_diagonal(heads, rows.numel())) or heads * feats == 0 \
-            or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS or x.dtype not in (torch.float32, torch.float64):
+    if heads * feats == 0 or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
+            or x.dtype not in (torch.float32, torch.float64):
         return head_spmm(x, rows, cols, num_rows, weight, chunk)
     structure = csr_structure(rows, num_rows, cols)
     out = empty((num_rows, heads, feats), x)
@@ -89,6 +82,9 @@ def _sum_rows(feats: int, weighted: bool):
         heads = w.shape[1] if weighted else 1
         width = x.shape[1] // heads if feats < 0 else feats
         cols = heads * width
+        # the edge's weight per column: one straight multiply-add over the row then vectorizes (20-40% faster
+        # than a loop per head, 1 to 16 heads of 4 to 64 features)
+        spread = np.empty(cols if weighted else 0, dtype=x.dtype)
         for r in range(bounds[0], bounds[-1]):
             start, stop = crow[r], crow[r + 1]
             for k in range(cols):
@@ -103,9 +99,10 @@ def _sum_rows(feats: int, weighted: bool):
                     e = perm[i]
                     for h in range(heads):
                         wh = w[e, h]
-                        base = h * width
-                        for k in range(base, base + width):
-                            out[r, k] += wh * x[u, k]
+                        for k in range(h * width, (h + 1) * width):
+                            spread[k] = wh
+                    for k in range(cols):
+                        out[r, k] += spread[k] * x[u, k]
                 else:
                     for k in range(cols):
                         out[r, k] += x[u, k]

@@ -120,7 +120,7 @@ def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool
             and 1 <= heads <= MAX_SPARSE_HEADS and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS)
 
 
-def block_diagonal(heads: int, num_edges: int) -> bool:
+def _blocks(heads: int, num_edges: int) -> bool:
     """Whether ``heads`` heads run as one block-diagonal sparse matmul (else one per head)."""
     return heads * num_edges <= MAX_BLOCK_ENTRIES
 
@@ -152,7 +152,7 @@ def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, nu
             values = x.new_ones(heads * rows.numel())
         else:
             values = weight.index_select(0, structure.perm).t().reshape(-1)
-        if not block_diagonal(heads, rows.numel()):
+        if not _blocks(heads, rows.numel()):
             out = x.new_empty(num_rows, heads, feats)
             for h, v in enumerate(values.view(heads, -1)):
                 out[:, h] = torch.sparse.mm(_block_csr(structure, 1, v, x.shape[0]), x[:, h])
@@ -174,7 +174,7 @@ def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch
     heads = a.shape[1]
     num_edges = rows.numel()
     out = a.new_empty(num_edges, heads)
-    blocks = block_diagonal(heads, num_edges)
+    blocks = _blocks(heads, num_edges)
     # sampled_addmm rejects more stored entries than the dense shape has (many multi-edges).
     dense_entries = (heads if blocks else 1) * a.shape[0] * b.shape[0]
     if _use_sparse(a, num_edges, heads, a.shape[2]) and num_edges <= dense_entries:

@@ -73,8 +73,8 @@ class _SpmmHeads(Function):
         w_heads = None if w is None else weight_as_heads(w, full, k)
         out = aggregate(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk).view((num_dst,) + full)
         deg = clamped_degrees(dst, num_dst, out) if mean else None
-        if mean:
-            out = out / deg
+        if mean:  # in place: the sum is this call's own buffer, and a fresh one costs its page faults again
+            out.div_(deg)
         ctx.save_for_backward(x, w, src, dst, deg)
         ctx.layout = (full, k, chunk)
         ctx.aggregate = aggregate
