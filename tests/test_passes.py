@@ -10,7 +10,8 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (compact, cse, dce, distribute, fuse, linear_reorder, lower_aggregation, recompute, reorder,
+from gnnc.passes import (compact, cse, dce, distribute, fuse, inplace, linear_reorder, lower_aggregation, recompute,
+                         reorder,
                          shared_dot, split_concat, typed_linear)
 from gnnc.runtime import recompute as recompute_runtime
 from gnnc.passes.nodes import is_call
@@ -558,3 +559,54 @@ def _seeded(dfg):
         return module(*inputs)
 
     return SimpleNamespace(module=lambda: run)
+
+
+def _inplace_plan(g, msg, red):
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red, None))
+    out = dfg
+    for p in (lower_aggregation, dce, fuse, dce, inplace):
+        out = p(out)
+        annotate(out)
+    return dfg, out, inputs
+
+
+def test_inplace_writes_into_aggregation_results_nothing_else_reads():
+    """GCN's destination factor after the sum and a bias after it run in place; an operator on a graph input
+    or on a value read twice does not; results equal out-of-place, in inference (written in place) and
+    with gradients (out of place: autograd records those operators)."""
+    g = _graph()
+    g.ndata["n"] = torch.rand(10, 1, dtype=torch.float64)
+    bias = torch.randn(4, dtype=torch.float64)
+    msg = lambda e: {"m": e.src["x"] * e.dst["n"]}  # noqa: E731
+    red = lambda nb: {"h": nb.mailbox["m"].sum(1) + bias, "u": nb.data["x"] * 2.0}  # noqa: E731
+    dfg, out, inputs = _inplace_plan(g, msg, red)
+    rewritten = [n for n in out.graph.nodes if is_call(n, ops.in_place)]
+    assert [n.args[0] for n in rewritten] == ["mul", "add"]  # the factor after the sum, then the bias
+    assert is_call(rewritten[0].args[1], ops.spmm) and rewritten[1].args[1] is rewritten[0]
+    assert any("inplace: 2 elementwise" in line for line in out.log)
+    with torch.no_grad():
+        _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+    def read_twice(nb):
+        s = nb.mailbox["m"].sum(1)
+        return {"h": s + 1.0, "k": s * 2.0}
+    dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, read_twice)
+    assert not [n for n in out.graph.nodes if is_call(n, ops.in_place)]
+    with torch.no_grad():
+        _check(dfg, out, inputs)
+
+
+@pytest.mark.parametrize("case", ["written", "grows", "promotes", "recorded"])
+def test_in_place_op_writes_into_its_operand_only_when_that_is_exact(case):
+    a = torch.arange(6, dtype=torch.float64).reshape(2, 3) + 1
+    b = {"written": torch.full((3,), 2.0, dtype=torch.float64), "grows": torch.ones(4, 2, 3, dtype=torch.float64),
+         "promotes": torch.full((3,), 2.0, dtype=torch.complex128),
+         "recorded": torch.full((3,), 2.0, dtype=torch.float64, requires_grad=True)}[case]
+    if case == "promotes":
+        a = a.float()
+    want = a * b
+    got = ops.in_place("mul", a, b)
+    torch.testing.assert_close(got, want)
+    assert (got.data_ptr() == a.data_ptr()) == (case == "written")

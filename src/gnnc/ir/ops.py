@@ -337,6 +337,20 @@ def recomputable(value, recipe, *leaves):
     return recompute.remember(value, recipe, *leaves)
 
 
+_OUT_OF_PLACE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
+
+
+def in_place(op: str, a, b):
+    """``a op b`` (op: add, sub, mul or div), written into ``a`` when autograd records nothing here and the
+    result has ``a``'s shape and dtype; the ``inplace`` pass passes an ``a`` that nothing else reads."""
+    b_tensor = isinstance(b, torch.Tensor)
+    recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
+    if (recorded or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
+            or (b_tensor and (b.device != a.device or torch.broadcast_shapes(a.shape, b.shape) != a.shape))):
+        return _OUT_OF_PLACE[op](a, b)
+    return getattr(a, op + "_")(b)
+
+
 def shared_dot(x, w, keepdim: bool):
     """Dense (rows untouched): (x * w).sum(-1) for x [rows, H..., F] and shared w broadcasting to x's features.
 

@@ -84,7 +84,7 @@ _ROW_WISE_FUNCTIONS = {
     torch.cat, torch.stack, torch.sum, torch.mean, torch.max, torch.min, torch.amax, torch.amin,
     torch.softmax, torch.log_softmax, torch.prod, torch.norm, torch.squeeze, torch.unsqueeze,
     torch.flatten, torch.transpose, torch.reshape, F.softmax, F.log_softmax, ops.shared_dot,
-    ops.index_matmul, ops.fold_attention, ops.scale_heads,
+    ops.index_matmul, ops.fold_attention, ops.scale_heads, ops.in_place,
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
     F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
 }

@@ -14,6 +14,7 @@ from .distribute import distribute
 from .fuse import fuse
 from .linear_reorder import linear_reorder
 from .index_typed import index_typed
+from .inplace import inplace
 from .lower_aggregation import lower_aggregation
 from .recompute import recompute
 from .reorder import reorder
@@ -41,7 +42,8 @@ PIPELINE = (
     ("cse", cse),  # merges a linear map applied to the same rows twice (source and destination side)
     ("shared_dot", shared_dot),  # last: reorder and fuse match the product and sum it replaces
     ("cse", cse),
-    ("recompute", recompute),  # last: marks the final plan's values; the chains it copies must not change
+    ("recompute", recompute),  # marks the final plan's values; the chains it copies must not change
+    ("inplace", inplace),  # after recompute: its recipes keep their own out-of-place copies
 )
 
 
@@ -62,5 +64,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "linear_reorder", "lower_aggregation",
+__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "inplace", "linear_reorder", "lower_aggregation",
            "recompute", "reorder", "shared_dot", "split_concat", "typed_linear"]
