@@ -579,12 +579,14 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     g.ndata["n"] = torch.rand(10, 1, dtype=torch.float64)
     bias = torch.randn(4, dtype=torch.float64)
     msg = lambda e: {"m": e.src["x"] * e.dst["n"]}  # noqa: E731
-    red = lambda nb: {"h": nb.mailbox["m"].sum(1) + bias, "u": nb.data["x"] * 2.0}  # noqa: E731
+    red = lambda nb: {"h": 0.5 * (bias + nb.mailbox["m"].sum(1)), "u": nb.data["x"] * 2.0}  # noqa: E731
     dfg, out, inputs = _inplace_plan(g, msg, red)
     rewritten = [n for n in out.graph.nodes if is_call(n, ops.in_place)]
-    assert [n.args[0] for n in rewritten] == ["mul", "add"]  # the factor after the sum, then the bias
-    assert is_call(rewritten[0].args[1], ops.spmm) and rewritten[1].args[1] is rewritten[0]
-    assert any("inplace: 2 elementwise" in line for line in out.log)
+    # the factor after the sum, the bias, the scale: the last two into their right operand
+    assert [n.args[0] for n in rewritten] == ["mul", "add", "mul"]
+    assert is_call(rewritten[0].args[1], ops.spmm)
+    assert rewritten[1].args[1] is rewritten[0] and rewritten[2].args[1] is rewritten[1]
+    assert any("inplace: 3 elementwise" in line for line in out.log)
     with torch.no_grad():
         _check(dfg, out, inputs)
     _check_grads(dfg, out, inputs)

@@ -1,7 +1,7 @@
 """Write elementwise results into an operand nothing else reads (no fresh buffer, no page faults).
 
-Pattern: a binary elementwise operator (``+ - * /``) whose left operand is
-computed in the plan by an operator that returns a tensor of its own (an
+Pattern: a binary elementwise operator (``+ - * /``) whose left operand (or
+either operand of ``+`` and ``*``) is computed in the plan by an operator that returns a tensor of its own (an
 aggregation, or another elementwise result) and is read by nothing else: the
 post-aggregation factor of GCN's norm, a bias or gate after a reduction, a
 chain of arithmetic on edge values. On CPU a new output the size of a node or
@@ -27,18 +27,32 @@ from .nodes import new_node
 
 IN_PLACE = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
             torch.add: "add", torch.sub: "sub", torch.mul: "mul", torch.div: "div"}
-# Operators whose result is a tensor of their own (never a view of an input), so writing into it when no
-# other node reads it changes nothing else.
-_OWN_RESULT = set(IN_PLACE) | {
+# Operators (besides the binary ones) whose result is a tensor of their own (never a view of an input), so
+# writing into it when no other node reads it changes nothing else.
+_OWN_RESULT = {
     torch.exp, torch.sigmoid, torch.tanh, torch.relu, torch.neg, operator.neg, F.relu, F.gelu, F.elu, F.silu,
     F.leaky_relu, ops.spmm, ops.segment_reduce, ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate,
     ops.zero_unreached, ops.shared_dot, ops.in_place,
 }
 
 
-def _owns_result(n) -> bool:
-    return (isinstance(n, fx.Node) and n.op == "call_function" and n.target in _OWN_RESULT
-            and not n.kwargs.get("inplace"))
+_COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too
+
+
+def _binary_op(n) -> str | None:
+    """add, sub, mul or div when ``n`` is that operator on two operands (function or method), else None."""
+    if not isinstance(n, fx.Node) or len(n.args) != 2 or n.kwargs:
+        return None
+    if n.op == "call_function":
+        return IN_PLACE.get(n.target)
+    return n.target if n.op == "call_method" and n.target in _COMMUTATIVE | {"sub", "div"} else None
+
+
+def _writable(n) -> bool:
+    """Whether ``n`` is a result of its own that no other node reads."""
+    own = _binary_op(n) is not None or (isinstance(n, fx.Node) and n.op == "call_function"
+                                        and n.target in _OWN_RESULT and not n.kwargs.get("inplace"))
+    return own and len(n.users) == 1
 
 
 def inplace(dfg: MPDFG) -> MPDFG:
@@ -46,13 +60,16 @@ def inplace(dfg: MPDFG) -> MPDFG:
     g = out.graph
     rewritten = 0
     for n in list(g.nodes):
-        if n.op != "call_function" or n.target not in IN_PLACE or len(n.args) != 2 or n.kwargs:
+        op = _binary_op(n)
+        if op is None:
             continue
         a, b = n.args
-        if not _owns_result(a) or len(a.users) != 1 or b is a:
+        if op in _COMMUTATIVE and not _writable(a) and _writable(b):
+            a, b = b, a  # 2 * x, bias + h: written into the right operand
+        if not _writable(a) or b is a:
             continue
         with g.inserting_before(n):
-            new = new_node(g, n, ops.in_place, (IN_PLACE[n.target], a, b))
+            new = new_node(g, n, ops.in_place, (op, a, b))
         new.meta.update({k: v for k, v in n.meta.items() if k not in new.meta or new.meta[k] is None})
         n.replace_all_uses_with(new)
         g.erase_node(n)
