@@ -599,16 +599,26 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     with torch.no_grad():
         _check(dfg, out, inputs)
 
+    def relu_in_place(nb):  # F.relu(t, True) returns t itself (traced as inplace=True): never written
+        s = nb.mailbox["m"].sum(1)
+        return {"h": torch.nn.functional.relu(s, True) + 1.0, "k": s * 2.0}
+    dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, relu_in_place)
+    assert not [n for n in out.graph.nodes if is_call(n, ops.in_place)]
 
-@pytest.mark.parametrize("case", ["written", "grows", "promotes", "recorded"])
+
+@pytest.mark.parametrize("case", ["written", "grows", "promotes", "recorded", "integer_division"])
 def test_in_place_op_writes_into_its_operand_only_when_that_is_exact(case):
     a = torch.arange(6, dtype=torch.float64).reshape(2, 3) + 1
     b = {"written": torch.full((3,), 2.0, dtype=torch.float64), "grows": torch.ones(4, 2, 3, dtype=torch.float64),
          "promotes": torch.full((3,), 2.0, dtype=torch.complex128),
-         "recorded": torch.full((3,), 2.0, dtype=torch.float64, requires_grad=True)}[case]
+         "recorded": torch.full((3,), 2.0, dtype=torch.float64, requires_grad=True),
+         "integer_division": torch.full((3,), 2, dtype=torch.int64)}[case]
     if case == "promotes":
         a = a.float()
-    want = a * b
-    got = ops.in_place("mul", a, b)
+    op = "mul"
+    if case == "integer_division":
+        a, op = a.long(), "div"
+    want = a * b if op == "mul" else a / b
+    got = ops.in_place(op, a, b)
     torch.testing.assert_close(got, want)
     assert (got.data_ptr() == a.data_ptr()) == (case == "written")

@@ -346,6 +346,7 @@ def in_place(op: str, a, b):
     b_tensor = isinstance(b, torch.Tensor)
     recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
     if (recorded or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
+            or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
             or (b_tensor and (b.device != a.device or torch.broadcast_shapes(a.shape, b.shape) != a.shape))):
         return _OUT_OF_PLACE[op](a, b)
     return getattr(a, op + "_")(b)

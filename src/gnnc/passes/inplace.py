@@ -49,7 +49,8 @@ def _binary_op(n) -> str | None:
 
 
 def _writable(n) -> bool:
-    """Whether ``n`` is a result of its own that no other node reads."""
+    """Whether ``n`` is a result of its own that no other node reads (an activation traced with
+    ``inplace=True``, which the tracer always passes by keyword, returns its input)."""
     own = _binary_op(n) is not None or (isinstance(n, fx.Node) and n.op == "call_function"
                                         and n.target in _OWN_RESULT and not n.kwargs.get("inplace"))
     return own and len(n.users) == 1
