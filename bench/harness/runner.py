@@ -499,7 +499,8 @@ def run(s: Settings, results: ResultsFile, log=print, on_row=None, resume: bool 
             if not todo:
                 continue
             log(f"{model} on {dataset}: building the data and the eager oracle")
-            g = gate(s, scratch, model, dataset, [name for name in systems if any(n == name for _, n in todo)])
+            pending = {name for _, name in todo}
+            g = gate(s, scratch, model, dataset, [name for name in systems if name in pending])
             for mode, name in todo:
                 row = _row(s, scratch, model, dataset, mode, name, g, rates, profiles)
                 record["rows"].append(row)

@@ -1,10 +1,11 @@
 """Write elementwise results into an operand nothing else reads (no fresh buffer, no page faults).
 
 Pattern: a binary elementwise operator (``+ - * /``) whose left operand (or
-either operand of ``+`` and ``*``) is computed in the plan by an operator that returns a tensor of its own (an
-aggregation, or another elementwise result) and is read by nothing else: the
-post-aggregation factor of GCN's norm, a bias or gate after a reduction, a
-chain of arithmetic on edge values. On CPU a new output the size of a node or
+either operand of ``+`` and ``*``) is computed in the plan by an operator
+that returns a tensor of its own (an aggregation, or another elementwise
+result) and is read by nothing else: the post-aggregation factor of GCN's
+norm, a bias or gate after a reduction, a chain of arithmetic on edge
+values. On CPU a new output the size of a node or
 edge table costs a page fault per 4 KiB on every call (a [169K, 64] float
 product: about 25 ms of a 160 ms GCN layer on the arxiv replica).
 
@@ -34,8 +35,6 @@ _OWN_RESULT = {
     F.leaky_relu, ops.spmm, ops.segment_reduce, ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate,
     ops.zero_unreached, ops.shared_dot, ops.in_place,
 }
-
-
 _COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too
 
 
@@ -45,7 +44,7 @@ def _binary_op(n) -> str | None:
         return None
     if n.op == "call_function":
         return IN_PLACE.get(n.target)
-    return n.target if n.op == "call_method" and n.target in _COMMUTATIVE | {"sub", "div"} else None
+    return n.target if n.op == "call_method" and n.target in IN_PLACE.values() else None
 
 
 def _writable(n) -> bool:

@@ -12,10 +12,10 @@ compiled on first use and cached on disk:
 - the binary-operator ``sddmm`` (one loop over edges) and the max / min
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
   kernels compiled per row width (common widths as constants);
-- the sum / mean ``spmm`` with one head (a scalar weight per edge, or none:
-  GCN, GraphSAGE, R-GCN's pair sums) or heads of 64+ features (MoNet),
-  forward and the gradient of x: one loop over destinations writing each
-  row once.
+- the sum / mean ``spmm`` with a weight per edge and head, or none (GCN,
+  GraphSAGE, R-GCN's pair sums, MoNet's kernels, the gradients of HGT's
+  attention scores), forward and the gradient of x: one loop over
+  destinations writing each row once.
 The other primitives are taken from the torch backend, whose CPU paths (MKL
 CSR matmuls, grouped matmuls, ``typed_index_matmul``'s per-type matmuls) are
 already fused. Threads follow

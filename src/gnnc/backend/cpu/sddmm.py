@@ -9,8 +9,9 @@ over b's rows (CSR by b_index) recompute each edge's pre-activation and sum
 their gradients straight into the row, with no atomics. ``dot`` of
 operands of one feature shape [.., F] writes each edge's per-head sums in
 the same one loop (HGT's attention scores; its backward is the torch
-backend's, with its two weighted sums as numba loops: ``spmm.head_spmm_rows``). Broadcast feature shapes run on the torch
-backend. Same contract as ``gnnc.backend.torch.sddmm``.
+backend's, its two weighted sums numba loops: ``spmm.head_spmm_rows``).
+Broadcast feature shapes run on the torch backend. Same contract as
+``gnnc.backend.torch.sddmm``.
 """
 from __future__ import annotations
 

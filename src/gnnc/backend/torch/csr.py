@@ -100,12 +100,12 @@ def _build(rows, num_rows, cols) -> CsrStructure:
     index_dtype = torch.int32 if narrow else torch.int64
     if e < 2 or bool((rows[1:] >= rows[:-1]).all()):
         perm = torch.arange(e, dtype=index_dtype, device=rows.device)
-        col = perm if cols is None else cols.to(index_dtype)
+        col = cols
     else:
         perm = torch.sort(rows, stable=True).indices
-        col = perm if cols is None else cols.index_select(0, perm)
-        perm, col = perm.to(index_dtype), col.to(index_dtype)
-        col = perm if cols is None else col
+        col = None if cols is None else cols.index_select(0, perm)
+        perm = perm.to(index_dtype)
+    col = perm if col is None else col.to(index_dtype)
     crow = torch.zeros(num_rows + 1, dtype=index_dtype, device=rows.device)
     torch.cumsum(torch.bincount(rows, minlength=num_rows), 0, out=crow[1:])
     return CsrStructure(crow, col, perm)
