@@ -29,8 +29,8 @@ cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package expor
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_heterograph, random_homograph  # noqa: E402
-from .test_backend_torch import (SDDMM_SHAPES, SPMM_SHAPES, check_against, edges, naive_binary,  # noqa: E402
-                                  naive_spmm, rand, sddmm_softmax_aggregate_bad_calls)
+from .test_backend_torch import (SDDMM_SHAPES, SPMM_SHAPES, check_against, check_scaled_spmm, edges,  # noqa: E402
+                                  naive_binary, naive_spmm, rand, sddmm_softmax_aggregate_bad_calls)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -446,6 +446,21 @@ def test_spmm_sum_matches_naive(reduce, shapes, dtype):
                               lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
                 check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
                               lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
+
+
+@pytest.mark.parametrize("sides", [("src", "dst"), ("src",), ("dst",)])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("shapes", [((64,), None), ((5,), None), ((3, 4), (3, 1)), ((2, 64), (2, 1)), ((4,), ())])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scaled_spmm_in_the_numba_loop(dtype, shapes, reduce, sides):
+    """Node scales applied inside the numba sum (GCN's normalisation) equal spmm(x * s) * d, forward and
+    gradients; weighted per head, per element or not at all; constant (64) and run-time (5) widths;
+    multi-edges, destinations without in-edges, no edges, one node; one-thread and parallel launches."""
+    for case in ("multi", "no_edges", "one_node"):
+        for threshold in (0, interop.PARALLEL_MIN_WORK):
+            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), \
+                    mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
+                check_scaled_spmm(cpu_backend.scaled_spmm, case, shapes, reduce, sides, dtype)
 
 
 @pytest.mark.parametrize("heads, feats", [(1, 64), (2, 64), (3, 65), (4, 8)])

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gnnc.backend.torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul,
-                                head_dot, sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce, spmm)
+                                head_dot, scaled_spmm, sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce,
+                                spmm)
 from gnnc.backend.torch import csr
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
@@ -298,6 +299,54 @@ def test_spmm_hypothesis(sizes, shapes, op, reduce, chunk, path, ties, seed):
     with kernels(path):
         check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
                       lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float64)
+
+
+def naive_scaled_spmm(x, w, src_scale, dst_scale, src, dst, n, reduce):
+    def column(scale, like):
+        return scale.view((-1,) + (1,) * (like.dim() - 1))
+    scaled = x if src_scale is None else x * column(src_scale, x)
+    out = naive_spmm(scaled, src, dst, n, w, "mul", reduce)
+    return out if dst_scale is None else out * column(dst_scale, out)
+
+
+def check_scaled_spmm(fn, case, shapes, reduce, sides, dtype):
+    """``fn`` (a backend's scaled_spmm) against the naive composition: with constant scales (fused, gradients of
+    x and w), and with scales that need a gradient (composed, gradients of the scales too)."""
+    ns, nd, src, dst = edges(case)
+    xf, wf = shapes
+    x = rand(ns, *xf, dtype=dtype)
+    w = None if wf is None else rand(src.numel(), *wf, dtype=dtype, seed=2)
+    scales = [rand(rows, dtype=dtype, seed=3 + i).detach() if side in sides else None
+              for i, (side, rows) in enumerate((("src", ns), ("dst", nd)))]
+    check_against(lambda x, w: fn(x, src, dst, nd, *scales, w, reduce),
+                  lambda x, w: naive_scaled_spmm(x, w, *scales, src, dst, nd, reduce), [x, w], dtype)
+    learned = [None if s is None else s.requires_grad_() for s in scales]
+    check_against(lambda x, w, a, b: fn(x, src, dst, nd, a, b, w, reduce),
+                  lambda x, w, a, b: naive_scaled_spmm(x, w, a, b, src, dst, nd, reduce), [x, w, *learned], dtype)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("sides", [("src", "dst"), ("src",), ("dst",)])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("shapes", [((4,), None), ((3, 4), (3, 1)), ((4,), ())])
+def test_scaled_spmm_matches_the_composition(shapes, reduce, sides, case, path):
+    """GCN's node scales inside the sum equal spmm(x * s) * d, forward and gradients, on every sum path."""
+    with kernels(path):
+        check_scaled_spmm(scaled_spmm, case, shapes, reduce, sides, torch.float64)
+
+
+def test_scaled_spmm_names_a_scale_of_the_wrong_shape_or_dtype():
+    ns, nd, src, dst = edges("multi")
+    x = rand(ns, 4).detach()
+    with pytest.raises(ValueError, match=rf"src_scale has shape \({ns + 1},\), expected \({ns},\)"):
+        scaled_spmm(x, src, dst, nd, torch.ones(ns + 1, dtype=x.dtype), None)
+    with pytest.raises(ValueError, match=rf"dst_scale has shape \({nd}, 1\), expected \({nd},\)"):
+        scaled_spmm(x, src, dst, nd, None, torch.ones(nd, 1, dtype=x.dtype))
+    with pytest.raises(TypeError, match="dst_scale has dtype torch.float32"):
+        scaled_spmm(x, src, dst, nd, None, torch.ones(nd))
+    with pytest.raises(ValueError, match="sum or mean, not 'max'"):
+        scaled_spmm(x, src, dst, nd, None, None, reduce="max")
 
 
 # ---------- sddmm ----------

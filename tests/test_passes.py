@@ -1,4 +1,5 @@
 """Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
+import operator
 from types import SimpleNamespace
 
 import pytest
@@ -10,9 +11,8 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (compact, cse, dce, distribute, fuse, inplace, linear_reorder, lower_aggregation, recompute,
-                         reorder,
-                         shared_dot, split_concat, typed_linear)
+from gnnc.passes import (compact, cse, dce, distribute, fuse, inplace, linear_reorder, lower_aggregation, node_scales,
+                         recompute, reorder, shared_dot, split_concat, typed_linear)
 from gnnc.runtime import recompute as recompute_runtime
 from gnnc.passes.nodes import is_call
 from gnnc.runtime.compiled import bind_inputs
@@ -260,6 +260,68 @@ def test_fuse_postpones_destination_factors_into_a_plain_spmm():
     spmm = next(n for n in fused.graph.nodes if n.target is ops.spmm)
     assert spmm.args[2] is None  # a plain copy-sum: no per-edge weight left
     _check(dfg, fused, inputs)
+
+
+def _scaled_plan(g, msg, red):
+    dfg = build_update_all(trace_udf(msg), red if not callable(red) else trace_udf(red), None)
+    inputs, annotate = _prepare(g, dfg, (msg, red if callable(red) else None, None))
+    out = dfg
+    for p in (lower_aggregation, dce, fuse, dce, node_scales):
+        out = p(out)
+        annotate(out)
+    return dfg, out, inputs
+
+
+@pytest.mark.parametrize("udf, sides", [
+    ((lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}, fn.sum("m", "o")), "source and destination"),
+    ((lambda e: {"m": e.src["x"] * e.src["c"]}, fn.mean("m", "o")), "source"),
+    ((lambda e: {"m": e.dst["c"] * (e.src["x"] * e.data["w"])}, fn.sum("m", "o")), "destination"),
+    ((lambda e: {"m": e.src["x"]}, lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]}), "destination"),
+    ((lambda e: {"m": e.src["z"] * e.src["c3"]}, fn.sum("m", "o")), "source"),  # heads: [N, 1, 1]
+])
+def test_node_scales_fold_one_value_per_node_into_the_sum(udf, sides):
+    """GCN's normalisation in the styles users write it (both factors in the message, one, a weighted message,
+    the destination factor in the reduce UDF) becomes one scaled_spmm with no product left; same values and
+    gradients."""
+    g = _graph()
+    g.ndata["c"] = torch.rand(10, 1, dtype=torch.float64)
+    g.ndata["c3"] = torch.rand(10, 1, 1, dtype=torch.float64)
+    msg, red = udf
+    dfg, out, inputs = _scaled_plan(g, msg, red)
+    scaled = [n for n in out.graph.nodes if is_call(n, ops.scaled_spmm)]
+    assert len(scaled) == 1 and ops.spmm not in _targets(out)
+    assert not [n for n in out.graph.nodes if n.op == "call_function" and n.target in (operator.mul, torch.mul)]
+    assert any(line.startswith("node_scales: ") and f": {sides} node scale" in line for line in out.log)
+    _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+
+def test_node_scales_leave_factors_that_are_not_one_value_per_node():
+    """A factor as wide as the rows, or a scaled sum read twice, keeps its products."""
+    g = _graph()
+    g.ndata["c"] = torch.rand(10, 4, dtype=torch.float64)
+    _, out, _ = _scaled_plan(g, lambda e: {"m": e.src["c"] * e.src["x"]}, fn.sum("m", "o"))
+    assert ops.scaled_spmm not in _targets(out)
+
+    def read_twice(nb):
+        s = nb.mailbox["m"].sum(1)
+        return {"h": s * nb.data["n"], "k": s + 1.0}
+    g.ndata["n"] = torch.rand(10, 1, dtype=torch.float64)
+    dfg, out, inputs = _scaled_plan(g, lambda e: {"m": e.src["x"]}, read_twice)
+    assert ops.scaled_spmm not in _targets(out)
+    _check(dfg, out, inputs)
+
+
+def test_scaled_spmm_runs_scales_it_cannot_fold_as_the_composition():
+    """At run time a scale of another dtype, or one row broadcast to all, runs as spmm(x * s) * d."""
+    g = _graph()
+    ctx = graph_context(g, None)
+    x = g.ndata["x"]
+    for s, d in ((torch.rand(10, 1, dtype=torch.float32), None), (None, torch.rand(1, 1, dtype=torch.float64)),
+                 (torch.rand(10, 1, dtype=torch.float64), torch.rand(10, 1, dtype=torch.float64))):
+        got = ops.scaled_spmm(ctx, x, None, "copy", "sum", s, d)
+        want = ops.spmm(ctx, x if s is None else x * s, None, "copy", "sum")
+        torch.testing.assert_close(got, want if d is None else want * d)
 
 
 def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():

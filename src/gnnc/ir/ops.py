@@ -152,6 +152,28 @@ def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
                            reduce=reduce)
 
 
+def scaled_spmm(ctx, x, w, op: str, reduce: str, src_scale, dst_scale):
+    """Fused ``spmm(x * src_scale, w) * dst_scale`` (``x_side`` src; a scale may be None): with node scales of
+    one value per row ([rows, 1, ..., 1], x's dtype) the scales are applied inside the sum; other scales run
+    as that composition."""
+    out_dim = x.dim() if w is None else 1 + len(torch.broadcast_shapes(x.shape[1:], w.shape[1:]))
+    if _row_scale(src_scale, x.shape[0], x.dim(), x) and _row_scale(dst_scale, ctx.num_dst, out_dim, x):
+        return _kernels().scaled_spmm(x, ctx.src, ctx.dst_local, ctx.num_dst, _flat(src_scale), _flat(dst_scale),
+                                      edge_weight=w, reduce=reduce)
+    out = spmm(ctx, x if src_scale is None else x * src_scale, w, op, reduce)
+    return out if dst_scale is None else out * dst_scale
+
+
+def _row_scale(scale, rows: int, ndim: int, like) -> bool:
+    """Whether ``scale`` is None or holds one value per row, shaped to broadcast over ``ndim``-dim rows."""
+    return scale is None or (scale.dim() == ndim and scale.shape[0] == rows and scale.numel() == rows
+                             and scale.dtype == like.dtype and scale.device == like.device)
+
+
+def _flat(scale):
+    return None if scale is None else scale.reshape(-1)
+
+
 def edge_softmax_aggregate(ctx, logits, x, x_side: str = "src"):
     """Fused Norm + BroadcastSrc + Reduce: sum_e softmax_v(logits)[e] * x[src[e]] (``x_side`` as in spmm)."""
     return _kernels().edge_softmax_aggregate(logits, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst)

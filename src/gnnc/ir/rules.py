@@ -61,6 +61,7 @@ GRAPH_OPS = {
     ops.bucketed_reduce: ("Reduce", "V"),
     ops.result_field: ("Fetch", "V"),
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
+    ops.scaled_spmm: ("BroadcastSrc+Reduce", "V"),
     ops.etype_spmm: ("BroadcastSrc+Dense(typed)+Reduce", "V"),
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Norm+Reduce", "V"),

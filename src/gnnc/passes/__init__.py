@@ -16,6 +16,7 @@ from .linear_reorder import linear_reorder
 from .index_typed import index_typed
 from .inplace import inplace
 from .lower_aggregation import lower_aggregation
+from .node_scales import node_scales
 from .recompute import recompute
 from .reorder import reorder
 from .shared_dot import shared_dot
@@ -39,6 +40,7 @@ PIPELINE = (
     ("fuse", fuse),
     ("reorder", reorder),  # again: postponed factors leave products of source-side gathers
     ("fuse", fuse),
+    ("node_scales", node_scales),  # after fuse: GCN's norm factors, postponed and merged, scale its spmm
     ("cse", cse),  # merges a linear map applied to the same rows twice (source and destination side)
     ("shared_dot", shared_dot),  # last: reorder and fuse match the product and sum it replaces
     ("cse", cse),
@@ -65,4 +67,4 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
 
 
 __all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "inplace", "linear_reorder", "lower_aggregation",
-           "recompute", "reorder", "shared_dot", "split_concat", "typed_linear"]
+           "node_scales", "recompute", "reorder", "shared_dot", "split_concat", "typed_linear"]

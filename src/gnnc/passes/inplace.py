@@ -32,7 +32,7 @@ IN_PLACE = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", opera
 # writing into it when no other node reads it changes nothing else.
 _OWN_RESULT = {
     torch.exp, torch.sigmoid, torch.tanh, torch.relu, torch.neg, operator.neg, F.relu, F.gelu, F.elu, F.silu,
-    F.leaky_relu, ops.spmm, ops.segment_reduce, ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate,
+    F.leaky_relu, ops.spmm, ops.scaled_spmm, ops.segment_reduce, ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate,
     ops.zero_unreached, ops.shared_dot, ops.in_place,
 }
 _COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too

@@ -12,7 +12,7 @@ compiled on first use and cached on disk:
 - the binary-operator ``sddmm`` (one loop over edges) and the max / min
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
   kernels compiled per row width (common widths as constants);
-- the sum / mean ``spmm`` with a weight per edge and head, or none (GCN,
+- the sum / mean ``spmm`` and ``scaled_spmm`` with a weight per edge and head, or none (GCN,
   GraphSAGE, R-GCN's pair sums, MoNet's kernels, the gradients of HGT's
   attention scores), forward and the gradient of x: one loop over
   destinations writing each row once.
@@ -25,8 +25,9 @@ from ..torch import (clear_structure_cache, edge_softmax, gather_segment_matmul,
                      typed_index_matmul)
 from .head_dot import head_dot
 from .sddmm import sddmm
-from .spmm import spmm
+from .spmm import scaled_spmm, spmm
 from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot", "clear_structure_cache"]
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
+           "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
+           "clear_structure_cache"]

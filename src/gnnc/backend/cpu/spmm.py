@@ -28,6 +28,7 @@ from numba import prange
 from ..torch.csr import csr_structure, head_spmm
 from ..torch.segment import arg_dtype
 from ..torch.spmm import _SpmmExtremum, _SpmmHeads, check_spmm
+from ..torch.spmm import scaled_spmm as torch_scaled_spmm
 from ..torch.spmm import spmm as torch_spmm
 from .interop import as_array, constant_width, empty, jit_row_kernel, launch, specialized
 from .prefetch import prefetch_row
@@ -51,34 +52,50 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     return _SpmmExtremumRows.apply(x, None, src, dst, num_dst, op, reduce, chunk, True)
 
 
+def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
+                src_scale: torch.Tensor | None, dst_scale: torch.Tensor | None,
+                edge_weight: torch.Tensor | None = None, reduce: str = "sum", *,
+                chunk: int | None = None) -> torch.Tensor:
+    """``gnnc.backend.torch.scaled_spmm`` with the scales inside the numba sum (``head_spmm_rows``)."""
+    return torch_scaled_spmm(x, src, dst, num_dst, src_scale, dst_scale, edge_weight, reduce, chunk=chunk,
+                             aggregate=head_spmm_rows)
+
+
 def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
-                   weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
-    """``csr.head_spmm`` (out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :]) as one
-    numba loop over the rows of the cached CSR (``chunk`` unused: nothing of edge size is written), from
-    ``NUMBA_SUM_MIN_ELEMENTS`` up; smaller sums run as ``csr.head_spmm``."""
+                   weight: torch.Tensor | None, chunk: int | None = None, *, row_scale: torch.Tensor | None = None,
+                   col_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """``csr.head_spmm`` (out[r, h, :] = row_scale[r] * sum over e with rows[e] == r of weight[e, h] *
+    col_scale[cols[e]] * x[cols[e], h, :]) as one numba loop over the rows of the cached CSR (``chunk``
+    unused: nothing of edge size is written), from ``NUMBA_SUM_MIN_ELEMENTS`` up; smaller sums run as
+    ``csr.head_spmm``."""
     heads, feats = x.shape[1], x.shape[2]
     if heads * feats == 0 or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
             or x.dtype not in (torch.float32, torch.float64):
-        return head_spmm(x, rows, cols, num_rows, weight, chunk)
+        return head_spmm(x, rows, cols, num_rows, weight, chunk, row_scale=row_scale, col_scale=col_scale)
     structure = csr_structure(rows, num_rows, cols)
     out = empty((num_rows, heads, feats), x)
-    w = np.empty((0, 1), dtype=out.numpy().dtype) if weight is None else as_array(weight)
+    dtype = out.numpy().dtype
+    w = np.empty((0, 1), dtype=dtype) if weight is None else as_array(weight)
+    scaled = row_scale is not None or col_scale is not None
+    # an absent scale of a scaled sum is ones: one kernel serves either side
+    scales = [np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if s is None else as_array(s)
+              for s, n in ((row_scale, num_rows), (col_scale, x.shape[0]))]
     # Without weights the heads are one row of heads * feats (the kernel reads one head).
     row = feats if weight is not None else heads * feats
-    launch(_sum_rows(constant_width(row), weight is not None), as_array(structure.crow),
-           rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w,
+    launch(_sum_rows(constant_width(row), weight is not None, scaled), as_array(structure.crow),
+           rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w, *scales,
            as_array(x).reshape(x.shape[0], heads * feats), out.numpy().reshape(num_rows, heads * feats))
     return out
 
 
 @functools.cache
-def _sum_rows(feats: int, weighted: bool):
+def _sum_rows(feats: int, weighted: bool, scaled: bool):
     """The weighted-sum kernel for heads of ``feats`` features (-1: read at run time; the head count is the
-    weight's, one without weights), compiled serial (``jit_row_kernel``: its row loops vectorize without
-    numba's noalias marking, and it starts in about 1 us)."""
-    def kernel(bounds, crow, cols_of, perm, w, x, out):  # pragma: no cover - numba
-        """out[r, head h] = sum over r's sorted entries i of w[perm[i], h] * x[cols_of[i], head h] (one head
-        and no weights when not weighted)."""
+    weight's, one without weights), with a scale per row and per column when ``scaled``, compiled serial
+    (``jit_row_kernel``: its row loops vectorize without numba's noalias marking, and it starts in about 1 us)."""
+    def kernel(bounds, crow, cols_of, perm, w, row_scale, col_scale, x, out):  # pragma: no cover - numba
+        """out[r, head h] = row_scale[r] * sum over r's sorted entries i of w[perm[i], h] * col_scale[u] *
+        x[u, head h], u = cols_of[i] (one head and no weights when not weighted, no scales when not scaled)."""
         heads = w.shape[1] if weighted else 1
         width = x.shape[1] // heads if feats < 0 else feats
         cols = heads * width
@@ -98,14 +115,22 @@ def _sum_rows(feats: int, weighted: bool):
                 if weighted:
                     e = perm[i]
                     for h in range(heads):
-                        wh = w[e, h]
+                        wh = w[e, h] * col_scale[u] if scaled else w[e, h]
                         for k in range(h * width, (h + 1) * width):
                             spread[k] = wh
                     for k in range(cols):
                         out[r, k] += spread[k] * x[u, k]
+                elif scaled:
+                    c = col_scale[u]
+                    for k in range(cols):
+                        out[r, k] += c * x[u, k]
                 else:
                     for k in range(cols):
                         out[r, k] += x[u, k]
+            if scaled:
+                f = row_scale[r]
+                for k in range(cols):
+                    out[r, k] *= f
     return jit_row_kernel(kernel)
 
 

@@ -30,6 +30,12 @@ Primitives (``g`` denotes the upstream gradient):
     mean, max, min. Backward: grad_x[u] = sum_{e: src[e]=u} d(msg)/dx * g[dst[e]]
     (the transposed aggregation), grad_w[e] = d(msg)/dw * g[dst[e]] (an SDDMM).
 
+``scaled_spmm(x [N_src, ...], src, dst, num_dst, src_scale [N_src] | None, dst_scale [num_dst] | None, w, reduce)``
+    out[v] = dst_scale[v] * reduce_{e: dst[e]=v} src_scale[src[e]] * x[src[e]] (* w[e]),
+    reduce in sum, mean: ``spmm(x * src_scale) * dst_scale`` (GCN's normalisation)
+    without the scaled copies. Backward: the transposed sum with the scales
+    swapped; scales that need a gradient run as that composition.
+
 ``sddmm(a [Na, ...], a_index, b [Nb, ...], b_index, op)``
     out[e] = a[a_index[e]] op b[b_index[e]], op in add, sub, mul, div, dot;
     dot: out[e, ..., 0] = sum_f a[a_index[e], ..., f] * b[b_index[e], ..., f].
@@ -82,7 +88,7 @@ from .csr import clear_structure_cache as _clear_csr
 from .index_matmul import clear_groupings as _clear_groupings, typed_index_matmul
 from .segment import segment_reduce
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
-from .spmm import spmm
+from .spmm import scaled_spmm, spmm
 from .head_dot import head_dot
 from .sddmm import sddmm
 from .typed_matmul import gather_segment_matmul, segment_matmul
@@ -94,5 +100,6 @@ def clear_structure_cache() -> None:
     _clear_groupings()
 
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "sddmm", "edge_softmax_aggregate", "sddmm_softmax_aggregate",
-           "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot", "clear_structure_cache"]
+__all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
+           "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
+           "clear_structure_cache"]

@@ -140,11 +140,21 @@ def _head_major(x: torch.Tensor) -> torch.Tensor:
 
 
 def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
-              weight: torch.Tensor | None, chunk: int | None = None) -> torch.Tensor:
-    """out[r, h, :] = sum over e with rows[e] == r of weight[e, h] * x[cols[e], h, :].
+              weight: torch.Tensor | None, chunk: int | None = None, *, row_scale: torch.Tensor | None = None,
+              col_scale: torch.Tensor | None = None) -> torch.Tensor:
+    """out[r, h, :] = row_scale[r] * sum over e with rows[e] == r of weight[e, h] * col_scale[c] * x[c, h, :],
+    c = cols[e].
 
-    ``x`` [C, H, F]; ``cols`` None means ``cols[e] = e``; ``weight`` [E, H] or None (all ones).
+    ``x`` [C, H, F]; ``cols`` None means ``cols[e] = e``; ``weight`` [E, H] or None (all ones); the scales
+    are vectors ([num_rows], [C]) or None (all ones).
     """
+    if col_scale is not None:
+        x = x * col_scale.view(-1, 1, 1)
+    out = _head_spmm(x, rows, cols, num_rows, weight, chunk)
+    return out if row_scale is None else out.mul_(row_scale.view(-1, 1, 1))
+
+
+def _head_spmm(x, rows, cols, num_rows, weight, chunk):
     heads, feats = x.shape[1], x.shape[2]
     if _use_sparse(x, rows.numel(), heads, feats):
         structure = csr_structure(rows, num_rows, cols)

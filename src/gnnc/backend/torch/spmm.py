@@ -8,7 +8,7 @@ from torch.autograd.function import Function
 
 from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, binary_grad_rhs, broadcast_features,
                      broadcast_shape, check_choice, check_count, check_float, check_index, check_same, chunk_rows,
-                     flat_positions, head_layout, heads_to_weight, lift, sum_to, weight_as_heads)
+                     flat_positions, head_layout, heads_to_weight, lift, rows_view, sum_to, weight_as_heads)
 from .csr import head_sddmm, head_spmm
 from .segment import clamped_degrees, needs_arg, scatter_extremum
 from .first_order import first_order
@@ -32,6 +32,33 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     if op in ("copy", "mul"):
         return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, head_spmm)
     return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
+
+
+def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
+                src_scale: torch.Tensor | None, dst_scale: torch.Tensor | None,
+                edge_weight: torch.Tensor | None = None, reduce: str = "sum", *, chunk: int | None = None,
+                aggregate=head_spmm) -> torch.Tensor:
+    """out[v] = dst_scale[v] * reduce over e with dst[e] == v of src_scale[src[e]] * x[src[e]] (* edge_weight[e]).
+
+    ``spmm(x * src_scale, ...) * dst_scale`` (GCN's normalisation) with the scales, vectors of one value
+    per source ([N_src]) and destination ([num_dst]) or None, applied inside the sum: no scaled copy of x
+    or of the result. ``reduce`` sum or mean. Scales that need a gradient take that composition instead.
+    ``aggregate``: the backend's ``csr.head_spmm``.
+    """
+    num_dst, op = check_spmm(x, src, dst, num_dst, edge_weight, "mul", reduce)
+    if reduce not in ("sum", "mean"):
+        raise ValueError(f"scaled_spmm reduces by sum or mean, not {reduce!r}")
+    for name, scale, rows in (("src_scale", src_scale, x.shape[0]), ("dst_scale", dst_scale, num_dst)):
+        if scale is not None:
+            check_same(x.device, x.dtype, **{name: scale})
+            if tuple(scale.shape) != (rows,):
+                raise ValueError(f"{name} has shape {tuple(scale.shape)}, expected ({rows},): one value per row")
+    if any(s is not None and s.requires_grad for s in (src_scale, dst_scale)) and torch.is_grad_enabled():
+        y = x if src_scale is None else x * rows_view(src_scale, x.dim())
+        out = spmm(y, src, dst, num_dst, edge_weight, op, reduce, chunk=chunk)
+        return out if dst_scale is None else out * rows_view(dst_scale, out.dim())
+    return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, aggregate, src_scale,
+                            dst_scale)
 
 
 def check_spmm(x, src, dst, num_dst, edge_weight, op: str, reduce: str) -> tuple[int, str]:
@@ -64,18 +91,20 @@ def _full_shape(x, w):
 
 class _SpmmHeads(Function):
     """copy / mul with sum / mean: per-head weighted aggregation by ``aggregate`` (``csr.head_spmm``'s
-    contract; a backend passes its own kernel), forward and for the gradient of x."""
+    contract; a backend passes its own kernel), forward and for the gradient of x; with the node scales of
+    ``scaled_spmm`` (constants: they get no gradient) when given."""
 
     @staticmethod
-    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate):
+    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate, src_scale=None, dst_scale=None):
         full = _full_shape(x, w)
         k = 0 if w is None else head_layout(w.shape[1:], full)
         w_heads = None if w is None else weight_as_heads(w, full, k)
-        out = aggregate(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk).view((num_dst,) + full)
+        scales = {} if src_scale is None and dst_scale is None else {"row_scale": dst_scale, "col_scale": src_scale}
+        out = aggregate(as_heads(x, full, k), dst, src, num_dst, w_heads, chunk, **scales).view((num_dst,) + full)
         deg = clamped_degrees(dst, num_dst, out) if mean else None
         if mean:  # in place: the sum is this call's own buffer, and a fresh one costs its page faults again
             out.div_(deg)
-        ctx.save_for_backward(x, w, src, dst, deg)
+        ctx.save_for_backward(x, w, src, dst, deg, src_scale, dst_scale)
         ctx.layout = (full, k, chunk)
         ctx.aggregate = aggregate
         return out
@@ -83,7 +112,7 @@ class _SpmmHeads(Function):
     @staticmethod
     @first_order
     def backward(ctx, grad):
-        x, w, src, dst, deg = ctx.saved_tensors
+        x, w, src, dst, deg, src_scale, dst_scale = ctx.saved_tensors
         full, k, chunk = ctx.layout
         if deg is not None:
             grad = grad / deg
@@ -91,11 +120,16 @@ class _SpmmHeads(Function):
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
             w_heads = None if w is None else weight_as_heads(w, full, k)
-            gx = ctx.aggregate(grad_heads, src, dst, x.shape[0], w_heads, chunk)
+            scales = {} if src_scale is None and dst_scale is None else {"row_scale": src_scale,
+                                                                          "col_scale": dst_scale}
+            gx = ctx.aggregate(grad_heads, src, dst, x.shape[0], w_heads, chunk, **scales)
             grad_x = sum_to(gx.view((x.shape[0],) + full), x.shape[1:])
         if w is not None and ctx.needs_input_grad[1]:
-            grad_w = heads_to_weight(head_sddmm(grad_heads, as_heads(x, full, k), dst, src, chunk), w.shape, full, k)
-        return grad_x, grad_w, None, None, None, None, None, None
+            x_heads = as_heads(x, full, k) if src_scale is None else as_heads(x * rows_view(src_scale, x.dim()), full, k)
+            if dst_scale is not None:
+                grad_heads = grad_heads * dst_scale.view(-1, 1, 1)
+            grad_w = heads_to_weight(head_sddmm(grad_heads, x_heads, dst, src, chunk), w.shape, full, k)
+        return grad_x, grad_w, None, None, None, None, None, None, None, None
 
 
 class _SpmmBinary(Function):
