@@ -585,6 +585,28 @@ def test_backward_saves_no_edge_by_feature_tensor(path):
         assert max(_saved_numels(out)) < message // 4, out.grad_fn
 
 
+def test_sums_keep_their_operands_only_for_each_others_gradient():
+    """A sum / mean keeps x for backward only when its edge weight needs a gradient, and the weight only when
+    x does: [N, F] rows or [E, ...] weights would otherwise outlive the forward for nothing (R-GCN's per-pair
+    transform and edge norm, GCN's projection)."""
+    ns, nd, src, dst = edges("multi")
+    x = rand(ns, 3, 4)
+    w = rand(src.numel(), 3, 1, seed=2)
+    scale = rand(ns, seed=3).detach()
+
+    def keeps(t, out):
+        return any(s is not None and s.data_ptr() == t.data_ptr() for s in out.grad_fn.saved_tensors)
+    for reduce in ("sum", "mean"):
+        assert not keeps(x, spmm(x, src, dst, nd, None, "copy", reduce))
+        assert not keeps(x, scaled_spmm(x, src, dst, nd, scale, None, reduce=reduce))
+        out = spmm(x, src, dst, nd, w.detach(), "mul", reduce)
+        assert not keeps(x, out) and keeps(w, out)
+        out = spmm(x.detach(), src, dst, nd, w, "mul", reduce)
+        assert keeps(x, out) and not keeps(w, out)
+        out = spmm(x, src, dst, nd, w, "mul", reduce)
+        assert keeps(x, out) and keeps(w, out)
+
+
 def naive_head_dot(x, weights):
     return (x.unsqueeze(1) * weights.unsqueeze(0)).sum(-1).transpose(1, 2)  # [rows, K, H] -> [rows, H, K]
 

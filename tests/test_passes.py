@@ -1,5 +1,6 @@
 """Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
 import operator
+from unittest import mock
 from types import SimpleNamespace
 
 import pytest
@@ -217,6 +218,30 @@ def test_pairs_are_unique_relation_node_pairs_whatever_the_edge_order():
         assert bool((pairs.rel[1:] >= pairs.rel[:-1]).all())
     empty = graph_context(g, g.canonical_etypes.index(("tag", "empty", "user")))
     assert empty.src_pairs.count == 0 and empty.src_pairs.edge_pair.numel() == 0
+
+
+@pytest.mark.parametrize("seed", [0, 2, 5])
+def test_pair_counts_without_the_tables_equal_the_tables(seed):
+    """The cost model's pair counts (per-relation counts, or unique keys when there are many relations) equal
+    the built tables' rows, compact or identity, on every relation's block too; asking builds no table."""
+    from gnnc.runtime import context
+
+    g = random_heterograph(seed)
+    blocks = [None] + list(range(len(g.canonical_etypes)))
+    for fallback in (False, True):
+        counted = {}
+        for rel in blocks:
+            ctx = graph_context(g, rel)
+            ctx.__dict__.pop("_pair_counts", None)
+            for side in ("src", "dst"):
+                ctx.__dict__.pop(f"{side}_pairs", None)
+                with mock.patch.object(context, "BINCOUNT_MAX_WORK", 0 if fallback else 8):
+                    counted[rel, side] = ctx.pair_count(side)
+                assert f"{side}_pairs" not in ctx.__dict__
+        for (rel, side), count in counted.items():
+            ctx = graph_context(g, rel)
+            assert count == ctx.pairs(side).count
+            assert ctx.pair_count(side) == count
 
 
 def test_fuse_builds_spmm_and_softmax_aggregate():

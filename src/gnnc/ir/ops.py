@@ -288,7 +288,7 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
 def etype_spmm_choice(ctx, k: int, m: int, w_shape, op: str, itemsize: int = 4):
     """(candidates, the cost model's pick) for ``etype_spmm`` on block ``ctx``: x width k, output width m,
     edge weight of shape ``w_shape`` (None with op copy)."""
-    candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, k, m,
+    candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), k, m,
                                                 itemsize)
     return candidates, chosen if _commutes(w_shape, op) else cost.TRANSFORM_FIRST
 
@@ -332,7 +332,7 @@ def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
 def etype_bilinear_dot_choice(ctx, heads: int, d: int, itemsize: int = 4):
     """(candidates, the cost model's pick) for ``etype_bilinear_dot`` on block ``ctx`` ([D, D] matrices per
     head); destination pairs only where destinations start at node 0 (their rows are node rows)."""
-    candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.src_pairs.count, ctx.dst_pairs.count, heads, d,
+    candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), heads, d,
                                         itemsize)
     return candidates, chosen if ctx.node_lo == 0 else cost.BY_SOURCE
 

@@ -155,7 +155,7 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
             rows = nodes if x.shape[0] == ctx.num_nodes else dst
         values.append(_stand_in(x, rows))
     real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges,
-                 src_pairs: lambda: ctx.src_pairs.count, dst_pairs: lambda: ctx.dst_pairs.count}
+                 src_pairs: lambda: ctx.pair_count("src"), dst_pairs: lambda: ctx.pair_count("dst")}
     # Random operators (dropout) run on the stand-ins too: the global generator is restored after, so
     # compiling (each pass re-annotates) draws nothing from the user's random stream.
     with torch.no_grad(), torch.random.fork_rng(devices=[]):

@@ -15,6 +15,11 @@ import torch
 from . import cost
 
 
+# Distinct pairs are counted with one bincount over the nodes per relation while relations x nodes is at
+# most this many times the edges, else by sorting the pair keys.
+BINCOUNT_MAX_WORK = 8
+
+
 @dataclass
 class GraphContext:
     """Index tensors of one block in internal edge order.
@@ -109,6 +114,19 @@ class GraphContext:
         """``src_pairs`` or ``dst_pairs`` by ``side`` (src or dst)."""
         return self.src_pairs if side == "src" else self.dst_pairs
 
+    def pair_count(self, side: str) -> int:
+        """``pairs(side).count`` without building that table when it is not built yet: the cost model
+        weighs both sides, and a plan that reads one should not keep the other's [E] index alive."""
+        built = self.__dict__.get(f"{side}_pairs")
+        if built is not None:
+            return built.count
+        counts = self.__dict__.setdefault("_pair_counts", {})
+        if side not in counts:
+            node = self.src if side == "src" else self.dst
+            unique = Pairs.count_unique(node, self.rel_ptr, self.num_nodes)
+            counts[side] = unique if cost.compacts(node.numel(), unique) else node.numel()
+        return counts[side]
+
     def buckets(self):
         return self.index.degree_buckets(self.rel)
 
@@ -145,6 +163,16 @@ class Pairs:
             return compact
         edges = torch.arange(node.numel(), device=node.device)
         return Pairs(edges, node, edge_rel.to(torch.int64), list(rel_ptr), compact.count, identity=True)
+
+    @staticmethod
+    def count_unique(node: torch.Tensor, rel_ptr: list, num_nodes: int) -> int:
+        """The number of distinct (relation, node) pairs of edges grouped by relation (``rel_ptr``)."""
+        if node.numel() and (len(rel_ptr) - 1) * num_nodes > BINCOUNT_MAX_WORK * node.numel():
+            key = torch.repeat_interleave(torch.arange(len(rel_ptr) - 1, device=node.device),
+                                          torch.tensor(rel_ptr, device=node.device).diff()) * num_nodes + node
+            return int(torch.unique(key).numel())
+        return sum(int(torch.bincount(node[lo:hi], minlength=num_nodes).count_nonzero())
+                   for lo, hi in zip(rel_ptr, rel_ptr[1:]) if hi > lo)
 
     @staticmethod
     def build(edge_rel: torch.Tensor, node: torch.Tensor, num_rels: int) -> "Pairs":

@@ -104,8 +104,12 @@ class _SpmmHeads(Function):
         deg = clamped_degrees(dst, num_dst, out) if mean else None
         if mean:  # in place: the sum is this call's own buffer, and a fresh one costs its page faults again
             out.div_(deg)
-        ctx.save_for_backward(x, w, src, dst, deg, src_scale, dst_scale)
-        ctx.layout = (full, k, chunk)
+        # x only for the gradient of w and w only for that of x: kept otherwise, they would outlive the
+        # forward until backward for nothing (R-GCN's per-pair transform and edge norm, GCN's projection)
+        kept_x = x if w is not None and ctx.needs_input_grad[1] else None
+        kept_w = w if ctx.needs_input_grad[0] else None
+        ctx.save_for_backward(kept_x, kept_w, src, dst, deg, src_scale, dst_scale)
+        ctx.layout = (full, k, chunk, tuple(x.shape), None if w is None else tuple(w.shape))
         ctx.aggregate = aggregate
         return out
 
@@ -113,7 +117,7 @@ class _SpmmHeads(Function):
     @first_order
     def backward(ctx, grad):
         x, w, src, dst, deg, src_scale, dst_scale = ctx.saved_tensors
-        full, k, chunk = ctx.layout
+        full, k, chunk, x_shape, w_shape = ctx.layout
         if deg is not None:
             grad = grad / deg
         grad_heads = as_heads(grad, full, k)
@@ -122,13 +126,13 @@ class _SpmmHeads(Function):
             w_heads = None if w is None else weight_as_heads(w, full, k)
             scales = {} if src_scale is None and dst_scale is None else {"row_scale": src_scale,
                                                                           "col_scale": dst_scale}
-            gx = ctx.aggregate(grad_heads, src, dst, x.shape[0], w_heads, chunk, **scales)
-            grad_x = sum_to(gx.view((x.shape[0],) + full), x.shape[1:])
-        if w is not None and ctx.needs_input_grad[1]:
+            gx = ctx.aggregate(grad_heads, src, dst, x_shape[0], w_heads, chunk, **scales)
+            grad_x = sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
+        if w_shape is not None and ctx.needs_input_grad[1]:
             x_heads = as_heads(x, full, k) if src_scale is None else as_heads(x * rows_view(src_scale, x.dim()), full, k)
             if dst_scale is not None:
                 grad_heads = grad_heads * dst_scale.view(-1, 1, 1)
-            grad_w = heads_to_weight(head_sddmm(grad_heads, x_heads, dst, src, chunk), w.shape, full, k)
+            grad_w = heads_to_weight(head_sddmm(grad_heads, x_heads, dst, src, chunk), w_shape, full, k)
         return grad_x, grad_w, None, None, None, None, None, None, None, None
 
 
