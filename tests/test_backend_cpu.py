@@ -479,6 +479,34 @@ def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
                                        **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("x_needs_grad", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_weighted_sum_gradients_take_one_pass_over_the_sources(reduce, x_needs_grad):
+    """When the weights need a gradient, backward is one numba loop over the CSR by source giving both
+    gradients (or the weights' alone): no sampled matmul or head-major copies; values as the naive sum's
+    (MoNet's kernels as heads, a destination scale and a mean)."""
+    torch_spmm = importlib.import_module("gnnc.backend.torch.spmm")
+    ns, nd, src, dst = edges("multi")
+    x = rand(ns, 3, 64).requires_grad_(x_needs_grad)
+    w = rand(src.numel(), 3, 1, seed=2)
+    scale = rand(nd, seed=3).detach().abs() + 0.5
+    launched = []
+
+    def counting(kernel, *args):
+        launched.append(kernel)
+        return interop.launch(kernel, *args)
+    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(cpu_spmm, "launch", counting), \
+            mock.patch.object(torch_spmm, "head_sddmm", side_effect=AssertionError("the sampled matmul ran")):
+        out = cpu_backend.scaled_spmm(x, src, dst, nd, None, scale, w, reduce)
+        launched.clear()
+        got = torch.autograd.grad(out, [t for t in (x, w) if t.requires_grad], torch.ones_like(out))
+    assert launched == [cpu_spmm._gradient_rows(64, x_needs_grad, True)]
+    want = naive_spmm(x, src, dst, nd, w, "mul", reduce) * scale.view(-1, 1, 1)
+    expected = torch.autograd.grad(want, [t for t in (x, w) if t.requires_grad], torch.ones_like(want))
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, **TOL[torch.float64])
+
+
 @pytest.mark.parametrize("heads, feats", [(8, 8), (3, 4), (16, 1)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_narrow_heads_sum_in_the_numba_loop(heads, feats, dtype):

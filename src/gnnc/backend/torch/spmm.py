@@ -37,13 +37,13 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
 def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
                 src_scale: torch.Tensor | None, dst_scale: torch.Tensor | None,
                 edge_weight: torch.Tensor | None = None, reduce: str = "sum", *, chunk: int | None = None,
-                aggregate=head_spmm) -> torch.Tensor:
+                aggregate=head_spmm, gradients=None) -> torch.Tensor:
     """out[v] = dst_scale[v] * reduce over e with dst[e] == v of src_scale[src[e]] * x[src[e]] (* edge_weight[e]).
 
     ``spmm(x * src_scale, ...) * dst_scale`` (GCN's normalisation) with the scales, vectors of one value
     per source ([N_src]) and destination ([num_dst]) or None, applied inside the sum: no scaled copy of x
     or of the result. ``reduce`` sum or mean. Scales that need a gradient take that composition instead.
-    ``aggregate``: the backend's ``csr.head_spmm``.
+    ``aggregate`` and ``gradients``: the backend's ``csr.head_spmm`` and fused gradients (``_SpmmHeads``).
     """
     num_dst, op = check_spmm(x, src, dst, num_dst, edge_weight, "mul", reduce)
     if reduce not in ("sum", "mean"):
@@ -58,7 +58,7 @@ def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: 
         out = spmm(y, src, dst, num_dst, edge_weight, op, reduce, chunk=chunk)
         return out if dst_scale is None else out * rows_view(dst_scale, out.dim())
     return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, aggregate, src_scale,
-                            dst_scale)
+                            dst_scale, gradients)
 
 
 def check_spmm(x, src, dst, num_dst, edge_weight, op: str, reduce: str) -> tuple[int, str]:
@@ -92,10 +92,13 @@ def _full_shape(x, w):
 class _SpmmHeads(Function):
     """copy / mul with sum / mean: per-head weighted aggregation by ``aggregate`` (``csr.head_spmm``'s
     contract; a backend passes its own kernel), forward and for the gradient of x; with the node scales of
-    ``scaled_spmm`` (constants: they get no gradient) when given."""
+    ``scaled_spmm`` (constants: they get no gradient) when given. When the weights need a gradient, a
+    backend's ``gradients(grad [D, H, F], x [N, H, F], w [E, H] | None, src, dst, N, row_scale, col_scale)``
+    may give both (grad_x or None without w, grad_w [E, H]) in one pass, or None to decline."""
 
     @staticmethod
-    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate, src_scale=None, dst_scale=None):
+    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate, src_scale=None, dst_scale=None,
+                gradients=None):
         full = _full_shape(x, w)
         k = 0 if w is None else head_layout(w.shape[1:], full)
         w_heads = None if w is None else weight_as_heads(w, full, k)
@@ -110,7 +113,7 @@ class _SpmmHeads(Function):
         kept_w = w if ctx.needs_input_grad[0] else None
         ctx.save_for_backward(kept_x, kept_w, src, dst, deg, src_scale, dst_scale)
         ctx.layout = (full, k, chunk, tuple(x.shape), None if w is None else tuple(w.shape))
-        ctx.aggregate = aggregate
+        ctx.aggregate, ctx.gradients = aggregate, gradients
         return out
 
     @staticmethod
@@ -118,11 +121,20 @@ class _SpmmHeads(Function):
     def backward(ctx, grad):
         x, w, src, dst, deg, src_scale, dst_scale = ctx.saved_tensors
         full, k, chunk, x_shape, w_shape = ctx.layout
+        need_x = ctx.needs_input_grad[0]
+        if ctx.gradients is not None and w_shape is not None and ctx.needs_input_grad[1]:
+            both = ctx.gradients(as_heads(grad, full, k), as_heads(x, full, k),
+                                 weight_as_heads(w, full, k) if need_x else None, src, dst, x_shape[0],
+                                 src_scale, _column_scale(dst_scale, deg))
+            if both is not None:
+                gx, gw = both
+                grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
+                return (grad_x, heads_to_weight(gw, w_shape, full, k)) + (None,) * 9
         if deg is not None:
             grad = grad / deg
         grad_heads = as_heads(grad, full, k)
         grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:
+        if need_x:
             w_heads = None if w is None else weight_as_heads(w, full, k)
             scales = {} if src_scale is None and dst_scale is None else {"row_scale": src_scale,
                                                                           "col_scale": dst_scale}
@@ -133,7 +145,16 @@ class _SpmmHeads(Function):
             if dst_scale is not None:
                 grad_heads = grad_heads * dst_scale.view(-1, 1, 1)
             grad_w = heads_to_weight(head_sddmm(grad_heads, x_heads, dst, src, chunk), w_shape, full, k)
-        return grad_x, grad_w, None, None, None, None, None, None, None, None
+        return grad_x, grad_w, None, None, None, None, None, None, None, None, None
+
+
+def _column_scale(dst_scale, deg):
+    """The factor of each destination's gradient row: ``dst_scale`` over the degree of a mean (a vector, or
+    None for ones)."""
+    if deg is None:
+        return dst_scale
+    inverse = deg.reshape(-1).reciprocal()
+    return inverse if dst_scale is None else dst_scale * inverse
 
 
 class _SpmmBinary(Function):
