@@ -32,6 +32,23 @@ def test_internal_order_sorted_by_relation_then_destination():
     assert torch.equal(torch.sort(g.edge_type_ids()).values, idx.edge_rel)
 
 
+def test_relation_ids_kept_as_int32_and_given_out_as_int64():
+    """The index keeps every edge's relation in 4 bytes; edge_type_ids (user order) and the R-GCN normaliser
+    (a key of relation x nodes + destination) work in int64."""
+    g = random_heterograph(1)
+    assert g.index.edge_rel.dtype == torch.int32
+    ids = g.edge_type_ids()
+    assert ids.dtype == torch.int64
+    src, dst = g.edges()
+    offsets = 0
+    for r, rel in enumerate(g.canonical_etypes):
+        assert bool((ids[offsets:offsets + g.num_edges(rel)] == r).all())
+        offsets += g.num_edges(rel)
+    key = ids * g.num_nodes() + dst
+    want = torch.bincount(key)[key]
+    assert torch.equal(g.edge_relation_in_degrees(), want)
+
+
 def test_node_types_in_user_order_and_global_ids():
     g = gnnc.heterograph({("b", "r", "a"): ([0, 1], [2, 0])}, num_nodes={"a": 3, "b": 2})
     assert g.ntypes == ["a", "b"]

@@ -276,12 +276,12 @@ class Graph:
 
     def edge_type_ids(self) -> torch.Tensor:
         """Relation index of every edge, user edge order."""
-        return self.index.to_user_order(self.index.edge_rel)
+        return self.index.to_user_order(self.index.edge_rel).long()
 
     def edge_relation_in_degrees(self) -> torch.Tensor:
         """For every edge (user edge order), how many in-edges of its relation its destination has: R-GCN's
         normaliser c_{v,r}. One pass over the edges, which are kept sorted by (relation, destination)."""
-        key = self.index.edge_rel * self.index.num_nodes + self.index.dst
+        key = self.index.edge_rel.long() * self.index.num_nodes + self.index.dst
         _, group, counts = torch.unique_consecutive(key, return_inverse=True, return_counts=True)
         return self.index.to_user_order(counts.index_select(0, group))
 

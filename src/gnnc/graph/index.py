@@ -96,9 +96,10 @@ class GraphIndex:
 
     @cached_property
     def edge_rel(self) -> torch.Tensor:
-        """Relation index of every edge, internal order."""
+        """Relation index of every edge, internal order; int32 (kept as long as the index: half of int64's
+        bytes per edge)."""
         counts = torch.tensor(self.rel_counts, dtype=torch.int64, device=self.device)
-        return torch.repeat_interleave(torch.arange(len(self.etypes), device=self.device), counts)
+        return torch.repeat_interleave(torch.arange(len(self.etypes), dtype=torch.int32, device=self.device), counts)
 
     @cached_property
     def internal_eid(self) -> torch.Tensor | None:

@@ -162,7 +162,7 @@ class Pairs:
         if cost.compacts(node.numel(), compact.count):
             return compact
         edges = torch.arange(node.numel(), device=node.device)
-        return Pairs(edges, node, edge_rel.to(torch.int64), list(rel_ptr), compact.count, identity=True)
+        return Pairs(edges, node, edge_rel, list(rel_ptr), compact.count, identity=True)
 
     @staticmethod
     def count_unique(node: torch.Tensor, rel_ptr: list, num_nodes: int) -> int:
@@ -183,7 +183,7 @@ class Pairs:
             unique, edge_pair = torch.unique_consecutive(key, return_inverse=True)
         else:
             unique, edge_pair = torch.unique(key, sorted=True, return_inverse=True)
-        rel, pair_node = unique // width, unique % width
+        rel, pair_node = (unique // width).to(edge_rel.dtype), unique % width
         counts = torch.bincount(rel, minlength=num_rels)
         rel_ptr = [0] + torch.cumsum(counts, 0).tolist()
         return Pairs(edge_pair, pair_node, rel, rel_ptr, int(unique.numel()))
