@@ -673,6 +673,7 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     assert [n.args[0] for n in rewritten] == ["mul", "add", "mul"]
     assert is_call(rewritten[0].args[1], ops.spmm)
     assert rewritten[1].args[1] is rewritten[0] and rewritten[2].args[1] is rewritten[1]
+    assert [n.args[3] for n in rewritten] == [True, True, True]  # a sum and in-place results: no backward keeps them
     assert any("inplace: 3 elementwise" in line for line in out.log)
     with torch.no_grad():
         _check(dfg, out, inputs)
@@ -685,6 +686,12 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     assert not [n for n in out.graph.nodes if is_call(n, ops.in_place)]
     with torch.no_grad():
         _check(dfg, out, inputs)
+
+    def exp_then_bias(nb):  # exp keeps its result for backward: written only where nothing records
+        return {"h": torch.exp(nb.mailbox["m"].sum(1)) + 1.0}
+    dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, exp_then_bias)
+    assert [n.args[3] for n in out.graph.nodes if is_call(n, ops.in_place)] == [False]
+    _check_grads(dfg, out, inputs)
 
     def relu_in_place(nb):  # F.relu(t, True) returns t itself (traced as inplace=True): never written
         s = nb.mailbox["m"].sum(1)
@@ -709,3 +716,29 @@ def test_in_place_op_writes_into_its_operand_only_when_that_is_exact(case):
     got = ops.in_place(op, a, b)
     torch.testing.assert_close(got, want)
     assert (got.data_ptr() == a.data_ptr()) == (case == "written")
+
+
+@pytest.mark.parametrize("case", ["add", "sub", "mul", "saved", "view", "leaf"])
+def test_in_place_op_under_autograd_writes_only_adds_into_results_no_backward_keeps(case):
+    """While autograd records, an add or subtract goes into ``a`` when its producer keeps nothing of it
+    (``unsaved``) and ``a`` is neither a view nor a leaf that needs a gradient; a product (whose gradient reads
+    ``a``), a result that is kept, a view or such a leaf take a new buffer. Gradients equal the out-of-place
+    ones either way."""
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    op = case if case in ("add", "sub", "mul") else "add"
+
+    def a_of(x):
+        if case == "leaf":
+            return x
+        return (x * 2.0)[:, :] if case == "view" else x * 2.0
+    a = a_of(x)
+    got = ops.in_place(op, a, b, case != "saved")
+    written = got.data_ptr() == a.data_ptr() and got is a
+    assert written == (case in ("add", "sub"))
+    want = {"add": torch.add, "sub": torch.sub, "mul": torch.mul}[op](a_of(x), b)
+    torch.testing.assert_close(got, want)
+    leaves = [x, b]
+    for g_got, g_want in zip(torch.autograd.grad((got * got).sum(), leaves),
+                             torch.autograd.grad((want * want).sum(), leaves)):
+        torch.testing.assert_close(g_got, g_want)

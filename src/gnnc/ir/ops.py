@@ -362,11 +362,15 @@ def recomputable(value, recipe, *leaves):
 _OUT_OF_PLACE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 
 
-def in_place(op: str, a, b):
-    """``a op b`` (op: add, sub, mul or div), written into ``a`` when autograd records nothing here and the
-    result has ``a``'s shape and dtype; the ``inplace`` pass passes an ``a`` that nothing else reads."""
+def in_place(op: str, a, b, unsaved: bool = False):
+    """``a op b`` (op: add, sub, mul or div), written into ``a`` when the result has ``a``'s shape and dtype
+    and autograd records nothing here, or records an add / sub (whose gradient reads neither operand) into
+    an ``a`` that no backward keeps (``unsaved``: its producer saves only its inputs). The ``inplace`` pass
+    passes an ``a`` that nothing else reads."""
     b_tensor = isinstance(b, torch.Tensor)
     recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
+    if recorded and unsaved and op in ("add", "sub") and not a._is_view() and not (a.is_leaf and a.requires_grad):
+        recorded = False
     if (recorded or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
             or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
             or (b_tensor and (b.device != a.device or torch.broadcast_shapes(a.shape, b.shape) != a.shape))):

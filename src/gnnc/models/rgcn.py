@@ -67,6 +67,12 @@ class RGCNConv(nn.Module):
     def _reduce(nodes):
         return {"h": torch.sum(nodes.mailbox["m"], dim=1)}
 
+    def _update(self, nodes):
+        h = nodes.data["h"]
+        if self.loop_weight is not None:
+            h = h + nodes.data["x"] @ self.loop_weight
+        return {"h": bias_and_activation(h, self.bias, self.activation)}
+
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:
             raise ValueError(f"RGCNConv: expected features of shape [num_nodes, {self.in_dim}], "
@@ -75,9 +81,6 @@ class RGCNConv(nn.Module):
             g.ndata["x"] = x
             g.edata["norm"] = relation_in_degree_norm(g, x.dtype)
             g.etype_data["W"] = self.relation_weights()
-            g.update_all(self._message, self._reduce)
-            h = g.ndata["h"]
-        if self.loop_weight is not None:
-            h = h + x @ self.loop_weight
-        return bias_and_activation(h, self.bias, self.activation)
+            g.update_all(self._message, self._reduce, self._update)
+            return g.ndata["h"]
 

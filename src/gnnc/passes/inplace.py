@@ -9,10 +9,12 @@ values. On CPU a new output the size of a node or
 edge table costs a page fault per 4 KiB on every call (a [169K, 64] float
 product: about 25 ms of a 160 ms GCN layer on the arxiv replica).
 
-Replacement: ``in_place(op, a, b)``, which runs ``a.<op>_(b)`` when autograd
-records nothing for the operator and the result keeps ``a``'s shape and
-dtype, and ``a op b`` otherwise (``gnnc.ir.ops.in_place``). It runs after
-``recompute``: the chains that pass copies stay out of place.
+Replacement: ``in_place(op, a, b, unsaved)``, which runs ``a.<op>_(b)`` when
+the result keeps ``a``'s shape and dtype and autograd records nothing for
+the operator, or records an add or subtract into an ``a`` no backward keeps
+(``unsaved``: an aggregation, another binary result), and ``a op b``
+otherwise (``gnnc.ir.ops.in_place``). It runs after ``recompute``: the
+chains that pass copies stay out of place.
 """
 from __future__ import annotations
 
@@ -32,9 +34,13 @@ IN_PLACE = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", opera
 # writing into it when no other node reads it changes nothing else.
 _OWN_RESULT = {
     torch.exp, torch.sigmoid, torch.tanh, torch.relu, torch.neg, operator.neg, F.relu, F.gelu, F.elu, F.silu,
-    F.leaky_relu, ops.spmm, ops.scaled_spmm, ops.segment_reduce, ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate,
-    ops.zero_unreached, ops.shared_dot, ops.in_place,
+    F.leaky_relu, ops.spmm, ops.scaled_spmm, ops.etype_spmm, ops.segment_reduce, ops.edge_softmax_aggregate,
+    ops.sddmm_softmax_aggregate, ops.zero_unreached, ops.shared_dot, ops.in_place,
 }
+# Of those, the ones no backward keeps (they save their inputs, or nothing): an add or subtract may write
+# into them while autograd records (R-GCN's self-loop and bias after its sum: no third [N, F] buffer).
+_UNSAVED_RESULT = {torch.neg, operator.neg, ops.spmm, ops.scaled_spmm, ops.etype_spmm, ops.segment_reduce,
+                   ops.zero_unreached, ops.shared_dot, ops.in_place}
 _COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too
 
 
@@ -68,8 +74,9 @@ def inplace(dfg: MPDFG) -> MPDFG:
             a, b = b, a  # 2 * x, bias + h: written into the right operand
         if not _writable(a) or b is a:
             continue
+        unsaved = _binary_op(a) is not None or a.target in _UNSAVED_RESULT
         with g.inserting_before(n):
-            new = new_node(g, n, ops.in_place, (op, a, b))
+            new = new_node(g, n, ops.in_place, (op, a, b, unsaved))
         new.meta.update({k: v for k, v in n.meta.items() if k not in new.meta or new.meta[k] is None})
         n.replace_all_uses_with(new)
         g.erase_node(n)

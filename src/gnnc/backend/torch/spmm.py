@@ -114,7 +114,9 @@ class _SpmmHeads(Function):
         ctx.save_for_backward(kept_x, kept_w, src, dst, deg, src_scale, dst_scale)
         ctx.layout = (full, k, chunk, tuple(x.shape), None if w is None else tuple(w.shape))
         ctx.aggregate, ctx.gradients = aggregate, gradients
-        return out
+        # not as a view of the kernel's buffer: autograd refuses in-place writes into a view a Function returns,
+        # and the inplace pass adds a self-loop or a bias into this result
+        return out.detach()
 
     @staticmethod
     @first_order
