@@ -369,9 +369,9 @@ def in_place(op: str, a, b, unsaved: bool = False):
     passes an ``a`` that nothing else reads."""
     b_tensor = isinstance(b, torch.Tensor)
     recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
-    if recorded and unsaved and op in ("add", "sub") and not a._is_view() and not (a.is_leaf and a.requires_grad):
-        recorded = False
-    if (recorded or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
+    recorded_safely = (unsaved and op in ("add", "sub") and not a._is_view()
+                       and not (a.is_leaf and a.requires_grad))
+    if ((recorded and not recorded_safely) or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
             or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
             or (b_tensor and (b.device != a.device or torch.broadcast_shapes(a.shape, b.shape) != a.shape))):
         return _OUT_OF_PLACE[op](a, b)
