@@ -302,6 +302,25 @@ def test_fused_softmax_aggregate_saves_no_edge_tensor_and_gradchecks():
                                                                negative_slope=0.2), (a, b, x), fast_mode=True)
 
 
+@needs_kernels
+def test_sums_keep_x_only_for_the_weights_gradient():
+    """A sum keeps x for backward only when its weight needs a gradient (max / min always, for the arg edge);
+    the gradients are the torch backend's either way."""
+    num_src, num_dst, src, dst = on_device("multi")
+    x, w = tensor(num_src, 3, 4), tensor(src.numel(), 3, 1, seed=1)
+
+    def keeps_x(out):
+        return any(t is not None and t.data_ptr() == x.data_ptr() for t in out.grad_fn.saved_tensors)
+    x.requires_grad_()
+    assert not keeps_x(triton_backend.spmm(x, src, dst, num_dst, w, "mul", "sum"))
+    assert not keeps_x(triton_backend.spmm(x, src, dst, num_dst, None, "copy", "mean"))
+    assert keeps_x(triton_backend.spmm(x, src, dst, num_dst, w.requires_grad_(), "mul", "sum"))
+    assert keeps_x(triton_backend.spmm(x, src, dst, num_dst, None, "copy", "max"))
+    for reduce in ("sum", "max"):
+        same_as_torch(lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, "mul", reduce), [x, w], torch.float64,
+                      needed=[True, False])
+
+
 # ---- dense primitives -------------------------------------------------------------------------------------
 
 @needs_kernels

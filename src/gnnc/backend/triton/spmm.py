@@ -61,17 +61,19 @@ class _Spmm(Function):
         k = 0 if w is None else head_layout(w.shape[1:], full)
         w_heads = None if w is None else weight_as_heads(w, full, k)
         out, arg = aggregate(as_heads(x, full, k), dst, src, num_dst, w_heads, op, reduce, want_arg)
-        ctx.save_for_backward(x, w, src, dst, arg)
-        ctx.layout = (full, k, op, reduce)
+        # a sum reads x in backward only for the weight's gradient: kept otherwise, x would outlive the forward
+        extremum, need_w = reduce in ("max", "min"), w is not None and ctx.needs_input_grad[1]
+        ctx.save_for_backward(x if extremum or need_w else None, w, src, dst, arg)
+        ctx.layout = (full, k, op, reduce, tuple(x.shape))
         return out.view((num_dst,) + full)
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
         x, w, src, dst, arg = ctx.saved_tensors
-        full, k, op, reduce = ctx.layout
+        full, k, op, reduce, x_shape = ctx.layout
         need_x, need_w = ctx.needs_input_grad[0], w is not None and ctx.needs_input_grad[1]
-        x_heads = as_heads(x, full, k)
+        x_heads = None if x is None else as_heads(x, full, k)
         w_heads = None if w is None else weight_as_heads(w, full, k)
         if reduce == "mean":
             grad = grad / clamped_degrees(dst, grad.shape[0], grad)
@@ -81,10 +83,10 @@ class _Spmm(Function):
         else:
             gx = gw = None
             if need_x:
-                gx, _ = aggregate(grad_heads, src, dst, x.shape[0], w_heads, _GRAD_X_OP[op])
+                gx, _ = aggregate(grad_heads, src, dst, x_shape[0], w_heads, _GRAD_X_OP[op])
             if need_w:
                 gw = edge_dot(grad_heads, dst, x_heads, src, _GRAD_W_MODE[op], w_heads)
-        grad_x = None if gx is None else sum_to(gx.view((x.shape[0],) + full), x.shape[1:])
+        grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
         grad_w = None if gw is None else heads_to_weight(gw, w.shape, full, k)
         return grad_x, grad_w, None, None, None, None, None, None
 
