@@ -26,10 +26,8 @@ import torch.nn.functional as F
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
-from .nodes import new_node
+from .nodes import binary_op, new_node
 
-IN_PLACE = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-            torch.add: "add", torch.sub: "sub", torch.mul: "mul", torch.div: "div"}
 # Operators (besides the binary ones) whose result is a tensor of their own (never a view of an input), so
 # writing into it when no other node reads it changes nothing else.
 _OWN_RESULT = {
@@ -44,19 +42,10 @@ _UNSAVED_RESULT = {torch.neg, operator.neg, ops.spmm, ops.scaled_spmm, ops.etype
 _COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too
 
 
-def _binary_op(n) -> str | None:
-    """add, sub, mul or div when ``n`` is that operator on two operands (function or method), else None."""
-    if not isinstance(n, fx.Node) or len(n.args) != 2 or n.kwargs:
-        return None
-    if n.op == "call_function":
-        return IN_PLACE.get(n.target)
-    return n.target if n.op == "call_method" and n.target in IN_PLACE.values() else None
-
-
 def _writable(n) -> bool:
     """Whether ``n`` is a result of its own that no other node reads (an activation traced with
     ``inplace=True``, which the tracer always passes by keyword, returns its input)."""
-    own = _binary_op(n) is not None or (isinstance(n, fx.Node) and n.op == "call_function"
+    own = binary_op(n) is not None or (isinstance(n, fx.Node) and n.op == "call_function"
                                         and n.target in _OWN_RESULT and not n.kwargs.get("inplace"))
     return own and len(n.users) == 1
 
@@ -66,7 +55,7 @@ def inplace(dfg: MPDFG) -> MPDFG:
     g = out.graph
     rewritten = 0
     for n in list(g.nodes):
-        op = _binary_op(n)
+        op = binary_op(n)
         if op is None:
             continue
         a, b = n.args
@@ -74,7 +63,7 @@ def inplace(dfg: MPDFG) -> MPDFG:
             a, b = b, a  # 2 * x, bias + h: written into the right operand
         if not _writable(a) or b is a:
             continue
-        unsaved = _binary_op(a) is not None or a.target in _UNSAVED_RESULT
+        unsaved = binary_op(a) is not None or a.target in _UNSAVED_RESULT
         with g.inserting_before(n):
             new = new_node(g, n, ops.in_place, (op, a, b, unsaved))
         new.meta.update({k: v for k, v in n.meta.items() if k not in new.meta or new.meta[k] is None})

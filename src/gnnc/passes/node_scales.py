@@ -15,26 +15,17 @@ either factor may be absent. The shapes are the annotated ones; at run time
 """
 from __future__ import annotations
 
-import operator
-
-import torch
 import torch.fx as fx
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import is_call, new_node, same_value
-
-_MULS = {operator.mul, torch.mul}
+from .nodes import binary_op, is_call, new_node, same_value
 
 
 def _product(n) -> tuple | None:
     """The two operands of ``n`` when it is a plain product (function or method), else None."""
-    if not isinstance(n, fx.Node) or len(n.args) != 2 or n.kwargs:
-        return None
-    if n.op == "call_function" and n.target in _MULS or n.op == "call_method" and n.target == "mul":
-        return n.args
-    return None
+    return n.args if binary_op(n) == "mul" else None
 
 
 def _is_column(scale, rows) -> bool:

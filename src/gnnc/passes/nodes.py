@@ -1,8 +1,22 @@
-"""Building replacement nodes inside a pass."""
+"""Building replacement nodes inside a pass, and recognising the operators passes rewrite."""
 from __future__ import annotations
+
+import operator
 
 import torch
 import torch.fx as fx
+
+BINARY_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
+              torch.add: "add", torch.sub: "sub", torch.mul: "mul", torch.div: "div"}
+
+
+def binary_op(n) -> str | None:
+    """add, sub, mul or div when ``n`` is that operator on two operands (function or method), else None."""
+    if not isinstance(n, fx.Node) or len(n.args) != 2 or n.kwargs:
+        return None
+    if n.op == "call_function":
+        return BINARY_OPS.get(n.target)
+    return n.target if n.op == "call_method" and n.target in BINARY_OPS.values() else None
 
 
 def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):

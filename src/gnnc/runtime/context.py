@@ -123,7 +123,7 @@ class GraphContext:
         counts = self.__dict__.setdefault("_pair_counts", {})
         if side not in counts:
             node = self.src if side == "src" else self.dst
-            unique = Pairs.count_unique(node, self.rel_ptr, self.num_nodes)
+            unique = Pairs.count_unique(self.edge_rel, node, self.rel_ptr, self.num_nodes)
             counts[side] = unique if cost.compacts(node.numel(), unique) else node.numel()
         return counts[side]
 
@@ -165,12 +165,10 @@ class Pairs:
         return Pairs(edges, node, edge_rel, list(rel_ptr), compact.count, identity=True)
 
     @staticmethod
-    def count_unique(node: torch.Tensor, rel_ptr: list, num_nodes: int) -> int:
+    def count_unique(edge_rel: torch.Tensor, node: torch.Tensor, rel_ptr: list, num_nodes: int) -> int:
         """The number of distinct (relation, node) pairs of edges grouped by relation (``rel_ptr``)."""
         if node.numel() and (len(rel_ptr) - 1) * num_nodes > BINCOUNT_MAX_WORK * node.numel():
-            key = torch.repeat_interleave(torch.arange(len(rel_ptr) - 1, device=node.device),
-                                          torch.tensor(rel_ptr, device=node.device).diff()) * num_nodes + node
-            return int(torch.unique(key).numel())
+            return int(torch.unique(edge_rel.to(torch.int64) * num_nodes + node).numel())
         return sum(int(torch.bincount(node[lo:hi], minlength=num_nodes).count_nonzero())
                    for lo, hi in zip(rel_ptr, rel_ptr[1:]) if hi > lo)
 

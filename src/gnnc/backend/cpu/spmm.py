@@ -77,16 +77,21 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
     out = empty((num_rows, heads, feats), x)
     dtype = out.numpy().dtype
     w = np.empty((0, 1), dtype=dtype) if weight is None else as_array(weight)
-    scaled = row_scale is not None or col_scale is not None
-    # an absent scale of a scaled sum is ones: one kernel serves either side
-    scales = [np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if s is None else as_array(s)
-              for s, n in ((row_scale, num_rows), (col_scale, x.shape[0]))]
+    scaled, scales = _scale_arrays(row_scale, num_rows, col_scale, x.shape[0], dtype)
     # Without weights the heads are one row of heads * feats (the kernel reads one head).
     row = feats if weight is not None else heads * feats
     launch(_sum_rows(constant_width(row), weight is not None, scaled), as_array(structure.crow),
            rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w, *scales,
            as_array(x).reshape(x.shape[0], heads * feats), out.numpy().reshape(num_rows, heads * feats))
     return out
+
+
+def _scale_arrays(row_scale, num_rows: int, col_scale, num_cols: int, dtype) -> tuple[bool, list]:
+    """(scaled, [row scales, column scales]) as the kernels take them: empty arrays when neither is given,
+    else ones standing in for an absent one (one kernel serves either side)."""
+    scaled = row_scale is not None or col_scale is not None
+    return scaled, [np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if t is None else as_array(t)
+                    for t, n in ((row_scale, num_rows), (col_scale, num_cols))]
 
 
 @njit(inline="always")
@@ -157,9 +162,7 @@ def head_spmm_gradients(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tenso
     grad_x = None if weight is None else empty((num_src, heads, feats), x)
     grad_w = empty((num_edges, heads), x)
     dtype = grad_w.numpy().dtype
-    scaled = row_scale is not None or col_scale is not None
-    scales = [np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if t is None else as_array(t)
-              for t, n in ((row_scale, num_src), (col_scale, grad.shape[0]))]
+    scaled, scales = _scale_arrays(row_scale, num_src, col_scale, grad.shape[0], dtype)
     launch(_gradient_rows(constant_width(feats), weight is not None, scaled), as_array(structure.crow),
            num_edges * heads * feats, as_array(structure.col), as_array(structure.perm),
            np.empty((0, heads), dtype=dtype) if weight is None else as_array(weight), *scales,

@@ -143,7 +143,7 @@ class _SpmmHeads(Function):
             gx = ctx.aggregate(grad_heads, src, dst, x_shape[0], w_heads, chunk, **scales)
             grad_x = sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
         if w_shape is not None and ctx.needs_input_grad[1]:
-            x_heads = as_heads(x, full, k) if src_scale is None else as_heads(x * rows_view(src_scale, x.dim()), full, k)
+            x_heads = as_heads(x if src_scale is None else x * rows_view(src_scale, x.dim()), full, k)
             if dst_scale is not None:
                 grad_heads = grad_heads * dst_scale.view(-1, 1, 1)
             grad_w = heads_to_weight(head_sddmm(grad_heads, x_heads, dst, src, chunk), w_shape, full, k)
