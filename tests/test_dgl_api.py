@@ -1,9 +1,10 @@
 """DGL API that tutorial code uses, eager and compiled: keyword names, srcdata/dstdata, per-type features.
 
-The two models are DGL's tutorials (heterograph RGCN, GAT) with ``dgl``
-renamed ``gnnc`` and nothing else changed; compiled runs must equal eager
+The models are DGL's tutorials (heterograph RGCN, GAT) and examples (GatedGraphConv, HGT) with
+``dgl`` renamed ``gnnc`` and nothing else changed; compiled runs must equal eager
 runs, outputs and gradients, and must not fall back.
 """
+import math
 import warnings
 
 import pytest
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 import gnnc
 import gnnc.function as fn
+from gnnc.ops import edge_softmax
 from tests.graphs import random_heterograph, random_homograph
 
 
@@ -167,7 +169,7 @@ class GAT(nn.Module):
 def _outputs_and_grads(model, run, *inputs):
     out = run(*inputs)
     weights = torch.linspace(-1, 1, out.numel()).view_as(out)
-    params = [p for p in model.parameters()] + [x for x in inputs if isinstance(x, torch.Tensor)]
+    params = [p for p in model.parameters()] + [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
     grads = torch.autograd.grad((out * weights).sum(), params, allow_unused=True)  # RGCN: only paper logits
     return out.detach(), [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
@@ -267,8 +269,8 @@ def test_unknown_or_doubled_keyword_is_a_type_error_naming_it():
         g.update_all(msg_func=_msg, reduce_func=_red)
     with pytest.raises(TypeError, match="'func'"):
         g.update_all(func=_msg, reduce_func=_red)
-    with pytest.raises(TypeError, match="'edges'"):
-        g.apply_edges(func=_msg, edges=None)
+    with pytest.raises(TypeError, match="'inplace'"):
+        g.apply_edges(func=_msg, inplace=False)
     with pytest.raises(TypeError, match="'apply_func'"):
         g.multi_update_all({"_E": (_msg, _red)}, "sum", apply_func=_upd)
     with pytest.raises(TypeError, match="'message' twice"):
@@ -357,3 +359,230 @@ def test_widths_differing_between_the_relation_ends_fall_back_to_eager():
     with pytest.warns(gnnc.FallbackWarning, match="different shape per type"):
         g.update_all(message, fn.sum("m", "h"), etype="likes", compile=True)
     torch.testing.assert_close(g.nodes["item"].data["h"], want)
+
+
+# ------------------------------------------------------------ edge and node subsets (DGL's edges= / v=)
+class GatedGraphConv(nn.Module):
+    """DGL's GatedGraphConv forward, ``dgl`` renamed ``gnnc``: a linear per edge type, each applied
+    with ``apply_edges`` on that type's edge ids, then a GRU cell."""
+
+    def __init__(self, in_feats, out_feats, n_steps, n_etypes):
+        super(GatedGraphConv, self).__init__()
+        self._out_feats, self._n_steps, self._n_etypes = out_feats, n_steps, n_etypes
+        self.linears = nn.ModuleList([nn.Linear(out_feats, out_feats) for _ in range(n_etypes)])
+        self.gru = nn.GRUCell(out_feats, out_feats, bias=True)
+
+    def forward(self, graph, feat, etypes):
+        with graph.local_scope():
+            zero_pad = feat.new_zeros((feat.shape[0], self._out_feats - feat.shape[1]))
+            feat = torch.cat([feat, zero_pad], -1)
+            for _ in range(self._n_steps):
+                graph.ndata['h'] = feat
+                for i in range(self._n_etypes):
+                    eids = torch.nonzero(etypes == i, as_tuple=False).view(-1)
+                    if len(eids) > 0:
+                        graph.apply_edges(lambda edges: {'W_e*h': self.linears[i](edges.src['h'])}, eids)
+                graph.update_all(fn.copy_e('W_e*h', 'm'), fn.sum('m', 'a'))
+                a = graph.ndata.pop('a')
+                feat = self.gru(a, feat)
+            return feat
+
+
+def test_gated_graph_conv_edge_subsets_equal_a_per_type_reference():
+    torch.manual_seed(0)
+    g = random_homograph(num_nodes=15, num_edges=50)  # edges given unsorted: user order != internal order
+    etypes = torch.randint(0, 3, (g.num_edges(),))
+    model = GatedGraphConv(4, 6, n_steps=2, n_etypes=3)
+    x = torch.randn(15, 4, requires_grad=True)
+    src, dst = g.edges()
+    feat = torch.cat([x, x.new_zeros(15, 2)], -1)
+    for _ in range(2):
+        msg = torch.zeros(g.num_edges(), 6)
+        for i, lin in enumerate(model.linears):
+            msg = torch.where((etypes == i).unsqueeze(1), lin(feat[src]), msg)
+        feat = model.gru(torch.zeros(15, 6).index_add(0, dst, msg), feat)
+    torch.testing.assert_close(model(g, x, etypes), feat)
+    with pytest.warns(gnnc.FallbackWarning, match="apply_edges on chosen edges"):
+        _assert_compiled_equals_eager(model, g, x, etypes)
+
+
+def test_apply_edges_on_chosen_edges_writes_those_rows_only():
+    g = random_homograph()
+    g.ndata["x"] = torch.randn(g.num_nodes(), 3)
+    src, _ = g.edges()
+    ids = torch.tensor([5, 0, 7])
+    g.apply_edges(_msg, ids)  # DGL's second positional argument: the edges
+    want = torch.zeros(g.num_edges(), 3)
+    want[ids] = g.ndata["x"][src[ids]] * 2
+    torch.testing.assert_close(g.edata["m"], want)  # a new feature is zero elsewhere
+    g.apply_edges(lambda e: {"m": -e.data["m"] - 1}, edges=[0, 1])
+    want[[0, 1]] = -want[[0, 1]] - 1
+    torch.testing.assert_close(g.edata["m"], want)  # an existing one keeps its other rows
+    g.apply_edges(lambda e: {"id": e.edges()[2].float().unsqueeze(1)}, 4)
+    assert g.edata["id"][4].item() == 4 and g.edata["id"].abs().sum().item() == 4
+
+
+def test_apply_edges_on_chosen_edges_of_one_relation():
+    g = random_heterograph()
+    g.nodes["user"].data["x"] = torch.randn(g.num_nodes("user"), 3)
+    src, _ = g.edges(etype="follows")
+    g.apply_edges(lambda e: {"m": e.src["x"] + 1}, torch.tensor([2, 3]), etype="follows")
+    got = g.edges["follows"].data["m"]
+    assert got.shape == (g.num_edges("follows"), 3)
+    torch.testing.assert_close(got[[2, 3]], g.nodes["user"].data["x"][src[[2, 3]]] + 1)
+    assert got[[0, 1]].abs().sum() == 0
+    with pytest.raises(ValueError, match=r"edge id 99 at position 0 is out of range \[0, 28\)"):
+        g.apply_edges(lambda e: {"m": e.src["x"]}, [99], etype="follows")
+
+
+def test_apply_nodes_on_chosen_nodes():
+    g = random_heterograph()
+    x = torch.randn(g.num_nodes("item"), 2)
+    g.nodes["item"].data["x"] = x
+    g.apply_nodes(lambda n: {"y": n.data["x"] * 3, "x": n.data["x"] + 1}, torch.tensor([1, 4]), ntype="item")
+    want_y = torch.zeros_like(x)
+    want_y[[1, 4]] = x[[1, 4]] * 3
+    want_x = x.clone()
+    want_x[[1, 4]] += 1
+    torch.testing.assert_close(g.nodes["item"].data["y"], want_y)
+    torch.testing.assert_close(g.nodes["item"].data["x"], want_x)
+
+
+def test_chosen_edges_bad_input_names_the_culprit():
+    g = random_homograph()
+    g.ndata["x"] = torch.randn(g.num_nodes(), 3)
+    with pytest.raises(ValueError, match="edge id -1 at position 1"):
+        g.apply_edges(_msg, [0, -1])
+    with pytest.raises(ValueError, match="integer edge ids"):
+        g.apply_edges(_msg, torch.tensor([0.5]))
+    with pytest.raises(TypeError, match=r"\(u, v\) node pairs are not supported"):
+        g.apply_edges(_msg, (torch.tensor([0]), torch.tensor([1])))
+    g.edata["m"] = torch.zeros(g.num_edges(), 5)
+    with pytest.raises(ValueError, match=r"feature 'm' holds \(5,\) torch.float32 per row.*\(3,\)"):
+        g.apply_edges(_msg, [0])
+    with pytest.raises(ValueError, match="node id 12 at position 0"):
+        g.apply_nodes(lambda n: {"y": n.data["x"]}, [12])
+
+
+# ------------------------------------------------------------ relation slices: G[srctype, etype, dsttype]
+class HGTLayer(nn.Module):
+    """DGL's HGT example layer (examples/pytorch/hgt/model.py), ``dgl`` renamed ``gnnc``: relation slices,
+    einsum'd relation matrices, ``edge_softmax`` on each slice, a mean over relations."""
+
+    def __init__(self, in_dim, out_dim, node_dict, edge_dict, n_heads, dropout=0.2, use_norm=False):
+        super(HGTLayer, self).__init__()
+        self.in_dim, self.out_dim = in_dim, out_dim
+        self.node_dict, self.edge_dict = node_dict, edge_dict
+        self.num_types, self.num_relations = len(node_dict), len(edge_dict)
+        self.n_heads = n_heads
+        self.d_k = out_dim // n_heads
+        self.sqrt_dk = math.sqrt(self.d_k)
+        self.k_linears, self.q_linears = nn.ModuleList(), nn.ModuleList()
+        self.v_linears, self.a_linears = nn.ModuleList(), nn.ModuleList()
+        self.norms = nn.ModuleList()
+        self.use_norm = use_norm
+        for t in range(self.num_types):
+            self.k_linears.append(nn.Linear(in_dim, out_dim))
+            self.q_linears.append(nn.Linear(in_dim, out_dim))
+            self.v_linears.append(nn.Linear(in_dim, out_dim))
+            self.a_linears.append(nn.Linear(out_dim, out_dim))
+            if use_norm:
+                self.norms.append(nn.LayerNorm(out_dim))
+        self.relation_pri = nn.Parameter(torch.ones(self.num_relations, self.n_heads))
+        self.relation_att = nn.Parameter(torch.Tensor(self.num_relations, n_heads, self.d_k, self.d_k))
+        self.relation_msg = nn.Parameter(torch.Tensor(self.num_relations, n_heads, self.d_k, self.d_k))
+        self.skip = nn.Parameter(torch.ones(self.num_types))
+        self.drop = nn.Dropout(dropout)
+        nn.init.xavier_uniform_(self.relation_att)
+        nn.init.xavier_uniform_(self.relation_msg)
+
+    def forward(self, G, h):
+        with G.local_scope():
+            node_dict, edge_dict = self.node_dict, self.edge_dict
+            for srctype, etype, dsttype in G.canonical_etypes:
+                sub_graph = G[srctype, etype, dsttype]
+                k_linear = self.k_linears[node_dict[srctype]]
+                v_linear = self.v_linears[node_dict[srctype]]
+                q_linear = self.q_linears[node_dict[dsttype]]
+                k = k_linear(h[srctype]).view(-1, self.n_heads, self.d_k)
+                v = v_linear(h[srctype]).view(-1, self.n_heads, self.d_k)
+                q = q_linear(h[dsttype]).view(-1, self.n_heads, self.d_k)
+                e_id = self.edge_dict[etype]
+                relation_att = self.relation_att[e_id]
+                relation_pri = self.relation_pri[e_id]
+                relation_msg = self.relation_msg[e_id]
+                k = torch.einsum("bij,ijk->bik", k, relation_att)
+                v = torch.einsum("bij,ijk->bik", v, relation_msg)
+                sub_graph.srcdata["k"] = k
+                sub_graph.dstdata["q"] = q
+                sub_graph.srcdata["v_%d" % e_id] = v
+                sub_graph.apply_edges(fn.v_dot_u("q", "k", "t"))
+                attn_score = (sub_graph.edata.pop("t").sum(-1) * relation_pri / self.sqrt_dk)
+                attn_score = edge_softmax(sub_graph, attn_score, norm_by="dst")
+                sub_graph.edata["t"] = attn_score.unsqueeze(-1)
+            G.multi_update_all({etype: (fn.u_mul_e("v_%d" % e_id, "t", "m"), fn.sum("m", "t"))
+                                for etype, e_id in edge_dict.items()}, cross_reducer="mean")
+            new_h = {}
+            for ntype in G.ntypes:
+                n_id = node_dict[ntype]
+                alpha = torch.sigmoid(self.skip[n_id])
+                t = G.nodes[ntype].data["t"].view(-1, self.out_dim)
+                trans_out = self.drop(self.a_linears[n_id](t))
+                trans_out = trans_out * alpha + h[ntype] * (1 - alpha)
+                new_h[ntype] = self.norms[n_id](trans_out) if self.use_norm else trans_out
+            return new_h
+
+
+class _HGTOutputs(nn.Module):
+    """The example layer's outputs of every node type, concatenated (one tensor to compare)."""
+
+    def __init__(self, G, dim):
+        super().__init__()
+        self.layer = HGTLayer(dim, dim, {t: i for i, t in enumerate(G.ntypes)},
+                              {e: i for i, e in enumerate(G.etypes)}, n_heads=2, dropout=0.0, use_norm=True)
+
+    def forward(self, G, h_paper, h_author, h_field):
+        out = self.layer(G, {"paper": h_paper, "author": h_author, "field": h_field})
+        return torch.cat([out[t] for t in G.ntypes])
+
+
+def test_dgl_hgt_example_with_relation_slices_compiled_equals_eager():
+    torch.manual_seed(0)
+    G = _acm_like()
+    feats = [torch.randn(G.num_nodes(t), 8, requires_grad=True) for t in ("paper", "author", "field")]
+    _assert_compiled_equals_eager(_HGTOutputs(G, 8), G, *feats)
+
+
+def test_relation_slice_shares_features_and_runs_on_its_relation_only():
+    g = random_heterograph()
+    sub = g["user", "likes", "item"]
+    assert sub.canonical_etypes == [("user", "likes", "item")] and sub.ntypes == ["user", "item"]
+    assert (sub.num_src_nodes(), sub.num_dst_nodes(), sub.num_edges()) == (9, 7, g.num_edges("likes"))
+    sub.srcdata["x"] = torch.randn(9, 2)
+    assert g.nodes["user"].data["x"] is sub.srcdata["x"]
+    sub.update_all(fn.copy_u("x", "m"), fn.sum("m", "h"))
+    src, dst = g.edges(etype="likes")
+    want = torch.zeros(7, 2).index_add(0, dst, g.nodes["user"].data["x"][src])
+    torch.testing.assert_close(g.nodes["item"].data["h"], want)
+    assert "h" not in g.nodes["user"].data  # only the relation's destination type is written
+    sub.apply_edges(lambda e: {"s": e.src["x"].sum(1)})
+    assert g.edges["likes"].data["s"].shape == (g.num_edges("likes"),)
+    follows = g["follows"]
+    assert follows.is_homogeneous and follows.ndata is not None
+    torch.testing.assert_close(follows.in_degrees(), g.in_degrees(etype="follows"))
+    with pytest.raises(KeyError, match="not this slice's relation"):
+        sub.update_all(fn.copy_u("x", "m"), fn.sum("m", "h"), etype="follows")
+    with pytest.raises(ValueError, match="name the node type"):
+        sub.num_nodes()
+
+
+def test_edge_softmax_on_a_relation_slice_normalizes_within_the_relation():
+    g = random_heterograph()
+    logits = torch.randn(g.num_edges("liked_by"), 3) * 30  # large logits: the per-node max is subtracted
+    got = edge_softmax(g["liked_by"], logits)
+    _, dst = g.edges(etype="liked_by")
+    want = torch.empty_like(logits)
+    for v in dst.unique():
+        mask = dst == v
+        want[mask] = torch.softmax(logits[mask], 0)
+    torch.testing.assert_close(got, want)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import backend
+from .graph.relation_view import RelationGraph
 
 __all__ = ["edge_softmax"]
 
@@ -28,6 +29,7 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
     subtracted). ``norm_by='src'`` normalizes over each source node's
     out-edges instead (DGL's option).
 
+    On a relation slice (``g[etype]``) it spans that relation's edges only (DGL's HGT example).
     On a heterogeneous graph the softmax spans every in-edge of a node, of all
     relations: pass either one ``[E, *]`` tensor over all edges in ``g.edata``
     order, or ``{relation: [E_r, *]}`` with every relation (name or canonical
@@ -43,16 +45,25 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"edge_softmax: logits must be a tensor (or, on a heterogeneous graph, a dict of "
                         f"tensors by relation), got {type(logits).__name__}")
-    if logits.dim() == 0 or logits.shape[0] != g.num_edges():
-        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {g.num_edges()}, "
+    g, (lo, hi) = _edge_block(g)
+    if logits.dim() == 0 or logits.shape[0] != hi - lo:
+        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {hi - lo}, "
                          f"got shape {tuple(logits.shape)}")
     if not logits.is_floating_point():
         raise TypeError(f"edge_softmax: logits must be floating point, got {logits.dtype}")
     if logits.device != g.device:
         raise ValueError(f"edge_softmax: logits are on {logits.device} but the graph is on {g.device}")
-    ends = getattr(g.index, _ENDS[norm_by])  # internal edge order
-    internal = g.index.from_user_order(logits)
-    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.num_nodes()))
+    ends = getattr(g.index, _ENDS[norm_by])[lo:hi]  # internal edge order
+    internal = g.index.from_user_order(logits, lo, hi)
+    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.num_nodes()), lo, hi)
+
+
+def _edge_block(g):
+    """(graph, its internal edge range) the softmax covers: a relation slice's parent and that relation's
+    edges, or ``g`` and all of its edges."""
+    if isinstance(g, RelationGraph):
+        return g.parent, g.parent.index.rel_range(g.rel)
+    return g, (0, g.num_edges())
 
 
 def _check_count(g, logits):

@@ -1,7 +1,7 @@
 """``EdgeBatch`` and ``NodeBatch``: the views UDFs receive (DGL semantics).
 
 EdgeBatch covers a contiguous block of edges in internal order (the whole
-graph or one relation): ``src[k]``/``dst[k]`` gather node features by each
+graph or one relation), or chosen edges of such a block (DGL's ``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
 edge's endpoints (``g.ndata`` for the whole graph; for one relation, the
 features of its source / destination node type, as DGL reads per-type
 features set on some types only), ``data[k]`` is edge data, and Graphiler's typed lookups
@@ -45,13 +45,20 @@ def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
 
 
 class EdgeBatch:
-    """The edges ``lo..hi`` (internal order) of graph ``g``."""
+    """The edges ``lo..hi`` (internal order) of graph ``g``; with ``subset`` (user edge ids local to the
+    block, int64), only those edges, in that order."""
 
-    def __init__(self, g, lo: int, hi: int, rel: int | None = None):
-        self._g, self._lo, self._hi, self._rel = g, lo, hi, rel
+    def __init__(self, g, lo: int, hi: int, rel: int | None = None, subset: torch.Tensor | None = None):
+        self._g, self._lo, self._hi, self._rel, self._subset = g, lo, hi, rel, subset
         index = g.index
-        self._src = index.src[lo:hi]
-        self._dst = index.dst[lo:hi]
+        if subset is None:
+            self._pos = slice(lo, hi)
+        elif index.internal_eid is None:
+            self._pos = subset + lo
+        else:
+            self._pos = index.internal_eid[subset + lo]
+        self._src = index.src[self._pos]
+        self._dst = index.dst[self._pos]
         ndata, ntd, etd = g.ndata, g.ntype_data, g.etype_data
         if rel is None:
             self.src = _Lookup(lambda k: ndata[k].index_select(0, self._src), lambda: list(ndata), "edges.src")
@@ -65,7 +72,7 @@ class EdgeBatch:
                                lambda: list(ntd), "edges.srctype")
         self.dsttype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._dst]),
                                lambda: list(ntd), "edges.dsttype")
-        self.type = _Lookup(lambda k: etd[k].index_select(0, index.edge_rel[lo:hi]),
+        self.type = _Lookup(lambda k: etd[k].index_select(0, index.edge_rel[self._pos]),
                             lambda: list(etd), "edges.type")
 
     def _edge_keys(self):
@@ -78,18 +85,22 @@ class EdgeBatch:
             user = self._g.edata[key]
         else:
             user = self._g.edges[self._g.canonical_etypes[self._rel]].data[key]
+        if self._subset is not None:
+            return user.index_select(0, self._subset)
         return self._g.index.from_user_order(user, self._lo, self._hi)
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(src, dst, user edge id) of the batch's edges, global node ids."""
         index = self._g.index
+        if self._subset is not None:
+            return self._src, self._dst, self._subset + self._lo
         eid = torch.arange(self._lo, self._hi, device=index.device)
         if index.user_eid is not None:
             eid = index.user_eid[self._lo:self._hi]
         return self._src, self._dst, eid
 
     def batch_size(self) -> int:
-        return self._hi - self._lo
+        return self._src.numel()
 
     def __len__(self) -> int:
         return self.batch_size()

@@ -9,7 +9,11 @@ Arguments may also be passed under DGL's keyword names (``message_func``,
 from __future__ import annotations
 
 import contextvars
+import warnings
 
+import torch
+
+from ..graph import validate
 from ..graph.frame import Deferred
 from ..runtime import deferred, eager
 from ..scoped import scoped
@@ -70,13 +74,20 @@ def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) ->
     return tuple(given.values())
 
 
-def apply_edges(g, message=None, etype=None, compile=None, **dgl_kwargs) -> None:
+def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
     (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
     rel = None if etype is None else g.etype_id(etype)
     lo, hi = eager.edge_block(g, rel)
-    out = None
+    subset = _subset(edges, hi - lo, "apply_edges(edges=...)", "edge", g.device)
+    store = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
     options = _compile_options(compile)
+    if subset is not None:
+        if options is not None:
+            _warn_eager("apply_edges on chosen edges")
+        _write_rows(store, subset, hi - lo, eager.messages(g, message, rel, subset))
+        return
+    out = None
     if options is not None:
         from ..runtime import compiled
 
@@ -86,16 +97,51 @@ def apply_edges(g, message=None, etype=None, compile=None, **dgl_kwargs) -> None
     for k, v in out.items():
         if not isinstance(v, Deferred):  # a deferred result is put in user order when read
             v = deferred.in_user_order(g, v, rel, lo, hi)
-        if rel is None:
-            g.edata[k] = v
-        else:
-            g.edges[g.canonical_etypes[rel]].data[k] = v
+        store[k] = v
 
 
-def apply_nodes(g, func, ntype=None) -> None:
+def apply_nodes(g, func, v=None, ntype=None) -> None:
     _check_callable(func, "node")
     t = None if ntype is None else g.ntype_id(ntype)
-    _write_nodes(g, t, eager.apply_nodes(g, func, t))
+    if v is None:
+        _write_nodes(g, t, eager.apply_nodes(g, func, t))
+        return
+    lo, hi = (0, g.index.num_nodes) if t is None else g.index.ntype_range(t)
+    subset = _subset(v, hi - lo, "apply_nodes(v=...)", "node", g.device)
+    store = g.ndata if t is None else g.nodes[g.ntypes[t]].data
+    _write_rows(store, subset, hi - lo, eager.apply_nodes(g, func, t, subset))
+
+
+def _subset(ids, count: int, what: str, noun: str, device):
+    """DGL's ``edges`` / ``v`` argument as int64 ids in [0, count), or None for all (None or DGL's ``ALL``)."""
+    if ids is None or (isinstance(ids, str) and ids == "__ALL__"):
+        return None
+    if isinstance(ids, tuple) and len(ids) == 2 and all(isinstance(x, torch.Tensor) for x in ids):
+        raise TypeError(f"{what}: (u, v) node pairs are not supported; pass edge ids")
+    t = ids.reshape(-1) if isinstance(ids, torch.Tensor) else torch.as_tensor(ids).reshape(-1)
+    t = validate.as_ids(t, what, noun).to(device)
+    validate.check_range(t, count, what, noun)
+    return t
+
+
+def _write_rows(store, subset, count: int, out: dict) -> None:
+    """Set rows ``subset`` of each ``store[k]`` to ``out[k]``; a new feature starts as zeros (DGL's default)."""
+    for k, value in out.items():
+        if k in store:
+            old = store[k]
+            if old.shape[1:] != value.shape[1:] or old.dtype != value.dtype:
+                raise ValueError(f"feature {k!r} holds {tuple(old.shape[1:])} {old.dtype} per row, but the function "
+                                 f"returned {tuple(value.shape[1:])} {value.dtype} rows for some of them")
+        else:
+            old = value.new_zeros((count,) + tuple(value.shape[1:]))
+        store[k] = old.index_put((subset,), value)
+
+
+def _warn_eager(what: str) -> None:
+    from ..runtime.compiled import FallbackWarning
+
+    warnings.warn(f"gnnc runs {what} eagerly: compiled calls cover whole graphs or relations", FallbackWarning,
+                  stacklevel=4)
 
 
 def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:

@@ -380,19 +380,24 @@ class Graph:
         return out
 
     # -------------------------------------------------------- message passing
-    def apply_edges(self, message=None, etype=None, compile=None, **dgl_kwargs) -> None:
+    def apply_edges(self, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
         """Run ``message(edges)`` on every edge (or one relation's); store results in edge data.
 
+        ``edges``: as DGL, edge ids (of the relation) to run on instead of all; their rows of each result
+        feature are written, other rows keep their values (zeros for a new feature). Such calls run eagerly.
         ``compile=True`` runs this call through the compiler (``gnnc.compile`` does it for a model).
         DGL's keyword ``func=`` names ``message`` too.
         """
         from ..frontend import message_passing
-        message_passing.apply_edges(self, message, etype, compile, **dgl_kwargs)
+        message_passing.apply_edges(self, message, edges, etype, compile, **dgl_kwargs)
 
-    def apply_nodes(self, func, ntype=None) -> None:
-        """Run ``func(nodes)`` on every node (or one type's); store results in node data."""
+    def apply_nodes(self, func, v=None, ntype=None) -> None:
+        """Run ``func(nodes)`` on every node (or one type's); store results in node data.
+
+        ``v``: as DGL, node ids (of the type) to run on instead of all; other rows keep their values
+        (zeros for a new feature)."""
         from ..frontend import message_passing
-        message_passing.apply_nodes(self, func, ntype)
+        message_passing.apply_nodes(self, func, v, ntype)
 
     def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
         """Message on all edges, reduce at destinations, optional node update.
@@ -432,6 +437,13 @@ class Graph:
     def to_pyg(self):
         from . import convert
         return convert.to_pyg(self)
+
+    def __getitem__(self, etype) -> "RelationGraph":
+        """DGL's relation slice ``g[etype]`` / ``g[src_type, etype, dst_type]``: a view of one relation
+        sharing this graph's features (:class:`~gnnc.graph.relation_view.RelationGraph`)."""
+        from .relation_view import RelationGraph
+
+        return RelationGraph(self, self.etype_id(etype))
 
     def __repr__(self) -> str:
         if self.is_homogeneous:

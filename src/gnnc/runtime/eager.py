@@ -47,10 +47,12 @@ def node_block(g, rel):
     return g.index.ntype_range(dst_type)
 
 
-def messages(g, message, rel=None) -> dict:
-    """Run ``message`` on the block's edges; rows in internal edge order."""
+def messages(g, message, rel=None, subset: torch.Tensor | None = None) -> dict:
+    """Run ``message`` on the block's edges; rows in internal edge order (with ``subset``, block-local
+    user edge ids: on those edges, rows in ``subset``'s order)."""
     lo, hi = edge_block(g, rel)
-    return _call(message, EdgeBatch(g, lo, hi, rel), "message", hi - lo)
+    batch = EdgeBatch(g, lo, hi, rel, subset)
+    return _call(message, batch, "message", batch.batch_size())
 
 
 def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
@@ -161,13 +163,17 @@ def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
     return stacked.min(0).values
 
 
-def apply_nodes(g, func, ntype: int | None = None) -> dict:
-    """Run ``func`` on all nodes or on one node type's nodes (per-type features)."""
+def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None = None) -> dict:
+    """Run ``func`` on all nodes or on one node type's nodes (per-type features); with ``subset``
+    (int64 ids local to the type), on those nodes only, rows in ``subset``'s order."""
     lo, hi = (0, g.index.num_nodes) if ntype is None else g.index.ntype_range(ntype)
     view, where = _node_view(g, ntype)
-    nodes = torch.arange(lo, hi, device=g.device)
-    batch = NodeBatch(g, nodes, read=view.__getitem__, keys=lambda: list(view), where=where)
-    return _call(func, batch, "update", hi - lo)
+    if subset is None:
+        nodes, read = torch.arange(lo, hi, device=g.device), view.__getitem__
+    else:
+        nodes, read = subset + lo, (lambda k: view[k].index_select(0, subset))
+    batch = NodeBatch(g, nodes, read=read, keys=lambda: list(view), where=where)
+    return _call(func, batch, "update", nodes.numel())
 
 
 def _node_view(g, ntype: int | None):

@@ -1,0 +1,134 @@
+"""``g[etype]``: one relation of a graph as DGL's relation slice, sharing the graph's features.
+
+DGL code takes a relation out of a heterograph (``sub = G[srctype, etype, dsttype]``, as its HGT
+example does), writes ``sub.srcdata`` / ``sub.dstdata`` / ``sub.edata`` and calls
+``sub.apply_edges`` / ``sub.update_all`` / ``edge_softmax(sub, ...)`` on it. Here the slice is a
+view: its features are the parent's per-type features (a write through the slice is seen by the
+parent, and the other way round), and its message passing is the parent's on that relation
+(``etype=`` the relation), so it runs compiled like any relation call.
+"""
+from __future__ import annotations
+
+import torch
+
+
+class RelationGraph:
+    """Relation ``rel`` of graph ``g``: node types its two ends' (one when they are the same), its edges."""
+
+    def __init__(self, g, rel: int):
+        self.parent, self.rel = g, rel
+        self.canonical_etype = g.canonical_etypes[rel]
+
+    # --------------------------------------------------------------- schema
+    @property
+    def canonical_etypes(self) -> list[tuple[str, str, str]]:
+        return [self.canonical_etype]
+
+    @property
+    def etypes(self) -> list[str]:
+        return [self.canonical_etype[1]]
+
+    @property
+    def srctypes(self) -> list[str]:
+        return [self.canonical_etype[0]]
+
+    @property
+    def dsttypes(self) -> list[str]:
+        return [self.canonical_etype[2]]
+
+    @property
+    def ntypes(self) -> list[str]:
+        src, _, dst = self.canonical_etype
+        return [src] if src == dst else [src, dst]
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return len(self.ntypes) == 1
+
+    @property
+    def device(self) -> torch.device:
+        return self.parent.device
+
+    def _own(self, etype) -> tuple[str, str, str]:
+        """This relation, checking that ``etype`` (if given) names it."""
+        if etype is not None and self.parent.etype_id(etype) != self.rel:
+            raise KeyError(f"relation {etype!r} is not this slice's relation {self.canonical_etype}")
+        return self.canonical_etype
+
+    def etype_id(self, etype) -> int:
+        """0, the slice's only relation (KeyError for any other)."""
+        self._own(etype)
+        return 0
+
+    def _ntype(self, ntype) -> str:
+        if ntype is None:
+            if not self.is_homogeneous:
+                raise ValueError(f"name the node type: this relation joins node types {self.ntypes}")
+            return self.ntypes[0]
+        if ntype not in self.ntypes:
+            raise KeyError(f"node type {ntype!r} is not an end of relation {self.canonical_etype}")
+        return ntype
+
+    def num_nodes(self, ntype=None) -> int:
+        return self.parent.num_nodes(self._ntype(ntype))
+
+    number_of_nodes = num_nodes
+
+    def num_src_nodes(self) -> int:
+        return self.parent.num_nodes(self.canonical_etype[0])
+
+    def num_dst_nodes(self) -> int:
+        return self.parent.num_nodes(self.canonical_etype[2])
+
+    def num_edges(self, etype=None) -> int:
+        return self.parent.num_edges(self._own(etype))
+
+    number_of_edges = num_edges
+
+    # ------------------------------------------------------------- features
+    @property
+    def srcdata(self):
+        return self.parent.nodes[self.canonical_etype[0]].data
+
+    @property
+    def dstdata(self):
+        return self.parent.nodes[self.canonical_etype[2]].data
+
+    @property
+    def ndata(self):
+        return self.parent.nodes[self._ntype(None)].data
+
+    @property
+    def edata(self):
+        return self.parent.edges[self.canonical_etype].data
+
+    def local_scope(self):
+        """The parent's local scope: feature writes inside are undone on exit."""
+        return self.parent.local_scope()
+
+    # ------------------------------------------------------------ structure
+    def edges(self, form: str = "uv", etype=None):
+        """(src, dst) local ids in user edge order (DGL's ``form='uv'``)."""
+        if form != "uv":
+            raise ValueError(f"edges(form={form!r}): only 'uv' is supported")
+        return self.parent.find_edges(self._own(etype))
+
+    def find_edges(self, etype=None):
+        return self.parent.find_edges(self._own(etype))
+
+    def in_degrees(self, etype=None) -> torch.Tensor:
+        return self.parent.in_degrees(self._own(etype))
+
+    def out_degrees(self, etype=None) -> torch.Tensor:
+        return self.parent.out_degrees(self._own(etype))
+
+    # ------------------------------------------------------- message passing
+    def apply_edges(self, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
+        self.parent.apply_edges(message, edges, self._own(etype), compile, **dgl_kwargs)
+
+    def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
+        self.parent.update_all(message, reduce, update, self._own(etype), compile, **dgl_kwargs)
+
+    def __repr__(self) -> str:
+        return (f"RelationGraph({self.canonical_etype}, num_src_nodes={self.num_src_nodes()}, "
+                f"num_dst_nodes={self.num_dst_nodes()}, num_edges={self.num_edges()})")
