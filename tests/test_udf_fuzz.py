@@ -66,7 +66,7 @@ def test_sample_covers_every_style():
                    "store:global_param", "overwrite", "typed:bmm", "typed:basis_bmm", "typed:embed_index",
                    "typed:emb_node", "fam:gat", "fam:gat_mh", "fam:builtin", "fam:apply_edges",
                    "hetero_style:default", "hetero_style:partial", "hetero_style:lambda_default",
-                   "mailbox_softmax", "large_inputs", "scalar_attr", "mixed_compile",
+                   "mailbox_softmax", "large_inputs", "tied_inputs", "scalar_attr", "mixed_compile",
                    "relational:rgcn", "relational:rgat", "relational:hgt"]:
         assert needed in tags, needed
 

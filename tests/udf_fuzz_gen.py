@@ -11,6 +11,8 @@ as users of plain tensors do after an optimizer step).
 :func:`run_program` runs the model eagerly (the oracle) and compiled, over
 several steps with parameters updated in place and rebound in between, and
 compares outputs and gradients w.r.t. node features and every parameter.
+Node features are normal, scaled up (large logits), or small integers (ties
+for max / min, whose gradient goes to the first tied edge in both executors).
 
 Outcomes: ``match``; ``mismatch`` (silent wrong result: the worst);
 ``crash`` (compiled raises where eager works); ``fallback`` (a
@@ -825,6 +827,7 @@ class Program:
     scale: float
     use_compile_wrapper: bool
     steps: int
+    tied_inputs: bool = False  # integer-valued node features: max / min meet ties (gradient to the first edge)
 
 
 def generate(seed: int) -> Program:
@@ -843,7 +846,11 @@ def generate(seed: int) -> Program:
     steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
                      t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
                      for t in src.tags) else 2
-    return Program(seed, text, list(src.tags), width, scale, rng.random() < 0.3, steps)
+    compile_wrapper = rng.random() < 0.3
+    tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
+    if tied:
+        src.tag("tied_inputs")
+    return Program(seed, text, list(src.tags), width, scale, compile_wrapper, steps, tied)
 
 
 def _input_width(text: str) -> int:
@@ -950,7 +957,10 @@ def _run(program, gnnc, compiled_rt) -> Outcome:
     for step in range(program.steps):
         if step:
             g_eager, g_comp = mod.make_graph(step), mod.make_graph(step)
-        x = (torch.randn(g_eager.num_nodes(), width, generator=gen) * program.scale).requires_grad_()
+        if program.tied_inputs:
+            x = torch.randint(-2, 3, (g_eager.num_nodes(), width), generator=gen).double().requires_grad_()
+        else:
+            x = (torch.randn(g_eager.num_nodes(), width, generator=gen) * program.scale).requires_grad_()
         params = list(model.parameters()) + [t for t in mod.leaves(model)] + [x]
         try:
             e_out = _as_tuple(model(g_eager, x, None))

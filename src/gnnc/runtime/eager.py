@@ -3,8 +3,9 @@
 Messages are materialized on every edge of the block; reduce UDFs run on
 degree buckets (destination nodes grouped by in-degree, as DGL does), with
 mailboxes of shape ``[nodes, degree, ...]``; built-in reducers run as one
-scatter over all edges, as DGL's built-ins do; nodes without in-edges get
-zeros. Everything is plain torch, so autograd works through it.
+scatter over all edges, as DGL's built-ins do (max / min pass each gradient
+to the first tied edge, as DGL's do and ``torch.max(mailbox, 1)`` does);
+nodes without in-edges get zeros. Everything is plain torch, so autograd works through it.
 
 Block conventions: ``rel=None`` is the whole graph (all edges, all nodes);
 ``rel=r`` is relation r's edges, and node results cover r's destination type;
@@ -143,8 +144,24 @@ def _scatter_reduce(g, fn: BuiltinReduce, msgs, rel, node_lo, node_hi):
             deg = torch.bincount(dst, minlength=n).clamp(min=1).to(m.dtype)
             out = out / deg.view((n,) + (1,) * (m.dim() - 1))
         return out
+    return _scatter_extremum(m, dst, out, fn.op)
+
+
+def _scatter_extremum(m: torch.Tensor, dst: torch.Tensor, zeros: torch.Tensor, op: str) -> torch.Tensor:
+    """Max / min of ``m``'s rows per destination (zeros where none), differentiated as DGL's built-ins are:
+    each (node, feature) passes its gradient to one edge, the first (in internal order) among ties.
+
+    (torch's ``scatter_reduce`` would split it evenly among tied edges.)
+    """
     idx = dst.view((-1,) + (1,) * (m.dim() - 1)).expand_as(m)
-    return out.scatter_reduce(0, idx, m, "amax" if fn.op == "max" else "amin", include_self=False)
+    with torch.no_grad():
+        best = zeros.scatter_reduce(0, idx, m, "amax" if op == "max" else "amin", include_self=False)
+        edges = m.shape[0]
+        position = torch.arange(edges, device=m.device).view(idx.shape[:1] + (1,) * (m.dim() - 1)).expand_as(m)
+        candidate = torch.where(m == best.index_select(0, dst), position, edges)
+        arg = torch.full_like(best, edges, dtype=torch.int64).scatter_reduce(0, idx, candidate, "amin")
+        found = arg < edges
+    return torch.where(found, m.gather(0, arg.clamp(max=max(edges - 1, 0))), best) if edges else best
 
 
 def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
