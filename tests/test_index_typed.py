@@ -276,20 +276,20 @@ def _rgcn_graph(seed, num_rels, num_nodes=24, num_edges=90, dtype=torch.float64)
     return g
 
 
-def _run(model, g, x, compiled):
+def _run(model, g, x, compiled, backend="torch"):
     g.ndata["h"] = x
-    (gnnc.compile(model, backend="torch") if compiled else model)(g)
+    (gnnc.compile(model, backend=backend) if compiled else model)(g)
     return g.ndata["h"]
 
 
-def _compare(model, g, x, params):
+def _compare(model, g, x, params, backend="torch"):
     x_e = x.detach().clone().requires_grad_()
     x_c = x.detach().clone().requires_grad_()
     eager = _run(model, g, x_e, False)
     grads_e = torch.autograd.grad(eager.square().sum(), [x_e] + params)
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", FallbackWarning)
-        comp = _run(model, g, x_c, True)
+        comp = _run(model, g, x_c, True, backend)
     torch.testing.assert_close(comp, eager)
     grads_c = torch.autograd.grad(comp.square().sum(), [x_c] + params)
     for a, b in zip(grads_c, grads_e):
@@ -300,7 +300,7 @@ def _compare(model, g, x, params):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("bases", [-1, 2])
 @pytest.mark.parametrize("form", ["bmm", "matmul", "einsum"])
-def test_dgl_rgcn_layer_compiles_to_typed_matmul_and_matches_eager(seed, bases, form):
+def test_dgl_rgcn_layer_compiles_to_a_typed_aggregation_and_matches_eager(seed, bases, form):
     num_rels = 6
     torch.manual_seed(seed)
     model = RGCNLayer(K, M, num_rels, num_bases=bases, bias=seed % 2 == 0, activation=torch.relu,
@@ -309,7 +309,7 @@ def test_dgl_rgcn_layer_compiles_to_typed_matmul_and_matches_eager(seed, bases, 
     x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
     plans = _compare(model, g, x, list(model.parameters()))
     targets = [n.target for n in plans[0].dfg.graph.nodes]
-    assert ops.index_gather_matmul in targets and "__getitem__" not in targets
+    assert ops.index_spmm in targets and "__getitem__" not in targets  # typed message and sum in one operator
     assert any(line.startswith("index_typed:") for line in plans[0].dfg.log)
 
 
@@ -490,3 +490,87 @@ def test_hgt_per_head_relation_matrices_compile_to_typed_matmuls_and_match_eager
         torch.testing.assert_close(a, b)
     targets = [n.target for n in plans[0].dfg.graph.nodes]
     assert targets.count(ops.index_gather_matmul) == 2  # relation_att and relation_msg: no [E, H, d, d] copies
+
+
+# ------------------------------------------------------------ typed message + sum: index_spmm
+class _TypedAggregation(nn.Module):
+    """DGL's entity-classification message, with or without its norm, under any built-in sum or mean."""
+
+    def __init__(self, reduce, with_norm):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(R, K, M, dtype=torch.float64))
+        self.reduce, self.with_norm = reduce, with_norm
+
+    def forward(self, g):
+        weight = self.weight
+
+        def message(edges):
+            msg = torch.bmm(edges.src['h'].unsqueeze(1), weight[edges.data['rel_type']]).squeeze()
+            return {'m': msg * edges.data['norm'] if self.with_norm else msg}
+
+        g.update_all(message, getattr(fn, self.reduce)('m', 'h'))
+
+
+def _forced_order(monkeypatch, order):
+    """Make the cost model pick ``order`` for typed aggregations; returns the orders ``cost.choose`` ran."""
+    from gnnc.runtime import cost
+
+    monkeypatch.setattr(cost, "typed_aggregation", lambda *args, **kw: ([], order))
+    ran, real = [], cost.choose
+    monkeypatch.setattr(cost, "choose", lambda *args: ran.append(real(*args)) or ran[-1])
+    return ran
+
+
+@pytest.mark.parametrize("order", ["transform per source pair, then aggregate",
+                                   "aggregate per destination pair, then transform"])
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("with_norm", [True, False])
+@pytest.mark.parametrize("negative", [False, True])
+@pytest.mark.parametrize("backend", ["torch", "cpu"])
+def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(order, reduce, with_norm, negative, backend,
+                                                                    monkeypatch):
+    from gnnc.runtime import cost
+
+    assert order in (cost.TRANSFORM_FIRST, cost.AGGREGATE_FIRST)
+    ran = _forced_order(monkeypatch, order)
+    torch.manual_seed(0)
+    model = _TypedAggregation(reduce, with_norm)
+    g = _rgcn_graph(3, R)  # zero in-degree nodes, self loops, multi-edges, the last type without edges
+    if negative:
+        g.edata["rel_type"] = g.edata["rel_type"] - R  # counted from the end, as indexing allows
+    x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
+    plans = _compare(model, g, x, [model.weight], backend)
+    assert ops.index_spmm in [n.target for n in plans[0].dfg.graph.nodes]
+    assert ran and set(ran) == {order}
+
+
+def test_typed_aggregation_regroups_the_block_once_per_type_tensor(monkeypatch):
+    from gnnc.graph.index import GraphIndex
+
+    model = _TypedAggregation("sum", True)
+    g = _rgcn_graph(4, R)
+    built, real = [], GraphIndex.from_relation_blocks
+    monkeypatch.setattr(GraphIndex, "from_relation_blocks",
+                        classmethod(lambda cls, *a: built.append(1) or real.__func__(cls, *a)))
+    compiled = gnnc.compile(model, backend="torch")
+    outs = []
+    for step in range(3):
+        if step == 2:
+            g.edata["rel_type"] = (g.edata["rel_type"] + 1) % R  # new types: regrouped once more
+        g.ndata["h"] = torch.ones(g.num_nodes(), K, dtype=torch.float64)
+        compiled(g)
+        outs.append(g.ndata["h"])
+    assert len(built) == 2
+    torch.testing.assert_close(outs[0], outs[1])
+    g.ndata["h"] = torch.ones(g.num_nodes(), K, dtype=torch.float64)
+    model(g)
+    torch.testing.assert_close(outs[2], g.ndata["h"])
+
+
+def test_typed_aggregation_on_one_node_and_on_no_edges():
+    model = _TypedAggregation("mean", True)
+    for src, dst, n in (([0, 0], [0, 0], 1), ([], [], 3)):
+        g = gnnc.graph((torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64)), num_nodes=n)
+        g.edata["rel_type"] = torch.tensor([1, 4][:len(src)], dtype=torch.int64)
+        g.edata["norm"] = torch.rand(len(src), 1, dtype=torch.float64)
+        _compare(model, g, torch.randn(n, K, dtype=torch.float64), [model.weight])

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..backend import kernels as _kernels
+from ..backend.torch.index_matmul import grouping as _type_grouping
 from ..runtime import cost, recompute
 from ..runtime.eager import Buckets
 
@@ -335,6 +336,16 @@ def etype_bilinear_dot_choice(ctx, heads: int, d: int, itemsize: int = 4):
     candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), heads, d,
                                         itemsize)
     return candidates, chosen if ctx.node_lo == 0 else cost.BY_SOURCE
+
+
+def index_spmm(ctx, x, weight, types, w, op: str, reduce: str, feature: str = "the index"):
+    """``etype_spmm`` with edge e's relation read from ``types[e]``, an integer edge feature indexing ``weight``
+    (DGL's entity-classification R-GCN: ``bmm(x_src, weight[edges.data['rel_type']]) * norm``, summed): the
+    block regrouped by type (``GraphContext.retyped``, cached with the graph and the type tensor), then
+    either order of ``etype_spmm``, as the cost model picks on the regrouped block. ``w`` is per edge
+    (``[E, ...]``) or None with op copy."""
+    typed, perm = ctx.retyped(_type_grouping(types, weight.shape[0], feature))
+    return etype_spmm(typed, x, weight, None if w is None else w.index_select(0, perm), op, reduce)
 
 
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):

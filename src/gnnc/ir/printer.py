@@ -83,7 +83,7 @@ def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
 
 _TYPED_MATMULS = {ops.ntype_matmul: 1, ops.dst_ntype_matmul: 1, ops.etype_gather_matmul: 1,
                   ops.etype_gather_head_matmul: 1, ops.etype_pair_matmul: 1, ops.etype_pair_head_matmul: 1,
-                  ops.etype_spmm: 1, ops.index_gather_matmul: 1, ops.index_matmul: 0}
+                  ops.etype_spmm: 1, ops.index_spmm: 1, ops.index_gather_matmul: 1, ops.index_matmul: 0}
 
 
 def cost_choices(dfg: MPDFG, ctx) -> list[str]:

@@ -63,6 +63,7 @@ GRAPH_OPS = {
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
     ops.scaled_spmm: ("BroadcastSrc+Reduce", "V"),
     ops.etype_spmm: ("BroadcastSrc+Dense(typed)+Reduce", "V"),
+    ops.index_spmm: ("BroadcastSrc+Dense(typed)+Reduce", "V"),
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Norm+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),

@@ -96,6 +96,8 @@ _RULES[ops.spmm] = _spmm_shape
 _RULES[ops.scaled_spmm] = lambda c, x, w, op, reduce, src_scale, dst_scale: _spmm_shape(c, x, w, op, reduce)
 _RULES[ops.etype_spmm] = lambda c, x, weight, w, op, reduce: _spmm_shape(c, _zeros((1, weight.shape[-1]), x.dtype), w,
                                                                          op, reduce)
+_RULES[ops.index_spmm] = lambda c, x, weight, types, w, op, reduce, feature=None: _RULES[ops.etype_spmm](
+    c, x, weight, w, op, reduce)
 _RULES[ops.bucketed_reduce] = _bucketed_shape
 
 

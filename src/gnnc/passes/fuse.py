@@ -36,6 +36,9 @@ Patterns on the lowered graph (``ctx`` omitted):
   ``etype_spmm(x, W, w, op, reduce)``: R-GCN's typed message and sum as one
   operator whose order (transform per source pair then aggregate, or
   aggregate per destination pair then transform) the cost model picks.
+- ``segment_reduce(index_gather_matmul(x, W, t, src) [* w], sum | mean)``, ``w`` one value per edge
+  -> ``index_spmm(x, W, t, w, op, reduce)``: the same with the type read from edge data (DGL's
+  ``bmm(edges.src['h'].unsqueeze(1), weight[edges.data['rel_type']]).squeeze() * norm``).
 Every ``gather_src`` above may also be a ``gather_src_pair`` of (relation,
 source) pair rows (``compact``), and ``gather_dst`` a ``gather_dst_pair``
 where the destination row is not hoisted: the fused operator then reads
@@ -56,7 +59,7 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import is_call, is_last_dim_sum, new_node, same_value
+from .nodes import binary_op, is_call, is_last_dim_sum, new_node, same_value
 
 _MULS = {operator.mul, torch.mul}
 
@@ -265,6 +268,7 @@ def fuse(dfg: MPDFG) -> MPDFG:
         out.log.append(f"fuse: {red.meta.get('source')}: {what}")
     _fuse_softmax_logits(out)
     _fuse_typed_aggregation(out)
+    _fuse_index_typed_aggregation(out)
     return out
 
 
@@ -283,6 +287,52 @@ def _fuse_typed_aggregation(out: MPDFG) -> None:
         g.erase_node(agg)
         out.log.append(f"fuse: {agg.meta.get('source')}: typed linear + {reduce} -> etype_spmm (the cost model "
                        "picks transform-first or aggregate-first per graph)")
+
+
+def _fuse_index_typed_aggregation(out: MPDFG) -> None:
+    g = out.graph
+    for red in [n for n in g.nodes if is_call(n, ops.segment_reduce)]:
+        ctx, m, reduce = red.args
+        found = _index_typed_message(m) if reduce in ("sum", "mean") else None
+        if found is None:
+            continue
+        typed, w = found
+        _, x, weight, types, side, feature = typed.args
+        with g.inserting_before(red):
+            new = same_value(new_node(g, red, ops.index_spmm,
+                                      (ctx, x, weight, types, w, "copy" if w is None else "mul", reduce, feature)), red)
+        red.replace_all_uses_with(new)
+        g.erase_node(red)
+        out.log.append(f"fuse: {red.meta.get('source')}: typed linear by {feature} + {reduce} -> index_spmm (the "
+                       "cost model picks transform-first or aggregate-first per graph and type tensor)")
+
+
+def _index_typed_message(m):
+    """(index_gather_matmul node, per-edge weight or None) when message ``m`` is ``x[src] @ W[types]``, times
+    an [E, 1] edge weight or not, each node used once; else None. The typed product may pass through the
+    ``unsqueeze(-2).squeeze()`` that keeps eager's ``bmm(...).squeeze()`` when its width is not one."""
+    w = None
+    if binary_op(m) == "mul" and len(m.users) == 1:
+        a, b = m.args
+        for typed, weight in ((a, b), (b, a)):
+            shape = weight.meta.get("shape") if isinstance(weight, fx.Node) else None
+            if shape is not None and len(shape) == 2 and shape[1] == 1 and weight.meta.get("res") == "E" \
+                    and isinstance(typed, fx.Node):
+                m, w = typed, weight
+                break
+        else:
+            return None
+    if m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1 and len(m.users) == 1:
+        lifted = m.args[0]
+        shape = m.meta.get("shape")
+        if not (lifted.op == "call_method" and lifted.target == "unsqueeze" and tuple(lifted.args[1:]) == (-2,)
+                and len(lifted.users) == 1 and shape is not None and len(shape) == 2 and shape[1] != 1):
+            return None
+        m = lifted.args[0]
+    if not (is_call(m, ops.index_gather_matmul) and len(m.users) == 1 and m.args[4] == "src"
+            and len(m.meta.get("shape") or ()) == 2):
+        return None
+    return m, w
 
 
 def _sddmm_logits(logits):

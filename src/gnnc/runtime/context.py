@@ -7,11 +7,13 @@ call on a graph.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
+from ..graph.index import GraphIndex
 from . import cost
 
 
@@ -129,6 +131,30 @@ class GraphContext:
 
     def buckets(self):
         return self.index.degree_buckets(self.rel)
+
+    def retyped(self, grouping) -> tuple["GraphContext", torch.Tensor]:
+        """This block with each edge's relation replaced by its type in ``grouping`` (the stable sort of an
+        integer edge feature by value, ``backend.torch.index_matmul.grouping``), and ``perm``: the new
+        context's edge i is this block's edge ``perm[i]``. The types become relations, so pair tables and
+        typed aggregations run on a type read from edge data (DGL's ``weight[edges.data['rel_type']]``).
+        Cached per grouping (the last few)."""
+        cache = self.__dict__.setdefault("_retyped", OrderedDict())
+        hit = cache.get(id(grouping))
+        if hit is not None and hit[0] is grouping:  # holding the grouping pins its id
+            cache.move_to_end(id(grouping))
+            return hit[1], hit[2]
+        offsets = grouping.groups.offsets
+        src, dst = self.src[grouping.perm], self.dst[grouping.perm]
+        names = [("_N", f"type{t}", "_N") for t in range(len(offsets) - 1)]
+        index = GraphIndex.from_relation_blocks(["_N"], [self.num_nodes], names,
+                                                [(src[lo:hi], dst[lo:hi]) for lo, hi in zip(offsets, offsets[1:])],
+                                                self.src.device)
+        perm = grouping.perm if index.user_eid is None else grouping.perm[index.user_eid]
+        typed = GraphContext(index, None, index.src, index.dst, self.node_lo, self.node_hi, 0, self.num_edges)
+        cache[id(grouping)] = (grouping, typed, perm)
+        while len(cache) > 4:
+            cache.popitem(last=False)
+        return typed, perm
 
 
 @dataclass(frozen=True)
