@@ -317,6 +317,21 @@ def test_node_scales_fold_one_value_per_node_into_the_sum(udf, sides):
     assert len(scaled) == 1 and ops.spmm not in _targets(out)
     assert not [n for n in out.graph.nodes if n.op == "call_function" and n.target in (operator.mul, torch.mul)]
     assert any(line.startswith("node_scales: ") and f": {sides} node scale" in line for line in out.log)
+    assert ops.zero_unreached not in _targets(out)  # the scaled sum leaves unreached destinations at zero
+    _check(dfg, out, inputs)
+    _check_grads(dfg, out, inputs)
+
+
+def test_node_scales_keep_unreached_destinations_zero_under_an_infinite_scale():
+    """DGL's GCN tutorial norm without its isinf fix: deg ** -0.5 is inf where nothing arrives. Eager never
+    runs the reduce there (zeros); the scaled sum must give zeros too, not 0 * inf."""
+    g = _graph()
+    deg = g.in_degrees().to(torch.float64)
+    assert (deg == 0).any()
+    g.ndata["c"] = deg.pow(-0.5).unsqueeze(1)
+    dfg, out, inputs = _scaled_plan(g, lambda e: {"m": e.src["x"]},
+                                    lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]})
+    assert ops.scaled_spmm in _targets(out) and ops.zero_unreached not in _targets(out)
     _check(dfg, out, inputs)
     _check_grads(dfg, out, inputs)
 
@@ -346,7 +361,7 @@ def test_scaled_spmm_runs_scales_it_cannot_fold_as_the_composition():
                  (torch.rand(10, 1, dtype=torch.float64), torch.rand(10, 1, dtype=torch.float64))):
         got = ops.scaled_spmm(ctx, x, None, "copy", "sum", s, d)
         want = ops.spmm(ctx, x if s is None else x * s, None, "copy", "sum")
-        torch.testing.assert_close(got, want if d is None else want * d)
+        torch.testing.assert_close(got, want if d is None else ops.zero_unreached(ctx, want * d))
 
 
 def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():

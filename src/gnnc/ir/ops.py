@@ -154,15 +154,18 @@ def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
 
 
 def scaled_spmm(ctx, x, w, op: str, reduce: str, src_scale, dst_scale):
-    """Fused ``spmm(x * src_scale, w) * dst_scale`` (``x_side`` src; a scale may be None): with node scales of
-    one value per row ([rows, 1, ..., 1], x's dtype) the scales are applied inside the sum; other scales run
-    as that composition."""
+    """Fused ``spmm(x * src_scale, w) * dst_scale`` (``x_side`` src; a scale may be None), zero at destinations
+    without in-edges whatever their scale (as eager leaves the nodes its reduce never sees): with node scales
+    of one value per row ([rows, 1, ..., 1], x's dtype) the scales are applied inside the sum; other scales
+    run as that composition."""
     out_dim = x.dim() if w is None else 1 + len(torch.broadcast_shapes(x.shape[1:], w.shape[1:]))
     if _row_scale(src_scale, x.shape[0], x.dim(), x) and _row_scale(dst_scale, ctx.num_dst, out_dim, x):
+        if dst_scale is not None:  # an unreached row's sum is 0: a zero scale keeps it 0 (an inf one would not)
+            dst_scale = torch.where(ctx.has_in_edges.view(dst_scale.shape), dst_scale, 0)
         return _kernels().scaled_spmm(x, ctx.src, ctx.dst_local, ctx.num_dst, _flat(src_scale), _flat(dst_scale),
                                       edge_weight=w, reduce=reduce)
     out = spmm(ctx, x if src_scale is None else x * src_scale, w, op, reduce)
-    return out if dst_scale is None else out * dst_scale
+    return out if dst_scale is None else zero_unreached(ctx, out * dst_scale)
 
 
 def _row_scale(scale, rows: int, ndim: int, like) -> bool:

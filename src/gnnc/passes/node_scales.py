@@ -12,6 +12,9 @@ Pattern: ``spmm(mul(x, s), w, copy | mul, sum | mean)`` on source nodes,
 the product used only there, and/or the spmm used only by ``mul(spmm, d)``;
 either factor may be absent. The shapes are the annotated ones; at run time
 ``ops.scaled_spmm`` checks them again and runs the composition otherwise.
+A ``zero_unreached`` of the result (the destination factor hoisted out of a
+reduce UDF) goes too: ``scaled_spmm`` leaves destinations without in-edges
+at zero whatever their scale, as eager does.
 """
 from __future__ import annotations
 
@@ -75,6 +78,9 @@ def node_scales(dfg: MPDFG) -> MPDFG:
         with g.inserting_before(end):
             new = same_value(new_node(g, sp, ops.scaled_spmm, (ctx, x, w, op, reduce, src_scale, dst_scale)), end)
         end.replace_all_uses_with(new)
+        zeroed = next(iter(new.users)) if len(new.users) == 1 else None
+        if is_call(zeroed, ops.zero_unreached) and zeroed.args[1] is new:  # scaled_spmm zeroes those rows itself
+            zeroed.replace_all_uses_with(new)
         out.log.append(f"node_scales: {sp.meta.get('source')}: "
                        + " and ".join(side for side, s in (("source", src_scale), ("destination", dst_scale))
                                if s is not None)
