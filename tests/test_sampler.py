@@ -1,4 +1,6 @@
 """Heterogeneous neighbor sampler: block invariants, randomness, and models on blocks."""
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -251,3 +253,61 @@ def test_models_on_full_fanout_blocks_match_full_graph(kind, fanout):
     full.sum().backward()
     for got, p in zip(grads, [p for layer in layers for p in layer.parameters()]):
         torch.testing.assert_close(got, p.grad, rtol=1e-6, atol=1e-9)
+
+
+# ------------------------------------------------------------ DGL's mini-batch module code on blocks
+class SAGEConvForBoth(torch.nn.Module):
+    """DGL's user guide (6.5, custom modules for mini-batch training), ``dgl`` renamed ``gnnc``."""
+
+    def __init__(self, in_feats, out_feats):
+        super().__init__()
+        self.W = torch.nn.Linear(in_feats * 2, out_feats)
+
+    def forward(self, graph, h):
+        if graph.is_block:
+            h_dst = h[:graph.number_of_dst_nodes()]
+        else:
+            h_dst = h
+        with graph.local_scope():
+            graph.srcdata['h'] = h
+            graph.dstdata['h'] = h_dst
+            graph.update_all(gnnc.function.copy_u('h', 'm'), gnnc.function.mean('m', 'h_neigh'))
+            return F.relu(self.W(torch.cat([graph.dstdata['h'], graph.dstdata['h_neigh']], 1)))
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_dgl_minibatch_module_code_runs_unchanged_on_a_block(compile_):
+    from .graphs import random_homograph
+
+    g = random_homograph(num_nodes=30, num_edges=120, seed=3)  # zero in-degree seeds, self loops, multi-edges
+    torch.manual_seed(0)
+    model = SAGEConvForBoth(5, 4).double()
+    x = torch.randn(30, 5, dtype=torch.float64)
+    seeds = torch.tensor([0, 7, 29, 3, 12])
+    (block,) = NeighborSampler(g, [-1], g.ntypes[0], seed=0).sample(seeds)  # every in-edge: same as full graph
+    run = gnnc.compile(model) if compile_ else model
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        out = run(block, x[block.src_ids])
+    assert out.shape == (5, 4)
+    torch.testing.assert_close(out, model(g, x)[seeds])
+    assert "h" not in block.ndata  # local_scope undid the writes
+
+
+def test_block_dstdata_holds_destination_rows_and_refuses_a_second_value():
+    from .graphs import random_homograph
+
+    g = random_homograph(num_nodes=20, num_edges=60, seed=1)
+    (block,) = NeighborSampler(g, [2], g.ntypes[0], seed=0).sample(torch.tensor([4, 1, 9]))
+    n_src, n_dst = block.num_src_nodes(), block.num_dst_nodes()
+    assert block.is_block and not g.is_block and n_dst == 3 and n_src >= n_dst
+    block.dstdata["er"] = torch.ones(3, 2)  # a destination-only feature: zeros on the other nodes
+    assert block.ndata["er"].shape == (n_src, 2) and block.ndata["er"][3:].abs().sum() == 0
+    torch.testing.assert_close(block.dstdata["er"], torch.ones(3, 2))
+    h = torch.randn(n_src, 2)
+    block.srcdata["h"] = h
+    block.dstdata["h"] = h[:3].clone()  # the same values: accepted
+    with pytest.raises(ValueError, match=r"dstdata\['h'\] differs from the first 3 rows of block.srcdata"):
+        block.dstdata["h"] = h[:3] + 1
+    with pytest.raises(ValueError, match=r"one row per destination node \(3\), got \(4, 2\)"):
+        block.dstdata["x"] = torch.zeros(4, 2)

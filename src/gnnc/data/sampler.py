@@ -19,6 +19,7 @@ in the same order.
 """
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from functools import cached_property
 
 import torch
@@ -49,11 +50,29 @@ class Block(Graph):
         self.num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
         self.parent_eids = parent_eids
 
+    is_block = True
+
     def num_dst_nodes(self, ntype: str | None = None) -> int:
         """Destination nodes in all (or one) node types."""
         if ntype is None:
             return sum(self.num_dst_per_type)
         return self.num_dst_per_type[self.ntype_id(ntype)]
+
+    number_of_dst_nodes = num_dst_nodes
+
+    def num_src_nodes(self, ntype: str | None = None) -> int:
+        """Source nodes (all block nodes) in all (or one) node types."""
+        return self.num_nodes(ntype)
+
+    number_of_src_nodes = num_src_nodes
+
+    @property
+    def dstdata(self):
+        """DGL's block ``dstdata``: with one node type, the destination nodes' rows (the first
+        ``num_dst_nodes()`` block nodes) as :class:`DestinationRows`; otherwise as on any graph."""
+        if len(self.index.ntypes) == 1:
+            return DestinationRows(self.ndata, self.num_dst_nodes(), self.num_nodes())
+        return super().dstdata
 
     @cached_property
     def dst_index(self) -> torch.Tensor:
@@ -85,6 +104,48 @@ class Block(Graph):
     def __repr__(self) -> str:
         return (f"Block(src={dict(zip(self.ntypes, self.index.ntype_counts))}, "
                 f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})")
+
+
+class DestinationRows(MutableMapping):
+    """A one-type block's ``dstdata``: the first ``num_dst`` rows of its node data (destination nodes are the
+    first block nodes). DGL keeps a separate destination frame, so its code writes ``[num_dst, ...]``
+    tensors here: a new feature gets zeros on the other nodes; a feature the source side already holds
+    must equal its first rows (the same nodes here), else ValueError: two values for one node would
+    silently change what ``edges.src`` reads."""
+
+    def __init__(self, ndata, num_dst: int, num_nodes: int):
+        self._ndata, self._num_dst, self._num_nodes = ndata, num_dst, num_nodes
+
+    def __getitem__(self, key):
+        return self._ndata[key][:self._num_dst]
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != self._num_dst:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"block.dstdata[{key!r}] takes one row per destination node ({self._num_dst}), "
+                             f"got {got}")
+        if key in self._ndata:
+            held = self._ndata[key]
+            if held.shape[1:] != value.shape[1:] or held.dtype != value.dtype \
+                    or not torch.equal(held[:self._num_dst], value):
+                raise ValueError(f"block.dstdata[{key!r}] differs from the first {self._num_dst} rows of "
+                                 f"block.srcdata[{key!r}]: in a gnnc block the destination nodes are the first "
+                                 f"source nodes, with one value per node; store it under another name")
+            return
+        rest = value.new_zeros((self._num_nodes - self._num_dst,) + tuple(value.shape[1:]))
+        self._ndata[key] = torch.cat([value, rest])
+
+    def __delitem__(self, key):
+        del self._ndata[key]
+
+    def __contains__(self, key):
+        return key in self._ndata
+
+    def __iter__(self):
+        return iter(self._ndata)
+
+    def __len__(self):
+        return len(self._ndata)
 
 
 def forward_blocks(layers, blocks, x: torch.Tensor, activation=None) -> torch.Tensor:

@@ -103,6 +103,8 @@ class MetaGraph:
 class Graph:
     """A directed multigraph with typed nodes and relations and feature storage."""
 
+    is_block = False  # DGL's flag: True for a sampled layer's block (``gnnc.data.sampler.Block``)
+
     def __init__(self, index: GraphIndex, nstore: TypedStore | None = None,
                  estore: TypedStore | None = None):
         self.index = index
