@@ -586,3 +586,40 @@ def test_edge_softmax_on_a_relation_slice_normalizes_within_the_relation():
         mask = dst == v
         want[mask] = torch.softmax(logits[mask], 0)
     torch.testing.assert_close(got, want)
+
+
+# ------------------------------------------------------------ {type: tensor} writes (DGL's heterograph form)
+class HeteroDotProductPredictor(nn.Module):
+    """DGL's link-prediction tutorial (heterograph), ``dgl`` renamed ``gnnc``."""
+
+    def forward(self, graph, h, etype):
+        # h contains the node representations for each node type computed from the GNN defined
+        # in the node classification section (Section 5.1).
+        with graph.local_scope():
+            graph.ndata['h'] = h
+            graph.apply_edges(fn.u_dot_v('h', 'h', 'score'), etype=etype)
+            return graph.edges[etype].data['score']
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_dict_feature_writes_per_type_as_dgl_link_prediction_does(compile_):
+    g = random_heterograph(1)
+    h = {t: torch.randn(g.num_nodes(t), 4, dtype=torch.float64) for t in g.ntypes}
+    model = HeteroDotProductPredictor()
+    run = gnnc.compile(model) if compile_ else model
+    for etype in ("likes", ("user", "follows", "user"), "empty"):
+        score = run(g, h, etype)
+        src_t, _, dst_t = g.canonical_etypes[g.etype_id(etype)]
+        s, d = g.edges(etype=etype)
+        torch.testing.assert_close(score.squeeze(-1), (h[src_t][s] * h[dst_t][d]).sum(-1))
+    assert "h" not in g.nodes["user"].data
+
+
+def test_dict_feature_write_errors_name_the_type_or_rows():
+    g = random_heterograph()
+    g.edata["w"] = {("user", "likes", "item"): torch.ones(g.num_edges("likes"))}
+    assert g.edges["likes"].data["w"].shape == (g.num_edges("likes"),)
+    with pytest.raises(KeyError, match="node type 'nope' is not one of this graph's"):
+        g.ndata["x"] = {"nope": torch.ones(3)}
+    with pytest.raises(ValueError, match="for type 'item' has 2 rows but the type has 7 nodes"):
+        g.ndata["x"] = {"item": torch.ones(2)}

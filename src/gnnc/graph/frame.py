@@ -170,7 +170,8 @@ class TypedStore:
 
 
 class WholeView(MutableMapping):
-    """``g.ndata`` / ``g.edata``: features over every node / edge."""
+    """``g.ndata`` / ``g.edata``: features over every node / edge. A ``{type: tensor}`` value (DGL's form on a
+    heterogeneous graph) sets the feature per type."""
 
     def __init__(self, store: TypedStore):
         self._store = store
@@ -179,7 +180,18 @@ class WholeView(MutableMapping):
         return self._store.get_whole(key)
 
     def __setitem__(self, key, value):
+        if isinstance(value, dict):  # DGL's {type: tensor} on a graph with several types: one write per type
+            for t, v in value.items():
+                self._store.set_typed(key, self._type_id(t), v)
+            return
         self._store.set_whole(key, value)
+
+    def _type_id(self, t) -> int:
+        """Index of type ``t`` (a name, or for edges a canonical (src, relation, dst) triple)."""
+        name = t[1] if isinstance(t, tuple) and len(t) == 3 else t
+        if self._store.names.count(name) != 1:
+            raise KeyError(f"{self._store.kind} type {t!r} is not one of this graph's: {list(self._store.names)}")
+        return self._store.names.index(name)
 
     def __delitem__(self, key):
         self._store.del_key(key)
