@@ -19,6 +19,7 @@ from gnnc.frontend.trace import trace_udf
 from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.passes import PIPELINE, dce, index_typed
+from gnnc.runtime import cost
 from gnnc.runtime.compiled import FallbackWarning, recording
 from tests.graphs import random_heterograph, random_homograph
 from tests.test_passes import _check, _prepare, _targets
@@ -513,25 +514,19 @@ class _TypedAggregation(nn.Module):
 
 def _forced_order(monkeypatch, order):
     """Make the cost model pick ``order`` for typed aggregations; returns the orders ``cost.choose`` ran."""
-    from gnnc.runtime import cost
-
     monkeypatch.setattr(cost, "typed_aggregation", lambda *args, **kw: ([], order))
     ran, real = [], cost.choose
     monkeypatch.setattr(cost, "choose", lambda *args: ran.append(real(*args)) or ran[-1])
     return ran
 
 
-@pytest.mark.parametrize("order", ["transform per source pair, then aggregate",
-                                   "aggregate per destination pair, then transform"])
+@pytest.mark.parametrize("order", [cost.TRANSFORM_FIRST, cost.AGGREGATE_FIRST])
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("with_norm", [True, False])
 @pytest.mark.parametrize("negative", [False, True])
 @pytest.mark.parametrize("backend", ["torch", "cpu"])
 def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(order, reduce, with_norm, negative, backend,
                                                                     monkeypatch):
-    from gnnc.runtime import cost
-
-    assert order in (cost.TRANSFORM_FIRST, cost.AGGREGATE_FIRST)
     ran = _forced_order(monkeypatch, order)
     torch.manual_seed(0)
     model = _TypedAggregation(reduce, with_norm)
@@ -574,3 +569,24 @@ def test_typed_aggregation_on_one_node_and_on_no_edges():
         g.edata["rel_type"] = torch.tensor([1, 4][:len(src)], dtype=torch.int64)
         g.edata["norm"] = torch.rand(len(src), 1, dtype=torch.float64)
         _compare(model, g, torch.randn(n, K, dtype=torch.float64), [model.weight])
+
+
+def test_typed_aggregation_fuses_a_one_wide_message_with_the_norm_on_either_side():
+    """Width one: the product and the norm are both [E, 1] edge columns; either operand order fuses."""
+    weight = nn.Parameter(torch.randn(R, K, 1, dtype=torch.float64))
+
+    class NormFirst(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = weight
+
+        def forward(self, g):
+            def message(edges):
+                msg = torch.bmm(edges.src['h'].unsqueeze(1), self.weight[edges.data['rel_type']]).squeeze(1)
+                return {'m': edges.data['norm'] * msg}
+
+            g.update_all(message, fn.sum('m', 'h'))
+
+    g = _rgcn_graph(6, R)
+    plans = _compare(NormFirst(), g, torch.randn(g.num_nodes(), K, dtype=torch.float64), [weight])
+    assert ops.index_spmm in [n.target for n in plans[0].dfg.graph.nodes]

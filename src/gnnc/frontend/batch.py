@@ -1,7 +1,8 @@
 """``EdgeBatch`` and ``NodeBatch``: the views UDFs receive (DGL semantics).
 
 EdgeBatch covers a contiguous block of edges in internal order (the whole
-graph or one relation), or chosen edges of such a block (DGL's ``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
+graph or one relation), or chosen edges of such a block (DGL's
+``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
 edge's endpoints (``g.ndata`` for the whole graph; for one relation, the
 features of its source / destination node type, as DGL reads per-type
 features set on some types only), ``data[k]`` is edge data, and Graphiler's typed lookups

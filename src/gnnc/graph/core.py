@@ -216,12 +216,12 @@ class Graph:
     @property
     def ndata(self) -> WholeView:
         """Node features over all nodes (global ids)."""
-        return WholeView(self._nstore)
+        return WholeView(self._nstore, self.ntype_id)
 
     @property
     def edata(self) -> WholeView:
         """Edge features over all edges, in the user's edge order."""
-        return WholeView(self._estore)
+        return WholeView(self._estore, self.etype_id)
 
     @property
     def srcdata(self):

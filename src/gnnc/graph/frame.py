@@ -173,8 +173,8 @@ class WholeView(MutableMapping):
     """``g.ndata`` / ``g.edata``: features over every node / edge. A ``{type: tensor}`` value (DGL's form on a
     heterogeneous graph) sets the feature per type."""
 
-    def __init__(self, store: TypedStore):
-        self._store = store
+    def __init__(self, store: TypedStore, type_id):
+        self._store, self._type_id = store, type_id  # type_id: the graph's ntype_id / etype_id
 
     def __getitem__(self, key):
         return self._store.get_whole(key)
@@ -185,13 +185,6 @@ class WholeView(MutableMapping):
                 self._store.set_typed(key, self._type_id(t), v)
             return
         self._store.set_whole(key, value)
-
-    def _type_id(self, t) -> int:
-        """Index of type ``t`` (a name, or for edges a canonical (src, relation, dst) triple)."""
-        name = t[1] if isinstance(t, tuple) and len(t) == 3 else t
-        if self._store.names.count(name) != 1:
-            raise KeyError(f"{self._store.kind} type {t!r} is not one of this graph's: {list(self._store.names)}")
-        return self._store.names.index(name)
 
     def __delitem__(self, key):
         self._store.del_key(key)

@@ -311,20 +311,32 @@ def _index_typed_message(m):
     """(index_gather_matmul node, per-edge weight or None) when message ``m`` is ``x[src] @ W[types]``, times
     an [E, 1] edge weight or not, each node used once; else None. The typed product may pass through the
     ``unsqueeze(-2).squeeze()`` that keeps eager's ``bmm(...).squeeze()`` when its width is not one."""
-    w = None
-    if binary_op(m) == "mul" and len(m.users) == 1:
-        a, b = m.args
-        for typed, weight in ((a, b), (b, a)):
-            shape = weight.meta.get("shape") if isinstance(weight, fx.Node) else None
-            if shape is not None and len(shape) == 2 and shape[1] == 1 and weight.meta.get("res") == "E" \
-                    and isinstance(typed, fx.Node):
-                m, w = typed, weight
-                break
-        else:
-            return None
+    if binary_op(m) != "mul":
+        typed = _index_typed_product(m)
+        return None if typed is None else (typed, None)
+    if len(m.users) != 1:
+        return None
+    a, b = m.args
+    for product, weight in ((a, b), (b, a)):
+        typed = _index_typed_product(product) if _edge_column(weight) else None
+        if typed is not None:
+            return typed, weight
+    return None
+
+
+def _edge_column(n) -> bool:
+    """Whether ``n`` is an edge value of one element per edge ([E, 1])."""
+    shape = n.meta.get("shape") if isinstance(n, fx.Node) else None
+    return shape is not None and len(shape) == 2 and shape[1] == 1 and n.meta.get("res") == "E"
+
+
+def _index_typed_product(m):
+    """The ``index_gather_matmul`` by source behind ``m`` (itself, or under its width-keeping
+    ``unsqueeze(-2).squeeze()``), each used once; else None."""
+    if not isinstance(m, fx.Node):
+        return None
     if m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1 and len(m.users) == 1:
-        lifted = m.args[0]
-        shape = m.meta.get("shape")
+        lifted, shape = m.args[0], m.meta.get("shape")
         if not (lifted.op == "call_method" and lifted.target == "unsqueeze" and tuple(lifted.args[1:]) == (-2,)
                 and len(lifted.users) == 1 and shape is not None and len(shape) == 2 and shape[1] != 1):
             return None
@@ -332,7 +344,7 @@ def _index_typed_message(m):
     if not (is_call(m, ops.index_gather_matmul) and len(m.users) == 1 and m.args[4] == "src"
             and len(m.meta.get("shape") or ()) == 2):
         return None
-    return m, w
+    return m
 
 
 def _sddmm_logits(logits):
