@@ -277,20 +277,20 @@ def _rgcn_graph(seed, num_rels, num_nodes=24, num_edges=90, dtype=torch.float64)
     return g
 
 
-def _run(model, g, x, compiled, backend="torch"):
+def _run(model, g, x, compiled, backend="torch", **options):
     g.ndata["h"] = x
-    (gnnc.compile(model, backend=backend) if compiled else model)(g)
+    (gnnc.compile(model, backend=backend, **options) if compiled else model)(g)
     return g.ndata["h"]
 
 
-def _compare(model, g, x, params, backend="torch"):
+def _compare(model, g, x, params, backend="torch", **options):
     x_e = x.detach().clone().requires_grad_()
     x_c = x.detach().clone().requires_grad_()
     eager = _run(model, g, x_e, False)
     grads_e = torch.autograd.grad(eager.square().sum(), [x_e] + params)
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", FallbackWarning)
-        comp = _run(model, g, x_c, True, backend)
+        comp = _run(model, g, x_c, True, backend, **options)
     torch.testing.assert_close(comp, eager)
     grads_c = torch.autograd.grad(comp.square().sum(), [x_c] + params)
     for a, b in zip(grads_c, grads_e):
@@ -310,7 +310,8 @@ def test_dgl_rgcn_layer_compiles_to_a_typed_aggregation_and_matches_eager(seed, 
     x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
     plans = _compare(model, g, x, list(model.parameters()))
     targets = [n.target for n in plans[0].dfg.graph.nodes]
-    assert ops.index_spmm in targets and "__getitem__" not in targets  # typed message and sum in one operator
+    # typed message and sum in one operator, on the block regrouped by the type feature
+    assert ops.etype_spmm in targets and ops.retype in targets and "__getitem__" not in targets
     assert any(line.startswith("index_typed:") for line in plans[0].dfg.log)
 
 
@@ -490,7 +491,8 @@ def test_hgt_per_head_relation_matrices_compile_to_typed_matmuls_and_match_eager
     for a, b in zip(got_grads, want_grads):
         torch.testing.assert_close(a, b)
     targets = [n.target for n in plans[0].dfg.graph.nodes]
-    assert targets.count(ops.index_gather_matmul) == 2  # relation_att and relation_msg: no [E, H, d, d] copies
+    # relation_att and relation_msg: no [E, H, d, d] copies; the scores a bilinear dot on the regrouped block
+    assert ops.index_gather_matmul not in targets and ops.etype_bilinear_dot in targets
 
 
 # ------------------------------------------------------------ typed message + sum: index_spmm
@@ -525,8 +527,9 @@ def _forced_order(monkeypatch, order):
 @pytest.mark.parametrize("with_norm", [True, False])
 @pytest.mark.parametrize("negative", [False, True])
 @pytest.mark.parametrize("backend", ["torch", "cpu"])
+@pytest.mark.parametrize("retype", [True, False])
 def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(order, reduce, with_norm, negative, backend,
-                                                                    monkeypatch):
+                                                                    retype, monkeypatch):
     ran = _forced_order(monkeypatch, order)
     torch.manual_seed(0)
     model = _TypedAggregation(reduce, with_norm)
@@ -534,8 +537,8 @@ def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(order, reduc
     if negative:
         g.edata["rel_type"] = g.edata["rel_type"] - R  # counted from the end, as indexing allows
     x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
-    plans = _compare(model, g, x, [model.weight], backend)
-    assert ops.index_spmm in [n.target for n in plans[0].dfg.graph.nodes]
+    plans = _compare(model, g, x, [model.weight], backend, retype=retype)
+    assert (ops.etype_spmm if retype else ops.index_spmm) in [n.target for n in plans[0].dfg.graph.nodes]
     assert ran and set(ran) == {order}
 
 
@@ -588,5 +591,7 @@ def test_typed_aggregation_fuses_a_one_wide_message_with_the_norm_on_either_side
             g.update_all(message, fn.sum('m', 'h'))
 
     g = _rgcn_graph(6, R)
-    plans = _compare(NormFirst(), g, torch.randn(g.num_nodes(), K, dtype=torch.float64), [weight])
-    assert ops.index_spmm in [n.target for n in plans[0].dfg.graph.nodes]
+    for retype, fused in ((True, ops.etype_spmm), (False, ops.index_spmm)):
+        plans = _compare(NormFirst(), g, torch.randn(g.num_nodes(), K, dtype=torch.float64), [weight],
+                         retype=retype)
+        assert fused in [n.target for n in plans[0].dfg.graph.nodes]

@@ -67,7 +67,8 @@ def test_sample_covers_every_style():
                    "typed:emb_node", "fam:gat", "fam:gat_mh", "fam:builtin", "fam:apply_edges",
                    "hetero_style:default", "hetero_style:partial", "hetero_style:lambda_default",
                    "mailbox_softmax", "large_inputs", "tied_inputs", "scalar_attr", "mixed_compile",
-                   "relational:rgcn", "relational:rgat", "relational:hgt"]:
+                   "relational:rgcn", "relational:rgat", "relational:hgt", "typed_attention:rgat",
+                   "typed_attention:hgt", "typed_attention:max"]:
         assert needed in tags, needed
 
 

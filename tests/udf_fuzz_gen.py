@@ -792,6 +792,61 @@ def family_relational(src: Src, binder: Binder) -> None:
     src.fwd.append("return g.ndata['o']")
 
 
+def family_typed_attention(src: Src, binder: Binder) -> None:
+    """DGL's two-call relational attention, the per-relation tables indexed by ``edges.data['rel_type']`` in the
+    edge UDF (the RGAT and HGT example forms, negative types included): ``apply_edges``, then an
+    ``update_all`` reading its edge features, maybe a max over them, maybe a read of them back."""
+    rng, d = _begin(src, "typed_attention", 0.0)
+    R, heads, dh = rng.randint(1, 4), rng.choice([1, 2]), rng.choice([2, 3])
+    low = -R if rng.random() < 0.3 else 0
+    src.fwd += ["gen = torch.Generator().manual_seed(13)",
+                f"g.edata['rel_type'] = torch.randint({low}, {R}, (g.num_edges(),), generator=gen)"]
+    kind = rng.choice(["rgat", "hgt"])
+    src.tag(f"typed_attention:{kind}")
+    mm = rng.choice(["torch.bmm({x}.unsqueeze(1), {w}).squeeze(1)", "torch.matmul({x}.unsqueeze(1), {w}).squeeze(1)"])
+    if kind == "rgat":
+        weights = [("W0", Weight("typed", d, heads * dh, r=R)), ("W1", Weight("typed", heads, 2 * dh, r=R))]
+        body = [("t1", "{W0}[edges.data['rel_type']]"),
+                ("t2", mm.format(x="edges.src['h']", w="t1") + f".view(-1, {heads}, {dh})"),
+                ("t3", mm.format(x="edges.dst['h']", w="t1") + f".view(-1, {heads}, {dh})"),
+                ("t4", "F.leaky_relu((torch.cat([t2, t3], dim=-1) * {W1}[edges.data['rel_type']]).sum(-1), 0.2)")]
+        ret = "{'e': t4, 'z': t2}"
+    else:
+        for name in ("k", "q", "v"):
+            lin = binder.model_attr(Weight("linear", d, heads * dh, bias=False), name)
+            src.fwd.append(f"g.ndata['{name}'] = {lin}(x).view(-1, {heads}, {dh})")
+        tables = []
+        for name in ("att", "msg"):
+            raw = binder.model_attr(Weight("typed", heads * dh, dh, r=R), name)
+            tables.append(src.name(name))
+            src.fwd.append(f"{tables[-1]} = {raw}.view({R}, {heads}, {dh}, {dh})")
+        pri = binder.model_attr(Weight("typed", heads, 1, r=R), "pri")
+        tables.append(src.name("pri"))
+        src.fwd.append(f"{tables[-1]} = {pri}.view({R}, {heads})")
+        weights = [("W0", tables[0]), ("W1", tables[1]), ("W2", tables[2])]
+        body = [("t1", "torch.matmul(edges.src['k'].unsqueeze(2), {W0}[edges.data['rel_type']]).squeeze(2)"),
+                ("t2", "(edges.dst['q'] * t1).sum(dim=-1)"
+                 + rng.choice(["", " / 2.0", " * {W2}[edges.data['rel_type']] / 2.0"])),
+                ("t3", "torch.matmul(edges.src['v'].unsqueeze(2), {W1}[edges.data['rel_type']]).squeeze(2)")]
+        ret = "{'e': t2, 'z': t3}"
+    ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, ret, weights, "edge_attention")
+    src.fwd.append(f"g.apply_edges({ae}, compile=C)")
+    if rng.random() < 0.2:
+        src.fwd.append("g.update_all(fn.copy_e('e', 'm'), fn.max('m', 'o'), compile=C)")
+        src.tag("typed_attention:max")
+    else:
+        mf = rng.choice(["lambda edges: {'z': edges.data['z'], 'e': edges.data['e']}", "copy"])
+        if mf == "copy":
+            mf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges",
+                            [("t1", "edges.data['z']"), ("t2", "edges.data['e']")], "{'z': t1, 'e': t2}", [],
+                            "message")
+        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)")]
+        red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'o': t2}", [], "reduce")
+        src.fwd.append(f"g.update_all({mf}, {red}, compile=C)")
+    src.fwd.append("return g.ndata['o'], g.edata['e']" if rng.random() < 0.3 else "return g.ndata['o']")
+
+
 def family_apply_edges(src: Src, binder: Binder) -> None:
     """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature."""
     rng, d = _begin(src, "apply_edges", 0.15)
@@ -815,7 +870,7 @@ def family_apply_edges(src: Src, binder: Binder) -> None:
 
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
             "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
-            "relational": (family_relational, 2)}
+            "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2)}
 
 
 @dataclass

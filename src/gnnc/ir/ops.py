@@ -351,6 +351,33 @@ def index_spmm(ctx, x, weight, types, w, op: str, reduce: str, feature: str = "t
     return etype_spmm(typed, x, weight, None if w is None else w.index_select(0, perm), op, reduce)
 
 
+def retype(ctx, types, num_types: int, feature: str = "the index"):
+    """The whole-graph block ``ctx`` with each edge's relation replaced by ``types[e]`` (an integer edge feature
+    in [-num_types, num_types) indexing per-type tables; ``GraphContext.retyped``, cached with the graph and
+    the type tensor): a plan moved onto it runs DGL's ``weight[edges.data['rel_type']]`` as typed operators."""
+    return ctx.retyped(_type_grouping(types, num_types, feature))[0]
+
+
+def type_rows(ctx, table):
+    """Fetch S -> R: a per-type table ([num_types, ...]) as the relation rows of the ``retype``d block ``ctx``."""
+    return table
+
+
+def edges_to(ctx, x):
+    """E -> E: the parent block's edge rows in the edge order of its ``retype``d block ``ctx``."""
+    return x.index_select(0, ctx.parent_edges)
+
+
+def edge_rows(ctx, y):
+    """E -> E: rows of the block's edges, as they are (an edge value an earlier call computed on ``ctx``)."""
+    return y
+
+
+def edges_from(ctx, y):
+    """E -> E: edge rows of the ``retype``d block ``ctx`` back in its parent block's edge order."""
+    return y.index_select(0, ctx.parent_edges_inverse)
+
+
 def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):
     """Typed linear on E by an integer feature: x[src[e]] (``side`` src; dst: x[dst[e]]; dst_local: Vd rows
     x[dst_local[e]]) times weight[types[e]] — ``bmm(x_e.unsqueeze(1), weight[edges.data[...]]).squeeze(1)``

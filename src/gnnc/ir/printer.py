@@ -89,10 +89,13 @@ _TYPED_MATMULS = {ops.ntype_matmul: 1, ops.dst_ntype_matmul: 1, ops.etype_gather
 def cost_choices(dfg: MPDFG, ctx) -> list[str]:
     """What the cost model (``gnnc.runtime.cost``) chose for each graph-dependent operator of ``dfg`` on the
     block ``ctx``: the candidates with their FLOPs and bytes, the chosen one marked ``*``."""
-    lines = []
+    lines, outer = [], ctx
     for n in dfg.graph.nodes:
         if n.op != "call_function" or n.target not in _CHOICES:
             continue
+        block = n.args[0]  # the plan's context, or a block regrouped by a type feature (``passes.retype``)
+        ctx = outer.last_retyped() or outer if block.op != "placeholder" or block.meta["input"][0] != "ctx" \
+            else outer
         k, m = (_contracted(n) if n.target in _TYPED_MATMULS else 0), n.meta.get("shape", (0, 0))[-1]
         itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
         if n.target is ops.etype_spmm:

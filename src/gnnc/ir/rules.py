@@ -71,6 +71,11 @@ GRAPH_OPS = {
     ops.etype_gather_matmul: ("Broadcast+Dense(typed)", "E"),
     ops.etype_gather_head_matmul: ("Broadcast+Dense(typed)", "E"),
     ops.index_gather_matmul: ("Broadcast+Dense(typed)", "E"),
+    ops.retype: ("Fetch", "S"),
+    ops.type_rows: ("Fetch", "R"),
+    ops.edges_to: ("Dense", "E"),
+    ops.edges_from: ("Dense", "E"),
+    ops.edge_rows: ("Fetch", "E"),
     ops.u_op_v: ("BroadcastSrc+BroadcastDst+Dense", "E"),
     ops.recomputable: lambda n: ("Dense(recomputed)", n.args[0].meta["res"]),
 }
@@ -119,7 +124,7 @@ def infer(graph: fx.Graph, root: nn.Module) -> None:
     """Set ``meta['res']`` and ``meta['move']`` on every node, or raise InferenceFailure."""
     for n in graph.nodes:
         if n.op == "placeholder":
-            n.meta["res"] = _INPUT_RES.get(n.meta["input"][0], "S")
+            n.meta["res"] = n.meta.get("input_res") or _INPUT_RES.get(n.meta["input"][0], "S")
             n.meta["move"] = "Input"
         elif n.op == "get_attr":
             n.meta["res"], n.meta["move"] = "S", "Fetch"

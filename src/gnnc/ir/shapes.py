@@ -62,6 +62,11 @@ _RULES = {
         (c.num_edges,) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype),
     ops.index_matmul: lambda x, w, t, feature=None: _zeros((x.shape[0],) + tuple(w.shape[1:-2]) + (w.shape[-1],),
                                                            x.dtype),
+    ops.retype: lambda c, t, num_types, feature=None: c,
+    ops.type_rows: lambda c, table: table,
+    ops.edges_to: lambda c, x: x,
+    ops.edges_from: lambda c, y: y,
+    ops.edge_rows: lambda c, y: y,
     ops.etype_pair_matmul: lambda c, x, w, side="src": _zeros((c.pair_rows[side], w.shape[-1]), x.dtype),
     ops.etype_pair_head_matmul: lambda c, y, w, side="src": _zeros(
         (c.pair_rows[side],) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
@@ -150,15 +155,31 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
         dst = nodes  # a whole-graph block: its destination rows are all rows
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     values = [_ShapeOnly(nodes, dst, edges, src_pairs, dst_pairs)]
+    spaces = {"nodes": nodes, "dst": dst, "src_pairs": src_pairs, "dst_pairs": dst_pairs, "relations": None,
+              "edges": edges}
     for n, x in zip(placeholders[1:], inputs[1:]):
         kind = n.meta.get("input", (None,))[0]
-        rows = {"ndata": nodes, "edata": edges}.get(kind)
-        if kind == DEFERRED_INPUT:  # an SDDMM operand: rows of all nodes or of the destinations
-            rows = nodes if x.shape[0] == ctx.num_nodes else dst
+        if kind == DEFERRED_INPUT and not isinstance(x, torch.Tensor):  # an earlier call's retyped context
+            values.append(values[0])
+            continue
+        rows = spaces.get(n.meta.get("rows")) if kind == DEFERRED_INPUT else {"ndata": nodes, "edata": edges}.get(kind)
         values.append(_stand_in(x, rows))
+    paired = _retyped(module, ctx, placeholders, inputs) or ctx
     real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges,
-                 src_pairs: lambda: ctx.pair_count("src"), dst_pairs: lambda: ctx.pair_count("dst")}
+                 src_pairs: lambda: paired.pair_count("src"), dst_pairs: lambda: paired.pair_count("dst")}
     # Random operators (dropout) run on the stand-ins too: the global generator is restored after, so
     # compiling (each pass re-annotates) draws nothing from the user's random stream.
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         _Prop(module, real_rows).run(*values)
+
+
+def _retyped(module: fx.GraphModule, ctx, placeholders: list, inputs: list):
+    """The block a ``retype`` operator of the plan, or an inlined earlier call's retyped context, moves it to
+    (its pairs are the plan's), or None."""
+    for n in module.graph.nodes:
+        if n.op == "call_function" and n.target is ops.retype and n.args[1] in placeholders:
+            return ops.retype(ctx, inputs[placeholders.index(n.args[1])], *n.args[2:])
+    for n, x in zip(placeholders, inputs):
+        if n.meta.get("input", (None,))[0] == DEFERRED_INPUT and not isinstance(x, torch.Tensor):
+            return x
+    return None

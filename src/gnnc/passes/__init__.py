@@ -19,6 +19,7 @@ from .lower_aggregation import lower_aggregation
 from .node_scales import node_scales
 from .recompute import recompute
 from .reorder import reorder
+from .retype import retype
 from .shared_dot import shared_dot
 from .split_concat import split_concat
 from .typed_linear import typed_linear
@@ -29,11 +30,13 @@ PIPELINE = (
     ("dce", dce),
     ("typed_linear", typed_linear),
     ("index_typed", index_typed),  # weight[edges.data[...]]: typed linear with the types from a feature
+    ("retype", retype),  # ... and the whole plan on the block regrouped by that feature: typed operators
     ("split_concat", split_concat),
     ("distribute", distribute),  # after split_concat: its halves are often linear maps of differences
     ("reorder", reorder),
     ("typed_linear", typed_linear),  # again: reordering exposes per-head relation matmuls
     ("index_typed", index_typed),  # again: reorder may have moved the unsqueeze before the gather
+    ("retype", retype),
     ("compact", compact),  # per-edge typed linear -> once per (relation, node) pair
     ("reorder", reorder),  # again: moves what follows the pair gathers to the pairs
     ("linear_reorder", linear_reorder),  # on the pairs: (x W_r) . a_r -> x (W_r a_r)
@@ -67,4 +70,4 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
 
 
 __all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "inplace", "linear_reorder", "lower_aggregation",
-           "node_scales", "recompute", "reorder", "shared_dot", "split_concat", "typed_linear"]
+           "node_scales", "recompute", "reorder", "retype", "shared_dot", "split_concat", "typed_linear"]

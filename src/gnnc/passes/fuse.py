@@ -59,7 +59,7 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import binary_op, is_call, is_last_dim_sum, new_node, same_value
+from .nodes import binary_op, is_call, is_last_dim_sum, new_node, same_value, unsqueezed_then_squeezed
 
 _MULS = {operator.mul, torch.mul}
 
@@ -335,12 +335,10 @@ def _index_typed_product(m):
     ``unsqueeze(-2).squeeze()``), each used once; else None."""
     if not isinstance(m, fx.Node):
         return None
-    if m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1 and len(m.users) == 1:
-        lifted, shape = m.args[0], m.meta.get("shape")
-        if not (lifted.op == "call_method" and lifted.target == "unsqueeze" and tuple(lifted.args[1:]) == (-2,)
-                and len(lifted.users) == 1 and shape is not None and len(shape) == 2 and shape[1] != 1):
+    if m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1:
+        m = unsqueezed_then_squeezed(m)
+        if m is None:
             return None
-        m = lifted.args[0]
     if not (is_call(m, ops.index_gather_matmul) and len(m.users) == 1 and m.args[4] == "src"
             and len(m.meta.get("shape") or ()) == 2):
         return None

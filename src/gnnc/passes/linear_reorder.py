@@ -13,7 +13,8 @@ to [pairs, H, D] nor their product with the rows is formed (or saved for
 backward: 2 x 835 MB for RGAT on full ogbn-mag).
 
 Pattern: ``sum(gather_src_pair(squeeze(etype_pair_head_matmul(k, W, src), 2)) * gather_dst(q), -1)``
-(or ``gather_dst_local``) — HGT's ``(k_u W_r) . q_v`` per head.
+(or ``gather_dst_local``; or without the squeeze, k [N, H, D], as ``index_typed`` leaves DGL's
+``matmul(k.unsqueeze(2), relation_att[etype]).squeeze(2)``) — HGT's ``(k_u W_r) . q_v`` per head.
 Replacement: ``etype_bilinear_dot(k, W, q)``: the same scores, with the
 relation matrix applied on whichever side has fewer (relation, node) pairs
 on the graph — ``k W_r`` per source pair, or ``q W_r^T`` per destination
@@ -67,7 +68,8 @@ def _match(total: fx.Node):
 
 
 def _match_bilinear(total: fx.Node):
-    """(ctx, k, W, q, q side) for sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q), -1)."""
+    """(ctx, k, W, q, q side, squeezed) for sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q),
+    -1) with k [N, H, 1, D], or the same without the squeeze with k [N, H, D] (``squeezed`` False)."""
     if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
         return None
     product = total.args[0]
@@ -79,18 +81,20 @@ def _match_bilinear(total: fx.Node):
                 and (is_call(right, ops.gather_dst) or is_call(right, ops.gather_dst_local))):
             continue
         sq = left.args[1]
-        if not (isinstance(sq, fx.Node) and sq.op == "call_method" and sq.target == "squeeze"
-                and tuple(sq.args[1:]) in ((2,), (-2,)) and len(sq.users) == 1):
-            continue
-        mm = sq.args[0]
+        squeezed = (isinstance(sq, fx.Node) and sq.op == "call_method" and sq.target == "squeeze"
+                    and tuple(sq.args[1:]) in ((2,), (-2,)) and len(sq.users) == 1)
+        mm = sq.args[0] if squeezed else sq  # unsqueezed k rows ([N, H, 1, D]), or [N, H, D] rows as they are
         if not (is_call(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3
                 and mm.args[3] == "src"):
             continue
         k_shape, q_shape = mm.args[1].meta.get("shape"), right.meta.get("shape")
-        if not (k_shape and q_shape and len(k_shape) == 4 and k_shape[2] == 1 and len(q_shape) == 3
-                and tuple(q_shape[1:]) == (k_shape[1], k_shape[3]) and mm.meta.get("shape", (0,))[-1] == k_shape[3]):
+        rank = 4 if squeezed else 3
+        if not (k_shape and q_shape and len(k_shape) == rank and (not squeezed or k_shape[2] == 1)
+                and len(q_shape) == 3 and tuple(q_shape[1:]) == (k_shape[1], k_shape[-1])
+                and mm.meta.get("shape", (0,))[-1] == k_shape[-1]):
             continue
-        return mm.args[0], mm.args[1], mm.args[2], right.args[1], "dst" if is_call(right, ops.gather_dst) else "dst_local"
+        return (mm.args[0], mm.args[1], mm.args[2], right.args[1],
+                "dst" if is_call(right, ops.gather_dst) else "dst_local", squeezed)
     return None
 
 
@@ -137,8 +141,10 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
         found = _match_bilinear(total)
         if found is None:
             continue
-        ctx, k, weight, q, q_side = found
+        ctx, k, weight, q, q_side, squeezed = found
         with g.inserting_before(total):
+            if not squeezed:
+                k = new_node(g, total, "unsqueeze", (k, 2), op="call_method")
             new = same_value(new_node(g, total, ops.etype_bilinear_dot, (ctx, k, weight, q, q_side)), total)
         total.replace_all_uses_with(new)
         out.log.append(f"linear_reorder: {total.meta.get('source')}: (k W_r) . q -> relation matrix on the side "

@@ -44,3 +44,17 @@ def is_last_dim_sum(n) -> bool:
 def is_call(n, target) -> bool:
     """Whether ``n`` is an fx node calling the function ``target``."""
     return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target
+
+
+def unsqueezed_then_squeezed(m):
+    """x when ``m`` is ``x.unsqueeze(-2).squeeze()`` of an [rows, width] x, width not one, each used once: the
+    views ``index_typed`` keeps for eager's ``bmm(...).squeeze()``, which then give x's rows as they are."""
+    if not (isinstance(m, fx.Node) and m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1
+            and len(m.users) == 1):
+        return None
+    lifted, shape = m.args[0], m.meta.get("shape")
+    if not (isinstance(lifted, fx.Node) and lifted.op == "call_method" and lifted.target == "unsqueeze"
+            and tuple(lifted.args[1:]) == (-2,) and len(lifted.users) == 1 and shape is not None and len(shape) == 2
+            and shape[1] != 1):
+        return None
+    return lifted.args[0]

@@ -52,7 +52,7 @@ class Plan:
     initial: MPDFG | None = None  # the graph as built, before optimization (for explain)
     call: str = ""
     backend: str = "torch"  # the resolved backend that runs the plan's primitives
-    deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> u_op_v node
+    deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> (recipe node, moved ctx)
     context: object = None  # in ``recording`` only: the GraphContext the recorded call ran on
     recomputes: bool = False  # the recompute pass marked values to rebuild in backward
 
@@ -73,7 +73,7 @@ _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype":
 
 def _read_signature(g, traced, rel):
     """dtype and trailing shape of every tensor the UDFs read (their plan depends on them)."""
-    sig = []
+    sig, pending_values = [], []
     for stage, t in enumerate(traced):
         if t is None or isinstance(t, BuiltinReduce):
             continue
@@ -84,6 +84,7 @@ def _read_signature(g, traced, rel):
             pending = deferral.peek(g, key, rel) if store == "edata" else None
             if pending is not None:
                 sig.append((stage, space, key, DEFERRED_INPUT, pending.signature()))
+                pending_values.append(pending)
                 continue
             try:
                 value = _read(g, store, key, rel, space)
@@ -91,7 +92,7 @@ def _read_signature(g, traced, rel):
                 continue  # the UDF itself will report the missing feature
             sig.append((stage, space, key, value.dtype, tuple(value.shape[1:]) if store in ("ndata", "edata")
                         else tuple(value.shape)))
-    return tuple(sig)
+    return tuple(sig) + (deferral.context_sharing(pending_values),)
 
 
 def _read(g, store, key, rel, space=None):
@@ -171,7 +172,8 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
     deferred = deferral.deferrable_outputs(dfg) if rel is None else {}
     for key in deferred:
-        dfg.log.append(f"defer: edata[{key!r}] (an SDDMM) is left for the next compiled call to fuse; "
+        dfg.log.append(f"defer: edata[{key!r}] ({deferred[key][0].target.__name__}) is left for the next compiled "
+                       "call to fuse; "
                        "computed when read otherwise")
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
     return Plan(dfg, module, None, initial, _describe(kind, udfs, g, rel),

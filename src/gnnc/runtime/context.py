@@ -38,6 +38,7 @@ class GraphContext:
     node_hi: int
     edge_lo: int
     edge_hi: int
+    parent_edges: torch.Tensor | None = None  # a ``retyped`` block: its edge i is the parent's edge parent_edges[i]
 
     @property
     def num_nodes(self) -> int:
@@ -132,6 +133,18 @@ class GraphContext:
     def buckets(self):
         return self.index.degree_buckets(self.rel)
 
+    @cached_property
+    def parent_edges_inverse(self) -> torch.Tensor:
+        """Of a ``retyped`` block: the parent's edge i is this block's edge ``parent_edges_inverse[i]``."""
+        inverse = torch.empty_like(self.parent_edges)
+        inverse[self.parent_edges] = torch.arange(self.parent_edges.numel(), device=self.parent_edges.device)
+        return inverse
+
+    def last_retyped(self) -> "GraphContext | None":
+        """The block ``retyped`` built or returned last (``explain`` shows the cost model's choices on it)."""
+        cache = self.__dict__.get("_retyped")
+        return next(reversed(cache.values()))[1] if cache else None
+
     def retyped(self, grouping) -> tuple["GraphContext", torch.Tensor]:
         """This block with each edge's relation replaced by its type in ``grouping`` (the stable sort of an
         integer edge feature by value, ``backend.torch.index_matmul.grouping``), and ``perm``: the new
@@ -150,7 +163,7 @@ class GraphContext:
                                                 [(src[lo:hi], dst[lo:hi]) for lo, hi in zip(offsets, offsets[1:])],
                                                 self.src.device)
         perm = grouping.perm if index.user_eid is None else grouping.perm[index.user_eid]
-        typed = GraphContext(index, None, index.src, index.dst, self.node_lo, self.node_hi, 0, self.num_edges)
+        typed = GraphContext(index, None, index.src, index.dst, self.node_lo, self.node_hi, 0, self.num_edges, perm)
         cache[id(grouping)] = (grouping, typed, perm)
         while len(cache) > 4:
             cache.popitem(last=False)

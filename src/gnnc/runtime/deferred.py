@@ -2,10 +2,13 @@
 
 A compiled whole-graph ``apply_edges`` whose result is an SDDMM of node
 tensors the plan computed itself (``u_op_v(a, b, op)``, e.g. GAT's
-attention logits) stores a ``DeferredEdges`` instead of the [E, ...]
-tensor. A later compiled call on the same graph that reads that feature
-inlines the SDDMM into its own MP-DFG (``inline_deferred``), where fusion
-can fold it into an aggregation, so the edge tensor is never written. Any
+attention logits) or a gather of node or (relation, node) pair rows (an
+RGAT message ``z_src``, once ``compact`` made it a pair table), possibly on
+the block regrouped by a type feature (``passes.retype``), stores a
+``DeferredEdges`` instead of the [E, ...] tensor. A later compiled call on
+the same graph that reads that feature inlines the recipe into its own
+MP-DFG (``inline_deferred``), where fusion can fold it into an aggregation,
+so the edge tensor is never written. Any
 other read (user code, the eager executor, one relation's block)
 materializes it once, in the user's edge order: the same values the
 apply_edges call would have stored.
@@ -31,46 +34,90 @@ from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .context import GraphContext
 
 
+_SIDE_ROWS = {"src": "nodes", "src_pair": "src_pairs", "dst": "nodes", "dst_local": "dst", "dst_pair": "dst_pairs"}
+# The row space of every tensor operand of the operators whose whole-graph result an apply_edges may leave
+# unwritten, from the operator's other arguments (``nodes``: all nodes; ``dst``: the destinations; pair tables;
+# ``relations``: per-relation tables).
+_RECIPES = {
+    ops.u_op_v: lambda op, b_side, slope=None, a_side="src": (_SIDE_ROWS[a_side], _SIDE_ROWS[b_side]),
+    ops.gather_src: lambda: ("nodes",),
+    ops.gather_dst: lambda: ("nodes",),
+    ops.gather_src_pair: lambda: ("src_pairs",),
+    ops.gather_dst_pair: lambda: ("dst_pairs",),
+    ops.etype_bilinear_dot: lambda q_side: ("nodes", "relations", _SIDE_ROWS[q_side]),
+    ops.edge_rows: lambda: ("edges",),
+}
+ROW_RESIDENCY = {"nodes": "V", "dst": "V", "src_pairs": "Ps", "dst_pairs": "Pd", "relations": "R", "edges": "E"}
+
+
+def recipe_parts(n: fx.Node) -> tuple[tuple, tuple]:
+    """(tensor operands, other arguments) of a recipe node (its context first, then operands)."""
+    count = len(_RECIPES[n.target](*_rest(n.args[1:])))
+    return tuple(n.args[1:1 + count]), tuple(n.args[1 + count:])
+
+
+def _rest(args):
+    """The trailing non-tensor arguments of a recipe's argument list (after its operands)."""
+    return tuple(a for a in args if not isinstance(a, (fx.Node, torch.Tensor)))
+
+
+def _operand_rows(target, args) -> tuple:
+    return _RECIPES[target](*args)
+
+
 @dataclass(eq=False)  # identity comparison: fields are tensors
 class DeferredEdges(Deferred):
-    """``u_op_v(ctx, a, b, op, b_side, negative_slope)`` over the whole graph, in user edge order once read."""
+    """``target(ctx, *operands, *args)`` over the whole graph ``base`` — an SDDMM (``u_op_v``), or a gather of
+    node or (relation, node) pair rows — in ``base``'s user edge order once read. ``ctx`` is ``base`` or
+    ``base`` regrouped by a type feature (``ops.retype``): then the value is computed in ``ctx``'s edge order
+    and put back in ``base``'s."""
 
+    base: GraphContext
     ctx: GraphContext
-    a: torch.Tensor
-    b: torch.Tensor
-    op: str
-    b_side: str
-    negative_slope: float | None
+    target: object
+    operands: tuple
+    args: tuple
     backend: str
 
     @property
+    def moved(self) -> bool:
+        return self.ctx is not self.base
+
+    @property
     def shape(self) -> torch.Size:
-        feat = broadcast_shape(tuple(self.a.shape[1:]), tuple(self.b.shape[1:]))
-        return torch.Size((self.ctx.num_edges,) + tuple(feat))
+        if self.target is ops.u_op_v:
+            feat = broadcast_shape(tuple(self.operands[0].shape[1:]), tuple(self.operands[1].shape[1:]))
+        elif self.target is ops.etype_bilinear_dot:
+            feat = tuple(self.operands[0].shape[1:2])
+        else:
+            feat = tuple(self.operands[0].shape[1:])
+        return torch.Size((self.base.num_edges,) + tuple(feat))
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.a.dtype
+        return self.operands[0].dtype
 
     @property
     def device(self) -> torch.device:
-        return self.a.device
+        return self.operands[0].device
 
     def compute(self) -> torch.Tensor:
-        """The SDDMM's result in internal edge order."""
+        """The value in ``base``'s internal edge order."""
         with backend.using(self.backend):
-            return ops.u_op_v(self.ctx, self.a, self.b, self.op, self.b_side, self.negative_slope)
+            value = self.target(self.ctx, *self.operands, *self.args)
+            return ops.edges_from(self.ctx, value) if self.moved else value
 
     def materialize(self) -> torch.Tensor:
-        return self.ctx.index.to_user_order(self.compute(), self.ctx.edge_lo, self.ctx.edge_hi)
+        return self.base.index.to_user_order(self.compute(), self.base.edge_lo, self.base.edge_hi)
 
     def signature(self) -> tuple:
         """What a plan inlining this value depends on."""
-        return (self.op, self.b_side, self.negative_slope, self.a.dtype, tuple(self.a.shape[1:]),
-                tuple(self.b.shape[1:]))
+        return (self.target.__name__, self.args, self.moved,
+                tuple((t.dtype, tuple(t.shape[1:])) for t in self.operands))
 
-    def operand(self, which: str) -> torch.Tensor:
-        return self.a if which == "a" else self.b
+    def operand(self, which: str):
+        """A bound input of an inlining plan: ``ctx`` or operand number ``which``."""
+        return self.ctx if which == "ctx" else self.operands[int(which)]
 
 
 @dataclass(eq=False)
@@ -118,22 +165,29 @@ def internal_edges(g, name: str, rel) -> torch.Tensor | None:
 
 
 def deferrable_outputs(dfg: MPDFG) -> dict:
-    """Outputs of an apply_edges plan that can be deferred: key -> its u_op_v node (elementwise op)."""
+    """Outputs of an apply_edges plan that can be deferred: key -> (recipe node, retyped context node or None)."""
     if dfg.kind != "apply_edges":
         return {}
-    return {key: n for key, n in dfg.outputs.items()
-            if isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.u_op_v
-            and n.args[3] != "dot" and len(n.users) == 1 and n.args[4] in ("dst", "dst_local")
-            and (len(n.args) < 7 or n.args[6] == "src")}
+    found = {}
+    for key, n in dfg.outputs.items():
+        moved = None
+        if isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.edges_from:
+            moved, n = n.args
+        if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _RECIPES and not n.kwargs \
+                and len(n.users) == 1 and (n.target is not ops.u_op_v or n.args[3] != "dot"):
+            found[key] = (n, moved)
+    return found
 
 
 def deferring_module(dfg: MPDFG, deferred: dict) -> fx.GraphModule:
-    """The plan's module returning ``(a, b)`` for each deferred output instead of the SDDMM result."""
+    """The plan's module returning ``(retyped context or None, *tensor operands)`` for each deferred output
+    instead of its value."""
     out = dfg.copy()
     nodes = dict(zip(dfg.graph.nodes, out.graph.nodes))
     results = dict(out.outputs)
-    for key, n in deferred.items():
-        results[key] = (nodes[n].args[1], nodes[n].args[2])
+    for key, (n, moved) in deferred.items():
+        operands, _ = recipe_parts(n)
+        results[key] = (None if moved is None else nodes[moved],) + tuple(nodes[a] for a in operands)
     out.output_node.args = (results,)
     module = out.module()
     module.graph.eliminate_dead_code()  # after module(): fx's purity check of a call_module needs the owner
@@ -142,21 +196,36 @@ def deferring_module(dfg: MPDFG, deferred: dict) -> fx.GraphModule:
 
 
 def wrap(deferred: dict, ctx: GraphContext, inputs: list, results: dict, backend_name: str) -> dict:
-    """Run results with each deferred output's ``(a, b)`` made a ``DeferredEdges``.
+    """Run results with each deferred output's operands made a ``DeferredEdges``.
 
-    An operand sharing memory with an input (a user's tensor, which could
-    change in place before the value is read) is computed now instead, as
-    the plan would have (internal edge order).
+    A value with an operand sharing memory with an input (a user's tensor,
+    which could change in place before the value is read) is computed now
+    instead, as the plan would have (internal edge order); computed on a
+    retyped block, it is kept in that block's edge order for a later call
+    on the same block.
     """
     held = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
     out = dict(results)
-    for key, n in deferred.items():
-        a, b = results[key]
-        value = DeferredEdges(ctx, a, b, n.args[3], n.args[4], n.args[5] if len(n.args) > 5 else None,
-                              backend_name)
-        aliased = any(t.untyped_storage().data_ptr() in held for t in (a, b))
-        out[key] = value.compute() if aliased else value
+    for key, (n, _) in deferred.items():
+        moved, *operands = results[key]
+        _, args = recipe_parts(n)
+        value = DeferredEdges(ctx, moved or ctx, n.target, tuple(operands), args, backend_name)
+        if any(t.untyped_storage().data_ptr() in held for t in operands):
+            if moved is None:
+                value = value.compute()
+            else:
+                with backend.using(backend_name):
+                    rows = n.target(moved, *operands, *args)
+                value = DeferredEdges(ctx, moved, ops.edge_rows, (rows,), (), backend_name)
+        out[key] = value
     return out
+
+
+def context_sharing(values: list) -> tuple:
+    """For each deferred value in ``values``, the position of the first one computed on the same retyped
+    block (None when not moved): an inlining plan binds one context for each."""
+    first = {}
+    return tuple(first.setdefault(id(v.ctx), i) if v.moved else None for i, v in enumerate(values))
 
 
 def peek(g, name: str, rel) -> DeferredEdges | None:
@@ -164,32 +233,46 @@ def peek(g, name: str, rel) -> DeferredEdges | None:
     if rel is not None:
         return None
     value = g._estore.peek_whole(name)
-    if isinstance(value, DeferredEdges) and value.ctx.index is g.index and value.ctx.rel is None:
+    if isinstance(value, DeferredEdges) and value.base.index is g.index and value.base.rel is None:
         return value
     return None
 
 
 def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
-    """Replace each input ``edata[name]`` in ``deferred`` (name -> DeferredEdges) by its SDDMM, in place.
+    """Replace each input ``edata[name]`` in ``deferred`` (name -> DeferredEdges) by its recipe, in place.
 
-    The operands become placeholders of kind ``DEFERRED_INPUT`` (node rows,
-    bound at run time from the stored value).
+    The operands become placeholders of kind ``DEFERRED_INPUT`` (``meta['rows']``
+    names their row space), bound at run time from the stored value; so does
+    a retyped context, whose result is put back in the plan's edge order
+    (``edges_from``), which ``retype`` may then move the whole plan onto.
     """
     g = dfg.graph
     ctx = next(n for n in g.nodes if n.op == "placeholder" and n.meta["input"][0] == "ctx")
+    contexts = {}  # id of a retyped context -> its placeholder: values computed on one block share it
     for n in [n for n in g.nodes if n.op == "placeholder" and n.meta["input"][0] == "edata"]:
         name = n.meta["input"][1]
         if name not in deferred:
             continue
         value = deferred[name]
+        rows = _operand_rows(value.target, value.args)
         with g.inserting_before(n):
-            a, b = (g.placeholder(f"{n.name}_{which}") for which in "ab")
-        for p, which in ((a, "a"), (b, "b")):
-            p.meta.update(input=(DEFERRED_INPUT, f"{name}.{which}"), stage=n.meta["stage"], source=n.meta["source"])
+            if value.moved and id(value.ctx) not in contexts:
+                contexts[id(value.ctx)] = g.placeholder(f"{n.name}_ctx")
+                contexts[id(value.ctx)].meta.update(input=(DEFERRED_INPUT, f"{name}.ctx"), input_res="S",
+                                                    stage=n.meta["stage"], source=n.meta["source"])
+            moved = contexts[id(value.ctx)] if value.moved else None
+            operands = [g.placeholder(f"{n.name}_{i}") for i in range(len(rows))]
+        for i, (p, space) in enumerate(zip(operands, rows)):
+            p.meta.update(input=(DEFERRED_INPUT, f"{name}.{i}"), rows=space, input_res=ROW_RESIDENCY[space],
+                          stage=n.meta["stage"], source=n.meta["source"])
         first = next(u for u in g.nodes if u.op != "placeholder")
         with g.inserting_before(first):
-            sddmm = g.call_function(ops.u_op_v, (ctx, a, b, value.op, value.b_side, value.negative_slope))
-        sddmm.meta.update(stage=n.meta["stage"], source=f"deferred edata[{name!r}] of an earlier apply_edges")
-        n.replace_all_uses_with(sddmm)
+            recipe = g.call_function(value.target, (moved or ctx, *operands, *value.args))
+            result = recipe if moved is None else g.call_function(ops.edges_from, (moved, recipe))
+        for made in {recipe, result}:
+            made.meta.update(stage=n.meta["stage"], source=f"deferred edata[{name!r}] of an earlier apply_edges")
+        n.replace_all_uses_with(result)
         g.erase_node(n)
-        dfg.log.append(f"inline: edata[{name!r}] is an earlier apply_edges' SDDMM, computed here instead")
+        dfg.log.append(f"inline: edata[{name!r}] is an earlier apply_edges' {value.target.__name__}, computed here "
+                       "instead" if value.target is not ops.edge_rows else f"inline: edata[{name!r}] was computed "
+                       "by an earlier apply_edges on a regrouped block: read here in that block's edge order")
