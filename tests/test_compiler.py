@@ -342,6 +342,45 @@ def test_data_dependent_control_flow_falls_back_with_one_warning():
     torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
 
 
+def _norm_if_present(e):
+    m = e.src["h"]
+    if "norm" in e.data:  # DGL's RelGraphConv, GraphConv examples
+        m = m * e.data["norm"]
+    return {"m": m}
+
+
+def _by_dtype_and_rank(e):
+    h = e.src["h"]
+    if h.dtype == torch.int64 and len(h.shape) == 1:  # DGL's bmm_maybe_select: ids index an embedding
+        return {"m": EMBEDDING[h]}
+    if h.dim() == 3:
+        return {"m": h.sum(1) * h.shape[1]}
+    return {"m": h * h.size(-1)}
+
+
+EMBEDDING = torch.randn(12, 3)
+
+
+@pytest.mark.parametrize("udf", [_norm_if_present, _by_dtype_and_rank])
+def test_branches_on_features_present_and_their_dtype_or_rank_compile_per_graph(udf):
+    """The trace is specialized on the graph's features: each graph takes its own branch, none falls back."""
+    graphs = []
+    for i, h in enumerate([torch.randn(12, 3), torch.randn(12, 3), torch.randn(12, 2, 3), torch.arange(12) % 12]):
+        g = random_homograph(12, 40, 20 + i)
+        g.ndata["h"] = h
+        if i == 1:
+            g.edata["norm"] = torch.rand(g.num_edges(), 1)
+        graphs.append(g)
+    for g in graphs + graphs:  # the second round reuses each graph's plan
+        if udf is _norm_if_present and g.ndata["h"].dtype == torch.int64:
+            continue
+        g.update_all(udf, fn.sum("m", "eager"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", gnnc.FallbackWarning)
+            g.update_all(udf, fn.sum("m", "comp"), compile=True)
+        torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
 def _cumulative(x):
     return torch.cumsum(x, dim=-1)
 
@@ -370,6 +409,44 @@ def test_reduce_over_all_rows_is_rejected_not_miscompiled():
     with pytest.warns(gnnc.FallbackWarning, match="dim 0"):
         g.update_all(message, fn.sum("m", "comp"), compile=True)
     torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
+ROW_INDEXINGS = {
+    "permuted_rows": lambda perm: (lambda e: {"m": e.src["h"][perm]}),
+    "index_select_rows": lambda perm: (lambda e: {"m": e.src["h"].index_select(0, perm)}),
+    "first_row": lambda perm: (lambda e: {"m": e.src["h"] * e.src["h"][0]}),
+    "rows_of_a_slice": lambda perm: (lambda e: {"m": e.data["w"][perm, :2]}),
+}
+
+
+@pytest.mark.parametrize("form", sorted(ROW_INDEXINGS))
+def test_indexing_the_rows_of_graph_data_falls_back_never_miscompiles(form):
+    """Edge rows picked by a tensor or a number move rows: the plan would pick them in its own edge order
+    (and reorder pushed the index onto node rows), so the call runs eagerly; many nodes keep the indices in
+    range, where a miscompiled plan would not fail."""
+    g = random_homograph(100, 80, 11)
+    g.ndata["h"] = torch.randn(100, 3)
+    g.edata["w"] = torch.randn(g.num_edges(), 3)
+    message = ROW_INDEXINGS[form](torch.randperm(g.num_edges(), generator=torch.Generator().manual_seed(0)))
+    g.apply_edges(message)
+    want = g.edata["m"]
+    with pytest.warns(gnnc.FallbackWarning, match="indexes the rows of graph data"):
+        g.apply_edges(message, compile=True)
+    torch.testing.assert_close(g.edata["m"], want)
+
+
+def test_a_table_read_by_an_edge_feature_is_a_lookup_in_any_spelling():
+    g = random_homograph(12, 40, 12)
+    g.edata["t"] = torch.randint(0, 4, (g.num_edges(),))
+    table = torch.randn(4, 3, dtype=torch.float64)
+    for read in (lambda e: table[e.data["t"]], lambda e: table.index_select(0, e.data["t"]),
+                 lambda e: torch.index_select(table, 0, e.data["t"])):
+        g.apply_edges(lambda e: {"m": read(e)})
+        want = g.edata["m"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", gnnc.FallbackWarning)
+            g.apply_edges(lambda e: {"m": read(e)}, compile=True)
+        torch.testing.assert_close(g.edata["m"], want)
 
 
 def test_unlowerable_reduce_keeps_buckets_and_stays_correct():

@@ -4,6 +4,7 @@ The models are DGL's tutorials (heterograph RGCN, GAT) and examples (GatedGraphC
 ``dgl`` renamed ``gnnc`` and nothing else changed; compiled runs must equal eager
 runs, outputs and gradients, and must not fall back.
 """
+import functools
 import math
 import warnings
 
@@ -14,7 +15,9 @@ import torch.nn.functional as F
 
 import gnnc
 import gnnc.function as fn
+from gnnc.ir import ops
 from gnnc.ops import edge_softmax
+from gnnc.runtime.compiled import recording
 from tests.graphs import random_heterograph, random_homograph
 
 
@@ -623,3 +626,133 @@ def test_dict_feature_write_errors_name_the_type_or_rows():
         g.ndata["x"] = {"nope": torch.ones(3)}
     with pytest.raises(ValueError, match="for type 'item' has 2 rows but the type has 7 nodes"):
         g.ndata["x"] = {"item": torch.ones(2)}
+
+
+# ----------------------------------------------- DGL 0.5's RelGraphConv: edge types passed by functools.partial
+# DGL 0.5-0.7's layer, unchanged but for ``th`` -> ``torch``: its message function reads ``etypes``, a tensor with
+# one entry per edge id, bound with functools.partial: the UDF must see edges in edge-id order, as DGL gives them.
+
+def bmm_maybe_select(A, B, index):
+    if A.dtype == torch.int64 and len(A.shape) == 1:
+        B = B.view(-1, B.shape[2])
+        flatidx = index * B.shape[1] + A
+        return B.index_select(0, flatidx)
+    else:
+        BB = B.index_select(0, index)
+        return torch.bmm(A.unsqueeze(1), BB).squeeze()
+
+class RelGraphConv(nn.Module):
+    def __init__(self, in_feat, out_feat, num_rels, num_bases=None, bias=True, activation=None, self_loop=False):
+        super().__init__()
+        self.in_feat, self.out_feat, self.num_rels = in_feat, out_feat, num_rels
+        self.num_bases = num_bases if num_bases is not None and 0 < num_bases <= num_rels else num_rels
+        self.bias, self.activation, self.self_loop = bias, activation, self_loop
+        self.weight = nn.Parameter(torch.Tensor(self.num_bases, self.in_feat, self.out_feat))
+        nn.init.xavier_uniform_(self.weight, gain=nn.init.calculate_gain('relu'))
+        if self.num_bases < self.num_rels:
+            self.w_comp = nn.Parameter(torch.Tensor(self.num_rels, self.num_bases))
+            nn.init.xavier_uniform_(self.w_comp, gain=nn.init.calculate_gain('relu'))
+        self.message_func = self.basis_message_func
+        if self.bias:
+            self.h_bias = nn.Parameter(torch.Tensor(out_feat))
+            nn.init.zeros_(self.h_bias)
+        if self.self_loop:
+            self.loop_weight = nn.Parameter(torch.Tensor(in_feat, out_feat))
+            nn.init.xavier_uniform_(self.loop_weight, gain=nn.init.calculate_gain('relu'))
+
+    def basis_message_func(self, edges, etypes):
+        if self.num_bases < self.num_rels:
+            weight = self.weight.view(self.num_bases, self.in_feat * self.out_feat)
+            weight = torch.matmul(self.w_comp, weight).view(self.num_rels, self.in_feat, self.out_feat)
+        else:
+            weight = self.weight
+        h = edges.src['h']
+        msg = bmm_maybe_select(h, weight, etypes)
+        if 'norm' in edges.data:
+            msg = msg * edges.data['norm']
+        return {'msg': msg}
+
+    def forward(self, g, feat, etypes, norm=None):
+        with g.local_scope():
+            g.srcdata['h'] = feat
+            if norm is not None:
+                g.edata['norm'] = norm
+            if self.self_loop:
+                loop_message = torch.matmul(feat[:g.number_of_dst_nodes()], self.loop_weight)
+            g.update_all(functools.partial(self.message_func, etypes=etypes), fn.sum(msg='msg', out='h'))
+            node_repr = g.dstdata['h']
+            if self.bias:
+                node_repr = node_repr + self.h_bias
+            if self.self_loop:
+                node_repr = node_repr + loop_message
+            if self.activation:
+                node_repr = self.activation(node_repr)
+            return node_repr
+
+
+@pytest.mark.parametrize("bases", [None, 2])
+def test_dgl05_rel_graph_conv_reads_its_edge_types_in_edge_id_order(bases):
+    torch.manual_seed(0)
+    n, e, r = 30, 150, 5
+    src, dst = torch.randint(0, n, (e,)), torch.randint(0, n - 5, (e,))  # unsorted: internal order differs
+    g = gnnc.graph((src, dst), num_nodes=n)
+    etypes, norm = torch.randint(0, r, (e,)), torch.rand(e, 1, dtype=torch.float64)
+    conv = RelGraphConv(8, 4, r, num_bases=bases, self_loop=True, activation=torch.relu).double()
+    x = torch.randn(n, 8, dtype=torch.float64)
+    w = conv.weight if bases is None else (conv.w_comp @ conv.weight.view(bases, -1)).view(r, 8, 4)
+    msg = torch.bmm(x[src].unsqueeze(1), w[etypes]).squeeze(1) * norm
+    want = torch.relu(torch.zeros(n, 4, dtype=torch.float64).index_add_(0, dst, msg) + conv.h_bias
+                      + x @ conv.loop_weight)
+    torch.testing.assert_close(conv(g, x, etypes, norm), want)
+    with warnings.catch_warnings(), recording() as plans:
+        warnings.simplefilter("error", gnnc.FallbackWarning)  # its dtype branch is resolved on the graph
+        torch.testing.assert_close(gnnc.compile(conv)(g, x, etypes, norm), want)
+    assert ops.etype_spmm in [n.target for n in plans[0].dfg.graph.nodes]  # per-edge weights never formed
+
+
+def _per_edge_closure_model(scale):
+    class Scaled(nn.Module):
+        def forward(self, g, etype=None):
+            g.update_all(lambda edges: {'m': edges.src['h'] * scale}, fn.sum('m', 'o'), etype=etype)
+    return Scaled()
+
+
+@pytest.mark.parametrize("backend", ["torch", "cpu"])
+def test_a_tensor_with_a_row_per_edge_reached_from_the_udf_compiles_in_edge_id_order(backend):
+    g = random_homograph(12, 40, 3)
+    src, dst, _ = g.edges("all")
+    scale = torch.randn(g.num_edges(), 1, dtype=torch.float64)
+    h = torch.randn(12, 5, dtype=torch.float64, requires_grad=True)
+    g.ndata['h'] = h
+    want = torch.zeros(12, 5, dtype=torch.float64).index_add(0, dst, h[src] * scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        gnnc.compile(_per_edge_closure_model(scale), backend=backend)(g)  # no fallback: it compiles
+    torch.testing.assert_close(g.ndata['o'], want)
+    torch.testing.assert_close(torch.autograd.grad(g.ndata['o'].sum(), h)[0],
+                               torch.autograd.grad(want.sum(), h)[0])
+
+
+def test_a_tensor_with_a_row_per_edge_of_one_relation():
+    g = random_heterograph(4)
+    rel = ('user', 'follows', 'user')
+    src, dst = g.edges(etype=rel)
+    scale = torch.randn(g.num_edges(rel), 1, dtype=torch.float64)
+    h = torch.randn(g.num_nodes('user'), 3, dtype=torch.float64)
+    g.nodes['user'].data['h'] = h
+    want = torch.zeros_like(h).index_add(0, dst, h[src] * scale)
+    for compile_ in (False, True):
+        model = _per_edge_closure_model(scale)
+        (gnnc.compile(model) if compile_ else model)(g, etype=rel)
+        torch.testing.assert_close(g.nodes['user'].data['o'], want)
+
+
+def test_edges_takes_dgl_forms_and_orders():
+    g = gnnc.graph((torch.tensor([2, 0, 2, 1]), torch.tensor([1, 3, 0, 1])), num_nodes=4)
+    src, dst, eid = g.edges(form="all")
+    assert src.tolist() == [2, 0, 2, 1] and dst.tolist() == [1, 3, 0, 1] and eid.tolist() == [0, 1, 2, 3]
+    assert g.edges("eid").tolist() == [0, 1, 2, 3]
+    src, dst, eid = g.edges("all", order="srcdst")
+    assert list(zip(src.tolist(), dst.tolist())) == [(0, 3), (1, 1), (2, 0), (2, 1)] and eid.tolist() == [1, 3, 2, 0]
+    with pytest.raises(ValueError, match="order"):
+        g.edges(order="dst")

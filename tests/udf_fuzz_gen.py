@@ -618,7 +618,7 @@ def family_typed(src: Src, binder: Binder) -> None:
     src.fwd.append(f"g.edata['rel_type'] = torch.randint(0, {R}, (g.num_edges(),), generator=gen)")
     src.fwd.append(f"g.edata['norm'] = torch.rand(g.num_edges(), 1, generator=gen) + 0.1")
     src.fwd.append(f"g.ndata['type'] = torch.randint(0, {T}, (g.num_nodes(),), generator=gen)")
-    form = rng.choice(["bmm", "bmm", "embed_index", "basis_bmm"])
+    form = rng.choice(["bmm", "bmm", "embed_index", "basis_bmm", "closure_types"])
     placement = rng.choice(Binder.PLACEMENTS)
     if form == "basis_bmm":
         wref: object = basis_typed(src, binder, R, d, o)
@@ -631,17 +631,28 @@ def family_typed(src: Src, binder: Binder) -> None:
         src.fwd.append(f"g.ndata['id'] = torch.arange(g.num_nodes()) % {d}")
         weights = [("W0", local)]
         src.tag("embed_view")
+    elif form == "closure_types":
+        # DGL 0.5's RelGraphConv: the edge types reach the UDF from forward (functools.partial), one per edge id
+        local = src.name("etypes")
+        src.fwd.append(f"{local} = g.edata['rel_type'].clone()")
+        weights = [("W0", Weight("typed", d, o, r=R)), ("T0", local)]
     else:
         weights = [("W0", Weight("typed", d, o, r=R))]
     if form == "embed_index":
         body = [("t1", f"edges.data['rel_type'] * {d} + edges.src['id']"), ("t2", "{W0}[t1]")]
     else:
-        body = [("t1", "{W0}[edges.data['rel_type']]"),
+        index = "{T0}" if form == "closure_types" else "edges.data['rel_type']"
+        body = [("t1", "{W0}.index_select(0, " + index + ")" if form == "closure_types" else "{W0}[" + index + "]"),
                 ("t2", rng.choice(["torch.bmm(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
                                    "torch.matmul(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
                                    "(edges.src['h'].unsqueeze(-1) * t1).sum(1)"]))]
-    if rng.random() < 0.5:
+    branch = rng.random()
+    if branch < 0.4:
         body.append(("t3", "t2 * edges.data['norm']"))
+    elif branch < 0.6:  # DGL's RelGraphConv: branches on the features the graph holds, resolved per graph
+        body.append(("t3", "t2 * edges.data['norm'] if 'norm' in edges.data and edges.src['h'].dim() == 2 "
+                           "else t2"))
+        src.tag("feature_branch")
     else:
         body.append(("t3", "t2"))
     msg = render_udf(src, binder, placement, "edges", body, "{'msg': t3}", weights, "message")

@@ -60,12 +60,6 @@ class Block(Graph):
 
     number_of_dst_nodes = num_dst_nodes
 
-    def num_src_nodes(self, ntype: str | None = None) -> int:
-        """Source nodes (all block nodes) in all (or one) node types."""
-        return self.num_nodes(ntype)
-
-    number_of_src_nodes = num_src_nodes
-
     @property
     def dstdata(self):
         """DGL's block ``dstdata``: with one node type, the destination nodes' rows (the first

@@ -14,7 +14,10 @@ they live. Torch operations on reached tensors inside the UDF (``w[0]``,
 either. Whatever tracing cannot express (data-dependent control flow, other
 uses of the batch, a tensor that needs gradients reached by a path the walk
 does not follow) raises :class:`TraceFailure` naming the operator and the
-UDF source line.
+UDF source line. Given the graph's ``schema``, a trace is specialized on it:
+``'norm' in edges.data`` and a feature's dtype, rank and trailing dims are
+answered (DGL's RelGraphConv branches on them), each answer recorded as a
+guard the runtime checks before reusing the trace on another graph.
 """
 from __future__ import annotations
 
@@ -64,15 +67,106 @@ class TracedUDF:
 class _Root(nn.Module):
     """Holds the UDF's bound module (``owner``) and the other modules it calls (``reached<i>``)."""
 
-    def __init__(self, udf):
+    def __init__(self, udf, schema=None):
         super().__init__()
-        self._udf = udf
+        self._udf, self._schema, self.guards = udf, schema, []
         owner = getattr(udf, "__self__", None)
         if isinstance(owner, nn.Module):
             self.owner = owner
 
     def forward(self, batch):
-        return self._udf(batch)
+        return self._udf(batch if self._schema is None else _SchemaBatch(batch, self._schema, self.guards))
+
+
+class _SchemaBatch:
+    """The batch proxy of a trace specialized on the features the graph holds (``schema``: space -> {key:
+    (dtype, trailing shape)}): ``key in edges.data`` is answered, and a feature read knows its dtype, rank
+    and trailing dims, so DGL-style branches on them (``if h.dtype == torch.int64``) are resolved."""
+
+    def __init__(self, batch, schema: dict, guards: list):
+        self._batch, self._schema, self._guards = batch, schema, guards
+
+    def __getattr__(self, name):
+        proxy = getattr(self._batch, name)
+        if name in SPACES and name in self._schema:
+            return _SchemaSpace(proxy, name, self._schema[name], self._guards)
+        return proxy
+
+
+class _SchemaSpace:
+    """One space of a ``_SchemaBatch``; every answer it gives is recorded as a guard (``schema_guards``)."""
+
+    def __init__(self, proxy, space: str, features: dict, guards: list):
+        self._proxy, self._space, self._features, self._guards = proxy, space, features, guards
+
+    def __getitem__(self, key):
+        found = self._proxy[key]
+        meta = self._features.get(key) if isinstance(key, str) else None
+        if meta is None:
+            return found
+        self._guards.append((self._space, "feature", key, meta))
+        return _KnownProxy(found, *meta)
+
+    def __contains__(self, key) -> bool:
+        self._guards.append((self._space, "present", key, key in self._features))
+        return key in self._features
+
+    def keys(self):
+        self._guards.append((self._space, "keys", None, tuple(sorted(self._features))))
+        return self._features.keys()
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+
+def schema_guards_hold(guards, schema: dict) -> bool:
+    """Whether a trace specialized under ``guards`` (``_SchemaSpace``'s record) is valid for ``schema``."""
+    for space, kind, key, answer in guards:
+        features = schema.get(space, {})
+        now = {"feature": lambda: features.get(key), "present": lambda: key in features,
+               "keys": lambda: tuple(sorted(features))}[kind]()
+        if now != answer:
+            return False
+    return True
+
+
+class _KnownProxy(fx.Proxy):
+    """A feature read whose dtype and trailing dims are known (rows stay symbolic)."""
+
+    def __init__(self, proxy: fx.Proxy, dtype: torch.dtype, trailing: tuple):
+        super().__init__(proxy.node, proxy.tracer)
+        self.__dict__["_known"] = (dtype, tuple(trailing))
+
+    @property
+    def dtype(self):
+        return self._known[0]
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self._known[1])
+
+    def dim(self) -> int:
+        return self.ndim
+
+    ndimension = dim
+
+    def is_floating_point(self) -> bool:
+        return self._known[0].is_floating_point
+
+    @property
+    def shape(self):
+        return (fx.Proxy.__getattr__(self, "size")(0),) + self._known[1]
+
+    def size(self, dim=None):
+        if dim is None:
+            return self.shape
+        rank = self.ndim
+        if isinstance(dim, int) and -rank < dim < rank and dim % rank != 0:
+            return self._known[1][dim % rank - 1]
+        return fx.Proxy.__getattr__(self, "size")(dim)
 
 
 def function_of(udf):
@@ -199,9 +293,13 @@ def node_location(node: fx.Node, udf) -> str:
     return node.meta.get("udf_line") or udf_location(udf)
 
 
-def trace_udf(udf) -> TracedUDF:
-    """Trace ``udf(batch) -> dict`` into a :class:`TracedUDF` (or raise TraceFailure)."""
-    root = _Root(udf)
+def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> TracedUDF:
+    """Trace ``udf(batch) -> dict`` into a :class:`TracedUDF` (or raise TraceFailure); with ``schema``
+    (space -> {key: (dtype, trailing shape)}), specialized on those features (``_SchemaBatch``), the
+    answers the trace relied on appended to ``guards`` (``schema_guards_hold``), also when it fails."""
+    root = _Root(udf, schema)
+    if guards is not None:
+        root.guards = guards
     tracer = _Tracer(udf, root)
     try:
         with _LiftReached(tracer):

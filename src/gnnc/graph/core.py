@@ -187,6 +187,18 @@ class Graph:
         """DGL's older name of :meth:`num_edges`."""
         return self.num_edges(etype)
 
+    def num_src_nodes(self, ntype: str | None = None) -> int:
+        """DGL's source-side node count: every node (of ``ntype``)."""
+        return self.num_nodes(ntype)
+
+    number_of_src_nodes = num_src_nodes
+
+    def num_dst_nodes(self, ntype: str | None = None) -> int:
+        """DGL's destination-side node count: every node (of ``ntype``) of a graph; a block's first nodes."""
+        return self.num_nodes(ntype)
+
+    number_of_dst_nodes = num_dst_nodes
+
     @property
     def is_unibipartite(self) -> bool:
         """True when every node type is only a source or only a destination of relations (DGL)."""
@@ -481,7 +493,11 @@ class _NodeSpace:
 
 
 class _EdgeSpace:
-    """``g.edges[rel].data`` and ``g.edges(etype)`` ((src, dst) in user order)."""
+    """``g.edges[rel].data`` and DGL's ``g.edges(form='uv', order='eid', etype=None)``: in edge-id order,
+    ``uv`` (src, dst), ``eid`` the edge ids, ``all`` (src, dst, eid); ``order='srcdst'`` sorts by source,
+    then destination."""
+
+    _FORMS = ("uv", "eid", "all")
 
     def __init__(self, g: Graph):
         self._g = g
@@ -489,8 +505,18 @@ class _EdgeSpace:
     def __getitem__(self, etype) -> "_TypeSpace":
         return _TypeSpace(TypeView(self._g._estore, self._g.etype_id(etype)))
 
-    def __call__(self, etype=None):
-        return self._g.find_edges(etype)
+    def __call__(self, form="uv", order="eid", etype=None):
+        if form not in self._FORMS:  # gnnc's own g.edges(etype)
+            form, etype = "uv", form
+        if order not in ("eid", "srcdst"):
+            raise ValueError(f"edges(order=...) must be 'eid' or 'srcdst', got {order!r}")
+        src, dst = self._g.find_edges(etype)
+        eid = torch.arange(src.numel(), device=src.device)
+        if order == "srcdst":
+            width = int(dst.max()) + 1 if dst.numel() else 1
+            eid = torch.argsort(src * width + dst, stable=True)
+            src, dst = src[eid], dst[eid]
+        return {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}[form]
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,9 @@ def _rule(n: fx.Node, root):
     key = target if n.op != "call_module" else type(root.get_submodule(target))
     if key in _USER_RULES:
         return _USER_RULES[key](n, residencies)
+    indexed = _row_indexing(n)
+    if indexed is not None:
+        return indexed
     known = ((n.op == "call_function" and (target in _ROW_WISE_FUNCTIONS or target is getattr
                                            or target is operator.getitem))
              or (n.op == "call_method" and target in _ROW_WISE_METHODS)
@@ -160,6 +163,48 @@ def _rule(n: fx.Node, root):
     if res != "S":
         _check_rows_untouched(n)
     return "Dense", res
+
+
+def _row_indexing(n: fx.Node):
+    """(movement, residency) of an indexing operator that reads rows by a tensor: ``table[t]`` or
+    ``table.index_select(0, t)`` of a shared table by graph-resident indices is a lookup (the indices'
+    residency); indexing the rows (dim 0) of graph data by a tensor or a number mixes or drops graph rows:
+    InferenceFailure. None for any other operator, or indexing other dims."""
+    if _is_getitem(n) and len(n.args) == 2:
+        x, index = n.args
+        first = index[0] if isinstance(index, tuple) and index else index
+        dim0 = first if isinstance(first, (fx.Node, int)) and not isinstance(first, bool) else None
+    elif is_index_select(n):
+        x = n.args[0]
+        dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
+        rank = len(x.meta.get("shape") or ()) if isinstance(x, fx.Node) else 0
+        rows = isinstance(dim, int) and (dim == 0 or dim == -rank)
+        dim0 = n.kwargs.get("index", n.args[2] if len(n.args) > 2 else None) if rows else None
+    else:
+        return None
+    if dim0 is None or not isinstance(x, fx.Node) or x.meta.get("shape") is None:
+        return None
+    table_res = x.meta.get("res", "S")
+    index_res = dim0.meta.get("res", "S") if isinstance(dim0, fx.Node) else "S"
+    if table_res == "S" and index_res != "S":
+        return "Dense", index_res  # a lookup: one row of the table per graph row
+    if table_res != "S":
+        raise InferenceFailure(f"{_name(n)} indexes the rows of graph data ({table_res}) by "
+                               f"{'a number' if isinstance(dim0, int) else 'a tensor'}: rows would move",
+                               n.meta.get("source", "?"))
+    return None
+
+
+def is_index_select(n: fx.Node) -> bool:
+    """Whether ``n`` is ``x.index_select(...)`` or ``torch.index_select(x, ...)`` (also as traced while a library
+    such as PyG has replaced ``torch.index_select`` by a wrapper of its own)."""
+    return (n.op == "call_method" and n.target == "index_select") or \
+        (n.op == "call_function" and n.target in (torch._C._VariableFunctions.index_select, torch.index_select))
+
+
+def _is_getitem(n: fx.Node) -> bool:
+    return (n.op == "call_function" and n.target is operator.getitem) or \
+        (n.op == "call_method" and n.target == "__getitem__")
 
 
 def _check_rows_untouched(n: fx.Node) -> None:

@@ -1,11 +1,13 @@
 """Typed linear layers whose types are an integer feature (Hector's typed linear, types from data).
 
-Pattern: ``W[t]`` (``getitem``) where ``W`` is a shared ``[T, *B, K, M]``
+Pattern: ``W[t]`` (``getitem``, or ``index_select(0, t)``) where ``W`` is a shared ``[T, *B, K, M]``
 float tensor (``B``: head dims, as HGT's ``relation_att[etype]``) — a
 parameter, a closure tensor or one computed in ``forward`` (e.g. a basis
 decomposition ``matmul(w_comp, V).view(T, K, M)``) — and
 ``t`` an integer (int64 / int32) ``[rows]`` feature of edges
-(``edges.data['rel_type']``) or nodes (``nodes.data['type']``), used as
+(``edges.data['rel_type']``, or a tensor of the user's with one entry per
+edge id, as DGL 0.5's RelGraphConv passes them) or nodes
+(``nodes.data['type']``), used as
 the per-row weight of
 
 - ``squeeze(mm(unsqueeze(x_e, -2), W[t]), -2)`` with ``mm`` one of ``bmm``,
@@ -36,9 +38,10 @@ import re
 import torch
 import torch.fx as fx
 
+from ..frontend import reach
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
-from .nodes import new_node, same_value
+from .nodes import new_node, same_value, table_lookup
 
 _MATMUL_FUNCTIONS = {torch.bmm, torch.matmul, operator.matmul}
 _MATMUL_METHODS = {"bmm", "matmul", "__matmul__"}
@@ -60,11 +63,10 @@ def _dim_arg(n: fx.Node, default="absent"):
 
 def _lookup(w):
     """(W, t) when ``w`` is ``W[t]`` with W a shared [T, *B, K, M] float tensor and t a 1-D integer feature."""
-    if not (_is(w, "__getitem__", operator.getitem) and len(w.args) == 2 and not w.kwargs):
+    found = table_lookup(w)
+    if found is None:
         return None
-    table, types = w.args
-    if not (isinstance(table, fx.Node) and isinstance(types, fx.Node)):
-        return None
+    table, types = found
     shape, dtype = table.meta.get("shape"), table.meta.get("dtype")
     if table.meta.get("res") != "S" or shape is None or len(shape) < 3 or dtype is None \
             or not dtype.is_floating_point:
@@ -146,6 +148,8 @@ def _feature(types: fx.Node) -> str:
     kind, name = types.meta.get("input", (None, None))
     if kind == "edata":
         return f"edges.data[{name!r}]"
+    if kind == "external" and "reach" in types.meta:
+        return f"{reach.describe(types.meta['reach'][1])} (one per edge id)"
     views = {ops.dst_nodes: "nodes.data", ops.gather_src: "edges.src", ops.gather_dst: "edges.dst"}
     if types.op == "call_function" and types.target in views and isinstance(types.args[1], fx.Node):
         kind, name = types.args[1].meta.get("input", (None, None))

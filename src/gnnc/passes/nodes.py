@@ -6,6 +6,8 @@ import operator
 import torch
 import torch.fx as fx
 
+from ..ir.rules import is_index_select
+
 BINARY_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
               torch.add: "add", torch.sub: "sub", torch.mul: "mul", torch.div: "div"}
 
@@ -58,3 +60,20 @@ def unsqueezed_then_squeezed(m):
             and shape[1] != 1):
         return None
     return lifted.args[0]
+
+
+def table_lookup(n):
+    """(table, index) when ``n`` reads rows of ``table`` by a tensor ``index``: ``table[index]``,
+    ``table.index_select(0, index)`` or ``torch.index_select(table, 0, index)``; else None."""
+    if not isinstance(n, fx.Node) or n.op not in ("call_function", "call_method"):
+        return None
+    if (n.target is operator.getitem or n.target == "__getitem__") and len(n.args) == 2 and not n.kwargs:
+        table, index = n.args
+    elif is_index_select(n):
+        args = list(n.args) + [n.kwargs.get("dim"), n.kwargs.get("index")][len(n.args) - 1:]
+        if len(args) != 3 or args[1] != 0:
+            return None
+        table, _, index = args
+    else:
+        return None
+    return (table, index) if isinstance(table, fx.Node) and isinstance(index, fx.Node) else None

@@ -1,7 +1,8 @@
 """Per-type tables indexed by an edge feature run as relation-typed operators (Hector, types from data).
 
 Pattern: a whole-graph plan that indexes shared float tables ``W`` ([T, ...])
-with one integer edge feature ``t``: ``W[t]`` (DGL's
+with one integer edge feature ``t`` (edge data, or a tensor of the user's
+with one entry per edge id): ``W[t]`` or ``W.index_select(0, t)`` (DGL's
 ``weight[edges.data['rel_type']]``, HGT's ``relation_att[etype]``) and the
 typed matmuls ``index_typed`` made of such lookups (``index_gather_matmul``).
 Replacement: the plan runs on ``retype(ctx, t)``, the same block with edge
@@ -22,8 +23,6 @@ run later may expose more).
 """
 from __future__ import annotations
 
-import operator
-
 import torch
 import torch.fx as fx
 import torch.nn as nn
@@ -31,8 +30,8 @@ import torch.nn.functional as F
 
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
-from .index_typed import _INDEX_DTYPES, _feature, _is
-from .nodes import is_call, new_node, unsqueezed_then_squeezed
+from .index_typed import _INDEX_DTYPES, _feature
+from .nodes import is_call, new_node, table_lookup, unsqueezed_then_squeezed
 
 _TYPE_STRUCTURE = {ops.gather_etype, ops.gather_srctype, ops.gather_dsttype, ops.gather_ntype, ops.node_type_rows,
                    ops.ntype_matmul, ops.dst_ntype_matmul, ops.etype_gather_matmul, ops.etype_gather_head_matmul,
@@ -44,7 +43,8 @@ _RANDOM_METHODS = {"bernoulli", "bernoulli_", "uniform_", "normal_", "random_", 
 
 
 def _type_feature(t) -> bool:
-    return (isinstance(t, fx.Node) and t.op == "placeholder" and t.meta["input"][0] == "edata"
+    return (isinstance(t, fx.Node) and t.op == "placeholder"
+            and (t.meta["input"][0] == "edata" or t.meta.get("per_edge", False))
             and len(t.meta.get("shape") or ()) == 1 and t.meta.get("dtype") in _INDEX_DTYPES)
 
 
@@ -59,8 +59,8 @@ def _lookups(g: fx.Graph, types_of):
     """(node, table, types) of every ``W[t]`` and ``index_gather_matmul`` whose ``t`` passes ``types_of``."""
     found = []
     for n in g.nodes:
-        if _is(n, "__getitem__", operator.getitem) and len(n.args) == 2 and not n.kwargs:
-            table, t = n.args
+        if table_lookup(n) is not None:
+            table, t = table_lookup(n)
         elif is_call(n, ops.index_gather_matmul):
             table, t = n.args[2], n.args[3]
         else:
@@ -102,7 +102,7 @@ def _move(out: MPDFG, ctx: fx.Node, moved: fx.Node) -> None:
     for user in [u for u in ctx.users if u is not moved]:
         user.replace_input_with(ctx, moved)
     anchor = moved if moved.op != "placeholder" else [n for n in g.nodes if n.op == "placeholder"][-1]
-    for p in [p for p in g.nodes if p.op == "placeholder" and p.meta["input"][0] == "edata"]:
+    for p in [p for p in g.nodes if p.op == "placeholder" and (p.meta["input"][0] == "edata" or p.meta.get("per_edge"))]:
         users = [u for u in p.users if u is not moved]
         if users:
             with g.inserting_after(anchor):

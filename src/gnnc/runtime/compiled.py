@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import itertools
 import warnings
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ import torch
 
 from .. import backend
 from ..frontend import reach
-from ..frontend.trace import TraceFailure, first_line, trace_udf, udf_location
+from ..frontend.trace import TraceFailure, first_line, schema_guards_hold, trace_udf, udf_location
 from ..function import BuiltinReduce
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
@@ -65,6 +66,7 @@ def clear_cache() -> None:
     """Forget every traced UDF and plan (e.g. after registering a rule)."""
     _CACHE.clear()
     _TRACES.clear()
+    _SPECIALIZED.clear()
 
 
 _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
@@ -110,15 +112,50 @@ def _read(g, store, key, rel, space=None):
 _TRACES: dict = {}
 
 
-def _traced(kind, udfs):
-    """Traced UDFs of a call (cached by code and binding), or the fallback message."""
+def _traced(kind, udfs, g, rel):
+    """Traced UDFs of a call (cached by code and binding), or the fallback message. A UDF that cannot be
+    traced alone (a branch on a feature's dtype or rank, ``'norm' in edges.data``) is traced again on the
+    features of ``g``'s block ``rel``, cached with them too."""
     key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
     if key not in _TRACES:
-        try:
-            _TRACES[key] = [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u) for u in udfs]
-        except TraceFailure as err:
-            _TRACES[key] = _fallback(err)
-    return key, _TRACES[key]
+        _TRACES[key] = _trace_all(udfs, None, [])
+    if not isinstance(_TRACES[key], TraceFailure):
+        return key, _TRACES[key]
+    schema = feature_schema(g, rel)
+    specialized = _SPECIALIZED.setdefault(key, [])
+    for i, (guards, traced) in enumerate(specialized):
+        if schema_guards_hold(guards, schema):
+            return key + (i,), traced
+    guards: list = []
+    traced = _trace_all(udfs, schema, guards)
+    specialized.append((tuple(guards), _fallback(traced) if isinstance(traced, TraceFailure) else traced))
+    return key + (len(specialized) - 1,), specialized[-1][1]
+
+
+_SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features, traced UDFs or fallback)]
+
+
+def _trace_all(udfs, schema, guards):
+    try:
+        return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards) for u in udfs]
+    except TraceFailure as err:
+        return err
+
+
+def feature_schema(g, rel) -> dict:
+    """What UDFs on block ``rel`` of ``g`` can read, per batch space: {key: (dtype, trailing shape)}."""
+    def described(view, whole=True):
+        return {k: (v.dtype, tuple(v.shape[1:]) if whole else tuple(v.shape)) for k, v in view.items()}
+
+    if rel is None:
+        nodes = described(dict(g._nstore.whole))
+        return {"src": nodes, "dst": nodes, "data": described(dict(g._estore.whole)),
+                "srctype": described(g.ntype_data.data, False), "dsttype": described(g.ntype_data.data, False),
+                "type": described(g.etype_data.data, False)}
+    src_type, _, dst_type = g.canonical_etypes[rel]
+    return {"src": described(dict(g.nodes[src_type].data.items())),
+            "dst": described(dict(g.nodes[dst_type].data.items())),
+            "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items()))}
 
 
 def _fallback(err) -> str:
@@ -128,7 +165,7 @@ def _fallback(err) -> str:
 
 
 def _plan(kind, udfs, g, rel, options) -> Plan:
-    trace_key, traced = _traced(kind, udfs)
+    trace_key, traced = _traced(kind, udfs, g, rel)
     if isinstance(traced, str):
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
     key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
@@ -154,7 +191,12 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
             propagate_shapes(d.module(), ctx, inputs)
             infer(d.graph, d.root)
 
-        annotate(dfg)
+        try:
+            annotate(dfg)
+        except Exception:  # noqa: BLE001 - maybe a tensor of the user's with a row per edge; else re-raised
+            if not _per_edge_externals(dfg, inputs, ctx, annotate):
+                raise
+            inputs = bind_inputs(dfg, g, rel, udfs)
         initial = dfg.copy()
         dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k not in RUN_OPTIONS})
     except InferenceFailure as err:
@@ -220,7 +262,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
         elif kind == "ndata" and (rel is None or name in g._nstore.whole):
             values.append(g.ndata[name])
         elif kind == "ndata":
-            node_types = node_types or node_feature_types(g, rel, _traced(dfg.kind, udfs)[1])
+            node_types = node_types or node_feature_types(g, rel, _traced(dfg.kind, udfs, g, rel)[1])
             try:
                 values.append(g._nstore.get_spanning(name, node_types[name]))
             except ValueError as err:
@@ -240,8 +282,30 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             values.append(deferral.peek(g, feature, rel).operand(which))
         else:
             stage, path = n.meta["reach"]
-            values.append(reach.resolve(udfs[_STAGES[stage]], path))
+            value = reach.resolve(udfs[_STAGES[stage]], path)
+            values.append(g.index.from_user_order(value, lo, hi) if n.meta.get("per_edge") else value)
     return values
+
+
+def _per_edge_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:
+    """Mark tensors a message UDF reaches from outside with one row per edge of the block (in user edge order,
+    as DGL's RelGraphConv passes its edge types) as edge rows, bound in internal edge order: the fewest of
+    them (up to ``most``) with which ``annotate(dfg)`` succeeds (a table whose rows happen to number the
+    edges stays a table). Whether some did."""
+    candidates = [n for n, value in zip(dfg.inputs(), inputs)
+                  if n.meta["input"][0] == "external" and n.meta["stage"] == "message"
+                  and isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == ctx.num_edges]
+    for size in range(1, min(len(candidates), most) + 1):
+        for chosen in itertools.combinations(candidates, size):
+            for n in chosen:
+                n.meta.update(per_edge=True, input_res="E")
+            try:
+                annotate(dfg)
+                return True
+            except Exception:  # noqa: BLE001 - not these: try the next choice
+                for n in chosen:
+                    del n.meta["per_edge"], n.meta["input_res"]
+    return False
 
 
 _STAGES = {"msg": 0, "red": 1, "upd": 2}

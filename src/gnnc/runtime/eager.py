@@ -50,8 +50,15 @@ def node_block(g, rel):
 
 def messages(g, message, rel=None, subset: torch.Tensor | None = None) -> dict:
     """Run ``message`` on the block's edges; rows in internal edge order (with ``subset``, block-local
-    user edge ids: on those edges, rows in ``subset``'s order)."""
+    user edge ids: on those edges, rows in ``subset``'s order).
+
+    The UDF sees the edges in user edge order, as DGL presents them: its rows
+    line up with a tensor of its own holding one row per edge id (DGL's
+    RelGraphConv passes the edge types so, through ``functools.partial``)."""
     lo, hi = edge_block(g, rel)
+    if subset is None and g.index.user_eid is not None:
+        in_user_order = messages(g, message, rel, torch.arange(hi - lo, device=g.index.src.device))
+        return {k: g.index.from_user_order(v, lo, hi) for k, v in in_user_order.items()}
     batch = EdgeBatch(g, lo, hi, rel, subset)
     return _call(message, batch, "message", batch.batch_size())
 
