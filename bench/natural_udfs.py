@@ -18,8 +18,7 @@ training row's peak starts after the inference calls (plans built there count in
 Check (``compiled`` subprocess, after timing, from the initial parameters): the compiled natural layer's
 output, and in training its parameter gradients, within the harness's tolerance
 (``harness.equivalence.error_ratio``: ``|a - b| <= rtol * (|b| + max|b|)``) of the same layer run eagerly; where the
-natural layer computes the same function as gnnc's layer (GCN, GAT, RGCN, RGAT, HGT; the weights are
-copied from it) the eager natural output is also compared with gnnc's layer run eagerly. A float32 parameter
+natural layer computes the same function as gnnc's layer (all but GIN; the weights are copied from it) the eager natural output is also compared with gnnc's layer run eagerly. A float32 parameter
 gradient beyond the tolerance (a sum over millions of edges that cancels) is arbitrated by the eager natural layer in
 float64: it passes when the compiled gradient is no farther from float64 than eager float32's.
 
@@ -50,7 +49,9 @@ MODELS = ("gcn", "gat", "gat_heads", "sage", "gin", "rgcn", "rgat", "hgt")
 TITLES = {"gcn": "GCN", "gat": "GAT (tutorial: a layer per head)", "gat_heads": "GAT (heads in one view)", "sage": "GraphSAGE", "gin": "GIN", "rgcn": "RGCN", "rgat": "RGAT",
           "hgt": "HGT"}
 HOMO_MODELS = ("gcn", "gat", "gat_heads", "sage", "gin")
-WITH_LAYER = ("gcn", "gat", "gat_heads", "rgcn", "rgat", "hgt")  # natural layer computes the same function as gnnc's
+# the natural layer computes the same function as a gnnc layer (GIN's reduce writes 'h' only where messages
+# arrive: DGL gives nodes without in-edges zeros there, where GINConv keeps (1 + eps) h)
+WITH_LAYER = ("gcn", "gat", "gat_heads", "sage", "rgcn", "rgat", "hgt")
 DATASETS = ("pubmed", "arxiv", "mutag", "bgs")
 HOMO_DATASETS = ("pubmed", "arxiv")
 SYSTEMS = ("layer", "compiled", "eager")
@@ -91,7 +92,10 @@ def build(model: str, data):
             nat.attn_l.copy_(layer.attn[:, :hd].unsqueeze(0))
             nat.attn_r.copy_(layer.attn[:, hd:].unsqueeze(0))
         elif model == "sage":
-            nat = nm.SAGEConv(d, WIDTH)
+            layer = gm.SAGEConv(d, WIDTH, "mean")
+            nat = nm.SAGEConv(d, WIDTH)  # fc(cat([h, h_N])): the layer's two weights side by side, its bias
+            nat.fc.weight.copy_(torch.cat([layer.fc_self.weight, layer.fc_neigh.weight], dim=1))
+            nat.fc.bias.copy_(layer.bias)
         elif model == "gin":
             nat = nm.GINLayer(d, WIDTH)
         elif model == "rgcn":
@@ -382,6 +386,25 @@ def table(meta: dict, rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(runs: list[Path], out: Path) -> int:
+    """Write ``out``'s table and results from several runs' ``results.json`` (the first run's machine line,
+    every run's command)."""
+    loaded = [json.loads((run / "results.json").read_text()) for run in runs]
+    rows: dict = {}
+    for run in loaded:
+        for r in run["rows"]:
+            rows[(r["model"], r["dataset"], r["mode"], r["system"])] = r
+    meta = dict(loaded[0]["meta"])
+    meta["command"] = "`; then `".join(run["meta"]["command"] for run in loaded)
+    meta["repeat"] = "/".join(str(run["meta"]["repeat"]) for run in loaded)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "runs": [run["meta"] for run in loaded],
+                                                  "rows": list(rows.values())}, indent=1))
+    (out / "table.md").write_text(table(meta, list(rows.values())))
+    print(f"wrote {out / 'table.md'} and {out / 'results.json'}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
@@ -395,11 +418,16 @@ def main(argv=None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="replica scale (1 = published size)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=HERE / "results" / "natural")
+    p.add_argument("--merge", nargs="+", type=Path, metavar="RUN",
+                   help="instead of running: one table of earlier runs' results (a later run's row replaces an "
+                        "earlier run's for the same model, dataset, mode and system)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
         return 0
+    if args.merge:
+        return merge(args.merge, args.out)
 
     import torch
     from harness import datasets as hd

@@ -47,12 +47,16 @@ def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
 
 class EdgeBatch:
     """The edges ``lo..hi`` (internal order) of graph ``g``; with ``subset`` (user edge ids local to the
-    block, int64), only those edges, in that order."""
+    block, int64), only those edges, in that order; ``user_order``: all of them in user order."""
 
-    def __init__(self, g, lo: int, hi: int, rel: int | None = None, subset: torch.Tensor | None = None):
+    def __init__(self, g, lo: int, hi: int, rel: int | None = None, subset: torch.Tensor | None = None,
+                 user_order: bool = False):
         self._g, self._lo, self._hi, self._rel, self._subset = g, lo, hi, rel, subset
+        self._user_order = user_order and subset is None and g.index.internal_eid is not None
         index = g.index
-        if subset is None:
+        if self._user_order:
+            self._pos = index.internal_eid[lo:hi]
+        elif subset is None:
             self._pos = slice(lo, hi)
         elif index.internal_eid is None:
             self._pos = subset + lo
@@ -88,7 +92,7 @@ class EdgeBatch:
             user = self._g.edges[self._g.canonical_etypes[self._rel]].data[key]
         if self._subset is not None:
             return user.index_select(0, self._subset)
-        return self._g.index.from_user_order(user, self._lo, self._hi)
+        return user if self._user_order else self._g.index.from_user_order(user, self._lo, self._hi)
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(src, dst, user edge id) of the batch's edges, global node ids."""
@@ -96,6 +100,8 @@ class EdgeBatch:
         if self._subset is not None:
             return self._src, self._dst, self._subset + self._lo
         eid = torch.arange(self._lo, self._hi, device=index.device)
+        if self._user_order:
+            return self._src, self._dst, eid
         if index.user_eid is not None:
             eid = index.user_eid[self._lo:self._hi]
         return self._src, self._dst, eid

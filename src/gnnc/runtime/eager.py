@@ -56,11 +56,11 @@ def messages(g, message, rel=None, subset: torch.Tensor | None = None) -> dict:
     line up with a tensor of its own holding one row per edge id (DGL's
     RelGraphConv passes the edge types so, through ``functools.partial``)."""
     lo, hi = edge_block(g, rel)
+    batch = EdgeBatch(g, lo, hi, rel, subset, user_order=True)
+    out = _call(message, batch, "message", batch.batch_size())
     if subset is None and g.index.user_eid is not None:
-        in_user_order = messages(g, message, rel, torch.arange(hi - lo, device=g.index.src.device))
-        return {k: g.index.from_user_order(v, lo, hi) for k, v in in_user_order.items()}
-    batch = EdgeBatch(g, lo, hi, rel, subset)
-    return _call(message, batch, "message", batch.batch_size())
+        out = {k: g.index.from_user_order(v, lo, hi) for k, v in out.items()}
+    return out
 
 
 def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
