@@ -1,4 +1,5 @@
 """The MP-DFG compiler against the eager executor (the oracle), forward and backward."""
+import re
 import subprocess
 import sys
 import time
@@ -379,6 +380,28 @@ def test_branches_on_features_present_and_their_dtype_or_rank_compile_per_graph(
             warnings.simplefilter("error", gnnc.FallbackWarning)
             g.update_all(udf, fn.sum("m", "comp"), compile=True)
         torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
+
+
+def _zeros_sized_by_the_batch(e):
+    h = e.src["h"]
+    return {"m": torch.zeros(h.shape[0], 2) + h[:, :2]}
+
+
+def _masked_write(e):
+    h = e.src["h"] * 1
+    h[h < 0] = 0
+    return {"m": h}
+
+
+@pytest.mark.parametrize("udf, hint", [(_zeros_sized_by_the_batch, "h.shape[0]"),
+                                       (_masked_write, "x[mask] = ...")])
+def test_untraceable_idioms_fall_back_with_a_message_in_the_users_terms(udf, hint):
+    g = random_homograph(12, 40, 30)
+    g.ndata["h"] = torch.randn(12, 3)
+    g.update_all(udf, fn.sum("m", "eager"))
+    with pytest.warns(gnnc.FallbackWarning, match=re.escape(hint)):
+        g.update_all(udf, fn.sum("m", "comp"), compile=True)
+    torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
 
 
 def _cumulative(x):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import re
 import sys
 import types
 from dataclasses import dataclass, field
@@ -39,6 +40,16 @@ SPACES = ("src", "dst", "data", "srctype", "dsttype", "type", "mailbox")
 # Tensor metadata reads: their results are in the reach fingerprint, so tracing may use them as values.
 _METADATA = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "dim", "size",
              "__len__", "numel", "ndimension", "is_floating_point", "element_size", "get_device"}
+
+
+# What a tracer's TypeError means in the user's terms.
+_HINTS = (
+    (re.compile(r"takes \d+ positional argument|invalid combination of arguments|cannot be interpreted as an "
+                r"integer"), ": a torch function got a value read from the batch (such as h.shape[0]) where it "
+                             "needs a number, as sizes of new tensors do"),
+    (re.compile(r"does not support item assignment"), ": writing into part of a tensor (x[mask] = ...) inside a "
+                                                      "UDF is not captured"),
+)
 
 
 class TraceFailure(Exception):
@@ -309,7 +320,8 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> Tr
             raise
         raise TraceFailure(err.what, _error_location(err, udf)) from err
     except Exception as err:  # fx reports control flow, unsupported calls etc. as various errors
-        raise TraceFailure(f"cannot trace ({type(err).__name__}: {first_line(err)})",
+        hint = next((h for pattern, h in _HINTS if isinstance(err, TypeError) and pattern.search(str(err))), "")
+        raise TraceFailure(f"cannot trace ({type(err).__name__}: {first_line(err)}){hint}",
                            _error_location(err, udf)) from err
     batch = next(n for n in graph.nodes if n.op == "placeholder" and n.target == "batch")
     accesses = []
