@@ -51,6 +51,20 @@ def test_fuzz_sample_compiled_equals_eager(seeds):
     assert not failures, "\n\n".join(failures)
 
 
+# Programs of the long runs that found a compiler bug, fixed since: seed -> what it found.
+FOUND = {
+    500001509189: "edge softmax's backward as alpha g - alpha t: a saturated mailbox softmax (large inputs) gave "
+                  "float64 gradients 1e-6 off eager's alpha (g - t)",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND))
+def test_long_run_findings_stay_fixed(seed):
+    program = generate(seed)
+    outcome = run_program(program)
+    assert outcome.status == "match", _report(outcome, program.source)
+
+
 def test_generation_is_reproducible():
     for seed in (0, 17, 123456):
         a, b = generate(seed), generate(seed)

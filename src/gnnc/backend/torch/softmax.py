@@ -104,10 +104,13 @@ def _exp_and_stats(logits, dst, num_nodes):
 
 
 def _softmax_backward(alpha, grad_alpha, dst, num_nodes):
-    """alpha * (grad_alpha - segment_sum(alpha * grad_alpha)[dst])."""
+    """alpha * (grad_alpha - segment_sum(alpha * grad_alpha)[dst]), in that order, as torch's softmax does:
+    where one edge takes nearly all the weight the difference is small, and subtracting the two products
+    instead (alpha g - alpha total) leaves it the products' rounding error."""
     weighted = alpha * grad_alpha
     total = weighted.new_zeros((num_nodes,) + tuple(weighted.shape[1:])).index_add_(0, dst, weighted)
-    return weighted.addcmul_(alpha, total.index_select(0, dst), value=-1)
+    del weighted
+    return total.index_select(0, dst).neg_().add_(grad_alpha).mul_(alpha)
 
 
 class _EdgeSoftmax(Function):

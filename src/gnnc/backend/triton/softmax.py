@@ -7,7 +7,7 @@ gradients), holding whole [H, F] rows, walking its rows' entries in step.
 
 - ``edge_softmax``: a pass computing the per-destination max and
   denominator online, a pass writing alpha; backward the same two passes
-  (t[v] = sum alpha * g, then alpha * g - alpha * t).
+  (t[v] = sum alpha * g, then alpha * (g - t)).
 - the fused aggregation, forward: one pass over each destination's in-edges
   with online softmax (running max, rescaled denominator and weighted sum
   of x[src]); logits read per edge, or computed from node rows as
@@ -15,7 +15,7 @@ gradients), holding whole [H, F] rows, walking its rows' entries in step.
   (O(V)) are kept for backward; no [E, ...] tensor is written.
 - backward, alpha = exp(l - m[dst]) / s[dst] recomputed where needed: by
   destination, t[v] = sum of alpha * d (d[e] = g[dst] . x[src], per head)
-  then the logit gradient alpha * d - alpha * t (written per edge for
+  then the logit gradient alpha * (d - t) (written per edge for
   per-edge logits; for SDDMM logits its pre-activation gradient summed into
   b's row); by source, x's gradient sum of alpha * g[dst] and a's gradient
   from the same logit gradient, with t read back (O(V)). No atomics.
@@ -99,7 +99,8 @@ online = kernel(_online)
 def _softmax_rows(crow, perm, values, grad, out, num_rows, width,
                   BACKWARD: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr):
     """Forward (``values`` the logits): out = alpha. Backward (``values`` alpha, ``grad`` its upstream
-    gradient): out = alpha * g - alpha * t, t the row sum of alpha * g."""
+    gradient): out = alpha * (g - t), t the row sum of alpha * g (the difference first, as torch's softmax:
+    where one edge takes nearly all the weight, alpha g - alpha t would leave the products' rounding)."""
     rows, d, row_ok, d_ok, start, deg = row_block(crow, num_rows, width, BV, BD)
     m = tl.full([BV, BD], -float("inf"), dtype=out.dtype.element_ty)
     total = tl.zeros([BV, BD], dtype=out.dtype.element_ty)
@@ -118,7 +119,7 @@ def _softmax_rows(crow, perm, values, grad, out, num_rows, width,
         at = e[:, None] * width + d[None, :]
         v = tl.load(values + at, mask=valid, other=0.0)
         if BACKWARD:
-            result = v * tl.load(grad + at, mask=valid, other=0.0) - v * total
+            result = v * (tl.load(grad + at, mask=valid, other=0.0) - total)
         else:
             result = tl.exp(v - m) / total
         tl.store(out + at, result, mask=valid)
@@ -153,7 +154,7 @@ def _by_destination(crow, col, perm, table, b, x, grad, m_in, s_in, t_out, per_e
                     feats, slope, OP: tl.constexpr, ACT: tl.constexpr, WRITE_EDGES: tl.constexpr,
                     WITH_B: tl.constexpr, KEEP_T: tl.constexpr, BV: tl.constexpr, BH: tl.constexpr,
                     BF: tl.constexpr):
-    """t[v] = sum of alpha * d; then per edge the logit gradient alpha * d - alpha * t, written (per-edge
+    """t[v] = sum of alpha * d; then per edge the logit gradient alpha * (d - t), written (per-edge
     logits: ``WRITE_EDGES``) or, through the activation, summed into b's gradient (``WITH_B``)."""
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
@@ -177,7 +178,7 @@ def _by_destination(crow, col, perm, table, b, x, grad, m_in, s_in, t_out, per_e
             ok, u, e, y, l, av, bv, xu = entry(col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own,
                                                x, heads, feats, slope, OP, ACT, "b")
             alpha = tl.exp(l - m) / s
-            gl = alpha * tl.sum(g * xu, axis=2) - alpha * t
+            gl = alpha * (tl.sum(g * xu, axis=2) - t)
             if WRITE_EDGES:
                 tl.store(per_edge + e[:, None] * heads + h[None, :], gl, mask=ok)
             else:
@@ -192,7 +193,7 @@ def _by_source(crow, col, perm, table, b, x, grad, m_in, s_in, t_in, grad_x, gra
                slope, OP: tl.constexpr, ACT: tl.constexpr, WITH_X: tl.constexpr, WITH_A: tl.constexpr,
                BV: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
     """grad_x[u] = sum over u's out-edges of alpha * g[dst]; for SDDMM logits grad_a[u] from the logit
-    gradients alpha * d - alpha * t[dst] through the activation."""
+    gradients alpha * (d - t[dst]) through the activation."""
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
     f_ok = (f < feats)[None, None, :]
@@ -212,7 +213,7 @@ def _by_source(crow, col, perm, table, b, x, grad, m_in, s_in, t_in, grad_x, gra
         if WITH_X:
             acc_x += alpha[:, :, None] * g
         if WITH_A:
-            gl = alpha * tl.sum(g * xu, axis=2) - alpha * tl.load(t_in + at, mask=ok, other=0.0)
+            gl = alpha * (tl.sum(g * xu, axis=2) - tl.load(t_in + at, mask=ok, other=0.0))
             if ACT:
                 gl = tl.where(y > 0, gl, gl * slope)
             acc_a += tl.where(ok, operand_grad(gl, av, bv, OP, "a"), 0.0)
