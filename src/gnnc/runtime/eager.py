@@ -1,6 +1,7 @@
 """Eager reference executor: runs UDFs exactly as written (the oracle).
 
-Messages are materialized on every edge of the block; reduce UDFs run on
+Messages are materialized on every edge of the block, the message UDF seeing
+the edges in user edge-id order as DGL presents them; reduce UDFs run on
 degree buckets (destination nodes grouped by in-degree, as DGL does), with
 mailboxes of shape ``[nodes, degree, ...]``; built-in reducers run as one
 scatter over all edges, as DGL's built-ins do (max / min pass each gradient
