@@ -218,3 +218,37 @@ def test_internal_order_results_in_training_and_in_sorted_graphs():
     with compiling({"backend": "torch"}):
         sorted_g.apply_edges(_products)
     assert isinstance(sorted_g._estore.peek_whole("p"), torch.Tensor)  # nothing to permute
+
+
+class _ParamScores(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(3, 4, dtype=torch.float64))
+
+    def scores(self, e):  # a bound method: its module's parameters are read in place, not bound as inputs
+        return {"e": (e.src["z"] * self.a).sum(-1) + (e.dst["w"] * self.a).sum(-1)}
+
+    def forward(self, g):
+        g.apply_edges(self.scores)
+
+
+def test_parameters_count_as_held_tensors_for_deferral(monkeypatch):
+    """An optimizer changes parameters in place between calls: the plan's parameters are passed to ``wrap``
+    with its inputs, and a deferred value whose operand is one of them is computed at once."""
+    from gnnc.runtime import deferred as deferral
+
+    model = _ParamScores()
+    seen, real = [], deferral.wrap
+    monkeypatch.setattr(deferral, "wrap", lambda deferred, ctx, held, *rest: seen.append(held)
+                        or real(deferred, ctx, held, *rest))
+    g = _unsorted_graph()
+    _features(g)
+    gnnc.compile(model)(g)
+    assert seen and any(t is model.a for t in seen[0])
+    n, _ = next(iter(compiled.plan_for("apply_edges", (lambda e: {"e": e.src["z"] * 1.0},), g).deferred.values()))
+    assert n.target.__name__ == "gather_src"
+    ctx = compiled.graph_context(g, None)
+    rows = torch.nn.Parameter(torch.randn(g.num_nodes(), 2, dtype=torch.float64))  # a node-row operand
+    out = real({"e": (n, None)}, ctx, [rows], {"e": (None, rows)}, "torch")
+    assert isinstance(out["e"], torch.Tensor)  # computed: the parameter may change before a read
+    assert isinstance(real({"e": (n, None)}, ctx, [], {"e": (None, rows)}, "torch")["e"], DeferredEdges)

@@ -93,7 +93,8 @@ def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwa
 
         out = compiled.run("apply_edges", (message,), g, rel, options)
     if out is None:
-        out = eager.messages(g, message, rel)
+        store.update(eager.messages(g, message, rel, user_order=True))
+        return
     for k, v in out.items():
         if not isinstance(v, Deferred):  # a deferred result is put in user order when read
             v = deferred.in_user_order(g, v, rel, lo, hi)

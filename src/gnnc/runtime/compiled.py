@@ -325,7 +325,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
                 recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)
             if plan.deferred:
-                results = deferral.wrap(plan.deferred, graph_context(g, rel), inputs, results, plan.backend)
+                held = [*inputs, *plan.module.parameters(), *plan.module.buffers()]  # optimizers change these in place
+                results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
         failure = f"{type(err).__name__}: {first_line(err)}"
     else:

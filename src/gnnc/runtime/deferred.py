@@ -51,18 +51,10 @@ ROW_RESIDENCY = {"nodes": "V", "dst": "V", "src_pairs": "Ps", "dst_pairs": "Pd",
 
 
 def recipe_parts(n: fx.Node) -> tuple[tuple, tuple]:
-    """(tensor operands, other arguments) of a recipe node (its context first, then operands)."""
-    count = len(_RECIPES[n.target](*_rest(n.args[1:])))
+    """(tensor operands, other arguments) of a recipe node: its context, then operands (fx nodes), then the rest."""
+    rest = tuple(a for a in n.args[1:] if not isinstance(a, fx.Node))
+    count = len(_RECIPES[n.target](*rest))
     return tuple(n.args[1:1 + count]), tuple(n.args[1 + count:])
-
-
-def _rest(args):
-    """The trailing non-tensor arguments of a recipe's argument list (after its operands)."""
-    return tuple(a for a in args if not isinstance(a, (fx.Node, torch.Tensor)))
-
-
-def _operand_rows(target, args) -> tuple:
-    return _RECIPES[target](*args)
 
 
 @dataclass(eq=False)  # identity comparison: fields are tensors
@@ -195,16 +187,17 @@ def deferring_module(dfg: MPDFG, deferred: dict) -> fx.GraphModule:
     return module
 
 
-def wrap(deferred: dict, ctx: GraphContext, inputs: list, results: dict, backend_name: str) -> dict:
+def wrap(deferred: dict, ctx: GraphContext, held: list, results: dict, backend_name: str) -> dict:
     """Run results with each deferred output's operands made a ``DeferredEdges``.
 
-    A value with an operand sharing memory with an input (a user's tensor,
-    which could change in place before the value is read) is computed now
+    A value with an operand sharing memory with a tensor in ``held`` (the
+    plan's inputs and the parameters it reads: a user's tensor or an
+    optimizer could change it in place before the value is read) is computed now
     instead, as the plan would have (internal edge order); computed on a
     retyped block, it is kept in that block's edge order for a later call
     on the same block.
     """
-    held = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    held = {t.untyped_storage().data_ptr() for t in held if isinstance(t, torch.Tensor)}
     out = dict(results)
     for key, (n, _) in deferred.items():
         moved, *operands = results[key]
@@ -254,7 +247,7 @@ def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
         if name not in deferred:
             continue
         value = deferred[name]
-        rows = _operand_rows(value.target, value.args)
+        rows = _RECIPES[value.target](*value.args)
         with g.inserting_before(n):
             if value.moved and id(value.ctx) not in contexts:
                 contexts[id(value.ctx)] = g.placeholder(f"{n.name}_ctx")

@@ -49,9 +49,10 @@ def node_block(g, rel):
     return g.index.ntype_range(dst_type)
 
 
-def messages(g, message, rel=None, subset: torch.Tensor | None = None) -> dict:
-    """Run ``message`` on the block's edges; rows in internal edge order (with ``subset``, block-local
-    user edge ids: on those edges, rows in ``subset``'s order).
+def messages(g, message, rel=None, subset: torch.Tensor | None = None, user_order: bool = False) -> dict:
+    """Run ``message`` on the block's edges; rows in internal edge order, or in user edge order with
+    ``user_order`` (as apply_edges stores them); with ``subset``, block-local user edge ids: on those edges,
+    rows in ``subset``'s order).
 
     The UDF sees the edges in user edge order, as DGL presents them: its rows
     line up with a tensor of its own holding one row per edge id (DGL's
@@ -59,7 +60,7 @@ def messages(g, message, rel=None, subset: torch.Tensor | None = None) -> dict:
     lo, hi = edge_block(g, rel)
     batch = EdgeBatch(g, lo, hi, rel, subset, user_order=True)
     out = _call(message, batch, "message", batch.batch_size())
-    if subset is None and g.index.user_eid is not None:
+    if subset is None and g.index.user_eid is not None and not user_order:
         out = {k: g.index.from_user_order(v, lo, hi) for k, v in out.items()}
     return out
 
