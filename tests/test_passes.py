@@ -71,6 +71,30 @@ def test_lower_aggregation_replaces_buckets_with_segment_operators():
     _check(dfg, out, inputs)
 
 
+@pytest.mark.parametrize("finish, zeroed", [
+    (lambda s: s.flatten(1), False),
+    (lambda s: torch.relu(s).flatten(1) * 2.0, False),
+    (lambda s: torch.nn.functional.leaky_relu(s, 0.2).unsqueeze(1), False),
+    (lambda s: (s / 0.5).tanh(), False),
+    (lambda s: s.unsqueeze(-1), True),  # a negative dim could name the rows
+    (lambda s: s + 1, True),
+    (lambda s: torch.sigmoid(s), True),
+    (lambda s: s * float("inf"), True),
+    (lambda s: s / 0.0, True),
+])
+def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_differ(finish, zeroed):
+    g = _graph()  # the last quarter of the nodes has no in-edges: eager fills their rows with zeros
+    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
+    red = lambda nb: {"o": finish(nb.mailbox["m"].sum(1))}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, _ = _prepare(g, dfg, (msg, red, None))
+    out = lower_aggregation(dfg)
+    assert ops.bucketed_reduce not in _targets(out)
+    assert (ops.zero_unreached in _targets(out)) == zeroed
+    before, after = _run(dfg, inputs)["o"], _run(out, inputs)["o"]
+    torch.testing.assert_close(after, before, equal_nan=True)
+
+
 def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():
     g = _graph()
     msg = lambda e: {"m": e.src["x"]}  # noqa: E731

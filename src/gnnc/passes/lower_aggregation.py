@@ -9,7 +9,8 @@ against a mailbox (``x.unsqueeze(1) * box``) becomes ``gather_dst_local``;
 ``softmax(dim=1)`` becomes ``edge_softmax``; ``sum / mean / max / min``
 over dim 1 become ``segment_reduce``; feature dims shift down by one.
 Results are zeroed for destinations without in-edges (eager's fill) unless
-they come straight from a segment reduction. A UDF with any other mailbox
+they come from a segment reduction through operators that keep a zero row
+zero (``flatten(1)``, ``relu``, scaling by a finite number, ...). A UDF with any other mailbox
 operation keeps its bucketed form (still correct, just slower).
 """
 from __future__ import annotations
@@ -130,13 +131,13 @@ def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
     if "M" not in forms:
         if n.op == "call_method" and n.target == "unsqueeze" and values and values[0].form == "N" \
                 and _arg(n, 1, "dim") == 1:
-            return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1)
+            return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1, zero_safe=values[0].zero_safe)
         plain = [_plain(graph, call, a) for a in args]
         plain_kw = {k: _plain(graph, call, v) for k, v in kwargs.items()}
         target = f"red.{n.target}" if n.op == "call_module" else n.target
         node = _emit(graph, call, target, plain, plain_kw, op=n.op)
         form = "S" if forms <= {"S"} else "N"
-        return _Value(node, form)
+        return _Value(node, form, zero_safe=_keeps_zero_rows(n, args, kwargs, root))
     return _translate_mailbox(graph, call, ctx, n, args, kwargs, root)
 
 
@@ -248,6 +249,39 @@ _ELEMENTWISE_FUNCTIONS = {
 _ELEMENTWISE_METHODS = {"add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
                         "tanh", "relu", "clamp", "square", "reciprocal", "float", "double", "type_as",
                         "contiguous", "clone"}
+
+
+# Operators f with f(0) = 0 exactly, entry by entry, whatever their other (non-tensor) arguments.
+_ZERO_KEEPING_FUNCTIONS = {torch.relu, F.relu, torch.tanh, F.tanh, torch.neg, operator.neg, F.leaky_relu, F.elu,
+                           F.gelu, F.silu, F.selu, F.celu, F.dropout}
+_ZERO_KEEPING_METHODS = {"relu", "tanh", "neg", "contiguous", "clone", "float", "double"}
+_ZERO_KEEPING_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Tanh, nn.SiLU, nn.Identity, nn.Dropout)
+_ROW_KEEPING_METHODS = {"flatten": ("start_dim", 0), "unsqueeze": ("dim", None), "squeeze": ("dim", None)}
+
+
+def _keeps_zero_rows(n, args, kwargs, root) -> bool:
+    """Whether node-level ``n`` maps a zero row of its one zero-safe input to a zero row (so the
+    rows of destinations without in-edges stay eager's zeros without a ``zero_unreached``)."""
+    values = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Value)]
+    if len(values) != 1 or not args or args[0] is not values[0] or not values[0].zero_safe:
+        return False
+    rest = list(args[1:]) + list(kwargs.values())
+    if any(isinstance(a, (list, tuple, dict, torch.Tensor)) for a in rest):
+        return False
+    if n.op == "call_module":
+        return isinstance(root.get_submodule(f"red.{n.target}"), _ZERO_KEEPING_MODULES)
+    if n.op == "call_method" and n.target in _ROW_KEEPING_METHODS:
+        name, default = _ROW_KEEPING_METHODS[n.target]
+        dim = _arg(n, 1, name, default)
+        return isinstance(dim, int) and dim >= 1  # negative dims could name the rows of a 1-d value
+    if n.op == "call_method" and n.target in _ZERO_KEEPING_METHODS or \
+            n.op == "call_function" and n.target in _ZERO_KEEPING_FUNCTIONS:
+        return True
+    if n.target in (operator.mul, torch.mul, "mul", operator.truediv, torch.div, "div") and len(rest) == 1:
+        c = rest[0]
+        finite = isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) < float("inf")
+        return finite and (c != 0 if n.target in (operator.truediv, torch.div, "div") else True)
+    return False
 
 
 def _elementwise(n) -> bool:
