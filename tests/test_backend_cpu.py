@@ -166,7 +166,7 @@ def _ssa_inputs(case: str, af, xf, op: str, dtype):
     return src, dst, n, a, b, rand(n, *xf, dtype=dtype, seed=2)
 
 
-def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None):
+def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None, b_index=None):
     """The cpu backend's sddmm_softmax_aggregate equals the torch backend's, forward and gradients.
 
     Absolute tolerances scale with each tensor's largest entry: an ulp of a
@@ -175,7 +175,8 @@ def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None):
     grad_logit * a for mul), and large logits come from large scores.
     """
     def primitive(kernels):
-        return lambda a, b, x: kernels.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=slope)
+        return lambda a, b, x: kernels.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=slope,
+                                                               b_index=b_index)
 
     shape = primitive(torch_backend)(a, b, x).shape
     grad = torch.randn(shape, generator=torch.Generator().manual_seed(7), dtype=dtype)
@@ -231,6 +232,41 @@ def test_sddmm_softmax_aggregate_saves_no_edge_tensor():
     assert edge_rows(torch_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, negative_slope=0.2))
 
 
+def _pair_rows(dst: torch.Tensor, num_rels: int, seed: int) -> tuple[torch.Tensor, int]:
+    """Each edge's (relation, destination) pair under random relations, and the number of pairs: the
+    rows RGAT's destination scores are computed on."""
+    rel = torch.randint(0, num_rels, (dst.numel(),), generator=torch.Generator().manual_seed(seed))
+    pairs, b_index = torch.unique(rel * (int(dst.max()) + 1 if dst.numel() else 1) + dst, return_inverse=True)
+    return b_index, pairs.numel()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("case", ["multi", "no_edges", "one_node", "large_logits"])
+@pytest.mark.parametrize("slope", [None, 0.2])
+@pytest.mark.parametrize("op, layout, dtype", SSA_FORMS)
+def test_sddmm_softmax_aggregate_with_pair_rows_of_b_matches_torch(op, layout, dtype, slope, case, parallel):
+    """b per (relation, destination) pair, read through ``b_index``: fused, with b's gradient summed by pair."""
+    src, dst, n, a, _, x = _ssa_inputs(case, *layout, op, dtype)
+    b_index, num_pairs = _pair_rows(dst, 3, seed=5)
+    b = rand(num_pairs, *layout[0], dtype=dtype, positive=op == "div", seed=1)
+    threshold = 0 if parallel else interop.PARALLEL_MIN_WORK
+    with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
+        _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, b_index=b_index)
+
+
+@pytest.mark.parametrize("needed", [(True, False, False), (False, True, False), (False, False, True)])
+def test_sddmm_softmax_aggregate_with_pair_rows_partial_grads_and_no_edge_tensor(needed):
+    src, dst, n = _edges("multi", 20, 400, seed=4)
+    b_index, num_pairs = _pair_rows(dst, 4, seed=6)
+    a, b, x = torch.randn(n, 3, dtype=torch.float64), torch.randn(num_pairs, 3, dtype=torch.float64), \
+        torch.randn(n, 3, 4, dtype=torch.float64)
+    _ssa_against_torch(a, b, x, src, dst, n, "add", 0.2, torch.float64, list(needed), b_index=b_index)
+    out = cpu_backend.sddmm_softmax_aggregate(*(t.requires_grad_() for t in (a, b, x)), src, dst, n,
+                                              negative_slope=0.2, b_index=b_index)
+    assert not [t for t in out.grad_fn.saved_tensors
+                if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
+
+
 def test_sddmm_softmax_aggregate_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
     for op in ("add", "sub", "mul", "div"):
@@ -252,6 +288,9 @@ def test_sddmm_softmax_aggregate_random_graphs(num_nodes, num_edges, op, slope, 
     b = rand(num_nodes, heads, positive=op == "div", seed=seed + 1)
     x = rand(num_nodes, heads, feats, seed=seed + 2)
     _ssa_against_torch(a, b, x, src, dst, num_nodes, op, slope, torch.float64)
+    b_index, num_pairs = _pair_rows(dst, 3, seed)
+    b = rand(num_pairs, heads, positive=op == "div", seed=seed + 1)
+    _ssa_against_torch(a, b, x, src, dst, num_nodes, op, slope, torch.float64, b_index=b_index)
 
 
 @pytest.mark.parametrize("call", sddmm_softmax_aggregate_bad_calls())

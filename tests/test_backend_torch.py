@@ -151,8 +151,8 @@ def naive_softmax_aggregate(logits, x, src, dst, n):
     return msg.new_zeros((n,) + tuple(msg.shape[1:])).index_add(0, dst, msg)
 
 
-def naive_sddmm_softmax_aggregate(a, b, x, src, dst, n, op, slope):
-    logits = naive_binary(op, a[src], b[dst])
+def naive_sddmm_softmax_aggregate(a, b, x, src, dst, n, op, slope, b_index=None):
+    logits = naive_binary(op, a[src], b[dst if b_index is None else b_index])
     if slope is not None:
         logits = torch.nn.functional.leaky_relu(logits, slope)
     return naive_softmax_aggregate(logits, x, src, dst, n)
@@ -477,6 +477,8 @@ def sddmm_softmax_aggregate_bad_calls():
         (dict(good, op="dot"), ValueError, "op must be one of"),
         (dict(good, x=torch.randn(4, 3, 3)), ValueError, r"and x \(3, 3\) do not broadcast"),
         (dict(good, negative_slope="0.2"), ValueError, "negative_slope"),
+        (dict(good, b=torch.randn(5, 2), b_index=torch.tensor([0, 5, 1])), IndexError, "b_index has entries"),
+        (dict(good, b=torch.randn(5, 2), b_index=torch.tensor([0, 4])), ValueError, "b_index has 2 entries"),
     ]
 
 
@@ -497,6 +499,21 @@ def test_sddmm_softmax_aggregate_matches_composition_and_naive(op, shapes, slope
                                                              dst, nd), [a, b, x], dtype)
         check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope),
                       lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, slope), [a, b, x], dtype)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("op", ["add", "div"])
+def test_sddmm_softmax_aggregate_reads_b_through_b_index(op, case, path):
+    """b holds rows of another table (RGAT: per (relation, destination) pair): edge e reads b[b_index[e]]."""
+    ns, nd, src, dst = edges(case)
+    b_index = torch.randint(0, 5, (src.numel(),), generator=torch.Generator().manual_seed(1))
+    a, b, x = rand(ns, 3), rand(5, 3, positive=op == "div", seed=2), rand(ns, 3, 4, seed=3)
+    with kernels(path):
+        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2,
+                                                              b_index=b_index),
+                      lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, 0.2, b_index),
+                      [a, b, x], torch.float64)
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])

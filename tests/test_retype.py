@@ -140,7 +140,7 @@ def test_rgat_two_calls_run_as_the_layers_typed_plan(seed, backend):
     assert ops.retype in _targets(edges) and ops.etype_pair_matmul in _targets(edges)
     assert ops.index_gather_matmul not in _targets(edges)  # no per-edge typed matmul left
     assert set(edges.deferred) == {"e", "z"}  # neither [E, ...] value is written
-    assert ops.edge_softmax_aggregate in _targets(aggregate)
+    assert ops.sddmm_softmax_aggregate in _targets(aggregate)  # the pair-table logits are never written
     assert ops.edges_to not in _targets(aggregate) and ops.edges_from not in _targets(aggregate)
 
 

@@ -186,10 +186,12 @@ def edge_softmax_aggregate(ctx, logits, x, x_side: str = "src"):
 def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, x_side: str = "src"):
     """Fused u_op_v + edge_softmax_aggregate: sum_e softmax_v(act(a[src[e]] op b[dst[e]]))[e] * x[src[e]]
     (act: leaky_relu with ``negative_slope`` when given); no [E, ...] logits are written. ``a`` and ``x``
-    are read through one source index (``x_side``); ``b`` holds node rows (``b_side`` dst or dst_local)."""
+    are read through one source index (``x_side``); ``b`` holds node rows (``b_side`` dst or dst_local) or
+    (relation, destination) pair rows (``dst_pair``, read through the pair index)."""
     rows = dst_nodes(ctx, b) if b_side == "dst" else b
+    b_index = destination_index(ctx, b_side) if b_side == "dst_pair" else None
     return _kernels().sddmm_softmax_aggregate(a, rows, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, op,
-                                              negative_slope=negative_slope)
+                                              negative_slope=negative_slope, b_index=b_index)
 
 
 def ntype_matmul(ctx, x, weight):

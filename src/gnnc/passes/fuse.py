@@ -44,7 +44,7 @@ source) pair rows (``compact``), and ``gather_dst`` a ``gather_dst_pair``
 where the destination row is not hoisted: the fused operator then reads
 that table through the pair index (its ``x_side`` / ``a_side`` /
 ``b_side``). The logits of ``sddmm_softmax_aggregate`` need ``a`` and ``x``
-on one source index and ``b`` by destination node.
+on one source index; ``b`` may be by destination node or pair.
 The producers stay when something else uses them; DCE removes them otherwise.
 """
 from __future__ import annotations
@@ -352,7 +352,7 @@ def _sddmm_logits(logits):
         and tuple(logits.args[1:]) == (-1,) and len(logits.users) == 1
     sddmm = logits.args[0] if squeezed else logits
     if not (is_call(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1
-            and sddmm.args[4] in ("dst", "dst_local")):
+            and sddmm.args[4] in ("dst", "dst_local", "dst_pair")):
         return None
     shape = sddmm.meta.get("shape")
     if shape is None or any(x.meta.get("shape") is None or tuple(x.meta["shape"][1:]) != tuple(shape[1:])

@@ -67,26 +67,27 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     """
     logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
     _check_cpu(x)
-    return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None)
+    return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None, None)
 
 
 def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
                             dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None) -> torch.Tensor:
-    """edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=negative_slope), x, src, dst, num_dst).
+                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+    """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     Fused (the logits are computed inside the kernels, never stored) when
     ``a`` and ``b`` have one feature shape (GAT: [N, H] and [num_dst, H]
-    against x [N, H, F]); otherwise the composition of this backend's
+    against x [N, H, F]; RGAT: b per (relation, destination) pair, read
+    through ``b_index``); otherwise the composition of this backend's
     primitives. ``chunk`` is passed to the composition only.
     """
-    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope)
+    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope, b_index)
     _check_cpu(x)
     if tuple(a.shape[1:]) != tuple(b.shape[1:]):
-        logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope, chunk=chunk)
+        logits = sddmm(a, src, b, dst if b_index is None else b_index, op, negative_slope=negative_slope, chunk=chunk)
         return edge_softmax_aggregate(logits, x, src, dst, num_dst)
     a, b = (t.reshape((t.shape[0],) + logits_feat) for t in (a, b))
-    return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, negative_slope)
+    return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, negative_slope, b_index)
 
 
 def _check_cpu(x: torch.Tensor) -> None:
@@ -115,10 +116,11 @@ def blocks(num_heads: int, num_feats: int) -> list[_Block]:
 
 class _SoftmaxAggregate(Function):
     """Softmax by destination of logits a[e] (``op`` None) or leaky_relu(a[src] op b[dst], slope) (slope
-    1: the identity), weighting x[src]; a / b feature shapes are the logits' (right-aligned against x's)."""
+    1: the identity; b[b_index] where that is given), weighting x[src]; a / b feature shapes are the
+    logits' (right-aligned against x's)."""
 
     @staticmethod
-    def forward(ctx, a, b, x, src, dst, num_dst, op, slope):
+    def forward(ctx, a, b, x, src, dst, num_dst, op, slope, b_index):
         full = broadcast_shape(a.shape[1:], x.shape[1:])
         k = head_layout(a.shape[1:], full)
         # contiguous rows: the kernels read a head row with vector loads instead of gathers
@@ -131,20 +133,23 @@ class _SoftmaxAggregate(Function):
         out = empty((num_dst, num_heads, num_feats), x)
         m = empty((num_dst if keep else 0, num_heads), x)
         s = empty((num_dst if keep else 0, num_heads), x)
+        pair_b = b_index is not None
         arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), _rows(heads_b, heads_a),
-                  _scalar(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(), s.numpy(), keep)
+                  _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(), s.numpy(), keep)
         for block in blocks(num_heads, num_feats):
-            launch(_forward_kernel(op, num_heads, num_feats, block), as_array(by_dst.crow),
+            launch(_forward_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow),
                    src.numel() * block.heads * block.feats, *arrays)
         if keep:
-            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, (full, k, num_dst, op, slope), a, b, x)
+            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, b_index,
+                              (full, k, num_dst, op, slope), a, b, x)
         return out.view((num_dst,) + full)
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
-        (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
-            (need_a, need_b, need_x) = kept(ctx)
+        (heads_a, heads_b, heads_x, src, dst, m, s, b_index), (full, k, num_dst, op, slope), \
+            (a_shape, b_shape, x_shape), (need_a, need_b, need_x) = kept(ctx)
+        pair_b = b_index is not None
         num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
         inv_s = s.reciprocal()  # inf for destinations without in-edges, which no edge reads
@@ -152,10 +157,11 @@ class _SoftmaxAggregate(Function):
         # per edge (edge order): d = g[v] . x[u], then the logit gradient (logits per edge: a's gradient)
         # or the pre-activation's (SDDMM logits, summed into a's rows by the source loop)
         per_edge = empty((src.numel(), num_heads), heads_x) if need_a or need_b else None
-        gb = empty(heads_b.shape, heads_b) if need_b else None
+        # pair rows of b are summed edge by edge (several edges of a destination read one pair)
+        gb = None if not need_b else torch.zeros_like(heads_b) if pair_b else empty(heads_b.shape, heads_b)
         ga = None if not need_a else per_edge if not sddmm_logits else empty(heads_a.shape, heads_a)
         gx = empty(heads_x.shape, heads_x) if need_x else None
-        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _scalar(heads_x, slope), heads_x.numpy(),
+        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(),
                   grad_rows.numpy(), m.numpy(), inv_s.numpy(), _rows(per_edge, m))
         work = src.numel() * num_heads * num_feats
         with_a = need_a and sddmm_logits
@@ -163,19 +169,24 @@ class _SoftmaxAggregate(Function):
             by_dst = csr_structure(dst, num_dst, src)
             for block in blocks(num_heads, num_feats):
                 if block.f0 == 0:  # this loop takes whole rows of features
-                    launch(_logit_grad_kernel(op, num_heads, num_feats, block), as_array(by_dst.crow), work,
+                    launch(_logit_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow), work,
                            as_array(by_dst.col), as_array(by_dst.perm), *shared, _rows(gb, heads_a), with_a, need_b)
         if need_x or with_a:
             by_src = csr_structure(src, heads_x.shape[0], dst)
             for block in blocks(num_heads, num_feats):
                 if need_x or block.f0 == 0:  # a's gradient once per head
-                    launch(_source_grad_kernel(op, num_heads, num_feats, block), as_array(by_src.crow), work,
+                    launch(_source_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_src.crow), work,
                            as_array(by_src.col), as_array(by_src.perm), *shared, _rows(gx, heads_x),
                            _rows(ga if with_a else None, heads_a), need_x, with_a and block.f0 == 0)
         grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
         grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
         grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
-        return grad_a, grad_b, grad_x, None, None, None, None, None
+        return grad_a, grad_b, grad_x, None, None, None, None, None, None
+
+
+def _b_rows(b_index: torch.Tensor | None) -> np.ndarray:
+    """Each edge's row of b (edge order), or an empty array where b is read by destination."""
+    return np.empty(0, dtype=np.int64) if b_index is None else as_array(b_index)
 
 
 def _rows(t: torch.Tensor | None, like: torch.Tensor) -> np.ndarray:
@@ -204,13 +215,13 @@ def _logit(op: str | None, block: _Block, h: int, left: str, right: str) -> list
     return [f"y{h} = {left} {SYMBOLS[op]} {right}", f"l{h} = y{h} if y{h} > zero else y{h} * slope"]
 
 
-def _operand_grad(op: str, h: int, side: str, a: str, b: str, gy: str) -> str:
-    """The line adding to g{h} the gradient of operand a (``side`` 'a') or b of y = a op b, from ``gy``,
-    the gradient of y."""
+def _operand_grad(op: str, h: int, side: str, a: str, b: str, gy: str, into: str | None = None) -> str:
+    """The line adding to ``into`` (default g{h}) the gradient of operand a (``side`` 'a') or b of
+    y = a op b, from ``gy``, the gradient of y."""
     term = {("add", "a"): gy, ("add", "b"): gy, ("sub", "a"): gy, ("sub", "b"): f"-{gy}",
             ("mul", "a"): f"{gy} * {b}", ("mul", "b"): f"{gy} * {a}",
             ("div", "a"): f"{gy} / {b}", ("div", "b"): f"-{gy} * {a} / ({b} * {b})"}[(op, side)]
-    return f"g{h} += {term}"
+    return f"{into or f'g{h}'} += {term}"
 
 
 def _dot(block: _Block, h: int, num_feats: int, g_row: str, x_row: str) -> list[str]:
@@ -237,20 +248,38 @@ def _compiled(name: str, args: str, doc: str, per_row: list[str]):
     return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"))
 
 
+def _b_operand(pair_b: bool, h: int, head: int, row: str) -> str:
+    """The logits' right operand for head h: b's row of the destination (``row``, hoisted as b{h}
+    where it is the loop's row) or, with ``pair_b``, the edge's own row k = b_rows[e]."""
+    return f"b[k, {head}]" if pair_b else f"b{h}" if row == "r" else f"b[{row}, {head}]"
+
+
+def _edge_reads(op: str | None, pair_b: bool, first: str) -> list[str]:
+    """Per-edge index reads: ``first`` (the other end), then the edge id and its row of b where used."""
+    return [first] + (["e = perm[i]"] if op is None or pair_b else []) + (["k = b_rows[e]"] if pair_b else [])
+
+
+def _hoisted_b(op: str | None, pair_b: bool, block: _Block) -> list[str]:
+    """Destination rows of b loaded once per destination (not with ``pair_b``: each edge reads its own)."""
+    return [] if op is None or pair_b else [f"b{h} = b[r, {block.h0 + h}]" for h in range(block.heads)]
+
+
 @functools.cache
-def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Destination loop: the block's part of out[v], and (``keep``) m[v], s[v]."""
     heads, feats = range(block.heads), range(block.feats)
-    reads = ["u = src[i]"] + (["e = perm[i]"] if op is None else [])
-    row = [f"b{h} = b[r, {block.h0 + h}]" for h in heads if op is not None]
+    reads = _edge_reads(op, pair_b, "u = src[i]")
+    row = _hoisted_b(op, pair_b, block)
     row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    max_walk = reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}")
+    max_walk = reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]",
+                                                              _b_operand(pair_b, h, block.h0 + h, "r"))
                         + [f"m{h} = max(m{h}, l{h})"]]
     row += ["for i in range(first, last):", *indent(max_walk, 1)]
     row += [f"s{h} = zero" for h in heads] + [f"c{h}_{f} = zero" for h in heads for f in feats]
     edge = _prefetch("x", "src", num_heads, num_feats, block) + reads
     for h in heads:
-        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", f"b{h}") + [f"w = softmax_weight(l{h} - m{h})", f"s{h} += w"]
+        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
+        edge += [f"w = softmax_weight(l{h} - m{h})", f"s{h} += w"]
         edge += [f"c{h}_{f} += w * x[u, {block.h0 + h}, {block.f0 + f}]" for f in feats]
     row += ["for i in range(first, last):", *indent(edge, 1)]
     row += ["if keep:", *indent([f"m[r, {block.h0 + h}] = m{h}" for h in heads]
@@ -258,34 +287,38 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     for h in heads:
         row += [f"inv = one / s{h} if s{h} > zero else zero"]
         row += [f"out[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f} * inv" for f in feats]
-    return _compiled("softmax_aggregate_forward", "src, perm, a, b, slope, x, out, m, s, keep",
+    return _compiled("softmax_aggregate_forward", "src, perm, a, b, b_rows, slope, x, out, m, s, keep",
                      f"Block {tuple(block)} of out[v] = sum over v's in-edges of softmax(l) * x[src].", row)
 
 
 @functools.cache
-def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Destination loop over the block's heads. First walk: d[e] = g[v] . x[u] into per_edge[e] and
     t[v] = sum of alpha * d. Second walk (d read back, so that d - t cancels exactly where it should):
     g_l[e] = alpha * (d - t) into per_edge[e] (logits per edge); for SDDMM logits, the pre-activation's
-    gradient into per_edge[e] (``keep_pre``, for a's) and summed into grad_b[v] (``with_b``)."""
+    gradient into per_edge[e] (``keep_pre``, for a's) and summed into grad_b[v] (``with_b``; with
+    ``pair_b`` into the edge's row grad_b[k], which only v's edges read)."""
     heads = range(block.heads)
-    reads = ["u = src[i]", "e = perm[i]"]
+    reads = ["u = src[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else [])
     first_walk, second_walk = list(reads), list(reads)
     for h in heads:
         head = block.h0 + h
-        alpha = _logit(op, block, h, f"a[u, {head}]", f"b{h}") + [f"w{h} = softmax_weight(l{h} - m{h}) * q{h}"]
+        alpha = _logit(op, block, h, f"a[u, {head}]", _b_operand(pair_b, h, head, "r"))
+        alpha += [f"w{h} = softmax_weight(l{h} - m{h}) * q{h}"]
         first_walk += alpha + _dot(block, h, num_feats, "r", "u")
         first_walk += [f"per_edge[e, {head}] = d{h}", f"t{h} += w{h} * d{h}"]
         second_walk += alpha + [f"gl{h} = w{h} * (per_edge[e, {head}] - t{h})"]
         second_walk += [f"per_edge[e, {head}] = gl{h}" if op is None else f"gy{h} = gl{h} if y{h} > zero else gl{h} * slope"]
     if op is not None:
         second_walk += ["if keep_pre:", *indent([f"per_edge[e, {block.h0 + h}] = gy{h}" for h in heads], 1)]
-        second_walk += ["if with_b:", *indent([_operand_grad(op, h, "b", f"a[u, {block.h0 + h}]", f"b{h}", f"gy{h}")
+        second_walk += ["if with_b:", *indent([_operand_grad(op, h, "b", f"a[u, {block.h0 + h}]",
+                                                             _b_operand(pair_b, h, block.h0 + h, "r"), f"gy{h}",
+                                                             f"grad_b[k, {block.h0 + h}]" if pair_b else None)
                                                for h in heads], 1)]
-    store_b = [f"grad_b[r, {block.h0 + h}] = g{h}" for h in heads if op is not None]
-    row = [f"g{h} = zero" for h in heads if op is not None]
+    store_b = [f"grad_b[r, {block.h0 + h}] = g{h}" for h in heads if op is not None and not pair_b]
+    row = [f"g{h} = zero" for h in heads if op is not None and not pair_b]
     row += ["if first == last:", *indent((["if with_b:", *indent(store_b, 1)] if store_b else []) + ["continue"], 1)]
-    row += [f"b{h} = b[r, {block.h0 + h}]" for h in heads if op is not None]
+    row += _hoisted_b(op, pair_b, block)
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
@@ -294,12 +327,12 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
             "for i in range(first, last):", *indent(second_walk, 1)]
     row += ["if with_b:", *indent(store_b, 1)] if store_b else []
     return _compiled("softmax_aggregate_logit_grads",
-                     "src, perm, a, b, slope, x, grad, m, inv_s, per_edge, grad_b, keep_pre, with_b",
+                     "src, perm, a, b, b_rows, slope, x, grad, m, inv_s, per_edge, grad_b, keep_pre, with_b",
                      f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.", row)
 
 
 @functools.cache
-def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block):
+def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Source loop: the block's part of x's gradient, alpha recomputed (``with_x``), and for SDDMM logits
     a's gradient from the pre-activation gradients per_edge[e] of the destination loop (``with_a``)."""
     heads, feats = range(block.heads), range(block.feats)
@@ -308,12 +341,12 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
     x_part, a_part = [], []
     for h in heads:
         head = block.h0 + h
-        x_part += _logit(op, block, h, f"a{h}", f"b[v, {head}]")
+        x_part += _logit(op, block, h, f"a{h}", _b_operand(pair_b, h, head, "v"))
         x_part += [f"w{h} = softmax_weight(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
         x_part += [f"c{h}_{f} += w{h} * grad[v, {head}, {block.f0 + f}]" for f in feats]
         if op is not None:
-            a_part += [_operand_grad(op, h, "a", f"a{h}", f"b[v, {head}]", f"per_edge[e, {head}]")]
-    edge = ["v = dst[i]", "e = perm[i]", "if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
+            a_part += [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, head, "v"), f"per_edge[e, {head}]")]
+    edge = ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else []) + ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
                                                               + x_part, 1)]
     edge += ["if with_a:", *indent(a_part, 1)] if a_part else []
     row += ["for i in range(first, last):", *indent(edge, 1)]
@@ -321,5 +354,5 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
                                    for h in heads for f in feats], 1)]
     row += ["if with_a:", *indent([f"grad_a[r, {block.h0 + h}] = g{h}" for h in heads], 1)] if a_part else []
     return _compiled("softmax_aggregate_source_grads",
-                     "dst, perm, a, b, slope, x, grad, m, inv_s, per_edge, grad_x, grad_a, with_x, with_a",
+                     "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, per_edge, grad_x, grad_a, with_x, with_a",
                      f"Gradients by source of block {tuple(block)}.", row)

@@ -59,21 +59,23 @@ def check_softmax_aggregate(logits, x, src, dst, num_dst) -> tuple[torch.Tensor,
 
 def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
                             dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None) -> torch.Tensor:
-    """edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=negative_slope), x, src, dst, num_dst).
+                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+    """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     ``a`` [N_src, ...] per-source and ``b`` [num_dst, ...] per-destination
     rows (GAT: attention scores [N, H] and [num_dst, H], x [N, H, F]), ``op``
-    in add, sub, mul, div. This reference composes the two primitives, so it
-    also saves the [E, ...] logits.
+    in add, sub, mul, div. ``b_index`` (default ``dst``): the row of ``b``
+    each edge reads, when ``b`` holds rows of another table (RGAT: scores per
+    (relation, destination) pair). This reference composes the two
+    primitives, so it also saves the [E, ...] logits.
     """
-    check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope)
-    logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope, chunk=chunk)
+    check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope, b_index)
+    logits = sddmm(a, src, b, dst if b_index is None else b_index, op, negative_slope=negative_slope, chunk=chunk)
     return edge_softmax_aggregate(logits, x, src, dst, num_dst, chunk=chunk)
 
 
-def check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op: str,
-                                  negative_slope: float | None) -> tuple[tuple[int, ...], int]:
+def check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op: str, negative_slope: float | None,
+                                  b_index: torch.Tensor | None = None) -> tuple[tuple[int, ...], int]:
     """Validate ``sddmm_softmax_aggregate``'s arguments (errors name the culprit); returns the feature
     shape of the logits as ``edge_softmax_aggregate`` sees them, and ``num_dst`` as an int."""
     check_float("a", a)
@@ -81,13 +83,15 @@ def check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op: str,
     check_float("x", x)
     check_same(a.device, a.dtype, x=x)
     num_dst = check_count("num_dst", num_dst)
-    if b.shape[0] != num_dst:
+    if b_index is None and b.shape[0] != num_dst:
         raise ValueError(f"b has {b.shape[0]} rows, expected one per destination (num_dst = {num_dst})")
     # the index checks come first so that their errors say src / dst, not sddmm's a_index / b_index
     check_index("src", src, a.shape[0], a.device)
     check_index("dst", dst, num_dst, a.device, length=src.numel())
+    if b_index is not None:
+        check_index("b_index", b_index, b.shape[0], a.device, length=src.numel())
     check_choice("op", op, BINARY_OPS)
-    full = check_sddmm(a, src, b, dst, op, negative_slope)
+    full = check_sddmm(a, src, b, dst if b_index is None else b_index, op, negative_slope)
     stand_in = a.new_empty(()).expand((src.numel(),) + full)  # the logits' shape, without their values
     logits, num_dst = check_softmax_aggregate(stand_in, x, src, dst, num_dst)
     return tuple(logits.shape[1:]), num_dst
@@ -159,10 +163,11 @@ class _EdgeSoftmaxAggregate(Function):
         return grad_logits, grad_x, None, None, None, None
 
 
-def keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, layout, a, b, x) -> None:
+def keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, b_index, layout, a, b, x) -> None:
     """Save what a fused softmax aggregation's backward reads (the CPU and Triton kernels share the format):
-    head-form operands, indices, per-destination max and denominator, ``layout`` and a, b, x's shapes."""
-    ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s)
+    head-form operands, indices (``b_index`` None: b read by destination), per-destination max and
+    denominator, ``layout`` and a, b, x's shapes."""
+    ctx.save_for_backward(heads_a, heads_b, heads_x, src, dst, m, s, b_index)
     ctx.layout = layout
     ctx.shapes = tuple(None if t is None else tuple(t.shape) for t in (a, b, x))
 

@@ -281,17 +281,18 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
 
 def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
                             dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None) -> torch.Tensor:
-    """edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=negative_slope), x, src, dst, num_dst).
+                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+    """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     Fused (logits computed in the kernels, never stored) when ``a`` and ``b`` have one feature shape
-    (GAT: [N, H] and [num_dst, H] against x [N, H, F]); otherwise the composition of this backend's
-    ``sddmm`` and ``edge_softmax_aggregate``. ``chunk`` is accepted and ignored.
+    (GAT: [N, H] and [num_dst, H] against x [N, H, F]) and ``b`` is read by destination (no
+    ``b_index``); otherwise the composition of this backend's ``sddmm`` and
+    ``edge_softmax_aggregate``. ``chunk`` is accepted and ignored.
     """
-    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope)
+    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope, b_index)
     check_device(x.device)
-    if tuple(a.shape[1:]) != tuple(b.shape[1:]):
-        logits = sddmm(a, src, b, dst, op, negative_slope=negative_slope)
+    if tuple(a.shape[1:]) != tuple(b.shape[1:]) or b_index is not None:
+        logits = sddmm(a, src, b, dst if b_index is None else b_index, op, negative_slope=negative_slope)
         return edge_softmax_aggregate(logits, x, src, dst, num_dst)
     a, b = (t.reshape((t.shape[0],) + logits_feat) for t in (a, b))
     return _SoftmaxAggregate.apply(a, b, x, src, dst, num_dst, op, negative_slope)
@@ -318,13 +319,13 @@ class _SoftmaxAggregate(Function):
             _launch(AGGREGATE_FORWARD, by_dst, src.numel(), num_dst, heads_a, heads_b, heads_x, out, m, s,
                     op=op, slope=slope, KEEP=keep)
         if keep:
-            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, (full, k, num_dst, op, slope), a, b, x)
+            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, None, (full, k, num_dst, op, slope), a, b, x)
         return out.view((num_dst,) + full)
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
-        (heads_a, heads_b, heads_x, src, dst, m, s), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
+        (heads_a, heads_b, heads_x, src, dst, m, s, _), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
             (need_a, need_b, need_x) = kept(ctx)
         num_src, num_heads, num_feats = heads_x.shape
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
