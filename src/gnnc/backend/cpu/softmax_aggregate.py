@@ -232,9 +232,17 @@ def _dot(block: _Block, h: int, num_feats: int, g_row: str, x_row: str) -> list[
 
 def _prefetch(table: str, index: str, num_heads: int, num_feats: int, block: _Block) -> list[str]:
     """Lines prefetching the block's part of row ``index``[i + AHEAD] of ``table`` [rows, H, F]."""
-    start = f"{index}[i + {AHEAD}] * {num_heads * num_feats} + {block.h0 * num_feats + block.f0}"
-    return [f"if i + {AHEAD} < {index}.shape[0]:",
-            f"    prefetch_span({table}, {start}, {(block.heads - 1) * num_feats + block.feats})"]
+    return _prefetch_rows([table], f"{index}[i + {AHEAD}]", index, num_heads * num_feats,
+                          block.h0 * num_feats + block.f0, (block.heads - 1) * num_feats + block.feats)
+
+
+def _prefetch_rows(tables: list[str], row: str, bound: str, width: int, offset: int, length: int,
+                   distance: int = AHEAD) -> list[str]:
+    """Lines prefetching ``length`` entries from ``offset`` of row ``row`` (an expression of the edge
+    ``distance`` ahead of i, valid while i + distance < ``bound``.shape[0]) of each of ``tables`` (rows
+    ``width`` wide)."""
+    return [f"if i + {distance} < {bound}.shape[0]:", f"    ahead = {row}",
+            *(f"    prefetch_span({t}, ahead * {width} + {offset}, {length})" for t in tables)]
 
 
 def _compiled(name: str, args: str, doc: str, per_row: list[str]):
@@ -271,7 +279,8 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     reads = _edge_reads(op, pair_b, "u = src[i]")
     row = _hoisted_b(op, pair_b, block)
     row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    max_walk = reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]",
+    a_ahead = [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
+    max_walk = a_ahead + reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]",
                                                               _b_operand(pair_b, h, block.h0 + h, "r"))
                         + [f"m{h} = max(m{h}, l{h})"]]
     row += ["for i in range(first, last):", *indent(max_walk, 1)]
@@ -322,8 +331,9 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
+    a_ahead = [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
     row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
-                                                    + first_walk, 1),
+                                                    + a_ahead + first_walk, 1),
             "for i in range(first, last):", *indent(second_walk, 1)]
     row += ["if with_b:", *indent(store_b, 1)] if store_b else []
     return _compiled("softmax_aggregate_logit_grads",
@@ -346,7 +356,14 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
         x_part += [f"c{h}_{f} += w{h} * grad[v, {head}, {block.f0 + f}]" for f in feats]
         if op is not None:
             a_part += [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, head, "v"), f"per_edge[e, {head}]")]
-    edge = ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else []) + ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
+    by_destination = ["m", "inv_s"] + (["b"] if op is not None and not pair_b else [])
+    edge = _prefetch_rows(by_destination, f"dst[i + {AHEAD}]", "dst", num_heads, block.h0, block.heads)
+    if a_part:
+        edge += _prefetch_rows(["per_edge"], f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
+    if pair_b:  # b's row index itself is read at random: it is asked for twice as far ahead
+        edge += _prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD)
+        edge += _prefetch_rows(["b"], f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads)
+    edge += ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else []) + ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
                                                               + x_part, 1)]
     edge += ["if with_a:", *indent(a_part, 1)] if a_part else []
     row += ["for i in range(first, last):", *indent(edge, 1)]
