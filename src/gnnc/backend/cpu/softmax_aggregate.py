@@ -358,13 +358,14 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
             a_part += [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, head, "v"), f"per_edge[e, {head}]")]
     by_destination = ["m", "inv_s"] + (["b"] if op is not None and not pair_b else [])
     edge = _prefetch_rows(by_destination, f"dst[i + {AHEAD}]", "dst", num_heads, block.h0, block.heads)
-    if a_part:
-        edge += _prefetch_rows(["per_edge"], f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
+    by_edge = (["a"] if op is None else []) + (["per_edge"] if a_part else [])  # logits per edge; a's gradient
+    if by_edge:
+        edge += _prefetch_rows(by_edge, f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
     if pair_b:  # b's row index itself is read at random: it is asked for twice as far ahead
         edge += _prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD)
         edge += _prefetch_rows(["b"], f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads)
-    edge += ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else []) + ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block)
-                                                              + x_part, 1)]
+    edge += ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else [])
+    edge += ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block) + x_part, 1)]
     edge += ["if with_a:", *indent(a_part, 1)] if a_part else []
     row += ["for i in range(first, last):", *indent(edge, 1)]
     row += ["if with_x:", *indent([f"grad_x[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f}"
