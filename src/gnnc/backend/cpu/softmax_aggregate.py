@@ -26,7 +26,10 @@ SDDMM logits; the backward's one [E, H] buffer lives only while it runs.
 
 Logits come per edge (``edge_softmax_aggregate``: a [E, H]) or are computed
 in every loop from node rows (``sddmm_softmax_aggregate``: act(a[src[e]] op
-b[dst[e]]) from a [N_src, H] and b [num_dst, H], GAT's attention). Every
+b[dst[e]]) from a [N_src, H] and b [num_dst, H], GAT's attention; or b
+[rows, H] read as b[b_index[e]], RGAT's per (relation, destination) pair
+scores, whose gradient the destination loop sums edge by edge). Rows read
+at random are prefetched ``AHEAD`` edges early. Every
 kernel is generated as source (``codegen``) for its constant widths, one
 scalar per accumulator so they stay in vector registers; rows of more than
 ``MAX_BLOCK`` accumulators run as several launches over blocks of heads and
