@@ -76,6 +76,9 @@ def test_lower_aggregation_replaces_buckets_with_segment_operators():
     (lambda s: torch.relu(s).flatten(1) * 2.0, False),
     (lambda s: torch.nn.functional.leaky_relu(s, 0.2).unsqueeze(1), False),
     (lambda s: (s / 0.5).tanh(), False),
+    (lambda s: s.view(-1, 8), False),  # the probe keeps the row count: each row is one input row
+    (lambda s: torch.reshape(torch.relu(s), (-1, 4, 2)), False),
+    (lambda s: s.reshape(s.shape[0], 8), True),  # a size read from the value: not proven
     (lambda s: s.unsqueeze(-1), True),  # a negative dim could name the rows
     (lambda s: s + 1, True),
     (lambda s: torch.sigmoid(s), True),
@@ -93,6 +96,26 @@ def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_diffe
     assert (ops.zero_unreached in _targets(out)) == zeroed
     before, after = _run(dfg, inputs)["o"], _run(out, inputs)["o"]
     torch.testing.assert_close(after, before, equal_nan=True)
+
+
+def test_lower_aggregation_probe_leaves_module_state_and_random_stream_alone():
+    """The shape probe never runs a module that keeps state (batch norm's running statistics) and
+    restores the random stream a dropout draws from."""
+    g = _graph()
+    norm = torch.nn.BatchNorm1d(8, dtype=torch.float64)
+    state = {k: v.clone() for k, v in norm.state_dict().items()}
+    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
+    dropped = lambda nb: torch.nn.functional.dropout(nb.mailbox["m"].sum(1), 0.5).view(-1, 8)  # noqa: E731
+    for red in (lambda nb: {"o": norm(dropped(nb))}, lambda nb: {"o": dropped(nb)}):
+        dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+        _prepare(g, dfg, (msg, red, None))
+        torch.manual_seed(3)
+        lower_aggregation(dfg)
+        after_pass = torch.rand(4)
+        torch.manual_seed(3)
+        torch.testing.assert_close(after_pass, torch.rand(4))
+    for k, v in norm.state_dict().items():
+        torch.testing.assert_close(v, state[k])
 
 
 def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():

@@ -94,7 +94,7 @@ def _bucketed_shape(c, fn, kinds, *inputs):
             args.append(_rows(c.num_dst, x))
         else:
             args.append(x)
-    return fn(*args)
+    return StatelessInterpreter(fn).run(*args) if isinstance(fn, fx.GraphModule) else fn(*args)
 
 
 _RULES[ops.spmm] = _spmm_shape
@@ -106,23 +106,27 @@ _RULES[ops.index_spmm] = lambda c, x, weight, types, w, op, reduce, feature=None
 _RULES[ops.bucketed_reduce] = _bucketed_shape
 
 
-class _Prop(fx.Interpreter):
-    def __init__(self, module, real_rows: dict):
-        super().__init__(module)
-        self.real_rows = real_rows  # stand-in count -> real count (or a function giving it)
-
-    def fetch_attr(self, target):
-        return _stand_in(super().fetch_attr(target))
+class StatelessInterpreter(fx.Interpreter):
+    """Runs a graph's modules on copies of their buffers: a module in training mode may update them
+    (batch-norm statistics), and a probe on stand-in values must leave the user's state alone."""
 
     def call_module(self, target, args, kwargs):
         module = self.fetch_module(target)
-        # buffers copied: a module in training mode may update them (batch-norm statistics)
         state = {**{k: v.detach().to("cpu") for k, v in module.named_parameters()},
                  **{k: v.detach().to("cpu", copy=True) for k, v in module.named_buffers()}}
         return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
 
     def fetch_module(self, target):
         return self.module.get_submodule(target)
+
+
+class _Prop(StatelessInterpreter):
+    def __init__(self, module, real_rows: dict):
+        super().__init__(module)
+        self.real_rows = real_rows  # stand-in count -> real count (or a function giving it)
+
+    def fetch_attr(self, target):
+        return _stand_in(super().fetch_attr(target))
 
     def call_function(self, target, args, kwargs):
         if target in _RULES:

@@ -10,7 +10,8 @@ against a mailbox (``x.unsqueeze(1) * box``) becomes ``gather_dst_local``;
 over dim 1 become ``segment_reduce``; feature dims shift down by one.
 Results are zeroed for destinations without in-edges (eager's fill) unless
 they come from a segment reduction through operators that keep a zero row
-zero (``flatten(1)``, ``relu``, scaling by a finite number, ...). A UDF with any other mailbox
+zero (``flatten(1)``, ``relu``, scaling by a finite number, a ``view(-1,
+...)`` keeping the row count on a small probe of the UDF, ...). A UDF with any other mailbox
 operation keeps its bucketed form (still correct, just slower).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import nn
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
+from ..ir.shapes import StatelessInterpreter
 
 _REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
 _REDUCER_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.max: "max", torch.min: "min",
@@ -71,6 +73,7 @@ def lower_aggregation(dfg: MPDFG) -> MPDFG:
 def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
     graph, traced = dfg.graph, call.meta["reduce_graph"]
     ctx, fn_node, kinds, *inputs = call.args
+    shapes = _probe_shapes(dfg.root.get_submodule("red"), kinds, inputs)
     env: dict = {}
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     with graph.inserting_before(call):
@@ -86,7 +89,7 @@ def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
         for n in traced.graph.nodes:
             if n.op in ("placeholder", "output"):
                 continue
-            env[n] = _translate(graph, call, ctx, n, env, dfg.root)
+            env[n] = _translate(graph, call, ctx, n, env, dfg.root, shapes)
         results = {}
         for key, node in traced.outputs.items():
             v = env[node]
@@ -111,7 +114,7 @@ def _materialize(graph, call, v: _Value):
     return v.node
 
 
-def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
+def _translate(graph, call, ctx, n: fx.Node, env, root, shapes) -> _Value:
     args = [_in_env(a, env) for a in n.args]
     kwargs = {k: _in_env(v, env) for k, v in n.kwargs.items()}
     values = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Value)]
@@ -137,7 +140,7 @@ def _translate(graph, call, ctx, n: fx.Node, env, root) -> _Value:
         target = f"red.{n.target}" if n.op == "call_module" else n.target
         node = _emit(graph, call, target, plain, plain_kw, op=n.op)
         form = "S" if forms <= {"S"} else "N"
-        return _Value(node, form, zero_safe=_keeps_zero_rows(n, args, kwargs, root))
+        return _Value(node, form, zero_safe=_keeps_zero_rows(n, args, kwargs, root, shapes))
     return _translate_mailbox(graph, call, ctx, n, args, kwargs, root)
 
 
@@ -259,13 +262,15 @@ _ZERO_KEEPING_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Tanh, nn.SiL
 _ROW_KEEPING_METHODS = {"flatten": ("start_dim", 0), "unsqueeze": ("dim", None), "squeeze": ("dim", None)}
 
 
-def _keeps_zero_rows(n, args, kwargs, root) -> bool:
+def _keeps_zero_rows(n, args, kwargs, root, shapes) -> bool:
     """Whether node-level ``n`` maps a zero row of its one zero-safe input to a zero row (so the
     rows of destinations without in-edges stay eager's zeros without a ``zero_unreached``)."""
     values = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Value)]
     if len(values) != 1 or not args or args[0] is not values[0] or not values[0].zero_safe:
         return False
     rest = list(args[1:]) + list(kwargs.values())
+    if _is_reshape(n):
+        return _keeps_row_count(n, rest, shapes)
     if any(isinstance(a, (list, tuple, dict, torch.Tensor)) for a in rest):
         return False
     if n.op == "call_module":
@@ -282,6 +287,54 @@ def _keeps_zero_rows(n, args, kwargs, root) -> bool:
         finite = isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) < float("inf")
         return finite and (c != 0 if n.target in (operator.truediv, torch.div, "div") else True)
     return False
+
+
+def _is_reshape(n) -> bool:
+    return (n.op == "call_method" and n.target in ("view", "reshape")) or (
+        n.op == "call_function" and n.target is torch.reshape)
+
+
+def _keeps_row_count(n, sizes, shapes) -> bool:
+    """A reshape to (-1, fixed sizes) whose probe kept the row count: its fixed sizes then hold exactly
+    one input row, for any number of rows, so row i of the result is row i of the input (row-major)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (list, tuple)):
+        sizes = list(sizes[0])
+    if not sizes or sizes[0] != -1 or not all(type(s) is int and s > 0 for s in sizes[1:]):
+        return False
+    before, after = shapes.get(n.args[0].name), shapes.get(n.name)
+    return before is not None and after is not None and len(before) > 0 and before[:1] == after[:1]
+
+
+class _ShapeRecorder(StatelessInterpreter):
+    def __init__(self, module):
+        super().__init__(module)
+        self.shapes: dict[str, tuple] = {}
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if isinstance(out, torch.Tensor):
+            self.shapes[n.name] = tuple(out.shape)
+        return out
+
+
+def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> dict:
+    """The reduce UDF's value shapes (by node name) run on zeros for two destinations of degree three
+    (as shape propagation runs it: its modules on copies of their buffers, the random stream restored
+    after); empty where an input's shape is unknown or the UDF cannot run on the probe."""
+    args = []
+    for kind, x in zip(kinds, inputs):
+        shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
+        if shape is None:
+            return {}
+        rows = {"mailbox": (2, 3), "data": (2,), "type": (2,)}.get(kind)
+        args.append(torch.zeros(tuple(shape) if rows is None else rows + tuple(shape[1:])))
+    recorder = _ShapeRecorder(red)
+    try:
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            recorder.run(*args)
+    except Exception:  # noqa: BLE001 - a probe the UDF cannot take proves nothing; the zeroing stays
+        return {}
+    return recorder.shapes
 
 
 def _elementwise(n) -> bool:
