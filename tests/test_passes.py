@@ -98,6 +98,20 @@ def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_diffe
     torch.testing.assert_close(after, before, equal_nan=True)
 
 
+def test_lower_aggregation_probe_runs_in_the_inputs_dtypes():
+    """A float64 UDF (features and a module's weights) is probed in float64: its view(-1, ...) keeps rows."""
+    g = _graph()
+    linear = torch.nn.Linear(4, 4, dtype=torch.float64)
+    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
+    red = lambda nb: {"o": nb.mailbox["m"].sum(1).view(-1, 8), "p": linear(nb.mailbox["m"].sum(1))}  # noqa: E731
+    dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
+    inputs, _ = _prepare(g, dfg, (msg, red, None))
+    out = lower_aggregation(dfg)
+    zeroed = [n.args[1] for n in out.graph.nodes if n.target is ops.zero_unreached]
+    assert not any(n.op == "call_method" and n.target == "view" for n in zeroed)
+    _check(dfg, out, inputs)
+
+
 def test_lower_aggregation_probe_leaves_module_state_and_random_stream_alone():
     """The shape probe never runs a module that keeps state (batch norm's running statistics) and
     restores the random stream a dropout draws from."""

@@ -327,7 +327,8 @@ def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> dict:
         if shape is None:
             return {}
         rows = {"mailbox": (2, 3), "data": (2,), "type": (2,)}.get(kind)
-        args.append(torch.zeros(tuple(shape) if rows is None else rows + tuple(shape[1:])))
+        args.append(torch.zeros(tuple(shape) if rows is None else rows + tuple(shape[1:]),
+                                dtype=x.meta.get("dtype", torch.get_default_dtype())))
     recorder = _ShapeRecorder(red)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):

@@ -259,6 +259,11 @@ def _compiled(name: str, args: str, doc: str, per_row: list[str]):
     return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"))
 
 
+def _source_scores_ahead(op: str | None, num_heads: int, block: _Block) -> list[str]:
+    """Lines prefetching the source score row a[src[i + AHEAD]] of SDDMM logits (none for logits per edge)."""
+    return [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
+
+
 def _b_operand(pair_b: bool, h: int, head: int, row: str) -> str:
     """The logits' right operand for head h: b's row of the destination (``row``, hoisted as b{h}
     where it is the loop's row) or, with ``pair_b``, the edge's own row k = b_rows[e]."""
@@ -282,10 +287,10 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     reads = _edge_reads(op, pair_b, "u = src[i]")
     row = _hoisted_b(op, pair_b, block)
     row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    a_ahead = [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
-    max_walk = a_ahead + reads + [line for h in heads for line in _logit(op, block, h, f"a[u, {block.h0 + h}]",
-                                                              _b_operand(pair_b, h, block.h0 + h, "r"))
-                        + [f"m{h} = max(m{h}, l{h})"]]
+    max_walk = _source_scores_ahead(op, num_heads, block) + reads
+    for h in heads:
+        max_walk += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
+        max_walk += [f"m{h} = max(m{h}, l{h})"]
     row += ["for i in range(first, last):", *indent(max_walk, 1)]
     row += [f"s{h} = zero" for h in heads] + [f"c{h}_{f} = zero" for h in heads for f in feats]
     edge = _prefetch("x", "src", num_heads, num_feats, block) + reads
@@ -334,9 +339,8 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
-    a_ahead = [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
     row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
-                                                    + a_ahead + first_walk, 1),
+                                                    + _source_scores_ahead(op, num_heads, block) + first_walk, 1),
             "for i in range(first, last):", *indent(second_walk, 1)]
     row += ["if with_b:", *indent(store_b, 1)] if store_b else []
     return _compiled("softmax_aggregate_logit_grads",

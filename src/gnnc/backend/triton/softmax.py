@@ -319,7 +319,8 @@ class _SoftmaxAggregate(Function):
             _launch(AGGREGATE_FORWARD, by_dst, src.numel(), num_dst, heads_a, heads_b, heads_x, out, m, s,
                     op=op, slope=slope, KEEP=keep)
         if keep:
-            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, None, (full, k, num_dst, op, slope), a, b, x)
+            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, None, (full, k, num_dst, op, slope),
+                              a, b, x)
         return out.view((num_dst,) + full)
 
     @staticmethod
