@@ -86,8 +86,9 @@ def test_sample_covers_every_style():
         assert needed in tags, needed
 
 
-def test_fuzzer_detects_a_wrong_compiled_result(monkeypatch):
-    """The oracle comparison is not vacuous: a compiled path that is off by 1e-3 is a mismatch."""
+@pytest.fixture
+def compiled_off_by_1e3(monkeypatch):
+    """Every compiled call's floating outputs scaled by 1.001."""
     from gnnc.runtime import compiled
 
     real = compiled.run
@@ -100,8 +101,28 @@ def test_fuzzer_detects_a_wrong_compiled_result(monkeypatch):
                 for k, v in out.items()}
 
     monkeypatch.setattr(compiled, "run", off)
+
+
+def test_fuzzer_detects_a_wrong_compiled_result(compiled_off_by_1e3):
+    """The oracle comparison is not vacuous: a compiled path that is off by 1e-3 is a mismatch."""
     statuses = [run_program(generate(seed)).status for seed in SAMPLE[:12]]
     assert statuses.count("mismatch") >= 8, statuses
+
+
+def test_a_wrong_result_on_tied_inputs_is_not_excused_as_a_kink(compiled_off_by_1e3):
+    tied = [seed for seed in SAMPLE if generate(seed).tied_inputs][:4]
+    assert len(tied) == 4
+    statuses = [run_program(generate(seed)).status for seed in tied]
+    assert "kink" not in statuses and statuses.count("mismatch") >= 3, statuses
+
+
+def test_a_relu_kink_on_tied_inputs_is_told_apart():
+    """Seed 710002136475: integer inputs times a weight cancel in a mean; eager's sum leaves 6e-18,
+    the compiled one 0.0, so ReLU's gradient differs there and nowhere once the inputs are jittered."""
+    program = generate(710002136475)
+    assert program.tied_inputs
+    outcome = run_program(program)
+    assert outcome.status == "kink", _report(outcome, program.source)
 
 
 def test_fuzzer_reports_a_crash(monkeypatch):
