@@ -196,6 +196,26 @@ def test_tensors_derived_inside_the_udf_from_closure_tensors_stay_live():
         opt.zero_grad()
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_appnp_teleport_term_closed_over_by_the_node_udf(seed):
+    """APPNP / GCNII as users write them: k hops whose apply_node_func adds ``alpha * h0``, a tensor of the
+    forward with a row per node, reached by closure (it used to fall back: stand-in rows met real ones)."""
+    g = random_homograph(9, 30, seed)  # zero in-degree nodes, self loops, multi-edges
+    g.ndata["h"] = torch.randn(9, D, dtype=torch.float64, requires_grad=True)
+    g.edata["w"] = torch.rand(g.num_edges(), 1, dtype=torch.float64)
+    lin = nn.Linear(D, D).double()
+
+    def run(g, flag):
+        h0 = lin(g.ndata["h"])
+        with g.local_scope():
+            g.ndata["z"] = h0
+            for _ in range(3):
+                g.update_all(fn.u_mul_e("z", "w", "m"), fn.sum("m", "z"),
+                             lambda nodes: {"z": 0.9 * nodes.data["z"] + 0.1 * h0}, compile=flag)
+            return g.ndata["z"]
+    _both(run, g, list(lin.parameters()))
+
+
 @pytest.mark.parametrize("stage", ["reduce", "update"])
 def test_node_udfs_that_read_the_feature_they_overwrite(stage):
     g = _graph()

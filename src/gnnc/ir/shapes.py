@@ -169,7 +169,8 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
         if kind == DEFERRED_INPUT:
             rows = spaces.get(n.meta.get("rows"))
         else:
-            rows = edges if n.meta.get("per_edge") else {"ndata": nodes, "edata": edges}.get(kind)
+            rows = edges if n.meta.get("per_edge") else nodes if n.meta.get("per_node") else \
+                {"ndata": nodes, "edata": edges}.get(kind)
         values.append(_stand_in(x, rows))
     paired = _retyped(module, ctx, placeholders, inputs) or ctx
     real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges,

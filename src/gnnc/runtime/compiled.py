@@ -193,8 +193,8 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 
         try:
             annotate(dfg)
-        except Exception:  # noqa: BLE001 - maybe a tensor of the user's with a row per edge; else re-raised
-            if not _per_edge_externals(dfg, inputs, ctx, annotate):
+        except Exception:  # noqa: BLE001 - maybe a tensor of the user's with a row per edge or node; else re-raised
+            if not _per_row_externals(dfg, inputs, ctx, annotate):
                 raise
             inputs = bind_inputs(dfg, g, rel, udfs)
         initial = dfg.copy()
@@ -287,24 +287,33 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
     return values
 
 
-def _per_edge_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:
-    """Mark tensors a message UDF reaches from outside with one row per edge of the block (in user edge order,
-    as DGL's RelGraphConv passes its edge types) as edge rows, bound in internal edge order: the fewest of
-    them (up to ``most``) with which ``annotate(dfg)`` succeeds (a table whose rows happen to number the
-    edges stays a table). Whether some did."""
-    candidates = [n for n, value in zip(dfg.inputs(), inputs)
-                  if n.meta["input"][0] == "external" and n.meta["stage"] == "message"
-                  and isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == ctx.num_edges]
+def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:
+    """Mark tensors the UDFs reach from outside with a row per edge or per node of the block as such rows:
+    one per edge (user edge order, bound in internal edge order) reached from a message UDF, as DGL's
+    RelGraphConv passes its edge types; one per node reached from the node UDF of a whole-graph call,
+    as APPNP's teleport term ``0.1 * h0``. The fewest of them (up to ``most``) with which
+    ``annotate(dfg)`` succeeds (a table whose rows happen to number the edges stays a table). Whether some did."""
+    def rows(n, value):
+        if n.meta["input"][0] != "external" or not isinstance(value, torch.Tensor) or value.dim() == 0:
+            return None
+        if n.meta["stage"] == "message" and value.shape[0] == ctx.num_edges:
+            return {"per_edge": True, "input_res": "E"}
+        if n.meta["stage"] == "update" and ctx.num_dst == ctx.num_nodes and value.shape[0] == ctx.num_nodes:
+            return {"per_node": True, "input_res": "V"}
+        return None
+
+    candidates = [(n, marks) for n, value in zip(dfg.inputs(), inputs) if (marks := rows(n, value))]
     for size in range(1, min(len(candidates), most) + 1):
         for chosen in itertools.combinations(candidates, size):
-            for n in chosen:
-                n.meta.update(per_edge=True, input_res="E")
+            for n, marks in chosen:
+                n.meta.update(marks)
             try:
                 annotate(dfg)
                 return True
             except Exception:  # noqa: BLE001 - not these: try the next choice
-                for n in chosen:
-                    del n.meta["per_edge"], n.meta["input_res"]
+                for n, marks in chosen:
+                    for key in marks:
+                        del n.meta[key]
     return False
 
 
