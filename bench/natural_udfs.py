@@ -334,7 +334,9 @@ def table(meta: dict, rows: list[dict]) -> str:
         f"{load_end} at the end); {meta['threads']} torch threads; torch {meta['torch']}; gnnc at "
         f"{meta['commit']}{' with uncommitted src/ changes of concurrent work' if meta['src_dirty'] else ''}; "
         f"{meta['date']}. Median of {meta['repeat']} calls after {meta['warmup']} warm-ups; peak = resident-set "
-        f"high-water mark above the start of the mode (harness measure), MiB. Each (model, dataset, system) in a "
+        f"high-water mark above the start of the mode (harness measure), MiB; steady = the same over the timed "
+        f"calls only, above the resident set after the warm-ups (without the first call's tracing, planning and "
+        f"kernel loading). Each (model, dataset, system) in a "
         f"fresh subprocess, {meta['timeout']} s limit. Replica scale {meta['scale']}.",
         "",
         "layer = gnnc.models layer compiled; nat = natural UDF under `gnnc.compile`; eager = natural UDF uncompiled. "
@@ -342,8 +344,8 @@ def table(meta: dict, rows: list[dict]) -> str:
         "and parameter gradients in training) and, where marked, eager natural vs gnnc's layer.",
         "",
         "| model | dataset | mode | layer ms | nat ms | eager ms | layer MiB | nat MiB | eager MiB "
-        "| nat/layer time | nat/layer mem | eager/nat | fell back | check |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
+        "| nat/layer time | nat/layer mem | nat/layer steady mem | eager/nat | fell back | check |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|",
     ]
     notes = []
     for model, ds, mode in keys:
@@ -351,6 +353,8 @@ def table(meta: dict, rows: list[dict]) -> str:
         ok = lambda r: r is not None and r["status"] == "ok"  # noqa: E731
         r1 = f"{nat['time_ms'] / lay['time_ms']:.2f}" if ok(nat) and ok(lay) else "—"
         m1 = (f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if ok(nat) and ok(lay) and lay["peak_mib"] > 0 else "—")
+        m2 = (f"{nat['steady_peak_mib'] / lay['steady_peak_mib']:.2f}"
+              if ok(nat) and ok(lay) and lay.get("steady_peak_mib", 0) > 0 and "steady_peak_mib" in nat else "—")
         r2 = f"{eag['time_ms'] / nat['time_ms']:.2f}" if ok(nat) and ok(eag) else "—"
         fb = "—"
         if ok(nat):
@@ -377,7 +381,7 @@ def table(meta: dict, rows: list[dict]) -> str:
                 chk = "; ".join(parts)
         lines.append(f"| {TITLES[model]} | {ds} | {mode} | {_cell(lay)} | {_cell(nat)} | {_cell(eag)} | "
                      f"{_cell(lay, 'peak_mib')} | {_cell(nat, 'peak_mib')} | {_cell(eag, 'peak_mib')} | {r1} | {m1} | "
-                     f"{r2} | {fb} | {chk} |")
+                     f"{m2} | {r2} | {fb} | {chk} |")
         for s, r in zip(SYSTEMS, (lay, nat, eag)):
             if r is not None and r["status"] != "ok":
                 notes.append(f"- {TITLES[model]} / {ds} / {mode} / {s}: {r['status']}: {r.get('error', '')}")
