@@ -39,6 +39,16 @@ class Reach:
     objects: dict = field(default_factory=dict)  # id -> object (kept alive while the Reach lives)
 
 
+def has_hooks(m: nn.Module) -> bool:
+    """Whether calling ``m`` runs hooks (its own or global module hooks) besides its forward."""
+    from torch.nn.modules import module as torch_module
+
+    own = (m._forward_hooks, m._forward_pre_hooks, m._backward_hooks, m._backward_pre_hooks)
+    every = (torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
+             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
+    return any(len(hooks) for hooks in own + every)
+
+
 def _is_library(fn) -> bool:
     module = getattr(fn, "__module__", None) or ""
     return module.split(".", 1)[0] in _LIBRARY_PREFIXES
@@ -85,7 +95,7 @@ class _Walker:
             self.keys.append((path, ("tensor", obj.dtype, tuple(obj.shape), obj.device.type, obj.requires_grad)))
         elif isinstance(obj, nn.Module):
             self.reach.modules.setdefault(oid, path)
-            self.keys.append((path, ("module", type(obj), oid, obj.training)))
+            self.keys.append((path, ("module", type(obj), oid, obj.training, has_hooks(obj))))
             self._attributes(obj, path, depth, module=True)
         elif isinstance(obj, types.MethodType):
             self.keys.append((path, ("method",)))

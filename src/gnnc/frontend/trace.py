@@ -21,6 +21,7 @@ guard the runtime checks before reusing the trace on another graph.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import operator
 import re
@@ -35,6 +36,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import reach
+from .inplace import AUGMENTED, InPlaceRefused, make_out_of_place
 
 SPACES = ("src", "dst", "data", "srctype", "dsttype", "type", "mailbox")
 # Tensor metadata reads: their results are in the reach fingerprint, so tracing may use them as values.
@@ -144,7 +146,17 @@ def schema_guards_hold(guards, schema: dict) -> bool:
     return True
 
 
-class _KnownProxy(fx.Proxy):
+class _Proxy(fx.Proxy):
+    """fx's proxy, with augmented assignments traced as such: eager's ``x += y`` writes into the tensor x
+    (``gnnc.frontend.inplace`` decides what that means), fx's own proxy would rebind x to ``x + y``."""
+
+
+for _augmented in AUGMENTED:
+    setattr(_Proxy, f"__{_augmented.__name__}__",
+            lambda self, other, op=_augmented: self.tracer.create_proxy("call_function", op, (self, other), {}))
+
+
+class _KnownProxy(_Proxy):
     """A feature read whose dtype and trailing dims are known (rows stay symbolic)."""
 
     def __init__(self, proxy: fx.Proxy, dtype: torch.dtype, trailing: tuple):
@@ -234,6 +246,9 @@ class _Tracer(fx.Tracer):
         self.externals: dict[str, tuple] = {}
         self._aliases: list[nn.Module] = []
 
+    def reached_objects(self):
+        return self._reach.objects.values()
+
     def is_live(self, a) -> bool:
         """Whether ``a`` is a tensor read from the UDF's surroundings (so it must not be frozen)."""
         return isinstance(a, torch.Tensor) and (id(a) in self._reach.tensors or id(a) in self._root_tensors)
@@ -274,6 +289,20 @@ class _Tracer(fx.Tracer):
             self._nodes[id(a)].meta["reach_path"] = path
         return self._nodes[id(a)]
 
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _Proxy(node, self)
+
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        """torch's modules are called whole, except in-place ones (``nn.ReLU(inplace=True)``): traced
+        through, their in-place functional call is then made out of place like the UDF's own."""
+        return super().is_leaf_module(m, qualname) and getattr(m, "inplace", False) is not True
+
+    def call_module(self, m: nn.Module, forward, args, kwargs):
+        if reach.has_hooks(m):
+            raise TraceFailure(f"the UDF calls a module with hooks ({type(m).__name__}: weight_norm, spectral_norm, "
+                               "pruning or user hooks), which the compiled plan would not run as written", "?")
+        return super().call_module(m, forward, args, kwargs)
+
     def path_of_module(self, mod: nn.Module) -> str:
         try:
             return super().path_of_module(mod)
@@ -313,7 +342,7 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> Tr
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with _LiftReached(tracer):
+        with _LiftReached(tracer), _custom_functions_refused(tracer):
             graph = tracer.trace(root)
     except TraceFailure as err:
         if err.where != "?":
@@ -343,6 +372,10 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> Tr
                 accesses.append(key)
         graph.erase_node(use)
     graph.erase_node(batch)
+    try:
+        make_out_of_place(graph, root)
+    except InPlaceRefused as err:
+        raise TraceFailure(str(err), node_location(err.node, udf)) from err
     _merge_duplicate_accesses(graph)
     out = next(n for n in graph.nodes if n.op == "output")
     result = out.args[0]
@@ -351,6 +384,30 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> Tr
     for n in graph.nodes:
         n.meta["source"] = node_location(n, udf)
     return TracedUDF(graph, root, dict(result), accesses, tracer.externals, udf_location(udf))
+
+
+@contextlib.contextmanager
+def _custom_functions_refused(tracer: "_Tracer"):
+    """While tracing: a custom ``torch.autograd.Function`` applied to traced or reached values raises
+    TraceFailure (fx would trace its forward and drop its backward)."""
+    reached = next((o for o in tracer.reached_objects() if isinstance(o, type) and issubclass(o, torch.autograd.Function)
+                    and not o.__module__.startswith("torch.")), None)
+    if reached is not None:  # e.g. ``f = GradReverse.apply`` bound before the UDF runs
+        raise TraceFailure(f"the UDF reaches a custom autograd.Function ({reached.__qualname__}), whose backward "
+                           "the compiled plan would not use", "?")
+    original = torch.autograd.Function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        if any(isinstance(a, fx.Proxy) or tracer.is_live(a) for a in tree_flatten((args, kwargs))[0]):
+            raise TraceFailure(f"the UDF applies a custom autograd.Function ({cls.__qualname__}), whose backward "
+                               "the compiled plan would not use", "?")
+        return original.__func__(cls, *args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = original
 
 
 def _merge_duplicate_accesses(graph: fx.Graph) -> None:

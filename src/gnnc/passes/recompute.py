@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ir import ops
+from ..ir.calls import calls_one_of
 from ..ir.mpdfg import MPDFG, live_module
 from .nodes import new_node
 
@@ -48,16 +49,7 @@ _COMPUTE_MODULES = (nn.Linear, nn.ReLU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU, n
 
 def _computes(n: fx.Node, root) -> bool:
     """Whether ``n`` is a deterministic row-wise operator writing a new tensor."""
-    if n.kwargs.get("inplace"):
-        return False
-    if n.op == "call_function":
-        return n.target in _COMPUTE_FUNCTIONS
-    if n.op == "call_method":
-        return n.target in _COMPUTE_METHODS
-    if n.op == "call_module":
-        module = root.get_submodule(n.target)
-        return isinstance(module, _COMPUTE_MODULES) and not getattr(module, "inplace", False)
-    return False
+    return calls_one_of(n, root, _COMPUTE_FUNCTIONS, _COMPUTE_METHODS, _COMPUTE_MODULES)
 
 
 def _in_chain(n: fx.Node, root) -> bool:
