@@ -348,7 +348,8 @@ def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tu
 # --------------------------------------------------------------------------- expression chains
 
 UNARY = ["torch.tanh({a})", "torch.sigmoid({a})", "torch.relu({a})", "F.leaky_relu({a}, 0.2)",
-         "torch.exp(torch.tanh({a}))", "({a} * 0.5)", "F.elu({a})", "(-{a})"]
+         "torch.exp(torch.tanh({a}))", "({a} * 0.5)", "F.elu({a})", "(-{a})",
+         "({a} * 1.0).clamp_(-3.0, 3.0)", "F.leaky_relu({a} + 0.0, 0.1, inplace=True)"]  # in place, on a fresh tensor
 BINARY = ["({a} + {b})", "({a} * {b})", "({a} - {b})", "({a} / (1.0 + {b}.abs()))",
           "torch.maximum({a}, {b})", "({a} / (1.0 + torch.sigmoid({b})))"]
 
@@ -425,6 +426,10 @@ def _msg_body(rng, d, weights, allow_edge=True):
         expr = rng.choice(["({e}) * {s}", "{s} * ({e})", "F.leaky_relu({e}, {s} * 0.1)", "({e}) / {s}"]).format(
             e=expr, s="{" + ph + "}")
     body.append(("t2", expr))
+    if rng.random() < 0.1:  # an in-place add seen through a second name (eager: both names see it)
+        src_tag = rng.choice(["edges.src['h']", "edges.dst['h']"])
+        body += [("q1", "t2 * 1.0"), ("q2", "q1"), ("q3", f"q1.add_({src_tag})"), ("q4", "q2 * 2.0 + q3")]
+        return body, "q4"
     return body, "t2"
 
 
