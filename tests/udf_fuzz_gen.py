@@ -311,13 +311,13 @@ def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tu
         src.tag("helper")
     lines = [f"{v} = {e}" for v, e in body]
     if helper:
-        free = sorted(set(re.findall(r"\b(?:t\d+)\b", ret)))
+        free = sorted(set(re.findall(r"\b(?:[tq]\d+)\b", ret)))
         if rng.random() < 0.4 and "'" in ret:  # the helper scales by a global float changed between steps
             gs = src.name("HS")
             src.globals.append(f"{gs} = 1.5")
             src.rebind.append(f"globals()['{gs}'] = {gs} + 0.25")
             src.tag("helper_global_scalar")
-            ret = re.sub(r"(: )(t\d+)", rf"\1\2 * {gs}", ret)
+            ret = re.sub(r"(: )([tq]\d+)", rf"\1\2 * {gs}", ret)
         src.funcs += [f"def {helper}({', '.join(free)}):", f"    return {ret}", ""]
         ret = f"{helper}({', '.join(free)})"
     if placement == "method":
