@@ -216,6 +216,104 @@ def test_appnp_teleport_term_closed_over_by_the_node_udf(seed):
     _both(run, g, list(lin.parameters()))
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_per_type_tensor_closed_over_by_a_relations_node_udf(seed):
+    """``update_all(..., etype=...)`` whose apply_node_func adds a tensor of the forward with a row per node of
+    the relation's destination type (it used to fall back as 'a gnnc bug': only whole-graph calls bound such
+    a tensor as node rows). 'likes' ends at items, 'follows' at users; both have unreached nodes."""
+    g = random_heterograph(seed)
+    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    lin = nn.Linear(D, D).double()
+
+    def run(g, flag):
+        with g.local_scope():
+            item0, user0 = lin(g.nodes["item"].data["h"]), lin(g.nodes["user"].data["h"])
+            g.update_all(fn.copy_u("h", "m"), fn.sum("m", "o"), lambda nodes: {"o": nodes.data["o"] + item0},
+                         etype="likes", compile=flag)
+            g.update_all(lambda e: {"m": e.src["h"] * e.dst["h"]}, fn.mean("m", "o"),
+                         lambda nodes: {"o": torch.tanh(nodes.data["o"]) * user0 + nodes.data["h"]},
+                         etype="follows", compile=flag)
+            return torch.cat([g.nodes["item"].data["o"], g.nodes["user"].data["o"]])
+    _both(run, g, list(lin.parameters()))
+
+
+# --------------------------------------------------------------- masks and mixed dtypes in messages
+def _masked_graph(seed):
+    """``_graph`` with a bool and an int edge feature, float32 edge weights and a bool node feature."""
+    g = _graph(seed)
+    gen = torch.Generator().manual_seed(seed)
+    g.edata["b"] = torch.rand(g.num_edges(), 1, generator=gen) > 0.5
+    g.edata["t"] = torch.randint(0, 3, (g.num_edges(), 1), generator=gen)
+    g.edata["w32"] = torch.rand(g.num_edges(), 1, generator=gen, dtype=torch.float32)
+    g.ndata["hb"] = torch.rand(g.num_nodes(), D, generator=gen) > 0.5
+    return g
+
+
+def _reduced(message, reduce):
+    def run(g, flag):
+        g.update_all(message, getattr(fn, reduce)("m", "o"), compile=flag)
+        return g.ndata["o"]
+    return run
+
+
+@pytest.mark.parametrize("message, reduce", [
+    # reorder moved ``x.dtype`` (a dtype, not rows) as if it were node rows to gather
+    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "sum"),
+    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "max"),
+    (lambda e: {"m": e.src["h"] * (e.src["h"] > 0).to(dtype=e.src["h"].dtype)}, "mean"),
+    # a float32 mask times float64 features: fused kernels were handed operands of two dtypes
+    (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"]).float()}, "sum"),
+    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).float()}, "max"),
+])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_mask_cast_in_the_message_compiles(message, reduce, seed):
+    _both(_reduced(message, reduce), _graph(seed))
+
+
+@pytest.mark.parametrize("message, reduce", [
+    # float times bool: the fused spmm or SDDMM was handed the bool operand as is
+    (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"])}, "sum"),
+    (lambda e: {"m": (e.src["h"] > e.dst["h"]) * e.src["h"]}, "mean"),
+    (lambda e: {"m": e.src["h"] * e.dst["hb"]}, "max"),
+    (fn.u_mul_e("h", "b", "m"), "sum"),
+    (fn.u_mul_v("h", "hb", "m"), "min"),
+    # float times int, float64 times float32
+    (fn.u_mul_e("h", "t", "m"), "mean"),
+    (lambda e: {"m": e.src["h"] * e.data["w32"]}, "sum"),
+])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_float_features_times_a_mask_or_another_dtype_compile_as_torch_promotes(message, reduce, seed):
+    _both(_reduced(message, reduce), _masked_graph(seed))
+
+
+def test_a_float32_factor_is_not_summed_in_float32_ahead_of_a_float64_destination_factor():
+    """``src32 * dst64``: eager sums float64 products; postponing the destination factor summed the
+    float32 rows in float32 (silently less precise). Gradients reach the float32 feature too."""
+    g = _graph()
+    h32 = torch.randn(g.num_nodes(), D, dtype=torch.float32, requires_grad=True)
+    g.ndata["h32"] = h32
+    _both(_reduced(lambda e: {"m": e.src["h32"] * e.dst["h"]}, "sum"), g, [h32])
+
+
+def test_a_failing_builtin_call_names_the_users_line(monkeypatch):
+    """A compiler failure in a call of built-ins names the built-ins and the user's line that made the call,
+    not a line of gnnc's own ``function.py``."""
+    import gnnc.passes
+
+    def broken(dfg):
+        raise RuntimeError("broken pass")
+    monkeypatch.setattr(gnnc.passes, "PIPELINE", gnnc.passes.PIPELINE + (("broken", broken),))
+    g = _graph()
+
+    def call():
+        g.update_all(fn.u_mul_e("h", "w", "m"), fn.sum("m", "o"), compile=True)
+    with pytest.warns(FallbackWarning) as record:
+        call()
+    (message,) = [str(w.message) for w in record]
+    line = call.__code__.co_firstlineno + 1
+    assert "u_mul_e, sum" in message and f"{__file__}:{line}" in message and "function.py" not in message
+
+
 @pytest.mark.parametrize("stage", ["reduce", "update"])
 def test_node_udfs_that_read_the_feature_they_overwrite(stage):
     g = _graph()

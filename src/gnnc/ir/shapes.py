@@ -169,7 +169,8 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
         if kind == DEFERRED_INPUT:
             rows = spaces.get(n.meta.get("rows"))
         else:
-            rows = edges if n.meta.get("per_edge") else nodes if n.meta.get("per_node") else \
+            # a per-node tensor is the node UDF's: one row per destination node (all nodes in a whole-graph call)
+            rows = edges if n.meta.get("per_edge") else dst if n.meta.get("per_node") else \
                 {"ndata": nodes, "edata": edges}.get(kind)
         values.append(_stand_in(x, rows))
     paired = _retyped(module, ctx, placeholders, inputs) or ctx

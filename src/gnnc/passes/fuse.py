@@ -46,9 +46,17 @@ that table through the pair index (its ``x_side`` / ``a_side`` /
 ``b_side``). The logits of ``sddmm_softmax_aggregate`` need ``a`` and ``x``
 on one source index; ``b`` may be by destination node or pair.
 The producers stay when something else uses them; DCE removes them otherwise.
+
+The fused kernels take floating operands of one dtype. Where torch's type promotion would compute the
+unfused operator in another dtype than an operand's (a float feature times a bool mask, float32 times
+float64), that operand is cast to it first (``x.to(dtype)``: exact, and on node rows before the
+gather where it can); a postponed factor or hoisted term is left in place when the rest would then
+be reduced in another dtype than the unfused reduction, and nothing is fused into a kernel whose
+result would not be floating point.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import torch
@@ -88,6 +96,30 @@ _BINARY = {operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub
            operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div"}
 
 
+def _float_dtype(n):
+    """The dtype of node ``n``'s value when it is floating point (what a fused kernel can compute), else None."""
+    dtype = n.meta.get("dtype") if isinstance(n, fx.Node) else None
+    return dtype if dtype is not None and dtype.is_floating_point else None
+
+
+def _promoted(values):
+    """The dtype torch's type promotion gives a product (or sum) of ``values``, nodes whose shape and dtype
+    are known (zero-dim ones count as torch counts them); None when one is not known."""
+    if any(v.meta.get("dtype") is None or v.meta.get("shape") is None for v in values):
+        return None
+    return functools.reduce(operator.mul, [torch.empty((0,) * len(v.meta["shape"]), dtype=v.meta["dtype"])
+                                           for v in values]).dtype
+
+
+def _as_dtype(g, like, x, dtype):
+    """``x``, or ``x.to(dtype)`` when its dtype is another: an operand as the unfused operator computes with it."""
+    if x.meta.get("dtype") == dtype:
+        return x
+    cast = new_node(g, like, "to", (x, dtype), op="call_method")
+    cast.meta.update({k: x.meta[k] for k in ("shape", "res") if k in x.meta}, dtype=dtype)
+    return cast
+
+
 def _fuse_sddmm(out: MPDFG) -> None:
     g = out.graph
     for n in list(g.nodes):
@@ -96,11 +128,12 @@ def _fuse_sddmm(out: MPDFG) -> None:
         a, b = n.args
         a_side = _source_side(a)
         b_side = _DESTINATION_SIDES.get(b.target) if isinstance(b, fx.Node) and b.op == "call_function" else None
-        if a_side is None or b_side is None or len(a.users) != 1 or len(b.users) != 1:
+        dtype = _float_dtype(n)
+        if a_side is None or b_side is None or len(a.users) != 1 or len(b.users) != 1 or dtype is None:
             continue
         with g.inserting_before(n):
-            new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], a.args[1], b.args[1], _BINARY[n.target], b_side,
-                                                         None, a_side)), n)
+            x, y = (_as_dtype(g, n, v.args[1], dtype) for v in (a, b))
+            new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], x, y, _BINARY[n.target], b_side, None, a_side)), n)
         n.replace_all_uses_with(new)
         g.erase_node(n)
         out.log.append(f"fuse: {n.meta.get('source')}: {a.target.__name__} {_BINARY[n.target]} {b.target.__name__} "
@@ -189,12 +222,14 @@ def _postpone_dst_factors(out: MPDFG) -> None:
         factors = _factors(e)
         dst_side = [f for f in factors if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [f for f in factors if f not in dst_side]
-        if len(factors) < 2 or not dst_side or not rest or not all(isinstance(f, fx.Node) for f in rest):
+        if len(factors) < 2 or not dst_side or not rest or not all(isinstance(f, fx.Node) for f in rest) \
+                or _promoted(rest) != e.meta.get("dtype"):  # else the rest would be summed in another dtype
             continue
         with g.inserting_before(red):
             product = rest[0]
             for f in rest[1:]:
                 product = new_node(g, red, operator.mul, (product, f))
+            product.meta["dtype"] = e.meta["dtype"]  # the spmm fusion below reads it
             scaled = new_node(g, red, ops.segment_reduce, (ctx, product, op))
             for f in dst_side:
                 value = _dst_rows(g, red, ctx, f)
@@ -235,7 +270,8 @@ def _hoist_dst_terms(out: MPDFG) -> None:
         terms = _terms(e)
         dst_side = [(f, s) for f, s in terms if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [(f, s) for f, s in terms if (f, s) not in dst_side]
-        if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest):
+        if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest) \
+                or _promoted([f for f, _ in rest]) != e.meta.get("dtype"):  # else reduced in another dtype
             continue
         with g.inserting_before(red):
             reduced = new_node(g, red, ops.segment_reduce, (ctx, _signed_sum(g, red, rest), op))
@@ -398,7 +434,7 @@ def _fuse_one(g, red, ctx, e, op):
             continue
         x = gathered.args[1]
         soft = _softmax_logits(other)
-        if soft is not None and op == "sum":
+        if soft is not None and op == "sum" and other.meta.get("dtype") == x.meta.get("dtype") == e.meta.get("dtype"):
             logits, squeeze = soft
             lshape, xshape = logits.meta.get("shape"), gathered.meta.get("shape")
             if squeeze and lshape and xshape and len(lshape) == len(xshape) and lshape[-1] == 1:
@@ -407,6 +443,8 @@ def _fuse_one(g, red, ctx, e, op):
             if lshape and xshape and tuple(lshape) == tuple(xshape[:-1]):
                 return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x, side)),
                         "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
-        if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean"):
+        dtype = _float_dtype(e)
+        if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean") and dtype is not None:
+            x, other = _as_dtype(g, red, x, dtype), _as_dtype(g, red, other, dtype)
             return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op, side)), f"gather * edge data + {op} -> spmm"
     return None

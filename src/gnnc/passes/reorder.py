@@ -51,7 +51,7 @@ def reorder(dfg: MPDFG) -> MPDFG:
     g, memo = out.graph, {}
     for n in list(g.nodes):
         if n.op not in ("call_function", "call_method", "call_module") or n.meta.get("move") != "Dense" \
-                or not n.users:
+                or not n.users or "shape" not in n.meta:  # no tensor (x.dtype, x.shape): no rows to gather
             continue
         if n.op == "call_function" and n.target in ops.__dict__.values():
             continue

@@ -19,6 +19,8 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -159,9 +161,24 @@ def feature_schema(g, rel) -> dict:
 
 
 def _fallback(err) -> str:
-    message = f"gnnc could not compile this call and runs it eagerly: {err.what} ({err.where})"
+    site = _call_site()
+    message = f"gnnc could not compile this call and runs it eagerly: {err.what} ({err.where}" + \
+        (f"; called at {site})" if site else ")")
     warnings.warn(message, FallbackWarning, stacklevel=6)
     return message
+
+
+_LIBRARIES = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
+                   for path in (os.path.dirname(os.path.abspath(__file__)), torch.__file__))  # gnnc's, torch's
+
+
+def _call_site() -> str | None:
+    """``file:line`` of the user's code that made the call (the innermost frame outside gnnc and torch): a
+    built-in message's own line is gnnc's, and a compiler failure is the whole call's."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARIES):
+        frame = frame.f_back
+    return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def _plan(kind, udfs, g, rel, options) -> Plan:
@@ -206,9 +223,8 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
     else:
         return _finish(kind, dfg, initial, udfs, g, rel, options)
     _run_eagerly(kind, udfs, g, rel)  # a user's error is raised here, in the user's terms and shapes
-    where = udf_location(next(u for u in udfs if u is not None))
-    return Plan(None, None, _fallback(TraceFailure(f"compiling failed ({failure}; a gnnc bug)", where)),
-                call=_describe(kind, udfs, g, rel))
+    call = _describe(kind, udfs, g, rel)
+    return Plan(None, None, _fallback(TraceFailure(f"compiling failed ({failure}; a gnnc bug)", call)), call=call)
 
 
 def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
@@ -290,15 +306,16 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
 def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:
     """Mark tensors the UDFs reach from outside with a row per edge or per node of the block as such rows:
     one per edge (user edge order, bound in internal edge order) reached from a message UDF, as DGL's
-    RelGraphConv passes its edge types; one per node reached from the node UDF of a whole-graph call,
-    as APPNP's teleport term ``0.1 * h0``. The fewest of them (up to ``most``) with which
-    ``annotate(dfg)`` succeeds (a table whose rows happen to number the edges stays a table). Whether some did."""
+    RelGraphConv passes its edge types; one per destination node reached from the node UDF (all nodes
+    of a whole-graph call, the destination type's of a relation), as APPNP's teleport term ``0.1 * h0``.
+    The fewest of them (up to ``most``) with which ``annotate(dfg)`` succeeds (a table whose rows happen to
+    number the edges stays a table). Whether some did."""
     def rows(n, value):
         if n.meta["input"][0] != "external" or not isinstance(value, torch.Tensor) or value.dim() == 0:
             return None
         if n.meta["stage"] == "message" and value.shape[0] == ctx.num_edges:
             return {"per_edge": True, "input_res": "E"}
-        if n.meta["stage"] == "update" and ctx.num_dst == ctx.num_nodes and value.shape[0] == ctx.num_nodes:
+        if n.meta["stage"] == "update" and value.shape[0] == ctx.num_dst:
             return {"per_node": True, "input_res": "V"}
         return None
 
