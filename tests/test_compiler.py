@@ -458,6 +458,105 @@ def test_indexing_the_rows_of_graph_data_falls_back_never_miscompiles(form):
     torch.testing.assert_close(g.edata["m"], want)
 
 
+_GEN = torch.Generator().manual_seed(5)
+_W4 = torch.randn(4, 4, generator=_GEN, dtype=torch.float64)
+_COLUMN = torch.randn(4, 1, generator=_GEN, dtype=torch.float64)
+_SOFTMAX_ROWS, _SOFTMAX_LAST, _LOG_SOFTMAX = torch.nn.Softmax(0), torch.nn.Softmax(-1), torch.nn.LogSoftmax(1)
+_LAYER_NORM = torch.nn.LayerNorm(4, dtype=torch.float64)
+
+# Message UDFs (on the source's h [N, 4], s [N], z [N, 2, 4] and the destination's h) with an operator that
+# mixes edge rows: reorder moved each onto node rows (wrong values, no warning) before inference rejected it.
+ROW_MIXING_MESSAGES = {
+    "normalize_dim0": lambda h, s, z, hd: torch.nn.functional.normalize(h, dim=0),
+    "normalize_1d_last_dim": lambda h, s, z, hd: torch.nn.functional.normalize(s, p=1.0, dim=-1),
+    "softmax_module_dim0": lambda h, s, z, hd: _SOFTMAX_ROWS(h),
+    "softmax_module_last_dim_of_1d": lambda h, s, z, hd: _SOFTMAX_LAST(s),
+    "norm_of_every_entry": lambda h, s, z, hd: h / h.norm(2),
+    "transpose_attribute_matmul": lambda h, s, z, hd: h @ (h.T @ h) * 0.1,
+    "matrix_transpose_matmul": lambda h, s, z, hd: h @ (h.mT @ h) * 0.1,
+    "permute_matmul": lambda h, s, z, hd: h @ (h.permute(1, 0) @ h) * 0.1,
+    "mm_of_transpose": lambda h, s, z, hd: h @ torch.mm(torch.transpose(h, 0, 1), h) * 0.1,
+    "matmul_1d": lambda h, s, z, hd: s * (s @ s),
+    "einsum_over_rows": lambda h, s, z, hd: h @ torch.einsum("ef,eg->fg", h, h) * 0.1,
+    "einsum_implicit_output": lambda h, s, z, hd: h @ torch.einsum("ef,eg", h, h) * 0.1,
+    "broadcast_before_rows": lambda h, s, z, hd: h * (s * _COLUMN).sum(-1),  # [4, 1] * [E]: [4, E]
+    "broadcast_size_one_dims": lambda h, s, z, hd: h * (_W4[:1].view(1, 1, 4) * h).sum(1),  # [1, E, 4]
+    "repeat_leading_dim": lambda h, s, z, hd: h * h.repeat(1, 1, 1).sum(1),
+}
+
+# Row-wise forms that must keep compiling.
+ROW_WISE_MESSAGES = {
+    "view_heads": lambda h, s, z, hd: (h.view(-1, 2, 2) * hd.view(-1, 2, 2)).sum(-1),
+    "sum_last_dim_keepdim": lambda h, s, z, hd: h * (h * hd).sum(-1, keepdim=True),
+    "transpose_feature_dims": lambda h, s, z, hd: z.transpose(1, 2).softmax(-1),
+    "permute_feature_dims": lambda h, s, z, hd: z.permute(0, 2, 1) * 2.0,
+    "matmul_shared_weight": lambda h, s, z, hd: (h @ _W4).unsqueeze(1) + z @ _W4,
+    "bmm": lambda h, s, z, hd: torch.bmm(h.unsqueeze(1), z.transpose(1, 2)).squeeze(1),
+    "batched_matmul": lambda h, s, z, hd: (hd.unsqueeze(1) @ z.transpose(1, 2)).squeeze(1),
+    "linear": lambda h, s, z, hd: torch.nn.functional.linear(h, _W4) + _LAYER_NORM(hd),
+    "softmax_modules_dim1": lambda h, s, z, hd: _LOG_SOFTMAX(h) * _SOFTMAX_LAST(hd),
+    "normalize_features": lambda h, s, z, hd: torch.nn.functional.normalize(h) + torch.nn.functional.normalize(
+        hd, p=1.0, dim=-1),
+    "layer_norm_features": lambda h, s, z, hd: torch.nn.functional.layer_norm(h, (4,)),
+    "einsum_row_wise": lambda h, s, z, hd: (torch.einsum("ef,fg->eg", h, _W4)
+                                            + torch.einsum("...f,...f", h, hd)[:, None]),
+    "index_features": lambda h, s, z, hd: z[:, 0] * z[..., 1].sum(-1, keepdim=True) + h[:, None, 1:].squeeze(1)[:, :1],
+    "chunk_features": lambda h, s, z, hd: h.chunk(2, 1)[0] * hd.split(2, dim=-1)[1],
+    "cat_and_stack_features": lambda h, s, z, hd: torch.cat([h, hd], -1) + torch.stack([h, hd], 1).flatten(1),
+    "expand_and_repeat": lambda h, s, z, hd: s.unsqueeze(-1).expand_as(h) * h.repeat(1, 2)[:, :4],
+    "broadcast_shared_row": lambda h, s, z, hd: torch.max(h * _W4[:1], hd) + torch.unsqueeze(s, -1),
+}
+
+
+def _node_features(g):
+    gen = torch.Generator().manual_seed(1)
+    n = g.num_nodes()
+    return [torch.randn(n, 4, generator=gen, dtype=torch.float64).requires_grad_(),
+            (torch.rand(n, generator=gen, dtype=torch.float64) + 0.5).requires_grad_(),
+            torch.randn(n, 2, 4, generator=gen, dtype=torch.float64).requires_grad_()]
+
+
+def _message_values_and_grads(g, body, **compile_flag):
+    """Each node's sum of ``body``'s messages, and the gradients of a weighted sum of it w.r.t. h, s and z."""
+    h, s, z = feats = _node_features(g)
+    g.ndata["h"], g.ndata["s"], g.ndata["z"] = h, s, z
+    message = (lambda e: {"m": body(e.src["h"], e.src["s"], e.src["z"], e.dst["h"])})
+    g.update_all(message, fn.sum("m", "o"), **compile_flag)
+    out = g.ndata["o"]
+    loss = (out * torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype).view_as(out)).sum()
+    grads = torch.autograd.grad(loss, feats, allow_unused=True)
+    return out.detach(), [torch.zeros_like(x) if gr is None else gr for x, gr in zip(feats, grads)]
+
+
+@pytest.mark.parametrize("form", sorted(ROW_MIXING_MESSAGES))
+def test_operators_that_mix_graph_rows_never_miscompile(form):
+    """An operator across edge rows (dim 0) in a message runs eagerly (a FallbackWarning) or, compiled, gives
+    eager's values and gradients; float64."""
+    g = random_homograph(60, 150, 13)
+    body = ROW_MIXING_MESSAGES[form]
+    want, want_grads = _message_values_and_grads(g, body)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        got, got_grads = _message_values_and_grads(g, body, compile=True)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("form", sorted(ROW_WISE_MESSAGES))
+def test_row_wise_operators_on_feature_dims_still_compile(form):
+    """The same operators over feature dims (and shared weights of no higher rank) keep compiling, exactly."""
+    g = random_homograph(60, 150, 13)
+    body = ROW_WISE_MESSAGES[form]
+    want, want_grads = _message_values_and_grads(g, body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        got, got_grads = _message_values_and_grads(g, body, compile=True)
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads):
+        torch.testing.assert_close(a, b)
+
+
 def test_a_table_read_by_an_edge_feature_is_a_lookup_in_any_spelling():
     g = random_homograph(12, 40, 12)
     g.edata["t"] = torch.randint(0, 4, (g.num_edges(),))

@@ -10,7 +10,7 @@ import gnnc.function as fn
 from gnnc.frontend.trace import trace_udf
 from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
-from gnnc.ir.rules import infer
+from gnnc.ir.rules import InferenceFailure, infer
 from gnnc.ir.shapes import propagate_shapes
 from gnnc.passes import (compact, cse, dce, distribute, fuse, inplace, linear_reorder, lower_aggregation, node_scales,
                          recompute, reorder, shared_dot, split_concat, typed_linear)
@@ -545,8 +545,8 @@ def test_shared_dot_takes_weights_with_leading_size_one_dims():
     g = _graph()
     attn_l = A[:, :4].unsqueeze(0)  # [1, 2, 4]
     msg = lambda e: {"a": (e.src["z"] * attn_l).sum(-1),  # noqa: E731
-                     "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True),  # [1, 4] vs [E, 4]
-                     "c": (A[0, :4].view(1, 1, 4) * e.dst["x"]).sum(-1)}  # [1, E]: a dim before the rows
+                     "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True)}  # [1, 4] vs [E, 4]
+    # ([1, 1, 4] * [E, 4]: a dim before the rows, rejected by inference: ROWS_MOVED["broadcast_size_one_dims"])
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -603,6 +603,72 @@ def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_row
     out = shared_dot(dfg)
     assert ops.shared_dot not in _targets(out)
     _check(dfg, out, inputs)
+
+
+_IDX = torch.tensor([0, 1])
+_W3 = torch.randn(2, 4, 4, dtype=torch.float64)
+_SOFTMAX_DIM0, _SOFTMAX_NO_DIM, _SOFTMAX_LAST = torch.nn.Softmax(0), torch.nn.Softmax(), torch.nn.Softmax(-1)
+
+# Operators that combine, move, drop or add graph rows (dim 0), each in a message UDF on edge rows; reorder
+# would move them onto node rows. x: [E, 4], z: [E, 2, 4], s: [E].
+ROWS_MOVED = {
+    "normalize_dim0": lambda x, z, s: torch.nn.functional.normalize(x, dim=0),
+    "normalize_p_then_dim0": lambda x, z, s: torch.nn.functional.normalize(x, 2.0, 0),  # args[1] is p
+    "normalize_last_dim_of_1d": lambda x, z, s: torch.nn.functional.normalize(s, dim=-1),
+    "softmax_module_dim0": lambda x, z, s: _SOFTMAX_DIM0(x),
+    "softmax_module_dim_none": lambda x, z, s: _SOFTMAX_NO_DIM(x),
+    "softmax_module_last_dim_of_1d": lambda x, z, s: _SOFTMAX_LAST(s),
+    "layer_norm_shape_variable": lambda x, z, s: torch.nn.functional.layer_norm(x, x.shape),
+    "softmax_dim_variable": lambda x, z, s: x.softmax(x.dim() - 1),
+    "max_dim_variable": lambda x, z, s: torch.max(x, dim=x.dim() - 2).values,
+    "norm_p_only": lambda x, z, s: x / x.norm(2),  # args[1] is p: every entry
+    "norm_p_then_dim0": lambda x, z, s: x / x.norm(2, 0),
+    "cat_rows_negative_dim": lambda x, z, s: torch.cat([x, x], -2),
+    "stack_rows_negative_dim": lambda x, z, s: torch.stack([x, x], -3),
+    "chunk_default_dim": lambda x, z, s: x.chunk(2)[0],
+    "chunk_dim0": lambda x, z, s: x.chunk(2, 0)[1],
+    "split_default_dim": lambda x, z, s: x.split(3)[0],
+    "slice_of_rows": lambda x, z, s: x[1:],
+    "strided_rows": lambda x, z, s: x[::2],
+    "none_before_rows": lambda x, z, s: x[None],
+    "ellipsis_reaching_rows": lambda x, z, s: s[..., 0],
+    "graph_index_off_dim0": lambda x, z, s: x[:, (s > 0.5).to(torch.int64)],
+    "tensor_indices_apart": lambda x, z, s: z.unsqueeze(-1)[:, _IDX, :, _IDX],
+    "view_flattens_rows": lambda x, z, s: x.view(-1),
+    "reshape_function": lambda x, z, s: torch.reshape(x, (2, -1)),
+    "flatten_function": lambda x, z, s: torch.flatten(x),
+    "unsqueeze_function_dim0": lambda x, z, s: torch.unsqueeze(x, 0),
+    "squeeze_function_dim0": lambda x, z, s: torch.squeeze(x, 0),
+    "transpose_function": lambda x, z, s: torch.transpose(x, 0, 1),
+    "transpose_attribute": lambda x, z, s: x.T,
+    "matrix_transpose_attribute": lambda x, z, s: x.mT,
+    "permute": lambda x, z, s: z.permute(1, 0, 2),
+    "repeat_leading_dim": lambda x, z, s: x.repeat(1, 1, 1),
+    "expand_leading_dim": lambda x, z, s: x.expand(2, -1, -1),
+    "matmul_1d": lambda x, z, s: s @ s,
+    "matmul_graph_matrix_left_of_batch": lambda x, z, s: x @ z.transpose(1, 2),  # [E, 4] @ [E, 4, 2]: [E, E, 2]
+    "matmul_shared_batch_right": lambda x, z, s: x @ _W3,  # [E, 4] @ [2, 4, 4]: [2, E, 4]
+    "einsum_explicit": lambda x, z, s: torch.einsum("ef,eg->fg", x, x),
+    "einsum_implicit": lambda x, z, s: torch.einsum("ef,eg", x, x),
+    "einsum_ellipsis_output": lambda x, z, s: torch.einsum("e...,e...->...", z, z),
+    "einsum_wider_shared_ellipsis": lambda x, z, s: torch.einsum("...f,...f->...f", x, _W3[:, :1]),
+    "where_of_one_argument": lambda x, z, s: torch.where(s > 0.5)[0],
+    "broadcast_before_rows": lambda x, z, s: s * A[:, :1],  # [E] * [2, 1]: [2, E]
+    "broadcast_size_one_dims": lambda x, z, s: A[0, :4].view(1, 1, 4) * x,  # [1, E, 4]
+}
+
+
+@pytest.mark.parametrize("op", sorted(ROWS_MOVED))
+@pytest.mark.filterwarnings("ignore:Implicit dimension choice")
+def test_inference_rejects_operators_that_move_graph_rows(op):
+    """A Dense operator must keep each graph row at its place: inference rejects (the call runs eagerly) an
+    operator that reduces, contracts, indexes, reshapes, transposes or broadcasts across dim 0, or whose dims
+    are variables, instead of letting reorder move it onto other rows."""
+    g = _graph()
+    g.ndata["s"] = torch.rand(10, dtype=torch.float64)
+    msg = lambda e: {"m": ROWS_MOVED[op](e.src["x"], e.src["z"], e.src["s"])}  # noqa: E731
+    with pytest.raises(InferenceFailure):
+        _prepare(g, build_apply_edges(trace_udf(msg)), (msg,))
 
 
 def _check_grads(dfg_before, dfg_after, inputs):

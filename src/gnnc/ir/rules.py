@@ -6,10 +6,15 @@ the edges (compact materialization), ``S`` shared (parameters, python values). M
 ``BroadcastDst``, ``Broadcast`` (to edges or nodes from type data),
 ``Reduce`` (E -> V), ``Norm`` (E -> E through a per-destination reduction),
 ``Fetch`` and ``Dense``. A Dense operator works row by row: its output has
-the residency of its non-shared inputs, which must agree, and it must never
-combine rows (a reduction over dim 0 or a reshape of the leading dim is
-rejected). Unknown operators make inference fail; the caller falls back to
-eager and names the operator. ``register_rule`` adds operators.
+the residency of its non-shared inputs, which must agree, and each output
+row comes from the same row (dim 0) of those inputs alone, still at dim 0.
+Passes move Dense operators between edges and nodes, so one that combines,
+moves, drops or adds rows (a reduction, normalization or contraction over
+dim 0, a transpose or reshape of it, a slice of rows, a broadcast that puts
+dims in front of them), or whose dims cannot be known when compiling, is
+rejected (``_check_rows_untouched``). Unknown operators make inference fail
+too; the caller falls back to eager and names the operator. ``register_rule``
+adds operators.
 """
 from __future__ import annotations
 
@@ -104,10 +109,8 @@ _ROW_WISE_METHODS = {
     "expand", "repeat", "chunk", "split",
 }
 _ROW_WISE_MODULES = (nn.Linear, nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid,
-                     nn.Tanh, nn.SiLU, nn.LayerNorm, nn.Identity, nn.Softplus, nn.PReLU, nn.Softmax)
-_DIM_REDUCTIONS = {torch.sum, torch.mean, torch.max, torch.min, torch.amax, torch.amin, torch.softmax,
-                   torch.log_softmax, torch.prod, torch.norm, F.softmax, F.log_softmax, torch.cat,
-                   torch.stack}
+                     nn.Tanh, nn.SiLU, nn.LayerNorm, nn.Identity, nn.Softplus, nn.PReLU, nn.Softmax,
+                     nn.LogSoftmax, nn.Softmin)
 
 _USER_RULES: dict = {}
 
@@ -161,7 +164,7 @@ def _rule(n: fx.Node, root):
         raise InferenceFailure(f"{_name(n)} mixes {'/'.join(non_shared)} data", n.meta.get("source", "?"))
     res = non_shared[0] if non_shared else "S"
     if res != "S":
-        _check_rows_untouched(n)
+        _check_rows_untouched(n, root)
     return "Dense", res
 
 
@@ -207,46 +210,305 @@ def _is_getitem(n: fx.Node) -> bool:
         (n.op == "call_method" and n.target == "__getitem__")
 
 
-def _check_rows_untouched(n: fx.Node) -> None:
-    """A Dense operator on graph data must not mix rows (dim 0)."""
-    shape = n.args[0].meta.get("shape") if n.args and isinstance(n.args[0], fx.Node) else None
-    ndim = len(shape) if shape else None
-    name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
-    reduces = (n.op == "call_method" and name in ("sum", "mean", "max", "min", "amax", "amin", "softmax",
-                                                    "log_softmax", "norm", "prod", "transpose", "squeeze",
-                                                    "unsqueeze", "flatten", "chunk", "split")) \
-        or (n.op == "call_function" and n.target in _DIM_REDUCTIONS)
-    if reduces:
-        dims = _dims(n)
-        if dims is None and name not in ("unsqueeze", "squeeze", "flatten", "chunk", "split"):
-            raise InferenceFailure(f"{_name(n)} over all rows of graph data", n.meta.get("source", "?"))
-        rank = None if ndim is None else ndim + (1 if name == "unsqueeze" else 0)
-        for d in dims or ():
-            if isinstance(d, int) and (d == 0 or (rank is not None and d == -rank)):
-                raise InferenceFailure(f"{_name(n)} along dim 0 mixes graph rows", n.meta.get("source", "?"))
-    if n.op == "call_method" and name in ("view", "reshape", "expand", "repeat"):
-        first = n.args[1] if len(n.args) > 1 else None
-        if isinstance(first, (tuple, list)):
-            first = first[0] if first else None
-        if isinstance(first, int) and first != -1 and name in ("view", "reshape"):
-            raise InferenceFailure(f"{_name(n)} fixes the leading dimension to {first}", n.meta.get("source", "?"))
-        if name == "repeat" and first != 1:
-            raise InferenceFailure(f"{_name(n)} repeats graph rows", n.meta.get("source", "?"))
+def _check_rows_untouched(n: fx.Node, root: nn.Module) -> None:
+    """A Dense operator on graph data must keep every row in place (passes move it between edges and
+    nodes): row i of its output is computed from row i of its graph-resident inputs alone and stays at
+    dim 0. InferenceFailure (run eagerly) when it reduces, normalizes, contracts, indexes, reshapes,
+    transposes or broadcasts across dim 0, or when that cannot be decided at compile time (an unknown
+    rank, a dim or an equation given by a variable)."""
+    if n.op == "call_module":
+        why = _module_mixes_rows(root.get_submodule(n.target), n.args[0] if n.args else None)
+    else:
+        check = _ROW_CHECKS.get(_op_name(n))
+        why = (check(n, _rank(n.args[0]) if n.args else None) if check else None) or _broadcast_moves_rows(n)
+    if why is not None:
+        raise InferenceFailure(f"{_name(n)} {why}", n.meta.get("source", "?"))
 
 
-def _dims(n: fx.Node):
-    name = n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
-    if name in ("flatten",):
-        start = n.kwargs.get("start_dim", n.args[1] if len(n.args) > 1 else 0)
-        return (start,)
-    if name in ("cat", "stack"):
-        return (n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else 0),)
-    if name == "transpose":
-        return tuple(a for a in n.args[1:3])
-    dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
-    if dim is None:
+_ALL_ROWS = "over all rows of graph data"
+_DIM0 = "along dim 0 mixes graph rows"
+_UNKNOWN = "on graph data with a rank or dims not known at compile time"
+_MOVES = "moves graph rows off dim 0"
+_NO_DIM = "without a dim (torch's implicit choice can be dim 0)"
+
+
+def _op_name(n: fx.Node) -> str:
+    """A method's name, or a function's (``torch.sum`` and ``Tensor.sum`` share their checks)."""
+    return n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+
+
+def _shape(a):
+    """The propagated shape of a tensor-valued node, else None."""
+    return a.meta.get("shape") if isinstance(a, fx.Node) else None
+
+
+def _rank(a):
+    shape = _shape(a)
+    return None if shape is None else len(shape)
+
+
+def _is_graph(a) -> bool:
+    return isinstance(a, fx.Node) and a.meta.get("res", "S") != "S"
+
+
+def _arg(n: fx.Node, pos: int, name: str, default=None):
+    return n.kwargs[name] if name in n.kwargs else n.args[pos] if len(n.args) > pos else default
+
+
+def _is_int(d) -> bool:
+    return isinstance(d, int) and not isinstance(d, bool)
+
+
+def _dims_mix_rows(dims, rank):
+    """Why ``dims`` (a dim, or a tuple or list of them; ``()`` is every dim) of a rank-``rank`` value name
+    its rows, dim 0 (``d == 0`` or ``d == -rank``), or cannot be checked; None when they name other dims."""
+    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if not dims:
+        return _ALL_ROWS
+    for d in dims:
+        if not _is_int(d) or (d < 0 and rank is None):
+            return _UNKNOWN
+        if d == 0 or (rank is not None and d == -rank):
+            return _DIM0
+    return None
+
+
+def _reduction(pos: int, no_dim: str = _ALL_ROWS):
+    """sum, mean, softmax, ... with their dim at argument ``pos`` (not given: ``no_dim`` says why not)."""
+    def check(n, rank):
+        dim = _arg(n, pos, "dim")
+        return no_dim if dim is None else _dims_mix_rows(dim, rank)
+    return check
+
+
+def _max_min(n, rank):
+    """max / min: elementwise with a tensor (a broadcast), else a reduction."""
+    if "other" in n.kwargs or _rank(_arg(n, 1, "dim")) is not None:
         return None
-    return tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    return _reduction(1)(n, rank)
+
+
+def _concat(n, rank):
+    """cat / stack of a list of values: along dim 0 they join rows (stack: dim 0 of the rank + 1 result)."""
+    values = _arg(n, 0, "tensors")
+    ranks = {_rank(v) for v in values} if isinstance(values, (list, tuple)) else {None}
+    rank = ranks.pop() if len(ranks) == 1 else None
+    if rank is not None and _op_name(n) == "stack":
+        rank += 1
+    return _dims_mix_rows(_arg(n, 1, "dim", 0), rank)
+
+
+def _reshape(n, rank):
+    """view / reshape / flatten / squeeze / unsqueeze keep rows in place (row-major) exactly when every
+    row keeps its number of entries: the product of the dims after dim 0 is unchanged (shapes propagate
+    on stand-in row counts, so the check cannot hold by chance)."""
+    before, after = _shape(n.args[0]), _shape(n)
+    if not before or not after:
+        return _UNKNOWN
+    if _op_name(n) == "squeeze" and _arg(n, 1, "dim") is not None:  # squeeze(0) drops the rows of a 1-row block
+        return _dims_mix_rows(_arg(n, 1, "dim"), len(before))
+    return None if _prod(before[1:]) == _prod(after[1:]) else "reshapes across graph rows (dim 0)"
+
+
+def _prod(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
+def _expand(n, rank):
+    """expand / expand_as: dims added in front of the rows move them."""
+    return None if rank is not None and _rank(n) == rank else _MOVES
+
+
+def _repeat(n, rank):
+    """repeat(1, ...) with a size per dim: a first size > 1 repeats rows, extra sizes add dims in front."""
+    sizes = n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple)) else n.args[1:]
+    ok = rank is not None and len(sizes) == rank and _is_int(sizes[0]) and sizes[0] == 1
+    return None if ok else "repeats graph rows"
+
+
+def _permute(n, rank):
+    """permute keeps rows when its first dim is dim 0."""
+    dims = n.kwargs.get("dims", n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple))
+                       else n.args[1:])
+    why = _dims_mix_rows(dims[0] if dims else None, rank)
+    return None if why == _DIM0 else why or _MOVES
+
+
+def _transpose(n, rank):
+    """transpose(dim0, dim1), method or function."""
+    return _dims_mix_rows((_arg(n, 1, "dim0"), _arg(n, 2, "dim1")), rank)
+
+
+def _getattr(n, rank):
+    """x.T / x.H reverse every dim (rank 1: none); x.mT / x.mH swap the last two (rank 2: the rows)."""
+    attr = n.args[1] if len(n.args) > 1 else None
+    if attr in ("T", "H") and rank != 1 or attr in ("mT", "mH") and (rank is None or rank < 3):
+        return f"(Tensor.{attr}) {_MOVES}"
+    return None
+
+
+def _chunk(n, rank):
+    """chunk(chunks, dim=0) / split(size, dim=0)."""
+    return _dims_mix_rows(_arg(n, 2, "dim", 0), rank)
+
+
+def _getitem(n, rank):
+    """Indexing keeps rows when dim 0 is indexed by ``:`` or covered by a leading ``...``, and the
+    tensor indices (which put their dims first when apart) are next to each other. (Numbers and tensors
+    at dim 0 are ``_row_indexing``'s.) Indexing a tuple is not checked."""
+    if rank is None:
+        return None if not isinstance(n.args[0], fx.Node) or n.args[0].meta.get("dtype") is None else _UNKNOWN
+    index = n.args[1] if isinstance(n.args[1], tuple) else (n.args[1],)
+    first = index[0] if index else slice(None)
+    if first is Ellipsis:
+        widths = [_index_width(i) for i in index[1:]]
+        if None in widths or sum(widths) >= rank:
+            return "indexes graph rows (dim 0)"
+    elif not (isinstance(first, slice) and first == slice(None)):
+        return "moves, drops or adds graph rows (dim 0)"
+    if any(_is_graph(i) for i in index):  # x[:, t] of graph t: a dim of rows after dim 0
+        return "indexes by graph data off dim 0"
+    tensors = [k for k, i in enumerate(index) if _rank(i) is not None or isinstance(i, (list, tuple))]
+    return _MOVES if tensors and tensors != list(range(tensors[0], tensors[-1] + 1)) else None
+
+
+def _index_width(i):
+    """How many dims index entry ``i`` indexes (None: not known)."""
+    if i is None or isinstance(i, bool):
+        return 0
+    if isinstance(i, fx.Node) and _rank(i) is not None and i.meta.get("dtype") is torch.bool:
+        return _rank(i)
+    return 1 if isinstance(i, (int, slice, fx.Node, list, tuple)) else None
+
+
+def _matmul(n, rank):
+    """a @ b keeps rows when each graph operand's dim 0 becomes the result's dim 0: a graph ``a`` of rank
+    >= 2 with a shared ``b`` of no higher rank (``a``'s rows are its matrix rows or batch), a graph ``b``
+    of rank >= 3 with a shared ``a`` of no higher rank (``b``'s rows are its batch), or both graph of one
+    rank >= 3 (batched row by row). Otherwise rows are contracted or broadcast against each other."""
+    a, b = n.args[0], _arg(n, 1, "other")
+    ra, rb, ga, gb = _rank(a), _rank(b), _is_graph(a), _is_graph(b)
+    if ra is None or rb is None:
+        return _UNKNOWN
+    if ga and gb:
+        ok = ra == rb >= 3
+    elif ga:
+        ok = ra >= 2 and rb <= ra
+    else:
+        ok = rb >= 3 and ra <= rb
+    return None if ok else "contracts or moves graph rows (dim 0)"
+
+
+def _mm(n, rank):
+    """mm(a, b) of matrices: a graph ``b`` is contracted over its rows."""
+    return "contracts graph rows (dim 0)" if _is_graph(_arg(n, 1, "mat2")) else None
+
+
+def _linear(n, rank):
+    """linear(x, weight, bias) contracts the last dim of x: rank 1 is the rows; weights must be shared."""
+    if _is_graph(_arg(n, 1, "weight")) or _is_graph(_arg(n, 2, "bias")):
+        return "takes graph data as weights"
+    return None if rank is not None and rank >= 2 else "contracts graph rows (dim 0)"
+
+
+def _einsum(n, rank):
+    """Each graph operand's first subscript must be the output's first, and appear once in the operand:
+    a letter, or an ellipsis covering at least one dim and as many as any operand's ellipsis (ellipsis
+    dims are aligned from the right)."""
+    equation, operands = n.args[0], list(n.args[1:])
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0])
+    if not isinstance(equation, str):
+        return _UNKNOWN
+    lhs, arrow, out = equation.replace(" ", "").replace("...", ".").partition("->")  # "." is an ellipsis
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        return _UNKNOWN
+    spans = {}  # operand number -> how many dims its ellipsis covers
+    for k, (x, term) in enumerate(zip(operands, terms)):
+        if ("." in term or _is_graph(x)) and _rank(x) is None:
+            return _UNKNOWN
+        if "." in term:
+            spans[k] = _rank(x) - len(term) + 1
+    widest = max(spans.values(), default=0)
+    if not arrow:  # the implicit output: the ellipsis, then the letters used once, in order
+        letters = lhs.replace(",", "").replace(".", "")
+        out = ("." if "." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    if not widest:
+        out = out.replace(".", "")
+    for k, (x, term) in enumerate(zip(operands, terms)):
+        if not _is_graph(x):
+            continue
+        if spans.get(k) == 0:
+            term = term.replace(".", "")
+        first = term[:1]
+        if not first or first != out[:1] or term.count(first) > 1 or (first == "." and spans[k] != widest):
+            return "contracts or moves graph rows (dim 0)"
+    return None
+
+
+def _normalize(n, rank):
+    """F.normalize(x, p=2.0, dim=1)."""
+    return _dims_mix_rows(_arg(n, 2, "dim", 1), rank)
+
+
+def _layer_norm(n, rank):
+    """F.layer_norm(x, normalized_shape, ...)."""
+    return _normalized_shape_mixes_rows(_arg(n, 1, "normalized_shape"), rank)
+
+
+def _normalized_shape_mixes_rows(shape, rank):
+    """layer_norm over the last len(shape) dims: they must leave dim 0 out."""
+    size = 1 if _is_int(shape) else len(shape) if isinstance(shape, (list, tuple)) else None
+    if size is None or rank is None:
+        return _UNKNOWN
+    return _DIM0 if size >= rank else None
+
+
+def _where(n, rank):
+    """torch.where(condition) alone gives the indices of true entries (their rows among them)."""
+    return "of graph data gives row numbers" if len(n.args) + len(n.kwargs) == 1 else None
+
+
+_ROW_CHECKS = {
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod"), _reduction(1)),
+    "softmax": _reduction(1, _NO_DIM), "log_softmax": _reduction(1, _NO_DIM),
+    "max": _max_min, "min": _max_min, "norm": _reduction(2), "normalize": _normalize,
+    "cat": _concat, "stack": _concat,
+    **dict.fromkeys(("view", "reshape", "flatten", "squeeze", "unsqueeze"), _reshape),
+    "expand": _expand, "expand_as": _expand, "repeat": _repeat, "permute": _permute, "transpose": _transpose,
+    "getattr": _getattr, "chunk": _chunk, "split": _chunk, "getitem": _getitem, "__getitem__": _getitem,
+    "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
+    "where": _where,
+}
+
+# Elementwise operators that broadcast their operands: a graph operand of lower rank than the result
+# gets dims in front of its rows (a [F, 1] weight times [E] values is [F, E]).
+_BROADCASTING = {"add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "eq",
+                 "ne", "and_", "or_", "where", "clamp", "maximum", "minimum", "max", "min", "masked_fill"}
+
+
+def _broadcast_moves_rows(n: fx.Node):
+    """A graph operand of an elementwise operator must have the result's rank: its rows stay at dim 0."""
+    if _op_name(n) not in _BROADCASTING or _rank(n) is None:
+        return None
+    ranks = {_rank(a) for a in n.all_input_nodes if _is_graph(a)} - {None}
+    return None if ranks <= {_rank(n)} else "broadcasts dims in front of graph rows (dim 0)"
+
+
+def _module_mixes_rows(module: nn.Module, x):
+    """Softmax modules over dim 0 (or no dim), LayerNorm over dim 0, Linear on a rank-1 input (its rows)."""
+    rank = _rank(x)
+    if isinstance(module, (nn.Softmax, nn.LogSoftmax, nn.Softmin)):
+        return _NO_DIM if module.dim is None else _dims_mix_rows(module.dim, rank)
+    if isinstance(module, nn.LayerNorm):
+        return _normalized_shape_mixes_rows(tuple(module.normalized_shape), rank)
+    if isinstance(module, nn.Linear):
+        return None if rank is not None and rank >= 2 else "contracts graph rows (dim 0)"
+    return None
 
 
 def _name(n: fx.Node) -> str:
