@@ -482,6 +482,11 @@ ROW_MIXING_MESSAGES = {
     "broadcast_before_rows": lambda h, s, z, hd: h * (s * _COLUMN).sum(-1),  # [4, 1] * [E]: [4, E]
     "broadcast_size_one_dims": lambda h, s, z, hd: h * (_W4[:1].view(1, 1, 4) * h).sum(1),  # [1, E, 4]
     "repeat_leading_dim": lambda h, s, z, hd: h * h.repeat(1, 1, 1).sum(1),
+    "std_over_rows": lambda h, s, z, hd: h - h.std(0),
+    "var_all": lambda h, s, z, hd: h / torch.var(h),
+    "glu_over_rows": lambda h, s, z, hd: h * torch.nn.functional.glu(torch.cat([h, h], 0), dim=0),
+    "unbind_rows": lambda h, s, z, hd: torch.stack(h.unbind(0)[::-1], 0),
+    "view_as_across_rows": lambda h, s, z, hd: (h.reshape(4, -1) * 2.0).view_as(h),
 }
 
 # Row-wise forms that must keep compiling.
@@ -505,6 +510,12 @@ ROW_WISE_MESSAGES = {
     "cat_and_stack_features": lambda h, s, z, hd: torch.cat([h, hd], -1) + torch.stack([h, hd], 1).flatten(1),
     "expand_and_repeat": lambda h, s, z, hd: s.unsqueeze(-1).expand_as(h) * h.repeat(1, 2)[:, :4],
     "broadcast_shared_row": lambda h, s, z, hd: torch.max(h * _W4[:1], hd) + torch.unsqueeze(s, -1),
+    "like_constructors": lambda h, s, z, hd: h * torch.ones_like(hd) + torch.zeros_like(h) + torch.full_like(h, 0.5),
+    "nan_to_num_addcmul_lerp": lambda h, s, z, hd: torch.addcmul(torch.nan_to_num(h, posinf=1.0), h, hd, value=0.5)
+    + torch.lerp(h, hd, 0.25) + h.lerp(hd, s.unsqueeze(-1)),
+    "glu_features": lambda h, s, z, hd: torch.nn.functional.glu(torch.cat([h, hd], -1)) * 2.0,
+    "view_as_std_var": lambda h, s, z, hd: z.flatten(1)[:, :4].view_as(h) * h.std(-1, keepdim=True)
+    + torch.var(hd, dim=1, keepdim=True),
 }
 
 

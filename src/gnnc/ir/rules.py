@@ -99,6 +99,8 @@ _ROW_WISE_FUNCTIONS = {
     ops.index_matmul, ops.fold_attention, ops.scale_heads, ops.in_place,
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
     F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
+    torch.zeros_like, torch.ones_like, torch.full_like, torch.nan_to_num, torch.addcmul, torch.lerp, F.glu,
+    torch.unbind, torch.std, torch.var,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -106,7 +108,7 @@ _ROW_WISE_METHODS = {
     "type_as", "contiguous", "clone", "detach", "expand_as", "masked_fill", "__getitem__", "size",
     "dim", "unsqueeze", "squeeze", "flatten", "view", "reshape", "transpose", "permute",
     "sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "norm", "prod",
-    "expand", "repeat", "chunk", "split",
+    "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
 }
 _ROW_WISE_MODULES = (nn.Linear, nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid,
                      nn.Tanh, nn.SiLU, nn.LayerNorm, nn.Identity, nn.Softplus, nn.PReLU, nn.Softmax,
@@ -474,7 +476,10 @@ def _where(n, rank):
 
 
 _ROW_CHECKS = {
-    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod"), _reduction(1)),
+    **dict.fromkeys(("sum", "mean", "amax", "amin", "prod", "std", "var"), _reduction(1)),
+    "glu": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim", -1), rank),
+    "unbind": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim", 0), rank),
+    "view_as": _reshape,
     "softmax": _reduction(1, _NO_DIM), "log_softmax": _reduction(1, _NO_DIM),
     "max": _max_min, "min": _max_min, "norm": _reduction(2), "normalize": _normalize,
     "cat": _concat, "stack": _concat,
@@ -488,7 +493,8 @@ _ROW_CHECKS = {
 # Elementwise operators that broadcast their operands: a graph operand of lower rank than the result
 # gets dims in front of its rows (a [F, 1] weight times [E] values is [F, E]).
 _BROADCASTING = {"add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "eq",
-                 "ne", "and_", "or_", "where", "clamp", "maximum", "minimum", "max", "min", "masked_fill"}
+                 "ne", "and_", "or_", "where", "clamp", "maximum", "minimum", "max", "min", "masked_fill",
+                 "addcmul", "lerp"}
 
 
 def _broadcast_moves_rows(n: fx.Node):
