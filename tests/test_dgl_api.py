@@ -265,6 +265,22 @@ def test_update_all_etype_unchanged(compile_):
     assert "h" not in g.nodes["user"].data
 
 
+@pytest.mark.parametrize("compile_", [False, True])
+def test_writing_into_the_batch_says_to_return_the_value(compile_):
+    """benchmarking-gnns' GatedGCN (old DGL) stores ``edges.data['e'] = e_ij`` from its message function."""
+    g = gnnc.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)
+    g.ndata["h"] = torch.randn(3, 2)
+
+    def message(edges):
+        e = edges.src["h"] + edges.dst["h"]
+        edges.data["e"] = e
+        return {"m": e}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gnnc.FallbackWarning)
+        with pytest.raises(TypeError, match=r"edges.data\['e'\] = \.\.\.: a UDF's batch is read-only; return"):
+            g.update_all(message, fn.sum("m", "o"), compile=compile_)
+
+
 def test_unknown_or_doubled_keyword_is_a_type_error_naming_it():
     g = random_homograph()
     g.ndata["x"] = torch.randn(g.num_nodes(), 3)

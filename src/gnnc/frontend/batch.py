@@ -35,6 +35,10 @@ class _Lookup(Mapping):
     def __len__(self):
         return len(self._keys())
 
+    def __setitem__(self, key, value):
+        raise TypeError(f"{self._what}[{key!r}] = ...: a UDF's batch is read-only; return the value in the UDF's "
+                        "dict instead (an edge value to keep: return it from g.apply_edges, or as a message)")
+
 
 def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
     """Features of node type ``ntype`` at ``nodes`` (global ids of that type)."""
