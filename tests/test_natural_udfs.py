@@ -314,6 +314,36 @@ def test_a_failing_builtin_call_names_the_users_line(monkeypatch):
     assert "u_mul_e, sum" in message and f"{__file__}:{line}" in message and "function.py" not in message
 
 
+def _scaled_if_present_reduce(nodes):
+    out = nodes.mailbox["m"].sum(1)
+    if "scale" in nodes.data:
+        out = out * nodes.data["scale"]
+    return {"o": out}
+
+
+def _scaled_if_present_update(nodes):
+    return {"o": nodes.data["o"] * nodes.data["scale"]} if "scale" in nodes.data.keys() else {"o": nodes.data["o"]}
+
+
+@pytest.mark.parametrize("stage", ["reduce", "update"])
+def test_a_node_udf_asking_which_node_features_exist_is_answered_from_node_data(stage):
+    """``'scale' in nodes.data`` was answered from the edge features: False with a node feature 'scale', True
+    with only an edge feature of that name. Node feature present, absent (an edge one of that name), present."""
+    reduce, update = ((_scaled_if_present_reduce, None) if stage == "reduce"
+                      else (fn.sum("m", "o"), _scaled_if_present_update))
+    for present in (True, False, True):
+        g = _graph()
+        if present:
+            g.ndata["scale"] = torch.rand(12, 1, dtype=torch.float64) + 1.0
+        else:
+            g.edata["scale"] = torch.rand(g.num_edges(), 1, dtype=torch.float64)
+
+        def run(g, flag):
+            g.update_all(fn.copy_u("h", "m"), reduce, update, compile=flag)
+            return g.ndata["o"]
+        _both(run, g)
+
+
 @pytest.mark.parametrize("stage", ["reduce", "update"])
 def test_node_udfs_that_read_the_feature_they_overwrite(stage):
     g = _graph()

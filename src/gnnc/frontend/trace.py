@@ -80,15 +80,17 @@ class TracedUDF:
 class _Root(nn.Module):
     """Holds the UDF's bound module (``owner``) and the other modules it calls (``reached<i>``)."""
 
-    def __init__(self, udf, schema=None):
+    def __init__(self, udf, schema=None, node_udf: bool = False):
         super().__init__()
-        self._udf, self._schema, self.guards = udf, schema, []
+        self._udf, self._schema, self.guards, self._node_udf = udf, schema, [], node_udf
         owner = getattr(udf, "__self__", None)
         if isinstance(owner, nn.Module):
             self.owner = owner
 
     def forward(self, batch):
-        return self._udf(batch if self._schema is None else _SchemaBatch(batch, self._schema, self.guards))
+        if self._schema is None:
+            return self._udf(batch)
+        return self._udf(_SchemaBatch(batch, self._schema, self.guards, NODE_SPACES if self._node_udf else {}))
 
 
 class _SchemaBatch:
@@ -96,14 +98,19 @@ class _SchemaBatch:
     (dtype, trailing shape)}): ``key in edges.data`` is answered, and a feature read knows its dtype, rank
     and trailing dims, so DGL-style branches on them (``if h.dtype == torch.int64``) are resolved."""
 
-    def __init__(self, batch, schema: dict, guards: list):
-        self._batch, self._schema, self._guards = batch, schema, guards
+    def __init__(self, batch, schema: dict, guards: list, spaces: dict):
+        self._batch, self._schema, self._guards, self._spaces = batch, schema, guards, spaces
 
     def __getattr__(self, name):
         proxy = getattr(self._batch, name)
-        if name in SPACES and name in self._schema:
-            return _SchemaSpace(proxy, name, self._schema[name], self._guards)
+        key = self._spaces.get(name, name)
+        if name in SPACES and key in self._schema:
+            return _SchemaSpace(proxy, key, self._schema[key], self._guards)
         return proxy
+
+
+# Where a node UDF's spaces are in a feature schema (``nodes.data`` is node data, not the edges' ``data``).
+NODE_SPACES = {"data": "node_data", "type": "node_type"}
 
 
 class _SchemaSpace:
@@ -333,11 +340,11 @@ def node_location(node: fx.Node, udf) -> str:
     return node.meta.get("udf_line") or udf_location(udf)
 
 
-def trace_udf(udf, schema: dict | None = None, guards: list | None = None) -> TracedUDF:
+def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_udf: bool = False) -> TracedUDF:
     """Trace ``udf(batch) -> dict`` into a :class:`TracedUDF` (or raise TraceFailure); with ``schema``
     (space -> {key: (dtype, trailing shape)}), specialized on those features (``_SchemaBatch``), the
     answers the trace relied on appended to ``guards`` (``schema_guards_hold``), also when it fails."""
-    root = _Root(udf, schema)
+    root = _Root(udf, schema, node_udf)
     if guards is not None:
         root.guards = guards
     tracer = _Tracer(udf, root)

@@ -139,25 +139,27 @@ _SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features
 
 def _trace_all(udfs, schema, guards):
     try:
-        return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards) for u in udfs]
+        return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards, node_udf=stage > 0)
+                for stage, u in enumerate(udfs)]
     except TraceFailure as err:
         return err
 
 
 def feature_schema(g, rel) -> dict:
-    """What UDFs on block ``rel`` of ``g`` can read, per batch space: {key: (dtype, trailing shape)}."""
+    """What UDFs on block ``rel`` of ``g`` can read, per batch space: {key: (dtype, trailing shape)}; a node
+    UDF's ``data`` and ``type`` are ``node_data`` and ``node_type`` (``gnnc.frontend.trace.NODE_SPACES``)."""
     def described(view, whole=True):
         return {k: (v.dtype, tuple(v.shape[1:]) if whole else tuple(v.shape)) for k, v in view.items()}
 
     if rel is None:
-        nodes = described(dict(g._nstore.whole))
+        nodes, node_types = described(dict(g._nstore.whole)), described(g.ntype_data.data, False)
         return {"src": nodes, "dst": nodes, "data": described(dict(g._estore.whole)),
-                "srctype": described(g.ntype_data.data, False), "dsttype": described(g.ntype_data.data, False),
-                "type": described(g.etype_data.data, False)}
+                "srctype": node_types, "dsttype": node_types, "type": described(g.etype_data.data, False),
+                "node_data": nodes, "node_type": node_types}
     src_type, _, dst_type = g.canonical_etypes[rel]
-    return {"src": described(dict(g.nodes[src_type].data.items())),
-            "dst": described(dict(g.nodes[dst_type].data.items())),
-            "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items()))}
+    dst_nodes = described(dict(g.nodes[dst_type].data.items()))
+    return {"src": described(dict(g.nodes[src_type].data.items())), "dst": dst_nodes,
+            "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items())), "node_data": dst_nodes}
 
 
 def _fallback(err) -> str:
