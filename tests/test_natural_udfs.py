@@ -591,3 +591,26 @@ def test_compiling_leaves_batch_norm_statistics_as_eager_leaves_them(registered,
     compiled.clear_cache()
     for (name, a), b in zip(fast.state_dict().items(), eager.state_dict().values()):
         torch.testing.assert_close(a, b, msg=name)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_in_a_message_mlp_compiles_in_eval_and_runs_eagerly_in_training(training):
+    """PyG's EdgeConv ported to a UDF: an MLP with batch norm over cat([x_i, x_j - x_i]). In eval it normalizes
+    each row by its running statistics (row-wise: compiled); in training by the batch's (all edges of a
+    degree bucket in eager: it runs eagerly, with a FallbackWarning)."""
+    mlp = nn.Sequential(nn.Linear(2 * D, D), nn.BatchNorm1d(D), nn.ReLU(), nn.Linear(D, D)).double()
+    mlp[1].running_mean.uniform_(-0.5, 0.5)
+    mlp[1].running_var.uniform_(0.5, 2.0)
+    mlp.train(training)
+    g = _graph()
+
+    def run(g, flag):
+        g.update_all(lambda e: {"m": mlp(torch.cat([e.dst["h"], e.src["h"] - e.dst["h"]], -1))}, fn.max("m", "o"),
+                     compile=flag)
+        return g.ndata["o"]
+    if not training:
+        _both(run, g, list(mlp.parameters()))
+        return
+    with pytest.warns(FallbackWarning, match="BatchNorm1d"):
+        fast = run(g, True)
+    torch.testing.assert_close(fast, run(g, False))

@@ -117,6 +117,14 @@ _ROW_WISE_MODULES = (nn.Linear, nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GE
 _USER_RULES: dict = {}
 
 
+def _row_wise_module(module: nn.Module) -> bool:
+    """A module that works row by row: the listed ones, and batch norm normalizing by its running statistics
+    (in eval mode; in training, or without running statistics, it normalizes by the batch's: all rows)."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return not module.training and module.track_running_stats and module.running_mean is not None
+    return isinstance(module, _ROW_WISE_MODULES)
+
+
 def register_rule(target, rule) -> None:
     """Teach inference an operator: ``rule(node, input_residencies) -> (movement, residency)``.
 
@@ -158,9 +166,16 @@ def _rule(n: fx.Node, root):
     known = ((n.op == "call_function" and (target in _ROW_WISE_FUNCTIONS or target is getattr
                                            or target is operator.getitem))
              or (n.op == "call_method" and target in _ROW_WISE_METHODS)
-             or (n.op == "call_module" and isinstance(root.get_submodule(target), _ROW_WISE_MODULES)))
+             or (n.op == "call_module" and _row_wise_module(root.get_submodule(target))))
     if not known:
-        raise InferenceFailure(f"unsupported operator {_name(n)}", n.meta.get("source", "?"))
+        what = _name(n)
+        if n.op == "call_module":
+            module = root.get_submodule(target)
+            what = f"module {type(module).__name__} ({target})"
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                raise InferenceFailure(f"{what} in training mode (or without running statistics) normalizes by "
+                                       "the statistics of all rows", n.meta.get("source", "?"))
+        raise InferenceFailure(f"unsupported operator {what}", n.meta.get("source", "?"))
     non_shared = sorted(set(residencies) - {"S"})
     if len(non_shared) > 1:
         raise InferenceFailure(f"{_name(n)} mixes {'/'.join(non_shared)} data", n.meta.get("source", "?"))
