@@ -290,3 +290,18 @@ def test_builtin_extremum_with_ties_compiled_equals_eager(seed, op, backend):
         (out * torch.linspace(-1, 2, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
         results.append((out.detach(), x.grad))
     torch.testing.assert_close(results[1], results[0])
+
+
+@pytest.mark.parametrize("reducer", ["sum", "mean", "max", "min"])
+def test_builtin_reducers_on_a_graph_without_edges_stay_attached_to_autograd(reducer):
+    """Zeros for every node, and a loss on them backpropagates (zero gradients), for max / min as for
+    sum / mean, eagerly and compiled alike (eager max / min used to return a tensor without a graph)."""
+    for flag in (False, True):
+        g = gnnc.graph((torch.tensor([], dtype=torch.long), torch.tensor([], dtype=torch.long)), num_nodes=4)
+        h = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+        g.ndata["h"] = h
+        g.update_all(fn.copy_u("h", "m"), getattr(fn, reducer)("m", "o"), compile=flag)
+        out = g.ndata["o"]
+        assert out.requires_grad and torch.equal(out, torch.zeros_like(out))
+        (grad,) = torch.autograd.grad(out.sum(), h)
+        assert torch.equal(grad, torch.zeros_like(h))

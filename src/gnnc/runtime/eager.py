@@ -171,7 +171,9 @@ def _scatter_extremum(m: torch.Tensor, dst: torch.Tensor, zeros: torch.Tensor, o
         candidate = torch.where(m == best.index_select(0, dst), position, edges)
         arg = torch.full_like(best, edges, dtype=torch.int64).scatter_reduce(0, idx, candidate, "amin")
         found = arg < edges
-    return torch.where(found, m.gather(0, arg.clamp(max=max(edges - 1, 0))), best) if edges else best
+    if not edges:  # zeros, still attached to m's graph as the sum's and mean's results are
+        return best + m.sum() * 0
+    return torch.where(found, m.gather(0, arg.clamp(max=edges - 1)), best)
 
 
 def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
