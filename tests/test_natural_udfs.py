@@ -451,6 +451,29 @@ def test_a_shape_error_reports_the_users_shapes_and_line():
     assert "return {\"m\": layer(edges.src[\"h\"])}" in text and "1039" not in text
 
 
+def test_a_shape_error_in_the_node_udf_is_the_users_error_with_no_fallback_warning():
+    """It used to warn first 'compiling failed ((1031x16 and 8x2); a gnnc bug)': the eager check that tells a
+    user's error from the compiler's ran the message and reduce UDFs but not the apply_node_func."""
+    g = gnnc.graph(([0, 1, 2, 3], [1, 2, 3, 0]), num_nodes=4)
+    g.ndata["h"] = torch.randn(4, 16)
+    layer = nn.Linear(8, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        with pytest.raises(RuntimeError, match=r"4x16 and 8x2"):
+            g.update_all(fn.copy_u("h", "m"), fn.sum("m", "o"), lambda nodes: {"o": layer(nodes.data["o"])},
+                         compile=True)
+    assert "o" not in g.ndata
+
+
+def test_a_message_scaled_by_its_row_count_compiles():
+    """``x * x.shape[0]``: the size read off an edge tensor was taken for an edge weight to fuse."""
+    def run(g, flag):
+        g.update_all(lambda e: {"m": e.src["h"] * e.src["h"].shape[0]}, lambda nodes: {"o": nodes.mailbox["m"].sum(1)},
+                     compile=flag)
+        return g.ndata["o"]
+    _both(run, _graph())
+
+
 def test_a_deferred_sddmm_whose_operand_is_a_module_call():
     """Found by the fuzzer: cross-call deferral pruned a graph holding a call_module before it had a module."""
     lin = nn.Linear(D, D).double()

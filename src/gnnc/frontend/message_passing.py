@@ -105,7 +105,7 @@ def apply_nodes(g, func, v=None, ntype=None) -> None:
     _check_callable(func, "node")
     t = None if ntype is None else g.ntype_id(ntype)
     if v is None:
-        _write_nodes(g, t, eager.apply_nodes(g, func, t))
+        eager.write_nodes(g, t, eager.apply_nodes(g, func, t))
         return
     lo, hi = (0, g.index.num_nodes) if t is None else g.index.ntype_range(t)
     subset = _subset(v, hi - lo, "apply_nodes(v=...)", "node", g.device)
@@ -156,9 +156,9 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
     rel = None if etype is None else g.etype_id(etype)
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
     out, updated = _messages_reduced(g, message, reduce, update, rel, compile)
-    _write_nodes(g, t, out)
+    eager.write_nodes(g, t, out)
     if update is not None and not updated:
-        _write_nodes(g, t, eager.apply_nodes(g, update, t))
+        eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
 def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
@@ -186,14 +186,6 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
             if any(k not in o for o in outs):
                 raise ValueError(f"multi_update_all: relations into node type {g.ntypes[t]!r} produced "
                                  f"{k!r} for some relations but not others")
-        _write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
+        eager.write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
         if update is not None:
-            _write_nodes(g, t, eager.apply_nodes(g, update, t))
-
-
-def _write_nodes(g, ntype: int | None, out: dict) -> None:
-    for k, v in out.items():
-        if ntype is None:
-            g.ndata[k] = v
-        else:
-            g.nodes[g.ntypes[ntype]].data[k] = v
+            eager.write_nodes(g, t, eager.apply_nodes(g, update, t))

@@ -444,7 +444,8 @@ def _fuse_one(g, red, ctx, e, op):
                 return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x, side)),
                         "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
         dtype = _float_dtype(e)
-        if isinstance(other, fx.Node) and other.meta.get("res") == "E" and op in ("sum", "mean") and dtype is not None:
+        if isinstance(other, fx.Node) and other.meta.get("shape") is not None and other.meta.get("res") == "E" \
+                and op in ("sum", "mean") and dtype is not None:  # an edge tensor (not a size read off one)
             x, other = _as_dtype(g, red, x, dtype), _as_dtype(g, red, other, dtype)
             return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op, side)), f"gather * edge data + {op} -> spmm"
     return None

@@ -367,9 +367,16 @@ def run(kind, udfs, g, rel, options) -> dict | None:
 
 
 def _run_eagerly(kind, udfs, g, rel) -> None:
+    """Run the call's UDFs eagerly on a scope of ``g`` (nothing kept): a user's own error is raised here."""
     msgs = eager.messages(g, udfs[0], rel)
-    if kind == "update_all":
-        eager.reduce(g, udfs[1], msgs, rel)
+    if kind != "update_all":
+        return
+    reduced = eager.reduce(g, udfs[1], msgs, rel)
+    if len(udfs) > 2 and udfs[2] is not None:
+        ntype = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
+        with g.local_scope():
+            eager.write_nodes(g, ntype, reduced)
+            eager.apply_nodes(g, udfs[2], ntype)
 
 
 

@@ -192,6 +192,15 @@ def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
     return stacked.min(0).values
 
 
+def write_nodes(g, ntype: int | None, out: dict) -> None:
+    """Store ``out``'s tensors as node features (of node type ``ntype``, or of all nodes)."""
+    for k, v in out.items():
+        if ntype is None:
+            g.ndata[k] = v
+        else:
+            g.nodes[g.ntypes[ntype]].data[k] = v
+
+
 def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None = None) -> dict:
     """Run ``func`` on all nodes or on one node type's nodes (per-type features); with ``subset``
     (int64 ids local to the type), on those nodes only, rows in ``subset``'s order."""
