@@ -110,10 +110,10 @@ class Buckets:
         if self.edge_order is None:
             yield self.nodes[0], {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
             return
-        # one gathered tensor per bucket, not views of one (DGL's too): a reduce UDF may write into its mailbox
-        for b, order in zip(self.list, self.edge_order.split(self.edge_sizes)):
-            yield b.nodes, {k: v.index_select(0, order).view((b.nodes.numel(), b.degree) + tuple(v.shape[1:]))
-                            for k, v in msgs.items()}
+        split = {k: v.index_select(0, self.edge_order).split(self.edge_sizes) for k, v in msgs.items()}
+        for i, b in enumerate(self.list):
+            yield b.nodes, {k: parts[i].view((b.nodes.numel(), b.degree) + tuple(parts[i].shape[1:]))
+                            for k, parts in split.items()}
 
     def reader(self, fetch, node_lo: int, by=None):
         """``read(k)[i]``: rows of ``fetch(k)`` for bucket i's nodes (``by`` re-indexes the rows)."""
@@ -122,8 +122,7 @@ class Buckets:
 
         def read(k):
             if k not in cache:
-                value = fetch(k)
-                cache[k] = [value.index_select(0, rows) for rows in index.split(self.node_sizes)]
+                cache[k] = fetch(k).index_select(0, index).split(self.node_sizes)
             return cache[k]
 
         return read
