@@ -281,6 +281,33 @@ def test_writing_into_the_batch_says_to_return_the_value(compile_):
             g.update_all(message, fn.sum("m", "o"), compile=compile_)
 
 
+def test_message_and_reduce_passed_the_wrong_way_round_say_so():
+    g = gnnc.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)
+    g.ndata["h"] = torch.randn(3, 2)
+    with pytest.raises(TypeError, match=r"sum is a reduce function but was passed as the message function"):
+        g.update_all(fn.sum("m", "o"), fn.copy_u("h", "m"))
+    with pytest.raises(TypeError, match=r"copy_u is a message function but was passed as the reduce function"):
+        g.update_all(fn.copy_u("h", "m"), fn.copy_u("h", "m"))
+    with pytest.raises(AttributeError, match=r"edges have no mailbox: is a reduce function passed as the message"):
+        g.update_all(lambda nodes: {"o": nodes.mailbox["m"].sum(1)}, lambda edges: {"m": edges.src["h"]})
+
+
+@pytest.mark.parametrize("compile_", [False, True])
+def test_a_reduce_keeping_the_degree_dim_and_relations_of_different_widths_are_named(compile_):
+    g = gnnc.graph(([0, 1, 2, 2], [1, 2, 0, 1]), num_nodes=3)
+    g.ndata["h"] = torch.randn(3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", gnnc.FallbackWarning)
+        with pytest.raises(ValueError, match=r"returned 'o' of shapes \{1: \(2, 1, 2\), 2: \(1, 2, 2\)\} by in-degree"):
+            g.update_all(fn.copy_u("h", "m"), lambda nodes: {"o": nodes.mailbox["m"]}, compile=compile_)
+    hg = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("i", "b", "u"): ([0], [0])},
+                          num_nodes={"u": 3, "i": 1})
+    hg.nodes["u"].data["h"], hg.nodes["i"].data["h"] = torch.randn(3, 4), torch.randn(1, 5)
+    with pytest.raises(ValueError, match=r"'sum': relations into node type 'u' produced 'o' of different shapes"):
+        hg.multi_update_all({"f": (fn.copy_u("h", "m"), fn.sum("m", "o")), "b": (fn.copy_u("h", "m"), fn.sum("m", "o"))},
+                            "sum", compile=compile_)
+
+
 def test_unknown_or_doubled_keyword_is_a_type_error_naming_it():
     g = random_homograph()
     g.ndata["x"] = torch.randn(g.num_nodes(), 3)

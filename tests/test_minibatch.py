@@ -144,7 +144,7 @@ def test_blocks_of_one_schema_reuse_one_plan_per_layer(name, monkeypatch):
     builds, traces = [], []
     build, trace = compiled_runtime._compile, compiled_runtime.trace_udf
     monkeypatch.setattr(compiled_runtime, "_compile", lambda *a: builds.append(a[0]) or build(*a))
-    monkeypatch.setattr(compiled_runtime, "trace_udf", lambda u, *a: traces.append(u) or trace(u, *a))
+    monkeypatch.setattr(compiled_runtime, "trace_udf", lambda u, *a, **kw: traces.append(u) or trace(u, *a, **kw))
     g = random_heterograph(4, sizes={"user": 30, "item": 20, "tag": 1}, edges_per_relation=120)
     torch.manual_seed(0)
     model = gnnc.compile(MODEL_BUILDERS[name](g, 8, 3, 2).double())

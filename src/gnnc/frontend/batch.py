@@ -98,6 +98,11 @@ class EdgeBatch:
             return user.index_select(0, self._subset)
         return user if self._user_order else self._g.index.from_user_order(user, self._lo, self._hi)
 
+    @property
+    def mailbox(self):
+        raise AttributeError("edges have no mailbox: is a reduce function passed as the message function? "
+                             "update_all(message, reduce)")
+
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(src, dst, user edge id) of the batch's edges, global node ids."""
         index = self._g.index

@@ -13,6 +13,7 @@ import warnings
 
 import torch
 
+from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
 from ..graph.frame import Deferred
 from ..runtime import deferred, eager
@@ -51,6 +52,10 @@ def _messages_reduced(g, message, reduce, update_fn, rel, flag):
 def _check_callable(fn, role: str):
     if not callable(fn):
         raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
+    other = {"message": BuiltinReduce, "reduce": BuiltinMessage}.get(role)
+    if other is not None and isinstance(fn, other):
+        raise TypeError(f"{fn.name} is a {'reduce' if other is BuiltinReduce else 'message'} function but was "
+                        f"passed as the {role} function: update_all(message, reduce)")
 
 
 def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) -> tuple:
@@ -179,13 +184,18 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
         _check_callable(reduce, "reduce")
         rel = g.etype_id(etype)
         out, _ = _messages_reduced(g, message, reduce, None, rel, compile)
-        per_type.setdefault(g.ntype_id(g.index.etypes[rel][2]), []).append(out)
-    for t, outs in per_type.items():
+        per_type.setdefault(g.ntype_id(g.index.etypes[rel][2]), []).append((g.canonical_etypes[rel], out))
+    for t, results in per_type.items():
+        outs = [out for _, out in results]
         keys = set().union(*outs)
         for k in keys:
             if any(k not in o for o in outs):
                 raise ValueError(f"multi_update_all: relations into node type {g.ntypes[t]!r} produced "
                                  f"{k!r} for some relations but not others")
+            shapes = {rel: tuple(out[k].shape) for rel, out in results}
+            if len(set(shapes.values())) > 1:
+                raise ValueError(f"multi_update_all {cross_reducer!r}: relations into node type {g.ntypes[t]!r} "
+                                 f"produced {k!r} of different shapes: {shapes}")
         eager.write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
         if update is not None:
             eager.write_nodes(g, t, eager.apply_nodes(g, update, t))

@@ -363,8 +363,7 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
     accesses = []
     for use in list(batch.users):
         if not (use.op == "call_function" and use.target is getattr and use.args[1] in SPACES):
-            raise TraceFailure(f"unsupported use of the batch argument ({use.format_node()})",
-                               node_location(use, udf))
+            raise TraceFailure(f"unsupported use of the batch argument: {_batch_use(use)}", node_location(use, udf))
         for item in list(use.users):
             if not (item.op == "call_function" and item.target is operator.getitem and isinstance(item.args[1], str)):
                 raise TraceFailure(f"{use.args[1]} must be indexed by a feature name ({item.format_node()})",
@@ -415,6 +414,15 @@ def _custom_functions_refused(tracer: "_Tracer"):
         yield
     finally:
         torch.autograd.Function.apply = original
+
+
+def _batch_use(use: fx.Node) -> str:
+    """A use of the batch, in the UDF's terms (``batch.nodes()``; sizes and ids are not compiled)."""
+    if use.op == "call_method":
+        return f"batch.{use.target}() (ids and sizes of the batch are not compiled)"
+    if use.op == "call_function" and use.target is getattr:
+        return f"batch.{use.args[1]} (the batch's spaces are {', '.join(SPACES)})"
+    return f"{use.op} {getattr(use.target, '__name__', use.target)} of the batch"
 
 
 def _merge_duplicate_accesses(graph: fx.Graph) -> None:

@@ -133,6 +133,11 @@ class Buckets:
         for k, vs in parts.items():
             if len(vs) != len(self.nodes):
                 raise ValueError(f"reduce function returned {k!r} for some degree buckets but not others")
+            rows = {tuple(v.shape[1:]) for v in vs}
+            if len(rows) > 1:
+                by_degree = {b.degree: tuple(v.shape) for b, v in zip(self.list, vs)}
+                raise ValueError(f"reduce function returned {k!r} of shapes {by_degree} by in-degree: a reduce must "
+                                 "drop the mailbox's degree dimension (dim 1), e.g. mailbox['m'].sum(1)")
             v = torch.cat(vs)
             # index_copy into zeros keeps autograd history even when no node receives anything
             result[k] = v.new_zeros((num_rows,) + tuple(v.shape[1:])).index_copy(0, self.local, v)
