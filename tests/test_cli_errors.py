@@ -41,6 +41,7 @@ FAILURES = [  # argv, then what the one line must name: the culprit and the fix
     (["train", "--minibatch", "--dataset", "nosuch"], "'nosuch'", "choose one of"),
     (["train", "--dataset", "pubmed"], "pubmed", "--minibatch"),
     (["train", "--minibatch", "--resume"], "--resume", "--checkpoint DIR"),
+    (["train", "--minibatch", "--model", "gcn"], "not gcn", "drop --minibatch"),
     (["info", "cora", "--scale", "2"], "--scale", "(0, 1]"),
     (["explain", "--scale", "abc"], "'abc'", "--help"),
     (["demo", "--runs", "0"], "--runs", "at least 1"),

@@ -211,6 +211,9 @@ def cmd_train(args) -> int:
             raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
         dataset = args.dataset or "mag"
         _check_synthetic(dataset, "train --minibatch")
+        if args.model not in (None, "rgcn", "rgat", "hgt"):
+            raise UsageError(f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
+                             "for full-batch gcn/gat on cora or citeseer")
         if dataset in REAL_DATASETS:
             print(f"gnnc train: --minibatch trains on a SYNTHETIC copy of {dataset} at scale {args.scale:g}, not on "
                   f"the real {dataset} files; drop --minibatch to train on the real {dataset}", file=sys.stderr)
