@@ -170,8 +170,8 @@ def _fallback(err) -> str:
     return message
 
 
-_LIBRARIES = tuple(os.path.dirname(os.path.abspath(path)) + os.sep
-                   for path in (os.path.dirname(os.path.abspath(__file__)), torch.__file__))  # gnnc's, torch's
+_LIBRARIES = tuple(os.path.dirname(os.path.abspath(init)) + os.sep  # gnnc's and torch's folders
+                   for init in (os.path.join(os.path.dirname(__file__), os.pardir, "__init__.py"), torch.__file__))
 
 
 def _call_site() -> str | None:
