@@ -17,8 +17,10 @@ import importlib.util
 
 # not ``import torch``: the subpackage gnnc.backend.torch would shadow that name here
 from torch import device as Device
+from torch import float32, float64
 
 CHOICES = ("auto", "torch", "cpu", "triton")
+KERNEL_FLOATS = (float32, float64)  # the floating dtypes the generated kernels (cpu, triton) compute in
 _ACTIVE = contextvars.ContextVar("gnnc_backend", default="torch")
 
 
@@ -38,17 +40,26 @@ def check_choice(choice: str) -> None:
         raise ValueError(f"unknown backend {choice!r}; choose one of {', '.join(CHOICES)}")
 
 
-def resolve(choice: str, device) -> str:
-    """The backend that runs primitives for ``choice`` on ``device``.
+def resolve(choice: str, device, dtypes=()) -> str:
+    """The backend that runs primitives for ``choice`` on ``device``, computing in ``dtypes``.
 
     ``auto`` picks ``cpu`` for CPU tensors when numba is installed,
-    ``triton`` for CUDA tensors when triton is, else ``torch``. Asking for
-    ``cpu`` on another device, or without numba, or for ``triton`` where its
-    kernels cannot run (no triton; CPU tensors outside its interpreter) is an
-    error naming the reason.
+    ``triton`` for CUDA tensors when triton is, else ``torch``; and
+    ``torch`` wherever a floating dtype is not one of ``KERNEL_FLOATS``
+    (half precision features, autocast). Asking for ``cpu`` on another
+    device, or without numba, or for ``triton`` where its kernels cannot run
+    (no triton; CPU tensors outside its interpreter), or for either in a
+    dtype their kernels lack, is an error naming the reason.
     """
     check_choice(choice)
     device = Device(device)
+    unsupported = sorted({str(d).removeprefix("torch.") for d in dtypes
+                          if d.is_floating_point and d not in KERNEL_FLOATS})
+    if unsupported and choice != "torch":
+        if choice == "auto":
+            return "torch"
+        raise ValueError(f"backend {choice!r} computes in float32 and float64; this call computes in "
+                         f"{', '.join(unsupported)}: use backend 'auto' or 'torch'")
     if choice == "auto":
         if device.type == "cuda" and triton_available():
             return "triton"

@@ -188,10 +188,16 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     if isinstance(traced, str):
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
     key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
-           tuple(sorted(options.items())))
+           _autocast(g.device), tuple(sorted(options.items())))
     if key not in _CACHE:
         _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
     return _CACHE[key]
+
+
+def _autocast(device) -> tuple:
+    """Whether autocast is on for ``device``'s type, and its dtype: it changes the dtypes a plan computes in."""
+    kind = torch.device(device).type
+    return (torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind)) if kind in ("cpu", "cuda") else ()
 
 
 def _compile(kind, traced, udfs, g, rel, options) -> Plan:
@@ -236,8 +242,9 @@ def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
                        "call to fuse; "
                        "computed when read otherwise")
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
+    dtypes = {n.meta["dtype"] for n in dfg.graph.nodes if isinstance(n.meta.get("dtype"), torch.dtype)}
     return Plan(dfg, module, None, initial, _describe(kind, udfs, g, rel),
-                backend.resolve(options.get("backend", "auto"), g.device), deferred,
+                backend.resolve(options.get("backend", "auto"), g.device, dtypes), deferred,
                 recomputes=any(n.target is ops.recomputable for n in dfg.graph.nodes))
 
 
