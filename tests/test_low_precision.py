@@ -19,8 +19,8 @@ from gnnc import backend
 from gnnc.runtime.compiled import recording
 from tests import test_dgl_examples as examples
 
-# models whose eager run works under autocast and with half-precision parameters (others make float32
-# tensors of their own, which eager rejects too)
+# models whose eager run works under autocast and with half-precision parameters (the others compute their
+# degree norms with ``.double()``, which eager rejects too)
 MODELS = ("GatedGCN_builtin", "EdgeConv_DGCNN", "AGNN", "GraphTransformer", "NNConv_MPNN", "PNA", "DotGAT",
           "GATv2", "HeteroRGCN_multi_update_all", "HeteroAttention_stack_min", "BipartiteSAGE_srcdata_dstdata")
 HALF = (torch.bfloat16, torch.float16)

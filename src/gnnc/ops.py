@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import backend
+from .graph.lasting import lasting
 from .graph.relation_view import RelationGraph
 
 __all__ = ["edge_softmax"]
@@ -19,6 +20,7 @@ __all__ = ["edge_softmax"]
 _ENDS = {"dst": "dst", "src": "src"}
 
 
+@lasting
 def edge_softmax(g, logits, norm_by: str = "dst"):
     """``a[e] = exp(logits[e]) / sum over e' with dst(e') == dst(e) of exp(logits[e'])``.
 

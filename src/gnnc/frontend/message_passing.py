@@ -16,6 +16,7 @@ import torch
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
 from ..graph.frame import Deferred
+from ..graph.lasting import lasting
 from ..runtime import deferred, eager
 from ..scoped import scoped
 
@@ -79,6 +80,7 @@ def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) ->
     return tuple(given.values())
 
 
+@lasting
 def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
     (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
@@ -150,6 +152,7 @@ def _warn_eager(what: str) -> None:
                   stacklevel=4)
 
 
+@lasting
 def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
     message, reduce, update = _arguments(
         "update_all", dgl_kwargs, {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"},
@@ -166,6 +169,7 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
         eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
+@lasting
 def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
     funcs, update = _arguments("multi_update_all", dgl_kwargs, {"etype_dict": "funcs", "apply_node_func": "update"},
                                ["funcs"], funcs=funcs, update=update)

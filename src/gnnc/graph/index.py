@@ -10,9 +10,10 @@ CSR by destination / source and degree buckets are built lazily and cached.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
+
+from .lasting import cached_structure, lasting
 
 
 @dataclass(frozen=True)
@@ -88,20 +89,20 @@ class GraphIndex:
         return self.ntype_offsets[ntype], self.ntype_offsets[ntype + 1]
 
     # --------------------------------------------------------- type lookups
-    @cached_property
+    @cached_structure
     def node_type(self) -> torch.Tensor:
         """Node type index of every global node id."""
         counts = torch.tensor(self.ntype_counts, dtype=torch.int64, device=self.device)
         return torch.repeat_interleave(torch.arange(len(self.ntypes), device=self.device), counts)
 
-    @cached_property
+    @cached_structure
     def edge_rel(self) -> torch.Tensor:
         """Relation index of every edge, internal order; int32 (kept as long as the index: half of int64's
         bytes per edge)."""
         counts = torch.tensor(self.rel_counts, dtype=torch.int64, device=self.device)
         return torch.repeat_interleave(torch.arange(len(self.etypes), dtype=torch.int32, device=self.device), counts)
 
-    @cached_property
+    @cached_structure
     def internal_eid(self) -> torch.Tensor | None:
         """Inverse of ``user_eid``: internal position of every user edge id."""
         return None if self.user_eid is None else _inverse(self.user_eid)
@@ -125,12 +126,12 @@ class GraphIndex:
         return x.index_select(0, self.user_eid[lo:hi] - lo)
 
     # ----------------------------------------------------------- CSR / CSC
-    @cached_property
+    @cached_structure
     def in_csr(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(indptr [N+1], internal edge ids sorted by destination, stable)."""
         return _csr(self.dst, self.num_nodes)
 
-    @cached_property
+    @cached_structure
     def out_csr(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(indptr [N+1], internal edge ids sorted by source, stable)."""
         return _csr(self.src, self.num_nodes)
@@ -151,6 +152,7 @@ class GraphIndex:
             self._buckets[rel] = self._make_buckets(rel)
         return self._buckets[rel]
 
+    @lasting
     def _make_buckets(self, rel):
         if rel is None:
             indptr, eids = self.in_csr

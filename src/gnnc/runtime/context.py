@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import cached_property
 
 import torch
 
 from ..graph.index import GraphIndex
+from ..graph.lasting import cached_structure, lasting
 from . import cost
 
 
@@ -52,61 +52,61 @@ class GraphContext:
     def num_edges(self) -> int:
         return self.edge_hi - self.edge_lo
 
-    @cached_property
+    @cached_structure
     def dst_local(self) -> torch.Tensor:
         return self.dst - self.node_lo if self.node_lo else self.dst
 
-    @cached_property
+    @cached_structure
     def edge_rel(self) -> torch.Tensor:
         return self.index.edge_rel[self.edge_lo:self.edge_hi]
 
-    @cached_property
+    @cached_structure
     def src_type(self) -> torch.Tensor:
         return self.index.node_type[self.src]
 
-    @cached_property
+    @cached_structure
     def dst_type(self) -> torch.Tensor:
         return self.index.node_type[self.dst]
 
-    @cached_property
+    @cached_structure
     def dst_node_type(self) -> torch.Tensor:
         """Node type of every destination-range node."""
         return self.index.node_type[self.node_lo:self.node_hi]
 
-    @cached_property
+    @cached_structure
     def in_degrees(self) -> torch.Tensor:
         return torch.bincount(self.dst_local, minlength=self.num_dst)
 
-    @cached_property
+    @cached_structure
     def has_in_edges(self) -> torch.Tensor:
         return self.in_degrees > 0
 
-    @cached_property
+    @cached_structure
     def rel_ptr(self) -> list[int]:
         """Edge offsets (block-local) of every relation: edges are sorted by relation."""
         return [min(max(o - self.edge_lo, 0), self.num_edges) for o in self.index.rel_offsets]
 
-    @cached_property
+    @cached_structure
     def ntype_ptr(self) -> list[int]:
         """Global node offsets of every node type: nodes are grouped by type."""
         return list(self.index.ntype_offsets)
 
-    @cached_property
+    @cached_structure
     def dst_ntype_ptr(self) -> list[int]:
         """Node-type offsets within the destination range."""
         return [min(max(o - self.node_lo, 0), self.num_dst) for o in self.index.ntype_offsets]
 
-    @cached_property
+    @cached_structure
     def src_pairs(self) -> "Pairs":
         """The block's (relation, source node) pair table (Hector's compact materialization)."""
         return Pairs.choose(self.edge_rel, self.src, self.rel_ptr)
 
-    @cached_property
+    @cached_structure
     def dst_pairs(self) -> "Pairs":
         """The block's (relation, destination node) pair table."""
         return Pairs.choose(self.edge_rel, self.dst, self.rel_ptr)
 
-    @cached_property
+    @cached_structure
     def dst_pair_edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(pair ids, their destinations counted from ``node_lo``): the destination pairs as an edge list,
         to sum per-pair rows into their nodes with the sparse kernels."""
@@ -133,7 +133,7 @@ class GraphContext:
     def buckets(self):
         return self.index.degree_buckets(self.rel)
 
-    @cached_property
+    @cached_structure
     def parent_edges_inverse(self) -> torch.Tensor:
         """Of a ``retyped`` block: the parent's edge i is this block's edge ``parent_edges_inverse[i]``."""
         inverse = torch.empty_like(self.parent_edges)
@@ -145,6 +145,7 @@ class GraphContext:
         cache = self.__dict__.get("_retyped")
         return next(reversed(cache.values()))[1] if cache else None
 
+    @lasting
     def retyped(self, grouping) -> tuple["GraphContext", torch.Tensor]:
         """This block with each edge's relation replaced by its type in ``grouping`` (the stable sort of an
         integer edge feature by value, ``backend.torch.index_matmul.grouping``), and ``perm``: the new

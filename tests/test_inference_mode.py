@@ -1,0 +1,78 @@
+"""Evaluating under ``torch.inference_mode()`` first, then training on the same graph (as Lightning's
+validation sanity check does): the structures gnnc caches with the graph must not be inference tensors,
+which can never be saved for backward. Compiled and eager, DGL-example models and gnnc's layers."""
+import copy
+import warnings
+
+import pytest
+import torch
+
+import gnnc
+from tests import test_dgl_examples as examples
+from tests import test_models_hetero as hetero
+from tests.test_dgl_examples import float64_by_default  # noqa: F401 - autouse: the examples' dtype
+
+
+def _evaluate_in_inference_mode(call, g, inputs):
+    with torch.inference_mode():
+        call(g, *[x.detach() if isinstance(x, torch.Tensor) else x for x in inputs])
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "eager"])
+@pytest.mark.parametrize("name", list(examples.EXAMPLES))
+def test_dgl_example_trains_on_a_graph_first_evaluated_in_inference_mode(name, compiled):
+    make_graph, make_model, make_inputs = examples.EXAMPLES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        reference = make_model(make_graph()).eval()
+    model = copy.deepcopy(reference)
+    call = gnnc.compile(model) if compiled else model
+    g = make_graph()
+    _evaluate_in_inference_mode(call, g, make_inputs(g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        actual, actual_grads = examples._outputs_and_gradients(model, call, lambda: g, make_inputs)
+    expected, expected_grads = examples._outputs_and_gradients(reference, reference, make_graph, make_inputs)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    for key, e in expected_grads.items():
+        torch.testing.assert_close(actual_grads[key], e, msg=lambda m: f"gradient of {key}: {m}")
+
+
+@pytest.mark.parametrize("model", list(hetero.CASES))
+def test_gnnc_layer_trains_on_a_graph_first_evaluated_in_inference_mode(model):
+    case = hetero.CASES[model]
+    g = hetero._graph("hetero1")
+    module, inputs = hetero._setup(case, g, seed=0)
+    compiled = gnnc.compile(module)
+    _evaluate_in_inference_mode(compiled, g, inputs)
+    outs, grads = hetero._run(lambda m, gr, *xs: compiled(gr, *xs), module, g, inputs, seed=0)
+    ref_outs, ref_grads = hetero._run(case.reference, module, hetero._graph("hetero1"), inputs, seed=0)
+    for o, r in zip(outs, ref_outs):
+        torch.testing.assert_close(o, r, rtol=hetero.RTOL, atol=hetero.ATOL)
+    for name, gr in grads.items():
+        torch.testing.assert_close(gr, ref_grads[name], rtol=hetero.RTOL, atol=1e-9,
+                                   msg=lambda m: f"gradient of {name}: {m}")
+
+
+def test_degrees_read_in_inference_mode_do_not_stop_training():
+    g = examples.homograph()
+    with torch.inference_mode():
+        g.in_degrees(), g.out_degrees()
+    x = torch.randn(g.num_nodes(), 3, dtype=torch.float64, requires_grad=True)
+    g.ndata["h"] = x
+    g.update_all(lambda e: {"m": e.src["h"]}, lambda n: {"h": n.mailbox["m"].max(1).values})
+    g.ndata["h"].sum().backward()
+    assert x.grad is not None
+
+
+def test_a_call_in_inference_mode_gives_the_same_values_without_gradients():
+    g = examples.homograph()
+    model = examples.models.DotGAT().eval()
+    (x,) = examples.node_features(g)
+    with torch.inference_mode():
+        outs = examples._tensors(gnnc.compile(model)(g, x))
+    expected = examples._tensors(model(examples.homograph(), x))
+    for out, e in zip(outs, expected, strict=True):
+        assert not out.requires_grad
+        torch.testing.assert_close(out, e.detach())
