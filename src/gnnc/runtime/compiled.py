@@ -25,6 +25,7 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+from torch.utils import checkpoint
 
 from .. import backend
 from ..frontend import reach
@@ -190,7 +191,8 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
            _autocast(g.device), tuple(sorted(options.items())))
     if key not in _CACHE:
-        _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
+        with torch.no_grad():  # nothing of compiling is differentiated, nor saved (a checkpointed forward counts)
+            _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
     return _CACHE[key]
 
 
@@ -344,6 +346,10 @@ def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -
 
 
 _STAGES = {"msg": 0, "red": 1, "upd": 2}
+# Raised through a plan by saved-tensor hooks, meant for whoever installed them: non-reentrant
+# ``torch.utils.checkpoint`` stops its recomputation with the first, reports a mismatch with the second.
+_AUTOGRAD_SIGNALS = tuple(getattr(checkpoint, name) for name in ("_StopRecomputationError", "CheckpointError")
+                          if hasattr(checkpoint, name))
 
 
 def run(kind, udfs, g, rel, options) -> dict | None:
@@ -362,6 +368,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
             if plan.deferred:
                 held = [*inputs, *plan.module.parameters(), *plan.module.buffers()]  # optimizers change these in place
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
+    except _AUTOGRAD_SIGNALS:
+        raise
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
         failure = f"{type(err).__name__}: {first_line(err)}"
     else:

@@ -1,11 +1,17 @@
-"""Evaluating under ``torch.inference_mode()`` first, then training on the same graph (as Lightning's
-validation sanity check does): the structures gnnc caches with the graph must not be inference tensors,
-which can never be saved for backward. Compiled and eager, DGL-example models and gnnc's layers."""
+"""Training loops' contexts around compiled models: compiled == eager.
+
+- Evaluating under ``torch.inference_mode()`` first, then training on the same graph (as Lightning's
+  validation sanity check does): the structures gnnc caches with the graph must not be inference tensors,
+  which can never be saved for backward. Compiled and eager, DGL-example models and gnnc's layers.
+- Gradient checkpointing (``torch.utils.checkpoint``, non-reentrant): the recomputation must save the same
+  tensors as the forward (compiling on the first call saves none), and its early stop must reach torch.
+"""
 import copy
 import warnings
 
 import pytest
 import torch
+from torch.utils.checkpoint import checkpoint
 
 import gnnc
 from tests import test_dgl_examples as examples
@@ -76,3 +82,24 @@ def test_a_call_in_inference_mode_gives_the_same_values_without_gradients():
     for out, e in zip(outs, expected, strict=True):
         assert not out.requires_grad
         torch.testing.assert_close(out, e.detach())
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["compiled_in_the_checkpoint", "compiled_before"])
+@pytest.mark.parametrize("name", list(examples.EXAMPLES))
+def test_dgl_example_under_gradient_checkpointing(name, warm):
+    make_graph, make_model, make_inputs = examples.EXAMPLES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        reference = make_model(make_graph()).eval()
+    compiled = gnnc.compile(copy.deepcopy(reference))
+    if warm:
+        examples._outputs_and_gradients(compiled.model, compiled, make_graph, make_inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        actual, actual_grads = examples._outputs_and_gradients(
+            compiled.model, lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False), make_graph, make_inputs)
+    expected, expected_grads = examples._outputs_and_gradients(reference, reference, make_graph, make_inputs)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    for key, e in expected_grads.items():
+        torch.testing.assert_close(actual_grads[key], e, msg=lambda m: f"gradient of {key}: {m}")
