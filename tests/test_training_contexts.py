@@ -19,6 +19,27 @@ from tests import test_models_hetero as hetero
 from tests.test_dgl_examples import float64_by_default  # noqa: F401 - autouse: the examples' dtype
 
 
+def _example(name):
+    """(graph maker, the example model in eval mode, input maker)."""
+    make_graph, make_model, make_inputs = examples.EXAMPLES[name]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return make_graph, make_model(make_graph()).eval(), make_inputs
+
+
+def _assert_matches_eager(model, call, graph, make_inputs, reference, make_graph):
+    """``call`` on ``graph()``: outputs and gradients (w.r.t. inputs and ``model``'s parameters) == ``reference``
+    run eagerly on ``make_graph()``, with no fallback."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        actual, actual_grads = examples._outputs_and_gradients(model, call, graph, make_inputs)
+    expected, expected_grads = examples._outputs_and_gradients(reference, reference, make_graph, make_inputs)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+    for key, e in expected_grads.items():
+        torch.testing.assert_close(actual_grads[key], e, msg=lambda m: f"gradient of {key}: {m}")
+
+
 def _evaluate_in_inference_mode(call, g, inputs):
     with torch.inference_mode():
         call(g, *[x.detach() if isinstance(x, torch.Tensor) else x for x in inputs])
@@ -27,22 +48,12 @@ def _evaluate_in_inference_mode(call, g, inputs):
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "eager"])
 @pytest.mark.parametrize("name", list(examples.EXAMPLES))
 def test_dgl_example_trains_on_a_graph_first_evaluated_in_inference_mode(name, compiled):
-    make_graph, make_model, make_inputs = examples.EXAMPLES[name]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        reference = make_model(make_graph()).eval()
+    make_graph, reference, make_inputs = _example(name)
     model = copy.deepcopy(reference)
     call = gnnc.compile(model) if compiled else model
     g = make_graph()
     _evaluate_in_inference_mode(call, g, make_inputs(g))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", gnnc.FallbackWarning)
-        actual, actual_grads = examples._outputs_and_gradients(model, call, lambda: g, make_inputs)
-    expected, expected_grads = examples._outputs_and_gradients(reference, reference, make_graph, make_inputs)
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a, e)
-    for key, e in expected_grads.items():
-        torch.testing.assert_close(actual_grads[key], e, msg=lambda m: f"gradient of {key}: {m}")
+    _assert_matches_eager(model, call, lambda: g, make_inputs, reference, make_graph)
 
 
 @pytest.mark.parametrize("model", list(hetero.CASES))
@@ -87,19 +98,9 @@ def test_a_call_in_inference_mode_gives_the_same_values_without_gradients():
 @pytest.mark.parametrize("warm", [False, True], ids=["compiled_in_the_checkpoint", "compiled_before"])
 @pytest.mark.parametrize("name", list(examples.EXAMPLES))
 def test_dgl_example_under_gradient_checkpointing(name, warm):
-    make_graph, make_model, make_inputs = examples.EXAMPLES[name]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        reference = make_model(make_graph()).eval()
+    make_graph, reference, make_inputs = _example(name)
     compiled = gnnc.compile(copy.deepcopy(reference))
     if warm:
         examples._outputs_and_gradients(compiled.model, compiled, make_graph, make_inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", gnnc.FallbackWarning)
-        actual, actual_grads = examples._outputs_and_gradients(
-            compiled.model, lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False), make_graph, make_inputs)
-    expected, expected_grads = examples._outputs_and_gradients(reference, reference, make_graph, make_inputs)
-    for a, e in zip(actual, expected):
-        torch.testing.assert_close(a, e)
-    for key, e in expected_grads.items():
-        torch.testing.assert_close(actual_grads[key], e, msg=lambda m: f"gradient of {key}: {m}")
+    _assert_matches_eager(compiled.model, lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False),
+                          make_graph, make_inputs, reference, make_graph)
