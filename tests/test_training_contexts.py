@@ -5,6 +5,8 @@
   which can never be saved for backward. Compiled and eager, DGL-example models and gnnc's layers.
 - Gradient checkpointing (``torch.utils.checkpoint``, non-reentrant): the recomputation must save the same
   tensors as the forward (compiling on the first call saves none), and its early stop must reach torch.
+- ``torch.compile`` around a compiled model: dynamo stops at each message-passing call (gnnc's runtime is
+  opaque to it) instead of tracing gnnc's internals.
 """
 import copy
 import warnings
@@ -104,3 +106,12 @@ def test_dgl_example_under_gradient_checkpointing(name, warm):
         examples._outputs_and_gradients(compiled.model, compiled, make_graph, make_inputs)
     _assert_matches_eager(compiled.model, lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False),
                           make_graph, make_inputs, reference, make_graph)
+
+
+@pytest.mark.parametrize("name", ["DotGAT", "HeteroRGCN_multi_update_all", "PNA"])
+def test_torch_compile_around_a_compiled_model(name):
+    make_graph, reference, make_inputs = _example(name)
+    compiled = gnnc.compile(copy.deepcopy(reference))
+    dynamo = torch.compile(compiled, backend="eager")
+    for _ in range(2):  # the second call runs what dynamo made on the first
+        _assert_matches_eager(compiled.model, dynamo, make_graph, make_inputs, reference, make_graph)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import backend
-from .graph.lasting import lasting
+from .frontend.message_passing import graph_call
 from .graph.relation_view import RelationGraph
 
 __all__ = ["edge_softmax"]
@@ -20,7 +20,7 @@ __all__ = ["edge_softmax"]
 _ENDS = {"dst": "dst", "src": "src"}
 
 
-@lasting
+@graph_call
 def edge_softmax(g, logits, norm_by: str = "dst"):
     """``a[e] = exp(logits[e]) / sum over e' with dst(e') == dst(e) of exp(logits[e'])``.
 

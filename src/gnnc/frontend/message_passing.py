@@ -23,6 +23,13 @@ from ..scoped import scoped
 _COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
 
 
+def graph_call(fn):
+    """A message-passing entry point: ``lasting`` (what it caches with the graph is no inference tensor), and
+    opaque to ``torch.compile``: dynamo breaks its graph there and calls it as is (gnnc compiles the call
+    itself, and dynamo cannot trace its numba kernels)."""
+    return torch.compiler.disable(lasting(fn))
+
+
 def compiling(options: dict):
     """Context manager: inside it every message-passing call goes through the compiler."""
     return scoped(_COMPILING, dict(options))
@@ -80,7 +87,7 @@ def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) ->
     return tuple(given.values())
 
 
-@lasting
+@graph_call
 def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
     (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
@@ -152,7 +159,7 @@ def _warn_eager(what: str) -> None:
                   stacklevel=4)
 
 
-@lasting
+@graph_call
 def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
     message, reduce, update = _arguments(
         "update_all", dgl_kwargs, {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"},
@@ -169,7 +176,7 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
         eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
 
 
-@lasting
+@graph_call
 def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
     funcs, update = _arguments("multi_update_all", dgl_kwargs, {"etype_dict": "funcs", "apply_node_func": "update"},
                                ["funcs"], funcs=funcs, update=update)
