@@ -1,6 +1,9 @@
 """gnnc: compile message-passing GNN UDFs into fast, memory-lean execution plans."""
-from . import data, function, graph, models, ops
+from . import data, function, graph, models, ops, readout
 from .graph import Graph, MetaGraph, heterograph
+from .graph.batch import batch, unbatch
+from .readout import (broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
+                      softmax_nodes, sum_edges, sum_nodes)
 from .frontend import EdgeBatch, NodeBatch
 from .compile import CompiledModule, compile, explain
 from .ir.rules import register_rule
@@ -8,4 +11,6 @@ from .runtime.compiled import FallbackWarning
 
 __version__ = "0.1.0"
 __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch", "function", "ops", "data", "models",
-           "compile", "CompiledModule", "explain", "register_rule", "FallbackWarning"]
+           "compile", "CompiledModule", "explain", "register_rule", "FallbackWarning", "batch", "unbatch", "readout",
+           "readout_nodes", "readout_edges", "sum_nodes", "mean_nodes", "max_nodes", "sum_edges", "mean_edges",
+           "max_edges", "broadcast_nodes", "softmax_nodes"]

@@ -104,6 +104,9 @@ class Graph:
     """A directed multigraph with typed nodes and relations and feature storage."""
 
     is_block = False  # DGL's flag: True for a sampled layer's block (``gnnc.data.sampler.Block``)
+    # ``gnnc.batch``'s graphs: ([graphs, node types] node counts, [graphs, relations] edge counts or None where
+    # the edges of a graph are no longer contiguous); None for one graph
+    batch_counts: tuple | None = None
 
     def __init__(self, index: GraphIndex, nstore: TypedStore | None = None,
                  estore: TypedStore | None = None):
@@ -283,6 +286,44 @@ class Graph:
             self._estore.restore(saved[1])
             self.ntype_data.data, self.etype_data.data = saved[2], saved[3]
 
+    # -------------------------------------------------------------- batches
+    @property
+    def batch_size(self) -> int:
+        """How many graphs ``gnnc.batch`` joined into this one (1 for any other graph)."""
+        return 1 if self.batch_counts is None else self.batch_counts[0].shape[0]
+
+    def batch_num_nodes(self, ntype: str | None = None) -> torch.Tensor:
+        """Nodes (of ``ntype``; needed when there are several types) of every graph of the batch."""
+        return self.batch_num_nodes_by_type()[:, self.ntype_id(self._only_type(ntype, self.ntypes, "node"))]
+
+    def batch_num_edges(self, etype=None) -> torch.Tensor:
+        """Edges (of relation ``etype``; needed when there are several) of every graph of the batch."""
+        key = self._only_type(etype, self.canonical_etypes, "relation")
+        return self.batch_num_edges_by_type()[:, self.etype_id(key)]
+
+    def batch_num_nodes_by_type(self) -> torch.Tensor:
+        """[graphs, node types]: the node counts of every graph of the batch."""
+        if self.batch_counts is None:
+            return torch.tensor([self.index.ntype_counts], dtype=torch.int64)
+        return self.batch_counts[0]
+
+    def batch_num_edges_by_type(self) -> torch.Tensor:
+        """[graphs, relations]: the edge counts of every graph of the batch."""
+        if self.batch_counts is None:
+            return torch.tensor([self.index.rel_counts], dtype=torch.int64)
+        if self.batch_counts[1] is None:
+            raise ValueError("this batch's edges are no longer grouped by graph (add_self_loop appends the loops "
+                             "after every graph's edges): add self loops to each graph before gnnc.batch")
+        return self.batch_counts[1]
+
+    @staticmethod
+    def _only_type(name, names: list, what: str):
+        if name is not None:
+            return name
+        if len(names) != 1:
+            raise ValueError(f"name the {what}: the graph has several {names}")
+        return names[0]
+
     # ------------------------------------------------------------ structure
     def node_type_ids(self) -> torch.Tensor:
         """Node type index of every node (global ids)."""
@@ -338,6 +379,7 @@ class Graph:
             out._nstore = self._nstore.copy()
         if copy_edata:
             out._estore = self._estore.copy()
+        out.batch_counts = self.batch_counts
         return out
 
     def add_self_loop(self, etype=None, fill_data: float = 1.0) -> "Graph":
@@ -371,6 +413,8 @@ class Graph:
                 if i == r:
                     val = torch.cat([val, val.new_full((loops.numel(),) + tuple(val.shape[1:]), fill_data)])
                 out._estore.set_typed(key, i, val)
+        if self.batch_counts is not None:
+            out.batch_counts = (self.batch_counts[0], None)
         return out
 
     def to(self, device) -> "Graph":
@@ -391,6 +435,7 @@ class Graph:
                     self._estore.copy(lambda t: t.to(device)))
         out.ntype_data.data = {k: v.to(device) for k, v in self.ntype_data.data.items()}
         out.etype_data.data = {k: v.to(device) for k, v in self.etype_data.data.items()}
+        out.batch_counts = self.batch_counts
         return out
 
     # -------------------------------------------------------- message passing
