@@ -343,6 +343,25 @@ def test_data_dependent_control_flow_falls_back_with_one_warning():
     torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
 
 
+@pytest.mark.parametrize("message, reduce", [
+    (fn.copy_u("label", "m"), fn.sum("m", "out")),
+    (lambda e: {"m": e.src["label"] * 2}, lambda n: {"out": n.mailbox["m"].max(1).values}),
+    (lambda e: {"m": e.src["label"] + e.dst["label"]}, lambda n: {"out": n.mailbox["m"].sum(1)}),
+], ids=["builtin_sum", "udf_max", "udf_u_add_v_sum"])
+def test_integer_messages_fall_back_once_with_the_fix_named(message, reduce):
+    """Label counting: the primitives compute in floating point; the plan falls back when it is built (one
+    warning, cached), never compiling again on every call."""
+    g = random_homograph(12, 40, 8)
+    g.ndata["label"] = torch.randint(0, 5, (12,))
+    g.update_all(message, reduce)
+    eager = g.ndata["out"]
+    with pytest.warns(gnnc.FallbackWarning, match=r"of int64 values .*\.float\(\) the feature") as record:
+        for _ in range(3):
+            g.update_all(message, reduce, compile=True)
+            assert torch.equal(g.ndata["out"], eager)
+    assert len(record) == 1
+
+
 def _norm_if_present(e):
     m = e.src["h"]
     if "norm" in e.data:  # DGL's RelGraphConv, GraphConv examples

@@ -444,3 +444,8 @@ def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None,
     ``negative_slope`` when given (0: relu)."""
     return _kernels().sddmm(a, source_index(ctx, a_side), b, destination_index(ctx, b_side), op,
                             negative_slope=negative_slope)
+
+
+# Primitives whose backends compute in floating point only (integer or bool values run eagerly).
+FLOATING_ONLY = frozenset({segment_reduce, edge_softmax, spmm, scaled_spmm, edge_softmax_aggregate,
+                           sddmm_softmax_aggregate, etype_spmm, index_spmm, u_op_v})

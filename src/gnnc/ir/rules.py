@@ -155,6 +155,11 @@ def _rule(n: fx.Node, root):
     target = n.target
     residencies = [a.meta.get("res", "S") for a in n.all_input_nodes if a.meta.get("input", (None,))[0] != "ctx"]
     if n.op == "call_function" and target in GRAPH_OPS:
+        dtype = n.meta.get("dtype")
+        if target in ops.FLOATING_ONLY and isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
+            raise InferenceFailure(f"{target.__name__} of {str(dtype).removeprefix('torch.')} values (gnnc's graph "
+                                   "primitives compute in floating point: .float() the feature to compile it)",
+                                   n.meta.get("source", "?"))
         rule = GRAPH_OPS[target]
         return rule(n) if callable(rule) else rule
     key = target if n.op != "call_module" else type(root.get_submodule(target))
