@@ -166,6 +166,39 @@ def test_add_self_loop():
     assert loops.num_edges("follows") == hg.num_edges("follows") + 9
 
 
+def test_remove_self_loop_keeps_the_other_edges_in_order_with_their_features():
+    g = gnnc.graph(([0, 1, 1, 2, 2], [0, 2, 1, 0, 1]), num_nodes=3)
+    g.edata["w"] = torch.arange(5.0)
+    g.ndata["h"] = torch.ones(3, 2)
+    h = g.remove_self_loop()
+    s, d = h.find_edges()
+    assert s.tolist() == [1, 2, 2] and d.tolist() == [2, 0, 1]
+    assert h.edata["w"].tolist() == [1.0, 3.0, 4.0] and torch.equal(h.ndata["h"], g.ndata["h"])
+    assert torch.equal(h.add_self_loop().remove_self_loop().find_edges()[0], s)  # DGL's preprocessing pair
+    hg = random_heterograph()
+    with pytest.raises(ValueError, match="etype="):
+        hg.remove_self_loop()
+    with pytest.raises(ValueError, match="two different node types"):
+        hg.remove_self_loop("likes")
+    fs, fd = hg.find_edges("follows")
+    kept = hg.remove_self_loop("follows")
+    assert kept.num_edges("follows") == int((fs != fd).sum()) and kept.num_edges("likes") == hg.num_edges("likes")
+
+
+def test_in_and_out_edges_of_chosen_nodes():
+    g = gnnc.graph(([0, 1, 1, 2, 2], [0, 2, 1, 0, 1]), num_nodes=3)
+    src, dst = g.in_edges(1)
+    assert src.tolist() == [1, 2] and dst.tolist() == [1, 1]
+    assert g.in_edges(torch.tensor([0]), form="eid").tolist() == [0, 3]
+    s, d, e = g.out_edges([2], form="all")
+    assert s.tolist() == [2, 2] and d.tolist() == [0, 1] and e.tolist() == [3, 4]
+    hg = random_heterograph()
+    s, d, e = hg.in_edges(0, form="all", etype="follows")
+    assert (d == 0).all() and torch.equal(hg.find_edges("follows")[0][e], s)
+    with pytest.raises(ValueError, match="form must be one of"):
+        g.in_edges(0, form="csr")
+
+
 def test_metagraph_lists_types_and_counts():
     g = random_heterograph()
     mg = g.metagraph()

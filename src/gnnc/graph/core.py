@@ -404,18 +404,63 @@ class Graph:
             relations.append((key, src, dst))
         out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
         out._nstore = self._nstore.copy()
-        for key in self._estore.keys():
-            for i in range(len(self.index.etypes)):
-                try:
-                    val = self._estore.get_typed(key, i)
-                except KeyError:
-                    continue
-                if i == r:
-                    val = torch.cat([val, val.new_full((loops.numel(),) + tuple(val.shape[1:]), fill_data)])
-                out._estore.set_typed(key, i, val)
+        for key, i, val in self._edge_features_by_relation():
+            if i == r:
+                val = torch.cat([val, val.new_full((loops.numel(),) + tuple(val.shape[1:]), fill_data)])
+            out._estore.set_typed(key, i, val)
         if self.batch_counts is not None:
             out.batch_counts = (self.batch_counts[0], None)
         return out
+
+    def remove_self_loop(self, etype=None) -> "Graph":
+        """New graph without the (v, v) edges of a same-type relation; other edges keep their order and
+        features. ``etype`` may be omitted for a graph with one relation."""
+        if etype is None and len(self.index.etypes) != 1:
+            raise ValueError(f"remove_self_loop needs etype= on a graph with several relations "
+                             f"{self.canonical_etypes}")
+        r = 0 if etype is None else self.etype_id(etype)
+        st, rel, dt = self.index.etypes[r]
+        if st != dt:
+            raise ValueError(f"remove_self_loop: relation {(st, rel, dt)} joins two different node types")
+        src, dst = self.find_edges(self.index.etypes[r])
+        keep = src != dst
+        relations = [(key, *((s[keep], d[keep]) if i == r else (s, d)))
+                     for i, key in enumerate(self.index.etypes) for s, d in [self.find_edges(key)]]
+        out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
+        out._nstore = self._nstore.copy()
+        for key, i, val in self._edge_features_by_relation():
+            out._estore.set_typed(key, i, val[keep] if i == r else val)
+        if self.batch_counts is not None:
+            out.batch_counts = (self.batch_counts[0], None)
+        return out
+
+    def _edge_features_by_relation(self):
+        """(name, relation index, that relation's rows) of every edge feature a relation has."""
+        for key in self._estore.keys():
+            for i in range(len(self.index.etypes)):
+                try:
+                    yield key, i, self._estore.get_typed(key, i)
+                except KeyError:
+                    continue
+
+    def in_edges(self, v, form: str = "uv", etype=None):
+        """DGL's ``g.in_edges``: the edges (of relation ``etype``) into nodes ``v``, in edge-id order, as
+        ``uv`` (src, dst), ``eid`` or ``all`` (src, dst, eid)."""
+        return self._edges_at(v, form, etype, 1)
+
+    def out_edges(self, u, form: str = "uv", etype=None):
+        """DGL's ``g.out_edges``: the edges (of relation ``etype``) out of nodes ``u``; forms as ``in_edges``."""
+        return self._edges_at(u, form, etype, 0)
+
+    def _edges_at(self, nodes, form, etype, end: int):
+        src, dst, eid = self.edges(form="all", etype=etype)
+        ids = torch.as_tensor(nodes, device=self.device).reshape(-1)
+        chosen = torch.isin((src, dst)[end], ids)
+        src, dst, eid = src[chosen], dst[chosen], eid[chosen]
+        forms = {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}
+        if form not in forms:
+            raise ValueError(f"form must be one of {list(forms)}, got {form!r}")
+        return forms[form]
 
     def to(self, device) -> "Graph":
         """Copy of the graph (structure, features, type data) on ``device``; on the same device (``"cuda"``
