@@ -799,3 +799,84 @@ def test_edges_takes_dgl_forms_and_orders():
     assert list(zip(src.tolist(), dst.tolist())) == [(0, 3), (1, 1), (2, 0), (2, 1)] and eid.tolist() == [1, 3, 2, 0]
     with pytest.raises(ValueError, match="order"):
         g.edges(order="dst")
+
+
+# ------------------------------------------------- send_and_recv, pull, push
+def _reference_on_edges(g, key, eids, message, reduce):
+    """update_all on a graph of edges ``eids`` only: each destination's reduce over those edges."""
+    src, dst = g.find_edges(key)
+    part = gnnc.heterograph({key: (src[eids], dst[eids])}, {t: g.num_nodes(t) for t in g.ntypes})
+    for t in g.ntypes:
+        for name, value in g.nodes[t].data.items():
+            part.nodes[t].data[name] = value
+    for name, value in g.edges[key].data.items():
+        part.edges[key].data[name] = value[eids]
+    part.update_all(message, reduce, etype=key)
+    return part.nodes[key[2]].data
+
+
+def _typed_features(g):
+    gen = torch.Generator().manual_seed(0)
+    for t in g.ntypes:
+        g.nodes[t].data["h"] = torch.randn(g.num_nodes(t), 3, generator=gen, dtype=torch.float64)
+        g.nodes[t].data["old"] = torch.randn(g.num_nodes(t), 3, generator=gen, dtype=torch.float64)
+    for key in g.canonical_etypes:
+        g.edges[key].data["w"] = torch.rand(g.num_edges(key), 1, generator=gen, dtype=torch.float64)
+
+
+def _weighted_message(edges):
+    return {"old": edges.src["h"] * edges.data["w"]}
+
+
+def _max_reduce(nodes):
+    return {"old": nodes.mailbox["old"].max(1).values}
+
+
+@pytest.mark.parametrize("hetero", [False, True])
+def test_send_and_recv_updates_only_the_destinations_of_the_edges(hetero):
+    g = random_heterograph(seed=1) if hetero else random_homograph(12, 40, seed=3)
+    key = ("user", "likes", "item") if hetero else g.canonical_etypes[0]
+    _typed_features(g)
+    eids = torch.tensor([5, 0, 3, 3, 7])  # unsorted, repeated
+    before = g.nodes[key[2]].data["old"].clone()
+    expected = _reference_on_edges(g, key, eids, _weighted_message, _max_reduce)["old"]
+    g.send_and_recv(eids, _weighted_message, _max_reduce, lambda n: {"old": n.data["old"] + 1},
+                    etype=key if hetero else None)
+    got = g.nodes[key[2]].data["old"]
+    receivers = g.find_edges(key)[1][eids].unique()
+    others = torch.ones(got.shape[0], dtype=torch.bool)
+    others[receivers] = False
+    torch.testing.assert_close(got[receivers], expected[receivers] + 1)
+    assert torch.equal(got[others], before[others])
+
+
+def test_pull_reduces_over_all_in_edges_and_gives_zeros_without_any():
+    g = random_homograph(12, 40, seed=3)  # nodes 9.. receive nothing
+    _typed_features(g)
+    g.ndata["new"] = torch.full((12, 3), 7.0, dtype=torch.float64)
+    everything = _reference_on_edges(g, g.canonical_etypes[0], torch.arange(g.num_edges()), fn.u_mul_e("h", "w", "m"),
+                                     fn.sum("m", "new"))["new"]
+    g.pull([2, 10, 2], message_func=fn.u_mul_e("h", "w", "m"), reduce_func=fn.sum("m", "new"))
+    torch.testing.assert_close(g.ndata["new"][2], everything[2])
+    assert torch.equal(g.ndata["new"][10], torch.zeros(3, dtype=torch.float64))
+    assert (g.ndata["new"][[0, 1, 3, 11]] == 7.0).all()
+
+
+def test_push_sends_along_out_edges_and_a_new_feature_is_zero_elsewhere():
+    g = random_homograph(12, 40, seed=3)
+    _typed_features(g)
+    out = g.out_edges([1, 4], form="eid")
+    expected = _reference_on_edges(g, g.canonical_etypes[0], out, fn.copy_u("h", "m"), fn.mean("m", "pushed"))
+    g.push(torch.tensor([1, 4]), fn.copy_u("h", "m"), fn.mean("m", "pushed"))
+    torch.testing.assert_close(g.ndata["pushed"], expected["pushed"])  # zeros where nothing arrived, as DGL
+
+
+def test_send_and_recv_errors_name_the_argument():
+    g = random_heterograph(seed=1)
+    _typed_features(g)
+    with pytest.raises(ValueError, match="etype="):
+        g.send_and_recv([0], _weighted_message, _max_reduce)
+    with pytest.raises((ValueError, IndexError), match="send_and_recv"):
+        g.send_and_recv([999], _weighted_message, _max_reduce, etype="likes")
+    with pytest.raises(TypeError, match="missing required argument 'reduce'"):
+        g.pull([0], _weighted_message, etype="likes")

@@ -15,6 +15,7 @@ import torch
 
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
+from ..graph.core import Graph
 from ..graph.frame import Deferred
 from ..graph.lasting import lasting
 from ..runtime import deferred, eager
@@ -159,11 +160,13 @@ def _warn_eager(what: str) -> None:
                   stacklevel=4)
 
 
+_FUNC_ALIASES = {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"}  # DGL's names
+
+
 @graph_call
 def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
-    message, reduce, update = _arguments(
-        "update_all", dgl_kwargs, {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"},
-        ["message", "reduce"], message=message, reduce=reduce, update=update)
+    message, reduce, update = _arguments("update_all", dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"],
+                                         message=message, reduce=reduce, update=update)
     _check_callable(message, "message")
     _check_callable(reduce, "reduce")
     if update is not None:
@@ -174,6 +177,64 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
     eager.write_nodes(g, t, out)
     if update is not None and not updated:
         eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
+
+
+@graph_call
+def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+    funcs, rel, _ = _partial_call("send_and_recv", g, etype, dgl_kwargs, message, reduce, update)
+    lo, hi = g.index.rel_range(rel)
+    eids = _subset(edges, hi - lo, "send_and_recv(edges=...)", "edge", g.device)
+    eids = torch.arange(hi - lo, device=g.device) if eids is None else eids
+    _receive(g, rel, eids, None, *funcs, "send_and_recv")
+
+
+@graph_call
+def pull(g, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+    funcs, rel, key = _partial_call("pull", g, etype, dgl_kwargs, message, reduce, update)
+    nodes = _subset(v, g.num_nodes(key[2]), "pull(v=...)", "node", g.device)
+    _receive(g, rel, g.in_edges(nodes, form="eid", etype=key), nodes.unique(), *funcs, "pull")
+
+
+@graph_call
+def push(g, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+    funcs, rel, key = _partial_call("push", g, etype, dgl_kwargs, message, reduce, update)
+    nodes = _subset(u, g.num_nodes(key[0]), "push(u=...)", "node", g.device)
+    _receive(g, rel, g.out_edges(nodes, form="eid", etype=key), None, *funcs, "push")
+
+
+def _partial_call(call: str, g, etype, dgl_kwargs, message, reduce, update):
+    """((message, reduce, update), relation index, its key) of a send_and_recv / pull / push call."""
+    funcs = _arguments(call, dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce,
+                       update=update)
+    if etype is None and len(g.canonical_etypes) != 1:
+        raise ValueError(f"{call} needs etype= on a graph with several relations {g.canonical_etypes}")
+    rel = 0 if etype is None else g.etype_id(etype)
+    return funcs, rel, g.canonical_etypes[rel]
+
+
+def _receive(g, rel, eids, receivers, message, reduce, update, call: str) -> None:
+    """Message on edges ``eids`` of relation ``rel``, reduce at ``receivers`` (their destinations when None;
+    a receiver without one of those edges gets zeros), then ``update`` on the receivers only. Other nodes
+    keep their features (zeros for a new one), as DGL. Eager: a compiled call covers whole graphs."""
+    _check_callable(message, "message")
+    _check_callable(reduce, "reduce")
+    if update is not None:
+        _check_callable(update, "update")
+    if _compile_options(None) is not None:
+        _warn_eager(call)
+    key = g.canonical_etypes[rel]
+    src, dst = g.find_edges(key)
+    part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
+    part._nstore = g._nstore.copy()
+    for name, value in g.edges[key].data.items():
+        part.edges[key].data[name] = value[eids]
+    receivers = dst[eids].unique() if receivers is None else receivers
+    reduced = eager.reduce(part, reduce, eager.messages(part, message, 0), 0)
+    t, count = g.ntype_id(key[2]), g.num_nodes(key[2])
+    store = g.nodes[key[2]].data
+    _write_rows(store, receivers, count, {k: value.index_select(0, receivers) for k, value in reduced.items()})
+    if update is not None:
+        _write_rows(store, receivers, count, eager.apply_nodes(g, update, t, receivers))
 
 
 @graph_call

@@ -514,6 +514,24 @@ class Graph:
         from ..frontend import message_passing
         message_passing.update_all(self, message, reduce, update, etype, compile, **dgl_kwargs)
 
+    def send_and_recv(self, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        """DGL's ``send_and_recv``: message on edges ``edges`` (ids of relation ``etype``; needed when there are
+        several), reduce at their destinations, then ``update`` on those nodes only. Other nodes keep their
+        features (zeros for a new one). Runs eagerly (a compiled call covers whole graphs or relations)."""
+        from ..frontend import message_passing
+        message_passing.send_and_recv(self, edges, message, reduce, update, etype, **dgl_kwargs)
+
+    def pull(self, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        """DGL's ``pull``: nodes ``v`` (of the destination type) reduce messages over all their in-edges (zeros
+        without any), then ``update`` on them; other nodes keep their features. Runs eagerly."""
+        from ..frontend import message_passing
+        message_passing.pull(self, v, message, reduce, update, etype, **dgl_kwargs)
+
+    def push(self, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        """DGL's ``push``: ``send_and_recv`` on the out-edges of nodes ``u`` (of the source type). Runs eagerly."""
+        from ..frontend import message_passing
+        message_passing.push(self, u, message, reduce, update, etype, **dgl_kwargs)
+
     def multi_update_all(self, funcs=None, cross_reducer: str = "sum", update=None, compile=None,
                          **dgl_kwargs) -> None:
         """Per-relation ``{rel: (message, reduce)}`` then combine per node type, then ``update`` each such type.
