@@ -9,6 +9,8 @@ Arguments may also be passed under DGL's keyword names (``message_func``,
 from __future__ import annotations
 
 import contextvars
+import functools
+import sys
 import warnings
 
 import torch
@@ -27,8 +29,28 @@ _COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
 def graph_call(fn):
     """A message-passing entry point: ``lasting`` (what it caches with the graph is no inference tensor), and
     opaque to ``torch.compile``: dynamo breaks its graph there and calls it as is (gnnc compiles the call
-    itself, and dynamo cannot trace its numba kernels)."""
-    return torch.compiler.disable(lasting(fn))
+    itself, and dynamo cannot trace its numba kernels). The ``torch.compiler.disable`` wrappers are made once
+    something has imported dynamo: making one imports it (and triton), 1.5 s that ``import gnnc`` should not
+    pay. They are used from then on, so that a call dynamo runs as is (after a graph break, or past its
+    recompile limit) does not have dynamo compile gnnc's frames one by one."""
+    run = _ENTRY_POINTS[fn] = lasting(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if "torch._dynamo" in sys.modules:
+            return _opaque(fn)(*args, **kwargs)
+        return run(*args, **kwargs)
+    return call
+
+
+_ENTRY_POINTS: dict = {}  # entry point -> its lasting run
+_OPAQUE: dict = {}  # entry point -> torch.compiler.disable of its run, for all of them at once
+
+
+def _opaque(fn):
+    if not _OPAQUE:
+        _OPAQUE.update({f: torch.compiler.disable(run) for f, run in _ENTRY_POINTS.items()})
+    return _OPAQUE[fn]
 
 
 def compiling(options: dict):
