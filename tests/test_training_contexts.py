@@ -115,3 +115,14 @@ def test_torch_compile_around_a_compiled_model(name):
     dynamo = torch.compile(compiled, backend="eager")
     for _ in range(2):  # the second call runs what dynamo made on the first
         _assert_matches_eager(compiled.model, dynamo, make_graph, make_inputs, reference, make_graph)
+
+
+def test_import_gnnc_leaves_dynamo_and_triton_unimported():
+    """Dynamo is only used when the user's code imported it: importing it (and triton, in compiled mode)
+    costs about 1.5 s, and triton's interpreter cannot be chosen once it is imported."""
+    import subprocess
+    import sys
+
+    probe = "import sys, gnnc; print(sorted(m for m in ('torch._dynamo', 'triton') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
