@@ -228,9 +228,7 @@ def _partial_call(call: str, g, etype, dgl_kwargs, message, reduce, update):
     """((message, reduce, update), relation index, its key) of a send_and_recv / pull / push call."""
     funcs = _arguments(call, dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce,
                        update=update)
-    if etype is None and len(g.canonical_etypes) != 1:
-        raise ValueError(f"{call} needs etype= on a graph with several relations {g.canonical_etypes}")
-    rel = 0 if etype is None else g.etype_id(etype)
+    rel = g.relation_of_call(etype, call)
     return funcs, rel, g.canonical_etypes[rel]
 
 

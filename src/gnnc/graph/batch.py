@@ -62,11 +62,11 @@ def unbatch(g: Graph) -> list[Graph]:
     """The graphs ``batch`` joined into ``g``, with their features (any graph: ``[g]``'s copy when not batched)."""
     nodes, edges = g.batch_num_nodes_by_type(), g.batch_num_edges_by_type()
     node_starts, edge_starts = nodes.cumsum(0) - nodes, edges.cumsum(0) - edges
+    ends = [g.find_edges(key) for key in g.canonical_etypes]
     out = []
     for i in range(nodes.shape[0]):
         relations = {}
-        for r, key in enumerate(g.canonical_etypes):
-            src, dst = g.find_edges(key)
+        for r, (key, (src, dst)) in enumerate(zip(g.canonical_etypes, ends)):
             lo, hi = int(edge_starts[i, r]), int(edge_starts[i, r] + edges[i, r])
             relations[key] = (src[lo:hi] - int(node_starts[i, g.ntype_id(key[0])]),
                               dst[lo:hi] - int(node_starts[i, g.ntype_id(key[2])]))

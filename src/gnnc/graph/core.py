@@ -389,12 +389,8 @@ class Graph:
         edge features are ``fill_data``. ``etype`` may be omitted for a graph
         with one relation.
         """
-        if etype is None and len(self.index.etypes) != 1:
-            raise ValueError(f"add_self_loop needs etype= on a graph with several relations {self.canonical_etypes}")
-        r = 0 if etype is None else self.etype_id(etype)
-        st, rel, dt = self.index.etypes[r]
-        if st != dt:
-            raise ValueError(f"add_self_loop: relation {(st, rel, dt)} joins two different node types")
+        r = self._loop_relation(etype, "add_self_loop")
+        st = self.index.etypes[r][0]
         loops = torch.arange(self.num_nodes(st), device=self.device)
         relations = []
         for i, key in enumerate(self.index.etypes):
@@ -415,13 +411,7 @@ class Graph:
     def remove_self_loop(self, etype=None) -> "Graph":
         """New graph without the (v, v) edges of a same-type relation; other edges keep their order and
         features. ``etype`` may be omitted for a graph with one relation."""
-        if etype is None and len(self.index.etypes) != 1:
-            raise ValueError(f"remove_self_loop needs etype= on a graph with several relations "
-                             f"{self.canonical_etypes}")
-        r = 0 if etype is None else self.etype_id(etype)
-        st, rel, dt = self.index.etypes[r]
-        if st != dt:
-            raise ValueError(f"remove_self_loop: relation {(st, rel, dt)} joins two different node types")
+        r = self._loop_relation(etype, "remove_self_loop")
         src, dst = self.find_edges(self.index.etypes[r])
         keep = src != dst
         relations = [(key, *((s[keep], d[keep]) if i == r else (s, d)))
@@ -433,6 +423,19 @@ class Graph:
         if self.batch_counts is not None:
             out.batch_counts = (self.batch_counts[0], None)
         return out
+
+    def relation_of_call(self, etype, call: str) -> int:
+        """Index of relation ``etype``, which ``call`` may leave out (None) on a graph with one relation."""
+        if etype is None and len(self.index.etypes) != 1:
+            raise ValueError(f"{call} needs etype= on a graph with several relations {self.canonical_etypes}")
+        return 0 if etype is None else self.etype_id(etype)
+
+    def _loop_relation(self, etype, call: str) -> int:
+        r = self.relation_of_call(etype, call)
+        st, rel, dt = self.index.etypes[r]
+        if st != dt:
+            raise ValueError(f"{call}: relation {(st, rel, dt)} joins two different node types")
+        return r
 
     def _edge_features_by_relation(self):
         """(name, relation index, that relation's rows) of every edge feature a relation has."""
@@ -453,14 +456,12 @@ class Graph:
         return self._edges_at(u, form, etype, 0)
 
     def _edges_at(self, nodes, form, etype, end: int):
+        if form not in ("uv", "eid", "all"):
+            raise ValueError(f"form must be one of ['uv', 'eid', 'all'], got {form!r}")
         src, dst, eid = self.edges(form="all", etype=etype)
-        ids = torch.as_tensor(nodes, device=self.device).reshape(-1)
-        chosen = torch.isin((src, dst)[end], ids)
+        chosen = torch.isin((src, dst)[end], torch.as_tensor(nodes, device=self.device).reshape(-1))
         src, dst, eid = src[chosen], dst[chosen], eid[chosen]
-        forms = {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}
-        if form not in forms:
-            raise ValueError(f"form must be one of {list(forms)}, got {form!r}")
-        return forms[form]
+        return {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}[form]
 
     def to(self, device) -> "Graph":
         """Copy of the graph (structure, features, type data) on ``device``; on the same device (``"cuda"``
