@@ -482,6 +482,8 @@ _W4 = torch.randn(4, 4, generator=_GEN, dtype=torch.float64)
 _COLUMN = torch.randn(4, 1, generator=_GEN, dtype=torch.float64)
 _SOFTMAX_ROWS, _SOFTMAX_LAST, _LOG_SOFTMAX = torch.nn.Softmax(0), torch.nn.Softmax(-1), torch.nn.LogSoftmax(1)
 _LAYER_NORM = torch.nn.LayerNorm(4, dtype=torch.float64)
+_GRU, _LSTM, _RNN = (cell(4, 4, dtype=torch.float64) for cell in (torch.nn.GRUCell, torch.nn.LSTMCell, torch.nn.RNNCell))
+_BILINEAR = torch.nn.Bilinear(4, 4, 4, dtype=torch.float64)
 
 # Message UDFs (on the source's h [N, 4], s [N], z [N, 2, 4] and the destination's h) with an operator that
 # mixes edge rows: reorder moved each onto node rows (wrong values, no warning) before inference rejected it.
@@ -533,6 +535,9 @@ ROW_WISE_MESSAGES = {
     "nan_to_num_addcmul_lerp": lambda h, s, z, hd: torch.addcmul(torch.nan_to_num(h, posinf=1.0), h, hd, value=0.5)
     + torch.lerp(h, hd, 0.25) + h.lerp(hd, s.unsqueeze(-1)),
     "glu_features": lambda h, s, z, hd: torch.nn.functional.glu(torch.cat([h, hd], -1)) * 2.0,
+    "recurrent_cells_and_bilinear": lambda h, s, z, hd: _GRU(h, hd) + _LSTM(h)[1] + _RNN(hd, h) + _BILINEAR(h, hd),
+    "number_left_of_a_shared_tensor": lambda h, s, z, hd: (1 - _COLUMN[0]) * h + 2 ** _COLUMN[1] / hd.exp()
+    + 1.0 / (_COLUMN[2] ** 2 + h.abs()) + torch.rsub(h, 1.5) * (3 + _COLUMN[3]),
     "view_as_std_var": lambda h, s, z, hd: z.flatten(1)[:, :4].view_as(h) * h.std(-1, keepdim=True)
     + torch.var(hd, dim=1, keepdim=True),
 }

@@ -1,4 +1,5 @@
-"""Models from DGL's tutorials and examples, written as DGL users write them: compiled == eager.
+"""Models from DGL's tutorials and examples, written as DGL users write them, and PyG layers ported to
+UDFs as PyG users port them (``tests/pyg_port_examples.py``): compiled == eager.
 
 The models (``tests/dgl_examples.py``) keep their users' style: bound methods,
 module-level functions, lambdas, closures, partials, ModuleDicts keyed by
@@ -18,6 +19,7 @@ import torch
 import gnnc
 from gnnc.runtime.compiled import recording
 from tests import dgl_examples as models
+from tests import pyg_port_examples as pyg
 from tests.graphs import random_heterograph, random_homograph
 
 NUM_NODES = 40
@@ -114,6 +116,15 @@ EXAMPLES = {
     "HeteroAttention_stack_min": (heterograph, models.HeteroAttentionNet, typed_node_features),
     "HeteroGCN_stack_semantic_attention": (heterograph, models.HeteroGCNSemanticAttention, typed_node_features),
     "BipartiteSAGE_srcdata_dstdata": (user_game_graph, lambda g: models.BipartiteSAGE(), user_game_features),
+    "PyG_GENConv_learned_temperature": (homograph, lambda g: pyg.GENConv(), node_and_edge_features(models.IN_DIM)),
+    "PyG_PowerMean_learned_p": (homograph, lambda g: pyg.PowerMeanConv(), node_features),
+    "PyG_PointNetConv": (homograph, lambda g: pyg.PointNetConv(), node_features),
+    "PyG_GatedGraphConv_GRUCell_update": (homograph, lambda g: pyg.GatedGraphConv(), node_features),
+    "PyG_FiLMConv_split": (homograph, lambda g: pyg.FiLMConv(), node_features),
+    "PyG_TransformerConv_heads_beta": (homograph, lambda g: pyg.TransformerConv(), node_features),
+    "PyG_learned_teleport_1_minus_alpha": (homograph, lambda g: pyg.LearnedTeleport(), node_features),
+    "PyG_LEConv": (homograph, lambda g: pyg.LEConv(), node_and_edge_features(models.IN_DIM)),
+    "PyG_gated_std_min_aggregators": (homograph, lambda g: pyg.GatedAttentionReadout(), node_features),
 }
 
 

@@ -100,7 +100,7 @@ _ROW_WISE_FUNCTIONS = {
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
     F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
     torch.zeros_like, torch.ones_like, torch.full_like, torch.nan_to_num, torch.addcmul, torch.lerp, F.glu,
-    torch.unbind, torch.std, torch.var,
+    torch.unbind, torch.std, torch.var, torch.rsub,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -109,10 +109,14 @@ _ROW_WISE_METHODS = {
     "dim", "unsqueeze", "squeeze", "flatten", "view", "reshape", "transpose", "permute",
     "sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "norm", "prod",
     "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
+    # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
+    "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
 }
 _ROW_WISE_MODULES = (nn.Linear, nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid,
                      nn.Tanh, nn.SiLU, nn.LayerNorm, nn.Identity, nn.Softplus, nn.PReLU, nn.Softmax,
-                     nn.LogSoftmax, nn.Softmin)
+                     nn.LogSoftmax, nn.Softmin, nn.modules.rnn.RNNCellBase, nn.Bilinear, nn.ReLU6,
+                     nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.CELU, nn.SELU, nn.Mish, nn.Softsign, nn.GLU,
+                     nn.Tanhshrink)
 
 _USER_RULES: dict = {}
 
@@ -526,13 +530,17 @@ def _broadcast_moves_rows(n: fx.Node):
 
 
 def _module_mixes_rows(module: nn.Module, x):
-    """Softmax modules over dim 0 (or no dim), LayerNorm over dim 0, Linear on a rank-1 input (its rows)."""
+    """Softmax modules over dim 0 (or no dim), GLU halving dim 0, LayerNorm over dim 0, Linear and Bilinear on
+    a rank-1 input (its rows), recurrent cells on anything but a batch of rows [N, F] (an unbatched cell
+    takes a rank-1 input as one sample)."""
     rank = _rank(x)
-    if isinstance(module, (nn.Softmax, nn.LogSoftmax, nn.Softmin)):
+    if isinstance(module, (nn.Softmax, nn.LogSoftmax, nn.Softmin, nn.GLU)):
         return _NO_DIM if module.dim is None else _dims_mix_rows(module.dim, rank)
+    if isinstance(module, nn.modules.rnn.RNNCellBase):
+        return None if rank == 2 else "takes graph rows as one sample unless its input is [rows, features]"
     if isinstance(module, nn.LayerNorm):
         return _normalized_shape_mixes_rows(tuple(module.normalized_shape), rank)
-    if isinstance(module, nn.Linear):
+    if isinstance(module, (nn.Linear, nn.Bilinear)):
         return None if rank is not None and rank >= 2 else "contracts graph rows (dim 0)"
     return None
 
