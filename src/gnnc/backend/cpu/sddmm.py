@@ -2,8 +2,9 @@
 
 out[e] = a[a_index[e]] op b[b_index[e]] for op in add, sub, mul, div when a
 and b have the same feature shape, with the optional leaky_relu applied
-before the store: each edge reads its two rows and writes its output row
-once, with no gathered [E, ...] operands in between. The backward saves
+before the store: each edge reads its two rows (asked for ``AHEAD`` edges
+early: both are read at random) and writes its output row once, with no
+gathered [E, ...] operands in between. The backward saves
 only a, b and the indices: one loop over a's rows (CSR by a_index) and one
 over b's rows (CSR by b_index) recompute each edge's pre-activation and sum
 their gradients straight into the row, with no atomics. ``dot`` of
@@ -27,7 +28,8 @@ from ..torch.csr import csr_structure
 from ..torch.sddmm import SddmmDot, check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
-from .spmm import head_spmm_rows
+from .prefetch import prefetch_row
+from .spmm import AHEAD, head_spmm_rows
 from ..torch.first_order import first_order
 
 
@@ -127,6 +129,9 @@ def _BINARY_ROWS(width, op):
         cols = out.shape[1] if width < 0 else width
         for c in prange(bounds.shape[0] - 1):
             for e in range(bounds[c], bounds[c + 1]):
+                if e + AHEAD < a_index.shape[0]:  # both rows are read at random
+                    prefetch_row(a, a_index[e + AHEAD], cols)
+                    prefetch_row(b, b_index[e + AHEAD], cols)
                 u, v = a_index[e], b_index[e]
                 for k in range(cols):
                     y = _binary(code, a[u, k], b[v, k])
@@ -139,9 +144,13 @@ def _DOT_ROWS(width):
     def kernel(bounds, a_index, b_index, a, b, out):  # pragma: no cover - numba
         """out[e, h] = a[a_index[e], h] . b[b_index[e], h], rows of ``width`` features per head."""
         feats = a.shape[2] if width < 0 else width
+        row = out.shape[1] * feats
         zero = out.dtype.type(0)  # sums in the rows' type: a float64 sum of float32 products is not vectorized
         for c in prange(bounds.shape[0] - 1):
             for e in range(bounds[c], bounds[c + 1]):
+                if e + AHEAD < a_index.shape[0]:  # both rows are read at random
+                    prefetch_row(a, a_index[e + AHEAD], row)
+                    prefetch_row(b, b_index[e + AHEAD], row)
                 u, v = a_index[e], b_index[e]
                 for h in range(out.shape[1]):
                     total = zero
