@@ -122,7 +122,7 @@ def _sum_rows(feats: int, weighted: bool, scaled: bool):
             for k in range(cols):
                 out[r, k] = 0.0
             for i in range(start, stop):
-                if i + AHEAD < stop:
+                if i + AHEAD < cols_of.shape[0]:  # past this row: the next rows' first entries
                     prefetch_row(x, cols_of[i + AHEAD], cols)
                     if weighted:  # edge order: the weights of a row's entries are scattered too
                         prefetch_row(w, perm[i + AHEAD], heads)
@@ -190,7 +190,7 @@ def _gradient_rows(feats: int, need_x: bool, scaled: bool):
                 for k in range(cols):
                     grad_x[r, k] = 0.0
             for i in range(start, stop):
-                if i + AHEAD < stop:
+                if i + AHEAD < cols_of.shape[0]:  # past this row: the next rows' first entries
                     prefetch_row(grad, cols_of[i + AHEAD], cols)
                 v, e = cols_of[i], perm[i]
                 for h in range(heads):
@@ -252,7 +252,7 @@ def _EXTREMUM_ROWS(width, reduce):
                     out[v, k] = val
                     arg[v, k] = none if val != val else e
                 for i in range(start + 1, stop):
-                    if i + AHEAD < stop:
+                    if i + AHEAD < src.shape[0]:  # past this row: the next rows' first entries
                         prefetch_row(x, src[i + AHEAD], cols)
                     u, e = src[i], perm[i]
                     for k in range(cols):
