@@ -259,9 +259,11 @@ def _compiled(name: str, args: str, doc: str, per_row: list[str]):
     return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"))
 
 
-def _source_scores_ahead(op: str | None, num_heads: int, block: _Block) -> list[str]:
-    """Lines prefetching the source score row a[src[i + AHEAD]] of SDDMM logits (none for logits per edge)."""
-    return [] if op is None else _prefetch_rows(["a"], f"src[i + {AHEAD}]", "src", num_heads, block.h0, block.heads)
+def _scores_ahead(op: str | None, num_heads: int, block: _Block) -> list[str]:
+    """Lines prefetching the logit row the edge AHEAD reads: a[perm[i + AHEAD]] (logits per edge, in edge
+    order: read at random by a destination's walk) or the source score row a[src[i + AHEAD]] (SDDMM logits)."""
+    index = "perm" if op is None else "src"
+    return _prefetch_rows(["a"], f"{index}[i + {AHEAD}]", index, num_heads, block.h0, block.heads)
 
 
 def _b_operand(pair_b: bool, h: int, head: int, row: str) -> str:
@@ -287,7 +289,7 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     reads = _edge_reads(op, pair_b, "u = src[i]")
     row = _hoisted_b(op, pair_b, block)
     row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    max_walk = _source_scores_ahead(op, num_heads, block) + reads
+    max_walk = _scores_ahead(op, num_heads, block) + reads
     for h in heads:
         max_walk += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
         max_walk += [f"m{h} = max(m{h}, l{h})"]
@@ -339,8 +341,11 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
+    # logits per edge: their gradient rows, written in edge order, are asked for early too
+    written = [] if op is not None else _prefetch_rows(["per_edge"], f"perm[i + {AHEAD}]", "perm", num_heads,
+                                                       block.h0, block.heads)
     row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
-                                                    + _source_scores_ahead(op, num_heads, block) + first_walk, 1),
+                                                    + _scores_ahead(op, num_heads, block) + written + first_walk, 1),
             "for i in range(first, last):", *indent(second_walk, 1)]
     row += ["if with_b:", *indent(store_b, 1)] if store_b else []
     return _compiled("softmax_aggregate_logit_grads",
