@@ -1,6 +1,7 @@
 """Long run of the differential UDF fuzzer: random user-style UDF programs, compiled vs eager.
 
     python bench/udf_fuzz.py --programs 20000 --seed 0 [--jobs 2] [--out report.json] [--failures DIR]
+    python bench/udf_fuzz.py --programs 20000 --seed 0 --skip 16000   # the last 4,000 of that run only
     python bench/udf_fuzz.py --only SEED          # rerun (and print) one program
 
 Prints programs tried, matches, mismatches, kinks (gradients on integer inputs that
@@ -51,6 +52,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip", type=int, default=0,
+                    help="leave out the run's first SKIP programs (to split one run across processes)")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", help="JSON report path")
     ap.add_argument("--failures", default="udf_fuzz_failures", help="folder for failing programs' sources")
@@ -64,7 +67,7 @@ def main(argv=None) -> int:
         print(f"# seed {args.only}: {outcome.status} {outcome.reason}\n{outcome.detail}")
         return 1 if outcome.status in BAD else 0
 
-    seeds = sample_seeds(args.seed, args.programs)
+    seeds = sample_seeds(args.seed, args.programs)[args.skip:]
     counts: collections.Counter = collections.Counter()
     reasons: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     examples: dict[tuple, int] = {}
@@ -104,7 +107,7 @@ def main(argv=None) -> int:
             pool.terminate()
     elapsed = time.time() - start
     total = sum(counts.values())
-    print(f"\nprograms tried: {total} in {elapsed:.0f} s (seed {args.seed}, jobs {args.jobs})")
+    print(f"\nprograms tried: {total} in {elapsed:.0f} s (seed {args.seed}, skip {args.skip}, jobs {args.jobs})")
     for status in ("match", "mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error"):
         print(f"  {status:12s} {counts[status]}")
     for status in ("mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error"):
@@ -117,7 +120,7 @@ def main(argv=None) -> int:
     if counts["mismatch"] or counts["crash"]:
         print(f"failing programs' sources: {failures}/ (rerun one: python bench/udf_fuzz.py --only SEED)")
     if args.out:
-        report = {"programs": total, "seed": args.seed, "seconds": round(elapsed, 1),
+        report = {"programs": total, "seed": args.seed, "skip": args.skip, "seconds": round(elapsed, 1),
                   "counts": dict(counts),
                   "reasons": {s: dict(r) for s, r in reasons.items()},
                   "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
