@@ -267,6 +267,46 @@ def test_sddmm_softmax_aggregate_with_pair_rows_partial_grads_and_no_edge_tensor
                 if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
 
 
+@pytest.mark.parametrize("pairs", [False, True])
+@pytest.mark.parametrize("heads, feats", [(8, 8), (1, 130)])  # (1, 130): two blocks of features, a part lane
+def test_sddmm_softmax_aggregate_backward_allocates_no_edge_tensor(heads, feats, pairs):
+    """SDDMM logits' gradients come from the source loop: the backward allocates nothing of edge size, and
+    its gradients still equal the torch backend's (on two threads: b's rows summed from two ranges)."""
+    src, dst, n = _edges("multi", 20, 400, seed=4)
+    b_index, num_pairs = _pair_rows(dst, 3, seed=6) if pairs else (None, n)
+    a, b, x = rand(n, heads), rand(num_pairs, heads, seed=1), rand(n, heads, feats, seed=2)
+    shapes = []
+
+    def recording_empty(shape, like, dtype=None):
+        shapes.append(tuple(shape))
+        return interop.empty(shape, like, dtype)
+
+    out = cpu_backend.sddmm_softmax_aggregate(*(t.clone().requires_grad_() for t in (a, b, x)), src, dst, n,
+                                              negative_slope=0.2, b_index=b_index)
+    with mock.patch.object(softmax_aggregate, "empty", recording_empty):
+        out.backward(torch.randn_like(out))
+    assert shapes and not [s for s in shapes if s[0] == src.numel()]
+    with mock.patch.object(interop, "PARALLEL_MIN_WORK", 0):
+        _ssa_against_torch(a, b, x, src, dst, n, "add", 0.2, torch.float64, b_index=b_index)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("heads, feats", [(8, 8), (2, 20), (1, 64)])
+def test_sddmm_softmax_aggregate_saturated_softmax_has_exactly_zero_logit_gradient(heads, feats, dtype):
+    """Where one in-edge takes all the weight, d - t is exactly 0: the source loop recomputes d = g . x
+    rounded as the destination loop rounded it into t. One rounding apart would leave eps * |d| in
+    b's gradient, which sums the logit gradients of v's in-edges."""
+    n = 200  # destination v < 100 has in-edges from 100 + v (score 200: all the weight) and (v + 1) % 100
+    v = torch.arange(100)
+    src, dst = torch.cat([100 + v, (v + 1) % 100]), torch.cat([v, v])
+    a = torch.cat([torch.zeros(100, heads), torch.full((100, heads), 200.0)]).to(dtype).requires_grad_()
+    b = torch.zeros(n, heads, dtype=dtype, requires_grad=True)
+    x = (rand(n, heads, feats, seed=3) * 1e3).to(dtype).requires_grad_()
+    out = cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n)
+    out.backward(rand(n, heads, feats, seed=4).to(dtype))
+    assert bool((b.grad == 0).all()) and bool((a.grad[100:] == 0).all())
+
+
 def test_sddmm_softmax_aggregate_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
     for op in ("add", "sub", "mul", "div"):

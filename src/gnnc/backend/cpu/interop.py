@@ -110,16 +110,18 @@ def jit_kernel(fn):
     return numba.njit(parallel=True, cache=True, fastmath=FASTMATH)(fn)
 
 
-def jit_row_kernel(fn):
+def jit_row_kernel(fn, fastmath: set = FASTMATH):
     """``fn(bounds, ...)``, whose outer loop runs over ``range(bounds[0], bounds[-1])`` in chunks, compiled
-    serial and without the GIL: ``launch`` splits its rows among Python threads.
+    serial and without the GIL: ``launch`` splits its rows among Python threads. ``fastmath``: the
+    flags it may use (without ``reassoc``, two kernels computing one sum from the same source line
+    round it alike).
 
     For generated kernels, whose accumulators are scalars (so numba's parallel
     noalias marking gains nothing): a parallel build takes three times as long
     to compile, and starting its parallel region costs 45-120 us per call, even
     on one thread, where a serial kernel is called in about 1 us.
     """
-    return numba.njit(nogil=True, cache=True, fastmath=FASTMATH)(fn)
+    return numba.njit(nogil=True, cache=True, fastmath=fastmath)(fn)
 
 
 def constant_width(n: int) -> int:
@@ -150,23 +152,32 @@ def _threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1), thread_name_prefix="gnnc-kernel")
 
 
-def _call_rows(kernel, work: int, rows: int, split, *args) -> None:
+def _call_rows(kernel, work: int, rows: int, split, *args, partial: np.ndarray | None = None) -> None:
     """A ``jit_row_kernel`` on all ``rows``: on torch's thread count (one range each, ``split(parts)``
-    giving the boundaries) when ``work`` is large enough; the call that compiles runs alone, vectorizing."""
-    key = _signature_key(kernel, args)
+    giving the boundaries) when ``work`` is large enough; the call that compiles runs alone, vectorizing.
+    With ``partial``, each range gets its own copy as the last argument (the first range ``partial``
+    itself, the others zeroed copies), added into ``partial`` after."""
+    tail = () if partial is None else (partial,)
+    key = _signature_key(kernel, args + tail)
     if key not in _compiled:
         with _LAUNCH_LOCK:
             if key not in _compiled:
                 with _vectorizing():
-                    kernel(np.array([0, rows], dtype=np.int64), *args)
+                    kernel(np.array([0, rows], dtype=np.int64), *args, *tail)
                 _compiled.add(key)
                 return
     threads = torch.get_num_threads() if work >= PARALLEL_MIN_WORK else 1
     bounds = split(threads) if threads > 1 else np.array([0, rows], dtype=np.int64)
-    others = [_threads().submit(kernel, bounds[t:t + 2], *args) for t in range(1, bounds.shape[0] - 1)]
-    kernel(bounds[0:2], *args)
+    sums = [] if partial is None else [partial] + [np.zeros_like(partial) for _ in range(2, bounds.shape[0])]
+
+    def own(t):
+        return (sums[t],) if sums else ()
+    others = [_threads().submit(kernel, bounds[t:t + 2], *args, *own(t)) for t in range(1, bounds.shape[0] - 1)]
+    kernel(bounds[0:2], *args, *own(0))
     for other in others:
         other.result()
+    for extra in sums[1:]:
+        partial += extra
 
 
 def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
@@ -177,15 +188,18 @@ def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
     return np.unique(np.concatenate(([0], cuts, [rows]))).astype(np.int64)
 
 
-def launch(kernel, crow: np.ndarray, work: int, *args) -> None:
+def launch(kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | None = None) -> None:
     """Run ``kernel(bounds, crow, *args)`` over the rows of CSR ``crow``, split into balanced chunks.
 
     Small ``work`` (element operations) runs in one chunk on one thread;
     otherwise on torch's thread count, vertex-balanced (by rows plus
     entries): a parallel (``jit_kernel``) kernel gets four chunks per thread
-    of numba's pool, a ``jit_row_kernel`` one range per thread.
+    of numba's pool, a ``jit_row_kernel`` one range per thread. ``partial``
+    (``jit_row_kernel`` only): a sum that rows of several ranges add to,
+    passed last; each range adds into its own copy and ``partial`` ends as
+    the total, so no two threads write one row.
     """
-    _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(crow, parts), crow, *args)
+    _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(crow, parts), crow, *args, partial=partial)
 
 
 def launch_rows(kernel, rows: int, work: int, *args) -> None:
@@ -193,10 +207,12 @@ def launch_rows(kernel, rows: int, work: int, *args) -> None:
     _run(kernel, work, rows, lambda parts: np.linspace(0, rows, parts + 1).astype(np.int64), *args)
 
 
-def _run(kernel, work: int, rows: int, split, *args) -> None:
+def _run(kernel, work: int, rows: int, split, *args, partial: np.ndarray | None = None) -> None:
     if not kernel.targetoptions.get("parallel"):
-        _call_rows(kernel, work, rows, split, *args)
+        _call_rows(kernel, work, rows, split, *args, partial=partial)
         return
+    if partial is not None:
+        raise ValueError("per-range partial sums are for jit_row_kernel kernels")
     if work < PARALLEL_MIN_WORK:
         threads = numba.get_num_threads()
         numba.set_num_threads(1)

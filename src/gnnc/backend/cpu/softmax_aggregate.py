@@ -11,24 +11,28 @@ per-destination max m and denominator s are kept for backward (only when a
 gradient can be asked for).
 
 Backward recomputes each edge's weight alpha = exp(l - m[v]) / s[v] where it
-is needed instead of saving it:
-- a loop over destinations gives the logit gradient
-  g_l[e] = alpha[e] * (d[e] - t[v]), d[e] = g[v] . x[src[e]],
-  t[v] = sum over v's in-edges of alpha * d. Its first walk over the in-edges
-  stores d per edge, its second (from cache) reads d back, so that d - t
-  cancels exactly where one edge dominates, and overwrites it with g_l
-  (logits per edge: their gradient) or with the SDDMM pre-activation's
-  gradient, which it also sums into b's row;
-- a loop over sources (CSR by source) gives g_x[u] = sum over u's out-edges of
-  alpha * g[dst], and for SDDMM logits a's gradient from those per-edge values.
-Neither loop needs atomics. Nothing of edge size is saved for backward with
-SDDMM logits; the backward's one [E, H] buffer lives only while it runs.
+is needed instead of saving it. The logit gradient is
+g_l[e] = alpha[e] * (d[e] - t[v]), d[e] = g[v] . x[src[e]],
+t[v] = sum over v's in-edges of alpha * d:
+- a loop over destinations (CSR by destination) sums t[v]. For logits per
+  edge, whose gradient is itself per edge, its first walk over the in-edges
+  stores d per edge in that gradient and its second reads d back (from
+  cache) and overwrites it with g_l;
+- a loop over sources (CSR by source) gives g_x[u] = sum over u's out-edges
+  of alpha * g[dst], and for SDDMM logits recomputes d, then g_l and the
+  pre-activation's gradient, which it sums into a's row (the loop's own) and
+  into b's row (the destination's or the edge's pair row), each thread into
+  its own copy of b's gradient. Both loops compute d from the same source
+  lines without fast-math reordering (``SAME_DOT``), so they round it alike
+  and d - t cancels exactly where one edge takes all the weight.
+No atomics. Nothing of edge size is saved for backward with SDDMM logits,
+nor allocated by their backward.
 
 Logits come per edge (``edge_softmax_aggregate``: a [E, H]) or are computed
 in every loop from node rows (``sddmm_softmax_aggregate``: act(a[src[e]] op
 b[dst[e]]) from a [N_src, H] and b [num_dst, H], GAT's attention; or b
 [rows, H] read as b[b_index[e]], RGAT's per (relation, destination) pair
-scores, whose gradient the destination loop sums edge by edge). Rows read
+scores). Rows read
 at random are prefetched ``AHEAD`` edges early. Every
 kernel is generated as source (``codegen``) for its constant widths, one
 scalar per accumulator so they stay in vector registers; rows of more than
@@ -49,7 +53,7 @@ from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weig
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .codegen import indent, load_function
-from .interop import as_array, empty, jit_row_kernel, launch
+from .interop import FASTMATH, as_array, empty, jit_row_kernel, launch
 from .sddmm import sddmm
 from ..torch.first_order import first_order
 
@@ -59,6 +63,11 @@ AHEAD = 8
 MAX_BLOCK = 128
 
 SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+# Fast-math flags of the two backward kernels that each compute d = g[v] . x[u] for SDDMM logits: without
+# reassociation or contraction both round it alike, so that d - t[v] is exactly 0 where one edge takes all the weight.
+SAME_DOT: set = set()
+# Running sums of one dot product over a head's features (``_dot``).
+DOT_LANES = 8
 
 
 def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
@@ -157,30 +166,32 @@ class _SoftmaxAggregate(Function):
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
         inv_s = s.reciprocal()  # inf for destinations without in-edges, which no edge reads
         sddmm_logits = op is not None
-        # per edge (edge order): d = g[v] . x[u], then the logit gradient (logits per edge: a's gradient)
-        # or the pre-activation's (SDDMM logits, summed into a's rows by the source loop)
-        per_edge = empty((src.numel(), num_heads), heads_x) if need_a or need_b else None
-        # pair rows of b are summed edge by edge (several edges of a destination read one pair)
-        gb = None if not need_b else torch.zeros_like(heads_b) if pair_b else empty(heads_b.shape, heads_b)
-        ga = None if not need_a else per_edge if not sddmm_logits else empty(heads_a.shape, heads_a)
-        gx = empty(heads_x.shape, heads_x) if need_x else None
-        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(),
-                  grad_rows.numpy(), m.numpy(), inv_s.numpy(), _rows(per_edge, m))
         work = src.numel() * num_heads * num_feats
-        with_a = need_a and sddmm_logits
-        if per_edge is not None:
+        # logits per edge: their gradient, a's, is per edge; SDDMM logits: a's and b's rows are sums
+        # over edges, made in the source loop from t[v] = sum over v's in-edges of alpha * (g[v] . x[u])
+        ga = (empty(heads_a.shape, heads_a) if sddmm_logits else empty((src.numel(), num_heads), heads_x)) \
+            if need_a else None
+        gb = torch.zeros_like(heads_b) if need_b else None
+        gx = empty(heads_x.shape, heads_x) if need_x else None
+        with_logits = need_a or need_b
+        t = empty((num_dst, num_heads), heads_x) if with_logits and sddmm_logits else None
+        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(),
+                  grad_rows.numpy(), m.numpy(), inv_s.numpy())
+        if with_logits:
             by_dst = csr_structure(dst, num_dst, src)
             for block in blocks(num_heads, num_feats):
                 if block.f0 == 0:  # this loop takes whole rows of features
                     launch(_logit_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow), work,
-                           as_array(by_dst.col), as_array(by_dst.perm), *shared, _rows(gb, heads_a), with_a, need_b)
-        if need_x or with_a:
+                           as_array(by_dst.col), as_array(by_dst.perm), *shared, _rows(t if sddmm_logits else ga, m))
+        if need_x or (with_logits and sddmm_logits):
             by_src = csr_structure(src, heads_x.shape[0], dst)
             for block in blocks(num_heads, num_feats):
-                if need_x or block.f0 == 0:  # a's gradient once per head
+                with_ab = sddmm_logits and with_logits and block.f0 == 0  # a's and b's gradients once per head
+                if need_x or with_ab:
                     launch(_source_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_src.crow), work,
-                           as_array(by_src.col), as_array(by_src.perm), *shared, _rows(gx, heads_x),
-                           _rows(ga if with_a else None, heads_a), need_x, with_a and block.f0 == 0)
+                           as_array(by_src.col), as_array(by_src.perm), *shared, _rows(t, m), _rows(gx, heads_x),
+                           _rows(ga if sddmm_logits else None, heads_a), need_x, with_ab and need_a,
+                           with_ab and need_b, partial=_rows(gb, heads_a))
         grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
         grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
         grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
@@ -228,9 +239,28 @@ def _operand_grad(op: str, h: int, side: str, a: str, b: str, gy: str, into: str
 
 
 def _dot(block: _Block, h: int, num_feats: int, g_row: str, x_row: str) -> list[str]:
-    """Lines setting d{h} = grad[g_row, head] . x[x_row, head] over all features (head: the block's h)."""
-    head = block.h0 + h
-    return [f"d{h} = zero", f"for f in range({num_feats}):", f"    d{h} += grad[{g_row}, {head}, f] * x[{x_row}, {head}, f]"]
+    """Lines setting d{h} = grad[g_row, head] . x[x_row, head] over all features (head: the block's h), in
+    an order the source fixes: one running sum over up to ``DOT_LANES`` features (the heads' sums run
+    side by side), else ``DOT_LANES`` running sums over features f mod ``DOT_LANES`` added up as a
+    balanced tree. Independent sums vectorize without reassociation, and any kernel using these lines
+    rounds d alike."""
+    head, lanes = block.h0 + h, 1 if num_feats <= DOT_LANES else DOT_LANES
+    names = [f"d{h}_{j}" for j in range(lanes)]
+    whole = num_feats - num_feats % lanes
+    lines = [f"{name} = zero" for name in names]
+    if whole:
+        lines += [f"for f in range(0, {whole}, {lanes}):"]
+        lines += [f"    d{h}_{j} += grad[{g_row}, {head}, f + {j}] * x[{x_row}, {head}, f + {j}]" for j in range(lanes)]
+    lines += [f"d{h}_{f - whole} += grad[{g_row}, {head}, {f}] * x[{x_row}, {head}, {f}]" for f in range(whole, num_feats)]
+    return lines + [f"d{h} = {_tree_sum(names)}"]
+
+
+def _tree_sum(terms: list[str]) -> str:
+    """``terms`` added as a balanced tree (one fixed order)."""
+    if len(terms) == 1:
+        return terms[0]
+    half = (len(terms) + 1) // 2
+    return f"({_tree_sum(terms[:half])} + {_tree_sum(terms[half:])})"
 
 
 def _prefetch(table: str, index: str, num_heads: int, num_feats: int, block: _Block) -> list[str]:
@@ -248,22 +278,32 @@ def _prefetch_rows(tables: list[str], row: str, bound: str, width: int, offset: 
             *(f"    prefetch_span({t}, ahead * {width} + {offset}, {length})" for t in tables)]
 
 
-def _compiled(name: str, args: str, doc: str, per_row: list[str]):
+def _compiled(name: str, args: str, doc: str, per_row: list[str], fastmath: set = FASTMATH):
     """The kernel ``name(bounds, crow, {args})`` running ``per_row`` for each CSR row r (first, last: its entries)."""
-    lines = [f"def {name}(bounds, crow, {args}):", f'    """{doc}"""',
+    # the flags are in the source: numba's disk cache tells kernels apart by their source, not their flags
+    lines = [f"# fast math: {', '.join(sorted(fastmath))}", f"def {name}(bounds, crow, {args}):", f'    """{doc}"""',
              "    zero, one = x.dtype.type(0), x.dtype.type(1)",
              "    for c in range(bounds.shape[0] - 1):",
              "        for r in range(bounds[c], bounds[c + 1]):",
              "            first, last = crow[r], crow[r + 1]",
              *indent(per_row, 3)]
-    return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"))
+    return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"), fastmath)
 
 
-def _scores_ahead(op: str | None, num_heads: int, block: _Block) -> list[str]:
-    """Lines prefetching the logit row the edge AHEAD reads: a[perm[i + AHEAD]] (logits per edge, in edge
-    order: read at random by a destination's walk) or the source score row a[src[i + AHEAD]] (SDDMM logits)."""
+def _scores_ahead(op: str | None, num_heads: int, block: _Block, pair_b: bool = False) -> list[str]:
+    """Lines prefetching the logit rows the edge AHEAD reads: a[perm[i + AHEAD]] (logits per edge, in edge
+    order: read at random by a destination's walk) or the source score row a[src[i + AHEAD]] (SDDMM logits),
+    and with ``pair_b`` its row of b (``_pair_rows_ahead``)."""
     index = "perm" if op is None else "src"
-    return _prefetch_rows(["a"], f"{index}[i + {AHEAD}]", index, num_heads, block.h0, block.heads)
+    lines = _prefetch_rows(["a"], f"{index}[i + {AHEAD}]", index, num_heads, block.h0, block.heads)
+    return lines + (_pair_rows_ahead(["b"], num_heads, block) if pair_b else [])
+
+
+def _pair_rows_ahead(tables: list[str], num_heads: int, block: _Block) -> list[str]:
+    """Lines prefetching, for the edge AHEAD, the block's part of its pair row b_rows[e] of each of ``tables``;
+    b_rows[e] itself is read at random, so it is asked for twice as far ahead."""
+    return (_prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD)
+            + _prefetch_rows(tables, f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads))
 
 
 def _b_operand(pair_b: bool, h: int, head: int, row: str) -> str:
@@ -289,7 +329,7 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
     reads = _edge_reads(op, pair_b, "u = src[i]")
     row = _hoisted_b(op, pair_b, block)
     row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    max_walk = _scores_ahead(op, num_heads, block) + reads
+    max_walk = _scores_ahead(op, num_heads, block, pair_b) + reads
     for h in heads:
         max_walk += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
         max_walk += [f"m{h} = max(m{h}, l{h})"]
@@ -312,11 +352,11 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
 
 @functools.cache
 def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
-    """Destination loop over the block's heads. First walk: d[e] = g[v] . x[u] into per_edge[e] and
-    t[v] = sum of alpha * d. Second walk (d read back, so that d - t cancels exactly where it should):
-    g_l[e] = alpha * (d - t) into per_edge[e] (logits per edge); for SDDMM logits, the pre-activation's
-    gradient into per_edge[e] (``keep_pre``, for a's) and summed into grad_b[v] (``with_b``; with
-    ``pair_b`` into the edge's row grad_b[k], which only v's edges read)."""
+    """Destination loop over the block's heads. Its walk over v's in-edges sums t[v] = sum of alpha * d,
+    d = g[v] . x[u]. Logits per edge (``op`` None): the walk stores d per edge in ``out`` [E, H], and a
+    second walk reads it back (so that d - t cancels exactly where it should) and overwrites it with the
+    logit gradient alpha * (d - t). SDDMM logits: t is the result (``out`` [num_dst, H]); the source loop
+    makes the gradients from it."""
     heads = range(block.heads)
     reads = ["u = src[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else [])
     first_walk, second_walk = list(reads), list(reads)
@@ -324,65 +364,72 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
         head = block.h0 + h
         alpha = _logit(op, block, h, f"a[u, {head}]", _b_operand(pair_b, h, head, "r"))
         alpha += [f"w{h} = softmax_weight(l{h} - m{h}) * q{h}"]
-        first_walk += alpha + _dot(block, h, num_feats, "r", "u")
-        first_walk += [f"per_edge[e, {head}] = d{h}", f"t{h} += w{h} * d{h}"]
-        second_walk += alpha + [f"gl{h} = w{h} * (per_edge[e, {head}] - t{h})"]
-        second_walk += [f"per_edge[e, {head}] = gl{h}" if op is None else f"gy{h} = gl{h} if y{h} > zero else gl{h} * slope"]
-    if op is not None:
-        second_walk += ["if keep_pre:", *indent([f"per_edge[e, {block.h0 + h}] = gy{h}" for h in heads], 1)]
-        second_walk += ["if with_b:", *indent([_operand_grad(op, h, "b", f"a[u, {block.h0 + h}]",
-                                                             _b_operand(pair_b, h, block.h0 + h, "r"), f"gy{h}",
-                                                             f"grad_b[k, {block.h0 + h}]" if pair_b else None)
-                                               for h in heads], 1)]
-    store_b = [f"grad_b[r, {block.h0 + h}] = g{h}" for h in heads if op is not None and not pair_b]
-    row = [f"g{h} = zero" for h in heads if op is not None and not pair_b]
-    row += ["if first == last:", *indent((["if with_b:", *indent(store_b, 1)] if store_b else []) + ["continue"], 1)]
+        first_walk += alpha + _dot(block, h, num_feats, "r", "u") + [f"t{h} += w{h} * d{h}"]
+        if op is None:
+            first_walk += [f"out[e, {head}] = d{h}"]
+            second_walk += alpha + [f"out[e, {head}] = w{h} * (out[e, {head}] - t{h})"]
+    row = ["if first == last:", *indent([f"out[r, {block.h0 + h}] = zero" for h in heads if op is not None]
+                                          + ["continue"], 1)]
     row += _hoisted_b(op, pair_b, block)
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
     # logits per edge: their gradient rows, written in edge order, are asked for early too
-    written = [] if op is not None else _prefetch_rows(["per_edge"], f"perm[i + {AHEAD}]", "perm", num_heads,
+    written = [] if op is not None else _prefetch_rows(["out"], f"perm[i + {AHEAD}]", "perm", num_heads,
                                                        block.h0, block.heads)
     row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
-                                                    + _scores_ahead(op, num_heads, block) + written + first_walk, 1),
-            "for i in range(first, last):", *indent(second_walk, 1)]
-    row += ["if with_b:", *indent(store_b, 1)] if store_b else []
-    return _compiled("softmax_aggregate_logit_grads",
-                     "src, perm, a, b, b_rows, slope, x, grad, m, inv_s, per_edge, grad_b, keep_pre, with_b",
-                     f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.", row)
+                                                    + _scores_ahead(op, num_heads, block, pair_b) + written + first_walk, 1)]
+    if op is None:
+        row += ["for i in range(first, last):", *indent(second_walk, 1)]
+    else:
+        row += [f"out[r, {block.h0 + h}] = t{h}" for h in heads]
+    return _compiled("softmax_aggregate_logit_grads", "src, perm, a, b, b_rows, slope, x, grad, m, inv_s, out",
+                     f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.", row,
+                     FASTMATH if op is None else SAME_DOT)
 
 
 @functools.cache
 def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
-    """Source loop: the block's part of x's gradient, alpha recomputed (``with_x``), and for SDDMM logits
-    a's gradient from the pre-activation gradients per_edge[e] of the destination loop (``with_a``)."""
+    """Source loop, alpha recomputed: the block's part of x's gradient (``with_x``), and for SDDMM logits
+    the pre-activation gradient alpha * (d - t[v]) of each edge (d recomputed as the destination loop
+    computes it), summed into a's row (``with_a``) and into b's row in ``grad_b`` (``with_b``; this
+    range's own copy: rows of b are shared by the edges of several sources)."""
     heads, feats = range(block.heads), range(block.feats)
     row = [f"a{h} = a[r, {block.h0 + h}]" for h in heads if op is not None]
     row += [f"c{h}_{f} = zero" for h in heads for f in feats] + [f"g{h} = zero" for h in heads]
-    x_part, a_part = [], []
+    alpha, x_part, logit_part = [], [], []
     for h in heads:
         head = block.h0 + h
-        x_part += _logit(op, block, h, f"a{h}", _b_operand(pair_b, h, head, "v"))
-        x_part += [f"w{h} = softmax_weight(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
+        right = _b_operand(pair_b, h, head, "v")
+        alpha += _logit(op, block, h, f"a{h}", right)
+        alpha += [f"w{h} = softmax_weight(l{h} - m[v, {head}]) * inv_s[v, {head}]"]
         x_part += [f"c{h}_{f} += w{h} * grad[v, {head}, {block.f0 + f}]" for f in feats]
         if op is not None:
-            a_part += [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, head, "v"), f"per_edge[e, {head}]")]
-    by_destination = ["m", "inv_s"] + (["b"] if op is not None and not pair_b else [])
+            logit_part += _dot(block, h, num_feats, "v", "r")
+            logit_part += [f"gl{h} = w{h} * (d{h} - t[v, {head}])", f"gy{h} = gl{h} if y{h} > zero else gl{h} * slope"]
+    with_logits = []
+    if op is not None:
+        b_row = "k" if pair_b else "v"
+        a_grads = [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, block.h0 + h, "v"), f"gy{h}") for h in heads]
+        b_grads = [_operand_grad(op, h, "b", f"a{h}", _b_operand(pair_b, h, block.h0 + h, "v"), f"gy{h}",
+                                 f"grad_b[{b_row}, {block.h0 + h}]") for h in heads]
+        with_logits = ["if with_a or with_b:", *indent(logit_part + ["if with_a:", *indent(a_grads, 1),
+                                                                     "if with_b:", *indent(b_grads, 1)], 1)]
+    by_destination = ["m", "inv_s"] + (["b", "grad_b"] if op is not None and not pair_b else []) \
+        + (["t"] if op is not None else [])
     edge = _prefetch_rows(by_destination, f"dst[i + {AHEAD}]", "dst", num_heads, block.h0, block.heads)
-    by_edge = (["a"] if op is None else []) + (["per_edge"] if a_part else [])  # logits per edge; a's gradient
-    if by_edge:
-        edge += _prefetch_rows(by_edge, f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
-    if pair_b:  # b's row index itself is read at random: it is asked for twice as far ahead
-        edge += _prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD)
-        edge += _prefetch_rows(["b"], f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads)
+    if op is None:  # logits per edge, read at random
+        edge += _prefetch_rows(["a"], f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
+    if pair_b:
+        edge += _pair_rows_ahead(["b", "grad_b"], num_heads, block)
+    whole_rows = _Block(block.h0, block.heads, 0, num_feats)
+    edge += _prefetch("grad", "dst", num_heads, num_feats, whole_rows if op is not None and block.f0 == 0 else block)
     edge += ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else [])
-    edge += ["if with_x:", *indent(_prefetch("grad", "dst", num_heads, num_feats, block) + x_part, 1)]
-    edge += ["if with_a:", *indent(a_part, 1)] if a_part else []
+    edge += alpha + ["if with_x:", *indent(x_part, 1)] + with_logits
     row += ["for i in range(first, last):", *indent(edge, 1)]
     row += ["if with_x:", *indent([f"grad_x[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f}"
                                    for h in heads for f in feats], 1)]
-    row += ["if with_a:", *indent([f"grad_a[r, {block.h0 + h}] = g{h}" for h in heads], 1)] if a_part else []
+    row += ["if with_a:", *indent([f"grad_a[r, {block.h0 + h}] = g{h}" for h in heads], 1)] if op is not None else []
     return _compiled("softmax_aggregate_source_grads",
-                     "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, per_edge, grad_x, grad_a, with_x, with_a",
-                     f"Gradients by source of block {tuple(block)}.", row)
+                     "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, t, grad_x, grad_a, with_x, with_a, with_b, "
+                     "grad_b", f"Gradients by source of block {tuple(block)}.", row, FASTMATH if op is None else SAME_DOT)
