@@ -368,8 +368,7 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
         if op is None:
             first_walk += [f"out[e, {head}] = d{h}"]
             second_walk += alpha + [f"out[e, {head}] = w{h} * (out[e, {head}] - t{h})"]
-    row = ["if first == last:", *indent([f"out[r, {block.h0 + h}] = zero" for h in heads if op is not None]
-                                          + ["continue"], 1)]
+    row = ["if first == last:", "    continue"]  # (t of a row without in-edges: read by no edge)
     row += _hoisted_b(op, pair_b, block)
     row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads] + [f"q{h} = inv_s[r, {block.h0 + h}]" for h in heads]
     row += [f"t{h} = zero" for h in heads]
