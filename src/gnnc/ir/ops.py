@@ -237,6 +237,26 @@ def etype_pair_matmul(ctx, x, weight, side: str = "src"):
     return _kernels().gather_segment_matmul(x, pairs.node, pairs.rel_ptr, weight)
 
 
+def etype_sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, weight, feat,
+                                  rebuild: bool = False):
+    """``sddmm_softmax_aggregate(a, b, op, b_side, negative_slope, z, "src_pair")`` of the pair table
+    z = ``etype_pair_matmul(x, weight, "src").view(-1, *feat)`` (RGAT's typed message under its attention).
+    With ``rebuild`` (set by the ``recompute`` pass), while autograd records and where z is large enough
+    (``recompute.worth_rebuilding``) on a backend that has the kernel, z is not kept for backward but rebuilt
+    there a part at a time."""
+    pairs = ctx.src_pairs
+    fused = getattr(_kernels(), "rebuilt_pair_softmax_aggregate", None)
+    if rebuild and fused is not None and torch.is_grad_enabled() \
+            and recompute.worth_rebuilding(pairs.count * math.prod(feat) * x.element_size(), x.device):
+        rows = dst_nodes(ctx, b) if b_side == "dst" else b
+        b_index = destination_index(ctx, b_side) if b_side == "dst_pair" else None
+        return fused(a, rows, x, weight, pairs.node, pairs.rel_ptr, feat, pairs.edge_pair, ctx.dst_local,
+                     ctx.num_dst, op, negative_slope=negative_slope, b_index=b_index)
+    z = etype_pair_matmul(ctx, x, weight, "src")
+    return sddmm_softmax_aggregate(ctx, a, b, op, b_side, negative_slope, z.view((z.shape[0],) + tuple(feat)),
+                                   "src_pair")
+
+
 def etype_pair_head_matmul(ctx, y, weight, side: str = "src"):
     """Per-head ``etype_pair_matmul``: y [N, H, ..., K], weight [R, H, K, M] -> [pairs, H, ..., M]."""
     return _per_head(y, weight, lambda flat, block: etype_pair_matmul(ctx, flat, block, side))
@@ -448,4 +468,4 @@ def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None,
 
 # Primitives whose backends compute in floating point only (integer or bool values run eagerly).
 FLOATING_ONLY = frozenset({segment_reduce, edge_softmax, spmm, scaled_spmm, edge_softmax_aggregate,
-                           sddmm_softmax_aggregate, etype_spmm, index_spmm, u_op_v})
+                           sddmm_softmax_aggregate, etype_sddmm_softmax_aggregate, etype_spmm, index_spmm, u_op_v})

@@ -66,6 +66,8 @@ def estimate(dfg: MPDFG) -> dict:
             numel *= d
         inter += numel * torch.empty((), dtype=n.meta["dtype"]).element_size()
         flops += numel * _flops_per_output(dfg, n)
+        if n.meta.get("pair_table"):  # a fused operator's own typed linear per pair (``fuse``)
+            flops += 2 * _contracted(n) * math.prod(n.meta["pair_table"])
     return {"flops": flops, "intermediate_bytes": inter}
 
 
@@ -96,7 +98,8 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
         block = n.args[0]  # the plan's context, or a block regrouped by a type feature (``passes.retype``)
         ctx = outer.last_retyped() or outer if block.op != "placeholder" or block.meta["input"][0] != "ctx" \
             else outer
-        k, m = (_contracted(n) if n.target in _TYPED_MATMULS else 0), n.meta.get("shape", (0, 0))[-1]
+        k = _contracted(n) if n.target in _TYPED_MATMULS or n.target in _PAIR_TABLE_INPUT else 0
+        m = n.meta.get("shape", (0, 0))[-1]
         itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
         if n.target is ops.etype_spmm:
             pairs = f"Ps {ctx.src_pairs.unique:,}, Pd {ctx.dst_pairs.unique:,}"
@@ -110,9 +113,10 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
             tuned = {v for key, v in ctx.__dict__.get("_autotuned", {}).items() if key[0] == n.target.__name__}
             chosen = tuned.pop() if len(tuned) == 1 else chosen  # autotune measured it on this graph
         else:
-            side = n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
+            side = "src" if n.target in _PAIR_TABLE_INPUT else n.kwargs.get("side", n.args[3] if len(n.args) > 3
+                                                                            else "src")
             pairs = f"{ctx.pairs(side).unique:,} ({side}) pairs"
-            width = math.prod(n.meta.get("shape", (0, 1))[1:])
+            width = math.prod(n.meta.get("pair_table", n.meta.get("shape", (0, 1)))[1:])
             candidates, chosen = cost.pair_table(ctx.num_edges, ctx.pairs(side).unique, k, width, itemsize)
         lines += cost.describe(f"%{n.name} ({n.meta.get('source')}) on {ctx.num_edges:,} edges, {pairs}",
                                candidates, chosen)
@@ -120,12 +124,15 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
 
 
 def _contracted(n: fx.Node) -> int:
-    x = n.args[_TYPED_MATMULS[n.target]]
+    x = n.args[_TYPED_MATMULS.get(n.target, _PAIR_TABLE_INPUT.get(n.target))]
     shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
     return shape[-1] if shape else 0
 
 
-_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm, ops.etype_bilinear_dot)
+_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm, ops.etype_bilinear_dot,
+            ops.etype_sddmm_softmax_aggregate)
+# Fused operators computing a pair table of their own: the position of the x its typed linear reads.
+_PAIR_TABLE_INPUT = {ops.etype_sddmm_softmax_aggregate: 6}
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:

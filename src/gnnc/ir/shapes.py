@@ -53,6 +53,8 @@ _RULES = {
     ops.zero_unreached: lambda c, v: v,
     ops.edge_softmax_aggregate: lambda c, lg, x, x_side="src": _rows(c.num_dst, x),
     ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, x_side="src": _rows(c.num_dst, x),
+    ops.etype_sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, w, feat, rebuild=False: _zeros(
+        (c.num_dst,) + tuple(feat), x.dtype),
     ops.ntype_matmul: lambda c, x, w: _zeros((x.shape[0], w.shape[-1]), x.dtype),
     ops.dst_ntype_matmul: lambda c, v, w: _zeros((v.shape[0], w.shape[-1]), v.dtype),
     ops.etype_gather_matmul: lambda c, x, w, side="src": _zeros((c.num_edges, w.shape[-1]), x.dtype),

@@ -36,6 +36,9 @@ Patterns on the lowered graph (``ctx`` omitted):
   ``etype_spmm(x, W, w, op, reduce)``: R-GCN's typed message and sum as one
   operator whose order (transform per source pair then aggregate, or
   aggregate per destination pair then transform) the cost model picks.
+- ``sddmm_softmax_aggregate(a, b, ..., view(etype_pair_matmul(x, W, src)), src_pair)`` (the view keeping
+  the pair rows, each used once) -> ``etype_sddmm_softmax_aggregate(a, b, ..., x, W, feat)``: RGAT's typed
+  message under its attention, whose pair table the ``recompute`` pass may let backward rebuild.
 - ``segment_reduce(index_gather_matmul(x, W, t, src) [* w], sum | mean)``, ``w`` one value per edge
   -> ``index_spmm(x, W, t, w, op, reduce)``: the same with the type read from edge data (DGL's
   ``bmm(edges.src['h'].unsqueeze(1), weight[edges.data['rel_type']]).squeeze() * norm``).
@@ -57,6 +60,7 @@ result would not be floating point.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 
 import torch
@@ -303,6 +307,7 @@ def fuse(dfg: MPDFG) -> MPDFG:
         g.erase_node(red)
         out.log.append(f"fuse: {red.meta.get('source')}: {what}")
     _fuse_softmax_logits(out)
+    _fuse_typed_softmax_aggregation(out)
     _fuse_typed_aggregation(out)
     _fuse_index_typed_aggregation(out)
     return out
@@ -323,6 +328,40 @@ def _fuse_typed_aggregation(out: MPDFG) -> None:
         g.erase_node(agg)
         out.log.append(f"fuse: {agg.meta.get('source')}: typed linear + {reduce} -> etype_spmm (the cost model "
                        "picks transform-first or aggregate-first per graph)")
+
+
+def _fuse_typed_softmax_aggregation(out: MPDFG) -> None:
+    g = out.graph
+    for agg in [n for n in g.nodes if is_call(n, ops.sddmm_softmax_aggregate)]:
+        ctx, a, b, op, side, slope, x = agg.args[:7]
+        found = _pair_table_rows(x) if (agg.args[7] if len(agg.args) > 7 else "src") == "src_pair" else None
+        if found is None:
+            continue
+        table, feat = found
+        with g.inserting_before(agg):
+            new = same_value(new_node(g, agg, ops.etype_sddmm_softmax_aggregate,
+                                      (ctx, a, b, op, side, slope, table.args[1], table.args[2], feat)), agg)
+        new.meta["pair_table"] = tuple(table.meta["shape"])  # for the estimates: its FLOPs and choices
+        agg.replace_all_uses_with(new)
+        g.erase_node(agg)
+        out.log.append(f"fuse: {agg.meta.get('source')}: typed linear per (relation, source) pair + softmax "
+                       "aggregation -> etype_sddmm_softmax_aggregate (the pair table may be rebuilt in backward)")
+
+
+def _pair_table_rows(x):
+    """(the ``etype_pair_matmul`` by source behind ``x``, x's feature shape) when ``x`` is that table or a view of
+    it keeping its rows, each read by nothing else; else None."""
+    shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
+    table = x
+    if isinstance(x, fx.Node) and x.op == "call_method" and x.target in ("view", "reshape") and len(x.users) == 1:
+        table = x.args[0]
+    if shape is None or not (is_call(table, ops.etype_pair_matmul) and len(table.users) == 1
+                             and table.kwargs.get("side", table.args[3] if len(table.args) > 3 else "src") == "src"):
+        return None
+    rows = table.meta.get("shape")
+    if rows is None or len(rows) != 2 or rows[0] != shape[0] or math.prod(shape[1:]) != rows[1]:
+        return None
+    return table, tuple(shape[1:])
 
 
 def _fuse_index_typed_aggregation(out: MPDFG) -> None:

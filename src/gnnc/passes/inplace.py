@@ -33,7 +33,8 @@ from .nodes import binary_op, new_node
 _OWN_RESULT = {
     torch.exp, torch.sigmoid, torch.tanh, torch.relu, torch.neg, operator.neg, F.relu, F.gelu, F.elu, F.silu,
     F.leaky_relu, ops.spmm, ops.scaled_spmm, ops.etype_spmm, ops.index_spmm, ops.segment_reduce,
-    ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate, ops.zero_unreached, ops.shared_dot, ops.in_place,
+    ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate, ops.etype_sddmm_softmax_aggregate, ops.zero_unreached,
+    ops.shared_dot, ops.in_place,
 }
 # Of those, the ones no backward keeps (they save their inputs, or nothing): an add or subtract may write
 # into them while autograd records (R-GCN's self-loop and bias after its sum: no third [N, F] buffer).

@@ -9,6 +9,10 @@ activations, node-type broadcasts, views): HGT's ``k = x W_t + b_t`` or
 backward. The chain may start at graph inputs, and at values the call returns
 that are no larger than the value (the caller holds them anyway).
 
+Also: every ``etype_sddmm_softmax_aggregate`` (RGAT's typed message under its
+attention) is let rebuild its (relation, source) pair table in backward a part
+at a time (``rebuild``), where that table is a sizeable share of memory.
+
 Replacement: ``recomputable(value, recipe, *leaves)``, ``recipe`` the chain as
 its own graph module (a ``recompute_<i>`` child of the plan's root), read by
 the value's users. At run time (``gnnc.runtime.recompute``) autograd keeps a
@@ -116,6 +120,7 @@ def _recipe(root, chain: list, leaves: list) -> fx.GraphModule:
 
 def recompute(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
+    _rebuild_pair_tables(out)
     g = out.graph
     returned = set(out.output_node.all_input_nodes)
     marked = []
@@ -145,3 +150,13 @@ def recompute(dfg: MPDFG) -> MPDFG:
                        "sizeable share of memory")
     out.root = root
     return out
+
+
+def _rebuild_pair_tables(out: MPDFG) -> None:
+    """Let each ``etype_sddmm_softmax_aggregate`` rebuild its pair table in backward (``rebuild``, its last
+    argument): the operator decides at run time by the table's size."""
+    for n in out.graph.nodes:
+        if n.op == "call_function" and n.target is ops.etype_sddmm_softmax_aggregate and len(n.args) == 9:
+            n.args = n.args + (True,)
+            out.log.append(f"recompute: {n.meta.get('source')}: {n.name}'s pair table rebuilt in backward a part "
+                           "at a time when it is a sizeable share of memory")

@@ -36,7 +36,7 @@ from .nodes import is_call, new_node, table_lookup, unsqueezed_then_squeezed
 _TYPE_STRUCTURE = {ops.gather_etype, ops.gather_srctype, ops.gather_dsttype, ops.gather_ntype, ops.node_type_rows,
                    ops.ntype_matmul, ops.dst_ntype_matmul, ops.etype_gather_matmul, ops.etype_gather_head_matmul,
                    ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.gather_src_pair, ops.gather_dst_pair,
-                   ops.pair_etype_rows, ops.etype_spmm, ops.etype_bilinear_dot}
+                   ops.pair_etype_rows, ops.etype_spmm, ops.etype_bilinear_dot, ops.etype_sddmm_softmax_aggregate}
 _RANDOM_FUNCTIONS = {F.dropout, F.alpha_dropout, F.feature_alpha_dropout, torch.dropout, torch.bernoulli,
                      torch.rand_like, torch.randn_like, torch.randint_like, torch.multinomial, torch.normal}
 _RANDOM_METHODS = {"bernoulli", "bernoulli_", "uniform_", "normal_", "random_", "exponential_"}

@@ -65,7 +65,7 @@ class _Rebuild:
 def remember(value: torch.Tensor, recipe, *leaves) -> torch.Tensor:
     """``value`` (= ``recipe(*leaves)``), remembered for rebuilding when it is large and autograd records."""
     if (torch.is_grad_enabled() and isinstance(value, torch.Tensor) and value.requires_grad
-            and value.nbytes >= MIN_SHARE * _memory_bytes(value.device) and value.is_contiguous()
+            and worth_rebuilding(value.nbytes, value.device) and value.is_contiguous()
             and value.storage_offset() == 0
             and value.untyped_storage().nbytes() == value.nbytes):
         key = value.untyped_storage().data_ptr()
@@ -74,6 +74,11 @@ def remember(value: torch.Tensor, recipe, *leaves) -> torch.Tensor:
             _REMEMBERED[key] = entry
         weakref.finalize(value, _forget, key, entry)
     return value
+
+
+def worth_rebuilding(nbytes: int, device: torch.device) -> bool:
+    """Whether a value of ``nbytes`` on ``device`` is large enough to rebuild in backward instead of keeping."""
+    return nbytes >= MIN_SHARE * _memory_bytes(device)
 
 
 @functools.cache

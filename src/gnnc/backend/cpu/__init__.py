@@ -8,6 +8,10 @@ compiled on first use and cached on disk:
   exponentials too, nothing of edge size written); backward one loop over
   destinations and one over sources, alpha recomputed. Generated as source
   for their head / feature widths (``codegen``), one scalar per accumulator;
+- ``rebuilt_pair_softmax_aggregate``: the same over a typed pair table
+  (RGAT's ``x[node] @ W_r`` per (relation, source) pair) that backward
+  rebuilds a part at a time instead of keeping it (outside the torch
+  backend's contract: ``ir.ops`` asks for it where a backend has it);
 - ``head_dot``: one pass over the rows, each weight's scores a contiguous block;
 - the binary-operator ``sddmm`` (one loop over edges) and the max / min
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
@@ -27,7 +31,8 @@ from .head_dot import head_dot
 from .sddmm import sddmm
 from .spmm import scaled_spmm, spmm
 from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
+from .pair_softmax_aggregate import rebuilt_pair_softmax_aggregate
 
 __all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
            "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
-           "clear_structure_cache"]
+           "rebuilt_pair_softmax_aggregate", "clear_structure_cache"]

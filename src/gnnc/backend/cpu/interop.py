@@ -188,7 +188,8 @@ def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
     return np.unique(np.concatenate(([0], cuts, [rows]))).astype(np.int64)
 
 
-def launch(kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | None = None) -> None:
+def launch(kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | None = None,
+           balance: np.ndarray | None = None) -> None:
     """Run ``kernel(bounds, crow, *args)`` over the rows of CSR ``crow``, split into balanced chunks.
 
     Small ``work`` (element operations) runs in one chunk on one thread;
@@ -197,9 +198,12 @@ def launch(kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | Non
     of numba's pool, a ``jit_row_kernel`` one range per thread. ``partial``
     (``jit_row_kernel`` only): a sum that rows of several ranges add to,
     passed last; each range adds into its own copy and ``partial`` ends as
-    the total, so no two threads write one row.
+    the total, so no two threads write one row. ``balance``: row pointers of
+    the entries the rows' shares are counted by, where the kernel reads only
+    some of each row's (default ``crow``).
     """
-    _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(crow, parts), crow, *args, partial=partial)
+    load = crow if balance is None else balance
+    _run(kernel, work, crow.shape[0] - 1, lambda parts: balanced_bounds(load, parts), crow, *args, partial=partial)
 
 
 def launch_rows(kernel, rows: int, work: int, *args) -> None:

@@ -33,7 +33,9 @@ in every loop from node rows (``sddmm_softmax_aggregate``: act(a[src[e]] op
 b[dst[e]]) from a [N_src, H] and b [num_dst, H], GAT's attention; or b
 [rows, H] read as b[b_index[e]], RGAT's per (relation, destination) pair
 scores). Rows read
-at random are prefetched ``AHEAD`` edges early. Every
+at random are prefetched ``AHEAD`` edges early. ``part_kernel`` makes the
+forward's destination loops for x given a part of its rows at a time
+(``pair_softmax_aggregate``). Every
 kernel is generated as source (``codegen``) for its constant widths, one
 scalar per accumulator so they stay in vector registers; rows of more than
 ``MAX_BLOCK`` accumulators run as several launches over blocks of heads and
@@ -146,8 +148,9 @@ class _SoftmaxAggregate(Function):
         m = empty((num_dst if keep else 0, num_heads), x)
         s = empty((num_dst if keep else 0, num_heads), x)
         pair_b = b_index is not None
-        arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), _rows(heads_b, heads_a),
-                  _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(), s.numpy(), keep)
+        arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), array_or_empty(heads_b, heads_a),
+                  b_rows_array(b_index), scalar_like(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(),
+                  s.numpy(), keep)
         for block in blocks(num_heads, num_feats):
             launch(_forward_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow),
                    src.numel() * block.heads * block.feats, *arrays)
@@ -175,42 +178,44 @@ class _SoftmaxAggregate(Function):
         gx = empty(heads_x.shape, heads_x) if need_x else None
         with_logits = need_a or need_b
         t = empty((num_dst, num_heads), heads_x) if with_logits and sddmm_logits else None
-        shared = (heads_a.numpy(), _rows(heads_b, heads_a), _b_rows(b_index), _scalar(heads_x, slope), heads_x.numpy(),
-                  grad_rows.numpy(), m.numpy(), inv_s.numpy())
+        shared = (heads_a.numpy(), array_or_empty(heads_b, heads_a), b_rows_array(b_index), scalar_like(heads_x, slope),
+                  heads_x.numpy(), grad_rows.numpy(), m.numpy(), inv_s.numpy())
         if with_logits:
             by_dst = csr_structure(dst, num_dst, src)
             for block in blocks(num_heads, num_feats):
                 if block.f0 == 0:  # this loop takes whole rows of features
-                    launch(_logit_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow), work,
-                           as_array(by_dst.col), as_array(by_dst.perm), *shared, _rows(t if sddmm_logits else ga, m))
+                    launch(logit_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow), work,
+                           as_array(by_dst.col), as_array(by_dst.perm), *shared,
+                           array_or_empty(t if sddmm_logits else ga, m))
         if need_x or (with_logits and sddmm_logits):
             by_src = csr_structure(src, heads_x.shape[0], dst)
             for block in blocks(num_heads, num_feats):
                 with_ab = sddmm_logits and with_logits and block.f0 == 0  # a's and b's gradients once per head
                 if need_x or with_ab:
-                    launch(_source_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_src.crow), work,
-                           as_array(by_src.col), as_array(by_src.perm), *shared, _rows(t, m), _rows(gx, heads_x),
-                           _rows(ga if sddmm_logits else None, heads_a), need_x, with_ab and need_a,
-                           with_ab and need_b, partial=_rows(gb, heads_a))
+                    launch(source_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_src.crow), work,
+                           as_array(by_src.col), as_array(by_src.perm), *shared, array_or_empty(t, m),
+                           array_or_empty(gx, heads_x),
+                           array_or_empty(ga if sddmm_logits else None, heads_a), need_x, with_ab and need_a,
+                           with_ab and need_b, partial=array_or_empty(gb, heads_a))
         grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
         grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
         grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
         return grad_a, grad_b, grad_x, None, None, None, None, None, None
 
 
-def _b_rows(b_index: torch.Tensor | None) -> np.ndarray:
+def b_rows_array(b_index: torch.Tensor | None) -> np.ndarray:
     """Each edge's row of b (edge order), or an empty array where b is read by destination."""
     return np.empty(0, dtype=np.int64) if b_index is None else as_array(b_index)
 
 
-def _rows(t: torch.Tensor | None, like: torch.Tensor) -> np.ndarray:
+def array_or_empty(t: torch.Tensor | None, like: torch.Tensor) -> np.ndarray:
     """``t`` as an array, or an empty one of ``like``'s dtype and rank where the kernel reads no such input."""
     if t is not None:
         return t.numpy()
     return np.empty((0,) * like.dim(), dtype=like.numpy().dtype)
 
 
-def _scalar(like: torch.Tensor, value: float | None):
+def scalar_like(like: torch.Tensor, value: float | None):
     """``value`` (the leaky_relu slope; None, the identity: 1) in ``like``'s dtype."""
     return like.numpy().dtype.type(1.0 if value is None else value)
 
@@ -322,18 +327,22 @@ def _hoisted_b(op: str | None, pair_b: bool, block: _Block) -> list[str]:
     return [] if op is None or pair_b else [f"b{h} = b[r, {block.h0 + h}]" for h in range(block.heads)]
 
 
+def _max_walk(op: str | None, num_heads: int, block: _Block, pair_b: bool, reads: list[str]) -> list[str]:
+    """Lines setting m{h}, the largest logit of the row's in-edges for each of the block's heads."""
+    lines = ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in range(block.heads)]
+    walk = _scores_ahead(op, num_heads, block, pair_b) + reads
+    for h in range(block.heads):
+        walk += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
+        walk += [f"m{h} = max(m{h}, l{h})"]
+    return lines + ["for i in range(first, last):", *indent(walk, 1)]
+
+
 @functools.cache
 def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Destination loop: the block's part of out[v], and (``keep``) m[v], s[v]."""
     heads, feats = range(block.heads), range(block.feats)
     reads = _edge_reads(op, pair_b, "u = src[i]")
-    row = _hoisted_b(op, pair_b, block)
-    row += ["lowest = -x.dtype.type(np.inf)"] + [f"m{h} = lowest" for h in heads]
-    max_walk = _scores_ahead(op, num_heads, block, pair_b) + reads
-    for h in heads:
-        max_walk += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
-        max_walk += [f"m{h} = max(m{h}, l{h})"]
-    row += ["for i in range(first, last):", *indent(max_walk, 1)]
+    row = _hoisted_b(op, pair_b, block) + _max_walk(op, num_heads, block, pair_b, reads)
     row += [f"s{h} = zero" for h in heads] + [f"c{h}_{f} = zero" for h in heads for f in feats]
     edge = _prefetch("x", "src", num_heads, num_feats, block) + reads
     for h in heads:
@@ -351,7 +360,7 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
 
 
 @functools.cache
-def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
+def logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Destination loop over the block's heads. Its walk over v's in-edges sums t[v] = sum of alpha * d,
     d = g[v] . x[u]. Logits per edge (``op`` None): the walk stores d per edge in ``out`` [E, H], and a
     second walk reads it back (so that d - t cancels exactly where it should) and overwrites it with the
@@ -388,7 +397,7 @@ def _logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
 
 
 @functools.cache
-def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
+def source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False):
     """Source loop, alpha recomputed: the block's part of x's gradient (``with_x``), and for SDDMM logits
     the pre-activation gradient alpha * (d - t[v]) of each edge (d recomputed as the destination loop
     computes it), summed into a's row (``with_a``) and into b's row in ``grad_b`` (``with_b``; this
@@ -432,3 +441,58 @@ def _source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _
     return _compiled("softmax_aggregate_source_grads",
                      "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, t, grad_x, grad_a, with_x, with_a, with_b, "
                      "grad_b", f"Gradients by source of block {tuple(block)}.", row, FASTMATH if op is None else SAME_DOT)
+
+
+def _bisect(first: str, last: str, value: str, into: str | None = None) -> list[str]:
+    """Lines setting ``into`` (default ``first``) to the first position in first..last - 1 whose ``perm`` entry
+    is at least ``value`` (``last`` where none is); ``perm`` increases over that range."""
+    return [f"lo_i, hi_i = {first}, {last}", "while lo_i < hi_i:", "    mid = (lo_i + hi_i) >> 1",
+            f"    if perm[mid] < {value}:", "        lo_i = mid + 1", "    else:", "        hi_i = mid",
+            f"{into or first} = lo_i"]
+
+
+@functools.cache
+def part_kernel(kind: str, op: str, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False,
+                whole_run: bool = False):
+    """Destination loop of a forward where the rows of x exist a part at a time (sources lo..hi - 1, x holding
+    those rows), over the block's heads:
+
+    - ``stats``: m[v] and s[v] from the logits alone (x, out and the bounds unused);
+    - ``sums``: with m and s given, the sum over v's in-edges from the part of softmax(l) * x[src], added
+      into out[v].
+
+    A part's in-edges are among the edges e_lo..e_hi - 1 (its relation's), which a row's edges (in
+    increasing order: ``perm``) hold as one run, found by bisection; ``whole_run``: all of them read x."""
+    heads, feats = range(block.heads), range(block.feats)
+    reads = _edge_reads(op, pair_b, "u = src[i]")
+    row = _hoisted_b(op, pair_b, block)
+    if kind == "stats":
+        row += _max_walk(op, num_heads, block, pair_b, reads) + [f"s{h} = zero" for h in heads]
+        edge = _scores_ahead(op, num_heads, block, pair_b) + reads
+    else:
+        # rows without edges in the run, and rows all in it, need no bisection
+        row += ["if first == last or perm[last - 1] < e_lo or perm[first] >= e_hi:", "    continue"]
+        row += ["if perm[first] < e_lo:", *indent(_bisect("first", "last", "e_lo"), 1)]
+        row += ["if perm[last - 1] >= e_hi:", *indent(_bisect("first", "last", "e_hi", "last"), 1)]
+        row += ["if first == last:", "    continue"]  # (nothing to add)
+        row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads]
+        row += [f"i{h} = one / s[r, {block.h0 + h}] if s[r, {block.h0 + h}] > zero else zero" for h in heads]
+        row += [f"c{h}_{f} = zero" for h in heads for f in feats]
+        edge = _prefetch_rows(["x"], f"src[i + {AHEAD}] - lo", "src", num_heads * num_feats,
+                              block.h0 * num_feats + block.f0, (block.heads - 1) * num_feats + block.feats)
+        edge += _scores_ahead(op, num_heads, block, pair_b)  # no walk over this row has read them yet
+        edge += reads[:1] + ([] if whole_run else ["if u < lo or u >= hi:", "    continue"]) + reads[1:]
+        edge += ["p = u - lo"]
+    for h in heads:
+        edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
+        edge += [f"w = softmax_weight(l{h} - m{h})"]
+        edge += [f"s{h} += w"] if kind == "stats" else [f"c{h}_{f} += w * x[p, {block.h0 + h}, {block.f0 + f}]"
+                                                         for f in feats]
+    row += ["for i in range(first, last):", *indent(edge, 1)]
+    if kind == "stats":
+        row += [f"m[r, {block.h0 + h}] = m{h}" for h in heads] + [f"s[r, {block.h0 + h}] = s{h}" for h in heads]
+    else:
+        row += [f"out[r, {block.h0 + h}, {block.f0 + f}] += c{h}_{f} * i{h}" for h in heads for f in feats]
+    return _compiled(f"softmax_aggregate_part_{kind}",
+                     "src, perm, a, b, b_rows, slope, x, out, m, s, lo, hi, e_lo, e_hi",
+                     f"Block {tuple(block)} of a destination loop over a part of x ({kind}).", row)
