@@ -241,12 +241,12 @@ def etype_sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slop
                                   rebuild: bool = False):
     """``sddmm_softmax_aggregate(a, b, op, b_side, negative_slope, z, "src_pair")`` of the pair table
     z = ``etype_pair_matmul(x, weight, "src").view(-1, *feat)`` (RGAT's typed message under its attention).
-    With ``rebuild`` (set by the ``recompute`` pass), while autograd records and where z is large enough
-    (``recompute.worth_rebuilding``) on a backend that has the kernel, z is not kept for backward but rebuilt
-    there a part at a time."""
+    With ``rebuild`` (set by the ``recompute`` pass), where a gradient is recorded through it and z is large
+    enough (``recompute.worth_rebuilding``) on a backend that has the kernel, z is not kept for backward but
+    rebuilt there a part at a time."""
     pairs = ctx.src_pairs
     fused = getattr(_kernels(), "rebuilt_pair_softmax_aggregate", None)
-    if rebuild and fused is not None and torch.is_grad_enabled() \
+    if rebuild and fused is not None and torch.is_grad_enabled() and any(t.requires_grad for t in (a, b, x, weight)) \
             and recompute.worth_rebuilding(pairs.count * math.prod(feat) * x.element_size(), x.device):
         rows = dst_nodes(ctx, b) if b_side == "dst" else b
         b_index = destination_index(ctx, b_side) if b_side == "dst_pair" else None
