@@ -210,3 +210,12 @@ def test_explain_shows_the_fused_operator_and_the_rebuild():
     text = gnnc.explain(model, g, torch.randn(g.num_nodes(), 4))
     assert "etype_sddmm_softmax_aggregate" in text and "pair table rebuilt in backward" in text
     assert "pair table rebuilt" not in gnnc.explain(model, g, torch.randn(g.num_nodes(), 4), recompute=False)
+
+
+def test_a_weight_of_the_wrong_shape_is_named():
+    t = _inputs("multi", 3, 4, "add", True)
+    pairs = t["pairs"]
+    with pytest.raises(ValueError, match=r"weight must be \[R, K, M\] = \[3, 5, 12\]"):
+        cpu_backend.rebuilt_pair_softmax_aggregate(t["a"], t["b"], t["x"], t["weight"][:, :4], pairs.node,
+                                                   pairs.rel_ptr, (3, 4), pairs.edge_pair, t["dst"], t["n"],
+                                                   b_index=t["b_index"])

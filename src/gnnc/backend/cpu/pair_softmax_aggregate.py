@@ -21,12 +21,13 @@ briefly, in backward:
   d = g[v] . z[u] alike, so d - t cancels exactly where one edge takes all the weight.
 - A gradient that is one value broadcast (the gradient of ``out.sum()``) is read as it is, not copied.
 
-RGAT at full ogbn-mag scale (2 threads): training peak 3,465 -> 2,120 MiB for 6.5 -> 7.6 s a step: z
-(796 MiB) is whole only during (1), its gradient (796 MiB) never, for two more products x[node] @ W_r
-(forward's FLOPs each) and forward's second walk over the logits.
+RGAT at full ogbn-mag scale (2 threads, ``bench/results/mag-1.0/35f615f/rgat-rebuild-ab``): training step
+7.55 -> 7.95 s, peak 3,487 -> 2,179 MiB. z (796 MiB) is whole only during (1), its gradient (796 MiB)
+never, for two more products x[node] @ W_r (forward's FLOPs each) and forward's second walk over the logits.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -59,9 +60,11 @@ def rebuilt_pair_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Te
     layout) it runs as that composition."""
     feat = tuple(feat)
     check_index("pair_node", pair_node, x.shape[0], x.device)
-    if weight.dim() != 3 or weight.shape[-1] != math.prod(feat):
-        raise ValueError(f"weight must be [R, K, {math.prod(feat)}] for pair rows of shape {feat}, got "
-                         f"{tuple(weight.shape)}")
+    expected = (len(pair_ptr) - 1, x.shape[1], math.prod(feat)) if x.dim() == 2 else None
+    if tuple(weight.shape) != expected:
+        raise ValueError(f"weight must be [R, K, M] = {list(expected or ('R', 'K', 'M'))} (R: pair_ptr segments, "
+                         f"K: x's columns, M: the pair rows' {feat} flattened), got {tuple(weight.shape)}; x "
+                         f"{tuple(x.shape)} must be [N, K]")
     stand_in = x.new_empty(()).expand((pair_node.numel(),) + feat)  # z's shape, without its values
     logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, stand_in, src, dst, num_dst, op, negative_slope,
                                                          b_index)
@@ -171,10 +174,19 @@ class _Loops:
         self.num_heads, self.num_feats, self.op, self.pair_b = num_heads, num_feats, op, b_index is not None
         self.scores = (heads_a.numpy(), array_or_empty(heads_b, heads_a), b_rows_array(b_index), scalar_like(x, slope))
         self.grad = array_or_empty(grad, heads_a.unsqueeze(-1))
+        self.dst, self.num_dst = dst, num_dst
         self.by_dst = csr_structure(dst, num_dst, src)
         self.by_src = csr_structure(src, pair_node.numel(), dst)
-        self.runs = _edge_runs(self.by_src, pair_ptr)
-        self.shares = [_row_shares(dst[lo:hi], num_dst) if exact else None for lo, hi, exact in self.runs]
+
+    @functools.cached_property
+    def runs(self) -> list[tuple[int, int, bool]]:
+        """Each relation's run of edge ids (``_edge_runs``): forward's walks by part read them."""
+        return _edge_runs(self.by_src, self.pair_ptr)
+
+    @functools.cached_property
+    def shares(self) -> list:
+        """Each relation's row pointers of its own edges (``_row_shares``), where its run holds only those."""
+        return [_row_shares(self.dst[lo:hi], self.num_dst) if exact else None for lo, hi, exact in self.runs]
 
     def parts(self, part_bytes: int) -> list[tuple[int, int, int]]:
         return parts(self.pair_ptr, self.num_heads * self.num_feats * self.x.element_size(), part_bytes)
@@ -231,7 +243,7 @@ class _Loops:
     def by_source(self, lo, hi, z, m, inv_s, t, gz, ga, gb, with_z, need_a, need_b) -> None:
         """``source_grad_kernel`` over the sources lo..hi - 1 (z: their rebuilt rows, or None where it reads
         none), its entries counted from the first of them; gz, ga: their rows of z's and a's gradients."""
-        crow, col, perm = (as_array(t) for t in (self.by_src.crow, self.by_src.col, self.by_src.perm))
+        crow, col, perm = (as_array(a) for a in (self.by_src.crow, self.by_src.col, self.by_src.perm))
         first, last = int(crow[lo]), int(crow[hi])
         for block in blocks(self.num_heads, self.num_feats):
             with_ab = t is not None and block.f0 == 0  # a's and b's gradients once per head
