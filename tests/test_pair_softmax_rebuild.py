@@ -219,3 +219,54 @@ def test_a_weight_of_the_wrong_shape_is_named():
         cpu_backend.rebuilt_pair_softmax_aggregate(t["a"], t["b"], t["x"], t["weight"][:, :4], pairs.node,
                                                    pairs.rel_ptr, (3, 4), pairs.edge_pair, t["dst"], t["n"],
                                                    b_index=t["b_index"])
+
+
+class _PlainTensorRGAT(torch.nn.Module):
+    """RGAT as users of plain tensors write it: weights rebound after each step, UDFs as closures with a default
+    argument, an update that reads the h it overwrites."""
+
+    def __init__(self, num_rels, heads=3, dim=4, width=4):
+        super().__init__()
+        gen = torch.Generator().manual_seed(5)
+        self.heads, self.dim = heads, dim
+        self.w = (torch.randn(num_rels, width, heads * dim, generator=gen, dtype=torch.float64) / 2).requires_grad_()
+        self.a = (torch.randn(num_rels, heads, 2 * dim, generator=gen, dtype=torch.float64) / 2).requires_grad_()
+
+    def forward(self, g, x):
+        heads, dim = self.heads, self.dim
+
+        def message(edges, slope=0.2):
+            w = edges.type["W"]
+            z_src = torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze(1).view(-1, heads, dim)
+            z_dst = torch.bmm(edges.dst["h"].unsqueeze(1), w).squeeze(1).view(-1, heads, dim)
+            score = (torch.cat([z_src, z_dst], -1) * edges.type["a"]).sum(-1)
+            return {"e": torch.nn.functional.leaky_relu(score, slope), "z": z_src}
+
+        def reduce(nodes):
+            alpha = torch.softmax(nodes.mailbox["e"], dim=1)
+            return {"m": (alpha.unsqueeze(-1) * nodes.mailbox["z"]).sum(1).flatten(1)}
+
+        with g.local_scope():
+            g.ndata["h"], g.etype_data["W"], g.etype_data["a"] = x, self.w, self.a
+            g.update_all(message, reduce, lambda nodes: {"h": torch.tanh(nodes.data["m"]) + nodes.data["h"][:, :1]})
+            return g.ndata["h"]
+
+
+def test_plain_tensors_rebound_after_each_step_give_eager_numbers(every_table_rebuilt):
+    g = random_heterograph(5, edges_per_relation=40)
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)
+    runs = []
+    for compiled in (False, True):
+        model = _PlainTensorRGAT(len(g.canonical_etypes))
+        run = gnnc.compile(model) if compiled else model
+        results = []
+        for _ in range(2):
+            out = run(g, x)
+            grads = torch.autograd.grad((out * out).sum(), [x, model.w, model.a])
+            results += [out.detach(), *grads]
+            model.w = (model.w - 0.1 * grads[1]).detach().requires_grad_()
+            model.a = (model.a - 0.1 * grads[2]).detach().requires_grad_()
+        runs.append(results)
+    assert len(every_table_rebuilt) == 2
+    for got, want in zip(runs[1], runs[0]):
+        torch.testing.assert_close(got, want)
