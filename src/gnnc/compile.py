@@ -4,14 +4,16 @@ from __future__ import annotations
 from torch import nn
 
 from . import backend as backends
+from .frontend.forward import Forwards
 from .frontend.message_passing import compiling
 from .ir.printer import cost_choices, estimate, format_dfg, to_dot
-from .passes import PIPELINE
+from .passes import FORWARD_PASSES, PIPELINE
 from .runtime.compiled import recording
 
 
 class CompiledModule(nn.Module):
-    """Wraps a model; every update_all / apply_edges / multi_update_all inside runs compiled.
+    """Wraps a model; every update_all / apply_edges / multi_update_all inside runs compiled, and the
+    forward itself is captured where a forward pass rewrites it (``gnnc.frontend.forward``).
 
     Parameters are the model's own (``compiled.model``), so optimizers and
     state dicts of either object see the same tensors.
@@ -21,10 +23,18 @@ class CompiledModule(nn.Module):
         super().__init__()
         self.model = model
         self.options = dict(options)
+        forward_names = {name for name, _ in FORWARD_PASSES}
+        self._call_options = {k: v for k, v in options.items() if k not in forward_names}
+        self._forwards = Forwards([fn for name, fn in FORWARD_PASSES if options.get(name, True)])
+
+    @property
+    def forward_log(self) -> list[str]:
+        """What capture did with the last call's forward (the passes that fired, or why it was not)."""
+        return list(self._forwards.log)
 
     def forward(self, *args, **kwargs):
-        with compiling(self.options):
-            return self.model(*args, **kwargs)
+        with compiling(self._call_options):
+            return self._forwards(self.model, args, kwargs)
 
 
 def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # noqa: A001
@@ -40,7 +50,7 @@ def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # 
     bound module, graph schema, dtypes, device and backend.
     """
     backends.check_choice(backend)
-    names = {name for name, _ in PIPELINE}
+    names = {name for name, _ in (*PIPELINE, *FORWARD_PASSES)}
     unknown = set(options) - names
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: "
@@ -49,7 +59,10 @@ def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # 
 
 
 def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "auto", **options) -> str:
-    """Run ``model(*inputs)`` compiled and describe every message-passing call.
+    """Run ``model(*inputs)`` compiled and describe the forward passes and every message-passing call.
+
+    First the forward passes that rewrote the model's own code between calls (``== forward: ...``); last,
+    where the forward could not be captured, why (``-- forward not captured: ...``).
 
     For each call: the backend that runs its plan (``[backend triton]`` for
     CUDA tensors under ``auto``, ``[backend torch]`` where it falls to the
@@ -61,9 +74,11 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
     """
     import torch
 
+    compiled = compile(model, backend, **options)
     with recording() as plans, torch.no_grad():
-        compile(model, backend, **options)(*inputs)
-    sections, dots = [], []
+        compiled(*inputs)
+    log = compiled.forward_log
+    sections, dots = [f"== forward: {line}" for line in log if not line.startswith("forward")], []
     for i, plan in enumerate(plans, 1):
         if plan.dfg is None:
             sections += [f"== call {i}: {plan.call}", f"   fell back to eager: {plan.fallback}"]
@@ -79,6 +94,7 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
         if choices:
             sections += ["-- cost model on this graph (* chosen):"] + choices
         dots.append(to_dot(plan.dfg, f"call {i}"))
+    sections += [f"-- {line}" for line in log if line.startswith("forward not")]
     if dot is not None:
         with open(dot, "w") as f:
             f.write("\n".join(dots))

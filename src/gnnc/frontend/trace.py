@@ -222,10 +222,11 @@ def _is_metadata(func) -> bool:
     return name in _METADATA
 
 
-class _LiftReached(TorchFunctionMode):
-    """While tracing: a torch operation on reached tensors (and no proxy) becomes a graph node."""
+class LiftReached(TorchFunctionMode):
+    """While tracing: a torch operation on reached tensors (and no proxy) becomes a graph node. ``tracer``
+    says which tensors are reached (``is_live``) and makes them nodes (``lift``)."""
 
-    def __init__(self, tracer: "_Tracer"):
+    def __init__(self, tracer):
         super().__init__()
         self.tracer = tracer
 
@@ -349,7 +350,7 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with _LiftReached(tracer), _custom_functions_refused(tracer):
+        with LiftReached(tracer), _custom_functions_refused(tracer):
             graph = tracer.trace(root)
     except TraceFailure as err:
         if err.where != "?":

@@ -13,15 +13,18 @@ from .dce import dce
 from .distribute import distribute
 from .fuse import fuse
 from .linear_reorder import linear_reorder
+from .graph_reads import graph_reads
 from .index_typed import index_typed
 from .inplace import inplace
 from .lower_aggregation import lower_aggregation
+from .merge_linears import merge_linears
 from .node_scales import node_scales
 from .recompute import recompute
 from .reorder import reorder
 from .retype import retype
 from .shared_dot import shared_dot
 from .split_concat import split_concat
+from .type_masks import type_masks
 from .typed_linear import typed_linear
 
 PIPELINE = (
@@ -51,6 +54,13 @@ PIPELINE = (
     ("inplace", inplace),  # after recompute: its recipes keep their own out-of-place copies
 )
 
+# Passes over a captured forward (``gnnc.frontend.forward``): fx.Graph -> (fx.Graph, log lines).
+FORWARD_PASSES = (
+    ("graph_reads", graph_reads),  # one read of a feature read again unchanged (logs nothing of its own)
+    ("type_masks", type_masks),  # per-type mask gathers and writes -> one split, one index_put
+    ("merge_linears", merge_linears),  # after type_masks: it removes the writes that block merging
+)
+
 
 def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     """Run every pipeline pass not switched off in ``options`` (``name=False``).
@@ -69,5 +79,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "align", "compact", "cse", "dce", "distribute", "fuse", "index_typed", "inplace", "linear_reorder", "lower_aggregation",
+__all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",
            "node_scales", "recompute", "reorder", "retype", "shared_dot", "split_concat", "typed_linear"]

@@ -348,7 +348,7 @@ def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -
 _STAGES = {"msg": 0, "red": 1, "upd": 2}
 # Raised through a plan by saved-tensor hooks, meant for whoever installed them: non-reentrant
 # ``torch.utils.checkpoint`` stops its recomputation with the first, reports a mismatch with the second.
-_AUTOGRAD_SIGNALS = tuple(getattr(checkpoint, name) for name in ("_StopRecomputationError", "CheckpointError")
+AUTOGRAD_SIGNALS = tuple(getattr(checkpoint, name) for name in ("_StopRecomputationError", "CheckpointError")
                           if hasattr(checkpoint, name))
 
 
@@ -368,7 +368,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
             if plan.deferred:
                 held = [*inputs, *plan.module.parameters(), *plan.module.buffers()]  # optimizers change these in place
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
-    except _AUTOGRAD_SIGNALS:
+    except AUTOGRAD_SIGNALS:
         raise
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
         failure = f"{type(err).__name__}: {first_line(err)}"
