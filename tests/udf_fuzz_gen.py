@@ -901,9 +901,79 @@ def family_apply_edges(src: Src, binder: Binder) -> None:
     src.fwd.append("return g.ndata['o'], g.edata['a']" if rng.random() < 0.3 else "return g.ndata['o']")
 
 
+def family_forward_code(src: Src, binder: Binder) -> None:
+    """User code between message-passing calls, which the forward passes rewrite under ``gnnc.compile``:
+    per-node-type linears applied by boolean masks (DGL's HGT example on a homogeneous graph) into a buffer
+    the forward allocates, maybe a second per-type loop on the result, and a linear per head (DGL's GAT
+    tutorial). Variants: a type no loop writes, the type feature read once or in every iteration, and a line
+    that must stop a rewrite (a read of the buffer between writes, an in-place write)."""
+    rng, d = _begin(src, "forward_code", 0.0)
+    T, unwritten = rng.randint(1, 3), rng.random() < 0.3
+    *head, last = src.graph
+    src.graph = head + [last.replace("return ", "g = ", 1),
+                        f"g.ndata['ntype'] = torch.randint(0, {T + unwritten}, (g.num_nodes(),), "
+                        f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))", "return g"]
+    style = rng.choice(["masks", "masks", "heads", "both"])
+    src.tag(f"forward_code:{style}")
+    if style == "heads":
+        out, width = "x", d
+    else:
+        blocker = rng.choice([None] * 8 + ["read", "in_place"])
+        allocs = ["torch.zeros_like(x)", f"x.new_zeros(x.shape[0], {d})"]
+        if not unwritten and blocker != "read":  # rows nobody has written yet hold whatever memory held
+            allocs += [f"x.new_empty(x.shape[0], {d})", "torch.empty_like(x)"]
+        buffers = [src.name("k") for _ in range(rng.choice([1, 2]))]
+        src.fwd += [f"{b} = {rng.choice(allocs)}" for b in buffers]
+        once = rng.random() < 0.5
+        if once:
+            src.fwd.append("ntype = g.ndata['ntype']")
+        if blocker:
+            src.tag(f"forward_code:blocker_{blocker}")
+            src.fwd.append("acc = x.sum()")
+        lists = []
+        for b in buffers:
+            lists.append(src.name("lins"))
+            src.init.append(f"self.{lists[-1]} = nn.ModuleList([nn.Linear({d}, {d}, bias={rng.random() < 0.5}) "
+                            f"for _ in range({T})])")
+        src.fwd += [f"for t in range({T}):",
+                    "    mask = " + ("ntype == t" if once else "g.ndata['ntype'] == t")]
+        src.fwd += [f"    {b}[mask] = self.{lins}[t](x[mask])" for b, lins in zip(buffers, lists)]
+        if blocker == "read":
+            src.fwd.append(f"    acc = acc + {buffers[0]}.sum()")
+        elif blocker == "in_place":
+            src.fwd.append("    acc.add_(1.0)")
+        out, width = " + ".join(buffers) + (" + acc" if blocker else ""), d
+    if style in ("heads", "both"):
+        heads = src.name("fcs")
+        K, dh = rng.choice([2, 3]), rng.choice([2, 3])
+        src.init.append(f"self.{heads} = nn.ModuleList([nn.Linear({d}, {dh}, bias={rng.random() < 0.5}) "
+                        f"for _ in range({K})])")
+        src.fwd += ["outs = []", f"for fc in self.{heads}:",
+                    f"    g.ndata['z'] = fc({out})",
+                    "    g.update_all(lambda edges: {'m': edges.src['z'] * torch.sigmoid(edges.dst['z'].sum(-1, "
+                    "keepdim=True))}, fn.sum('m', 'o'), compile=C)",
+                    "    outs.append(g.ndata.pop('o'))", "o = torch.cat(outs, 1)"]
+        width = K * dh
+    else:
+        src.fwd += [f"g.ndata['h'] = {out}", rng.choice([
+            "g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'o'), compile=C)",
+            "g.update_all(lambda edges: {'m': edges.src['h'] * edges.dst['h']}, fn.mean('m', 'o'), compile=C)"]),
+            "o = g.ndata['o']"]
+    if style != "heads" and rng.random() < 0.4:  # a second per-type loop, HGT's gated skip
+        a, skip = src.name("a"), src.name("skip")
+        src.init += [f"self.{a} = nn.ModuleList([nn.Linear({width}, {d}) for _ in range({T})])",
+                     f"self.{skip} = nn.Parameter(torch.randn({T}))"]
+        src.fwd += ["res = torch.zeros_like(x)", f"for t in range({T}):", "    mask = g.ndata['ntype'] == t",
+                    f"    alpha = torch.sigmoid(self.{skip}[t])",
+                    f"    res[mask] = F.gelu(self.{a}[t](o[mask])) * alpha + x[mask] * (1 - alpha)",
+                    "o = res"]
+    src.fwd.append("return o")
+
+
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
             "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
-            "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2)}
+            "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2),
+            "forward_code": (family_forward_code, 2)}
 
 
 @dataclass
@@ -934,7 +1004,7 @@ def generate(seed: int) -> Program:
     steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
                      t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
                      for t in src.tags) else 2
-    compile_wrapper = rng.random() < 0.3
+    compile_wrapper = rng.random() < 0.3 or "fam:forward_code" in src.tags  # its passes need gnnc.compile
     tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
     if tied:
         src.tag("tied_inputs")
