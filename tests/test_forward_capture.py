@@ -85,6 +85,8 @@ def test_masked_per_type_hgt_is_rewritten_and_matches_eager(case):
     x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
     compiled = gnnc.compile(model)
     _same(compiled, model, g, x, steps=2)
+    with torch.no_grad():  # inference: each type's rows gathered and written by index as the code reaches them
+        torch.testing.assert_close(compiled(g, x), model(g, x))
     if types > 1:
         assert any(line.startswith("type_masks") for line in compiled.forward_log), compiled.forward_log
         assert any(line.startswith("merge_linears") for line in compiled.forward_log), compiled.forward_log
@@ -290,3 +292,20 @@ def test_explain_shows_the_forward_passes():
     text = gnnc.explain(model, g, torch.randn(g.num_nodes(), 8))
     assert text.startswith("== forward: type_masks: 6 masks g0.ndata['ntype'] == c for c in [0, 1, 2]")
     assert "== forward: merge_linears: 3 linears" in text
+
+
+def test_a_copy_of_a_compiled_model_captures_its_own_forward():
+    import copy
+
+    g = _graph(seed=16)
+    model = MaskedHGT(8, 8, 3, 4, 2).double()
+    x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
+    compiled = gnnc.compile(model)
+    compiled(g, x)
+    twin = copy.deepcopy(compiled)
+    with torch.no_grad():
+        for p in twin.model.parameters():
+            p.mul_(0.5)  # the copy's parameters, not the original's, must be read
+    torch.testing.assert_close(twin(g, x), twin.model(g, x))
+    torch.testing.assert_close(compiled(g, x), model(g, x))
+    assert any(line.startswith("type_masks") for line in twin.forward_log)

@@ -10,7 +10,7 @@ from torch import nn
 import gnnc
 from gnnc.frontend.forward import trace
 from gnnc.passes import graph_reads, merge_linears, type_masks
-from gnnc.runtime.type_rows import fill_rows, split_rows, type_layout
+from gnnc.runtime.type_rows import finish_rows, split_rows, type_layout, write_rows
 
 
 def _g(n=12, types=3, seed=0):
@@ -59,7 +59,8 @@ def test_type_masks_rewrites_the_plain_pattern():
     graph, log = _run_passes(PerType(), _g(), torch.randn(12, 4))
     assert len(log) == 1 and log[0].startswith("type_masks: 3 masks g0.ndata['ntype'] == c for c in [0, 1, 2]")
     targets = [getattr(n.target, "__name__", n.target) for n in graph.nodes]
-    assert targets.count("split_rows") == 1 and targets.count("fill_rows") == 1 and "setitem" not in targets
+    assert targets.count("split_rows") == 1 and targets.count("write_rows") == 3 and "setitem" not in targets
+    assert targets.count("finish_rows") == 1
 
 
 @pytest.mark.parametrize("flag", ["read_between", "mask_used", "twice", "not_fresh"])
@@ -126,39 +127,59 @@ def test_graph_reads_merges_reads_with_no_graph_operation_between():
 
 
 # ----------------------------------------------------------------------------- run-time rows
+def _fill(out, layout, which, values):
+    pending = ()
+    for k, v in zip(which, values):
+        pending = write_rows(out, layout, k, v, pending)
+    return finish_rows(out, layout, pending)
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 40), k=st.integers(1, 5), spread=st.integers(-2, 7), seed=st.integers(0, 1000),
-       width=st.integers(1, 3))
-def test_split_and_fill_equal_the_masks(n, k, spread, seed, width):
+       width=st.integers(1, 3), grad=st.booleans())
+def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad):
     gen = torch.Generator().manual_seed(seed)
     types = torch.randint(-1, max(spread, 0) + 1, (n,), generator=gen)
     consts = tuple(sorted(set(torch.randint(-1, 6, (k,), generator=gen).tolist())))
-    x = torch.randn(n, width, generator=gen, dtype=torch.float64)
+    x = torch.randn(n, width, generator=gen, dtype=torch.float64).requires_grad_(grad)
     layout = type_layout(types, consts)
-    for part, c in zip(split_rows(x, layout), consts):
-        assert torch.equal(part, x[types == c])
-    values = [torch.randn(int((types == c).sum()), width, generator=gen, dtype=torch.float64) for c in consts]
+    parts = split_rows(x, layout)
+    for i, c in enumerate(consts):
+        assert torch.equal(parts[i], x[types == c])
+    values = [torch.randn(int((types == c).sum()), width, generator=gen, dtype=torch.float64).requires_grad_(grad)
+              for c in consts]
     expected = torch.zeros(n, width, dtype=torch.float64)
     for c, v in zip(consts, values):
         expected[types == c] = v
     which = tuple(range(len(consts)))[::-1]  # any order of writes
-    out = fill_rows(torch.zeros(n, width, dtype=torch.float64), layout, which, tuple(values[i] for i in which))
+    out = _fill(torch.zeros(n, width, dtype=torch.float64), layout, which, tuple(values[i] for i in which))
     assert torch.equal(out, expected)
+    if grad and n:
+        weight = torch.randn(n, width, generator=gen, dtype=torch.float64)
+        ours = torch.autograd.grad((out * weight).sum() + sum((parts[i] * i).sum() for i in range(len(consts))),
+                                   [x, *values], allow_unused=True)
+        ref = torch.autograd.grad((expected * weight).sum() + sum((x[types == c] * i).sum()
+                                                                  for i, c in enumerate(consts)),
+                                  [x, *values], allow_unused=True)
+        for a, b in zip(ours, ref):
+            assert (a is None and b is None) or torch.equal(a, b)
 
 
-def test_fill_broadcasts_and_casts_as_item_assignment_does():
+@pytest.mark.parametrize("grad", [False, True])
+def test_fill_broadcasts_and_refuses_as_item_assignment_does(grad):
     types = torch.tensor([0, 1, 0, 2, 1])
     layout = type_layout(types, (0, 1, 2))
-    values = (torch.tensor([[1.5, 2.5]]), 7, torch.tensor([[[3.0, 4.0]]]))  # a row, a number, leading 1s
+    values = (torch.tensor([[1.5, 2.5]], requires_grad=grad), 7,
+              torch.tensor([[[3.0, 4.0]]], requires_grad=grad))  # a row, a number, leading 1s
     expected = torch.zeros(5, 2)
     for c, v in enumerate(values):
         expected[types == c] = v
-    assert torch.equal(fill_rows(torch.zeros(5, 2), layout, (0, 1, 2), values), expected)
-    wide = (torch.ones(2, 2, dtype=torch.float64),)  # a tensor of another dtype: refused as eager refuses it
+    assert torch.equal(_fill(torch.zeros(5, 2), layout, (0, 1, 2), values), expected)
+    wide = (torch.ones(2, 2, dtype=torch.float64, requires_grad=grad),)  # another dtype: refused as by eager
     with pytest.raises(RuntimeError) as eager:
         torch.zeros(5, 2)[types == 1] = wide[0]
     with pytest.raises(RuntimeError) as ours:
-        fill_rows(torch.zeros(5, 2), layout, (1,), wide)
+        _fill(torch.zeros(5, 2), layout, (1,), wide)
     assert str(ours.value) == str(eager.value)
 
 
@@ -168,8 +189,9 @@ def test_other_type_tensors_compute_the_masks_as_written(types):
     x = torch.randn(types.shape[0] if types.dim() == 1 else 2, 2, 3)[:, :, 0] if types.dim() > 1 else \
         torch.randn(4, 3)
     layout = type_layout(types, (0, 1))
-    for part, c in zip(split_rows(x, layout), (0, 1)):
-        assert torch.equal(part, x[types == c])
+    parts = split_rows(x, layout)
+    for i, c in enumerate((0, 1)):
+        assert torch.equal(parts[i], x[types == c])
 
 
 def test_mismatched_rows_raise_eagers_error():

@@ -287,7 +287,7 @@ def _names_read(walked: reach.Reach) -> set:
     names = set()
     for obj in walked.objects.values():
         if isinstance(obj, types.FunctionType):
-            names.update(reach._code_names(obj.__code__))
+            names.update(reach.code_names(obj.__code__))
     return names
 
 
@@ -449,6 +449,9 @@ class Forwards:
         self.passes = passes
         self._cache: dict = {}
         self.log: list = []  # of the last call
+
+    def __getstate__(self):  # a copy or a pickle of the model captures anew (captures hold the model's objects)
+        return {"passes": self.passes, "_cache": {}, "log": []}
 
     def __call__(self, model: nn.Module, args: tuple, kwargs: dict):
         try:

@@ -61,7 +61,7 @@ def _frozen_value(obj) -> bool:
             and all(isinstance(getattr(obj, f.name), _SCALARS) for f in dataclasses.fields(obj)))
 
 
-def _code_names(code, seen=None) -> list[str]:
+def code_names(code, seen=None) -> list[str]:
     """Global names read by ``code`` and the code objects nested in it."""
     seen = set() if seen is None else seen
     if id(code) in seen:
@@ -70,7 +70,7 @@ def _code_names(code, seen=None) -> list[str]:
     names = list(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names += _code_names(const, seen)
+            names += code_names(const, seen)
     return names
 
 
@@ -143,7 +143,7 @@ class _Walker:
             self.visit(value, path + (("default", i),), depth + 1)
         for k, value in (fn.__kwdefaults__ or {}).items():
             self.visit(value, path + (("kwdefault", k),), depth + 1)
-        for name in dict.fromkeys(_code_names(code)):
+        for name in dict.fromkeys(code_names(code)):
             if name in fn.__globals__:
                 self.visit(fn.__globals__[name], path + (("global", name),), depth + 1)
 

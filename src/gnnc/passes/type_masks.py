@@ -15,9 +15,10 @@ Pattern, in a captured forward's fx graph (``gnnc.frontend.forward``), for one t
   gathers ``X[S == c]`` (any ``X``);
   writes ``O[S == c] = Y`` into a buffer ``O`` the forward allocated (``new_empty``, ``torch.zeros_like``,
   ...), one per constant, with every other use of ``O`` after the last write or reading only its metadata.
-Replacement: ``layout = type_layout(S, cs)`` (rows of each type, stable: cached with ``S``'s version);
-``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same rows in the same order);
-``O' = fill_rows(O, layout, writes)`` (one out-of-place ``index_put``) at the last write, read afterwards
+Replacement (``gnnc.runtime.type_rows``): ``layout = type_layout(S, cs)`` (rows of each type, stable:
+cached with ``S``'s version); ``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same
+rows in the same order); each write becomes ``write_rows`` (by index; a differentiated value is kept for
+later) and ``finish_rows`` after the last write makes the kept ones in one ``index_put_``, read afterwards
 instead of ``O``. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between
 them. Nothing is rewritten when the forward writes in place anywhere else (a write could alias ``S``, an
 ``X`` or an ``O``).
@@ -30,7 +31,7 @@ import torch
 import torch.fx as fx
 
 from ..frontend.forward import graph_frame, writes_in_place
-from ..runtime.type_rows import fill_rows, split_rows, type_layout
+from ..runtime.type_rows import finish_rows, split_rows, type_layout, write_rows
 
 _FRESH_METHODS = {"new_empty", "new_zeros", "new_ones", "new_full"}
 _FRESH_FUNCTIONS = {torch.empty, torch.zeros, torch.ones, torch.full, torch.empty_like, torch.zeros_like,
@@ -141,9 +142,13 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
     for buffer, ws in plan["writes"].items():
         ws = sorted((env[w] for w in ws), key=position.__getitem__)
         last = ws[-1]
-        which = tuple(index[group[w.args[1]]] for w in ws)
+        pending = ()
+        for w in ws:
+            with graph.inserting_before(w):
+                pending = graph.call_function(write_rows, (env[buffer], layout, index[group[w.args[1]]], w.args[2],
+                                                           pending))
         with graph.inserting_after(last):
-            filled = graph.call_function(fill_rows, (env[buffer], layout, which, tuple(w.args[2] for w in ws)))
+            filled = graph.call_function(finish_rows, (env[buffer], layout, pending))
         after = {n for n in nodes[position[last] + 1:]}
         env[buffer].replace_all_uses_with(filled, delete_user_cb=lambda use: use in after)
         for w in ws:

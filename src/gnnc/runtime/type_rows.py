@@ -3,7 +3,7 @@ for all types at once (``gnnc.passes.type_masks`` rewrites per-type mask code in
 
 A :class:`TypeLayout` lists the rows of each type ``c`` of ``S`` (a 1-D integer tensor), type after type in
 the order of ``consts``, rows in ascending order within a type: a stable sort, so part ``c`` of
-:func:`split_rows` is exactly ``X[S == c]``. Layouts are cached with ``S`` and its version. Where these
+:func:`split_rows` is exactly ``X[S == c]``, and writing a type's rows by index is writing them by mask. Layouts are cached with ``S`` and its version. Where these
 shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
 broadcast to the rows they fill), each function computes the masks as written, so the result, or the error,
 is eager's.
@@ -80,31 +80,61 @@ def _layout(types, consts) -> TypeLayout:
     return TypeLayout(types, consts, order[:sum(sizes)], sizes)
 
 
-def split_rows(x: torch.Tensor, layout: TypeLayout) -> tuple:
-    """``(x[S == c] for c in consts)``: one gather, then views."""
-    if layout.rows is None or not isinstance(x, torch.Tensor) or x.dim() == 0 \
-            or x.shape[0] != layout.types.shape[0] or x.device != layout.types.device:
+def _shortcut(t, layout: TypeLayout) -> bool:
+    return layout.rows is not None and isinstance(t, torch.Tensor) and t.dim() >= 1 \
+        and t.shape[0] == layout.types.shape[0] and t.device == layout.types.device
+
+
+def _differentiated(t) -> bool:
+    return torch.is_grad_enabled() and isinstance(t, torch.Tensor) and t.requires_grad
+
+
+class _Gathers:
+    """Parts gathered when read (a type's rows by index): nothing of ``x``'s size is copied, and without
+    gradients there is no backward for one gather to save."""
+
+    def __init__(self, x: torch.Tensor, layout: TypeLayout):
+        self.x, self.layout = x, layout
+
+    def __getitem__(self, k: int) -> torch.Tensor:
+        return self.x.index_select(0, self.layout.rows_of((k,)))
+
+
+def split_rows(x: torch.Tensor, layout: TypeLayout):
+    """Part ``k`` is ``x[S == consts[k]]``. When ``x`` is differentiated: one gather, then views (its backward
+    is one scatter, not one full-size gradient per part); otherwise each part is gathered when read."""
+    if not _shortcut(x, layout):
         return tuple(x[layout.mask(k)] for k in range(len(layout.consts)))
-    return x.index_select(0, layout.rows).split(layout.sizes)
+    if _differentiated(x):
+        return x.index_select(0, layout.rows).split(layout.sizes)
+    return _Gathers(x, layout)
 
 
-def fill_rows(out: torch.Tensor, layout: TypeLayout, which: tuple, values: tuple) -> torch.Tensor:
-    """``out`` after ``out[S == consts[k]] = v`` for each ``k, v`` of ``which, values`` (distinct ``k``), as a
-    new tensor: ``out`` is one the caller allocated and reads no more."""
-    if layout.rows is not None and out.dim() >= 1 and out.shape[0] == layout.types.shape[0] \
-            and out.device == layout.types.device \
-            and all(not isinstance(v, torch.Tensor) or (v.dtype == out.dtype and v.device == out.device)
-                    for v in values):  # item assignment by a mask refuses other dtypes: so does the loop below
-        try:
-            parts = [torch.as_tensor(v, dtype=out.dtype, device=out.device).expand(
-                (layout.sizes[k],) + tuple(out.shape[1:])) for k, v in zip(which, values)]
-        except RuntimeError:
-            parts = None
-        if parts is not None:
-            return out.index_put((layout.rows_of(tuple(which)),), torch.cat(parts))
-    for k, v in zip(which, values):  # as written (so is any error)
+def write_rows(out: torch.Tensor, layout: TypeLayout, k: int, value, pending: tuple) -> tuple:
+    """``out[S == consts[k]] = value``, now (into ``out``), or, for a differentiated value, later: returns the
+    writes still pending, for :func:`finish_rows` to make at once (one write's backward, not one full-size
+    gradient copy per write). ``out`` is one the forward allocated, read by nothing until the last write."""
+    if _differentiated(value) and _shortcut(out, layout):
+        return pending + ((k, value),)
+    out[layout.rows_of((k,)) if _shortcut(out, layout) else layout.mask(k)] = value
+    return pending
+
+
+def finish_rows(out: torch.Tensor, layout: TypeLayout, pending: tuple) -> torch.Tensor:
+    """``out`` with the pending writes of :func:`write_rows` made, in one ``index_put_``."""
+    if not pending:
+        return out
+    try:
+        parts = [v.expand((layout.sizes[k],) + tuple(out.shape[1:])) for k, v in pending
+                 if v.dtype == out.dtype and v.device == out.device]
+    except RuntimeError:
+        parts = []
+    if len(parts) == len(pending):
+        out.index_put_((layout.rows_of(tuple(k for k, _ in pending)),), torch.cat(parts))
+        return out
+    for k, v in pending:  # as written (so is any error: another dtype, a shape that does not broadcast)
         out[layout.mask(k)] = v
     return out
 
 
-__all__ = ["TypeLayout", "type_layout", "split_rows", "fill_rows"]
+__all__ = ["TypeLayout", "type_layout", "split_rows", "write_rows", "finish_rows"]
