@@ -309,3 +309,69 @@ def test_a_copy_of_a_compiled_model_captures_its_own_forward():
     torch.testing.assert_close(twin(g, x), twin.model(g, x))
     torch.testing.assert_close(compiled(g, x), model(g, x))
     assert any(line.startswith("type_masks") for line in twin.forward_log)
+
+
+def test_a_layout_made_while_evaluating_serves_training():
+    g = _graph(seed=17)
+    model = MaskedHGT(8, 8, 3, 4, 2).double()
+    x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
+    compiled = gnnc.compile(model)
+    with torch.inference_mode():
+        compiled(g, x)
+    _same(compiled, model, g, x)
+    assert any(line.startswith("type_masks") for line in compiled.forward_log)
+
+
+GLOBAL_FC = nn.Linear(6, 6).double()
+
+
+def global_message(edges):
+    return {"m": GLOBAL_FC(edges.src["a"])}
+
+
+class UserStyles(nn.Module):
+    """UDFs as users write them, inside a forward that capture rewrites (two linears on x): a module-level
+    function reading a global module, default-argument closures made in a loop, a plain tensor attribute
+    the user rebinds after each step, an update reading the feature it overwrites."""
+
+    def __init__(self):
+        super().__init__()
+        self.fa, self.fb = nn.Linear(6, 6), nn.Linear(6, 6)
+        self.per_call = nn.ModuleList([nn.Linear(6, 6) for _ in range(2)])
+        self.w = torch.randn(6, 6, dtype=torch.float64, requires_grad=True)
+
+    def forward(self, g, x):
+        g.ndata["a"], g.ndata["b"] = self.fa(x), self.fb(x)
+        g.update_all(global_message, gnnc.function.sum("m", "s"))
+        for k in range(2):
+            def message(edges, k=k, mod=self.per_call[k]):
+                return {"m": mod(edges.src["b"]) * (k + 1)}
+
+            g.update_all(message, gnnc.function.mean("m", f"t{k}"))
+
+        def update(nodes):
+            return {"h": torch.relu(nodes.data["h"] @ self.w + nodes.data["t0"]) - nodes.data["t1"] * nodes.data["s"]}
+
+        g.update_all(gnnc.function.copy_u("a", "m"), gnnc.function.sum("m", "h"), update)
+        return g.ndata.pop("h")
+
+
+def test_user_styles_inside_a_captured_forward_give_eagers_numbers_over_two_steps():
+    g = _graph(seed=18)
+    model = UserStyles().double()
+    compiled = gnnc.compile(model)
+    x = torch.randn(g.num_nodes(), 6, dtype=torch.float64)
+    for _ in range(2):
+        wrt = [*model.parameters(), *GLOBAL_FC.parameters(), model.w]
+        ref = model(g, x)
+        ref_grads = torch.autograd.grad(ref.square().sum(), wrt)
+        out = compiled(g, x)
+        grads = torch.autograd.grad(out.square().sum(), wrt)
+        assert compiled.forward_log[0].startswith("merge_linears: 2 linears on x1 (model.fa, model.fb)")
+        torch.testing.assert_close(out, ref)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b)
+        with torch.no_grad():
+            for p, gr in zip(wrt[:-1], ref_grads[:-1]):
+                p.sub_(0.1 * gr)
+            model.w = (model.w - 0.1 * ref_grads[-1]).requires_grad_()  # rebound, as users of plain tensors do

@@ -2,6 +2,8 @@
 the run-time rows they call (``gnnc.runtime.type_rows``) against the masks they replace."""
 from __future__ import annotations
 
+import operator
+
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -121,8 +123,7 @@ def test_graph_reads_merges_reads_with_no_graph_operation_between():
     graph, _, _ = trace(ReadsAround(), (g, torch.randn(12, 4)), {})
     new, log = graph_reads(graph)
     assert log == []
-    reads = [n for n in new.nodes if n.target.__class__.__name__ == "builtin_function_or_method"
-             and getattr(n.target, "__name__", "") == "getitem"]
+    reads = [n for n in new.nodes if n.target is operator.getitem]
     assert len(reads) == 2  # the two reads before the write are one; the read after it stays
 
 
@@ -186,8 +187,7 @@ def test_fill_broadcasts_and_refuses_as_item_assignment_does(grad):
 @pytest.mark.parametrize("types", [torch.tensor([[0, 1], [1, 0]]), torch.tensor([0.0, 1.0, 1.0, 0.0]),
                                    torch.tensor([True, False, True, False])])
 def test_other_type_tensors_compute_the_masks_as_written(types):
-    x = torch.randn(types.shape[0] if types.dim() == 1 else 2, 2, 3)[:, :, 0] if types.dim() > 1 else \
-        torch.randn(4, 3)
+    x = torch.randn(*types.shape, 3)
     layout = type_layout(types, (0, 1))
     parts = split_rows(x, layout)
     for i, c in enumerate((0, 1)):

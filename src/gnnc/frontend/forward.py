@@ -33,7 +33,7 @@ from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
 from .inplace import AUGMENTED
-from .trace import LiftReached
+from .trace import LiftReached, first_line
 
 GRAPH_API = frozenset({"ndata", "edata", "srcdata", "dstdata", "local_scope", "apply_edges", "apply_nodes",
                        "update_all", "multi_update_all", "in_degrees", "out_degrees", "num_nodes", "num_edges",
@@ -213,11 +213,6 @@ class _Tracer(fx.Tracer):
             self._constant_ids[id(a)] = name
         return self.create_node("get_attr", self._constant_ids[id(a)], (), {})
 
-    def call_module(self, m, forward, args, kwargs):
-        if reach.has_hooks(m):
-            raise CaptureFailure(f"the forward calls a module with hooks ({type(m).__name__})")
-        return super().call_module(m, forward, args, kwargs)
-
 
 def _persistent(obj, known: dict, depth: int = 0) -> bool:
     """Whether replaying with ``obj`` (a UDF passed to the graph) is as good as the forward's new one: it is
@@ -325,7 +320,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, dict, 
     nodes name the model's parameters and submodules as ``model.<path>``.
     """
     _, kinds = _slots(args, kwargs)
-    for m in model.modules():
+    for m in model.modules():  # (a module outside the model cannot be called in a trace: fx finds no path)
         if reach.has_hooks(m):
             raise CaptureFailure(f"module {type(m).__name__} has hooks")
     walked = reach.walk((model, _codes(model)))
@@ -361,7 +356,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, dict, 
     except CaptureFailure:
         raise
     except Exception as err:  # noqa: BLE001 - whatever fx cannot trace runs as written
-        raise CaptureFailure(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from err
+        raise CaptureFailure(f"{type(err).__name__}: {first_line(err)}") from err
     finally:
         after = reach.walk((model, _codes(model))).fingerprint
         if after != before:
@@ -475,7 +470,7 @@ class Forwards:
         except AUTOGRAD_SIGNALS:  # meant for torch.utils.checkpoint, which stops a recomputation with them
             raise
         except Exception as err:  # noqa: BLE001 - the forward as written decides whose error it is
-            failure = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            failure = f"{type(err).__name__}: {first_line(err)}"
         out = model(*args, **kwargs)  # the user's own error is raised here
         warnings.warn(f"gnnc's captured forward of {type(model).__name__} failed ({failure}; a gnnc bug) and "
                       "runs as written from now on", FallbackWarning, stacklevel=3)

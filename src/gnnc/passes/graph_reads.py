@@ -12,7 +12,7 @@ import operator
 
 import torch.fx as fx
 
-from ..frontend.forward import graph_frame
+from ..frontend.forward import enter_scope, exit_scope, graph_frame
 
 
 def _read(n: fx.Node):
@@ -30,7 +30,7 @@ def _graph_operation(n: fx.Node, graphs: set) -> bool:
     if graph_frame(n) or _read(n) is not None:
         return False
     return any(isinstance(a, fx.Node) and (a in graphs or graph_frame(a)) for a in (*n.args, *n.kwargs.values())) \
-        or n.op == "call_function" and getattr(n.target, "__name__", "") in ("enter_scope", "exit_scope")
+        or n.op == "call_function" and n.target in (enter_scope, exit_scope)
 
 
 def graph_reads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:

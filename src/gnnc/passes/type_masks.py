@@ -1,4 +1,4 @@
-"""type_masks (a forward pass): per-type code written with boolean masks -> one gather and one scatter.
+"""type_masks (a forward pass): per-type code written with boolean masks -> rows by index, grouped once.
 
 Users apply per-node-type layers on a homogeneous graph by masks, as DGL's HGT example does::
 
@@ -174,5 +174,5 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
             graph.erase_node(m)
     buffers = ", ".join(b.name for b in plan["writes"]) or "none"
     return (f"type_masks: {len(plan['group'])} masks {_describe(plan['types'])} == c for c in {list(consts)}: "
-            f"{len(gathers)} gathers from {len(parts)} tensors by one split each; writes into {buffers} by one "
-            "index_put each")
+            f"{len(gathers)} gathers from {len(parts)} tensors by rows of one layout; writes into {buffers} by "
+            "index (differentiated ones in one index_put_ per buffer)")

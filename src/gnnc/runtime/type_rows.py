@@ -3,8 +3,9 @@ for all types at once (``gnnc.passes.type_masks`` rewrites per-type mask code in
 
 A :class:`TypeLayout` lists the rows of each type ``c`` of ``S`` (a 1-D integer tensor), type after type in
 the order of ``consts``, rows in ascending order within a type: a stable sort, so part ``c`` of
-:func:`split_rows` is exactly ``X[S == c]``, and writing a type's rows by index is writing them by mask. Layouts are cached with ``S`` and its version. Where these
-shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
+:func:`split_rows` is exactly ``X[S == c]``, and writing a type's rows by index is writing them by mask.
+Layouts are cached with ``S`` and its version, made outside inference mode (``gnnc.graph.lasting``) so that
+a layout first made while evaluating serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
 broadcast to the rows they fill), each function computes the masks as written, so the result, or the error,
 is eager's.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+
+from ..graph.lasting import lasting
 
 _CACHE: dict = {}  # (id(S), consts) -> (S, version, layout)
 _MOST = 16
@@ -66,6 +69,7 @@ def type_layout(types: torch.Tensor, consts: tuple) -> TypeLayout:
     return layout
 
 
+@lasting
 def _layout(types, consts) -> TypeLayout:
     if not isinstance(types, torch.Tensor) or types.dim() != 1 or types.dtype.is_floating_point \
             or types.dtype.is_complex or types.dtype == torch.bool:
