@@ -24,7 +24,7 @@ def _g(n=12, types=3, seed=0):
 
 
 def _run_passes(model, g, x):
-    graph, _, _ = trace(model, (g, x), {})
+    graph, _ = trace(model, (g, x), {})
     before = str(graph)
     out_graph, log = graph, []
     for fn in (graph_reads, type_masks, merge_linears):
@@ -120,7 +120,7 @@ class ReadsAround(nn.Module):
 def test_graph_reads_merges_reads_with_no_graph_operation_between():
     g = _g()
     g.ndata["w"] = torch.randn(12, 4)
-    graph, _, _ = trace(ReadsAround(), (g, torch.randn(12, 4)), {})
+    graph, _ = trace(ReadsAround(), (g, torch.randn(12, 4)), {})
     new, log = graph_reads(graph)
     assert log == []
     reads = [n for n in new.nodes if n.target is operator.getitem]

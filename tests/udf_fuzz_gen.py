@@ -970,10 +970,98 @@ def family_forward_code(src: Src, binder: Binder) -> None:
     src.fwd.append("return o")
 
 
+def family_head_blocks(src: Src, binder: Binder) -> None:
+    """A layer per attention head, as DGL's GAT tutorial writes it: K head modules of one class, each writing
+    its features, calling apply_edges / update_all with its own bound UDFs and reading its result; the
+    outputs concatenated, stacked or averaged. Under ``gnnc.compile`` the heads run as one block
+    (``passes.batch_heads``) or, where they cannot, one by one. Variants: per-head linears inside the UDFs
+    (attention vectors of both ends, full-width maps), per-head vector parameters, a global module shared
+    by all heads, a shared edge weight, softmax or plain reduces, an update, reads instead of pops, module-
+    level UDFs over per-head columns of one product, and heads that read the previous head's result."""
+    rng, d = _begin(src, "head_blocks", 0.0)
+    *head, last = src.graph  # the edge weight comes with the graph (a tensor made in forward stops capture)
+    src.graph = head + [last.replace("return ", "g = ", 1), "g.edata['w'] = torch.rand(g.num_edges(), 1, "
+                        "generator=torch.Generator().manual_seed(5)) + 0.1", "return g"]
+    K, dh = rng.choice([2, 3]), rng.choice(WIDTHS)
+    head = src.name("Head")
+    init = [f"self.fc = nn.Linear({d}, {dh}, bias={rng.random() < 0.3})"]
+    slope = rng.choice(["", ", 0.2"])
+    form = rng.choice(["linear", "vectors", "chain"])
+    src.tag(f"head_blocks:{form}")
+    if form == "linear":
+        init.append(f"self.attn = nn.Linear({2 * dh}, 1, bias={rng.random() < 0.3})")
+        edge = ["z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=" + rng.choice(["1", "-1"]) + ")",
+                f"return {{'e': F.leaky_relu(self.attn(z2){slope})}}"]
+    elif form == "vectors":
+        init += [f"self.al = nn.Parameter(torch.randn({dh}) * 0.5)", f"self.ar = nn.Parameter(torch.randn({dh}) * 0.5)"]
+        edge = ["e = (edges.src['z'] * self.al).sum(-1, keepdim=True) + (edges.dst['z'] * self.ar).sum(dim=-1, "
+                "keepdim=True)", f"return {{'e': F.leaky_relu(e{slope})}}"]
+    else:
+        expr = chain(rng, ["edges.src['z']", "edges.dst['z']", "edges.data['w']"], rng.randint(1, 3),
+                     ["edges.src['z']", "edges.dst['z']"])
+        edge = [f"return {{'e': ({expr}).sum(-1, keepdim=True)}}"]
+    shared = rng.random() < 0.25
+    if shared:  # one module for all heads, reached as a global
+        gname = src.name("GSHARED")
+        src.globals.append(f"{gname} = nn.Linear({dh}, {dh})")
+        src.leaves.append(f"*{gname}.parameters()")
+        src.tag("head_blocks:shared_global")
+    msg_value = rng.choice(["edges.src['z']", "edges.src['z'] * edges.data['w']", "self.W(edges.src['z'])"] +
+                           ([f"{gname}(edges.src['z'])"] if shared else []))
+    if "self.W" in msg_value:
+        init.append(f"self.W = nn.Linear({dh}, {dh}, bias={rng.random() < 0.5})")
+        src.tag("head_blocks:linear_message")
+    chained = rng.random() < 0.1
+    if chained:  # each head reads what the previous head left: they must run in order
+        msg_value = f"({msg_value}) + edges.src['acc']"
+        src.tag("head_blocks:chained")
+    message = [f"return {{'z': {msg_value}, 'e': edges.data['e']}}"]
+    out_key = rng.choice(["h", "o"])
+    if rng.random() < 0.6:
+        reduce = ["alpha = " + rng.choice(["F.softmax(nodes.mailbox['e'], dim=1)", "torch.softmax(nodes.mailbox['e'], 1)"]),
+                  f"return {{'{out_key}': torch.sum(alpha * nodes.mailbox['z'], dim=1)}}"]
+    else:
+        plain = _reduce_stmt(rng, "nodes.mailbox['z']")
+        reduce = [f"return {{'{out_key}': {plain} * torch.sigmoid(nodes.mailbox['e'].mean(1))}}"]
+    if chained:
+        reduce[-1] = reduce[-1].replace(f"{{'{out_key}':", "{'acc':")
+        out_key = "acc"
+    update = None
+    if rng.random() < 0.25 and not chained:
+        update = [f"return {{'{out_key}': torch.tanh(nodes.data['{out_key}']) + nodes.data['z']}}"]
+        src.tag("head_blocks:update")
+    read = "pop" if rng.random() < 0.7 and not chained else "read"
+    calls = ["g.apply_edges(self.edge_attention, compile=C)"]
+    if update is None:
+        calls.append("g.update_all(self.message_func, self.reduce_func, compile=C)")
+    else:
+        calls.append(rng.choice(["g.update_all(self.message_func, self.reduce_func, self.update_func, compile=C)",
+                                 "g.update_all(message_func=self.message_func, reduce_func=self.reduce_func, "
+                                 "apply_node_func=self.update_func, compile=C)"]))
+    result = f"g.ndata.pop('{out_key}')" if read == "pop" else f"g.ndata['{out_key}']"
+    lines = [f"class {head}(nn.Module):", "    def __init__(self):", "        super().__init__()"]
+    lines += ["        " + line for line in init] + [""]
+    for name, body in (("edge_attention", edge), ("message_func", message), ("reduce_func", reduce),
+                       ("update_func", update)):
+        if body is not None:
+            lines += [f"    def {name}(self, {'edges' if name in ('edge_attention', 'message_func') else 'nodes'}):"]
+            lines += ["        " + line for line in body] + [""]
+    lines += ["    def forward(self, g, h, C=None):", "        g.ndata['z'] = self.fc(h)"]
+    lines += ["        " + line for line in calls] + [f"        return {result}", ""]
+    src.funcs += lines
+    src.init.append(f"self.heads = nn.ModuleList([{head}() for _ in range({K})])")
+    if chained:
+        src.fwd.append(f"g.ndata['acc'] = x.new_zeros(x.shape[0], {dh})")
+    src.fwd.append("outs = [head(g, x, C) for head in self.heads]")
+    src.fwd.append(rng.choice(["return torch.cat(outs, dim=1)", "return torch.cat(outs, -1)",
+                               "return torch.stack(outs, 1).flatten(1)", "return torch.mean(torch.stack(outs), 0)"]))
+
+
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
             "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
             "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2),
             "forward_code": (family_forward_code, 2)}
+HEAD_BLOCKS_SHARE = 0.08  # added later, drawn from its own stream: other seeds keep their programs
 
 
 @dataclass
@@ -995,7 +1083,9 @@ def generate(seed: int) -> Program:
     binder = Binder(src)
     names = list(FAMILIES)
     fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
-    FAMILIES[fam][0](src, binder)
+    family = family_head_blocks if random.Random(f"head_blocks{seed}").random() < HEAD_BLOCKS_SHARE else \
+        FAMILIES[fam][0]
+    family(src, binder)
     text = src.text()
     width = _input_width(text)
     scale = 1.0 if rng.random() < 0.8 else rng.choice([30.0, 300.0])
@@ -1004,7 +1094,7 @@ def generate(seed: int) -> Program:
     steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
                      t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
                      for t in src.tags) else 2
-    compile_wrapper = rng.random() < 0.3 or "fam:forward_code" in src.tags  # its passes need gnnc.compile
+    compile_wrapper = rng.random() < 0.3 or "fam:forward_code" in src.tags or "fam:head_blocks" in src.tags  # passes
     tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
     if tied:
         src.tag("tied_inputs")

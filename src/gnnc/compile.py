@@ -30,7 +30,7 @@ class CompiledModule(nn.Module):
     @property
     def forward_log(self) -> list[str]:
         """What capture did with the last call's forward (the passes that fired, or why it was not)."""
-        return list(self._forwards.log)
+        return [str(line) for line in self._forwards.log]
 
     def forward(self, *args, **kwargs):
         with compiling(self._call_options):

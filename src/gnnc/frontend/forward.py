@@ -195,6 +195,16 @@ class _Tracer(fx.Tracer):
         self.reached[name] = path
         return name
 
+    def iter(self, obj):
+        """``for part in torch.split(x, [w1, w2, ...])``: as many parts as widths (other lengths are unknown)."""
+        n, widths = obj.node, None
+        if (n.op == "call_function" and n.target is torch.split or n.op == "call_method" and n.target == "split") \
+                and len(n.args) > 1:
+            widths = n.args[1]
+        if isinstance(widths, (list, tuple)) and all(isinstance(w, int) for w in widths):
+            return iter([obj[i] for i in range(len(widths))])
+        return super().iter(obj)
+
     def is_live(self, a) -> bool:
         """Whether ``a`` is a tensor of the model's (read live at replay, so never frozen)."""
         return isinstance(a, torch.Tensor) and not isinstance(a, fx.Proxy) and self._tensor_name(a) is not None
@@ -313,11 +323,12 @@ class _LiveRoot:
         self.model = model
 
 
-def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, dict, list]:
-    """(fx graph of ``model(*args, **kwargs)``, its constants, slot kinds); CaptureFailure where unsound.
+def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
+    """(fx graph of ``model(*args, **kwargs)``, slot kinds); CaptureFailure where unsound.
 
     The graph's placeholders are the tensor and graph arguments in order; ``get_attr`` and ``call_module``
-    nodes name the model's parameters and submodules as ``model.<path>``.
+    nodes name the model's parameters and submodules as ``model.<path>``; other ``get_attr`` nodes are
+    constants (the UDFs passed, or objects passes add), held in their ``meta['constant']``.
     """
     _, kinds = _slots(args, kwargs)
     for m in model.modules():  # (a module outside the model cannot be called in a trace: fx finds no path)
@@ -366,7 +377,9 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, dict, 
     for n in graph.nodes:
         if n.op == "get_attr" and n.target in tracer.reached:
             n.meta["reach_path"] = tracer.reached[n.target]
-    return graph, tracer.constants, kinds
+        elif n.op == "get_attr" and n.target in tracer.constants:
+            n.meta["constant"] = tracer.constants[n.target]  # what passes read, and what replay holds
+    return graph, kinds
 
 
 def _snapshot(walked: reach.Reach) -> list:
@@ -404,7 +417,7 @@ def _live(graph: fx.Graph) -> None:
         if n.op == "get_attr" and "reach_path" in n.meta:
             with graph.inserting_before(n):
                 new = graph.call_function(reached_value, (live, n.meta["reach_path"]))
-        elif n.op == "get_attr" and not n.target.startswith("_gnnc_constant"):
+        elif n.op == "get_attr" and "constant" not in n.meta:
             with graph.inserting_before(n):
                 new = graph.call_function(live_attribute, (live, n.target))
         elif n.op == "call_module":
@@ -421,7 +434,7 @@ def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captur
     """(the captured forward after ``passes``, log) or (None, log) where capture is refused or no pass
     changed the forward. ``passes``: functions fx.Graph -> (fx.Graph, log lines)."""
     try:
-        graph, constants, kinds = trace(model, args, kwargs)
+        graph, kinds = trace(model, args, kwargs)
     except CaptureFailure as err:
         return None, [f"forward not captured: {err}"]
     log: list = []
@@ -432,8 +445,9 @@ def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captur
         return None, ["forward captured; no forward pass applies"]
     _live(graph)
     holder = nn.Module()
-    for name, value in constants.items():
-        object.__setattr__(holder, name, value)
+    for n in graph.nodes:
+        if n.op == "get_attr" and "constant" in n.meta:
+            object.__setattr__(holder, n.target, n.meta["constant"])
     return Captured(fx.GraphModule(holder, graph), kinds, log), log
 
 

@@ -22,6 +22,7 @@ guard the runtime checks before reusing the trace on another graph.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import operator
 import re
@@ -38,6 +39,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import reach
 from .inplace import AUGMENTED, InPlaceRefused, make_out_of_place
 
+# The user's source line of the operator an interpreter of traced UDFs is running (None: read frames).
+SOURCE_LINE: contextvars.ContextVar = contextvars.ContextVar("gnnc_udf_source_line", default=None)
 SPACES = ("src", "dst", "data", "srctype", "dsttype", "type", "mailbox")
 # Tensor metadata reads: their results are in the reach fingerprint, so tracing may use them as values.
 _METADATA = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "dim", "size",
@@ -272,6 +275,10 @@ class _Tracer(fx.Tracer):
         torch._inductor with networkx: ~20 MiB more per process.)
         """
         node = super().create_node(*args, **kwargs)
+        line = SOURCE_LINE.get()
+        if line is not None:  # a UDF run by an interpreter of traced UDFs (``frontend.heads``): their line
+            node.meta["udf_line"] = line
+            return node
         frame = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename != self._udf_file:
             frame = frame.f_back
@@ -327,7 +334,10 @@ class _Tracer(fx.Tracer):
 
 
 def udf_location(udf) -> str:
-    """``file:line (name)`` of a UDF, for messages."""
+    """``file:line (name)`` of a UDF, for messages (of the user's UDF for one that interprets user UDFs)."""
+    described = getattr(getattr(udf, "__self__", None), "describes", None)
+    if described is not None:
+        return described
     fn = function_of(udf)
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", type(udf).__name__)

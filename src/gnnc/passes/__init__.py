@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..ir.mpdfg import MPDFG
 from .align import align
+from .batch_heads import batch_heads
 from .compact import compact
 from .cse import cse
 from .dce import dce
@@ -59,6 +60,7 @@ FORWARD_PASSES = (
     ("graph_reads", graph_reads),  # one read of a feature read again unchanged (logs nothing of its own)
     ("type_masks", type_masks),  # per-type mask gathers and writes -> one split, one index_put
     ("merge_linears", merge_linears),  # after type_masks: it removes the writes that block merging
+    ("batch_heads", batch_heads),  # after merge_linears: the heads' values are then columns of one product
 )
 
 

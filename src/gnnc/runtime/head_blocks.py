@@ -1,0 +1,233 @@
+"""Replay of K per-head blocks of graph operations as one block on head-stacked features (``passes.batch_heads``).
+
+A block is what one head does with the graph, in order: feature writes (``g.ndata[k] = v``), message-passing
+calls with that head's UDFs, and reads (``g.ndata[k]``, ``g.ndata.pop(k)``). ``run_head_blocks`` runs the
+K blocks as one: each written feature stacked over heads at dim 1, each call with one UDF per position
+batched over the heads (``frontend.heads``), each read split back into K views. The graph is then left as
+the K blocks in sequence leave it: features the blocks wrote and kept hold the last head's values.
+
+The blocks run one by one, exactly as written, where they cannot run as one: values of different shapes or
+dtypes, a graph with several types, a UDF with no batching rule, or a block reading what only a later
+block (or a later step of its own) writes, as a head reading the previous head's result would.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..frontend import reach
+from ..function import BuiltinMessage, BuiltinReduce
+from ..frontend.heads import Unbatchable, batch_udf
+from ..graph.frame import Deferred
+
+_NODE_FRAMES = ("ndata", "srcdata", "dstdata")
+_MOST = 8  # batched programs kept per block template
+
+
+@dataclass(frozen=True)
+class Step:
+    """One graph operation of a block: ``write`` / ``read`` / ``pop`` of ``frame[key]``, or ``call`` of
+    ``method`` with ``udfs`` UDF arguments (one per position, given per head at run time)."""
+
+    kind: str
+    frame: str = ""
+    key: str = ""
+    method: str = ""
+    udfs: int = 0
+
+
+@dataclass(eq=False)
+class HeadBlocks:
+    """The steps of one block and the batched programs built for it (by UDF state and feature shapes)."""
+
+    steps: tuple
+    outcome: str = "not run yet"
+    _programs: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.outcome
+
+
+class _HeadSlice(Deferred):
+    """Head ``k`` (dim 1) of a head-stacked feature stored deferred; computed when read."""
+
+    def __init__(self, stacked: Deferred, k: int):
+        self.stacked, self.k = stacked, k
+        self.shape = torch.Size(stacked.shape[:1] + stacked.shape[2:])
+        self.dtype, self.device = stacked.dtype, stacked.device
+
+    def materialize(self) -> torch.Tensor:
+        return self.stacked.materialize().select(1, self.k)
+
+
+def _space(frame: str) -> str:
+    return "node" if frame in _NODE_FRAMES else "edge"
+
+
+def run_head_blocks(g, blocks: HeadBlocks, values: list, udfs: list, sources: list) -> tuple:
+    """Run the K blocks (``values[k]``: head k's written tensors in step order, ``udfs[k]``: its UDFs;
+    ``sources[i]``: a tensor whose equal column blocks are the heads' i-th values, or None). Returns (each
+    head's reads in step order, each read head-stacked or None)."""
+    program = _program(g, blocks, values, udfs)
+    if program is None:
+        reads = [_run_one(g, blocks.steps, v, u) for v, u in zip(values, udfs)]
+        return reads, [None] * len(reads[0])
+    return _run_batched(g, blocks.steps, values, sources, program)
+
+
+def _run_one(g, steps, values, udfs) -> list:
+    values, udfs, reads = iter(values), iter(udfs), []
+    for step in steps:
+        frame = getattr(g, step.frame) if step.frame else None
+        if step.kind == "write":
+            frame[step.key] = next(values)
+        elif step.kind == "call":
+            getattr(g, step.method)(*[next(udfs) for _ in range(step.udfs)])
+        elif step.kind == "read":
+            reads.append(frame[step.key])
+        else:
+            reads.append(frame.pop(step.key))
+    return reads
+
+
+def _run_batched(g, steps, values, sources, program) -> tuple:
+    k = len(values)
+    written: dict = {}  # (space, key) -> whether head-stacked, for the keys the block wrote
+    batched_udfs, reads, i = iter(program), [], 0
+    for step in steps:
+        frame = getattr(g, step.frame) if step.frame else None
+        if step.kind == "write":
+            frame[step.key] = _stacked([v[i] for v in values], sources[i])
+            written[_space(step.frame), step.key] = True
+            i += 1
+        elif step.kind == "call":
+            udfs, outputs = next(batched_udfs)
+            getattr(g, step.method)(*udfs)
+            written.update(outputs)
+        else:
+            value = frame[step.key] if step.kind == "read" else frame.pop(step.key)
+            stacked = written.get((_space(step.frame), step.key), False)
+            reads.append((value, stacked))
+            if step.kind == "pop":
+                written.pop((_space(step.frame), step.key), None)
+    _keep_last_head(g, written, k)
+    heads = [[value.select(1, h) if stacked else value for value, stacked in reads] for h in range(k)]
+    return heads, [value if stacked else None for value, stacked in reads]
+
+
+def _stacked(parts: list, source) -> torch.Tensor:
+    """``torch.stack(parts, 1)``; a view of ``source`` where the parts are its equal column blocks in order
+    (``torch.split(source, F, -1)``, as ``merge_linears`` leaves the heads' products; the pass checked that)."""
+    if source is not None and source.dim() == 2 and parts[0].dim() == 2 and \
+            source.shape[1] == len(parts) * parts[0].shape[1]:
+        return source.view(source.shape[0], len(parts), parts[0].shape[1])
+    return torch.stack(parts, 1)
+
+
+def cat_heads(parts: list, dim: int, stacked) -> torch.Tensor:
+    """``torch.cat(parts, dim)`` of heads 0..K-1 of one read; where the read was head-stacked (``stacked``,
+    whose ``select(1, k)`` is part k), one reshape of it instead, as ``torch.cat(head_outs, dim=1)`` reads."""
+    if stacked is not None and stacked.dim() >= 3 and isinstance(dim, int) and dim % (stacked.dim() - 1) == 1:
+        return stacked.flatten(1, 2)
+    return torch.cat(parts, dim)
+
+
+def _keep_last_head(g, written: dict, k: int) -> None:
+    """Leave the features the blocks wrote as the last head's block leaves them."""
+    for (space, key), stacked in written.items():
+        store = g._nstore if space == "node" else g._estore
+        value = store.peek_whole(key)
+        if not stacked or value is None:
+            continue
+        store.set_whole(key, _HeadSlice(value, k - 1) if isinstance(value, Deferred) else value.select(1, k - 1))
+
+
+def _program(g, blocks: HeadBlocks, values: list, udfs: list):
+    """[(batched UDFs, {(space, key): stacked} they write)] per call step, or None (outcome says why)."""
+    if not g.is_homogeneous or g.is_block:
+        blocks.outcome = "heads run one by one: the graph has several node or edge types, or is a block"
+        return None
+    shapes = [[(tuple(v.shape[1:]), v.dtype, v.device) for v in head] for head in values]
+    if any(s != shapes[0] for s in shapes) or any(not isinstance(v, torch.Tensor) for v in values[0]):
+        blocks.outcome = "heads run one by one: their written values differ in shape or dtype"
+        return None
+    key = (reach.walk(udfs).fingerprint, tuple(shapes[0]), _schema(g))
+    if key not in blocks._programs:
+        if len(blocks._programs) >= _MOST:
+            blocks._programs.clear()
+        try:
+            blocks._programs[key] = _build(g, blocks.steps, shapes[0], udfs)
+            blocks.outcome = f"{len(values)} heads run as one"
+        except Unbatchable as err:
+            blocks._programs[key] = None
+            blocks.outcome = f"heads run one by one: {err}"
+    return blocks._programs[key]
+
+
+def _schema(g) -> tuple:
+    return tuple((space, key, tuple(v.shape[1:]), v.dtype) for space, store in (("node", g._nstore), ("edge", g._estore))
+                 for key, v in sorted(store.whole.items()))
+
+
+# the batch spaces a UDF reads, per stage of a call: (space in the batch, where the feature lives)
+_EDGE_UDF = {"src": "node", "dst": "node", "data": "edge"}
+_NODE_UDF = {"data": "node"}
+
+
+def _build(g, steps, shapes, udfs) -> list:
+    """The batched UDFs of every call step; Unbatchable where a block reads what a later step writes."""
+    state = {(space, key): (tuple(v.shape[1:]), v.dtype, False)
+             for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
+    written, read_before, program = set(), set(), []
+    shapes, position = iter(shapes), 0
+
+    def batched(heads: list, spaces: dict, extra: dict | None = None):
+        if any(isinstance(u, (BuiltinMessage, BuiltinReduce)) or not callable(u) for u in heads):
+            raise Unbatchable("a built-in message or reduce function (heads with built-ins run one by one)")
+        known = {(batch_space, key): found for (where, key), found in state.items()
+                 for batch_space, space in spaces.items() if space == where}
+        udf = batch_udf(heads, {**known, **(extra or {})})
+        read_before.update((spaces[s], k) for s, k in udf.accesses if s in spaces and (spaces[s], k) not in written)
+        return udf
+
+    def wrote(space: str, outputs: dict) -> dict:
+        for key, found in outputs.items():
+            state[space, key] = found
+            written.add((space, key))
+        return {(space, key): found[2] for key, found in outputs.items()}
+
+    for step in steps:
+        if step.kind == "write":
+            trailing, dtype, _ = next(shapes)
+            wrote(_space(step.frame), {step.key: (trailing, dtype, True)})
+            continue
+        if step.kind != "call":
+            if (_space(step.frame), step.key) not in written:
+                read_before.add((_space(step.frame), step.key))
+            if step.kind == "pop":
+                state.pop((_space(step.frame), step.key), None)
+            continue
+        heads = [list(u[position:position + step.udfs]) for u in udfs]
+        position += step.udfs
+        if step.method == "apply_edges":
+            udf = batched([h[0] for h in heads], _EDGE_UDF)
+            program.append(((udf.run,), wrote("edge", udf.outputs)))
+        elif step.method == "apply_nodes":
+            udf = batched([h[0] for h in heads], _NODE_UDF)
+            program.append(((udf.run,), wrote("node", udf.outputs)))
+        else:  # update_all(message, reduce[, apply])
+            message = batched([h[0] for h in heads], _EDGE_UDF)
+            mailbox = {("mailbox", key): found for key, found in message.outputs.items()}
+            reduce = batched([h[1] for h in heads], _NODE_UDF, mailbox)
+            outputs = wrote("node", reduce.outputs)
+            runs = [message.run, reduce.run]
+            if step.udfs > 2:
+                apply = batched([h[2] for h in heads], _NODE_UDF)
+                outputs.update(wrote("node", apply.outputs))
+                runs.append(apply.run)
+            program.append((tuple(runs), outputs))
+    if read_before & written:
+        raise Unbatchable(f"a head reads {sorted(read_before & written)[0][1]!r} before its block writes it "
+                          "(a later step or the previous head does)")
+    return program
