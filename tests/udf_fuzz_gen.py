@@ -1018,7 +1018,8 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     message = [f"return {{'z': {msg_value}, 'e': edges.data['e']}}"]
     out_key = rng.choice(["h", "o"])
     if rng.random() < 0.6:
-        reduce = ["alpha = " + rng.choice(["F.softmax(nodes.mailbox['e'], dim=1)", "torch.softmax(nodes.mailbox['e'], 1)"]),
+        reduce = ["alpha = " + rng.choice(["F.softmax(nodes.mailbox['e'], dim=1)",
+                                           "torch.softmax(nodes.mailbox['e'], 1)"]),
                   f"return {{'{out_key}': torch.sum(alpha * nodes.mailbox['z'], dim=1)}}"]
     else:
         plain = _reduce_stmt(rng, "nodes.mailbox['z']")

@@ -10,7 +10,7 @@ in the forms the compiler fuses (head axis kept after the rows, products with sh
 K heads compile to the multi-head kernels of gnnc's own layers.
 
 Each value carries its physical tensor (or tracing proxy), the position of its head axis (None: the same
-for every head) and a meta tensor of one head's shape, which every operator also runs on, so shapes and
+for every head) and a small stand-in tensor of one head's shape, which every operator also runs on, so shapes and
 errors are one head's. Operators outside the rules below, randomness (one draw for all heads would differ
 from K draws in sequence), reads of row counts and head axes that would have to move raise
 :class:`Unbatchable`; the caller then runs the heads one by one.
@@ -29,7 +29,9 @@ from . import reach
 from .trace import SOURCE_LINE, TraceFailure, trace_udf, udf_location
 
 _ROWS = {"mailbox": 2}  # leading row dims of a space's features (1 elsewhere)
-_META_ROWS = (3, 2)  # stand-in row counts for shapes on the meta device (never read: row dims are refused)
+# Row counts of the stand-ins that carry one head's shapes (never read: reads of row dims are refused).
+# Stand-ins are small zero tensors on the CPU: torch's meta device would import 900 modules (150 MiB) on first use.
+_STAND_IN_ROWS = (3, 2)
 
 
 class Unbatchable(Exception):
@@ -39,7 +41,7 @@ class Unbatchable(Exception):
 @dataclass
 class _Value:
     """``value``: physical tensor or proxy; ``bdim``: its head axis (None: shared by all heads); ``meta``: one
-    head's shape and dtype on the meta device."""
+    head's stand-in (its shape, with rows at stand-in counts, and dtype)."""
 
     value: object
     bdim: int | None
@@ -67,8 +69,8 @@ _ELEMENTWISE_MODULES = (nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.T
                         nn.Softplus, nn.CELU, nn.SELU)
 
 
-def _meta(t) -> torch.Tensor:
-    return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
+def _stand_in(t) -> torch.Tensor:
+    return torch.zeros(tuple(t.shape), dtype=t.dtype)
 
 
 def _dim(d: int, rank: int) -> int:
@@ -93,23 +95,23 @@ class _Program:
 
     def __init__(self, traces, udfs, k: int):
         self.traces, self.udfs, self.k = traces, udfs, k
-        self.on_meta = False  # checking the program on a batch of meta tensors (run first)
-        self._known: dict = {}  # slot -> (one head's meta tensor, whether it differs per head)
+        self.probing = False  # checking the program on a batch of stand-ins (run first)
+        self._known: dict = {}  # slot -> (one head's stand-in, whether it differs per head)
 
     # ------------------------------------------------------------------ what differs per head
     def tensor(self, objects: list, slot) -> _Value:
         """Head-stacked (or shared) tensors ``objects`` (one per head) at ``slot``; their shapes and which are
-        shared are read from the real tensors on the meta run (a tracer may hand proxies of them later)."""
-        if self.on_meta:
+        shared are read from the real tensors on the probe run (a tracer may hand proxies of them later)."""
+        if self.probing:
             first, per_head = objects[0], any(o is not objects[0] for o in objects)
             if not all(isinstance(o, torch.Tensor) for o in objects):
                 raise Unbatchable(f"reaches a {type(first).__name__} where a tensor was traced")
             if per_head and any(tuple(o.shape) != tuple(first.shape) or o.dtype != first.dtype for o in objects):
                 raise Unbatchable("a per-head tensor differs in shape or dtype between heads")
-            self._known[slot] = (_meta(first), per_head)
+            self._known[slot] = (_stand_in(first), per_head)
         meta, per_head = self._known[slot]
-        if self.on_meta:
-            value = torch.empty((self.k, *meta.shape) if per_head else meta.shape, dtype=meta.dtype, device="meta")
+        if self.probing:
+            value = torch.zeros((self.k, *meta.shape) if per_head else meta.shape, dtype=meta.dtype)
         else:
             value = torch.stack(objects) if per_head else objects[0]
         return _Value(value, 0 if per_head else None, meta)
@@ -150,7 +152,7 @@ class _Program:
         trailing, dtype, batched = shapes[space, key]
         rows = _ROWS.get(space, 1)
         value = getattr(batch, space)[key]
-        meta = torch.empty(_META_ROWS[:rows] + tuple(trailing), dtype=dtype, device="meta")
+        meta = torch.zeros(_STAND_IN_ROWS[:rows] + tuple(trailing), dtype=dtype)
         return _Value(value, rows if batched else None, meta)
 
     def _output(self, key, node, env) -> _Value:
@@ -453,8 +455,8 @@ class _MaxMin(tuple):
 
 def _linear(x: _Value, weight, bias=None) -> _Value:
     """``x @ W_k.T + b_k`` for every head k (weights stacked at dim 0, or shared)."""
-    w = weight if isinstance(weight, _Value) else _Value(weight, None, _meta(weight))
-    b = bias if isinstance(bias, _Value) or bias is None else _Value(bias, None, _meta(bias))
+    w = weight if isinstance(weight, _Value) else _Value(weight, None, _stand_in(weight))
+    b = bias if isinstance(bias, _Value) or bias is None else _Value(bias, None, _stand_in(bias))
     meta = F.linear(x.meta, w.meta, None if b is None else b.meta)
     if w.bdim is None and (b is None or b.bdim is None):
         if x.bdim is not None and _after_head(x) < 1:
@@ -479,8 +481,8 @@ def _linear(x: _Value, weight, bias=None) -> _Value:
     return _Value(value, x.bdim, meta)
 
 
-class _MetaBatch:
-    """A batch of meta tensors in the head-stacked layout (for checking a program and its output shapes)."""
+class _ProbeBatch:
+    """A batch of stand-ins in the head-stacked layout (for checking a program and its output shapes)."""
 
     def __init__(self, shapes: dict, k: int):
         self._shapes, self._k = shapes, k
@@ -488,18 +490,18 @@ class _MetaBatch:
     def __getattr__(self, space):
         if space.startswith("_"):
             raise AttributeError(space)
-        return _MetaSpace(self, space)
+        return _ProbeSpace(self, space)
 
 
-class _MetaSpace:
-    def __init__(self, batch: _MetaBatch, space: str):
+class _ProbeSpace:
+    def __init__(self, batch: _ProbeBatch, space: str):
         self._batch, self._space = batch, space
 
     def __getitem__(self, key):
         trailing, dtype, batched = self._batch._shapes[self._space, key]
-        rows = _META_ROWS[:_ROWS.get(self._space, 1)]
+        rows = _STAND_IN_ROWS[:_ROWS.get(self._space, 1)]
         heads = (self._batch._k,) if batched else ()
-        return torch.empty(rows + heads + tuple(trailing), dtype=dtype, device="meta")
+        return torch.zeros(rows + heads + tuple(trailing), dtype=dtype)
 
 
 class HeadBatchedUDF(nn.Module):
@@ -514,15 +516,15 @@ class HeadBatchedUDF(nn.Module):
         self.accesses = traces[0].accesses
         self.describes = f"{udf_location(udfs[0])}, {len(udfs)} heads as one"
         self._program = _Program(traces, udfs, len(udfs))
-        self._program.on_meta = True
+        self._program.probing = True
         try:
-            found = self._program.run(_MetaBatch(shapes, len(udfs)), shapes)
+            found = self._program.run(_ProbeBatch(shapes, len(udfs)), shapes)
         except Unbatchable:
             raise
         except Exception as err:  # noqa: BLE001 - one head's own error, raised again when run one by one
             raise Unbatchable(f"{type(err).__name__}: {err}") from err
         finally:
-            self._program.on_meta = False
+            self._program.probing = False
         self.outputs = {key: (tuple(v.meta.shape[1:]), v.meta.dtype, v.bdim is not None) for key, v in found.items()}
 
     def run(self, batch) -> dict:

@@ -157,16 +157,16 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list):
         if len(blocks._programs) >= _MOST:
             blocks._programs.clear()
         try:
-            blocks._programs[key] = _build(g, blocks.steps, shapes[0], udfs)
-            blocks.outcome = f"{len(values)} heads run as one"
+            blocks._programs[key] = (_build(g, blocks.steps, shapes[0], udfs), f"{len(values)} heads run as one")
         except Unbatchable as err:
-            blocks._programs[key] = None
-            blocks.outcome = f"heads run one by one: {err}"
-    return blocks._programs[key]
+            blocks._programs[key] = (None, f"heads run one by one: {err}")
+    program, blocks.outcome = blocks._programs[key]
+    return program
 
 
 def _schema(g) -> tuple:
-    return tuple((space, key, tuple(v.shape[1:]), v.dtype) for space, store in (("node", g._nstore), ("edge", g._estore))
+    stores = (("node", g._nstore), ("edge", g._estore))
+    return tuple((space, key, tuple(v.shape[1:]), v.dtype) for space, store in stores
                  for key, v in sorted(store.whole.items()))
 
 
