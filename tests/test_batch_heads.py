@@ -228,8 +228,26 @@ class ViewHeads(nn.Module):
         return torch.cat([head(g, h) for head in self.heads], 1)
 
 
-@pytest.mark.parametrize("model", [FunctionHeads(5, 4, 3), LinearMessageHeads(5, 3, 3), ViewHeads(5, 4, 2)],
-                         ids=["functions", "linear-message", "view-heads"])
+class ScopedHead(natural_models.GATLayer):
+    """DGL's usual layer body: everything inside ``with g.local_scope():``, the result read before leaving."""
+
+    def forward(self, g, h):
+        with g.local_scope():
+            g.ndata["z"] = self.fc(h)
+            g.apply_edges(self.edge_attention)
+            g.update_all(self.message_func, self.reduce_func)
+            return g.ndata["h"]
+
+
+class ScopedHeads(TutorialGAT):
+    def __init__(self, d, f, k):
+        super().__init__(d, f, k)
+        self.heads = nn.ModuleList(ScopedHead(d, f) for _ in range(k))
+
+
+@pytest.mark.parametrize("model", [FunctionHeads(5, 4, 3), LinearMessageHeads(5, 3, 3), ViewHeads(5, 4, 2),
+                                   ScopedHeads(5, 3, 3)],
+                         ids=["functions", "linear-message", "view-heads", "scoped"])
 def test_other_styles_run_as_one(model):
     edges = _edges(seed=6)
     x = torch.randn(edges[2], 5, dtype=torch.float64)
@@ -345,8 +363,8 @@ def test_switched_off_and_explained():
 
 # -------------------------------------------------------------------------- the pass as a pure function
 class Interleaved(TutorialGAT):
-    """Per-head blocks with user code between them: refused when that code reads a block's result or is
-    not a plain read (it would run before the heads once they move to the last block)."""
+    """Per-head blocks with user code between them: refused when that code reads a block's result or draws
+    random numbers (it would run before the heads once they move to the last block)."""
 
     def __init__(self, between):
         super().__init__(4, 2, 2)
@@ -358,12 +376,15 @@ class Interleaved(TutorialGAT):
             outs.append(head(g, h))
             if self.between == "reads result":
                 extra = extra + outs[-1].sum()
-            elif self.between == "other code":
+            elif self.between == "pure code":
                 h = h * 1.0
+            elif self.between == "random code":
+                h = F.dropout(h, 0.1)
         return torch.cat(outs, 1), extra
 
 
-@pytest.mark.parametrize("between, rewritten", [("nothing", True), ("reads result", False), ("other code", False)])
+@pytest.mark.parametrize("between, rewritten", [("nothing", True), ("reads result", False), ("pure code", True),
+                                               ("random code", False)])
 def test_pass_moves_blocks_only_past_plain_reads(between, rewritten):
     g = _graph(_edges(seed=10), torch.float32)
     graph, _ = trace(Interleaved(between), (g, torch.randn(g.num_nodes(), 4)), {})

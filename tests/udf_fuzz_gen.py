@@ -976,8 +976,8 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     outputs concatenated, stacked or averaged. Under ``gnnc.compile`` the heads run as one block
     (``passes.batch_heads``) or, where they cannot, one by one. Variants: per-head linears inside the UDFs
     (attention vectors of both ends, full-width maps), per-head vector parameters, a global module shared
-    by all heads, a shared edge weight, softmax or plain reduces, an update, reads instead of pops, module-
-    level UDFs over per-head columns of one product, and heads that read the previous head's result."""
+    by all heads, a shared edge weight, softmax or plain reduces, an update, reads instead of pops, the body
+    in a local scope, and heads that read the previous head's result."""
     rng, d = _begin(src, "head_blocks", 0.0)
     *head, last = src.graph  # the edge weight comes with the graph (a tensor made in forward stops capture)
     src.graph = head + [last.replace("return ", "g = ", 1), "g.edata['w'] = torch.rand(g.num_edges(), 1, "
@@ -1047,8 +1047,13 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
         if body is not None:
             lines += [f"    def {name}(self, {'edges' if name in ('edge_attention', 'message_func') else 'nodes'}):"]
             lines += ["        " + line for line in body] + [""]
-    lines += ["    def forward(self, g, h, C=None):", "        g.ndata['z'] = self.fc(h)"]
-    lines += ["        " + line for line in calls] + [f"        return {result}", ""]
+    body = ["g.ndata['z'] = self.fc(h)"] + calls
+    if rng.random() < 0.3 and not chained:  # DGL's usual layer body: all inside a local scope, read before leaving
+        body = ["with g.local_scope():"] + ["    " + line for line in body] + [f"    return g.ndata['{out_key}']"]
+        src.tag("head_blocks:local_scope")
+    else:
+        body.append(f"return {result}")
+    lines += ["    def forward(self, g, h, C=None):"] + ["        " + line for line in body] + [""]
     src.funcs += lines
     src.init.append(f"self.heads = nn.ModuleList([{head}() for _ in range({K})])")
     if chained:

@@ -9,9 +9,10 @@ DGL's GAT tutorial keeps one ``GATLayer`` per attention head; each head writes i
 K single-head calls read the graph K times and pay K calls' overhead; gnnc's own layer runs one
 multi-head kernel. Pattern, in a captured forward's fx graph: two or more consecutive blocks of operations
 on one graph argument, each the same steps (writes, reads and pops of the same features, calls of the same
-methods) with UDFs that are the same function, bound to each head's module (or one shared object).
-Between and inside the blocks only reads of values (``getitem``), the graph's frames, constants and
-``nn.Linear`` calls may run, and nothing used there may come from a block's reads. Replacement: one
+methods, local scopes entered and left) with UDFs that are the same function, bound to each head's module
+(or one shared object).
+Between and inside the blocks only deterministic tensor code may run (no randomness: it would draw before
+the heads' UDFs once they move), and nothing there may use a block's reads. Replacement: one
 ``run_head_blocks`` (``gnnc.runtime.head_blocks``) at the last block's end, given every head's written values
 and UDFs; each read becomes the matching head's item of its result. At run time the heads run as one block
 on head-stacked features where their UDFs batch (``gnnc.frontend.heads``), and one by one, as written,
@@ -25,8 +26,9 @@ import types
 
 import torch
 import torch.fx as fx
+import torch.nn.functional as F
 
-from ..frontend.forward import graph_frame, writes_in_place
+from ..frontend.forward import enter_scope, exit_scope, graph_frame, writes_in_place
 from ..function import BuiltinMessage, BuiltinReduce
 from ..runtime.head_blocks import HeadBlocks, Step, cat_heads, run_head_blocks
 
@@ -34,19 +36,38 @@ _CALLS = {"apply_edges": (("message", "func"),), "apply_nodes": (("func",),),
           "update_all": (("message", "message_func"), ("reduce", "reduce_func"), ("update", "apply_node_func"))}
 
 
+def _root(graph: fx.Node) -> fx.Node:
+    """The graph argument a local scope was entered on (``with g.local_scope() as s``: ``s`` -> ``g``)."""
+    while graph.op == "call_function" and graph.target is enter_scope and _scope_of(graph.args[0]) is not None:
+        graph = _scope_of(graph.args[0])
+    return graph
+
+
+def _scope_of(cm) -> fx.Node | None:
+    """``g`` when ``cm`` is ``g.local_scope()``."""
+    if isinstance(cm, fx.Node) and cm.op == "call_method" and cm.target == "local_scope" and len(cm.args) == 1 \
+            and not cm.kwargs and cm.args[0].meta.get("graph_argument"):
+        return cm.args[0]
+    return None
+
+
 def _graph_of(n: fx.Node):
-    """The graph argument node ``n`` operates on, or None."""
+    """The graph argument node ``n`` operates on (through local scopes), or None."""
+    if n.op == "call_function" and n.target in (enter_scope, exit_scope) and _scope_of(n.args[0]) is not None:
+        return _root(_scope_of(n.args[0]))
     if n.op == "call_method" and n.target in _CALLS and isinstance(n.args[0], fx.Node) \
             and n.args[0].meta.get("graph_argument"):
-        return n.args[0]
+        return _root(n.args[0])
     frame = n.args[0] if n.args and isinstance(n.args[0], fx.Node) and graph_frame(n.args[0]) else None
     if frame is not None and frame.args[0].meta.get("graph_argument"):
-        return frame.args[0]
+        return _root(frame.args[0])
     return None
 
 
 def _step(n: fx.Node):
     """(Step, values written, UDF nodes) of a graph operation ``n``, or None for anything else."""
+    if n.op == "call_function" and n.target in (enter_scope, exit_scope):
+        return Step("enter" if n.target is enter_scope else "exit"), [], []
     if n.op == "call_method" and n.target in _CALLS:
         udfs = _udf_arguments(n)
         if udfs is None:
@@ -104,6 +125,16 @@ def _matches(template: list, block: list) -> bool:
     return True
 
 
+def _balanced(template: list) -> bool:
+    """Every scope the block enters it also leaves, and it leaves none it did not enter."""
+    depth = 0
+    for _, (step, _, _) in template:
+        depth += {"enter": 1, "exit": -1}.get(step.kind, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _runs(ops: list):
     """Maximal runs of two or more equal blocks in ``ops`` (graph operations of one graph, in order)."""
     start = 0
@@ -111,7 +142,7 @@ def _runs(ops: list):
         best = None
         for length in range(1, (len(ops) - start) // 2 + 1):
             template = ops[start:start + length]
-            if not any(op[1][0].kind == "call" for op in template):
+            if not any(op[1][0].kind == "call" for op in template) or not _balanced(template):
                 continue
             k = 1
             while start + (k + 1) * length <= len(ops) and \
@@ -127,12 +158,19 @@ def _runs(ops: list):
         start += k * length
 
 
-_QUIET = {operator.getitem, getattr}
+# What may run between the blocks (and so before them once they move): deterministic tensor code.
+_PURE_FUNCTIONS = {operator.getitem, getattr, torch.cat, torch.stack, torch.split, torch.chunk, F.linear,
+                   torch.matmul, operator.add, operator.sub, operator.mul, operator.truediv, operator.neg,
+                   operator.matmul, torch.add, torch.mul, torch.relu, torch.tanh, torch.sigmoid, F.relu, F.elu,
+                   F.leaky_relu, F.gelu}
+_PURE_METHODS = {"view", "reshape", "split", "chunk", "flatten", "t", "transpose", "permute", "contiguous",
+                 "unsqueeze", "squeeze", "float", "double", "size", "dim"}
 
 
 def _movable(blocks: list, order: dict) -> bool:
-    """Whether the nodes between the blocks' first and last operation are only value reads, frames, constants
-    and linear maps, none depending on what a block reads (so every block can run at the last one's place)."""
+    """Whether the nodes between the blocks' first and last operation are constants, frames, scopes and
+    deterministic tensor code (``_PURE_*``, ``nn.Linear``) none of which uses what a block reads: then every
+    block can run at the last one's place."""
     first, last = order[blocks[0][0][0]], order[blocks[-1][-1][0]]
     members = {n for block in blocks for n, _ in block}
     tainted = {n for block in blocks for n, (step, _, _) in block if step.kind in ("read", "pop")}
@@ -141,9 +179,10 @@ def _movable(blocks: list, order: dict) -> bool:
             continue
         if any(a in tainted for a in n.all_input_nodes):
             return False
-        quiet = n.op == "get_attr" or n.op == "call_function" and n.target in _QUIET or \
-            n.op == "call_module" and "linear" in n.meta
-        if not quiet:
+        pure = n.op == "get_attr" or n.op == "call_function" and n.target in _PURE_FUNCTIONS or \
+            n.op == "call_method" and n.target in _PURE_METHODS or n.op == "call_module" and "linear" in n.meta \
+            or _scope_of(n) is not None
+        if not pure:
             return False
     return True
 
@@ -170,9 +209,6 @@ def batch_heads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
     log = []
     for blocks in runs:
         log.append(_replace(new, env, blocks))
-    for n in list(new.nodes):
-        if graph_frame(n) and not n.users:
-            new.erase_node(n)
     new.lint()
     return new, log
 
@@ -224,14 +260,19 @@ def _replace(new: fx.Graph, env: dict, blocks: list) -> str:
             items[-1].append(item)
     for r in range(len(items[0])):
         _join_heads([head[r] for head in items], stacked, r)
-    for block in reversed(blocks):
-        for n, _ in reversed(block):
-            new.erase_node(env[n])
+    _erase(new, {env[n] for block in blocks for n, _ in block})
     udf_names = ", ".join(getattr(getattr(u.meta["constant"], "__func__", u.meta["constant"]), "__qualname__", "?")
                           for _, (_, _, found) in blocks[0] for u in found)
     description = ", ".join(_describe(s) for s in steps)
     return _Line(f"batch_heads: {len(blocks)} blocks of ({description}) on {graph_node.name}, UDFs {udf_names} "
                  f"-> one block over head-stacked features", spec)
+
+
+def _erase(graph: fx.Graph, doomed: set) -> None:
+    """Erase ``doomed`` nodes and the frames and scopes left unused by them (users before their inputs)."""
+    for n in reversed(list(graph.nodes)):
+        if n in doomed or (graph_frame(n) or _scope_of(n) is not None) and not n.users:
+            graph.erase_node(n)
 
 
 def _split_source(parts: list):
@@ -263,6 +304,8 @@ def _join_heads(parts: list, stacked: fx.Node, r: int) -> None:
 def _describe(step: Step) -> str:
     if step.kind == "call":
         return step.method
+    if step.kind in ("enter", "exit"):
+        return f"{step.kind} local_scope"
     return {"write": f"{step.frame}[{step.key!r}] =", "read": f"{step.frame}[{step.key!r}]",
             "pop": f"{step.frame}.pop({step.key!r})"}[step.kind]
 

@@ -1,7 +1,7 @@
 """Replay of K per-head blocks of graph operations as one block on head-stacked features (``passes.batch_heads``).
 
 A block is what one head does with the graph, in order: feature writes (``g.ndata[k] = v``), message-passing
-calls with that head's UDFs, and reads (``g.ndata[k]``, ``g.ndata.pop(k)``). ``run_head_blocks`` runs the
+calls with that head's UDFs, reads (``g.ndata[k]``, ``g.ndata.pop(k)``), and local scopes entered and left. ``run_head_blocks`` runs the
 K blocks as one: each written feature stacked over heads at dim 1, each call with one UDF per position
 batched over the heads (``frontend.heads``), each read split back into K views. The graph is then left as
 the K blocks in sequence leave it: features the blocks wrote and kept hold the last head's values.
@@ -76,41 +76,81 @@ def run_head_blocks(g, blocks: HeadBlocks, values: list, udfs: list, sources: li
     return _run_batched(g, blocks.steps, values, sources, program)
 
 
+class _Scopes:
+    """The graph a step runs on: ``g``, or the local scopes entered on it (left on failure too)."""
+
+    def __init__(self, g):
+        self.graphs, self._managers = [g], []
+
+    @property
+    def graph(self):
+        return self.graphs[-1]
+
+    def step(self, kind: str) -> bool:
+        """Enter or leave a scope for an ``enter`` / ``exit`` step (True), else nothing (False)."""
+        if kind == "enter":
+            self._managers.append(self.graph.local_scope())
+            self.graphs.append(self._managers[-1].__enter__())
+        elif kind == "exit":
+            self._managers.pop().__exit__(None, None, None)
+            self.graphs.pop()
+        return kind in ("enter", "exit")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        while self._managers:
+            self.step("exit")
+        return False
+
+
 def _run_one(g, steps, values, udfs) -> list:
     values, udfs, reads = iter(values), iter(udfs), []
-    for step in steps:
-        frame = getattr(g, step.frame) if step.frame else None
-        if step.kind == "write":
-            frame[step.key] = next(values)
-        elif step.kind == "call":
-            getattr(g, step.method)(*[next(udfs) for _ in range(step.udfs)])
-        elif step.kind == "read":
-            reads.append(frame[step.key])
-        else:
-            reads.append(frame.pop(step.key))
+    with _Scopes(g) as scopes:
+        for step in steps:
+            if scopes.step(step.kind):
+                continue
+            frame = getattr(scopes.graph, step.frame) if step.frame else None
+            if step.kind == "write":
+                frame[step.key] = next(values)
+            elif step.kind == "call":
+                getattr(scopes.graph, step.method)(*[next(udfs) for _ in range(step.udfs)])
+            elif step.kind == "read":
+                reads.append(frame[step.key])
+            else:
+                reads.append(frame.pop(step.key))
     return reads
 
 
 def _run_batched(g, steps, values, sources, program) -> tuple:
     k = len(values)
-    written: dict = {}  # (space, key) -> whether head-stacked, for the keys the block wrote
+    written: dict = {}  # (space, key) -> whether head-stacked, for the keys the block wrote (in this scope)
+    outer: list = []  # ``written`` of the scopes entered
     batched_udfs, reads, i = iter(program), [], 0
-    for step in steps:
-        frame = getattr(g, step.frame) if step.frame else None
-        if step.kind == "write":
-            frame[step.key] = _stacked([v[i] for v in values], sources[i])
-            written[_space(step.frame), step.key] = True
-            i += 1
-        elif step.kind == "call":
-            udfs, outputs = next(batched_udfs)
-            getattr(g, step.method)(*udfs)
-            written.update(outputs)
-        else:
-            value = frame[step.key] if step.kind == "read" else frame.pop(step.key)
-            stacked = written.get((_space(step.frame), step.key), False)
-            reads.append((value, stacked))
-            if step.kind == "pop":
-                written.pop((_space(step.frame), step.key), None)
+    with _Scopes(g) as scopes:
+        for step in steps:
+            if scopes.step(step.kind):
+                if step.kind == "enter":
+                    outer.append(dict(written))
+                else:  # the scope restores the features: what it wrote is gone
+                    written = outer.pop()
+                continue
+            frame = getattr(scopes.graph, step.frame) if step.frame else None
+            if step.kind == "write":
+                frame[step.key] = _stacked([v[i] for v in values], sources[i])
+                written[_space(step.frame), step.key] = True
+                i += 1
+            elif step.kind == "call":
+                udfs, outputs = next(batched_udfs)
+                getattr(scopes.graph, step.method)(*udfs)
+                written.update(outputs)
+            else:
+                value = frame[step.key] if step.kind == "read" else frame.pop(step.key)
+                stacked = written.get((_space(step.frame), step.key), False)
+                reads.append((value, stacked))
+                if step.kind == "pop":
+                    written.pop((_space(step.frame), step.key), None)
     _keep_last_head(g, written, k)
     heads = [[value.select(1, h) if stacked else value for value, stacked in reads] for h in range(k)]
     return heads, [value if stacked else None for value, stacked in reads]
@@ -179,7 +219,7 @@ def _build(g, steps, shapes, udfs) -> list:
     """The batched UDFs of every call step; Unbatchable where a block reads what a later step writes."""
     state = {(space, key): (tuple(v.shape[1:]), v.dtype, False)
              for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
-    written, read_before, program = set(), set(), []
+    written, read_before, program, outer = set(), set(), [], []
     shapes, position = iter(shapes), 0
 
     def batched(heads: list, spaces: dict, extra: dict | None = None):
@@ -198,6 +238,12 @@ def _build(g, steps, shapes, udfs) -> list:
         return {(space, key): found[2] for key, found in outputs.items()}
 
     for step in steps:
+        if step.kind in ("enter", "exit"):  # what a scope writes is gone when it is left
+            if step.kind == "enter":
+                outer.append((dict(state), set(written)))
+            else:
+                state, written = outer.pop()
+            continue
         if step.kind == "write":
             trailing, dtype, _ = next(shapes)
             wrote(_space(step.frame), {step.key: (trailing, dtype, True)})
