@@ -298,7 +298,7 @@ class ChainedHeads(nn.Module):
         self.heads = [ChainedHead() for _ in range(k)]
 
     def forward(self, g, h):
-        g.ndata["acc"] = h.new_zeros(h.shape[0], 3)
+        g.ndata["acc"] = torch.zeros(h.shape[0], 3, dtype=h.dtype)
         outs = []
         for fc, head in zip(self.fcs, self.heads):
             g.ndata["z"] = fc(h)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import gnnc
+import gnnc.function as fn
 from gnnc.runtime.compiled import FallbackWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -175,6 +176,41 @@ def test_uncovered_rows_of_a_zero_buffer_stay_zero():
     compiled = gnnc.compile(model)
     torch.testing.assert_close(compiled(g, x), model(g, x))
     assert any(line.startswith("type_masks") for line in compiled.forward_log)
+
+
+class FactoryBuffer(nn.Module):
+    """Per-type linears into ``torch.zeros(g.num_nodes(), d)`` / ``torch.empty(h.shape[0], d)``: factories
+    given traced sizes, replayed with the call's."""
+
+    def __init__(self, d, types, factory):
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(d, d) for _ in range(types))
+        self.factory = factory
+
+    def forward(self, g, h):
+        if self.factory == "zeros":
+            out = torch.zeros(g.num_nodes(), h.shape[1], dtype=h.dtype)
+        else:
+            out = torch.empty(h.shape[0], h.shape[1], dtype=h.dtype)
+        for t, lin in enumerate(self.lins):
+            mask = g.ndata["ntype"] == t
+            out[mask] = lin(h[mask])
+        g.ndata["o"] = out
+        g.update_all(fn.copy_u("o", "m"), fn.sum("m", "s"))
+        return g.ndata.pop("s") + out
+
+
+@pytest.mark.parametrize("factory", ["zeros", "empty"])
+def test_tensor_factories_with_traced_sizes_are_captured(factory):
+    g = _graph(seed=11, types=3)
+    model = FactoryBuffer(4, 3, factory).double()
+    x = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    compiled = gnnc.compile(model)
+    _same(compiled, model, g, x, steps=2)
+    assert any(line.startswith("type_masks") for line in compiled.forward_log)
+    bigger = _graph(n=55, seed=12, types=3)  # the sizes are the call's, not the first call's
+    torch.testing.assert_close(compiled(bigger, torch.ones(55, 4, dtype=torch.float64)),
+                               model(bigger, torch.ones(55, 4, dtype=torch.float64)))
 
 
 # ----------------------------------------------------------------------------- refused captures

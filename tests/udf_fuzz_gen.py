@@ -919,9 +919,9 @@ def family_forward_code(src: Src, binder: Binder) -> None:
         out, width = "x", d
     else:
         blocker = rng.choice([None] * 8 + ["read", "in_place"])
-        allocs = ["torch.zeros_like(x)", f"x.new_zeros(x.shape[0], {d})"]
+        allocs = ["torch.zeros_like(x)", f"x.new_zeros(x.shape[0], {d})", f"torch.zeros(g.num_nodes(), {d})"]
         if not unwritten and blocker != "read":  # rows nobody has written yet hold whatever memory held
-            allocs += [f"x.new_empty(x.shape[0], {d})", "torch.empty_like(x)"]
+            allocs += [f"x.new_empty(x.shape[0], {d})", "torch.empty_like(x)", f"torch.empty(x.shape[0], {d})"]
         buffers = [src.name("k") for _ in range(rng.choice([1, 2]))]
         src.fwd += [f"{b} = {rng.choice(allocs)}" for b in buffers]
         once = rng.random() < 0.5
