@@ -22,6 +22,7 @@ import itertools
 import os
 import sys
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -298,7 +299,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             internal = deferral.internal_edges(g, name, rel)
             if internal is None:
                 user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
-                internal = g.index.from_user_order(user, lo, hi)
+                internal = _internal_order(g.index, user, lo, hi)
             values.append(internal)
         elif kind == "ntype_data":
             values.append(g.ntype_data[name])
@@ -312,6 +313,30 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
             value = reach.resolve(udfs[_STAGES[stage]], path)
             values.append(g.index.from_user_order(value, lo, hi) if n.meta.get("per_edge") else value)
     return values
+
+
+# Internal-order copies of per-edge scalars that need no gradient (relation types, norms, weights), by the
+# user's tensor and its version: models set them once and read them at every call, and a type feature bound
+# as the same object keeps its grouping (``index_matmul.grouping``) without comparing contents. One number
+# per edge each; wider features are permuted per call rather than kept twice.
+# (By id, with a weak reference: weak dictionaries compare keys with ``==``, which tensors answer elementwise.)
+_INTERNAL_SCALARS: dict = {}  # id(user) -> (weakref(user), (index, lo, hi, version), internal)
+
+
+def _internal_order(index, user: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    scalar = user.dim() == 1 or user.shape[1:].numel() == 1
+    if index.user_eid is None or not scalar or user.requires_grad or user.is_inference():
+        return index.from_user_order(user, lo, hi)
+    key = (index, lo, hi, user._version)
+    hit = _INTERNAL_SCALARS.get(id(user))
+    if hit is not None and hit[0]() is user:
+        if hit[1][0] is index and hit[1][1:] == key[1:]:
+            return hit[2]
+    else:
+        weakref.finalize(user, _INTERNAL_SCALARS.pop, id(user), None)
+    internal = index.from_user_order(user, lo, hi)
+    _INTERNAL_SCALARS[id(user)] = (weakref.ref(user), key, internal)
+    return internal
 
 
 def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:
