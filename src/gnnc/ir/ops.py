@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..backend import kernels as _kernels
+from ..backend.torch.common import broadcast_shape
 from ..backend.torch.index_matmul import grouping as _type_grouping
 from ..runtime import cost, recompute
 from ..runtime.eager import Buckets
@@ -153,12 +154,21 @@ def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
                            reduce=reduce)
 
 
+def _broadcast(shape_a, shape_b) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` without its first call's imports (torch._refs and sympy: 35 MiB); torch's
+    own error where the shapes do not broadcast."""
+    try:
+        return broadcast_shape(shape_a, shape_b)
+    except ValueError:
+        return tuple(torch.broadcast_shapes(shape_a, shape_b))
+
+
 def scaled_spmm(ctx, x, w, op: str, reduce: str, src_scale, dst_scale):
     """Fused ``spmm(x * src_scale, w) * dst_scale`` (``x_side`` src; a scale may be None), zero at destinations
     without in-edges whatever their scale (as eager leaves the nodes its reduce never sees): with node scales
     of one value per row ([rows, 1, ..., 1], x's dtype) the scales are applied inside the sum; other scales
     run as that composition."""
-    out_dim = x.dim() if w is None else 1 + len(torch.broadcast_shapes(x.shape[1:], w.shape[1:]))
+    out_dim = x.dim() if w is None else 1 + len(_broadcast(x.shape[1:], w.shape[1:]))
     if _row_scale(src_scale, x.shape[0], x.dim(), x) and _row_scale(dst_scale, ctx.num_dst, out_dim, x):
         if dst_scale is not None:  # an unreached row's sum is 0: a zero scale keeps it 0 (an inf one would not)
             dst_scale = torch.where(ctx.has_in_edges.view(dst_scale.shape), dst_scale, 0)
@@ -436,7 +446,7 @@ def in_place(op: str, a, b, unsaved: bool = False):
                        and not (a.is_leaf and a.requires_grad))
     if ((recorded and not recorded_safely) or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
             or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
-            or (b_tensor and (b.device != a.device or torch.broadcast_shapes(a.shape, b.shape) != a.shape))):
+            or (b_tensor and (b.device != a.device or _broadcast(a.shape, b.shape) != tuple(a.shape)))):
         return _OUT_OF_PLACE[op](a, b)
     return getattr(a, op + "_")(b)
 
