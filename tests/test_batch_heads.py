@@ -245,26 +245,49 @@ class ScopedHeads(TutorialGAT):
         self.heads = nn.ModuleList(ScopedHead(d, f) for _ in range(k))
 
 
-@pytest.mark.parametrize("model", [FunctionHeads(5, 4, 3), LinearMessageHeads(5, 3, 3), ViewHeads(5, 4, 2),
-                                   ScopedHeads(5, 3, 3)],
-                         ids=["functions", "linear-message", "view-heads", "scoped"])
-def test_other_styles_run_as_one(model):
-    edges = _edges(seed=6)
-    x = torch.randn(edges[2], 5, dtype=torch.float64)
-    compiled = _same(model.double(), edges, x)
-    assert "heads run as one" in _outcome(compiled)
+class UpdatingHead(natural_models.GATLayer):
+    def update(self, nodes):
+        return {"h": torch.tanh(nodes.data["h"]) * self.attn_fc.weight[0, 0]}
 
 
 class BuiltinHeads(TutorialGAT):
-    """Per-head built-in messages (DGL's ``fn.u_mul_e``): heads run one by one."""
+    """Per-head built-ins (DGL's ``fn.u_mul_e``, a shared edge weight), then a per-head UDF update."""
+
+    def __init__(self, d, f, k):
+        super().__init__(d, f, k)
+        self.heads = nn.ModuleList(UpdatingHead(d, f) for _ in range(k))
 
     def forward(self, g, h):
         outs = []
         for head in self.heads:
             g.ndata["z"] = head.fc(h)
-            g.update_all(fn.u_mul_e("z", "w", "m"), fn.sum("m", "h"))
+            g.update_all(fn.u_mul_e("z", "w", "m"), fn.sum("m", "h"), head.update)
             outs.append(g.ndata.pop("h"))
         return torch.cat(outs, 1)
+
+
+class WideEdgeHeads(TutorialGAT):
+    """A built-in with an edge feature wider than a head's (``[E, 2, F]``): per head it broadcasts over the
+    2, stacked it would meet the head axis; heads run one by one."""
+
+    def forward(self, g, h):
+        g.edata["w2"] = g.edata["w"].unsqueeze(-1).expand(-1, 2, self.heads[0].fc.out_features) * 1.0
+        outs = []
+        for head in self.heads:
+            g.ndata["z"] = head.fc(h)
+            g.update_all(fn.e_mul_u("w2", "z", "m"), fn.max("m", "h"))
+            outs.append(g.ndata.pop("h"))
+        return torch.cat(outs, 1).flatten(1)
+
+
+@pytest.mark.parametrize("model", [FunctionHeads(5, 4, 3), LinearMessageHeads(5, 3, 3), ViewHeads(5, 4, 2),
+                                   ScopedHeads(5, 3, 3), BuiltinHeads(5, 4, 3)],
+                         ids=["functions", "linear-message", "view-heads", "scoped", "builtins"])
+def test_other_styles_run_as_one(model):
+    edges = _edges(seed=6)
+    x = torch.randn(edges[2], 5, dtype=torch.float64)
+    compiled = _same(model.double(), edges, x)
+    assert "heads run as one" in _outcome(compiled)
 
 
 class DropoutHead(natural_models.GATLayer):
@@ -316,8 +339,8 @@ class UnequalHeads(TutorialGAT):
 
 
 @pytest.mark.parametrize("model, why", [
-    (BuiltinHeads(5, 4, 3), "built-in"), (ChainedHeads(5, 3), "reads 'acc'"), (UnequalHeads(5), "differ in shape")],
-    ids=["builtins", "chained", "unequal"])
+    (WideEdgeHeads(5, 2, 2), "e_mul_u would broadcast"), (ChainedHeads(5, 3), "reads 'acc'"),
+    (UnequalHeads(5), "differ in shape")], ids=["wide-edge-builtin", "chained", "unequal"])
 def test_heads_that_cannot_run_as_one_run_one_by_one(model, why):
     edges = _edges(seed=7)
     x = torch.randn(edges[2], 5, dtype=torch.float64)

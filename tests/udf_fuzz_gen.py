@@ -1033,7 +1033,14 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
         src.tag("head_blocks:update")
     read = "pop" if rng.random() < 0.7 and not chained else "read"
     calls = ["g.apply_edges(self.edge_attention, compile=C)"]
-    if update is None:
+    if not chained and rng.random() < 0.25:  # built-ins per head, the edge weight shared by all heads
+        src.tag("head_blocks:builtins")
+        message, reduce = None, None
+        builtins = rng.choice(["fn.u_mul_e('z', 'w', 'm')", "fn.copy_u('z', 'm')", "fn.e_mul_u('e', 'z', 'm')",
+                               "fn.u_add_v('z', 'z', 'm')"]) + f", fn.{rng.choice(['sum', 'mean', 'max'])}('m', " \
+            f"'{out_key}')"
+        calls.append(f"g.update_all({builtins}" + (", self.update_func" if update else "") + ", compile=C)")
+    elif update is None:
         calls.append("g.update_all(self.message_func, self.reduce_func, compile=C)")
     else:
         calls.append(rng.choice(["g.update_all(self.message_func, self.reduce_func, self.update_func, compile=C)",

@@ -11,7 +11,7 @@ from dataclasses import dataclass as _dataclass
 import torch as _torch
 import torch.fx as _fx
 
-_SIDES = {"u": "src", "v": "dst", "e": "data"}
+SIDE_SPACES = {"u": "src", "v": "dst", "e": "data"}  # the batch space each side letter reads
 _BINARY = {
     "add": _torch.add,
     "sub": _torch.sub,
@@ -44,10 +44,10 @@ class BuiltinMessage:
     rhs_field: str | None = None
 
     def __call__(self, edges):
-        a = getattr(edges, _SIDES[self.lhs])[self.lhs_field]
+        a = getattr(edges, SIDE_SPACES[self.lhs])[self.lhs_field]
         if self.op == "copy":
             return {self.out: a}
-        b = getattr(edges, _SIDES[self.rhs])[self.rhs_field]
+        b = getattr(edges, SIDE_SPACES[self.rhs])[self.rhs_field]
         return {self.out: _BINARY[self.op](right_align(a, b), right_align(b, a))}
 
     @property
@@ -99,7 +99,7 @@ def _binary(lhs: str, op: str, rhs: str):
         return BuiltinMessage(op, lhs, lhs_field, out, rhs, rhs_field)
 
     make.__name__ = f"{lhs}_{op}_{rhs}"
-    make.__doc__ = f"Message: {op} of the {_SIDES[lhs]} feature and the {_SIDES[rhs]} feature."
+    make.__doc__ = f"Message: {op} of the {SIDE_SPACES[lhs]} feature and the {SIDE_SPACES[rhs]} feature."
     return make
 
 

@@ -481,7 +481,7 @@ def _linear(x: _Value, weight, bias=None) -> _Value:
     return _Value(value, x.bdim, meta)
 
 
-class _ProbeBatch:
+class ProbeBatch:
     """A batch of stand-ins in the head-stacked layout (for checking a program and its output shapes)."""
 
     def __init__(self, shapes: dict, k: int):
@@ -494,7 +494,7 @@ class _ProbeBatch:
 
 
 class _ProbeSpace:
-    def __init__(self, batch: _ProbeBatch, space: str):
+    def __init__(self, batch: ProbeBatch, space: str):
         self._batch, self._space = batch, space
 
     def __getitem__(self, key):
@@ -518,7 +518,7 @@ class HeadBatchedUDF(nn.Module):
         self._program = _Program(traces, udfs, len(udfs))
         self._program.probing = True
         try:
-            found = self._program.run(_ProbeBatch(shapes, len(udfs)), shapes)
+            found = self._program.run(ProbeBatch(shapes, len(udfs)), shapes)
         except Unbatchable:
             raise
         except Exception as err:  # noqa: BLE001 - one head's own error, raised again when run one by one

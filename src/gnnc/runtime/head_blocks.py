@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..frontend import reach
-from ..function import BuiltinMessage, BuiltinReduce
-from ..frontend.heads import Unbatchable, batch_udf
+from ..function import SIDE_SPACES, BuiltinMessage, BuiltinReduce
+from ..frontend.heads import ProbeBatch, Unbatchable, batch_udf
 from ..graph.frame import Deferred
 
 _NODE_FRAMES = ("ndata", "srcdata", "dstdata")
@@ -210,6 +210,34 @@ def _schema(g) -> tuple:
                  for key, v in sorted(store.whole.items()))
 
 
+@dataclass
+class _BatchedBuiltin:
+    """A built-in message or reduce run on head-stacked features as it is (``HeadBatchedUDF``'s interface)."""
+
+    run: object
+    outputs: dict
+    accesses: list
+
+
+def _builtin(udf, known: dict, k: int) -> _BatchedBuiltin:
+    """A built-in is its own batched form where, run on head-stacked stand-ins, it gives each head's result
+    stacked: a shared operand with more feature dims than a head's, or a ``dot`` over a head's only dim, would
+    meet the head axis instead (its stand-in result then has another shape)."""
+    operands = [("mailbox", udf.msg)] if isinstance(udf, BuiltinReduce) else \
+        [(SIDE_SPACES[udf.lhs], udf.lhs_field)] + ([] if udf.op == "copy" else [(SIDE_SPACES[udf.rhs], udf.rhs_field)])
+    if any(o not in known for o in operands):
+        raise Unbatchable(f"{udf.name} reads a feature of unknown shape")
+    stacked = any(known[o][2] for o in operands)
+    one_head = udf(ProbeBatch({o: (t, d, False) for o, (t, d, _) in known.items()}, k))[udf.out]
+    try:
+        heads = udf(ProbeBatch(known, k))[udf.out]
+    except RuntimeError as err:  # shapes that broadcast for one head but not with the head axis
+        raise Unbatchable(f"{udf.name} would broadcast a head's feature against the head axis") from err
+    if stacked and tuple(heads.shape) != (one_head.shape[0], k, *one_head.shape[1:]):
+        raise Unbatchable(f"{udf.name} would broadcast a head's feature against the head axis")
+    return _BatchedBuiltin(udf, {udf.out: (tuple(one_head.shape[1:]), one_head.dtype, stacked)}, operands)
+
+
 # the batch spaces a UDF reads, per stage of a call: (space in the batch, where the feature lives)
 _EDGE_UDF = {"src": "node", "dst": "node", "data": "edge"}
 _NODE_UDF = {"data": "node"}
@@ -223,11 +251,12 @@ def _build(g, steps, shapes, udfs) -> list:
     shapes, position = iter(shapes), 0
 
     def batched(heads: list, spaces: dict, extra: dict | None = None):
-        if any(isinstance(u, (BuiltinMessage, BuiltinReduce)) or not callable(u) for u in heads):
-            raise Unbatchable("a built-in message or reduce function (heads with built-ins run one by one)")
         known = {(batch_space, key): found for (where, key), found in state.items()
                  for batch_space, space in spaces.items() if space == where}
-        udf = batch_udf(heads, {**known, **(extra or {})})
+        if isinstance(heads[0], (BuiltinMessage, BuiltinReduce)):  # equal for every head (the pass checked)
+            udf = _builtin(heads[0], {**known, **(extra or {})}, len(heads))
+        else:
+            udf = batch_udf(heads, {**known, **(extra or {})})
         read_before.update((spaces[s], k) for s, k in udf.accesses if s in spaces and (spaces[s], k) not in written)
         return udf
 
