@@ -470,3 +470,34 @@ def test_batching_refuses_what_has_no_rule(body):
 
     with pytest.raises(Unbatchable):
         batch_udf([Head().edge, Head().edge], {("src", "z"): ((4,), torch.float32, True)})
+
+
+@pytest.mark.parametrize("shared_input", [True, False])
+@pytest.mark.parametrize("per_head", ["weight", "bias", "both"])
+def test_linear_rule_with_shared_and_per_head_parts(shared_input, per_head):
+    """``F.linear(x, W, b)`` in a UDF, each of x, W, b the same for every head or one per head."""
+    class Head(nn.Module):
+        def __init__(self, w, b):
+            super().__init__()
+            self.w, self.b = w, b
+
+        def message(self, edges):
+            return {"m": F.linear(edges.src["x" if shared_input else "z"], self.w, self.b)}
+
+    torch.manual_seed(3)
+    k, e, n = 3, 6, 4
+    shared_w, shared_b = nn.Parameter(torch.randn(2, 4)), nn.Parameter(torch.randn(2))
+    heads = [Head(nn.Parameter(torch.randn(2, 4)) if per_head in ("weight", "both") else shared_w,
+                  nn.Parameter(torch.randn(2)) if per_head in ("bias", "both") else shared_b) for _ in range(k)]
+    shapes = {("src", "x"): ((4,), torch.float32, False), ("src", "z"): ((4,), torch.float32, True)}
+    udf = batch_udf([h.message for h in heads], shapes)
+    x, z = torch.randn(e, 4), torch.randn(e, k, 4)
+
+    class Batch:
+        def __init__(self, src):
+            self.src = src
+
+    out = udf.run(Batch({"x": x, "z": z}))["m"]
+    for i, head in enumerate(heads):
+        expected = head.message(Batch({"x": x, "z": z[:, i]}))["m"]
+        torch.testing.assert_close(out[:, i], expected)

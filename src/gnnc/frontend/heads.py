@@ -192,7 +192,7 @@ class _Program:
         if n.op == "call_method" and name in ("view", "reshape") or n.target is torch.reshape:
             return _reshape(n, args, self.k)
         if n.target is F.linear:
-            return _linear(args[0], *args[1:], **kwargs)
+            return _linear(self.k, args[0], *args[1:], **kwargs)
         if n.target in (torch.max, torch.min) or n.op == "call_method" and name in ("max", "min"):
             return _max_min(n, args, kwargs)
         raise Unbatchable(f"operator {name} has no head-batching rule")
@@ -217,7 +217,7 @@ class _Program:
         if all(type(m) is nn.Linear for m in modules) and \
                 len({(m.in_features, m.out_features, m.bias is None) for m in modules}) == 1:
             bias = self.tensor([m.bias for m in modules], (slot, "bias")) if first.bias is not None else None
-            return _linear(x, self.tensor([m.weight for m in modules], (slot, "weight")), bias)
+            return _linear(self.k, x, self.tensor([m.weight for m in modules], (slot, "weight")), bias)
         if all(type(m) is type(first) and isinstance(m, _ELEMENTWISE_MODULES) and m.extra_repr() == first.extra_repr()
                for m in modules):  # one activation per head, alike: any of them serves all heads
             return _Value(first(x.value), x.bdim, first(x.meta))
@@ -453,7 +453,7 @@ class _MaxMin(tuple):
         return self[1]
 
 
-def _linear(x: _Value, weight, bias=None) -> _Value:
+def _linear(k: int, x: _Value, weight, bias=None) -> _Value:
     """``x @ W_k.T + b_k`` for every head k (weights stacked at dim 0, or shared)."""
     w = weight if isinstance(weight, _Value) else _Value(weight, None, _stand_in(weight))
     b = bias if isinstance(bias, _Value) or bias is None else _Value(bias, None, _stand_in(bias))
@@ -466,9 +466,10 @@ def _linear(x: _Value, weight, bias=None) -> _Value:
     if x.bdim is None:  # shared input, per-head weights: one product with all heads' rows, heads split after
         if x.rank != 2:
             raise Unbatchable("a per-head linear map of a shared tensor of other than rows x features")
-        k, out = w.value.shape[0], w.meta.shape[0]
+        out = w.meta.shape[0]
+        flat_weight = w.value.reshape(k * out, -1) if w.bdim is not None else w.value.repeat(k, 1)
         flat_bias = None if b is None else b.value.reshape(-1) if b.bdim is not None else b.value.repeat(k)
-        value = F.linear(x.value, w.value.reshape(k * out, -1), flat_bias)
+        value = F.linear(x.value, flat_weight, flat_bias)
         return _Value(value.view(-1, k, out), 1, meta)
     if _after_head(x) != 1:
         raise Unbatchable("a per-head linear map of a tensor with more than one dim after its heads")

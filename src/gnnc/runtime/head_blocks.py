@@ -1,10 +1,11 @@
 """Replay of K per-head blocks of graph operations as one block on head-stacked features (``passes.batch_heads``).
 
 A block is what one head does with the graph, in order: feature writes (``g.ndata[k] = v``), message-passing
-calls with that head's UDFs, reads (``g.ndata[k]``, ``g.ndata.pop(k)``), and local scopes entered and left. ``run_head_blocks`` runs the
-K blocks as one: each written feature stacked over heads at dim 1, each call with one UDF per position
-batched over the heads (``frontend.heads``), each read split back into K views. The graph is then left as
-the K blocks in sequence leave it: features the blocks wrote and kept hold the last head's values.
+calls with that head's UDFs, reads (``g.ndata[k]``, ``g.ndata.pop(k)``), and local scopes entered and left.
+``run_head_blocks`` runs the K blocks as one: each written feature stacked over heads at dim 1 (a tensor
+every head writes, once, as it is), each call with one UDF per position batched over the heads
+(``frontend.heads``), each read split back into K views. The graph is then left as the K blocks in sequence
+leave it: features the blocks wrote and kept hold the last head's values.
 
 The blocks run one by one, exactly as written, where they cannot run as one: values of different shapes or
 dtypes, a graph with several types, a UDF with no batching rule, or a block reading what only a later
@@ -69,11 +70,12 @@ def run_head_blocks(g, blocks: HeadBlocks, values: list, udfs: list, sources: li
     """Run the K blocks (``values[k]``: head k's written tensors in step order, ``udfs[k]``: its UDFs;
     ``sources[i]``: a tensor whose equal column blocks are the heads' i-th values, or None). Returns (each
     head's reads in step order, each read head-stacked or None)."""
-    program = _program(g, blocks, values, udfs)
+    shared = tuple(all(head[i] is values[0][i] for head in values) for i in range(len(values[0])))
+    program = _program(g, blocks, values, udfs, shared)
     if program is None:
         reads = [_run_one(g, blocks.steps, v, u) for v, u in zip(values, udfs)]
         return reads, [None] * len(reads[0])
-    return _run_batched(g, blocks.steps, values, sources, program)
+    return _run_batched(g, blocks.steps, values, sources, shared, program)
 
 
 class _Scopes:
@@ -123,7 +125,7 @@ def _run_one(g, steps, values, udfs) -> list:
     return reads
 
 
-def _run_batched(g, steps, values, sources, program) -> tuple:
+def _run_batched(g, steps, values, sources, shared, program) -> tuple:
     k = len(values)
     written: dict = {}  # (space, key) -> whether head-stacked, for the keys the block wrote (in this scope)
     outer: list = []  # ``written`` of the scopes entered
@@ -137,9 +139,9 @@ def _run_batched(g, steps, values, sources, program) -> tuple:
                     written = outer.pop()
                 continue
             frame = getattr(scopes.graph, step.frame) if step.frame else None
-            if step.kind == "write":
-                frame[step.key] = _stacked([v[i] for v in values], sources[i])
-                written[_space(step.frame), step.key] = True
+            if step.kind == "write":  # one tensor every head writes is written once, as it is
+                frame[step.key] = values[0][i] if shared[i] else _stacked([v[i] for v in values], sources[i])
+                written[_space(step.frame), step.key] = not shared[i]
                 i += 1
             elif step.kind == "call":
                 udfs, outputs = next(batched_udfs)
@@ -183,7 +185,7 @@ def _keep_last_head(g, written: dict, k: int) -> None:
         store.set_whole(key, _HeadSlice(value, k - 1) if isinstance(value, Deferred) else value.select(1, k - 1))
 
 
-def _program(g, blocks: HeadBlocks, values: list, udfs: list):
+def _program(g, blocks: HeadBlocks, values: list, udfs: list, shared: tuple):
     """[(batched UDFs, {(space, key): stacked} they write)] per call step, or None (outcome says why)."""
     if not g.is_homogeneous or g.is_block:
         blocks.outcome = "heads run one by one: the graph has several node or edge types, or is a block"
@@ -192,12 +194,13 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list):
     if any(s != shapes[0] for s in shapes) or any(not isinstance(v, torch.Tensor) for v in values[0]):
         blocks.outcome = "heads run one by one: their written values differ in shape or dtype"
         return None
-    key = (reach.walk(udfs).fingerprint, tuple(shapes[0]), _schema(g))
+    key = (reach.walk(udfs).fingerprint, tuple(shapes[0]), shared, _schema(g))
     if key not in blocks._programs:
         if len(blocks._programs) >= _MOST:
             blocks._programs.clear()
         try:
-            blocks._programs[key] = (_build(g, blocks.steps, shapes[0], udfs), f"{len(values)} heads run as one")
+            blocks._programs[key] = (_build(g, blocks.steps, shapes[0], udfs, shared),
+                                     f"{len(values)} heads run as one")
         except Unbatchable as err:
             blocks._programs[key] = (None, f"heads run one by one: {err}")
     program, blocks.outcome = blocks._programs[key]
@@ -243,12 +246,12 @@ _EDGE_UDF = {"src": "node", "dst": "node", "data": "edge"}
 _NODE_UDF = {"data": "node"}
 
 
-def _build(g, steps, shapes, udfs) -> list:
+def _build(g, steps, shapes, udfs, shared) -> list:
     """The batched UDFs of every call step; Unbatchable where a block reads what a later step writes."""
     state = {(space, key): (tuple(v.shape[1:]), v.dtype, False)
              for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
     written, read_before, program, outer = set(), set(), [], []
-    shapes, position = iter(shapes), 0
+    shapes, shared, position = iter(shapes), iter(shared), 0
 
     def batched(heads: list, spaces: dict, extra: dict | None = None):
         known = {(batch_space, key): found for (where, key), found in state.items()
@@ -275,7 +278,7 @@ def _build(g, steps, shapes, udfs) -> list:
             continue
         if step.kind == "write":
             trailing, dtype, _ = next(shapes)
-            wrote(_space(step.frame), {step.key: (trailing, dtype, True)})
+            wrote(_space(step.frame), {step.key: (trailing, dtype, not next(shared))})
             continue
         if step.kind != "call":
             if (_space(step.frame), step.key) not in written:
