@@ -104,7 +104,8 @@ def test_sample_covers_every_style():
                    "hetero_style:default", "hetero_style:partial", "hetero_style:lambda_default",
                    "mailbox_softmax", "large_inputs", "tied_inputs", "scalar_attr", "mixed_compile",
                    "relational:rgcn", "relational:rgat", "relational:hgt", "typed_attention:rgat",
-                   "typed_attention:hgt", "typed_attention:max", "typed:closure_types", "feature_branch"]:
+                   "typed_attention:hgt", "typed_attention:max", "typed:closure_types", "feature_branch",
+                   "fam:head_blocks", "head_blocks:local_scope", "head_blocks:builtins", "head_blocks:chained"]:
         assert needed in tags, needed
 
 
