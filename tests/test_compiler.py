@@ -728,3 +728,23 @@ def test_compiling_does_not_import_torch_dynamo():
             "print(sorted(m for m in ('torch._dynamo', 'sympy', 'networkx') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_random_draw_from_no_batch_value_falls_back_instead_of_freezing():
+    """``edges.src['h'] * torch.rand(4)``: tracing would keep the first draw for every call (a silent mismatch:
+    eager draws anew); it runs eagerly with a warning. A constant made in the UDF (``torch.ones``) compiles."""
+    g = gnnc.graph((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])), num_nodes=3)
+    g.ndata["h"] = torch.randn(3, 4)
+    outs = []
+    for _ in range(2):
+        with pytest.warns(gnnc.FallbackWarning, match="rand draws random numbers") if not outs else \
+                warnings.catch_warnings():
+            g.update_all(lambda edges: {"m": edges.src["h"] * torch.rand(4)}, gnnc.function.sum("m", "o"),
+                         compile=True)
+        outs.append(g.ndata["o"].clone())
+    assert not torch.equal(outs[0], outs[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        g.update_all(lambda edges: {"m": edges.src["h"] * torch.ones(4)}, gnnc.function.sum("m", "o"),
+                     compile=True)
+    torch.testing.assert_close(g.ndata["o"], g.ndata["h"][[2, 0, 1]])

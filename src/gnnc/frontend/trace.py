@@ -225,6 +225,12 @@ def _is_metadata(func) -> bool:
     return name in _METADATA
 
 
+# Random draws; made from no traced value while tracing, they would run once and stay a constant.
+_RANDOM = frozenset({torch.rand, torch.randn, torch.randint, torch.randperm, torch.bernoulli, torch.normal,
+                     torch.multinomial, torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like,
+                     torch.nn.functional.dropout, torch.dropout})
+
+
 class LiftReached(TorchFunctionMode):
     """While tracing: a torch operation on reached tensors (and no proxy) becomes a graph node. ``tracer``
     says which tensors are reached (``is_live``) and makes them nodes (``lift``)."""
@@ -236,6 +242,9 @@ class LiftReached(TorchFunctionMode):
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
         leaves, _ = tree_flatten((args, kwargs))
+        if func in _RANDOM and not any(isinstance(a, fx.Proxy) or self.tracer.is_live(a) for a in leaves):
+            raise TraceFailure(f"{getattr(func, '__name__', func)} draws random numbers from no traced value: "
+                               "the trace would keep the first draw", "?")
         if _is_metadata(func) or not any(self.tracer.is_live(a) for a in leaves):
             return func(*args, **kwargs)
         args, kwargs = tree_map(self.tracer.lift, (args, kwargs))
@@ -335,8 +344,8 @@ class _Tracer(fx.Tracer):
 
 def udf_location(udf) -> str:
     """``file:line (name)`` of a UDF, for messages (of the user's UDF for one that interprets user UDFs)."""
-    described = getattr(getattr(udf, "__self__", None), "describes", None)
-    if described is not None:
+    described = getattr(getattr(udf, "__self__", None), "gnnc_udf_location", None)
+    if isinstance(described, str):
         return described
     fn = function_of(udf)
     code = getattr(fn, "__code__", None)
