@@ -393,7 +393,7 @@ class Interleaved(TutorialGAT):
         super().__init__(4, 2, 2)
         self.between = between
 
-    def forward(self, g, h):
+    def forward(self, g, h, other):
         outs, extra = [], h.sum()
         for head in self.heads:
             outs.append(head(g, h))
@@ -403,14 +403,16 @@ class Interleaved(TutorialGAT):
                 h = h * 1.0
             elif self.between == "random code":
                 h = F.dropout(h, 0.1)
+            elif self.between == "reads the graph passed again":  # maybe the same graph: it would see the last
+                extra = extra + other.ndata["z"].sum()        # head's 'z', not this one's, once the heads moved
         return torch.cat(outs, 1), extra
 
 
 @pytest.mark.parametrize("between, rewritten", [("nothing", True), ("reads result", False), ("pure code", True),
-                                               ("random code", False)])
+                                               ("random code", False), ("reads the graph passed again", False)])
 def test_pass_moves_blocks_only_past_plain_reads(between, rewritten):
     g = _graph(_edges(seed=10), torch.float32)
-    graph, _ = trace(Interleaved(between), (g, torch.randn(g.num_nodes(), 4)), {})
+    graph, _ = trace(Interleaved(between), (g, torch.randn(g.num_nodes(), 4), g), {})
     before = str(graph)
     merged, _ = merge_linears(graph)
     out, log = batch_heads(merged)
@@ -458,6 +460,8 @@ def test_batched_udf_equals_each_head():
     lambda self, edges: {"m": edges.src["z"].sum()},  # over all dims
     lambda self, edges: {"m": edges.src["z"][:edges.src["z"].shape[0] // 2]},  # a row count
     lambda self, edges: {"m": torch.rand_like(edges.src["z"])},  # randomness
+    lambda self, edges: {"m": edges.src["z"] * torch.rand(4)},  # a draw from nothing (it would freeze)
+    lambda self, edges: {"m": edges.src["z"] * (edges.src["x"] * 1.0).shape[1]},  # maybe a row count
 ])
 def test_batching_refuses_what_has_no_rule(body):
     class Head(nn.Module):
@@ -469,7 +473,8 @@ def test_batching_refuses_what_has_no_rule(body):
             return body(self, edges)
 
     with pytest.raises(Unbatchable):
-        batch_udf([Head().edge, Head().edge], {("src", "z"): ((4,), torch.float32, True)})
+        batch_udf([Head().edge, Head().edge], {("src", "z"): ((4,), torch.float32, True),
+                                               ("src", "x"): ((4,), torch.float32, False)})
 
 
 @pytest.mark.parametrize("shared_input", [True, False])
@@ -501,3 +506,66 @@ def test_linear_rule_with_shared_and_per_head_parts(shared_input, per_head):
     for i, head in enumerate(heads):
         expected = head.message(Batch({"x": x, "z": z[:, i]}))["m"]
         torch.testing.assert_close(out[:, i], expected)
+
+
+GLOBAL_LIN = nn.Linear(3, 3).double()  # one module every head's message reaches as a global
+
+
+class PlainTensorHead(nn.Module):
+    """Plain tensor attributes (rebound by the user after each step), a global module in the message, and an
+    update that reads the feature it overwrites."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, 3).double()
+        self.a = (torch.randn(3, dtype=torch.float64) * 0.5).requires_grad_()
+
+    def edge(self, edges):
+        return {"e": F.leaky_relu((edges.src["z"] * self.a).sum(-1, keepdim=True) + edges.dst["z"].sum(-1, True))}
+
+    def message(self, edges):
+        return {"m": GLOBAL_LIN(edges.src["z"]), "e": edges.data["e"]}
+
+    def reduce(self, nodes):
+        return {"z": torch.sum(torch.softmax(nodes.mailbox["e"], 1) * nodes.mailbox["m"], 1)}
+
+    def update(self, nodes):
+        return {"z": torch.relu(nodes.data["z"]) * self.a}
+
+    def forward(self, g, h):
+        g.ndata["z"] = self.fc(h)
+        g.apply_edges(self.edge)
+        g.update_all(self.message, self.reduce, self.update)
+        return g.ndata.pop("z")
+
+
+class PlainTensorHeads(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.heads = nn.ModuleList(PlainTensorHead(d) for _ in range(k))
+
+    def forward(self, g, h):
+        return torch.cat([head(g, h) for head in self.heads], 1)
+
+
+def test_plain_tensors_rebound_and_global_modules_over_two_steps():
+    torch.manual_seed(5)
+    edges = _edges(seed=12)
+    model = PlainTensorHeads(4, 3)
+    compiled = gnnc.compile(model)
+    x = torch.randn(edges[2], 4, dtype=torch.float64)
+    for _ in range(2):
+        leaves = [*model.parameters(), *GLOBAL_LIN.parameters(), *(head.a for head in model.heads)]
+        ref = model(_graph(edges), x)
+        ref_grads = torch.autograd.grad(ref.square().sum(), leaves)
+        out = compiled(_graph(edges), x)
+        grads = torch.autograd.grad(out.square().sum(), leaves)
+        torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-9)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+        with torch.no_grad():
+            for p, gr in zip(leaves, ref_grads):
+                p.sub_(0.1 * gr)
+        for head in model.heads:  # as users of plain tensors do after a step
+            head.a = (head.a.detach() + 0.05).requires_grad_()
+    assert _outcome(compiled).endswith("(3 heads run as one)")

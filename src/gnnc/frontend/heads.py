@@ -46,10 +46,18 @@ class _Value:
     value: object
     bdim: int | None
     meta: torch.Tensor
+    rows: int | None = None  # leading row dims of a shared value, where known (None: up to 2, as a mailbox's)
 
     @property
     def rank(self) -> int:
         return self.meta.dim()
+
+    @property
+    def row_dims(self) -> int:
+        """Leading dims that count graph rows (their stand-in sizes are not the graph's)."""
+        if self.bdim is not None:
+            return self.bdim  # a head-stacked value keeps its head axis right after its rows
+        return len(_STAND_IN_ROWS) if self.rows is None else self.rows
 
 
 _ELEMENTWISE = {
@@ -114,7 +122,7 @@ class _Program:
             value = torch.zeros((self.k, *meta.shape) if per_head else meta.shape, dtype=meta.dtype)
         else:
             value = torch.stack(objects) if per_head else objects[0]
-        return _Value(value, 0 if per_head else None, meta)
+        return _Value(value, 0 if per_head else None, meta, rows=0)
 
     # ------------------------------------------------------------------ running
     def run(self, batch, shapes: dict) -> dict:
@@ -153,7 +161,7 @@ class _Program:
         rows = _ROWS.get(space, 1)
         value = getattr(batch, space)[key]
         meta = torch.zeros(_STAND_IN_ROWS[:rows] + tuple(trailing), dtype=dtype)
-        return _Value(value, rows if batched else None, meta)
+        return _Value(value, rows if batched else None, meta, rows=rows)
 
     def _output(self, key, node, env) -> _Value:
         v = env.get(node) if isinstance(node, fx.Node) else None
@@ -170,7 +178,10 @@ class _Program:
         values = [a for a in _flat((args, kwargs)) if isinstance(a, _Value)]
         name = n.target if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))
         if not values:  # arithmetic on numbers and shapes
-            return _evaluate(n, args, kwargs)
+            result = _evaluate(n, args, kwargs)
+            if isinstance(result, torch.Tensor):  # made from nothing traced: it would be frozen in the plan
+                raise Unbatchable(f"{name} makes a tensor from no batch value")
+            return result
         if n.target is getattr and isinstance(args[0], _MaxMin) and args[1] in ("values", "indices"):
             return getattr(args[0], args[1])
         if n.op == "call_method" and name in ("size", "dim") or n.target is getattr:
@@ -249,17 +260,16 @@ def _evaluate(n: fx.Node, args, kwargs):
 
 
 class _Shape:
-    """A batched value's ``.shape``: trailing dims are numbers, row dims are refused."""
+    """A value's ``.shape``: dims after its rows are numbers, row dims are refused."""
 
     def __init__(self, v: _Value):
         self.v = v
-        self.rows = v.bdim if v.bdim is not None else 1
 
     def __getitem__(self, d):
         if not isinstance(d, int):
             raise Unbatchable("a slice of a batched value's shape")
         d = _dim(d, self.v.rank)
-        if d < self.rows:
+        if d < self.v.row_dims:
             raise Unbatchable("reads a row count")
         return self.v.meta.shape[d]
 
@@ -284,7 +294,7 @@ def _elementwise(n: fx.Node, args, kwargs) -> _Value:
         if _after_head(v) == after:
             return v.value
         if v.bdim == 0 and _after_head(v) < after:  # a per-head parameter with fewer dims: unit dims after K
-            return v.value.reshape((v.value.shape[0],) + (1,) * (after - v.rank) + tuple(v.meta.shape))
+            return v.value.reshape((-1,) + (1,) * (after - v.rank) + tuple(v.meta.shape))
         if v.bdim == 0:  # more dims than follow the head: leading ones broadcast over the rows
             lead = v.rank - after
             return v.value.permute(*range(1, lead + 1), 0, *range(lead + 1, v.rank + 1))
@@ -515,7 +525,7 @@ class HeadBatchedUDF(nn.Module):
             self.heads = nn.ModuleList(owners)  # their parameters are the batched UDF's own (read live)
         self._udfs, self._traces, self._shapes = udfs, traces, shapes
         self.accesses = traces[0].accesses
-        self.describes = f"{udf_location(udfs[0])}, {len(udfs)} heads as one"
+        self.gnnc_udf_location = f"{udf_location(udfs[0])}, {len(udfs)} heads as one"
         self._program = _Program(traces, udfs, len(udfs))
         self._program.probing = True
         try:

@@ -168,9 +168,9 @@ _PURE_METHODS = {"view", "reshape", "split", "chunk", "flatten", "t", "transpose
 
 
 def _movable(blocks: list, order: dict) -> bool:
-    """Whether the nodes between the blocks' first and last operation are constants, frames, scopes and
-    deterministic tensor code (``_PURE_*``, ``nn.Linear``) none of which uses what a block reads: then every
-    block can run at the last one's place."""
+    """Whether the nodes between the blocks' first and last operation are constants, the blocks' own frames
+    and scopes, and deterministic tensor code (``_PURE_*``, ``nn.Linear``) that uses neither a graph nor
+    what a block reads: then every block can run at the last one's place."""
     first, last = order[blocks[0][0][0]], order[blocks[-1][-1][0]]
     members = {n for block in blocks for n, _ in block}
     tainted = {n for block in blocks for n, (step, _, _) in block if step.kind in ("read", "pop")}
@@ -179,9 +179,14 @@ def _movable(blocks: list, order: dict) -> bool:
             continue
         if any(a in tainted for a in n.all_input_nodes):
             return False
+        if graph_frame(n) or _scope_of(n) is not None:  # a frame or scope of the blocks' own operations only
+            if not all(u in members for u in n.users):
+                return False
+            continue
+        if any(a.meta.get("graph_argument") or graph_frame(a) for a in n.all_input_nodes):
+            return False  # another use of a graph (maybe the same one, passed twice) would move past the heads
         pure = n.op == "get_attr" or n.op == "call_function" and n.target in _PURE_FUNCTIONS or \
-            n.op == "call_method" and n.target in _PURE_METHODS or n.op == "call_module" and "linear" in n.meta \
-            or _scope_of(n) is not None
+            n.op == "call_method" and n.target in _PURE_METHODS or n.op == "call_module" and "linear" in n.meta
         if not pure:
             return False
     return True

@@ -190,16 +190,20 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list, shared: tuple):
     if not g.is_homogeneous or g.is_block:
         blocks.outcome = "heads run one by one: the graph has several node or edge types, or is a block"
         return None
+    if not all(isinstance(v, torch.Tensor) for head in values for v in head):
+        blocks.outcome = "heads run one by one: they write other than tensors"
+        return None
     shapes = [[(tuple(v.shape[1:]), v.dtype, v.device) for v in head] for head in values]
-    if any(s != shapes[0] for s in shapes) or any(not isinstance(v, torch.Tensor) for v in values[0]):
+    if any(s != shapes[0] for s in shapes):
         blocks.outcome = "heads run one by one: their written values differ in shape or dtype"
         return None
-    key = (reach.walk(udfs).fingerprint, tuple(shapes[0]), shared, _schema(g))
+    features = _features(g)
+    key = (reach.walk(udfs).fingerprint, tuple(shapes[0]), shared, tuple(sorted(features.items())))
     if key not in blocks._programs:
         if len(blocks._programs) >= _MOST:
             blocks._programs.clear()
         try:
-            blocks._programs[key] = (_build(g, blocks.steps, shapes[0], udfs, shared),
+            blocks._programs[key] = (_build(features, blocks.steps, shapes[0], udfs, shared),
                                      f"{len(values)} heads run as one")
         except Unbatchable as err:
             blocks._programs[key] = (None, f"heads run one by one: {err}")
@@ -207,10 +211,10 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list, shared: tuple):
     return program
 
 
-def _schema(g) -> tuple:
-    stores = (("node", g._nstore), ("edge", g._estore))
-    return tuple((space, key, tuple(v.shape[1:]), v.dtype) for space, store in stores
-                 for key, v in sorted(store.whole.items()))
+def _features(g) -> dict:
+    """(space, key) -> (trailing shape, dtype, head-stacked: False) of every whole feature of ``g``."""
+    return {(space, key): (tuple(v.shape[1:]), v.dtype, False)
+            for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
 
 
 @dataclass
@@ -246,10 +250,10 @@ _EDGE_UDF = {"src": "node", "dst": "node", "data": "edge"}
 _NODE_UDF = {"data": "node"}
 
 
-def _build(g, steps, shapes, udfs, shared) -> list:
-    """The batched UDFs of every call step; Unbatchable where a block reads what a later step writes."""
-    state = {(space, key): (tuple(v.shape[1:]), v.dtype, False)
-             for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
+def _build(features, steps, shapes, udfs, shared) -> list:
+    """The batched UDFs of every call step, given the graph's ``features`` before the blocks; Unbatchable
+    where a block reads what a later step writes."""
+    state = dict(features)
     written, read_before, program, outer = set(), set(), [], []
     shapes, shared, position = iter(shapes), iter(shared), 0
 
