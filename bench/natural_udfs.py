@@ -1,7 +1,7 @@
 """Natural-UDF GNN layers (``natural_models.py``, written as DGL users write them) compiled, next to gnnc's
 own layers compiled and the natural UDFs eager (issue 13's "what it must show" table).
 
-Systems, per (model, dataset), each in a fresh subprocess (``--timeout`` seconds):
+Systems, per (model, dataset):
 
 - ``layer``: gnnc's reference layer from ``gnnc.models``, ``gnnc.compile``d (GCN, GAT, RGCN, RGAT, HGT;
   GraphSAGE and GIN have none);
@@ -9,13 +9,22 @@ Systems, per (model, dataset), each in a fresh subprocess (``--timeout`` seconds
 - ``eager``: the natural layer as is.
 
 Modes: ``inference`` (one forward under ``torch.no_grad()``) and ``training`` (zero_grad, forward, sum,
-backward, SGD step), timed in that order in the same subprocess: median of ``--repeat`` calls after
-``--warmup`` warm-ups. Peak memory is the benchmark harness's (``bench/harness/timing.timed_calls``):
-resident-set high-water mark over the warm-up and timed calls above the resident set before them, with
-library pages mapped first, ``VmHWM`` reset through ``/proc/self/clear_refs`` and freed heap trimmed; the
-training row's peak starts after the inference calls (plans built there count in inference's peak).
+backward, SGD step), in that order. Each (model, dataset) runs in fresh subprocesses (``--timeout`` seconds
+each):
 
-Check (``compiled`` subprocess, after timing, from the initial parameters): the compiled natural layer's
+- **time**, one subprocess for all systems, side by side: per mode ``--warmup`` calls of each, then
+  ``--repeat`` rounds of one call of each, the order rotated every round, so that the shared machine's drift
+  reaches every system alike (timed in separate processes, one row's ratio moved from 1.0x to 1.7x between
+  runs); the median per system.
+- **memory**, one subprocess per system: the benchmark harness's peak (``bench/harness/timing``): resident-set
+  high-water mark over the warm-up and timed calls above the resident set before them, with library pages
+  mapped first, ``VmHWM`` reset through ``/proc/self/clear_refs`` and freed heap trimmed; the training row's
+  peak starts after the inference calls (plans built there count in inference's peak). Every allocation above
+  128 KiB is mapped and unmapped by itself (``procfs.fix_mmap_threshold``): glibc's moving mmap threshold
+  otherwise keeps freed tensors in the heap, and one row's peak moved by 15 MiB between runs. Those calls are
+  slower for it, so the table's times come from the time subprocess only.
+
+Check (the compiled system's memory subprocess, after its calls, from the initial parameters): the compiled natural layer's
 output, and in training its parameter gradients, within the harness's tolerance
 (``harness.equivalence.error_ratio``: ``|a - b| <= rtol * (|b| + max|b|)``) of the same layer run eagerly; where the
 natural layer computes the same function as gnnc's layer (all but GIN; the weights are copied from it) the eager natural output is also compared with gnnc's layer run eagerly. A float32 parameter
@@ -145,37 +154,38 @@ def _out(t):
     return t.flatten(1) if t.dim() == 3 else t
 
 
-# ----------------------------------------------------------------------------- child
-def child(cfg: dict) -> None:
-    """Time one (model, dataset, system) in every mode; append one JSON line per mode to ``cfg['result']``."""
-    import torch
+# ----------------------------------------------------------------------------- children
+def _systems(model: str, data, names):
+    """(gnnc layer, natural layer, name -> (graph, module, callable) for each system in ``names``); eager runs
+    a copy of the natural layer, so that no two systems share parameters."""
+    import copy
 
-    torch.set_num_threads(cfg["threads"])
     import gnnc
-    from gnnc.runtime.compiled import FallbackWarning
-    from harness import datasets as hd, jit_runtime, procfs  # noqa: F401  (jit_runtime: numba started)
-    from harness.timing import SGD_LR, measure, settle
 
-    def emit(row):
-        with open(cfg["result"], "a") as f:
-            f.write(json.dumps(row) + "\n")
-
-    data = hd.load_saved(Path(cfg["data_file"]))
-    system, model = cfg["system"], cfg["model"]
     layer, nat = build(model, data)
-    if system == "layer":
-        graph, module, compiled = data.graph, layer, gnnc.compile(layer)
-    else:
-        graph, module = natural_graph(data), nat
-        compiled = gnnc.compile(nat) if system == "compiled" else nat
-    x = data.x
-    initial = {k: v.clone() for k, v in module.state_dict().items()}
-    fallbacks: list[str] = []
+    out = {}
+    for name in names:
+        if name == "layer":
+            out[name] = (data.graph, layer, gnnc.compile(layer))
+        elif name == "compiled":
+            out[name] = (natural_graph(data), nat, gnnc.compile(nat))
+        else:
+            eager = copy.deepcopy(nat)
+            out[name] = (natural_graph(data), eager, eager)
+    return layer, nat, out
+
+
+def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
+    """One call of ``fn`` on ``(graph, x)`` in ``mode`` (inference: a forward under ``no_grad``; training: zero_grad, forward,
+    sum, backward, SGD step), recording ``FallbackWarning`` messages into ``fallbacks``."""
+    import torch
+    from gnnc.runtime.compiled import FallbackWarning
+    from harness.timing import SGD_LR
 
     def call():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FallbackWarning)
-            out = compiled(graph, x)
+            out = fn(graph, x)
         for w in caught:
             if issubclass(w.category, FallbackWarning):
                 msg = str(w.message).splitlines()[0][:300]
@@ -185,32 +195,102 @@ def child(cfg: dict) -> None:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return out
 
+    if mode == "inference":
+        module.eval()
+
+        def step():
+            with torch.no_grad():
+                call()
+        return step
+    module.train()
+    opt = torch.optim.SGD(module.parameters(), lr=SGD_LR)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        _out(call()).sum().backward()
+        opt.step()
+    return step
+
+
+def child(cfg: dict) -> None:
+    """Run one child (``cfg['role']``) and append one JSON line per (system, mode) to ``cfg['result']``."""
+    import torch
+
+    torch.set_num_threads(cfg["threads"])
+    from harness import datasets as hd, jit_runtime  # noqa: F401  (jit_runtime: numba started)
+
+    data = hd.load_saved(Path(cfg["data_file"]))
+
+    def emit(row):
+        with open(cfg["result"], "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    (_time_child if cfg["role"] == "time" else _memory_child)(cfg, data, emit)
+
+
+def _time_child(cfg: dict, data, emit) -> None:
+    """Every system of ``cfg['systems']`` in one process, timed side by side: per mode, ``warmup`` calls of
+    each, then ``repeat`` rounds of one call of each (the order rotated every round), so that the machine's
+    drift reaches every system alike; the median per system."""
+    import time as clock
+
+    model, names = cfg["model"], cfg["systems"]
+    _, _, systems = _systems(model, data, names)
+    for mode in cfg["modes"]:
+        fallbacks = {name: [] for name in names}
+        steps, times, failed = {}, {name: [] for name in names}, {}
+        for name, (graph, module, fn) in systems.items():
+            steps[name] = _stepper(graph, data.x, module, fn, mode, fallbacks[name])
+        for round_ in range(-max(1, cfg["warmup"]), cfg["repeat"]):
+            live = [n for n in names if n not in failed]
+            k = round_ % len(live) if live else 0
+            for name in live[k:] + live[:k]:
+                start = clock.perf_counter()
+                try:
+                    steps[name]()
+                except Exception as exc:  # recorded, never a crash of the run
+                    failed[name] = f"{type(exc).__name__}: {exc}"[:500]
+                    continue
+                if round_ >= 0:
+                    times[name].append(clock.perf_counter() - start)
+        for name in names:
+            row = {"model": model, "dataset": cfg["dataset"], "system": name, "mode": mode, "role": "time",
+                   "fallbacks": fallbacks[name]}
+            if name in failed:
+                row.update(status="ERROR", error=failed[name])
+            else:
+                row.update(status="ok", time_ms=1e3 * statistics.median(times[name]),
+                           times_ms=[1e3 * t for t in times[name]])
+            emit(row)
+
+
+def _memory_child(cfg: dict, data, emit) -> None:
+    """One system alone, its peak memory per mode with every large allocation mapped and unmapped by itself
+    (``procfs.fix_mmap_threshold``: glibc's moving threshold otherwise keeps freed tensors in the heap, and
+    one configuration's peak moved by 15 MiB between runs); then, for the compiled natural layer, ``check``."""
+    import torch
+    from harness import procfs
+    from harness.timing import measure, settle
+
+    procfs.fix_mmap_threshold()
+    system, model = cfg["system"], cfg["model"]
+    layer, nat, systems = _systems(model, data, [system])
+    graph, module, fn = systems[system]
+    initial = {k: v.clone() for k, v in module.state_dict().items()}
+    fallbacks: list[str] = []
     libraries_mapped = procfs.map_file_pages()
     for mode in cfg["modes"]:
-        row = {"model": model, "dataset": cfg["dataset"], "system": system, "mode": mode}
+        row = {"model": model, "dataset": cfg["dataset"], "system": system, "mode": mode, "role": "memory"}
         try:
-            if mode == "inference":
-                module.eval()
-
-                def step():
-                    with torch.no_grad():
-                        call()
-            else:
-                module.train()
-                opt = torch.optim.SGD(module.parameters(), lr=SGD_LR)
-
-                def step():
-                    opt.zero_grad(set_to_none=True)
-                    _out(call()).sum().backward()
-                    opt.step()
+            step = _stepper(graph, data.x, module, fn, mode, fallbacks)
             before = settle()
             for _ in range(max(1, cfg["warmup"])):
                 step()
             warm_peak = procfs.status_kib("VmHWM") - before
             settled = settle()
-            times = measure(step, cfg["warmup"], cfg["repeat"], cfg["repeat"], 0.0)
+            times = measure(step, 0, cfg["repeat"], cfg["repeat"], 0.0)
             steady = procfs.status_kib("VmHWM") - settled
-            row.update(status="ok", time_ms=1e3 * statistics.median(times), times_ms=[1e3 * t for t in times],
+            row.update(status="ok", solo_time_ms=1e3 * statistics.median(times),
                        peak_mib=max(warm_peak, settled - before + steady) / 1024, steady_peak_mib=steady / 1024,
                        retained_mib=(settled - before) / 1024, libraries_mapped=libraries_mapped,
                        fallbacks=list(fallbacks), threads=torch.get_num_threads())
@@ -222,7 +302,7 @@ def child(cfg: dict) -> None:
         if system == "compiled":
             module.load_state_dict(initial)
             try:
-                row["check"] = check(model, mode, data, graph, nat, compiled, layer)
+                row["check"] = check(model, mode, data, graph, nat, fn, layer)
             except Exception as exc:
                 row["check"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
                                 "traceback": traceback.format_exc()[-3000:]}
@@ -333,11 +413,12 @@ def table(meta: dict, rows: list[dict]) -> str:
         f"Machine: `nproc` = {meta['nproc']}, shared with other jobs (load average {load} at start, "
         f"{load_end} at the end); {meta['threads']} torch threads; torch {meta['torch']}; gnnc at "
         f"{meta['commit']}{' with uncommitted src/ changes of concurrent work' if meta['src_dirty'] else ''}; "
-        f"{meta['date']}. Median of {meta['repeat']} calls after {meta['warmup']} warm-ups; peak = resident-set "
+        f"{meta['date']}. Times: median of {meta['repeat']} calls after {meta['warmup']} warm-ups, all systems "
+        f"of a row timed side by side in one subprocess (rounds of one call each, order rotated). Memory: each "
+        f"system in its own subprocess, every allocation over 128 KiB mapped by itself; peak = resident-set "
         f"high-water mark above the start of the mode (harness measure), MiB; steady = the same over the timed "
         f"calls only, above the resident set after the warm-ups (without the first call's tracing, planning and "
-        f"kernel loading). Each (model, dataset, system) in a "
-        f"fresh subprocess, {meta['timeout']} s limit. Replica scale {meta['scale']}.",
+        f"kernel loading). {meta['timeout']} s limit per subprocess. Replica scale {meta['scale']}.",
         "",
         "layer = gnnc.models layer compiled; nat = natural UDF under `gnnc.compile`; eager = natural UDF uncompiled. "
         "nat/layer target <= 1.2, eager/nat target > 1. check: compiled natural vs eager natural (outputs, "
@@ -409,6 +490,38 @@ def merge(runs: list[Path], out: Path) -> int:
     return 0
 
 
+def _run_child(cfg: dict, timeout: float) -> tuple[dict, dict]:
+    """Run one child: ((system, mode) -> the row it wrote, the row standing for those it did not write)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(cfg["threads"])}
+    status, err = "ERROR", "no result"
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], env=env, timeout=timeout,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            err = f"exit {proc.returncode}: {proc.stderr[-800:]}"
+    except subprocess.TimeoutExpired:
+        status, err = "TIMEOUT", f"over {timeout:g} s"
+    result = Path(cfg["result"])
+    rows = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
+    return {(r["system"], r["mode"]): r for r in rows}, {"status": status, "error": err}
+
+
+def _combine(row: dict, role: str, got: dict) -> None:
+    """Fold one child's row into the table's row: times from the side-by-side child, memory and the check
+    from the memory child; the row is ok when both are."""
+    if got["status"] != "ok":
+        if row.get("status", "ok") == "ok":
+            row.update(status=got["status"], error=f"{role}: {got.get('error', '')}")
+        if "traceback" in got:
+            row["traceback"] = got["traceback"]
+        return
+    row.setdefault("status", "ok")
+    keep = ("time_ms", "times_ms") if role == "time" else \
+        ("solo_time_ms", "peak_mib", "steady_peak_mib", "retained_mib", "libraries_mapped", "threads", "check")
+    row.update({k: got[k] for k in keep if k in got})
+    row["fallbacks"] = list(dict.fromkeys(row.get("fallbacks", []) + got.get("fallbacks", [])))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
@@ -418,7 +531,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=5, help="timed calls (median), at least 5 for the table")
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per (model, dataset, system) subprocess")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess")
     p.add_argument("--scale", type=float, default=1.0, help="replica scale (1 = published size)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=HERE / "results" / "natural")
@@ -459,36 +572,31 @@ def main(argv=None) -> int:
             hd.save(data, data_file)
             del data
             for model in models:
-                for system in args.systems:
-                    if system == "layer" and model not in WITH_LAYER:
-                        continue
-                    result = Path(tmp) / f"{model}-{ds}-{system}.jsonl"
-                    cfg = {"model": model, "dataset": ds, "system": system, "modes": args.modes,
-                           "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup,
-                           "data_file": str(data_file), "result": str(result)}
-                    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+                systems = [s for s in args.systems if s != "layer" or model in WITH_LAYER]
+                done: dict = {}
+                base = {"model": model, "dataset": ds, "modes": args.modes, "threads": args.threads,
+                        "repeat": args.repeat, "warmup": args.warmup, "data_file": str(data_file)}
+                children = [(f"{system} memory", {**base, "role": "memory", "system": system}, [system])
+                            for system in systems]
+                children.append(("time side by side", {**base, "role": "time", "systems": systems}, systems))
+                for label, cfg, names in children:
+                    cfg["result"] = str(Path(tmp) / f"{model}-{ds}-{label.replace(' ', '-')}.jsonl")
                     start = time.perf_counter()
-                    status, err = "ok", ""
-                    try:
-                        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], env=env,
-                                              timeout=args.timeout, capture_output=True, text=True)
-                        if proc.returncode != 0:
-                            status, err = "ERROR", f"exit {proc.returncode}: {proc.stderr[-800:]}"
-                    except subprocess.TimeoutExpired:
-                        status, err = "TIMEOUT", f"over {args.timeout:g} s"
-                    done = [json.loads(line) for line in result.read_text().splitlines()] if result.exists() else []
-                    got = {r["mode"] for r in done}
-                    for mode in args.modes:
-                        if mode not in got:
-                            done.append({"model": model, "dataset": ds, "system": system, "mode": mode,
-                                         "status": status if status != "ok" else "ERROR",
-                                         "error": err or "no result"})
-                    rows.extend(done)
-                    write()
-                    summary = ", ".join(f"{r['mode']} {r['status']}" + (f" {r['time_ms']:.1f} ms" if r["status"] == "ok" else "")
-                                        for r in done)
-                    print(f"[{time.strftime('%H:%M:%S')}] {model} {ds} {system}: {summary} "
+                    wrote, missing = _run_child(cfg, args.timeout)
+                    summary = []
+                    for name in names:
+                        for mode in args.modes:
+                            got = wrote.get((name, mode), missing)
+                            _combine(done.setdefault((name, mode), {"model": model, "dataset": ds, "system": name,
+                                                                    "mode": mode}), cfg["role"], got)
+                            shown = f"{got['time_ms']:.1f} ms" if "time_ms" in got else \
+                                f"{got['peak_mib']:.0f} MiB" if "peak_mib" in got else got["status"]
+                            summary.append(f"{name} {mode} {shown}")
+                    summary = ", ".join(summary)
+                    print(f"[{time.strftime('%H:%M:%S')}] {model} {ds} {label}: {summary} "
                           f"({time.perf_counter() - start:.0f} s)", flush=True)
+                rows.extend(done.values())
+                write()
     write()
     print(f"wrote {args.out / 'table.md'} and {args.out / 'results.json'}")
     return 0
