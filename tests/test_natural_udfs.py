@@ -286,6 +286,39 @@ def test_float_features_times_a_mask_or_another_dtype_compile_as_torch_promotes(
     _both(_reduced(message, reduce), _masked_graph(seed))
 
 
+# Row-wise operators users reach for besides the common ones: each compiled without a fallback (``_both``
+# turns one into an error) and equal to eager, values and gradients. Rounding ones (floor, round, ...) have
+# zero gradients; the feature is still differentiated through the other term.
+@pytest.mark.parametrize("message", [
+    lambda e: {"m": torch.chunk(e.src["h"], 2, dim=-1)[0] * torch.sigmoid(torch.chunk(e.dst["h"], 2, -1)[1])},
+    lambda e: {"m": torch.cat(torch.split(e.src["h"], [1, D - 1], dim=1)[::-1], 1)},
+    lambda e: {"m": torch.split(e.src["h"], 2, -1)[1].repeat(1, 2)},
+    lambda e: {"m": e.src["h"] + torch.floor(e.dst["h"]) + torch.ceil(e.src["h"]) + torch.round(e.dst["h"])
+               + torch.trunc(e.src["h"])},
+    lambda e: {"m": torch.tan(torch.tanh(e.src["h"])) + torch.atan(e.dst["h"]) + torch.sinh(e.src["h"])
+               + torch.cosh(e.dst["h"] * 0.5)},
+    lambda e: {"m": torch.exp2(torch.tanh(e.src["h"])) + torch.log2(1 + e.dst["h"].abs())
+               + torch.log10(2 + e.src["h"].abs())},
+    lambda e: {"m": torch.clamp_min(e.src["h"], 0.1) * torch.clamp_max(e.dst["h"], 0.2)},
+    lambda e: {"m": e.src["h"] * torch.logical_and(e.src["h"] > 0, torch.logical_not(e.dst["h"] > 0))
+               + e.dst["h"] * torch.logical_or(e.src["h"] > 0, e.dst["h"] < -1)},
+    lambda e: {"m": F.relu6(4 * e.src["h"]) + F.hardswish(e.dst["h"]) + F.hardsigmoid(e.src["h"])
+               + F.logsigmoid(e.dst["h"]) + F.softsign(e.src["h"]) + F.tanhshrink(e.dst["h"])},
+    lambda e: {"m": e.src["h"].sin() * e.dst["h"].cos() + e.src["h"].tanh().tan() + e.dst["h"].atan()
+               + e.src["h"].erf() + e.dst["h"].sign() * e.src["h"]},
+    lambda e: {"m": e.src["h"].log1p().nan_to_num() + e.dst["h"].expm1() + e.src["h"].floor()
+               + e.dst["h"].ceil() + e.src["h"].round() + e.dst["h"].trunc()},
+    lambda e: {"m": e.src["h"].maximum(e.dst["h"]) - e.src["h"].minimum(e.dst["h"] * 2)
+               + e.src["h"].clamp_min(0).clamp_max(1) + e.dst["h"].tanh().exp2() + e.src["h"].abs().log2()
+               .clamp_min(-4)},
+    lambda e: {"m": e.src["h"] * (e.src["h"] > 0).logical_and(e.dst["h"] < 0).logical_or(e.src["h"] > 1)
+               .logical_not()},
+])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_less_common_row_wise_operators_compile(message, seed):
+    _both(_sum_update(message), _graph(seed))
+
+
 def test_a_float32_factor_is_not_summed_in_float32_ahead_of_a_float64_destination_factor():
     """``src32 * dst64``: eager sums float64 products; postponing the destination factor summed the
     float32 rows in float32 (silently less precise). Gradients reach the float32 feature too."""

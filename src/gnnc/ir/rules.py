@@ -101,7 +101,10 @@ _ROW_WISE_FUNCTIONS = {
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
     F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
     torch.zeros_like, torch.ones_like, torch.full_like, torch.nan_to_num, torch.addcmul, torch.lerp, F.glu,
-    torch.unbind, torch.std, torch.var, torch.rsub,
+    torch.unbind, torch.std, torch.var, torch.rsub, torch.chunk, torch.split, torch.floor, torch.ceil,
+    torch.round, torch.trunc, torch.tan, torch.atan, torch.sinh, torch.cosh, torch.exp2, torch.log2, torch.log10,
+    torch.clamp_min, torch.clamp_max, torch.logical_not, torch.logical_and, torch.logical_or, F.relu6,
+    F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -110,6 +113,8 @@ _ROW_WISE_METHODS = {
     "dim", "unsqueeze", "squeeze", "flatten", "view", "reshape", "transpose", "permute",
     "sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "norm", "prod",
     "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
+    "sin", "cos", "tan", "atan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc", "maximum",
+    "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2",
     # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
     "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
 }
@@ -519,7 +524,7 @@ _ROW_CHECKS = {
 # gets dims in front of its rows (a [F, 1] weight times [E] values is [F, E]).
 _BROADCASTING = {"add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "eq",
                  "ne", "and_", "or_", "where", "clamp", "maximum", "minimum", "max", "min", "masked_fill",
-                 "addcmul", "lerp"}
+                 "addcmul", "lerp", "clamp_min", "clamp_max", "logical_and", "logical_or"}
 
 
 def _broadcast_moves_rows(n: fx.Node):
