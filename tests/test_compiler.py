@@ -508,6 +508,12 @@ ROW_MIXING_MESSAGES = {
     "glu_over_rows": lambda h, s, z, hd: h * torch.nn.functional.glu(torch.cat([h, h], 0), dim=0),
     "unbind_rows": lambda h, s, z, hd: torch.stack(h.unbind(0)[::-1], 0),
     "view_as_across_rows": lambda h, s, z, hd: (h.reshape(4, -1) * 2.0).view_as(h),
+    "flip_rows": lambda h, s, z, hd: h.flip(0) * hd + torch.flip(z, [1, 0])[:, 0],
+    "roll_without_dims": lambda h, s, z, hd: torch.roll(h, 1) * hd,
+    "roll_rows": lambda h, s, z, hd: h.roll(1, 0) + torch.roll(z, shifts=1, dims=-3)[:, 1],
+    "narrow_rows": lambda h, s, z, hd: h * h.narrow(0, 0, 1) + hd * torch.narrow(h, -2, 1, 1),  # edge 0's row
+    "tensor_split_rows": lambda h, s, z, hd: h * torch.tensor_split(h, [1])[0],
+    "softmin_rows": lambda h, s, z, hd: torch.nn.functional.softmin(h, dim=0) + hd,
 }
 
 # Row-wise forms that must keep compiling.
@@ -540,6 +546,11 @@ ROW_WISE_MESSAGES = {
     + 1.0 / (_COLUMN[2] ** 2 + h.abs()) + torch.rsub(h, 1.5) * (3 + _COLUMN[3]),
     "view_as_std_var": lambda h, s, z, hd: z.flatten(1)[:, :4].view_as(h) * h.std(-1, keepdim=True)
     + torch.var(hd, dim=1, keepdim=True),
+    "flip_roll_narrow_features": lambda h, s, z, hd: h.flip(-1) * torch.flip(hd, [1]) + z.flip(1, 2)[:, 0]
+    + torch.roll(h, 1, 1) + h.roll(shifts=(1, 2), dims=(1, -1)) + h.narrow(1, 1, 2).repeat(1, 2)
+    + torch.narrow(z, -1, 0, 4)[:, 1],
+    "tensor_split_softmin_features": lambda h, s, z, hd: torch.cat(torch.tensor_split(h, [1, 3], dim=1)[::-1], 1)
+    * torch.nn.functional.softmin(hd, dim=-1) + torch.nn.functional.softmin(z, 1).sum(1),
 }
 
 

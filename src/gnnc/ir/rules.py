@@ -104,7 +104,8 @@ _ROW_WISE_FUNCTIONS = {
     torch.unbind, torch.std, torch.var, torch.rsub, torch.chunk, torch.split, torch.floor, torch.ceil,
     torch.round, torch.trunc, torch.tan, torch.atan, torch.sinh, torch.cosh, torch.exp2, torch.log2, torch.log10,
     torch.clamp_min, torch.clamp_max, torch.logical_not, torch.logical_and, torch.logical_or, F.relu6,
-    F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink,
+    F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink, torch.flip, torch.roll, torch.narrow,
+    torch.tensor_split, F.softmin,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -114,7 +115,8 @@ _ROW_WISE_METHODS = {
     "sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "norm", "prod",
     "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
     "sin", "cos", "tan", "atan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc", "maximum",
-    "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2",
+    "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2", "flip", "roll",
+    "narrow", "tensor_split",
     # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
     "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
 }
@@ -361,12 +363,28 @@ def _repeat(n, rank):
     return None if ok else "repeats graph rows"
 
 
+def _dims_given(n):
+    """The dims of ``permute`` / ``flip``: one list, or one argument each (the method's varargs)."""
+    return n.kwargs.get("dims", n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple))
+                        else n.args[1:])
+
+
 def _permute(n, rank):
     """permute keeps rows when its first dim is dim 0."""
-    dims = n.kwargs.get("dims", n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple))
-                       else n.args[1:])
+    dims = _dims_given(n)
     why = _dims_mix_rows(dims[0] if dims else None, rank)
     return None if why == _DIM0 else why or _MOVES
+
+
+def _roll(n, rank):
+    """roll(shifts, dims): without dims it rolls the flattened tensor, rows with the rest."""
+    dims = _arg(n, 2, "dims")
+    return _ALL_ROWS if dims is None else _dims_mix_rows(dims, rank)
+
+
+def _flip(n, rank):
+    """flip reverses the rows when dim 0 is among its dims."""
+    return _dims_mix_rows(_dims_given(n) or None, rank)
 
 
 def _transpose(n, rank):
@@ -383,7 +401,7 @@ def _getattr(n, rank):
 
 
 def _chunk(n, rank):
-    """chunk(chunks, dim=0) / split(size, dim=0)."""
+    """chunk(chunks, dim=0) / split(size, dim=0) / tensor_split(sections, dim=0)."""
     return _dims_mix_rows(_arg(n, 2, "dim", 0), rank)
 
 
@@ -515,7 +533,9 @@ _ROW_CHECKS = {
     "cat": _concat, "stack": _concat,
     **dict.fromkeys(("view", "reshape", "flatten", "squeeze", "unsqueeze"), _reshape),
     "expand": _expand, "expand_as": _expand, "repeat": _repeat, "permute": _permute, "transpose": _transpose,
-    "getattr": _getattr, "chunk": _chunk, "split": _chunk, "getitem": _getitem, "__getitem__": _getitem,
+    "getattr": _getattr, "chunk": _chunk, "split": _chunk, "tensor_split": _chunk, "flip": _flip,
+    "roll": _roll, "narrow": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim"), rank),
+    "softmin": _reduction(1, _NO_DIM), "getitem": _getitem, "__getitem__": _getitem,
     "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
     "where": _where,
 }
