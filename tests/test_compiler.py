@@ -401,9 +401,9 @@ def test_branches_on_features_present_and_their_dtype_or_rank_compile_per_graph(
         torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
 
 
-def _zeros_sized_by_the_batch(e):
+def _draws_sized_by_the_batch(e):
     h = e.src["h"]
-    return {"m": torch.zeros(h.shape[0], 2) + h[:, :2]}
+    return {"m": torch.rand(h.shape[0], 2).floor() + h[:, :2]}  # draws in [0, 1): zeros
 
 
 def _masked_write(e):
@@ -412,7 +412,7 @@ def _masked_write(e):
     return {"m": h}
 
 
-@pytest.mark.parametrize("udf, hint", [(_zeros_sized_by_the_batch, "h.shape[0]"),
+@pytest.mark.parametrize("udf, hint", [(_draws_sized_by_the_batch, "h.shape[0]"),
                                        (_masked_write, "x[mask] = ...")])
 def test_untraceable_idioms_fall_back_with_a_message_in_the_users_terms(udf, hint):
     g = random_homograph(12, 40, 30)
@@ -514,6 +514,12 @@ ROW_MIXING_MESSAGES = {
     "narrow_rows": lambda h, s, z, hd: h * h.narrow(0, 0, 1) + hd * torch.narrow(h, -2, 1, 1),  # edge 0's row
     "tensor_split_rows": lambda h, s, z, hd: h * torch.tensor_split(h, [1])[0],
     "softmin_rows": lambda h, s, z, hd: torch.nn.functional.softmin(h, dim=0) + hd,
+    # factories sized by graph data: row positions (arange), rows off dim 0, a column count as if rows
+    "arange_of_rows": lambda h, s, z, hd: h * torch.arange(h.shape[0], dtype=h.dtype).unsqueeze(1),
+    "rows_at_dim_1": lambda h, s, z, hd: h * torch.ones(1, h.size(0), dtype=h.dtype).sum(1, keepdim=True),
+    "columns_sized_ones": lambda h, s, z, hd: h @ torch.ones(h.size(1), 4, dtype=h.dtype),
+    "columns_sized_new_full": lambda h, s, z, hd: h + hd.new_full((h.shape[1],), 2.0),
+    "constant_sized_new_zeros": lambda h, s, z, hd: h + h.new_zeros(4, 4)[0],
 }
 
 # Row-wise forms that must keep compiling.

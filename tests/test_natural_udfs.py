@@ -319,6 +319,74 @@ def test_less_common_row_wise_operators_compile(message, seed):
     _both(_sum_update(message), _graph(seed))
 
 
+# Tensors a UDF makes with its batch's row count (``torch.zeros(h.shape[0], d)``, ``h.new_ones(h.size(0), 1)``):
+# tensors of the batch's rows, compiled; each value of a row is the same wherever the row goes.
+def _factory_message(e):
+    h = e.src["h"]
+    pad = torch.zeros(h.shape[0], 2, dtype=h.dtype)
+    gate = h.new_ones(h.size(0), 1) * 0.5 + torch.full((h.shape[0], 1), 0.25, dtype=h.dtype, device=h.device)
+    return {"m": torch.cat([h * gate, pad], 1)[:, :D] + e.dst["h"].new_zeros(e.dst["h"].shape) + torch.ones(
+        h.size()[0], D, dtype=h.dtype) * e.dst["h"]}
+
+
+def _factory_reduce(nodes):
+    m = nodes.mailbox["m"]
+    return {"o": torch.zeros(m.shape[0], D, dtype=m.dtype) + m.sum(1) * m.new_full((m.size(0), 1), 2.0)}
+
+
+def _factory_update(nodes):
+    o = nodes.data["o"]
+    acc = torch.zeros(o.shape[0], D, dtype=o.dtype)
+    acc += nodes.data["h"]  # in place, on the fresh tensor
+    return {"o": torch.cat([torch.tanh(o) + acc, torch.empty(o.shape[0], 0, dtype=o.dtype)], 1)}
+
+
+def _graph_of(kind):
+    g = {"random": lambda: random_homograph(12, 40, 3), "one node": lambda: gnnc.graph(([0], [0]), num_nodes=1),
+         "no edges": lambda: gnnc.graph(([], []), num_nodes=3)}[kind]()
+    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    return g
+
+
+@pytest.mark.parametrize("reduce, update", [(fn.sum("m", "o"), None), (fn.max("m", "o"), _factory_update),
+                                            (_factory_reduce, None), (_factory_reduce, _factory_update)])
+@pytest.mark.parametrize("graph", ["random", "one node", "no edges"])
+def test_tensors_sized_by_the_batch_rows_compile(reduce, update, graph):
+    def run(g, flag):
+        g.update_all(_factory_message, reduce, update, compile=flag)
+        return g.ndata["o"]
+    _both(run, _graph_of(graph))
+
+
+def test_tensors_sized_by_the_batch_rows_in_every_relation_of_a_heterograph():
+    """Per relation (one of them empty), the rows are that relation's edges and its destination's nodes."""
+    g = random_heterograph(seed=2)
+    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+
+    def run(g, flag):
+        g.multi_update_all({etype: (_factory_message, _factory_reduce) for etype in g.canonical_etypes}, "sum",
+                           compile=flag)
+        return g.ndata["o"]
+    _both(run, g)
+
+
+def test_a_tensor_sized_by_the_rows_and_filled_in_place_gives_eagers_numbers():
+    """``z = zeros(rows, d); z[:, :2] = ...`` (compiled or run eagerly, never other numbers)."""
+    def message(e):
+        h = e.src["h"]
+        z = torch.zeros(h.shape[0], D, dtype=h.dtype)
+        z[:, :2] = h[:, :2] * e.dst["h"][:, 2:]
+        return {"m": z}
+    g = _graph()
+    out = []
+    for flag in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FallbackWarning)
+            g.update_all(message, fn.sum("m", "o"), compile=flag)
+        out.append(g.ndata["o"])
+    torch.testing.assert_close(out[1], out[0])
+
+
 def test_a_float32_factor_is_not_summed_in_float32_ahead_of_a_float64_destination_factor():
     """``src32 * dst64``: eager sums float64 products; postponing the destination factor summed the
     float32 rows in float32 (silently less precise). Gradients reach the float32 feature too."""

@@ -18,7 +18,6 @@ when a forward pass changed it.
 """
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import copy
 import functools
@@ -29,13 +28,12 @@ import warnings
 import torch
 import torch.fx as fx
 from torch import nn
-from torch.utils._pytree import tree_flatten
 
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
 from .inplace import AUGMENTED
-from .trace import LiftReached, first_line
+from .trace import LiftReached, factories_recorded, first_line
 
 GRAPH_API = frozenset({"ndata", "edata", "srcdata", "dstdata", "local_scope", "apply_edges", "apply_nodes",
                        "update_all", "multi_update_all", "in_degrees", "out_degrees", "num_nodes", "num_edges",
@@ -358,7 +356,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
     saved = _snapshot(walked)
     tracer = _Tracer(walked, {n for n, k in zip(names, [k for k in kinds if k != "value"]) if k == "graph"})
     try:
-        with LiftReached(tracer), _factories_recorded(tracer):
+        with LiftReached(tracer), factories_recorded(tracer):
             graph = tracer.trace(wrapper)
         for n in graph.nodes:
             if n.op == "call_module":  # what passes must know of a module call
@@ -382,33 +380,6 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
         elif n.op == "get_attr" and n.target in tracer.constants:
             n.meta["constant"] = tracer.constants[n.target]  # what passes read, and what replay holds
     return graph, kinds
-
-
-# Tensor factories the forward may give traced sizes (``torch.zeros(g.num_nodes(), d)``): torch's argument
-# parser rejects a proxy where it needs a number before any override is consulted, so they are wrapped while
-# tracing and recorded as calls, replayed with the sizes of each call.
-_FACTORIES = ("zeros", "ones", "empty", "full", "arange", "eye")
-
-
-@contextlib.contextmanager
-def _factories_recorded(tracer: fx.Tracer):
-    originals = {name: getattr(torch, name) for name in _FACTORIES}
-
-    def recorded(original):
-        @functools.wraps(original)
-        def factory(*args, **kwargs):
-            if any(isinstance(a, fx.Proxy) for a in tree_flatten((args, kwargs))[0]):
-                return tracer.create_proxy("call_function", original, args, kwargs)
-            return original(*args, **kwargs)
-        return factory
-
-    for name, original in originals.items():
-        setattr(torch, name, recorded(original))
-    try:
-        yield
-    finally:
-        for name, original in originals.items():
-            setattr(torch, name, original)
 
 
 def _snapshot(walked: reach.Reach) -> list:

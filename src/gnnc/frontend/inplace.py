@@ -46,12 +46,12 @@ _FRESH_FUNCTIONS = {
     torch.amax, torch.amin, torch.softmax, torch.log_softmax, torch.prod, torch.clone,
     F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.linear, F.layer_norm, F.normalize,
     F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, F.softmax, F.log_softmax, F.relu6, F.hardswish,
-    F.hardsigmoid,
+    F.hardsigmoid, torch.zeros, torch.ones, torch.empty, torch.full,
 }
 _FRESH_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid", "tanh", "relu",
     "matmul", "bmm", "mm", "clamp", "square", "reciprocal", "clone", "masked_fill", "sum", "mean", "amax", "amin",
-    "softmax", "log_softmax", "prod", "where",
+    "softmax", "log_softmax", "prod", "where", "new_zeros", "new_ones", "new_empty", "new_full",
 }
 _FRESH_MODULES = (nn.Linear, nn.Bilinear, nn.LayerNorm, nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU,
                   nn.Sigmoid, nn.Tanh, nn.Softplus, nn.PReLU, nn.Softmax, nn.LogSoftmax, nn.Mish, nn.SELU,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import operator
 import re
@@ -50,8 +51,8 @@ _METADATA = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "la
 # What a tracer's TypeError means in the user's terms.
 _HINTS = (
     (re.compile(r"takes \d+ positional argument|invalid combination of arguments|cannot be interpreted as an "
-                r"integer"), ": a torch function got a value read from the batch (such as h.shape[0]) where it "
-                             "needs a number, as sizes of new tensors do"),
+                r"integer"), ": a value read from the batch (such as h.shape[0]) was given where a number is "
+                             "needed (a loop's range, torch.linspace's steps, torch.randn's sizes)"),
     (re.compile(r"does not support item assignment"), ": writing into part of a tensor (x[mask] = ...) inside a "
                                                       "UDF is not captured"),
 )
@@ -369,7 +370,7 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with LiftReached(tracer), _custom_functions_refused(tracer):
+        with LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer):
             graph = tracer.trace(root)
     except TraceFailure as err:
         if err.where != "?":
@@ -410,6 +411,34 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
     for n in graph.nodes:
         n.meta["source"] = node_location(n, udf)
     return TracedUDF(graph, root, dict(result), accesses, tracer.externals, udf_location(udf))
+
+
+# Tensor factories a forward or a UDF may give traced sizes (``torch.zeros(g.num_nodes(), d)``,
+# ``torch.zeros(edges.src['h'].shape[0], d)``): torch's argument parser rejects a proxy where it needs a
+# number before any override is consulted, so they are wrapped while tracing and recorded as calls, replayed
+# with the sizes of each call. (In a UDF, ``gnnc.ir.rules`` decides which recorded factories compile.)
+_FACTORIES = ("zeros", "ones", "empty", "full", "arange", "eye")
+
+
+@contextlib.contextmanager
+def factories_recorded(tracer: fx.Tracer):
+    originals = {name: getattr(torch, name) for name in _FACTORIES}
+
+    def recorded(original):
+        @functools.wraps(original)
+        def factory(*args, **kwargs):
+            if any(isinstance(a, fx.Proxy) for a in tree_flatten((args, kwargs))[0]):
+                return tracer.create_proxy("call_function", original, args, kwargs)
+            return original(*args, **kwargs)
+        return factory
+
+    for name, original in originals.items():
+        setattr(torch, name, recorded(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch, name, original)
 
 
 @contextlib.contextmanager

@@ -12,9 +12,13 @@ Passes move Dense operators between edges and nodes, so one that combines,
 moves, drops or adds rows (a reduction, normalization or contraction over
 dim 0, a transpose or reshape of it, a slice of rows, a broadcast that puts
 dims in front of them), or whose dims cannot be known when compiling, is
-rejected (``_check_rows_untouched``). Unknown operators make inference fail
-too; the caller falls back to eager and names the operator. ``register_rule``
-adds operators.
+rejected (``_check_rows_untouched``). A tensor the UDF makes with its batch's
+row count first (``torch.zeros(h.shape[0], d)``, ``h.new_ones(h.size(0), 1)``;
+zeros, ones, empty and full) is a Dense operator of those rows: each row holds
+the same values wherever it goes. Made otherwise, or with values that depend on
+a row's position (``torch.arange(h.shape[0])``), it is rejected. Unknown
+operators make inference fail too; the caller falls back to eager and names
+the operator. ``register_rule`` adds operators.
 """
 from __future__ import annotations
 
@@ -105,7 +109,7 @@ _ROW_WISE_FUNCTIONS = {
     torch.round, torch.trunc, torch.tan, torch.atan, torch.sinh, torch.cosh, torch.exp2, torch.log2, torch.log10,
     torch.clamp_min, torch.clamp_max, torch.logical_not, torch.logical_and, torch.logical_or, F.relu6,
     F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink, torch.flip, torch.roll, torch.narrow,
-    torch.tensor_split, F.softmin,
+    torch.tensor_split, F.softmin, torch.zeros, torch.ones, torch.empty, torch.full,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -116,7 +120,7 @@ _ROW_WISE_METHODS = {
     "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
     "sin", "cos", "tan", "atan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc", "maximum",
     "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2", "flip", "roll",
-    "narrow", "tensor_split",
+    "narrow", "tensor_split", "new_zeros", "new_ones", "new_empty", "new_full",
     # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
     "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
 }
@@ -376,6 +380,44 @@ def _permute(n, rank):
     return None if why == _DIM0 else why or _MOVES
 
 
+def _row_count(s) -> bool:
+    """Whether ``s`` is the number of rows of a graph value: ``x.size(0)``, ``x.shape[0]``, ``x.size()[0]``."""
+    if not isinstance(s, fx.Node):
+        return False
+    if s.op == "call_method" and s.target == "size" and _is_graph(s.args[0]):
+        dim = _arg(s, 1, "dim")
+        rank = _rank(s.args[0])
+        return _is_int(dim) and (dim == 0 or rank is not None and dim == -rank)
+    return s.op == "call_function" and s.target is operator.getitem and s.args[1] == 0 and _whole_shape(s.args[0])
+
+
+def _whole_shape(s) -> bool:
+    """Whether ``s`` is the shape of a graph value: ``x.shape`` or ``x.size()``."""
+    if not isinstance(s, fx.Node):
+        return False
+    if s.op == "call_method" and s.target == "size":
+        return _is_graph(s.args[0]) and _arg(s, 1, "dim") is None
+    return s.op == "call_function" and s.target is getattr and s.args[1] == "shape" and _is_graph(s.args[0])
+
+
+def _factory(n, rank):
+    """zeros / ones / empty / full and their ``new_`` methods, recorded when a size is traced: a tensor of
+    graph rows when its first size is a graph value's row count (or its sizes are that value's shape) and no
+    other size is traced."""
+    method = n.op == "call_method"
+    sizes = n.args[1:] if method else n.args
+    if n.target in ("new_full", torch.full):
+        sizes = sizes[:1]
+    sizes = n.kwargs.get("size", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, fx.Node))
+                         else sizes)
+    if isinstance(sizes, fx.Node):
+        return None if _whole_shape(sizes) else "sizes a tensor by graph data other than its rows"
+    sizes = list(sizes)
+    if not sizes or not _row_count(sizes[0]) or any(isinstance(x, fx.Node) for x in sizes[1:]):
+        return "sizes a tensor by graph data other than its rows"
+    return None
+
+
 def _roll(n, rank):
     """roll(shifts, dims): without dims it rolls the flattened tensor, rows with the rest."""
     dims = _arg(n, 2, "dims")
@@ -535,7 +577,8 @@ _ROW_CHECKS = {
     "expand": _expand, "expand_as": _expand, "repeat": _repeat, "permute": _permute, "transpose": _transpose,
     "getattr": _getattr, "chunk": _chunk, "split": _chunk, "tensor_split": _chunk, "flip": _flip,
     "roll": _roll, "narrow": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim"), rank),
-    "softmin": _reduction(1, _NO_DIM), "getitem": _getitem, "__getitem__": _getitem,
+    "softmin": _reduction(1, _NO_DIM),
+    **dict.fromkeys(("zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"), _factory), "getitem": _getitem, "__getitem__": _getitem,
     "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
     "where": _where,
 }
