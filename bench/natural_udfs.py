@@ -13,9 +13,11 @@ backward, SGD step), in that order. Each (model, dataset) runs in fresh subproce
 each):
 
 - **time**, one subprocess for all systems, side by side: per mode ``--warmup`` calls of each, then
-  ``--repeat`` rounds of one call of each, the order rotated every round, so that the shared machine's drift
-  reaches every system alike (timed in separate processes, one row's ratio moved from 1.0x to 1.7x between
-  runs); the median per system.
+  ``--repeat`` rounds of one call of each, so that the shared machine's drift reaches every system alike
+  (timed in separate processes, one row's ratio moved from 1.0x to 1.7x between runs); the median per
+  system. A round times eager first, then makes one untimed call (eager's long, memory-hungry calls slowed
+  the next call by up to 1.2x), then times the layer and the compiled natural layer in an order rotated
+  every round.
 - **memory**, one subprocess per system: the benchmark harness's peak (``bench/harness/timing``): resident-set
   high-water mark over the warm-up and timed calls above the resident set before them, with library pages
   mapped first, ``VmHWM`` reset through ``/proc/self/clear_refs`` and freed heap trimmed; the training row's
@@ -156,22 +158,27 @@ def _out(t):
 
 # ----------------------------------------------------------------------------- children
 def _systems(model: str, data, names):
-    """(gnnc layer, natural layer, name -> (graph, module, callable) for each system in ``names``); eager runs
-    a copy of the natural layer, so that no two systems share parameters."""
+    """(gnnc layer, natural layer, name -> (graph, module, callable) for each system in ``names``). No two
+    systems share parameters (eager runs a copy of the natural layer) or a graph object (features one leaves
+    on its graph, and the graph's caches, are its own; a homogeneous graph is copied)."""
     import copy
 
     import gnnc
 
     layer, nat = build(model, data)
-    out = {}
+    out, used = {}, set()
     for name in names:
         if name == "layer":
-            out[name] = (data.graph, layer, gnnc.compile(layer))
+            graph, module, fn = data.graph, layer, gnnc.compile(layer)
         elif name == "compiled":
-            out[name] = (natural_graph(data), nat, gnnc.compile(nat))
+            graph, module, fn = natural_graph(data), nat, gnnc.compile(nat)
         else:
             eager = copy.deepcopy(nat)
-            out[name] = (natural_graph(data), eager, eager)
+            graph, module, fn = natural_graph(data), eager, eager
+        if id(graph) in used:
+            graph = gnnc.graph(graph.find_edges(), num_nodes=graph.num_nodes())
+        used.add(id(graph))
+        out[name] = (graph, module, fn)
     return layer, nat, out
 
 
@@ -230,8 +237,10 @@ def child(cfg: dict) -> None:
 
 def _time_child(cfg: dict, data, emit) -> None:
     """Every system of ``cfg['systems']`` in one process, timed side by side: per mode, ``warmup`` calls of
-    each, then ``repeat`` rounds of one call of each (the order rotated every round), so that the machine's
-    drift reaches every system alike; the median per system."""
+    each, then ``repeat`` rounds of one call of each, so that the machine's drift reaches every system alike;
+    the median per system. Each round times eager first, then, after one untimed call that absorbs the
+    effect of eager's long, memory-hungry call (up to 1.2x on the next compiled call, GAT / pubmed training),
+    the compiled systems in an order rotated every round."""
     import time as clock
 
     model, names = cfg["model"], cfg["systems"]
@@ -241,18 +250,27 @@ def _time_child(cfg: dict, data, emit) -> None:
         steps, times, failed = {}, {name: [] for name in names}, {}
         for name, (graph, module, fn) in systems.items():
             steps[name] = _stepper(graph, data.x, module, fn, mode, fallbacks[name])
+
+        def call(name, timed):
+            start = clock.perf_counter()
+            try:
+                steps[name]()
+            except Exception as exc:  # recorded, never a crash of the run
+                failed[name] = f"{type(exc).__name__}: {exc}"[:500]
+                return
+            if timed:
+                times[name].append(clock.perf_counter() - start)
+
         for round_ in range(-max(1, cfg["warmup"]), cfg["repeat"]):
-            live = [n for n in names if n not in failed]
-            k = round_ % len(live) if live else 0
-            for name in live[k:] + live[:k]:
-                start = clock.perf_counter()
-                try:
-                    steps[name]()
-                except Exception as exc:  # recorded, never a crash of the run
-                    failed[name] = f"{type(exc).__name__}: {exc}"[:500]
-                    continue
-                if round_ >= 0:
-                    times[name].append(clock.perf_counter() - start)
+            compiled = [n for n in names if n != "eager" and n not in failed]
+            k = round_ % len(compiled) if compiled else 0
+            order = compiled[k:] + compiled[:k]
+            if "eager" in names and "eager" not in failed:
+                call("eager", round_ >= 0)
+                if order:
+                    call(order[0], False)
+            for name in order:
+                call(name, round_ >= 0)
         for name in names:
             row = {"model": model, "dataset": cfg["dataset"], "system": name, "mode": mode, "role": "time",
                    "fallbacks": fallbacks[name]}
@@ -414,7 +432,8 @@ def table(meta: dict, rows: list[dict]) -> str:
         f"{load_end} at the end); {meta['threads']} torch threads; torch {meta['torch']}; gnnc at "
         f"{meta['commit']}{' with uncommitted src/ changes of concurrent work' if meta['src_dirty'] else ''}; "
         f"{meta['date']}. Times: median of {meta['repeat']} calls after {meta['warmup']} warm-ups, all systems "
-        f"of a row timed side by side in one subprocess (rounds of one call each, order rotated). Memory: each "
+        f"of a row timed side by side in one subprocess (rounds of one call each: eager, an untimed call, then "
+        f"layer and nat in rotated order). Memory: each "
         f"system in its own subprocess, every allocation over 128 KiB mapped by itself; peak = resident-set "
         f"high-water mark above the start of the mode (harness measure), MiB; steady = the same over the timed "
         f"calls only, above the resident set after the warm-ups (without the first call's tracing, planning and "
