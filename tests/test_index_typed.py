@@ -222,6 +222,26 @@ def test_grouping_cached_per_tensor_and_version_and_by_contents():
     assert kernel.grouping(types, 3) is not changed
 
 
+def test_a_grouping_keeps_its_types_narrowed_and_tells_apart_values_that_wrap_to_them():
+    """The copy kept to recognise equal contents is int8 for up to 128 types; a fresh tensor whose values are
+    equal only after narrowing (3 + 256 wraps to 3) is not taken for the same types, and values out of range
+    are reported as such."""
+    clear_structure_cache()
+    types = torch.tensor([3, 0, -1, 2, 3])
+    first = kernel.grouping(types, 4)
+    assert first.snapshot.dtype == torch.int8 and first.source_dtype == torch.int64
+    assert kernel.grouping(types.clone(), 4) is first
+    assert kernel.grouping(types.to(torch.int32), 4) is not first  # another dtype: built anew, same groups
+    assert kernel.grouping(types.to(torch.int32), 4).groups.offsets == first.groups.offsets
+    with pytest.raises(IndexError, match="259"):
+        kernel.grouping(torch.tensor([3, 0, -1, 2, 3 + 256]), 4)
+    assert kernel.grouping(torch.tensor([299, 0], dtype=torch.int16), 300).snapshot.dtype == torch.int16
+    empty = kernel.grouping(torch.tensor([], dtype=torch.int64), 4)
+    assert kernel.grouping(torch.tensor([], dtype=torch.int64), 4) is empty
+    compact = first.compact(torch.tensor([1, 1, 0, 1, 1]), 2)  # the narrowed copy's types, as int64
+    assert compact.rows.tolist() == [1, 1, 0, 1] and compact.groups.offsets == (0, 1, 1, 2, 4)
+
+
 # --------------------------------------------------------------------------- end to end: DGL's RGCN layer
 class RGCNLayer(nn.Module):
     """DGL's entity-classification RGCN layer (examples/pytorch/rgcn), as users write it."""
