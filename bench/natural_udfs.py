@@ -26,8 +26,8 @@ each):
   otherwise keeps freed tensors in the heap, and one row's peak moved by 15 MiB between runs. Those calls are
   slower for it, so the table's times come from the time subprocess only.
 
-Check (the compiled system's memory subprocess, after its calls, from the initial parameters): the compiled natural layer's
-output, and in training its parameter gradients, within the harness's tolerance
+Check (the compiled system's memory subprocess, after its calls, from the initial parameters): the compiled
+natural layer's output, and in training its parameter gradients, within the harness's tolerance
 (``harness.equivalence.error_ratio``: ``|a - b| <= rtol * (|b| + max|b|)``) of the same layer run eagerly; where the
 natural layer computes the same function as gnnc's layer (all but GIN; the weights are copied from it) the eager natural output is also compared with gnnc's layer run eagerly. A float32 parameter
 gradient beyond the tolerance (a sum over millions of edges that cancels) is arbitrated by the eager natural layer in
@@ -183,8 +183,8 @@ def _systems(model: str, data, names):
 
 
 def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
-    """One call of ``fn`` on ``(graph, x)`` in ``mode`` (inference: a forward under ``no_grad``; training: zero_grad, forward,
-    sum, backward, SGD step), recording ``FallbackWarning`` messages into ``fallbacks``."""
+    """One call of ``fn`` on ``(graph, x)`` in ``mode`` (inference: a forward under ``no_grad``; training:
+    zero_grad, forward, sum, backward, SGD step), recording ``FallbackWarning`` messages into ``fallbacks``."""
     import torch
     from gnnc.runtime.compiled import FallbackWarning
     from harness.timing import SGD_LR

@@ -676,6 +676,71 @@ def test_mixed_idioms_match_eager_over_optimizer_steps_on_an_unsorted_graph():
         torch.testing.assert_close(a, b)
 
 
+_GATE = nn.Linear(D // 2, D // 2).double()  # a module-level module the message reaches
+
+
+def _gated_message(edges):
+    """A module-level message: GLU-style halves by ``torch.chunk``, padded back by a tensor of the rows."""
+    a, b = torch.chunk(edges.src["h"], 2, dim=-1)
+    pad = torch.zeros(a.shape[0], D // 2, dtype=a.dtype)
+    return {"m": torch.cat([_GATE(a) * torch.sigmoid(b), pad], -1) + edges.dst["h"].flip(-1)}
+
+
+class _NewFormsInUserStyles(nn.Module):
+    """The forms compiled since the factories and less common operators, in styles of other authors: the
+    module-level message above, a plain tensor attribute bound as a default argument and rebound after each
+    step, and an update that reads the feature it overwrites with a gate made of the rows' count."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.rand(D, dtype=torch.float64, requires_grad=True)
+
+    def forward(self, g, h):
+        with g.local_scope():
+            g.ndata["h"] = h
+
+            def update(nodes, scale=self.scale):
+                o = nodes.data["o"]
+                gate = o.new_ones(o.size(0), 1) * 0.5
+                return {"o": torch.clamp_min(o, -1.0) * scale * gate + torch.roll(nodes.data["h"], 1, -1)}
+
+            g.update_all(_gated_message, fn.sum("m", "o"), update)
+            g.apply_nodes(lambda nodes: {"o": nodes.data["o"] + torch.atan(nodes.data["o"])})
+            return g.ndata["o"]
+
+
+def _new_forms_steps(g, compiled):
+    torch.manual_seed(2)
+    net = _NewFormsInUserStyles()
+    f = gnnc.compile(net) if compiled else net
+    h = torch.randn(g.num_nodes(), D, dtype=torch.float64)
+    params = [*_GATE.parameters()]
+    saved = [p.detach().clone() for p in params]
+    seen = []
+    for _ in range(2):
+        out = f(g, h)
+        grads = torch.autograd.grad(out.square().sum(), [*params, net.scale])
+        with torch.no_grad():
+            for p, grad in zip(params, grads):
+                p -= 0.01 * grad
+        net.scale = (net.scale - 0.01 * grads[-1]).detach().requires_grad_()
+        seen += [out.detach(), *grads]
+    with torch.no_grad():
+        for p, s in zip(params, saved):
+            p.copy_(s)
+    return seen
+
+
+def test_new_forms_in_other_authors_styles_match_eager_over_optimizer_steps():
+    g = random_homograph(20, 70, 5)
+    want = _new_forms_steps(g, False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FallbackWarning)
+        got = _new_forms_steps(g, True)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+
+
 class _GINWithBatchNorm(nn.Module):
     """DGL's GIN example: sum of neighbours, then an apply-node MLP with batch norm (training mode)."""
 

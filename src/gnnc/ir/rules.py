@@ -578,7 +578,8 @@ _ROW_CHECKS = {
     "getattr": _getattr, "chunk": _chunk, "split": _chunk, "tensor_split": _chunk, "flip": _flip,
     "roll": _roll, "narrow": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim"), rank),
     "softmin": _reduction(1, _NO_DIM),
-    **dict.fromkeys(("zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"), _factory), "getitem": _getitem, "__getitem__": _getitem,
+    **dict.fromkeys(("zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"), _factory),
+    "getitem": _getitem, "__getitem__": _getitem,
     "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
     "where": _where,
 }

@@ -171,8 +171,7 @@ def _narrow_dtype(dtype: torch.dtype, num_types: int) -> torch.dtype:
 def _narrowed(types: torch.Tensor, num_types: int) -> torch.Tensor:
     """A copy of ``types`` (values already checked in [-num_types, num_types)) in ``_narrow_dtype``: exact,
     and on bgs' 673K edges 0.6 MiB where an int64 copy kept 5.1 MiB."""
-    narrow = _narrow_dtype(types.dtype, num_types)
-    return types.clone() if narrow == types.dtype else types.to(narrow)
+    return types.to(_narrow_dtype(types.dtype, num_types), copy=True)
 
 
 def _same_contents(gp: Grouping, types: torch.Tensor) -> bool:
