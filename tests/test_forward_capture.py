@@ -412,3 +412,40 @@ def test_user_styles_inside_a_captured_forward_give_eagers_numbers_over_two_step
             for p, gr in zip(wrt[:-1], ref_grads[:-1]):
                 p.sub_(0.1 * gr)
             model.w = (model.w - 0.1 * ref_grads[-1]).requires_grad_()  # rebound, as users of plain tensors do
+
+
+class RebindsAPlainTensor(MaskedHGT):
+    """A plain tensor weight, rebound after each step, read by a UDF made in forward through a default."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.gain = torch.ones(1, dtype=torch.float64, requires_grad=True)
+
+    def forward(self, g, h):
+        def message(edges, gain=self.gain):
+            return {"m": edges.src["ntype"].unsqueeze(-1) * gain}
+
+        with g.local_scope():
+            g.update_all(message, gnnc.function.sum("m", "extra"))
+            return super().forward(g, h) + g.ndata["extra"]
+
+
+def test_a_default_holding_the_models_tensor_is_not_replayed_after_the_user_rebinds_it():
+    g = _graph(seed=13)
+    x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
+    outputs = []
+    for compile_ in (False, True):
+        torch.manual_seed(0)
+        model = RebindsAPlainTensor(8, 8, 3, 4, 2).double()
+        run = gnnc.compile(model) if compile_ else model
+        seen = []
+        for _ in range(3):
+            out = run(g, x)
+            (grad,) = torch.autograd.grad(out.square().sum(), [model.gain])
+            model.gain = (model.gain - 0.1 * grad).detach().requires_grad_()
+            seen += [out.detach(), grad]
+        outputs.append(seen)
+        if compile_:
+            assert "closure made in forward" in run.forward_log[0], run.forward_log
+    for eager, compiled in zip(*outputs):
+        torch.testing.assert_close(compiled, eager)

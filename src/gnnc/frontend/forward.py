@@ -39,6 +39,7 @@ GRAPH_API = frozenset({"ndata", "edata", "srcdata", "dstdata", "local_scope", "a
                        "update_all", "multi_update_all", "in_degrees", "out_degrees", "num_nodes", "num_edges",
                        "number_of_nodes", "number_of_edges"})
 FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata"})
+MESSAGE_PASSING = frozenset({"apply_edges", "apply_nodes", "update_all", "multi_update_all"})
 # Names whose presence in traced code means replay could differ: state the trace does not record.
 _STATEFUL_NAMES = frozenset({"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "autocast",
                              "manual_seed", "seed", "random", "checkpoint", "set_rng_state", "get_rng_state"})
@@ -115,6 +116,11 @@ _SCOPES: contextvars.ContextVar = contextvars.ContextVar("gnnc_replay_scopes")
 def graph_frame(n: fx.Node) -> bool:
     """Whether node ``n`` is a graph's feature frame (``g.ndata``): item writes there are graph writes."""
     return n.op == "call_function" and n.target is getattr and n.args[1] in FRAMES
+
+
+def message_passing_call(n: fx.Node) -> bool:
+    """Whether node ``n`` of a captured forward is a message-passing call on a graph (``g.update_all(...)``)."""
+    return n.op == "call_method" and n.target in MESSAGE_PASSING
 
 
 def writes_in_place(n: fx.Node) -> bool:
@@ -215,7 +221,7 @@ class _Tracer(fx.Tracer):
     def _constant(self, a) -> fx.Node:
         if not _persistent(a, self._persistent):
             raise CaptureFailure(f"the forward passes {type(a).__name__} {getattr(a, '__name__', '')!s} holding a "
-                                 "tensor or traced value of its own (a closure made in forward): replay would "
+                                 "tensor or traced value (a closure made in forward, or its default): replay would "
                                  "keep the first call's")
         if id(a) not in self._constant_ids:
             name = f"_gnnc_constant{len(self.constants)}"
@@ -226,11 +232,13 @@ class _Tracer(fx.Tracer):
 
 def _persistent(obj, known: dict, depth: int = 0) -> bool:
     """Whether replaying with ``obj`` (a UDF passed to the graph) is as good as the forward's new one: it is
-    the model's own, or reaches nothing but scalars and the model's own objects."""
-    if isinstance(obj, _SCALARS) or isinstance(obj, (BuiltinMessage, BuiltinReduce)) or id(obj) in known:
-        return True
+    the model's own, or reaches nothing but scalars and the model's own objects. A tensor it holds is never
+    as good, the model's own included: a function made in forward holds the tensor the attribute named then,
+    and the user may rebind the attribute (a plain tensor weight after an optimizer step)."""
     if isinstance(obj, fx.Proxy) or isinstance(obj, torch.Tensor) or depth > 4:
         return False
+    if isinstance(obj, _SCALARS) or isinstance(obj, (BuiltinMessage, BuiltinReduce)) or id(obj) in known:
+        return True
     if isinstance(obj, types.MethodType):
         return _persistent(obj.__self__, known, depth + 1) and _persistent(obj.__func__, known, depth + 1)
     if isinstance(obj, types.FunctionType):
