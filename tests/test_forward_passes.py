@@ -65,6 +65,39 @@ def test_type_masks_rewrites_the_plain_pattern():
     assert targets.count("finish_rows") == 1
 
 
+class ReadsAcrossACall(nn.Module):
+    """DGL's HGT shape: ``h[mask]`` per type before a message-passing call and again after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lins = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, g, h):
+        ntype = g.ndata["ntype"]
+        out = torch.zeros_like(h)
+        for t in range(3):
+            out[ntype == t] = self.lins[t](h[ntype == t])
+        g.ndata["o"] = out
+        g.update_all(gnnc.function.copy_u("o", "m"), gnnc.function.sum("m", "s"))
+        s = g.ndata["s"]
+        res = torch.zeros_like(h)
+        for t in range(3):
+            res[ntype == t] = s[ntype == t] * 2 + h[ntype == t]
+        return res
+
+
+def test_type_masks_gathers_a_part_again_after_a_message_passing_call():
+    graph, _ = _run_passes(ReadsAcrossACall(), _g(), torch.randn(12, 4))
+    splits = [n for n in graph.nodes if n.target is split_rows]
+    parts = {split.args[0].op: sum(1 for use in split.users if use.target is operator.getitem) for split in splits}
+    assert parts == {"placeholder": 6, "call_function": 3}, parts  # h: 3 types before the call and 3 after
+    for grad in (False, True):
+        g, x = _g(seed=3), torch.randn(12, 4)
+        model = ReadsAcrossACall()
+        with torch.set_grad_enabled(grad):
+            torch.testing.assert_close(gnnc.compile(model)(g, x), model(g, x), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("flag", ["read_between", "mask_used", "twice", "not_fresh"])
 def test_type_masks_refuses_what_would_change_values(flag):
     model = PerType(**{flag: True})
@@ -137,8 +170,8 @@ def _fill(out, layout, which, values):
 
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(0, 40), k=st.integers(1, 5), spread=st.integers(-2, 7), seed=st.integers(0, 1000),
-       width=st.integers(1, 3), grad=st.booleans())
-def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad):
+       width=st.integers(1, 3), grad=st.booleans(), buffer_grad=st.booleans())
+def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad, buffer_grad):
     gen = torch.Generator().manual_seed(seed)
     types = torch.randint(-1, max(spread, 0) + 1, (n,), generator=gen)
     consts = tuple(sorted(set(torch.randint(-1, 6, (k,), generator=gen).tolist())))
@@ -149,19 +182,20 @@ def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad):
         assert torch.equal(parts[i], x[types == c])
     values = [torch.randn(int((types == c).sum()), width, generator=gen, dtype=torch.float64).requires_grad_(grad)
               for c in consts]
-    expected = torch.zeros(n, width, dtype=torch.float64)
+    base = torch.randn(n, width, generator=gen, dtype=torch.float64).requires_grad_(grad and buffer_grad)
+    expected = base * 2  # a buffer with a gradient of its own: the rows no type writes keep it
     for c, v in zip(consts, values):
         expected[types == c] = v
     which = tuple(range(len(consts)))[::-1]  # any order of writes
-    out = _fill(torch.zeros(n, width, dtype=torch.float64), layout, which, tuple(values[i] for i in which))
+    out = _fill(base * 2, layout, which, tuple(values[i] for i in which))
     assert torch.equal(out, expected)
     if grad and n:
         weight = torch.randn(n, width, generator=gen, dtype=torch.float64)
         ours = torch.autograd.grad((out * weight).sum() + sum((parts[i] * i).sum() for i in range(len(consts))),
-                                   [x, *values], allow_unused=True)
+                                   [x, *values, base][:len(values) + 1 + buffer_grad], allow_unused=True)
         ref = torch.autograd.grad((expected * weight).sum() + sum((x[types == c] * i).sum()
                                                                   for i, c in enumerate(consts)),
-                                  [x, *values], allow_unused=True)
+                                  [x, *values, base][:len(values) + 1 + buffer_grad], allow_unused=True)
         for a, b in zip(ours, ref):
             assert (a is None and b is None) or torch.equal(a, b)
 
@@ -192,6 +226,18 @@ def test_other_type_tensors_compute_the_masks_as_written(types):
     parts = split_rows(x, layout)
     for i, c in enumerate((0, 1)):
         assert torch.equal(parts[i], x[types == c])
+
+
+def test_a_part_is_gathered_when_read_and_kept_only_with_gradients_on():
+    types = torch.tensor([0, 1, 0, 2, 1])
+    layout = type_layout(types, (0, 1, 2))
+    x = torch.randn(5, 3)  # no gradient of its own: parts are gathered when read
+    parts = split_rows(x, layout)
+    assert parts[1] is parts[1]  # a backward that saved the first read holds it: a second would be saved too
+    with torch.no_grad():
+        parts = split_rows(x, layout)
+        first = parts[1]
+        assert first is not parts[1] and torch.equal(first, parts[1])  # no copy outlives its reader
 
 
 def test_mismatched_rows_raise_eagers_error():

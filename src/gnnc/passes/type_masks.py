@@ -18,8 +18,10 @@ Pattern, in a captured forward's fx graph (``gnnc.frontend.forward``), for one t
 Replacement (``gnnc.runtime.type_rows``): ``layout = type_layout(S, cs)`` (rows of each type, stable:
 cached with ``S``'s version); ``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same
 rows in the same order); each write becomes ``write_rows`` (by index; a differentiated value is kept for
-later) and ``finish_rows`` after the last write makes the kept ones in one ``index_put_``, read afterwards
-instead of ``O``. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between
+later) and ``finish_rows`` after the last write copies the kept ones into their rows at once, read
+afterwards instead of ``O``. Gathers of one type from one ``X`` share one node, but not across a message-passing
+call: without gradients a part is gathered when read, and one shared across the call (DGL's HGT reads ``h[mask]``
+before ``apply_edges`` and again after ``update_all``) would hold a copy of ``X`` through it. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between
 them. Nothing is rewritten when the forward writes in place anywhere else (a write could alias ``S``, an
 ``X`` or an ``O``).
 """
@@ -30,7 +32,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from ..frontend.forward import graph_frame, writes_in_place
+from ..frontend.forward import graph_frame, message_passing_call, writes_in_place
 from ..runtime.type_rows import finish_rows, split_rows, type_layout, write_rows
 
 _FRESH_METHODS = {"new_empty", "new_zeros", "new_ones", "new_full"}
@@ -155,13 +157,18 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
             graph.erase_node(w)
     parts: dict = {}
     gathers = sorted((env[g] for g in plan["gathers"]), key=position.__getitem__)
-    taken: dict = {}  # (source, type) -> its part: one node however often the code gathers it
+    calls = 0
+    segment = {}  # node -> how many message-passing calls come before it
+    for n in nodes:
+        segment[n] = calls
+        calls += message_passing_call(n)
+    taken: dict = {}  # (source, type, segment) -> its part: one node however often the code gathers it
     for g in gathers:
         source = g.args[0]
         if source not in parts:
             with graph.inserting_before(g):
                 parts[source] = graph.call_function(split_rows, (source, layout))
-        key = (source, index[group[g.args[1]]])
+        key = (source, index[group[g.args[1]]], segment[g])
         if key not in taken:
             with graph.inserting_before(g):
                 taken[key] = graph.call_function(operator.getitem, (parts[source], key[1]))
@@ -175,4 +182,4 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
     buffers = ", ".join(b.name for b in plan["writes"]) or "none"
     return (f"type_masks: {len(plan['group'])} masks {_describe(plan['types'])} == c for c in {list(consts)}: "
             f"{len(gathers)} gathers from {len(parts)} tensors by rows of one layout; writes into {buffers} by "
-            "index (differentiated ones in one index_put_ per buffer)")
+            "index (differentiated ones at once per buffer)")

@@ -95,13 +95,20 @@ def _differentiated(t) -> bool:
 
 class _Gathers:
     """Parts gathered when read (a type's rows by index): nothing of ``x``'s size is copied, and without
-    gradients there is no backward for one gather to save."""
+    gradients there is no backward for one gather to save. With gradients on, a part read again is the
+    first read's (a backward that saved it holds it anyway; a second gather would be saved too)."""
 
     def __init__(self, x: torch.Tensor, layout: TypeLayout):
         self.x, self.layout = x, layout
+        self._read: dict = {}
 
     def __getitem__(self, k: int) -> torch.Tensor:
-        return self.x.index_select(0, self.layout.rows_of((k,)))
+        if k in self._read:
+            return self._read[k]
+        part = self.x.index_select(0, self.layout.rows_of((k,)))
+        if torch.is_grad_enabled():
+            self._read[k] = part
+        return part
 
 
 def split_rows(x: torch.Tensor, layout: TypeLayout):
@@ -125,7 +132,8 @@ def write_rows(out: torch.Tensor, layout: TypeLayout, k: int, value, pending: tu
 
 
 def finish_rows(out: torch.Tensor, layout: TypeLayout, pending: tuple) -> torch.Tensor:
-    """``out`` with the pending writes of :func:`write_rows` made, in one ``index_put_``."""
+    """``out`` with the pending writes of :func:`write_rows` made at once: each value copied into its type's
+    rows (no concatenation of the values, which would be one more copy of ``out``'s size)."""
     if not pending:
         return out
     try:
@@ -134,11 +142,35 @@ def finish_rows(out: torch.Tensor, layout: TypeLayout, pending: tuple) -> torch.
     except RuntimeError:
         parts = []
     if len(parts) == len(pending):
-        out.index_put_((layout.rows_of(tuple(k for k, _ in pending)),), torch.cat(parts))
-        return out
+        rows = tuple(layout.rows_of((k,)) for k, _ in pending)
+        return _WriteRows.apply(out, rows, *parts)
     for k, v in pending:  # as written (so is any error: another dtype, a shape that does not broadcast)
         out[layout.mask(k)] = v
     return out
+
+
+class _WriteRows(torch.autograd.Function):
+    """``out[rows[i]] = values[i]`` for each i, in place (disjoint rows); backward: each value's gradient is
+    its rows of the output's, ``out``'s is the output's with the written rows zero."""
+
+    @staticmethod
+    def forward(ctx, out, rows, *values):
+        for r, v in zip(rows, values):
+            out.index_copy_(0, r, v)
+        ctx.mark_dirty(out)
+        ctx.rows = rows
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads = [grad.index_select(0, r) if need else None
+                 for r, need in zip(ctx.rows, ctx.needs_input_grad[2:])]
+        kept = None
+        if ctx.needs_input_grad[0]:
+            kept = grad.clone()
+            for r in ctx.rows:
+                kept.index_fill_(0, r, 0)
+        return (kept, None, *grads)
 
 
 __all__ = ["TypeLayout", "type_layout", "split_rows", "write_rows", "finish_rows"]
