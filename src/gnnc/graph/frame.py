@@ -124,6 +124,11 @@ class TypedStore:
         self.whole[key] = value
         self.typed.pop(key, None)
 
+    def keep_only(self, kept) -> None:
+        """Drop every feature not named in ``kept`` (a deferred one without computing it)."""
+        self.whole = {k: v for k, v in self.whole.items() if k in kept}
+        self.typed = {k: v for k, v in self.typed.items() if k in kept}
+
     def del_key(self, key: str) -> None:
         if key not in self.whole and key not in self.typed:
             raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")

@@ -38,7 +38,7 @@ from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import cost
 from . import deferred as deferral
-from . import eager, recompute
+from . import eager, recompute, scope_release
 from .context import graph_context
 from .node_reads import end_slot, node_feature_types
 
@@ -315,6 +315,20 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
     return values
 
 
+def _feature_names(dfg: MPDFG) -> tuple[set, set]:
+    """(node, edge) feature names the plan's placeholders bind (deferred edge results included)."""
+    nodes, edges = set(), set()
+    for n in dfg.inputs():
+        kind, name = n.meta["input"]
+        if kind == "ndata":
+            nodes.add(name)
+        elif kind == "edata":
+            edges.add(name)
+        elif kind == DEFERRED_INPUT:
+            edges.add(name.rsplit(".", 1)[0])
+    return nodes, edges
+
+
 # Internal-order copies of per-edge scalars that need no gradient (relation types, norms, weights), by the
 # user's tensor and its version: models set them once and read them at every call, and a type feature bound
 # as the same object keeps its grouping (``index_matmul.grouping``) without comparing contents. One number
@@ -387,6 +401,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return None
     try:
         inputs = bind_inputs(plan.dfg, g, rel, udfs)
+        scope_release.drop_before_run(kind, g, rel, _feature_names(plan.dfg))
         with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
                 recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)
