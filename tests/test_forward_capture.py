@@ -289,7 +289,8 @@ def test_unsound_forwards_run_as_written(kind, why):
     assert all(isinstance(s, torch.Tensor) for s in getattr(model, "seen", []))
 
 
-@pytest.mark.parametrize("kind,applies", [(ChecksGraphType, ["merge_linears", "release_features", "type_masks"]),
+@pytest.mark.parametrize("kind,applies", [(ChecksGraphType, ["merge_linears", "release_features", "scope_deferral",
+                                                             "type_masks"]),
                                           (InPlace, ["release_features"])])  # in-place writes: not regrouped
 def test_forwards_checking_the_graph_type_or_writing_in_place_still_compile(kind, applies):
     g = _graph(seed=12)

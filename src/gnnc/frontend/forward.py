@@ -118,6 +118,14 @@ def graph_frame(n: fx.Node) -> bool:
     return n.op == "call_function" and n.target is getattr and n.args[1] in FRAMES
 
 
+def copied(graph: fx.Graph) -> tuple[fx.Graph, dict]:
+    """A copy of ``graph`` for a forward pass to rewrite, and the map from its nodes to the copy's."""
+    new = fx.Graph()
+    env: dict = {}
+    new.output(new.graph_copy(graph, env))
+    return new, env
+
+
 def message_passing_call(n: fx.Node) -> bool:
     """Whether node ``n`` of a captured forward is a message-passing call on a graph (``g.update_all(...)``)."""
     return n.op == "call_method" and n.target in MESSAGE_PASSING

@@ -226,6 +226,16 @@ def _is_metadata(func) -> bool:
     return name in _METADATA
 
 
+def _writes(func, kwargs) -> bool:
+    """Whether the torch operation ``func`` writes into a tensor argument (in place, or through ``out=``)."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.startswith("_")) or name in _WRITING_DUNDERS \
+        or kwargs.get("out") is not None
+
+
+_WRITING_DUNDERS = frozenset({"__setitem__"} | {f"__i{op.__name__.strip('_')}__" for op in AUGMENTED.values()})
+
+
 # Random draws; made from no traced value while tracing, they would run once and stay a constant.
 _RANDOM = frozenset({torch.rand, torch.randn, torch.randint, torch.randperm, torch.bernoulli, torch.normal,
                      torch.multinomial, torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like,
@@ -247,6 +257,10 @@ class LiftReached(TorchFunctionMode):
             raise TraceFailure(f"{getattr(func, '__name__', func)} draws random numbers from no traced value: "
                                "the trace would keep the first draw", "?")
         if _is_metadata(func) or not any(self.tracer.is_live(a) for a in leaves):
+            if _writes(func, kwargs):  # into a real tensor, now: user code's write, run while tracing
+                from ..runtime.deferred import settle_before_user_writes
+
+                settle_before_user_writes()
             return func(*args, **kwargs)
         args, kwargs = tree_map(self.tracer.lift, (args, kwargs))
         if getattr(func, "__name__", "") == "__get__":  # a tensor property (``w.T``)

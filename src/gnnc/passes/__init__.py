@@ -24,6 +24,7 @@ from .recompute import recompute
 from .release_features import release_features
 from .reorder import reorder
 from .retype import retype
+from .scope_deferral import scope_deferral
 from .shared_dot import shared_dot
 from .split_concat import split_concat
 from .type_masks import type_masks
@@ -62,7 +63,8 @@ FORWARD_PASSES = (
     ("type_masks", type_masks),  # per-type mask gathers and writes -> one split, one index_put
     ("merge_linears", merge_linears),  # after type_masks: it removes the writes that block merging
     ("batch_heads", batch_heads),  # after merge_linears: the heads' values are then columns of one product
-    ("release_features", release_features),  # last: the calls it places after a scope's last call use the graph
+    ("release_features", release_features),  # after the passes that match graph operations: it adds some
+    ("scope_deferral", scope_deferral),  # after release_features, which refuses a scope whose graph code follows
 )
 
 
@@ -84,4 +86,4 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
 
 
 __all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",
-           "node_scales", "recompute", "release_features", "reorder", "retype", "shared_dot", "split_concat", "typed_linear"]
+           "node_scales", "recompute", "release_features", "reorder", "retype", "scope_deferral", "shared_dot", "split_concat", "typed_linear"]

@@ -15,8 +15,9 @@ before that call that nothing reads after it. Replacement: ``drop_features(G, ke
 call, dropping every node and edge feature not named in ``kept`` (the keys read or popped after the call, per
 node and edge frames) without computing a deferred one; and ``arm_drop(G, kept)`` right before it, so that the call's
 compiled plan, once it has bound its inputs, drops first what neither it nor ``kept`` names (a one-plan
-call, ``apply_edges`` or ``update_all`` on the whole graph; ``gnnc.runtime.scope_release``). Exact: nothing reads a dropped feature before the scope ends,
-and the scope's end restores the features as they were when it began, dropped ones included.
+call, ``apply_edges`` or ``update_all`` on the whole graph; ``gnnc.runtime.scope_release``). Exact: nothing
+reads a dropped feature before the scope ends, and the scope's end restores the features as they were when it
+began, dropped ones included.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import operator
 
 import torch.fx as fx
 
-from ..frontend.forward import enter_scope, exit_scope, graph_frame, message_passing_call
+from ..frontend.forward import copied, enter_scope, exit_scope, graph_frame, message_passing_call
 from ..runtime.scope_release import arm_drop, drop_features
 
 _COUNTS = frozenset({"num_nodes", "num_edges", "number_of_nodes", "number_of_edges", "in_degrees", "out_degrees"})
@@ -89,18 +90,23 @@ def _dropped(body: list, g: fx.Node, until: fx.Node, kept: tuple) -> list:
     return sorted(keys)
 
 
-def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
-    """The rewritten copy of ``graph`` and one log line per scope released early (none: ``graph`` itself)."""
+def scope_bodies(graph: fx.Graph):
+    """(``G``, the nodes inside, the node leaving it) of every ``G.local_scope()`` on a graph argument that the
+    forward enters and leaves."""
     nodes = list(graph.nodes)
-    sites = []
     for i, enter in enumerate(nodes):
         if not (enter.op == "call_function" and enter.target is enter_scope) or (g := _scope_graph(enter)) is None:
             continue
         ends = [j for j in range(i + 1, len(nodes)) if nodes[j].op == "call_function"
                 and nodes[j].target is exit_scope and nodes[j].args[0] is enter.args[0]]
-        if not ends:
-            continue
-        body = nodes[i + 1:ends[0]]
+        if ends:
+            yield g, nodes[i + 1:ends[0]], nodes[ends[0]]
+
+
+def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+    """The rewritten copy of ``graph`` and one log line per scope released early (none: ``graph`` itself)."""
+    sites = []
+    for g, body, _ in scope_bodies(graph):
         found = _after_last_call(body, g)
         if found is None:
             continue
@@ -110,9 +116,7 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             sites.append((g, call, kept, dropped))
     if not sites:
         return graph, []
-    new = fx.Graph()
-    env: dict = {}
-    new.output(new.graph_copy(graph, env))
+    new, env = copied(graph)
     log = []
     for g, call, kept, dropped in sites:
         with new.inserting_before(env[call]):
@@ -126,4 +130,4 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
     return new, log
 
 
-__all__ = ["release_features"]
+__all__ = ["release_features", "scope_bodies"]

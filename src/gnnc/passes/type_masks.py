@@ -19,11 +19,11 @@ Replacement (``gnnc.runtime.type_rows``): ``layout = type_layout(S, cs)`` (rows 
 cached with ``S``'s version); ``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same
 rows in the same order); each write becomes ``write_rows`` (by index; a differentiated value is kept for
 later) and ``finish_rows`` after the last write copies the kept ones into their rows at once, read
-afterwards instead of ``O``. Gathers of one type from one ``X`` share one node, but not across a message-passing
-call: without gradients a part is gathered when read, and one shared across the call (DGL's HGT reads ``h[mask]``
-before ``apply_edges`` and again after ``update_all``) would hold a copy of ``X`` through it. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between
-them. Nothing is rewritten when the forward writes in place anywhere else (a write could alias ``S``, an
-``X`` or an ``O``).
+afterwards instead of ``O``. Gathers of one type from one ``X`` share one node, but not across a
+message-passing call: without gradients a part is gathered when read, and one shared across the call (DGL's
+HGT reads ``h[mask]`` before ``apply_edges`` and again after ``update_all``) would hold a copy of ``X`` through
+it. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between them. Nothing is
+rewritten when the forward writes in place anywhere else (a write could alias ``S``, an ``X`` or an ``O``).
 """
 from __future__ import annotations
 

@@ -397,7 +397,9 @@ def run(kind, udfs, g, rel, options) -> dict | None:
     record = _RECORDING.get()
     if record is not None:
         record.append(dataclasses.replace(plan, context=graph_context(g, rel)))
+    trusted = deferral.take_trust(g) and kind == "apply_edges" and rel is None
     if plan.module is None:
+        deferral.settle_trusted(g)  # the caller runs the UDFs eagerly next
         return None
     try:
         inputs = bind_inputs(plan.dfg, g, rel, udfs)
@@ -406,14 +408,18 @@ def run(kind, udfs, g, rel, options) -> dict | None:
                 recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)
             if plan.deferred:
-                held = [*inputs, *plan.module.parameters(), *plan.module.buffers()]  # optimizers change these in place
+                # optimizers (or user code between calls) change these in place, unless the forward promised not to
+                held = [] if trusted else [*inputs, *plan.module.parameters(), *plan.module.buffers()]
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
+                if trusted:
+                    deferral.record_trusted(g, [k for k, v in results.items() if isinstance(v, deferral.DeferredEdges)])
     except AUTOGRAD_SIGNALS:
         raise
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
         failure = f"{type(err).__name__}: {first_line(err)}"
     else:
         return results
+    deferral.settle_trusted(g)
     _run_eagerly(kind, udfs, g, rel)  # the user's own error, raised in the user's terms, if eager fails too
     _fallback(TraceFailure(f"the compiled plan failed ({failure})", plan.call))
     for key in [k for k, v in _CACHE.items() if v is plan]:  # rebuilt next call: the failure may pass

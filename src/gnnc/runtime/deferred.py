@@ -20,6 +20,7 @@ user code (or the eager executor) pays the permutation to user order.
 """
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 import torch
@@ -212,6 +213,63 @@ def wrap(deferred: dict, ctx: GraphContext, held: list, results: dict, backend_n
                 value = DeferredEdges(ctx, moved, ops.edge_rows, (rows,), (), backend_name)
         out[key] = value
     return out
+
+
+# A captured forward's promise (``gnnc.passes.scope_deferral``): nothing writes into a tensor before the graph's
+# next compiled call, so the values its next whole-graph apply_edges defers may hold that plan's inputs (which
+# ``wrap`` otherwise computes at once). The values so deferred stay pending until a call of the graph runs user
+# code eagerly, which settles them first (computes those still deferred), or the forward forgets them.
+_TRUSTED: contextvars.ContextVar = contextvars.ContextVar("gnnc_trusted_graph", default=None)
+_PENDING: contextvars.ContextVar = contextvars.ContextVar("gnnc_trusted_values", default=None)
+
+
+def trust_next_apply_edges(graph) -> None:
+    """Let ``graph``'s next whole-graph compiled apply_edges defer values that hold its inputs."""
+    _TRUSTED.set(graph)
+
+
+def take_trust(graph) -> bool:
+    """Whether ``graph`` was trusted (see ``trust_next_apply_edges``); the trust is used up."""
+    if _TRUSTED.get() is not graph:
+        return False
+    _TRUSTED.set(None)
+    return True
+
+
+def record_trusted(graph, keys) -> None:
+    """Edge features of ``graph`` deferred under trust: settled before any user code of it runs eagerly."""
+    pending = _PENDING.get()
+    earlier = pending[1] if pending is not None and pending[0] is graph else ()
+    _PENDING.set((graph, (*earlier, *keys)))
+
+
+def settle_trusted(graph) -> None:
+    """Compute ``graph``'s values deferred under trust that are still deferred (eager user code may write
+    into their operands next), and forget them."""
+    pending = _PENDING.get()
+    if pending is None or pending[0] is not graph:
+        return
+    _PENDING.set(None)
+    for key in pending[1]:
+        if isinstance(graph._estore.peek_whole(key), DeferredEdges):
+            graph._estore.get_whole(key)
+
+
+def settle_before_user_writes() -> None:
+    """User code is about to write into a tensor while a UDF is traced (it runs for real then): compute every
+    value deferred under trust first, whichever tensor it writes."""
+    pending = _PENDING.get()
+    if pending is not None:
+        settle_trusted(pending[0])
+
+
+def forget_trusted(graph) -> None:
+    """The forward's promise ends (its scope does): no trust or pending value of ``graph`` is kept."""
+    if _TRUSTED.get() is graph:
+        _TRUSTED.set(None)
+    pending = _PENDING.get()
+    if pending is not None and pending[0] is graph:
+        _PENDING.set(None)
 
 
 def context_sharing(values: list) -> tuple:

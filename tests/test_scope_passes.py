@@ -1,4 +1,5 @@
-"""release_features: a local scope's features nothing reads again are dropped at its last message-passing call."""
+"""The forward passes on local scopes: release_features (features nothing reads again are dropped at the
+scope's last message-passing call) and scope_deferral (apply_edges results may hold the call's inputs)."""
 from __future__ import annotations
 
 import warnings
@@ -10,8 +11,9 @@ from torch import nn
 import gnnc
 from gnnc import function as fn
 from gnnc.frontend.forward import trace
-from gnnc.passes import release_features
+from gnnc.passes import release_features, scope_deferral
 from gnnc.runtime.compiled import FallbackWarning
+from gnnc.runtime.deferred import DeferredEdges, forget_trusted, trust_next_apply_edges
 from gnnc.runtime.scope_release import arm_drop, drop_features
 
 
@@ -51,10 +53,10 @@ class Attention(nn.Module):
             return out
 
 
-def _log(model, g, x):
+def _log(model, g, x, pass_fn=release_features):
     graph, _ = trace(model, (g, x), {})
     before = str(graph)
-    new, log = release_features(graph)
+    new, log = pass_fn(graph)
     assert str(graph) == before  # pure
     return new, log
 
@@ -147,3 +149,91 @@ def test_a_call_run_eagerly_drops_nothing_before_it_runs():
     assert set(g.ndata) == {"keep", "spare", "x0", "s"}
     drop_features(g, (frozenset({"keep"}), frozenset()))
     assert set(g.ndata) == {"keep"}
+
+
+# ----------------------------------------------------------------------------- scope_deferral
+def test_trust_is_placed_before_each_apply_edges_followed_only_by_plain_calls():
+    new, log = _log(Attention(), _graph(), torch.randn(30, 4, dtype=torch.float64), scope_deferral)
+    names = [getattr(n.target, "__name__", n.target) for n in new.nodes]
+    assert names.index("trust_next_apply_edges") + 1 == names.index("apply_edges")
+    assert names.index("forget_trusted") + 1 == names.index("exit_scope")
+    assert len(log) == 1 and log[0].startswith("scope_deferral: 1 apply_edges on g0"), log
+
+
+class WritesInPlace(Attention):
+    def forward(self, g, h):
+        with g.local_scope():
+            g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
+            g.apply_edges(self.edge_attention)
+            g.update_all(self.message, fn.sum("m", "t"))
+            t = g.ndata["t"]
+            t.mul_(2.0)
+            return t
+
+
+class ThenUncompiled(Attention):
+    def forward(self, g, h):
+        with g.local_scope():
+            g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
+            g.apply_edges(self.edge_attention)
+            g.apply_edges(lambda edges: {"v": edges.data["v"] * 2.0}, compile=False)  # eager only
+            g.update_all(self.message, fn.sum("m", "t"))
+            return g.ndata["t"]
+
+
+@pytest.mark.parametrize("kind", [NoScope, WritesInPlace, ThenUncompiled])
+def test_no_trust_where_user_code_could_write_into_an_operand_first(kind):
+    new, log = _log(kind(), _graph(), torch.randn(30, 4, dtype=torch.float64), scope_deferral)
+    assert log == [] and not any(n.target is trust_next_apply_edges for n in new.nodes)
+
+
+def _scores_graph():
+    g = _graph(seed=4)
+    g.ndata["el"], g.ndata["er"] = torch.randn(30, 2, dtype=torch.float64), torch.randn(30, 2, dtype=torch.float64)
+    return g
+
+
+def _scores(edges):
+    return {"e": edges.src["el"] + edges.dst["er"]}
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_a_trusted_apply_edges_leaves_a_result_on_its_inputs_unwritten(trusted):
+    g = _scores_graph()
+    if trusted:
+        trust_next_apply_edges(g)
+    g.apply_edges(_scores, compile=True)
+    assert isinstance(g._estore.peek_whole("e"), DeferredEdges) == trusted
+    src, dst = g.find_edges()
+    torch.testing.assert_close(g.edata["e"], g.ndata["el"][src] + g.ndata["er"][dst])
+    forget_trusted(g)
+
+
+def _branching_message(edges):  # a data-dependent branch: the call runs eagerly
+    return {"m": edges.src["el"] * (2.0 if edges.src["el"].sum().item() > 0 else 1.0)}
+
+
+@pytest.mark.parametrize("writer", ["message", "update"])
+def test_user_code_writing_into_an_operand_first_computes_what_trust_left_unwritten(writer):
+    """The write runs while the message is traced, or (the update) only in the eager run after the trace failed."""
+    g = _scores_graph()
+    trust_next_apply_edges(g)
+    g.apply_edges(_scores, compile=True)
+    src, dst = g.find_edges()
+    expected = g.ndata["el"][src] + g.ndata["er"][dst]
+
+    def message(edges):
+        g.ndata["el"].mul_(0.0)
+        return _branching_message(edges)
+
+    def update(nodes):
+        g.ndata["er"].mul_(0.0)
+        return {"s": nodes.data["s"] * 2.0}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FallbackWarning)
+        if writer == "message":
+            g.update_all(message, fn.sum("m", "s"), compile=True)
+        else:
+            g.update_all(_branching_message, fn.sum("m", "s"), update, compile=True)
+    torch.testing.assert_close(g.edata["e"], expected)
