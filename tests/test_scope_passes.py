@@ -2,6 +2,7 @@
 scope's last message-passing call) and scope_deferral (apply_edges results may hold the call's inputs)."""
 from __future__ import annotations
 
+import operator
 import warnings
 
 import pytest
@@ -14,7 +15,7 @@ from gnnc.frontend.forward import trace
 from gnnc.passes import release_features, scope_deferral
 from gnnc.runtime.compiled import FallbackWarning
 from gnnc.runtime.deferred import DeferredEdges, forget_trusted, trust_next_apply_edges
-from gnnc.runtime.scope_release import arm_drop, drop_features
+from gnnc.runtime.scope_release import arm_drop, drop_feature, drop_features
 
 
 def _graph(n=30, e=120, seed=0):
@@ -67,6 +68,8 @@ def test_drops_are_placed_around_the_scopes_last_call():
     assert names.index("arm_drop") + 1 == names.index("update_all") == names.index("drop_features") - 1
     kept = next(n for n in new.nodes if n.target is drop_features).args[1]
     assert kept == (frozenset({"t", "q"}), frozenset())  # node and edge features apart: edata 'v' goes
+    read = next(n for n in new.nodes if n.target is operator.getitem and n.args[1] == "t")
+    assert read.next.target is drop_feature and read.next.args[1:] == (False, "t")  # after its last read
     assert len(log) == 1 and "ndata['k'], ndata['v'] written by the forward" in log[0], log
 
 

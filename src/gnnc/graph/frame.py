@@ -129,6 +129,11 @@ class TypedStore:
         self.whole = {k: v for k, v in self.whole.items() if k in kept}
         self.typed = {k: v for k, v in self.typed.items() if k in kept}
 
+    def discard(self, key: str) -> None:
+        """Drop feature ``key`` if present (a deferred one without computing it)."""
+        self.whole.pop(key, None)
+        self.typed.pop(key, None)
+
     def del_key(self, key: str) -> None:
         if key not in self.whole and key not in self.typed:
             raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")

@@ -13,11 +13,13 @@ end, only feature reads, pops and writes with constant keys and the graph's coun
 uses ``G`` or its frames, and no scope starts or ends there); the forward wrote a feature in the scope
 before that call that nothing reads after it. Replacement: ``drop_features(G, kept)`` right after the
 call, dropping every node and edge feature not named in ``kept`` (the keys read or popped after the call, per
-node and edge frames) without computing a deferred one; and ``arm_drop(G, kept)`` right before it, so that the call's
-compiled plan, once it has bound its inputs, drops first what neither it nor ``kept`` names (a one-plan
-call, ``apply_edges`` or ``update_all`` on the whole graph; ``gnnc.runtime.scope_release``). Exact: nothing
-reads a dropped feature before the scope ends, and the scope's end restores the features as they were when it
-began, dropped ones included.
+node and edge frames) without computing a deferred one; ``drop_feature(G, edge, key)`` after the last read of
+each kept one (the value read then lives only as long as the code using it, as in gnnc's own layers, whose
+plans hold no graph feature); and ``arm_drop(G, kept)`` right before the call, so that its compiled plan, once
+it has bound its inputs, drops first what neither it nor ``kept`` names (a one-plan call, ``apply_edges`` or
+``update_all`` on the whole graph; ``gnnc.runtime.scope_release``). Exact: nothing reads a dropped feature
+before the scope ends, and the scope's end restores the features as they were when it began, dropped ones
+included.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import operator
 import torch.fx as fx
 
 from ..frontend.forward import copied, enter_scope, exit_scope, graph_frame, message_passing_call
-from ..runtime.scope_release import arm_drop, drop_features
+from ..runtime.scope_release import arm_drop, drop_feature, drop_features
 
 _COUNTS = frozenset({"num_nodes", "num_edges", "number_of_nodes", "number_of_edges", "in_degrees", "out_degrees"})
 
@@ -56,12 +58,14 @@ def _keyed_use(n: fx.Node, frame: fx.Node):
 
 
 def _after_last_call(body: list, g: fx.Node):
-    """(last call on ``g`` in ``body``, keys read or popped after it) or None where something else uses ``g``
-    or its frames after that call."""
+    """(last call on ``g`` in ``body``, keys read or popped after it, the last read of each) or None where
+    something else uses ``g`` or its frames after that call."""
     calls = [i for i, n in enumerate(body) if message_passing_call(n) and n.args and n.args[0] is g]
     if not calls:
         return None
     kept = {"node": set(), "edge": set()}
+    last_reads = {}  # (edge feature?, key) -> its last read
+    order = {n: i for i, n in enumerate(body)}
     for n in body[calls[-1] + 1:]:
         if n.op == "call_function" and n.target in (enter_scope, exit_scope):
             return None
@@ -72,11 +76,15 @@ def _after_last_call(body: list, g: fx.Node):
                     return None
                 if found[0] != "write":
                     kept["edge" if n.args[1] == "edata" else "node"].add(found[1])
+                if found[0] == "read":
+                    site = (n.args[1] == "edata", found[1])
+                    if site not in last_reads or order.get(use, -1) > order.get(last_reads[site], -1):
+                        last_reads[site] = use
         elif n.op == "call_method" and n.target in _COUNTS and n.args and n.args[0] is g:
             continue
         elif any(a is g for a in (*n.args, *n.kwargs.values())):
             return None
-    return body[calls[-1]], (frozenset(kept["node"]), frozenset(kept["edge"]))
+    return body[calls[-1]], (frozenset(kept["node"]), frozenset(kept["edge"])), last_reads
 
 
 def _dropped(body: list, g: fx.Node, until: fx.Node, kept: tuple) -> list:
@@ -110,19 +118,22 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         found = _after_last_call(body, g)
         if found is None:
             continue
-        call, kept = found
+        call, kept, last_reads = found
         dropped = _dropped(body, g, call, kept)
         if dropped:
-            sites.append((g, call, kept, dropped))
+            sites.append((g, call, kept, dropped, last_reads))
     if not sites:
         return graph, []
     new, env = copied(graph)
     log = []
-    for g, call, kept, dropped in sites:
+    for g, call, kept, dropped, last_reads in sites:
         with new.inserting_before(env[call]):
             new.call_function(arm_drop, (env[g], kept))
         with new.inserting_after(env[call]):
             new.call_function(drop_features, (env[g], kept))
+        for (edge, key), read in last_reads.items():
+            with new.inserting_after(env[read]):
+                new.call_function(drop_feature, (env[g], edge, key))
         log.append(f"release_features: around {call.target} on {g.name}, features nothing reads again in its "
                    f"local scope are dropped ({', '.join(dropped)} written by the forward; kept: node "
                    f"{sorted(kept[0])}, edge {sorted(kept[1])})")

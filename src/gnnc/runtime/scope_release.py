@@ -31,6 +31,11 @@ def drop_features(graph, kept: tuple) -> None:
     _keep_only(graph, kept)
 
 
+def drop_feature(graph, edge: bool, key: str) -> None:
+    """Remove edge (``edge``) or node feature ``key`` of ``graph`` if present (see ``drop_features``)."""
+    (graph._estore if edge else graph._nstore).discard(key)
+
+
 def drop_before_run(kind: str, graph, rel, read: tuple) -> None:
     """Called by a compiled plan with its inputs bound: where ``graph`` is armed and this whole-graph call
     is the armed one, drop the features neither the plan (``read``: the node and the edge feature names it
