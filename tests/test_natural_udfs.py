@@ -802,3 +802,22 @@ def test_batch_norm_in_a_message_mlp_compiles_in_eval_and_runs_eagerly_in_traini
     with pytest.warns(FallbackWarning, match="BatchNorm1d"):
         fast = run(g, True)
     torch.testing.assert_close(fast, run(g, False))
+
+
+@pytest.mark.parametrize("reduce", [fn.sum, fn.mean])
+@pytest.mark.parametrize("edges", [6, 40])  # two sizes: the smallest graphs take the torch backend
+def test_the_result_of_a_compiled_aggregation_can_be_written_in_place(reduce, edges):
+    """``h = g.ndata['h']; h.mul_(2)`` after a sum or mean: eager allows it; the compiled result was a view made
+    inside an autograd Function, which autograd refuses to let anyone write into."""
+    g = random_homograph(12, edges, 7)
+    x = torch.randn(12, 3, dtype=torch.float64, requires_grad=True)
+    grads = []
+    for compile_ in (False, True):
+        g.ndata["x"] = x * 1.0
+        g.edata["a"] = torch.linspace(-2.0, 2.0, g.num_edges(), dtype=torch.float64).unsqueeze(1)
+        g.update_all(lambda edges: {"m": torch.sigmoid(edges.data["a"]) * edges.src["x"] + edges.dst["x"]},
+                     reduce("m", "h"), compile=compile_)
+        h = g.ndata["h"]
+        h.mul_(2.0)
+        grads.append(torch.autograd.grad(h.square().sum(), [x])[0])
+    torch.testing.assert_close(grads[1], grads[0])

@@ -23,8 +23,8 @@ def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, o
     num_segments = check_count("num_segments", num_segments)
     check_index("dst", dst, num_segments, values.device, length=values.shape[0])
     check_choice("op", op, REDUCES)
-    if op in ("sum", "mean"):
-        return _SegmentSum.apply(values, dst, num_segments, op == "mean", chunk)
+    if op in ("sum", "mean"):  # shaped outside the Function: a view made inside it could not be written in place
+        return _SegmentSum.apply(values, dst, num_segments, op == "mean", chunk).view(num_segments, *values.shape[1:])
     return _SegmentExtremum.apply(values, dst, num_segments, op, chunk, needs_arg(values))
 
 
@@ -80,9 +80,10 @@ def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, l
 class _SegmentSum(Function):
     @staticmethod
     def forward(ctx, values, dst, num_segments, mean, chunk):
-        feat = values.shape[1:]
-        one_head = values.reshape(values.shape[0], 1, math.prod(feat))
-        out = head_spmm(one_head, dst, None, num_segments, None, chunk).reshape(num_segments, *feat)
+        """[num_segments, 1, prod(feat)]: the caller gives it ``values``' trailing shape."""
+        ctx.feat = values.shape[1:]
+        one_head = values.reshape(values.shape[0], 1, math.prod(ctx.feat))
+        out = head_spmm(one_head, dst, None, num_segments, None, chunk)
         deg = clamped_degrees(dst, num_segments, out) if mean else None
         if mean:
             out = out / deg
@@ -95,7 +96,7 @@ class _SegmentSum(Function):
         dst, deg = ctx.saved_tensors
         if deg is not None:
             grad = grad / deg
-        return grad.index_select(0, dst), None, None, None, None
+        return grad.index_select(0, dst).view(dst.shape[0], *ctx.feat), None, None, None, None
 
 
 class _SegmentExtremum(Function):
