@@ -1070,11 +1070,67 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
                                "return torch.stack(outs, 1).flatten(1)", "return torch.mean(torch.stack(outs), 0)"]))
 
 
+def family_scope_code(src: Src, binder: Binder) -> None:
+    """DGL-style layer bodies kept in a local scope, which the scope passes rewrite under ``gnnc.compile``
+    (``release_features``, ``scope_deferral``): node features written from linears of x (one name also used
+    for an edge feature), an ``apply_edges`` whose results gather or combine them (holding the call's inputs),
+    an ``update_all`` reading edge results and a node feature written before ``apply_edges``, then reads,
+    pops and per-type code after the last call. Variants that must stop a pass: an in-place write, an eager
+    call (``compile=False``) after ``apply_edges``, a second ``apply_edges`` after ``update_all``, a read of a
+    feature written before the calls."""
+    rng, d = _begin(src, "scope_code", 0.0)
+    src.tag("fam:scope_code")
+    k, q, v = (src.name(n) for n in ("k", "q", "v"))
+    src.init += [f"self.{n} = nn.Linear({d}, {d}, bias={rng.random() < 0.5})" for n in (k, q, v)]
+    score = rng.choice(["(edges.src['k'] * edges.dst['q']).sum(-1, keepdim=True)",
+                        "edges.src['k'][:, :1] + edges.dst['q'][:, :1]", "edges.src['k'] + edges.dst['q']"])
+    edge_out = rng.choice(["{'a': %s, 'v': edges.src['v']}", "{'a': %s}", "{'a': %s, 'v': edges.src['v'] * 2.0}"])
+    src.funcs += ["def edge_attention(edges):", f"    return {edge_out % score}", ""]
+    uses_v = "'v'" in edge_out
+    message = "edges.data['v']" if uses_v else "edges.src['v']"
+    src.funcs += ["def message(edges):",
+                  f"    return {{'m': torch.sigmoid(edges.data['a']) * {message} + edges.src['k']}}", ""]
+    blocker = rng.choice([None] * 6 + ["in_place", "eager", "again"])
+    if blocker:
+        src.tag(f"scope_code:{blocker}")
+    body = [f"g.ndata['k'], g.ndata['q'], g.ndata['v'] = self.{k}(x), self.{q}(x), self.{v}(x)",
+            "g.apply_edges(edge_attention, compile=C)"]
+    if blocker == "eager":
+        body.append("g.apply_edges(lambda edges: {'b': edges.data['a'] * 0.5}, compile=False)")
+    body.append(rng.choice(["g.update_all(message, fn.sum('m', 't'), compile=C)",
+                            "g.update_all(message, fn.mean('m', 't'), compile=C)"]))
+    if blocker == "again":
+        body.append("g.apply_edges(lambda edges: {'c': edges.src['t'] * edges.dst['t']}, compile=C)")
+    reads = rng.choice([["t"], ["t", "q"], ["t", "v"], ["t", "k", "v"]])
+    out = []
+    for key in reads:
+        how = "pop" if key != "t" and rng.random() < 0.4 else "read"
+        out.append(f"g.ndata.pop('{key}')" if how == "pop" else f"g.ndata['{key}']")
+    body.append("o = " + " + ".join(out))
+    if blocker == "again":
+        body.append("o = o + g.edata['c'].sum() * 0.0")
+    if blocker == "in_place":
+        body.append("o.mul_(1.5)")
+    if rng.random() < 0.3:  # HGT's per-type skip after the calls
+        T = rng.randint(2, 3)
+        *head, last = src.graph
+        src.graph = head + [last.replace("return ", "g = ", 1),
+                            f"g.ndata['ntype'] = torch.randint(0, {T}, (g.num_nodes(),), "
+                            f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))", "return g"]
+        a = src.name("a")
+        src.init.append(f"self.{a} = nn.ModuleList([nn.Linear({d}, {d}) for _ in range({T})])")
+        body += ["res = torch.zeros_like(x)", f"for t in range({T}):", "    mask = g.ndata['ntype'] == t",
+                 f"    res[mask] = F.gelu(self.{a}[t](o[mask])) + x[mask]", "o = res"]
+        src.tag("scope_code:per_type")
+    src.fwd += ["with g.local_scope():"] + ["    " + line for line in body] + ["    return o"]
+
+
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
             "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
             "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2),
             "forward_code": (family_forward_code, 2)}
 HEAD_BLOCKS_SHARE = 0.08  # added later, drawn from its own stream: other seeds keep their programs
+SCOPE_CODE_SHARE = 0.06  # likewise
 
 
 @dataclass
@@ -1097,7 +1153,7 @@ def generate(seed: int) -> Program:
     names = list(FAMILIES)
     fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
     family = family_head_blocks if random.Random(f"head_blocks{seed}").random() < HEAD_BLOCKS_SHARE else \
-        FAMILIES[fam][0]
+        family_scope_code if random.Random(f"scope_code{seed}").random() < SCOPE_CODE_SHARE else FAMILIES[fam][0]
     family(src, binder)
     text = src.text()
     width = _input_width(text)
@@ -1107,7 +1163,8 @@ def generate(seed: int) -> Program:
     steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
                      t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
                      for t in src.tags) else 2
-    compile_wrapper = rng.random() < 0.3 or "fam:forward_code" in src.tags or "fam:head_blocks" in src.tags  # passes
+    compile_wrapper = rng.random() < 0.3 or any(t in src.tags for t in
+                                                 ("fam:forward_code", "fam:head_blocks", "fam:scope_code"))  # passes
     tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
     if tied:
         src.tag("tied_inputs")
