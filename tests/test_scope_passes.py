@@ -43,11 +43,14 @@ class Attention(nn.Module):
     def message(self, edges):
         return {"m": torch.sigmoid(edges.data["a"]) * edges.data["v"] + edges.src["k"]}
 
+    def attend(self, g, h):
+        g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
+        g.apply_edges(self.edge_attention)
+        g.update_all(self.message, fn.sum("m", "t"))
+
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
-            g.apply_edges(self.edge_attention)
-            g.update_all(self.message, fn.sum("m", "t"))
+            self.attend(g, h)
             out = h * 0
             for key in self.after:
                 out = out + (g.ndata.pop(key) if key == "q" else g.ndata[key])
@@ -75,18 +78,14 @@ def test_drops_are_placed_around_the_scopes_last_call():
 
 class NoScope(Attention):
     def forward(self, g, h):  # what the forward leaves on the graph is the user's: nothing is dropped
-        g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
-        g.apply_edges(self.edge_attention)
-        g.update_all(self.message, fn.sum("m", "t"))
+        self.attend(g, h)
         return g.ndata["t"]
 
 
 class ReadsByGet(Attention):
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
-            g.apply_edges(self.edge_attention)
-            g.update_all(self.message, fn.sum("m", "t"))
+            self.attend(g, h)
             return g.ndata.get("t")  # a read capture records, but not one by a constant key
 
 
@@ -166,9 +165,7 @@ def test_trust_is_placed_before_each_apply_edges_followed_only_by_plain_calls():
 class WritesInPlace(Attention):
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata["k"], g.ndata["q"], g.ndata["v"] = self.k(h), self.q(h), self.v(h)
-            g.apply_edges(self.edge_attention)
-            g.update_all(self.message, fn.sum("m", "t"))
+            self.attend(g, h)
             t = g.ndata["t"]
             t.mul_(2.0)
             return t

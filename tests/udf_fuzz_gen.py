@@ -1079,7 +1079,6 @@ def family_scope_code(src: Src, binder: Binder) -> None:
     call (``compile=False``) after ``apply_edges``, a second ``apply_edges`` after ``update_all``, a read of a
     feature written before the calls."""
     rng, d = _begin(src, "scope_code", 0.0)
-    src.tag("fam:scope_code")
     k, q, v = (src.name(n) for n in ("k", "q", "v"))
     src.init += [f"self.{n} = nn.Linear({d}, {d}, bias={rng.random() < 0.5})" for n in (k, q, v)]
     score = rng.choice(["(edges.src['k'] * edges.dst['q']).sum(-1, keepdim=True)",

@@ -403,7 +403,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return None
     try:
         inputs = bind_inputs(plan.dfg, g, rel, udfs)
-        scope_release.drop_before_run(kind, g, rel, _feature_names(plan.dfg))
+        scope_release.drop_before_run(kind, g, rel, lambda: _feature_names(plan.dfg))
         with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
                 recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)

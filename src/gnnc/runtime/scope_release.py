@@ -25,8 +25,7 @@ def arm_drop(graph, kept: tuple) -> None:
 
 def drop_features(graph, kept: tuple) -> None:
     """Remove every node feature of ``graph`` not named in ``kept[0]`` and every edge feature not named in
-    ``kept[1]``, and disarm. Only for a graph
-    inside ``local_scope``, whose end restores them."""
+    ``kept[1]``, and disarm. Only for a graph inside ``local_scope``, whose end restores them."""
     _ARMED.set(None)
     _keep_only(graph, kept)
 
@@ -36,13 +35,14 @@ def drop_feature(graph, edge: bool, key: str) -> None:
     (graph._estore if edge else graph._nstore).discard(key)
 
 
-def drop_before_run(kind: str, graph, rel, read: tuple) -> None:
+def drop_before_run(kind: str, graph, rel, read) -> None:
     """Called by a compiled plan with its inputs bound: where ``graph`` is armed and this whole-graph call
-    is the armed one, drop the features neither the plan (``read``: the node and the edge feature names it
-    binds) nor the forward after it reads, and disarm."""
+    is the armed one, drop the features neither the plan (``read()``: the node and the edge feature names it
+    binds, asked only then) nor the forward after it reads, and disarm."""
     armed = _ARMED.get()
     if armed is None or armed[0] is not graph:
         return
     _ARMED.set(None)
     if rel is None and kind in _SINGLE_RUN:
-        _keep_only(graph, (armed[1][0] | read[0], armed[1][1] | read[1]))
+        nodes, edges = read()
+        _keep_only(graph, (armed[1][0] | nodes, armed[1][1] | edges))
