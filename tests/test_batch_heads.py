@@ -22,7 +22,7 @@ import gnnc.function as fn
 from gnnc.frontend.forward import trace
 from gnnc.frontend.heads import Unbatchable, batch_udf
 from gnnc.passes import batch_heads, merge_linears
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.runtime.compiled import FallbackWarning, recording
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import natural_models  # noqa: E402 - bench/ is no package
@@ -569,3 +569,50 @@ def test_plain_tensors_rebound_and_global_modules_over_two_steps():
         for head in model.heads:  # as users of plain tensors do after a step
             head.a = (head.a.detach() + 0.05).requires_grad_()
     assert _outcome(compiled).endswith("(3 heads run as one)")
+
+
+# -------------------------------------------------------------------------- layers in sequence are no heads
+class SAGELayer(nn.Module):
+    """A layer as DGL's GraphSAGE tutorial writes one: its reduce writes 'h', which the layer pops."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.linear = nn.Linear(2 * dim, dim)
+
+    def message_func(self, edges):
+        return {"m": edges.src["h"]}
+
+    def reduce_func(self, nodes):
+        return {"h": self.linear(torch.cat([nodes.data["h"], nodes.mailbox["m"].mean(1)], 1))}
+
+    def forward(self, g, h):
+        g.ndata["h"] = h
+        g.update_all(self.message_func, self.reduce_func)
+        return g.ndata.pop("h")
+
+
+class Sequential(nn.Module):
+    """Layers of one class applied in sequence: each block writes what the block before it popped."""
+
+    def __init__(self, dim, between):
+        super().__init__()
+        self.layers = nn.ModuleList([SAGELayer(dim) for _ in range(3)])
+        self.between = between
+
+    def forward(self, g, h):
+        for layer in self.layers:
+            h = layer(g, h)
+            if self.between == "relu":
+                h = torch.relu(h)
+        return h
+
+
+@pytest.mark.parametrize("between", ["nothing", "relu"])
+def test_layers_in_sequence_are_not_taken_for_heads(between):
+    edges = _edges(seed=12)
+    model, x = Sequential(4, between).double(), torch.randn(edges[2], 4, dtype=torch.float64)
+    compiled = _same(model, edges, x)
+    assert not any(line.startswith("batch_heads") for line in compiled.forward_log)
+    with recording() as plans:
+        compiled(_graph(edges), x)
+    assert len(plans) == 3 and all(plan.module is not None for plan in plans)

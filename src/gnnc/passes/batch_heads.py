@@ -168,12 +168,15 @@ _PURE_METHODS = {"view", "reshape", "split", "chunk", "flatten", "t", "transpose
 
 
 def _movable(blocks: list, order: dict) -> bool:
-    """Whether the nodes between the blocks' first and last operation are constants, the blocks' own frames
-    and scopes, and deterministic tensor code (``_PURE_*``, ``nn.Linear``) that uses neither a graph nor
-    what a block reads: then every block can run at the last one's place."""
+    """Whether no block's operation takes what a block read, and the nodes between the blocks' first and last
+    operation are constants, the blocks' own frames and scopes, and deterministic tensor code (``_PURE_*``,
+    ``nn.Linear``) that uses neither a graph nor what a block reads: then every block can run at the last
+    one's place."""
     first, last = order[blocks[0][0][0]], order[blocks[-1][-1][0]]
     members = {n for block in blocks for n, _ in block}
     tainted = {n for block in blocks for n, (step, _, _) in block if step.kind in ("read", "pop")}
+    if any(a in tainted for n in members for a in n.all_input_nodes):
+        return False  # a block writes what a block read (layers in sequence, not heads side by side)
     for n, i in order.items():
         if not first < i < last or n in members:
             continue
