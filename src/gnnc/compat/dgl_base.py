@@ -1,0 +1,31 @@
+"""``dgl.base`` under gnnc's DGL alias: DGL's reserved names and its error and warning types."""
+import warnings
+
+from ..graph.core import ALL
+
+__all__ = ["DGLError", "DGLWarning", "ALL", "NID", "EID", "NTYPE", "ETYPE", "is_internal_column", "dgl_warning"]
+
+# gnnc has no exception class of its own for misuse of its DGL-style API: it raises ValueError (bad ids,
+# lengths, types: ``gnnc.graph.validate``), so ``pytest.raises(DGLError)`` accepts what gnnc raises there.
+DGLError = ValueError
+
+NID = "_ID"  # the parent node ids a subgraph or a flattened graph records
+EID = "_ID"
+NTYPE = "_TYPE"  # the parent node / edge type ids of a flattened heterograph
+ETYPE = "_TYPE"
+_INTERNAL = frozenset({NID, EID, NTYPE, ETYPE})
+
+
+class DGLWarning(UserWarning):
+    """The warning category DGL's own warnings use."""
+
+
+def is_internal_column(name) -> bool:
+    """True for the feature names DGL reserves (``_ID``, ``_TYPE``)."""
+    return name in _INTERNAL
+
+
+def dgl_warning(message, category=DGLWarning, stacklevel: int = 2) -> None:
+    """``warnings.warn`` with ``DGLWarning`` as the default category; the default ``stacklevel`` names the
+    line that called ``dgl_warning``."""
+    warnings.warn(message, category=category, stacklevel=stacklevel)
