@@ -75,6 +75,8 @@ def assert_compiled_matches_eager(model, g, inputs, rtol, atol, **options):
     for e, c in zip(eager_out, comp_out):
         torch.testing.assert_close(c, e, rtol=rtol, atol=atol)
     for e, c in zip(eager_grads, comp_grads):
+        if e is None and c is None:  # e.g. attention weights on a graph without edges
+            continue
         e = torch.zeros_like(c) if e is None else e
         c = torch.zeros_like(e) if c is None else c
         torch.testing.assert_close(c, e, rtol=rtol, atol=atol)

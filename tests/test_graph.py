@@ -280,7 +280,7 @@ def test_edge_relation_in_degrees_counts_each_edges_relation_in_edges_of_its_des
     want = []
     for rel in g.canonical_etypes:
         _, dst = g.find_edges(rel)
-        want.append(g.in_degrees(rel).index_select(0, dst))
+        want.append(g.in_degrees(etype=rel).index_select(0, dst))
     assert torch.equal(g.edge_relation_in_degrees(), torch.cat(want))
     empty = gnnc.graph(([], []), num_nodes=3)
     assert empty.edge_relation_in_degrees().shape == (0,)

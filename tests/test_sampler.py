@@ -53,9 +53,9 @@ def check_block(parent, block, dst_global, fanout):
         dt = rel[2]
         local_dst = dst_global[parent.node_type_ids()[dst_global] == parent.ntype_id(dt)]
         local_dst = local_dst - parent.index.ntype_offsets[parent.ntype_id(dt)]
-        degree = parent.in_degrees(rel)[local_dst]
+        degree = parent.in_degrees(etype=rel)[local_dst]
         want = degree if fanout < 0 else degree.clamp(max=fanout)
-        got = block.in_degrees(rel)[:local_dst.numel()]
+        got = block.in_degrees(etype=rel)[:local_dst.numel()]
         assert torch.equal(got, want), rel
 
 
@@ -93,7 +93,7 @@ def test_block_invariants_on_random_graphs(graph_seed, users, items, edges, fano
 
 def test_zero_in_degree_seeds_and_empty_relations():
     g = random_heterograph(0)
-    deg = g.in_degrees("likes")
+    deg = g.in_degrees(etype="likes")
     silent = torch.nonzero(deg == 0).squeeze(1)
     assert silent.numel() > 0
     blocks = sample_and_check(g, [2, 2], "item", silent)

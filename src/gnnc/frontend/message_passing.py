@@ -17,7 +17,7 @@ import torch
 
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
-from ..graph.core import Graph
+from ..graph.core import ALL, Graph
 from ..graph.frame import Deferred
 from ..graph.lasting import lasting
 from ..runtime import deferred, eager
@@ -69,15 +69,27 @@ def _compile_options(flag):
 
 
 def _messages_reduced(g, message, reduce, update_fn, rel, flag):
-    """Reduce (and update) results of one block: compiled when asked and possible, else eager."""
+    """Reduce results of one block, or with ``update_fn`` its update's results only (as DGL writes): compiled
+    when asked and possible, else eager. A reduce UDF is never called on a block without edges (as DGL, so
+    nothing is written but the update's results), and such a call has nothing to compile."""
     options = _compile_options(flag)
-    if options is not None:
+    lo, hi = eager.edge_block(g, rel)
+    builtin = isinstance(reduce, BuiltinReduce)
+    if options is not None and not builtin and g.initializers["node"]:
+        _warn_eager("a reduce UDF on a graph with a node initializer (set_n_initializer)", stacklevel=5)
+    elif options is not None and (hi > lo or builtin):
         from ..runtime import compiled
 
         out = compiled.run("update_all", (message, reduce, update_fn), g, rel, options)
         if out is not None:
-            return out, True
-    return eager.reduce(g, reduce, eager.messages(g, message, rel), rel), False
+            return out
+    reduced = eager.reduce(g, reduce, eager.messages(g, message, rel), rel)
+    if update_fn is None:
+        return reduced
+    t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
+    with g.local_scope():
+        eager.write_nodes(g, t, reduced)
+        return eager.apply_nodes(g, update_fn, t)
 
 
 def _check_callable(fn, role: str):
@@ -116,13 +128,13 @@ def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwa
     _check_callable(message, "message")
     rel = None if etype is None else g.etype_id(etype)
     lo, hi = eager.edge_block(g, rel)
-    subset = _subset(edges, hi - lo, "apply_edges(edges=...)", "edge", g.device)
+    subset = _edge_subset(g, edges, rel, hi - lo, "apply_edges(edges=...)")
     store = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
     options = _compile_options(compile)
     if subset is not None:
         if options is not None:
             _warn_eager("apply_edges on chosen edges")
-        _write_rows(store, subset, hi - lo, eager.messages(g, message, rel, subset))
+        _write_rows(g, "edge", store, subset, hi - lo, eager.messages(g, message, rel, subset))
         return
     out = None
     if options is not None:
@@ -147,23 +159,31 @@ def apply_nodes(g, func, v=None, ntype=None) -> None:
     lo, hi = (0, g.index.num_nodes) if t is None else g.index.ntype_range(t)
     subset = _subset(v, hi - lo, "apply_nodes(v=...)", "node", g.device)
     store = g.ndata if t is None else g.nodes[g.ntypes[t]].data
-    _write_rows(store, subset, hi - lo, eager.apply_nodes(g, func, t, subset))
+    _write_rows(g, "node", store, subset, hi - lo, eager.apply_nodes(g, func, t, subset))
+
+
+def _edge_subset(g, edges, rel, count: int, what: str):
+    """DGL's ``edges`` argument (edge ids, or a (u, v) pair of node id sequences naming one edge per pair) as
+    int64 ids of relation ``rel`` (None: the whole graph), or None for all."""
+    if isinstance(edges, tuple) and len(edges) == 2:
+        u, v = edges
+        edges = g.edge_ids(u, v, etype=g.canonical_etypes[0 if rel is None else rel])
+    return _subset(edges, count, what, "edge", g.device)
 
 
 def _subset(ids, count: int, what: str, noun: str, device):
     """DGL's ``edges`` / ``v`` argument as int64 ids in [0, count), or None for all (None or DGL's ``ALL``)."""
-    if ids is None or (isinstance(ids, str) and ids == "__ALL__"):
+    if ids is None or (isinstance(ids, str) and ids == ALL):
         return None
-    if isinstance(ids, tuple) and len(ids) == 2 and all(isinstance(x, torch.Tensor) for x in ids):
-        raise TypeError(f"{what}: (u, v) node pairs are not supported; pass edge ids")
     t = ids.reshape(-1) if isinstance(ids, torch.Tensor) else torch.as_tensor(ids).reshape(-1)
     t = validate.as_ids(t, what, noun).to(device)
     validate.check_range(t, count, what, noun)
     return t
 
 
-def _write_rows(store, subset, count: int, out: dict) -> None:
-    """Set rows ``subset`` of each ``store[k]`` to ``out[k]``; a new feature starts as zeros (DGL's default)."""
+def _write_rows(g, kind: str, store, subset, count: int, out: dict) -> None:
+    """Set rows ``subset`` of each ``store[k]`` to ``out[k]``; a new feature's other rows come from its
+    initializer (``g.set_n_initializer``; zeros by default)."""
     for k, value in out.items():
         if k in store:
             old = store[k]
@@ -171,15 +191,15 @@ def _write_rows(store, subset, count: int, out: dict) -> None:
                 raise ValueError(f"feature {k!r} holds {tuple(old.shape[1:])} {old.dtype} per row, but the function "
                                  f"returned {tuple(value.shape[1:])} {value.dtype} rows for some of them")
         else:
-            old = value.new_zeros((count,) + tuple(value.shape[1:]))
+            old = g.initial_rows(kind, k, count, value)
         store[k] = old.index_put((subset,), value)
 
 
-def _warn_eager(what: str) -> None:
+def _warn_eager(what: str, stacklevel: int = 4) -> None:
     from ..runtime.compiled import FallbackWarning
 
-    warnings.warn(f"gnnc runs {what} eagerly: compiled calls cover whole graphs or relations", FallbackWarning,
-                  stacklevel=4)
+    warnings.warn(f"gnnc runs {what} eagerly: compiled calls do not cover it yet", FallbackWarning,
+                  stacklevel=stacklevel)
 
 
 _FUNC_ALIASES = {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"}  # DGL's names
@@ -195,17 +215,14 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
         _check_callable(update, "update")
     rel = None if etype is None else g.etype_id(etype)
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
-    out, updated = _messages_reduced(g, message, reduce, update, rel, compile)
-    eager.write_nodes(g, t, out)
-    if update is not None and not updated:
-        eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
+    eager.write_nodes(g, t, _messages_reduced(g, message, reduce, update, rel, compile))
 
 
 @graph_call
 def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
     funcs, rel, _ = _partial_call("send_and_recv", g, etype, dgl_kwargs, message, reduce, update)
     lo, hi = g.index.rel_range(rel)
-    eids = _subset(edges, hi - lo, "send_and_recv(edges=...)", "edge", g.device)
+    eids = _edge_subset(g, edges, rel, hi - lo, "send_and_recv(edges=...)")
     eids = torch.arange(hi - lo, device=g.device) if eids is None else eids
     _receive(g, rel, eids, None, *funcs, "send_and_recv")
 
@@ -252,9 +269,12 @@ def _receive(g, rel, eids, receivers, message, reduce, update, call: str) -> Non
     reduced = eager.reduce(part, reduce, eager.messages(part, message, 0), 0)
     t, count = g.ntype_id(key[2]), g.num_nodes(key[2])
     store = g.nodes[key[2]].data
-    _write_rows(store, receivers, count, {k: value.index_select(0, receivers) for k, value in reduced.items()})
-    if update is not None:
-        _write_rows(store, receivers, count, eager.apply_nodes(g, update, t, receivers))
+    rows = {k: value.index_select(0, receivers) for k, value in reduced.items()}
+    if update is not None:  # as DGL: the update sees the reduced features; only its results are kept
+        with g.local_scope():
+            _write_rows(g, "node", store, receivers, count, rows)
+            rows = eager.apply_nodes(g, update, t, receivers)
+    _write_rows(g, "node", store, receivers, count, rows)
 
 
 @graph_call
@@ -269,25 +289,25 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
         raise TypeError("multi_update_all expects a non-empty dict {relation: (message, reduce)}")
     per_type: dict[int, list[dict]] = {}
     for etype, pair in funcs.items():
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"multi_update_all[{etype!r}] must be a (message, reduce) pair")
-        message, reduce = pair
+        if not isinstance(pair, (tuple, list)) or len(pair) not in (2, 3):
+            raise TypeError(f"multi_update_all[{etype!r}] must be (message, reduce) or (message, reduce, update)")
+        message, reduce, relation_update = (*pair, None)[:3]
         _check_callable(message, "message")
         _check_callable(reduce, "reduce")
+        if relation_update is not None:
+            _check_callable(relation_update, "update")
         rel = g.etype_id(etype)
-        out, _ = _messages_reduced(g, message, reduce, None, rel, compile)
+        out = _messages_reduced(g, message, reduce, relation_update, rel, compile)
         per_type.setdefault(g.ntype_id(g.index.etypes[rel][2]), []).append((g.canonical_etypes[rel], out))
     for t, results in per_type.items():
-        outs = [out for _, out in results]
-        keys = set().union(*outs)
-        for k in keys:
-            if any(k not in o for o in outs):
-                raise ValueError(f"multi_update_all: relations into node type {g.ntypes[t]!r} produced "
-                                 f"{k!r} for some relations but not others")
-            shapes = {rel: tuple(out[k].shape) for rel, out in results}
+        results.sort(key=lambda item: g.etype_id(item[0]))  # DGL merges (and stacks) in relation order
+        merged = {}
+        for k in dict.fromkeys(k for _, out in results for k in out):  # as DGL: the relations that produced k
+            shapes = {rel: tuple(out[k].shape) for rel, out in results if k in out}
             if len(set(shapes.values())) > 1:
                 raise ValueError(f"multi_update_all {cross_reducer!r}: relations into node type {g.ntypes[t]!r} "
                                  f"produced {k!r} of different shapes: {shapes}")
-        eager.write_nodes(g, t, {k: eager.cross_reduce([o[k] for o in outs], cross_reducer) for k in keys})
+            merged[k] = eager.cross_reduce([out[k] for _, out in results if k in out], cross_reducer)
+        eager.write_nodes(g, t, merged)
         if update is not None:
             eager.write_nodes(g, t, eager.apply_nodes(g, update, t))

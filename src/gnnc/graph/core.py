@@ -7,16 +7,19 @@ features live in ``TypedStore``s (edge features in the user's edge order).
 from __future__ import annotations
 
 import contextlib
+import numbers
 from dataclasses import dataclass
 
 import torch
 
 from .frame import TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
+from . import validate
 from .validate import as_ids, canonical_key, check_range
 
 DEFAULT_NTYPE = "_N"
 DEFAULT_ETYPE = "_E"
+ALL = "__ALL__"  # DGL's "every node / edge" argument (``dgl.base.ALL``)
 
 
 def heterograph(data_dict, num_nodes=None, device=None) -> "Graph":
@@ -115,6 +118,7 @@ class Graph:
         self._estore = estore or TypedStore("edge", [r for _, r, _ in index.etypes], index.rel_counts)
         self.ntype_data = TypeParams("node", index.ntypes)
         self.etype_data = TypeParams("edge", [r for _, r, _ in index.etypes])
+        self.initializers: dict[str, dict] = {"node": {}, "edge": {}}  # kind -> field (None: any) -> function
 
     @classmethod
     def _build(cls, ntypes, counts, relations, device) -> "Graph":
@@ -286,6 +290,44 @@ class Graph:
             self._estore.restore(saved[1])
             self.ntype_data.data, self.etype_data.data = saved[2], saved[3]
 
+    def local_var(self) -> "Graph":
+        """DGL's ``local_var`` (deprecated there for ``local_scope``): a graph of the same structure whose
+        features are this graph's tensors, and whose feature writes and deletions stay its own."""
+        out = Graph(self.index, self._nstore.copy(), self._estore.copy())
+        out.ntype_data.data, out.etype_data.data = dict(self.ntype_data.data), dict(self.etype_data.data)
+        out.batch_counts = self.batch_counts
+        out.initializers = {kind: dict(fields) for kind, fields in self.initializers.items()}
+        return out
+
+    # ---------------------------------------------------------- initializers
+    def set_n_initializer(self, initializer, field=None, ntype=None) -> None:
+        """DGL's ``set_n_initializer``: ``initializer(shape, dtype, device, id_range)`` makes the rows of node
+        feature ``field`` (every feature when None) that a call writing some nodes only leaves unset (zeros
+        by default). Set per graph, for all node types (``ntype`` is accepted and checked)."""
+        if ntype is not None:
+            self.ntype_id(ntype)
+        self.initializers["node"][field] = initializer
+
+    def set_e_initializer(self, initializer, field=None, etype=None) -> None:
+        """DGL's ``set_e_initializer``: as :meth:`set_n_initializer` for edge features."""
+        if etype is not None:
+            self.etype_id(etype)
+        self.initializers["edge"][field] = initializer
+
+    def initial_rows(self, kind: str, field: str, count: int, like: torch.Tensor) -> torch.Tensor:
+        """``count`` rows of a new ``kind`` ("node" / "edge") feature ``field`` shaped as ``like``'s rows, from
+        its initializer (zeros without one)."""
+        fields = self.initializers[kind]
+        init = fields.get(field, fields.get(None))
+        shape = (count,) + tuple(like.shape[1:])
+        if init is None:
+            return like.new_zeros(shape)
+        rows = init(shape, like.dtype, like.device, slice(0, count))
+        if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != shape:
+            raise ValueError(f"the {kind} initializer of {field!r} returned "
+                             f"{getattr(rows, 'shape', type(rows).__name__)}, expected a tensor of shape {shape}")
+        return rows.to(like.dtype)
+
     # -------------------------------------------------------------- batches
     @property
     def batch_size(self) -> int:
@@ -351,22 +393,34 @@ class Graph:
         dst = self.index.to_user_order(self.index.dst[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(dt)]
         return src, dst
 
-    def in_degrees(self, etype=None) -> torch.Tensor:
-        """In-degree of every node, or of the dst-type nodes within one relation."""
-        return self._degrees(etype, self.index.dst, 2)
+    def in_degrees(self, v=ALL, etype=None):
+        """DGL's ``in_degrees(v=ALL, etype=None)``: in-degrees (within relation ``etype``) of nodes ``v`` (all
+        nodes of the destination type by default); an int for an int ``v``, else an int64 tensor."""
+        return self._degrees(v, etype, self.index.dst, 2, "in_degrees(v, etype)")
 
-    def out_degrees(self, etype=None) -> torch.Tensor:
-        """Out-degree of every node, or of the src-type nodes within one relation."""
-        return self._degrees(etype, self.index.src, 0)
+    def out_degrees(self, u=ALL, etype=None):
+        """DGL's ``out_degrees(u=ALL, etype=None)``: out-degrees (within relation ``etype``) of nodes ``u``."""
+        return self._degrees(u, etype, self.index.src, 0, "out_degrees(u, etype)")
 
-    def _degrees(self, etype, ends, end_slot):
+    def _degrees(self, nodes, etype, ends, end_slot, call: str):
+        if isinstance(nodes, str) and nodes != ALL:
+            raise TypeError(f"{call}: {nodes!r} is not a node id; name the relation as etype={nodes!r}")
         if etype is None:
-            return torch.bincount(ends, minlength=self.index.num_nodes)
-        r = self.etype_id(etype)
-        lo, hi = self.index.rel_range(r)
-        t = self.ntype_id(self.index.etypes[r][end_slot])
-        start, stop = self.index.ntype_range(t)
-        return torch.bincount(ends[lo:hi] - start, minlength=stop - start)
+            degrees = torch.bincount(ends, minlength=self.index.num_nodes)
+        else:
+            r = self.etype_id(etype)
+            lo, hi = self.index.rel_range(r)
+            t = self.ntype_id(self.index.etypes[r][end_slot])
+            start, stop = self.index.ntype_range(t)
+            degrees = torch.bincount(ends[lo:hi] - start, minlength=stop - start)
+        if isinstance(nodes, str):
+            return degrees
+        if isinstance(nodes, numbers.Integral):
+            validate.check_range(torch.tensor([int(nodes)]), degrees.numel(), call, "node")
+            return int(degrees[int(nodes)])
+        ids = validate.as_ids(torch.as_tensor(nodes, device=self.device).reshape(-1), call, "node")
+        validate.check_range(ids, degrees.numel(), call, "node")
+        return degrees.index_select(0, ids)
 
     def reverse(self, copy_ndata: bool = True, copy_edata: bool = True) -> "Graph":
         """Every edge flipped; relation (s, r, d) becomes (d, r, s); edge ids kept."""
@@ -445,6 +499,38 @@ class Graph:
                     yield key, i, self._estore.get_typed(key, i)
                 except KeyError:
                     continue
+
+    def edge_ids(self, u, v, return_uv: bool = False, etype=None):
+        """DGL's ``edge_ids``: the id (within relation ``etype``) of an edge from each ``u`` to each ``v`` (the
+        smallest where several join them; an int for int ``u`` and ``v``), ValueError naming a pair no edge
+        joins; with ``return_uv``, (src, dst, eid) of every edge joining each pair."""
+        key = self.canonical_etypes[self.relation_of_call(etype, "edge_ids")]
+        scalar = isinstance(u, numbers.Integral) and isinstance(v, numbers.Integral)
+        u = as_ids(torch.as_tensor(u, device=self.device).reshape(-1), "edge_ids(u)")
+        v = as_ids(torch.as_tensor(v, device=self.device).reshape(-1), "edge_ids(v)")
+        if u.numel() != v.numel():
+            raise ValueError(f"edge_ids: {u.numel()} source ids but {v.numel()} destination ids")
+        check_range(u, self.num_nodes(key[0]), "edge_ids(u)")
+        check_range(v, self.num_nodes(key[2]), "edge_ids(v)")
+        src, dst = self.find_edges(key)
+        width = self.num_nodes(key[2])
+        order = torch.argsort(src * width + dst, stable=True)
+        keys = (src * width + dst)[order]
+        wanted = u * width + v
+        first = torch.searchsorted(keys, wanted)
+        found = first < keys.numel()
+        found[found.clone()] = keys[first[found]] == wanted[found]
+        if return_uv:
+            counts = torch.searchsorted(keys, wanted, right=True) - first
+            pair = torch.repeat_interleave(torch.arange(u.numel(), device=self.device), counts)
+            starts = torch.repeat_interleave(first - (torch.cumsum(counts, 0) - counts), counts)
+            return u[pair], v[pair], order[starts + torch.arange(pair.numel(), device=self.device)]
+        if not bool(found.all()):
+            bad = int(torch.nonzero(~found)[0])
+            raise ValueError(f"edge_ids: ({int(u[bad])}, {int(v[bad])}) at position {bad} does not form an edge "
+                             f"of relation {key}")
+        eid = order[first]
+        return int(eid[0]) if scalar else eid
 
     def in_edges(self, v, form: str = "uv", etype=None):
         """DGL's ``g.in_edges``: the edges (of relation ``etype``) into nodes ``v``, in edge-id order, as

@@ -117,10 +117,10 @@ class RelationGraph:
         return self.parent.find_edges(self._own(etype))
 
     def in_degrees(self, etype=None) -> torch.Tensor:
-        return self.parent.in_degrees(self._own(etype))
+        return self.parent.in_degrees(etype=self._own(etype))
 
     def out_degrees(self, etype=None) -> torch.Tensor:
-        return self.parent.out_degrees(self._own(etype))
+        return self.parent.out_degrees(etype=self._own(etype))
 
     # ------------------------------------------------------- message passing
     def apply_edges(self, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:

@@ -226,9 +226,8 @@ def build_update_all(message: TracedUDF, reduce, update: TracedUDF | None) -> MP
         reduced = {reduce.out: b.op(ops.segment_reduce, (msgs[reduce.msg], reduce.op), "reduce", reduce.op)}
     else:
         reduced = b.bucketed(reduce, msgs)
-    results = dict(reduced)
-    if update is not None:
-        results.update(b.node_stage(update, "upd", "update", reduced))
+    # as DGL: with an update, its results are the call's (the reduced features are the update's input only)
+    results = dict(reduced) if update is None else b.node_stage(update, "upd", "update", reduced)
     return b.finish(results, "update_all")
 
 

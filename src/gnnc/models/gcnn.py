@@ -1,9 +1,11 @@
-"""Bipartite graph convolution of Gasse et al. (2019), as UDFs."""
+"""Bipartite graph convolution of Gasse et al. (2019): a message UDF, a built-in sum."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from .. import function as fn
 
 
 class GCNNConv(nn.Module):
@@ -35,14 +37,10 @@ class GCNNConv(nn.Module):
         with g.local_scope():
             g.ndata["x"] = x
             g.edata["w"] = edge_feat
-            g.update_all(self._message, self._reduce)
+            g.update_all(self._message, fn.sum("m", "h"))  # a built-in: zeros on a graph without edges
             h = g.ndata["h"]
         return self.out2(F.relu(self.out1(torch.cat([h, x], -1))))
 
     def _message(self, edges):
         pre = self.lin_src(edges.src["x"]) + self.lin_edge(edges.data["w"]) + self.lin_dst(edges.dst["x"])
         return {"m": self.lin_msg(F.relu(pre))}
-
-    @staticmethod
-    def _reduce(nodes):
-        return {"h": nodes.mailbox["m"].sum(1)}

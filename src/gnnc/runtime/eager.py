@@ -79,7 +79,7 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
                           where=where)
         for k, v in _call(reduce_fn, batch, "reduce", bucket_nodes.numel()).items():
             parts.setdefault(k, []).append(v)
-    return buckets.assemble(parts, node_hi - node_lo)
+    return buckets.assemble(parts, node_hi - node_lo, lambda k, rows, like: g.initial_rows("node", k, rows, like))
 
 
 class Buckets:
@@ -93,22 +93,17 @@ class Buckets:
 
     def __init__(self, index, rel, node_lo: int):
         self.list = index.degree_buckets(rel)
-        device = index.device
-        if not self.list:
-            self.nodes = [torch.zeros(0, dtype=torch.int64, device=device)]
-            self.edge_order, self.edge_sizes = None, None
-        else:
-            self.nodes = [b.nodes for b in self.list]
-            self.edge_order = torch.cat([b.edge_pos.flatten() for b in self.list])
-            self.edge_sizes = [b.edge_pos.numel() for b in self.list]
-        self.all_nodes = torch.cat(self.nodes)
+        self.nodes = [b.nodes for b in self.list]
+        self.edge_order = torch.cat([b.edge_pos.flatten() for b in self.list]) if self.list else None
+        self.edge_sizes = [b.edge_pos.numel() for b in self.list]
+        self.all_nodes = torch.cat(self.nodes) if self.list else torch.zeros(0, dtype=torch.int64, device=index.device)
         self.local = self.all_nodes - node_lo
         self.node_sizes = [n.numel() for n in self.nodes]
 
     def mailboxes(self, msgs: dict):
-        """(nodes, {k: [n, degree, ...]}) per bucket; one empty batch when nothing arrives."""
+        """(nodes, {k: [n, degree, ...]}) per bucket; none when nothing arrives (as DGL, a reduce UDF is never
+        called on nodes without in-edges, so a block without edges has no results)."""
         if self.edge_order is None:
-            yield self.nodes[0], {k: v[:0].unsqueeze(1) for k, v in msgs.items()}
             return
         split = {k: v.index_select(0, self.edge_order).split(self.edge_sizes) for k, v in msgs.items()}
         for i, b in enumerate(self.list):
@@ -127,8 +122,9 @@ class Buckets:
 
         return read
 
-    def assemble(self, parts: dict, num_rows: int) -> dict:
-        """Per-bucket outputs -> one tensor per key over the block's destinations (zeros elsewhere)."""
+    def assemble(self, parts: dict, num_rows: int, initial=None) -> dict:
+        """Per-bucket outputs -> one tensor per key over the block's destinations; elsewhere zeros, or
+        ``initial(key, rows, like)`` (the graph's initializer)."""
         result = {}
         for k, vs in parts.items():
             if len(vs) != len(self.nodes):
@@ -139,8 +135,8 @@ class Buckets:
                 raise ValueError(f"reduce function returned {k!r} of shapes {by_degree} by in-degree: a reduce must "
                                  "drop the mailbox's degree dimension (dim 1), e.g. mailbox['m'].sum(1)")
             v = torch.cat(vs)
-            # index_copy into zeros keeps autograd history even when no node receives anything
-            result[k] = v.new_zeros((num_rows,) + tuple(v.shape[1:])).index_copy(0, self.local, v)
+            rows = v.new_zeros((num_rows,) + tuple(v.shape[1:])) if initial is None else initial(k, num_rows, v)
+            result[k] = rows.index_copy(0, self.local, v)
         return result
 
 

@@ -1,0 +1,153 @@
+"""DGL's documented contract for message passing, where gnnc's eager executor once differed from DGL 2.1.
+
+Each expectation was checked against DGL 2.1 itself; here they are written as plain torch oracles. The
+compiled variants prove a compiled plan ran (``recording``) and fail on any fallback.
+"""
+import warnings
+
+import pytest
+import torch
+
+import gnnc
+import gnnc.function as fn
+from gnnc.runtime.compiled import FallbackWarning, recording
+
+
+def _tree():
+    """Children -> parent edges of a 7-node binary tree (0 the root)."""
+    return gnnc.graph((torch.tensor([1, 2, 3, 4, 5, 6]), torch.tensor([0, 0, 1, 1, 2, 2])), num_nodes=7)
+
+
+def _child_sum(nodes):
+    return {"iou": nodes.mailbox["h"].sum(1) * 3, "c": nodes.mailbox["c"].sum(1)}
+
+
+def _cell(nodes):
+    return {"h": torch.tanh(nodes.data["iou"] + nodes.data["c"]), "c": nodes.data["c"] * 2}
+
+
+def _messages(edges):
+    return {"h": edges.src["h"], "c": edges.src["c"]}
+
+
+def test_pull_with_an_update_keeps_only_the_updates_results():
+    """The tree-LSTM step: the reduce's 'iou' feeds the update but is not written (DGL 2.1)."""
+    g = _tree()
+    iou, h, c = torch.randn(7, 4), torch.randn(7, 4), torch.randn(7, 4)
+    g.ndata.update({"iou": iou.clone(), "h": h.clone(), "c": c.clone()})
+    g.pull(torch.tensor([1, 3]), _messages, _child_sum, _cell)
+    torch.testing.assert_close(g.ndata["iou"], iou)  # never the reduced value
+    children = h[3] + h[4]
+    c1 = c[3] + c[4]
+    torch.testing.assert_close(g.ndata["h"][1], torch.tanh(children * 3 + c1))
+    torch.testing.assert_close(g.ndata["c"][1], c1 * 2)
+    # node 3 has no in-edge among the pulled ones while node 1 has: its reduced rows are zeros (DGL's frame)
+    torch.testing.assert_close(g.ndata["h"][3], torch.tanh(torch.zeros(4)))
+    torch.testing.assert_close(g.ndata["c"][3], torch.zeros(4))
+    torch.testing.assert_close(g.ndata["h"][[0, 2, 4, 5, 6]], h[[0, 2, 4, 5, 6]])
+
+
+def test_pull_of_nodes_without_in_edges_never_calls_the_reduce():
+    """DGL calls no reduce UDF on an empty bucket: a 0-row reshape there would fail, and nothing is written."""
+    g = _tree()
+    g.ndata["h"], g.ndata["z"] = torch.randn(7, 4), torch.full((7, 1), 7.0)
+
+    def reshaping(nodes):
+        return {"z": nodes.mailbox["m"].sum(1).reshape(nodes.batch_size(), -1, 2).sum((1, 2)).unsqueeze(1)}
+
+    g.pull(torch.tensor([4, 5]), fn.copy_u("h", "m"), reshaping)
+    assert torch.equal(g.ndata["z"], torch.full((7, 1), 7.0))
+    g.pull(torch.tensor([4]), fn.copy_u("h", "m"), reshaping, lambda nodes: {"u": nodes.data["z"] + 1})
+    assert torch.equal(g.ndata["u"][4], torch.tensor([8.0])) and torch.equal(g.ndata["u"][0], torch.tensor([0.0]))
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_update_all_with_an_update_writes_only_its_results(compile):
+    g = gnnc.graph((torch.tensor([0, 1, 2, 0]), torch.tensor([1, 2, 3, 3])), num_nodes=5)
+    x = torch.arange(5.0).unsqueeze(1)
+    g.ndata["x"] = x
+    with warnings.catch_warnings(), recording() as plans:
+        warnings.simplefilter("error", FallbackWarning)
+        g.update_all(lambda e: {"m": e.src["x"]}, lambda n: {"s": n.mailbox["m"].sum(1)},
+                     lambda n: {"y": n.data["s"] * 2 + n.data["x"]}, compile=compile)
+    assert sorted(g.ndata.keys()) == ["x", "y"]
+    torch.testing.assert_close(g.ndata["y"], torch.tensor([[0.0], [1.0], [4.0], [7.0], [4.0]]))
+    assert [p.module is not None for p in plans] == ([True] if compile else [])
+
+
+def test_initializers_fill_the_rows_a_call_leaves_unset():
+    """``set_n_initializer``: zero in-degree rows of a reduce UDF's result and rows a pull does not reach."""
+    g = gnnc.graph(([1, 2, 3, 4], [0, 0, 0, 0]))
+
+    def twos(shape, dtype, device, id_range):
+        return torch.full(shape, 2.0, dtype=dtype, device=device)
+
+    g.set_n_initializer(twos, "x")
+    h = torch.randn(5, 3)
+    g.ndata["h"] = h
+    g.update_all(lambda e: {"m": e.src["h"]}, lambda n: {"x": n.data["h"] + n.mailbox["m"].sum(1)},
+                 lambda n: {"x": n.data["x"] * 2})
+    torch.testing.assert_close(g.ndata["x"][1:], torch.full((4, 3), 4.0))
+    torch.testing.assert_close(g.ndata["x"][0], 2 * h.sum(0))
+    g.pull([0], fn.copy_u("h", "m"), fn.sum("m", "y"))
+    torch.testing.assert_close(g.ndata["y"][0], h[1:].sum(0))
+    assert torch.equal(g.ndata["y"][1:], torch.zeros(4, 3))  # the initializer is of field 'x' only
+    g.set_n_initializer(twos)
+    g.pull([0], fn.copy_u("h", "m"), fn.sum("m", "w"))
+    assert torch.equal(g.ndata["w"][1:], torch.full((4, 3), 2.0))
+
+
+def test_a_compiled_call_on_a_graph_with_an_initializer_runs_eagerly_and_says_so():
+    g = gnnc.graph(([1, 2], [0, 0]), num_nodes=4)
+    g.set_n_initializer(lambda shape, dtype, device, ids: torch.ones(shape, dtype=dtype, device=device), "s")
+    g.ndata["h"] = torch.randn(4, 2)
+    with pytest.warns(FallbackWarning, match="node initializer"):
+        g.update_all(lambda e: {"m": e.src["h"]}, lambda n: {"s": n.mailbox["m"].sum(1)}, compile=True)
+    assert torch.equal(g.ndata["s"][1:], torch.ones(3, 2))
+
+
+def test_send_and_recv_takes_node_pairs_as_dgl():
+    g = gnnc.graph(([0, 1, 2, 1], [1, 2, 0, 2]))
+    g.ndata["h"] = torch.tensor([[1.0], [10.0], [100.0]])
+    g.send_and_recv((torch.tensor([1, 2]), torch.tensor([2, 0])), fn.copy_u("h", "m"), fn.sum("m", "s"))
+    assert g.ndata["s"].flatten().tolist() == [100.0, 0.0, 10.0]  # (1, 2): the edge of smaller id only
+    g.apply_edges(lambda e: {"w": e.src["h"] * 2}, ([0], [1]))
+    assert g.edata["w"].flatten().tolist() == [2.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"\(2, 1\) at position 0 does not form an edge"):
+        g.send_and_recv(([2], [1]), fn.copy_u("h", "m"), fn.sum("m", "s"))
+
+
+def test_multi_update_all_merges_the_relations_that_produced_a_key_and_runs_per_relation_updates():
+    g = gnnc.heterograph({("a", "x", "b"): ([0, 1], [0, 0]), ("a", "y", "b"): ([], []),
+                          ("b", "z", "b"): ([0], [1])})
+    g.nodes["a"].data["h"] = torch.tensor([[1.0], [2.0]])
+    g.nodes["b"].data["h"] = torch.tensor([[5.0], [7.0]])
+    g.multi_update_all({"x": (fn.copy_u("h", "m"), fn.sum("m", "s")),
+                        "y": (lambda e: {"m": e.src["h"]}, lambda n: {"s": n.mailbox["m"].sum(1)}),
+                        "z": (fn.copy_u("h", "m"), fn.sum("m", "s"), lambda n: {"s": n.data["s"] * 10})}, "sum")
+    # 'y' has no edges: its reduce UDF gives nothing, and only x and z (updated per relation) are summed
+    assert g.nodes["b"].data["s"].flatten().tolist() == [3.0, 50.0]
+
+
+def test_local_var_shares_features_and_keeps_its_writes():
+    g = gnnc.graph(([0, 1], [1, 2]))
+    g.ndata["h"] = torch.ones(3, 2)
+    local = g.local_var()
+    assert local.ndata["h"] is g.ndata["h"]
+    local.ndata["h"] = torch.zeros(3, 2)
+    local.update_all(fn.copy_u("h", "m"), fn.sum("m", "s"))
+    del local.ndata["h"]
+    assert sorted(g.ndata.keys()) == ["h"] and torch.equal(g.ndata["h"], torch.ones(3, 2))
+    assert local.num_edges() == 2 and sorted(local.ndata.keys()) == ["s"]
+
+
+def test_degrees_take_nodes_first_as_dgl():
+    g = gnnc.heterograph({("u", "f", "u"): ([0, 1, 1], [1, 2, 2]), ("u", "p", "i"): ([0], [0])})
+    assert g.in_degrees(2, "f") == 2 and isinstance(g.in_degrees(2, "f"), int)
+    assert g.in_degrees([2, 0], "f").tolist() == [2, 0]
+    assert g.out_degrees(1, etype="f") == 2 and g.in_degrees(etype="p").tolist() == [1]
+    assert g["f"].in_degrees().tolist() == [0, 1, 2]
+    with pytest.raises(TypeError, match="name the relation as etype='f'"):
+        g.in_degrees("f")
+    with pytest.raises(ValueError, match="node id 3 at position 0 is out of range"):
+        g.in_degrees(3, "f")
