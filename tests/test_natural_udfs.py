@@ -8,6 +8,7 @@ import functools
 import traceback
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -602,6 +603,113 @@ def test_a_plan_that_failed_once_is_rebuilt_not_kept_eager():
     fast = g.ndata["o"]
     g.update_all(message, fn.sum("m", "o"))
     torch.testing.assert_close(fast, g.ndata["o"])
+
+
+# --------------------------------------------------------------- numpy constants in UDFs
+NP_SCALE = np.float32(1.5)  # module-level numpy values UDFs read
+NP_ROW = np.linspace(0.5, 2.0, D)
+AVG_D = {"log": np.mean(np.log(np.array([2.0, 3.0, 5.0]) + 1))}  # PNA's average log-degree, computed by numpy
+
+
+def _graph_in(dtype):
+    g = _graph()
+    g.ndata["h"] = g.ndata["h"].detach().to(dtype).requires_grad_()
+    return g
+
+
+def _plan_ran(run):
+    """``run(g, flag)``, asserting that its compiled call ran a compiled plan."""
+    def checked(g, flag):
+        with compiled.recording() as plans:
+            out = run(g, flag)
+        assert not flag or any(p.dfg is not None for p in plans), "no compiled plan ran"
+        return out
+    return checked
+
+
+@pytest.mark.parametrize("message", [
+    lambda e: {"m": e.src["h"] / np.float64(2.0)},
+    lambda e: {"m": np.float32(1.7) * e.src["h"] - np.int64(3)},  # numpy on the left defers to the tensor
+    lambda e: {"m": torch.exp((e.src["h"] * e.dst["h"] / np.sqrt(D)).clamp(np.float32(-5), 5))},  # graph transformer
+    lambda e: {"m": e.src["h"] * np.bool_(True) + e.src["h"].abs() ** np.float32(1.5)},
+    lambda e: {"m": e.src["h"] * NP_SCALE},
+])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_numpy_scalars_in_a_message_compile_as_the_numbers_torch_reads(message, dtype):
+    """A float32 feature divided by np.float64(2.0) stays float32, as eager's torch keeps it."""
+    _both(_plan_ran(_sum_update(message)), _graph_in(dtype))
+
+
+def _pna_degree_scalers(nodes):
+    """PNA's scalers: numpy logs of the mailbox's degree, over a numpy average."""
+    h = nodes.mailbox["m"]
+    degree = h.shape[-2]
+    h = torch.cat([torch.mean(h, dim=1), torch.max(h, dim=1)[0]], dim=1)
+    return {"o": torch.cat([h * (np.log(degree + 1) / AVG_D["log"]), h * (AVG_D["log"] / np.log(degree + 1))], 1)}
+
+
+@pytest.mark.parametrize("reduce", [lambda nodes: {"o": nodes.mailbox["m"].sum(1) * np.float32(0.5)},
+                                    _pna_degree_scalers])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_numpy_in_a_reduce_udf_compiles(reduce, dtype):
+    def run(g, flag):
+        g.update_all(fn.copy_u("h", "m"), reduce, compile=flag)
+        return g.ndata["o"]
+    _both(_plan_ran(run), _graph_in(dtype))
+
+
+@pytest.mark.parametrize("message", [
+    lambda e: {"m": e.src["h"] * torch.from_numpy(NP_ROW)},
+    lambda e: {"m": e.src["h"] + torch.tensor(NP_ROW)},  # float32 features + a float64 row: float64, as torch
+    lambda e: {"m": e.src["h"] * torch.as_tensor(NP_ROW.astype(np.float32))},
+])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_numpy_arrays_made_tensors_in_a_message_compile(message, dtype):
+    _both(_plan_ran(_sum_update(message)), _graph_in(dtype))
+
+
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")  # numpy's, on eager's product
+def test_a_tensor_times_a_numpy_array_runs_as_eager_runs_it():
+    """``h * array`` is numpy's product (numpy's dtypes, no gradient; eager raises for h that needs grad):
+    it falls back, naming the fix, with eager's numbers."""
+    g = _graph()
+    g.ndata["h"] = g.ndata["h"].detach().float()
+
+    def message(e):
+        return {"m": e.src["h"] * NP_ROW}
+    g.update_all(message, fn.sum("m", "o"))
+    expected = g.ndata["o"]
+    with pytest.warns(FallbackWarning, match="numpy array.*torch.from_numpy"):
+        g.update_all(message, fn.sum("m", "o"), compile=True)
+    torch.testing.assert_close(g.ndata["o"], expected)
+
+
+def test_a_changed_numpy_constant_retraces(monkeypatch):
+    """numpy values key the trace by type and content: a closure value 2.0 turned np.float64(2.0) (equal, yet
+    ``torch.tensor([v])`` is float64), a global rebound, and an array changed in place all retrace."""
+    g = _graph_in(torch.float32)
+
+    def update(message):
+        g.update_all(message, fn.sum("m", "o"), compile=True)
+
+    def scaled_by(value):
+        return lambda e: {"m": e.src["h"] * torch.tensor([value])}
+    update(scaled_by(2.0))
+    assert g.ndata["o"].dtype == torch.float32
+    assert _traces_after(lambda: update(scaled_by(np.float64(2.0)))) == 1
+    assert g.ndata["o"].dtype == torch.float64
+
+    row = np.ones(D)
+
+    def message(e):
+        return {"m": e.src["h"] * torch.tensor(row) * torch.tensor(NP_SCALE)}
+    update(message)
+    row *= 3.0
+    assert _traces_after(lambda: update(message)) == 1
+    torch.testing.assert_close(g.ndata["o"], _sum_by_dst(g, g.ndata["h"].double() * 4.5))
+    monkeypatch.setitem(globals(), "NP_SCALE", np.float32(0.5))
+    assert _traces_after(lambda: update(message)) == 1
+    torch.testing.assert_close(g.ndata["o"], _sum_by_dst(g, g.ndata["h"].double() * 1.5))
 
 
 # --------------------------------------------------------------- idioms together, over optimizer steps

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -82,6 +84,9 @@ class _Walker:
 
     def visit(self, obj, path: tuple, depth: int = 0) -> None:
         oid = id(obj)
+        if isinstance(obj, np.generic):  # by type and bits: np.float32(2) is not 2.0 to torch.tensor, nor -0.0 0.0
+            self.keys.append((path, ("numpy", type(obj), obj.tobytes())))
+            return
         if isinstance(obj, _SCALARS) or obj is Ellipsis or _frozen_value(obj):
             self.keys.append((path, obj))
             return
@@ -115,6 +120,8 @@ class _Walker:
             if depth < _MAX_DEPTH:
                 for i, item in enumerate(obj[:_MAX_ITEMS]):
                     self.visit(item, path + (("item", i),), depth + 1)
+        elif isinstance(obj, np.ndarray):
+            self._array(obj, path, depth)
         elif isinstance(obj, dict):
             keys = list(obj)[:_MAX_ITEMS]
             self.keys.append((path, (type(obj), tuple(k if isinstance(k, _SCALARS) else id(k) for k in keys))))
@@ -146,6 +153,15 @@ class _Walker:
         for name in dict.fromkeys(code_names(code)):
             if name in fn.__globals__:
                 self.visit(fn.__globals__[name], path + (("global", name),), depth + 1)
+
+    def _array(self, arr, path, depth) -> None:
+        """A numpy array, keyed by content: a trace holds what it computed from one as a constant (and
+        ``torch.from_numpy`` shares its memory), so an array changed in place must retrace."""
+        if arr.dtype.hasobject:
+            self.visit(arr.tolist(), path, depth)
+            return
+        digest = hashlib.blake2b(arr.tobytes(), digest_size=16).digest()
+        self.keys.append((path, ("ndarray", arr.dtype.str, arr.shape, digest)))
 
     def _object(self, obj, path, depth) -> None:
         """A callable or plain object: its type's ``__call__`` and its attributes."""

@@ -17,7 +17,11 @@ does not follow) raises :class:`TraceFailure` naming the operator and the
 UDF source line. Given the graph's ``schema``, a trace is specialized on it:
 ``'norm' in edges.data`` and a feature's dtype, rank and trailing dims are
 answered (DGL's RelGraphConv branches on them), each answer recorded as a
-guard the runtime checks before reusing the trace on another graph.
+guard the runtime checks before reusing the trace on another graph. numpy
+keeps eager's meaning: a numpy scalar given to a torch operation is the
+Python number torch reads it as (``torch_scalar``), a numpy ufunc of a traced
+value is a call of it (``ufuncs_recorded``), and a numpy array combined with
+a traced tensor (computed by numpy, without gradients) is refused.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.fx as fx
 from torch import nn
@@ -159,7 +164,11 @@ def schema_guards_hold(guards, schema: dict) -> bool:
 
 class _Proxy(fx.Proxy):
     """fx's proxy, with augmented assignments traced as such: eager's ``x += y`` writes into the tensor x
-    (``gnnc.frontend.inplace`` decides what that means), fx's own proxy would rebind x to ``x + y``."""
+    (``gnnc.frontend.inplace`` decides what that means), fx's own proxy would rebind x to ``x + y``.
+    numpy defers to it as to a tensor (``np.float32(2) * h`` is ``h.__rmul__``); without the marker numpy
+    would read ``__array_struct__`` off the proxy (a traced attribute) and fail."""
+
+    __array_ufunc__ = None
 
 
 for _augmented in AUGMENTED:
@@ -311,6 +320,12 @@ class _Tracer(fx.Tracer):
         return node
 
     def create_arg(self, a):
+        if isinstance(a, (np.number, np.bool_)):
+            return super().create_arg(torch_scalar(a))
+        if isinstance(a, np.ndarray):
+            raise TraceFailure("the UDF combines a traced tensor with a numpy array, which numpy computes (in its "
+                               "dtypes, without gradients); torch.from_numpy(array) or torch.tensor(array) compiles",
+                               "?")
         if isinstance(a, torch.Tensor) and id(a) not in self._root_tensors:
             path = self._reach.tensors.get(id(a))
             if path is not None:
@@ -357,6 +372,12 @@ class _Tracer(fx.Tracer):
         return name
 
 
+def torch_scalar(a):
+    """The Python number torch reads a numpy scalar as (a ``np.bool_`` operand counts as a float: ``int32 *
+    np.bool_(True)`` is float32); the graph holds it as a literal of its own type, not numpy's."""
+    return float(a) if isinstance(a, np.bool_) else a.item()
+
+
 def udf_location(udf) -> str:
     """``file:line (name)`` of a UDF, for messages (of the user's UDF for one that interprets user UDFs)."""
     described = getattr(getattr(udf, "__self__", None), "gnnc_udf_location", None)
@@ -384,7 +405,8 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer):
+        with LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer), \
+                ufuncs_recorded(tracer):
             graph = tracer.trace(root)
     except TraceFailure as err:
         if err.where != "?":
@@ -432,27 +454,39 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
 # number before any override is consulted, so they are wrapped while tracing and recorded as calls, replayed
 # with the sizes of each call. (In a UDF, ``gnnc.ir.rules`` decides which recorded factories compile.)
 _FACTORIES = ("zeros", "ones", "empty", "full", "arange", "eye")
+# numpy's ufuncs (np.log, np.sqrt, np.power, ...): given a traced value (``np.log(D + 1)`` of a mailbox's
+# degree ``D = h.shape[-2]``), recorded as a call of the ufunc, run on each call's values as eager runs it.
+_UFUNCS = tuple(name for name, value in vars(np).items() if isinstance(value, np.ufunc))
+
+
+def factories_recorded(tracer: fx.Tracer):
+    return _calls_recorded(tracer, torch, _FACTORIES)
+
+
+def ufuncs_recorded(tracer: fx.Tracer):
+    return _calls_recorded(tracer, np, _UFUNCS)
 
 
 @contextlib.contextmanager
-def factories_recorded(tracer: fx.Tracer):
-    originals = {name: getattr(torch, name) for name in _FACTORIES}
+def _calls_recorded(tracer: fx.Tracer, module, names):
+    """While tracing: ``module.<name>(...)`` given a traced value is a graph node calling the original."""
+    originals = {name: getattr(module, name) for name in names}
 
     def recorded(original):
         @functools.wraps(original)
-        def factory(*args, **kwargs):
+        def call(*args, **kwargs):
             if any(isinstance(a, fx.Proxy) for a in tree_flatten((args, kwargs))[0]):
                 return tracer.create_proxy("call_function", original, args, kwargs)
             return original(*args, **kwargs)
-        return factory
+        return call
 
     for name, original in originals.items():
-        setattr(torch, name, recorded(original))
+        setattr(module, name, recorded(original))
     try:
         yield
     finally:
         for name, original in originals.items():
-            setattr(torch, name, original)
+            setattr(module, name, original)
 
 
 @contextlib.contextmanager
