@@ -74,8 +74,9 @@ class Weight:
 class Src:
     """Accumulates the pieces of one program's source."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, numpy_rng: random.Random):
         self.rng = rng
+        self.numpy_rng = numpy_rng  # its own stream: the other draws keep their sequence
         self.header = ["import functools", "import torch", "import torch.nn as nn",
                        "import torch.nn.functional as F", "import gnnc", "import gnnc.function as fn", ""]
         self.globals: list[str] = []
@@ -92,6 +93,17 @@ class Src:
     def name(self, base: str) -> str:
         self.n += 1
         return f"{base}{self.n}"
+
+    def scalar(self, value: float) -> str:
+        """A python float constant's source, sometimes as a numpy scalar (``np.float32(0.5)``,
+        ``np.sqrt(0.25)``), as code ported from numpy writes; ``+ 0.25`` keeps its numpy type."""
+        if self.numpy_rng.random() >= NUMPY_SCALAR_SHARE:
+            return repr(value)
+        self.tag("numpy_scalar")
+        if "import numpy as np" not in self.header:
+            self.header.insert(len(self.header) - 1, "import numpy as np")
+        return self.numpy_rng.choice([f"np.float32({value!r})", f"np.float64({value!r})",
+                                      f"np.sqrt({value * value!r})"])
 
     def tag(self, t: str) -> None:
         if t not in self.tags:
@@ -163,7 +175,7 @@ class Binder:
         name = src.name(base)
         if w.kind == "scalar":  # a python float attribute, changed between steps (temperature, slope)
             src.tag("scalar_attr")
-            src.init.append(f"self.{name} = {rng.choice([0.5, 0.7, 1.5])}")
+            src.init.append(f"self.{name} = {src.scalar(rng.choice([0.5, 0.7, 1.5]))}")
             src.rebind.append(f"model.{name} = model.{name} + 0.25")
             return f"self.{name}"
         how = rng.choice(["attr", "attr", "moduledict", "modulelist", "pydict", "tensor_attr"])
@@ -210,7 +222,7 @@ class Binder:
         name = src.name("G" + base)
         if w.kind == "scalar":
             src.tag("scalar_global")
-            src.globals.append(f"{name} = {rng.choice([0.5, 0.7, 1.5])}")
+            src.globals.append(f"{name} = {src.scalar(rng.choice([0.5, 0.7, 1.5]))}")
             src.rebind.append(f"globals()['{name}'] = {name} + 0.25")
             return name
         plain = w.kind != "linear" and rng.random() < 0.4
@@ -1130,6 +1142,7 @@ FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family
             "forward_code": (family_forward_code, 2)}
 HEAD_BLOCKS_SHARE = 0.08  # added later, drawn from its own stream: other seeds keep their programs
 SCOPE_CODE_SHARE = 0.06  # likewise
+NUMPY_SCALAR_SHARE = 0.3  # of the python float scalars UDFs read, written as numpy scalars (likewise)
 
 
 @dataclass
@@ -1147,7 +1160,7 @@ class Program:
 def generate(seed: int) -> Program:
     """A random program (deterministic in ``seed``)."""
     rng = random.Random(seed)
-    src = Src(rng)
+    src = Src(rng, random.Random(f"numpy{seed}"))
     binder = Binder(src)
     names = list(FAMILIES)
     fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
