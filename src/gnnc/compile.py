@@ -25,7 +25,7 @@ class CompiledModule(nn.Module):
         self.options = dict(options)
         forward_names = {name for name, _ in FORWARD_PASSES}
         self._call_options = {k: v for k, v in options.items() if k not in forward_names}
-        self._forwards = Forwards([fn for name, fn in FORWARD_PASSES if options.get(name, True)])
+        self._forwards = Forwards([(name, fn) for name, fn in FORWARD_PASSES if options.get(name, True)])
 
     @property
     def forward_log(self) -> list[str]:

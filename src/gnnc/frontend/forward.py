@@ -15,6 +15,12 @@ grad-mode, autocast, checkpoint or random-state code, and a forward that changes
 capture is keyed by the reach fingerprint of the model and of every forward's code (``gnnc.frontend.reach``),
 the grad mode, and the kinds, dtypes and devices of the arguments (constants by value); it is used only
 when a forward pass changed it.
+
+``Forwards`` is the forward's failure boundary (``gnnc.failures``): an exception in capture, in a forward
+pass, or while a capture is replayed (the passes' run-time parts included) runs the forward as written, which
+raises the user's own error as it would have; where that succeeds, one ``FallbackWarning`` names the stage and
+the user's line, and the forward runs as written from then on. A failed replay first puts the graphs' features
+back as they were before it, so that the forward as written reads what it would have read.
 """
 from __future__ import annotations
 
@@ -23,12 +29,12 @@ import copy
 import functools
 import operator
 import types
-import warnings
 
 import torch
 import torch.fx as fx
 from torch import nn
 
+from ..failures import failure, fell_back, stage
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
@@ -319,7 +325,9 @@ class Captured:
         self.module, self.kinds, self.log = module, kinds, log
 
     def __call__(self, model, args, kwargs):
+        """Replay on the live model; a failed replay leaves the graphs' features as they were before it."""
         slots = [v for v, kind in zip((*args, *kwargs.values()), self.kinds) if kind != "value"]
+        saved = [(g, _features(g)) for g in slots if isinstance(g, Graph)]
         stack: list = []
         token = _SCOPES.set(stack)
         try:
@@ -327,9 +335,22 @@ class Captured:
         except BaseException as err:
             while stack:
                 stack.pop().__exit__(type(err), err, err.__traceback__)
+            for g, features in saved:
+                _restore_features(g, features)
             raise
         finally:
             _SCOPES.reset(token)
+
+
+def _features(g: Graph) -> tuple:
+    """What a graph's ``local_scope`` restores: its feature stores and type data."""
+    return g._nstore.snapshot(), g._estore.snapshot(), dict(g.ntype_data.data), dict(g.etype_data.data)
+
+
+def _restore_features(g: Graph, features: tuple) -> None:
+    nodes, edges, g.ntype_data.data, g.etype_data.data = features
+    g._nstore.restore(nodes)
+    g._estore.restore(edges)
 
 
 class _LiveRoot:
@@ -448,14 +469,16 @@ def _live(graph: fx.Graph) -> None:
 
 def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captured | None, list]:
     """(the captured forward after ``passes``, log) or (None, log) where capture is refused or no pass
-    changed the forward. ``passes``: functions fx.Graph -> (fx.Graph, log lines)."""
+    changed the forward. ``passes``: (name, function fx.Graph -> (fx.Graph, log lines)); an exception in one
+    leaves named ``forward pass <name>``."""
     try:
         graph, kinds = trace(model, args, kwargs)
     except CaptureFailure as err:
         return None, [f"forward not captured: {err}"]
     log: list = []
-    for pass_fn in passes:
-        graph, lines = pass_fn(graph)
+    for name, pass_fn in passes:
+        with stage(f"forward pass {name}"):
+            graph, lines = pass_fn(graph)
         log += lines
     if not log:
         return None, ["forward captured; no forward pass applies"]
@@ -468,7 +491,8 @@ def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captur
 
 
 class Forwards:
-    """The captures of one compiled model, by key; calls the model as written where there is none."""
+    """The captures of one compiled model, by key; calls the model as written where there is none, and where
+    capturing or replaying failed (the failure boundary: see the module). ``passes``: (name, function)."""
 
     def __init__(self, passes):
         self.passes = passes
@@ -479,32 +503,50 @@ class Forwards:
         return {"passes": self.passes, "_cache": {}, "log": []}
 
     def __call__(self, model: nn.Module, args: tuple, kwargs: dict):
+        key, failed = None, None
         try:
-            sig, _ = _slots(args, kwargs)
+            key = self._key(model, args, kwargs)
+            if key not in self._cache:
+                if len(self._cache) >= _MOST:
+                    self._cache.clear()
+                self._cache[key] = capture(model, args, kwargs, self.passes)
         except CaptureFailure as err:
             self.log = [f"forward not captured: {err}"]
             return model(*args, **kwargs)
-        key = (reach.walk((model, _codes(model))).fingerprint, sig, torch.is_grad_enabled(),
-               torch.is_autocast_enabled())
-        if key not in self._cache:
-            if len(self._cache) >= _MOST:
-                self._cache.clear()
-            self._cache[key] = capture(model, args, kwargs, self.passes)
+        except Exception as err:  # noqa: BLE001 - the forward as written decides whose error it is
+            failed = err
+        if failed is not None:
+            return self._as_written(key, failed, "capture", model, args, kwargs)
         captured, self.log = self._cache[key]
         if captured is None:
             return model(*args, **kwargs)
-        from ..runtime.compiled import AUTOGRAD_SIGNALS, FallbackWarning
+        from ..runtime.compiled import AUTOGRAD_SIGNALS
 
         try:
             return captured(model, args, kwargs)
         except AUTOGRAD_SIGNALS:  # meant for torch.utils.checkpoint, which stops a recomputation with them
             raise
         except Exception as err:  # noqa: BLE001 - the forward as written decides whose error it is
-            failure = f"{type(err).__name__}: {first_line(err)}"
-        out = model(*args, **kwargs)  # the user's own error is raised here
-        warnings.warn(f"gnnc's captured forward of {type(model).__name__} failed ({failure}; a gnnc bug) and "
-                      "runs as written from now on", FallbackWarning, stacklevel=3)
-        self._cache[key] = (None, [f"forward not captured: its replay failed ({failure})"])
+            failed = err
+        return self._as_written(key, failed, "capture replay", model, args, kwargs)
+
+    @staticmethod
+    def _key(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
+        """What a capture is kept by (see the module); CaptureFailure for an argument capture cannot take."""
+        sig, _ = _slots(args, kwargs)
+        return (reach.walk((model, _codes(model))).fingerprint, sig, torch.is_grad_enabled(),
+                torch.is_autocast_enabled())
+
+    def _as_written(self, key, err, default_stage: str, model, args, kwargs):
+        """After ``err`` in capturing or replaying: the forward run as written (the user's own error is raised
+        there, outside the handler of ``err``, so that it is not chained to it); else one warning naming the
+        stage, and the forward runs as written from now on (for ``key``, where it is known)."""
+        out = model(*args, **kwargs)
+        what = failure(err, default_stage)
+        fell_back(f"gnnc runs the forward of {type(model).__name__} as written from now on: {what}; a gnnc bug")
+        self.log = [f"forward not captured: {what}"]
+        if key is not None:
+            self._cache[key] = (None, self.log)
         return out
 
 

@@ -5,6 +5,7 @@ switches a pass off by name.
 """
 from __future__ import annotations
 
+from ..failures import stage
 from ..ir.mpdfg import MPDFG
 from .align import align
 from .batch_heads import batch_heads
@@ -72,17 +73,20 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     """Run every pipeline pass not switched off in ``options`` (``name=False``).
 
     ``annotate(dfg)`` refreshes shapes and residencies after each pass, so
-    every pass sees a fully annotated graph; dead code is removed at the end.
+    every pass sees a fully annotated graph; dead code is removed at the end. An exception leaves named
+    by its pass (``gnnc.failures.stage``).
     """
     unknown = set(options) - {name for name, _ in PIPELINE}
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes: {[n for n, _ in PIPELINE]}")
     for name, pass_fn in PIPELINE:
         if options.get(name, True):
-            dfg = pass_fn(dfg)
-            if annotate is not None:
-                annotate(dfg)
-    return dce(dfg)
+            with stage(f"pass {name}"):  # a failure, in the pass or in what it left, is reported as the pass's
+                dfg = pass_fn(dfg)
+                if annotate is not None:
+                    annotate(dfg)
+    with stage("pass dce"):
+        return dce(dfg)
 
 
 __all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",

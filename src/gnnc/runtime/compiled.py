@@ -7,11 +7,15 @@ the dtypes and trailing shapes of the data read, the block (whole graph or
 relation index), the device and the backend choice (``auto`` resolves to
 ``cpu`` on CPU when numba is there). Tracing or inference failures fall
 back to the eager executor for that call with one ``FallbackWarning``
-naming the operator and UDF line. Any other failure while compiling or
-running a plan is decided by running the call eagerly: the user's own
-error is raised from there, in the user's shapes and lines; if eager
-succeeds, the call falls back with a warning (a gnnc bug) and the plan is
-dropped from the cache, to be rebuilt by the next call.
+naming the operator and UDF line. ``run`` is the call's failure boundary
+(``gnnc.failures``): any other exception in a stage of planning (tracing,
+building the MP-DFG, shape inference, each pass, lowering) or of running
+a plan (binding, the release of a scope's features, code generation, the
+cost model, the plan's run) is decided by running the call eagerly: the
+user's own error is raised from there, in the user's shapes and lines; if
+eager succeeds, the call falls back with one warning naming the stage and
+the user's line (a gnnc bug). A failed compile is cached as a fallback; a
+failure elsewhere is retried by the next call (a failed plan is dropped).
 """
 from __future__ import annotations
 
@@ -19,9 +23,6 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
-import os
-import sys
-import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -29,8 +30,9 @@ import torch
 from torch.utils import checkpoint
 
 from .. import backend
+from ..failures import FallbackWarning, failure, fell_back, stage
 from ..frontend import reach
-from ..frontend.trace import TraceFailure, first_line, schema_guards_hold, trace_udf, udf_location
+from ..frontend.trace import TraceFailure, schema_guards_hold, trace_udf, udf_location
 from ..function import BuiltinReduce
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
@@ -41,10 +43,6 @@ from . import deferred as deferral
 from . import eager, recompute, scope_release
 from .context import graph_context
 from .node_reads import end_slot, node_feature_types
-
-
-class FallbackWarning(UserWarning):
-    """A call ran on the eager executor because compilation failed."""
 
 
 @dataclass
@@ -141,8 +139,9 @@ _SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features
 
 def _trace_all(udfs, schema, guards):
     try:
-        return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards, node_udf=stage > 0)
-                for stage, u in enumerate(udfs)]
+        with stage("tracing"):
+            return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards, node_udf=i > 0)
+                    for i, u in enumerate(udfs)]
     except TraceFailure as err:
         return err
 
@@ -165,24 +164,19 @@ def feature_schema(g, rel) -> dict:
 
 
 def _fallback(err) -> str:
-    site = _call_site()
-    message = f"gnnc could not compile this call and runs it eagerly: {err.what} ({err.where}" + \
-        (f"; called at {site})" if site else ")")
-    warnings.warn(message, FallbackWarning, stacklevel=6)
-    return message
+    """Warn that the call runs eagerly for ``err`` (a TraceFailure or InferenceFailure: what, and where in the
+    UDFs), at the user's line (a built-in message's own line is gnnc's, and a compiler failure the whole
+    call's)."""
+    return fell_back(f"gnnc could not compile this call and runs it eagerly: {err.what}", err.where)
 
 
-_LIBRARIES = tuple(os.path.dirname(os.path.abspath(init)) + os.sep  # gnnc's and torch's folders
-                   for init in (os.path.join(os.path.dirname(__file__), os.pardir, "__init__.py"), torch.__file__))
-
-
-def _call_site() -> str | None:
-    """``file:line`` of the user's code that made the call (the innermost frame outside gnnc and torch): a
-    built-in message's own line is gnnc's, and a compiler failure is the whole call's."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARIES):
-        frame = frame.f_back
-    return None if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+def _gnnc_failure(err, default_stage: str, kind, udfs, g, rel) -> str:
+    """After ``err`` in a stage of the call: run the call eagerly, which raises the user's own error as
+    eager raises it (called outside the handler of ``err``, so that it is not chained to it); else warn that
+    the stage failed (a gnnc bug) and the call runs eagerly."""
+    _run_eagerly(kind, udfs, g, rel)
+    return fell_back(f"gnnc could not compile this call and runs it eagerly: {failure(err, default_stage)}; a "
+                     "gnnc bug", _describe(kind, udfs, g, rel))
 
 
 def _plan(kind, udfs, g, rel, options) -> Plan:
@@ -207,35 +201,36 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
     from ..passes import optimize
 
     try:
-        dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
+        with stage("building the MP-DFG"):
+            dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
         dfg.whole_graph = rel is None
         pending = {name: value for kind, name in (n.meta["input"] for n in dfg.inputs())
                    if kind == "edata" and (value := deferral.peek(g, name, rel)) is not None}
         deferral.inline_deferred(dfg, pending)
         ctx = graph_context(g, rel)
-        inputs = bind_inputs(dfg, g, rel, udfs)
+        with stage("plan binding"):
+            inputs = bind_inputs(dfg, g, rel, udfs)
 
         def annotate(d: MPDFG) -> None:
             propagate_shapes(d.module(), ctx, inputs)
             infer(d.graph, d.root)
 
         try:
-            annotate(dfg)
+            with stage("shape inference"):
+                annotate(dfg)
         except Exception:  # noqa: BLE001 - maybe a tensor of the user's with a row per edge or node; else re-raised
             if not _per_row_externals(dfg, inputs, ctx, annotate):
                 raise
             inputs = bind_inputs(dfg, g, rel, udfs)
         initial = dfg.copy()
         dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k not in RUN_OPTIONS})
+        with stage("lowering"):
+            return _finish(kind, dfg, initial, udfs, g, rel, options)
     except InferenceFailure as err:
         return Plan(None, None, _fallback(err), call=_describe(kind, udfs, g, rel))
-    except Exception as err:  # noqa: BLE001 - a user's shape error, or a compiler bug
-        failure = f"{type(err).__name__}: {first_line(err)}"
-    else:
-        return _finish(kind, dfg, initial, udfs, g, rel, options)
-    _run_eagerly(kind, udfs, g, rel)  # a user's error is raised here, in the user's terms and shapes
-    call = _describe(kind, udfs, g, rel)
-    return Plan(None, None, _fallback(TraceFailure(f"compiling failed ({failure}; a gnnc bug)", call)), call=call)
+    except Exception as err:  # noqa: BLE001 - a user's shape error (raised by the eager run), or a compiler bug
+        failed = err
+    return Plan(None, None, _gnnc_failure(failed, "compiling", kind, udfs, g, rel), call=_describe(kind, udfs, g, rel))
 
 
 def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
@@ -392,8 +387,18 @@ AUTOGRAD_SIGNALS = tuple(getattr(checkpoint, name) for name in ("_StopRecomputat
 
 
 def run(kind, udfs, g, rel, options) -> dict | None:
-    """Results of the call by its compiled plan, or None when it must run eagerly."""
-    plan = _plan(kind, udfs, g, rel, options)
+    """Results of the call by its compiled plan, or None when it must run eagerly (the call's failure
+    boundary: see the module)."""
+    failed = None
+    try:
+        plan = _plan(kind, udfs, g, rel, options)
+    except Exception as err:  # noqa: BLE001 - the eager run decides whose error it is
+        failed = err
+    if failed is not None:
+        deferral.take_trust(g)
+        deferral.settle_trusted(g)
+        _gnnc_failure(failed, "planning", kind, udfs, g, rel)
+        return None
     record = _RECORDING.get()
     if record is not None:
         record.append(dataclasses.replace(plan, context=graph_context(g, rel)))
@@ -402,9 +407,10 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         deferral.settle_trusted(g)  # the caller runs the UDFs eagerly next
         return None
     try:
-        inputs = bind_inputs(plan.dfg, g, rel, udfs)
+        with stage("plan binding"):
+            inputs = bind_inputs(plan.dfg, g, rel, udfs)
         scope_release.drop_before_run(kind, g, rel, lambda: _feature_names(plan.dfg))
-        with backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
+        with stage("plan run"), backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
                 recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
             results = plan.module(*inputs)
             if plan.deferred:
@@ -416,12 +422,11 @@ def run(kind, udfs, g, rel, options) -> dict | None:
     except AUTOGRAD_SIGNALS:
         raise
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
-        failure = f"{type(err).__name__}: {first_line(err)}"
+        failed = err
     else:
         return results
     deferral.settle_trusted(g)
-    _run_eagerly(kind, udfs, g, rel)  # the user's own error, raised in the user's terms, if eager fails too
-    _fallback(TraceFailure(f"the compiled plan failed ({failure})", plan.call))
+    _gnnc_failure(failed, "plan run", kind, udfs, g, rel)
     for key in [k for k, v in _CACHE.items() if v is plan]:  # rebuilt next call: the failure may pass
         del _CACHE[key]
     return None

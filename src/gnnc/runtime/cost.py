@@ -34,9 +34,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..failures import stage
 from ..scoped import scoped
 
 MIN_PAIR_SAVING = 0.1
+_COST_MODEL = stage("cost model")  # what a failure in a choice is named
 TRANSFORM_FIRST = "transform per source pair, then aggregate"
 AGGREGATE_FIRST = "aggregate per destination pair, then transform"
 BY_SOURCE = "source pairs: k W_r per source pair"
@@ -62,6 +64,7 @@ def cheapest(candidates: list[Candidate]) -> Candidate:
     return min(candidates, key=lambda c: c.cost)
 
 
+@_COST_MODEL
 def pair_table(num_edges: int, num_pairs: int, k: int, m: int, itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for a [rows, K] @ [K, M] typed map of edge rows, and the choice (``compact`` / ``per edge``)."""
     candidates = [Candidate("per edge", 2 * num_edges * k * m, num_edges * (k + m) * itemsize),
@@ -75,6 +78,7 @@ def compacts(num_edges: int, num_pairs: int) -> bool:
     return num_pairs <= (1 - MIN_PAIR_SAVING) * num_edges
 
 
+@_COST_MODEL
 def typed_aggregation(num_edges: int, src_pairs: int, dst_pairs: int, k: int, m: int,
                       itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for ``sum_e w_e x[src[e]] W[rel(e)]`` by destination, and the cheapest one's name."""
@@ -87,6 +91,7 @@ def typed_aggregation(num_edges: int, src_pairs: int, dst_pairs: int, k: int, m:
     return candidates, cheapest(candidates).name
 
 
+@_COST_MODEL
 def typed_dot(num_edges: int, src_pairs: int, dst_pairs: int, heads: int, d: int,
               itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for the per-head scores ``(k[src] W_rel) . q[dst]`` ([D, D] matrices), and the cheaper one."""
@@ -116,6 +121,7 @@ def autotuning(enabled: bool):
     return scoped(_AUTOTUNE, bool(enabled))
 
 
+@_COST_MODEL
 def choose(ctx, key, estimated: str, runs: dict) -> str:
     """The candidate to run: ``estimated`` (the cost model's pick), or under ``autotuning`` the fastest of
     ``runs`` (name -> function computing it), timed once each without gradients on the first call for this

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..failures import stage
 from ..frontend import reach
 from ..function import SIDE_SPACES, BuiltinMessage, BuiltinReduce
 from ..frontend.heads import ProbeBatch, Unbatchable, batch_udf
@@ -24,6 +25,7 @@ from ..graph.frame import Deferred
 
 _NODE_FRAMES = ("ndata", "srcdata", "dstdata")
 _MOST = 8  # batched programs kept per block template
+_RUN_TIME = stage("forward pass batch_heads at run time")  # what a failure in a replay of the pass's code is named
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def _space(frame: str) -> str:
     return "node" if frame in _NODE_FRAMES else "edge"
 
 
+@_RUN_TIME
 def run_head_blocks(g, blocks: HeadBlocks, values: list, udfs: list, sources: list) -> tuple:
     """Run the K blocks (``values[k]``: head k's written tensors in step order, ``udfs[k]``: its UDFs;
     ``sources[i]``: a tensor whose equal column blocks are the heads' i-th values, or None). Returns (each
@@ -167,6 +170,7 @@ def _stacked(parts: list, source) -> torch.Tensor:
     return torch.stack(parts, 1)
 
 
+@_RUN_TIME
 def cat_heads(parts: list, dim: int, stacked) -> torch.Tensor:
     """``torch.cat(parts, dim)`` of heads 0..K-1 of one read; where the read was head-stacked (``stacked``,
     whose ``select(1, k)`` is part k), one reshape of it instead, as ``torch.cat(head_outs, dim=1)`` reads."""

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextvars
 
+from ..failures import stage
+
 _ARMED: contextvars.ContextVar = contextvars.ContextVar("gnnc_armed_drop", default=None)
 _SINGLE_RUN = frozenset({"apply_edges", "update_all"})  # calls that run one plan per whole-graph call
+_RUN_TIME = stage("forward pass release_features at run time")  # what a failure in the pass's drops is named
 
 
 def _keep_only(graph, kept) -> None:
@@ -23,6 +26,7 @@ def arm_drop(graph, kept: tuple) -> None:
     _ARMED.set((graph, kept))
 
 
+@_RUN_TIME
 def drop_features(graph, kept: tuple) -> None:
     """Remove every node feature of ``graph`` not named in ``kept[0]`` and every edge feature not named in
     ``kept[1]``, and disarm. Only for a graph inside ``local_scope``, whose end restores them."""
@@ -30,11 +34,13 @@ def drop_features(graph, kept: tuple) -> None:
     _keep_only(graph, kept)
 
 
+@_RUN_TIME
 def drop_feature(graph, edge: bool, key: str) -> None:
     """Remove edge (``edge``) or node feature ``key`` of ``graph`` if present (see ``drop_features``)."""
     (graph._estore if edge else graph._nstore).discard(key)
 
 
+@_RUN_TIME
 def drop_before_run(kind: str, graph, rel, read) -> None:
     """Called by a compiled plan with its inputs bound: where ``graph`` is armed and this whole-graph call
     is the armed one, drop the features neither the plan (``read()``: the node and the edge feature names it

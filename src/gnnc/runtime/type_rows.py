@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..failures import stage
 from ..graph.lasting import lasting
 
 _CACHE: dict = {}  # (id(S), consts) -> (S, version, layout)
 _MOST = 16
+_RUN_TIME = stage("forward pass type_masks at run time")  # what a failure in a replay of the pass's code is named
 
 
 @dataclass
@@ -54,6 +56,7 @@ def _version(t: torch.Tensor):
         return None
 
 
+@_RUN_TIME
 def type_layout(types: torch.Tensor, consts: tuple) -> TypeLayout:
     """The layout of ``types``'s rows for the (ascending, distinct) integer ``consts``."""
     key = (id(types), consts)
@@ -111,6 +114,7 @@ class _Gathers:
         return part
 
 
+@_RUN_TIME
 def split_rows(x: torch.Tensor, layout: TypeLayout):
     """Part ``k`` is ``x[S == consts[k]]``. When ``x`` is differentiated: one gather, then views (its backward
     is one scatter, not one full-size gradient per part); otherwise each part is gathered when read."""
@@ -121,6 +125,7 @@ def split_rows(x: torch.Tensor, layout: TypeLayout):
     return _Gathers(x, layout)
 
 
+@_RUN_TIME
 def write_rows(out: torch.Tensor, layout: TypeLayout, k: int, value, pending: tuple) -> tuple:
     """``out[S == consts[k]] = value``, now (into ``out``), or, for a differentiated value, later: returns the
     writes still pending, for :func:`finish_rows` to make at once (one write's backward, not one full-size
@@ -131,6 +136,7 @@ def write_rows(out: torch.Tensor, layout: TypeLayout, k: int, value, pending: tu
     return pending
 
 
+@_RUN_TIME
 def finish_rows(out: torch.Tensor, layout: TypeLayout, pending: tuple) -> torch.Tensor:
     """``out`` with the pending writes of :func:`write_rows` made at once: each value copied into its type's
     rows (no concatenation of the values, which would be one more copy of ``out``'s size)."""

@@ -12,6 +12,8 @@ import numba
 import numpy as np
 import torch
 
+from ...failures import stage
+
 # numba's OpenMP layer would start a second OpenMP pool beside torch's, whose
 # spinning threads slow torch's own operators down several-fold on few cores.
 if "NUMBA_THREADING_LAYER" not in os.environ:
@@ -136,7 +138,7 @@ def _call(kernel, *args) -> None:
         if key in _compiled:
             kernel(*args)
             return
-        with _vectorizing():  # first call with these types: compiles (or loads the cache)
+        with stage("code generation"), _vectorizing():  # first call with these types: compiles (or loads the cache)
             kernel(*args)
         _compiled.add(key)
 
@@ -162,7 +164,7 @@ def _call_rows(kernel, work: int, rows: int, split, *args, partial: np.ndarray |
     if key not in _compiled:
         with _LAUNCH_LOCK:
             if key not in _compiled:
-                with _vectorizing():
+                with stage("code generation"), _vectorizing():  # compiles (or loads the cache)
                     kernel(np.array([0, rows], dtype=np.int64), *args, *tail)
                 _compiled.add(key)
                 return
