@@ -151,3 +151,52 @@ def test_degrees_take_nodes_first_as_dgl():
         g.in_degrees("f")
     with pytest.raises(ValueError, match="node id 3 at position 0 is out of range"):
         g.in_degrees(3, "f")
+
+
+def _gated_message(edges):
+    """benchmarking-gnns' GatedGCN message: it writes the new edge value into the batch, and reads it back."""
+    e = edges.data["e"] + edges.src["h"] - edges.dst["h"]
+    edges.data["e"] = e
+    return {"m": torch.sigmoid(edges.data["e"]) * edges.src["h"]}
+
+
+def _zeroing_reduce(nodes):
+    nodes.data["h"] = nodes.data["h"] * 0  # a degree bucket's rows: the write stays the batch's
+    return {"o": nodes.mailbox["m"].sum(1) + nodes.data["h"]}
+
+
+def _edge_graph():
+    gen = torch.Generator().manual_seed(3)
+    g = gnnc.graph((torch.randint(0, 12, (40,), generator=gen), torch.randint(0, 12, (40,), generator=gen)),
+                   num_nodes=12)
+    g.ndata["h"] = torch.randn(12, 3, generator=gen, dtype=torch.float64)
+    g.edata["e"] = torch.randn(40, 3, generator=gen, dtype=torch.float64)
+    return g
+
+
+def test_a_message_udf_writing_edge_data_stores_it_as_dgl():
+    g = _edge_graph()
+    h, e = g.ndata["h"], g.edata["e"]
+    src, dst = g.find_edges()
+    g.update_all(_gated_message, _zeroing_reduce)
+    new_e = e + h[src] - h[dst]
+    torch.testing.assert_close(g.edata["e"], new_e)  # every edge of the call: stored in the graph
+    torch.testing.assert_close(g.ndata["h"], h)
+    want = torch.zeros(12, 3, dtype=torch.float64).index_add(0, dst, torch.sigmoid(new_e) * h[src])
+    torch.testing.assert_close(g.ndata["o"], want)
+    g.send_and_recv(torch.tensor([1, 2]), _gated_message, fn.sum("m", "s"))  # chosen edges: not stored
+    torch.testing.assert_close(g.edata["e"], new_e)
+    g.apply_nodes(lambda nodes: (nodes.data.__setitem__("k", nodes.data["h"]), {"q": nodes.data["k"] + 1})[1])
+    assert "k" not in g.ndata and torch.equal(g.ndata["q"], h + 1)
+    with pytest.raises(ValueError, match=r"edges.data\['e'\] = ...: expected a tensor of 40 rows"):
+        g.apply_edges(lambda edges: edges.data.__setitem__("e", edges.data["e"][:3]))
+
+
+def test_a_compiled_call_whose_udf_writes_edge_data_gives_eagers_numbers():
+    eager, compiled = _edge_graph(), _edge_graph()
+    eager.update_all(_gated_message, _zeroing_reduce)
+    with pytest.warns(FallbackWarning):
+        compiled.update_all(_gated_message, _zeroing_reduce, compile=True)
+    for key in ("e", "o", "h"):
+        frame = "edata" if key == "e" else "ndata"
+        torch.testing.assert_close(getattr(compiled, frame)[key], getattr(eager, frame)[key])

@@ -10,6 +10,11 @@ features set on some types only), ``data[k]`` is edge data, and Graphiler's type
 ``g.etype_data[k]`` by each edge's source type, destination type, relation.
 NodeBatch covers a set of nodes: ``data[k]``, ``mailbox[k]`` of shape
 ``[nodes, degree, ...]`` and ``type[k]``.
+
+As in DGL, a UDF may write ``edges.data[k]`` / ``nodes.data[k]``: the value is read back in the UDF, and an
+edge value is stored in the graph when the batch is every edge of the graph or relation (the message UDF of
+``update_all`` / ``apply_edges``); on chosen edges (``send_and_recv``, ``pull``, ``apply_edges(func, eids)``)
+and on nodes it stays the batch's (DGL's sub-frames).
 """
 from __future__ import annotations
 
@@ -36,8 +41,29 @@ class _Lookup(Mapping):
         return len(self._keys())
 
     def __setitem__(self, key, value):
-        raise TypeError(f"{self._what}[{key!r}] = ...: a UDF's batch is read-only; return the value in the UDF's "
-                        "dict instead (an edge value to keep: return it from g.apply_edges, or as a message)")
+        raise TypeError(f"{self._what}[{key!r}] = ...: this space of a UDF's batch is read-only; return the value "
+                        "in the UDF's dict instead")
+
+
+class _Features(_Lookup):
+    """A batch's own features (``edges.data``, ``nodes.data``), writable as DGL's frames are: a value written
+    is read back by the UDF and, where the batch covers every row of the graph's frame (``keep`` given),
+    stored in the graph at once; on a batch of some rows only it stays the batch's (DGL's sub-frame)."""
+
+    def __init__(self, fetch, keys, what: str, where: str, rows: int, keep=None):
+        self._written: dict = {}
+        super().__init__(lambda k: self._written[k] if k in self._written else fetch(k),
+                         lambda: list(dict.fromkeys([*keys(), *self._written])), what, where)
+        self._rows, self._keep = rows, keep
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != self._rows:
+            got = f"{value.shape[0]} rows" if isinstance(value, torch.Tensor) and value.dim() else type(value).__name__
+            raise ValueError(f"{self._what}[{key!r}] = ...: expected a tensor of {self._rows} rows (one per row of "
+                             f"the batch), got {got}")
+        self._written[key] = value
+        if self._keep is not None:
+            self._keep(key, value)
 
 
 def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
@@ -76,7 +102,8 @@ class EdgeBatch:
             src_type, _, dst_type = index.etypes[rel]
             self.src = _type_lookup(g, src_type, self._src, "edges.src")
             self.dst = _type_lookup(g, dst_type, self._dst, "edges.dst")
-        self.data = _Lookup(self._edge_data, self._edge_keys, "edges.data")
+        keep = self._keep if subset is None else None
+        self.data = _Features(self._edge_data, self._edge_keys, "edges.data", "", self._src.numel(), keep)
         self.srctype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._src]),
                                lambda: list(ntd), "edges.srctype")
         self.dsttype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._dst]),
@@ -85,15 +112,19 @@ class EdgeBatch:
                             lambda: list(etd), "edges.type")
 
     def _edge_keys(self):
-        if self._rel is None:
-            return list(self._g.edata)
-        return list(self._g.edges[self._g.canonical_etypes[self._rel]].data)
+        return list(self._edge_store())
+
+    def _edge_store(self):
+        return self._g.edata if self._rel is None else self._g.edges[self._g.canonical_etypes[self._rel]].data
+
+    def _keep(self, key, value) -> None:
+        """Store a whole block's edge value written in the UDF (rows in the batch's order) in the graph."""
+        if not self._user_order and self._g.index.internal_eid is not None:
+            value = self._g.index.to_user_order(value, self._lo, self._hi)
+        self._edge_store()[key] = value
 
     def _edge_data(self, key):
-        if self._rel is None:
-            user = self._g.edata[key]
-        else:
-            user = self._g.edges[self._g.canonical_etypes[self._rel]].data[key]
+        user = self._edge_store()[key]
         if self._subset is not None:
             return user.index_select(0, self._subset)
         return user if self._user_order else self._g.index.from_user_order(user, self._lo, self._hi)
@@ -134,7 +165,7 @@ class NodeBatch:
         self._g, self._nodes = g, nodes
         ndata, ntd = g.ndata, g.ntype_data
         read = read or (lambda k: ndata[k].index_select(0, nodes))
-        self.data = _Lookup(read, keys or (lambda: list(ndata)), "nodes.data", where)
+        self.data = _Features(read, keys or (lambda: list(ndata)), "nodes.data", where, nodes.numel())
         box = mailbox or {}
         self.mailbox = _Lookup(box.__getitem__, lambda: list(box), "nodes.mailbox")
         self.type = _Lookup(lambda k: ntd[k].index_select(0, g.index.node_type[nodes]),
