@@ -88,8 +88,9 @@ def run_file(tests_root: Path, rel: str, mode: str, timeout: float) -> dict:
     uncollected = [r for r in records if r["outcome"] == "collection error"]
     for record in uncollected:  # it stands for every test function of the file
         record["tests"] = len(re.findall(r"^def test_", (tests_root / rel).read_text(), re.MULTILINE))
-    # pytest's exit codes: 1 some tests failed, 2 interrupted (here: by the collection error recorded)
-    ok = status[0] in (0, 1) or (status[0] == 2 and uncollected)
+    # pytest's exit codes: 1 some tests failed, 2 interrupted (here: by the collection error recorded); no
+    # record means the process failed before any test (the plugin, the alias, gnnc's import)
+    ok = records and (status[0] in (0, 1) or (status[0] == 2 and uncollected))
     return {"status": "ok" if ok else status[1], "seconds": round(seconds, 1), "records": records}
 
 
@@ -120,13 +121,16 @@ def main(argv=None) -> int:
     for (rel, mode), run in zip(jobs, runs):
         files[rel][mode] = run
         print(f"{rel} [{mode}]: {run['status']}, {len(run['records'])} records, {run['seconds']} s", flush=True)
+    broken = [f"{rel} [{mode}]" for (rel, mode), run in zip(jobs, runs) if run["status"] != "ok"]
     command = "python bench/dgl_tests.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results = {"commit": _commit(), "command": command, "dgl_tests": str(args.dgl_tests), "modes": list(modes),
                "seconds": round(time.perf_counter() - start, 1), "files": files}
     args.out.mkdir(parents=True, exist_ok=True)
     write_report(results, args.out)
     print(f"wrote {args.out / 'results.json'} and {args.out / 'README.md'} ({results['seconds']} s)")
-    return 0
+    if broken:
+        print(f"runs that did not finish normally: {', '.join(broken)}", file=sys.stderr)
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":

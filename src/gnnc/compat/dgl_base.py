@@ -1,14 +1,13 @@
 """``dgl.base`` under gnnc's DGL alias: DGL's reserved names and its error and warning types."""
 import warnings
 
-from ..graph.core import ALL
-
 __all__ = ["DGLError", "DGLWarning", "ALL", "NID", "EID", "NTYPE", "ETYPE", "is_internal_column", "dgl_warning"]
 
 # gnnc has no exception class of its own for misuse of its DGL-style API: it raises ValueError (bad ids,
 # lengths, types: ``gnnc.graph.validate``), so ``pytest.raises(DGLError)`` accepts what gnnc raises there.
 DGLError = ValueError
 
+ALL = "__ALL__"  # "every node / edge" where DGL takes ids
 NID = "_ID"  # the parent node ids a subgraph or a flattened graph records
 EID = "_ID"
 NTYPE = "_TYPE"  # the parent node / edge type ids of a flattened heterograph
