@@ -5,6 +5,9 @@ from .graph.batch import batch, unbatch
 from .readout import (broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
                       softmax_nodes, sum_edges, sum_nodes)
 from .frontend import EdgeBatch, NodeBatch
+from .frontend.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
+from .graph.traversal import (bfs_edges_generator, bfs_nodes_generator, dfs_edges_generator,
+                              dfs_labeled_edges_generator, topological_nodes_generator)
 from .compile import CompiledModule, compile, explain
 from .ir.rules import register_rule
 from .runtime.compiled import FallbackWarning
@@ -13,4 +16,6 @@ __version__ = "0.1.0"
 __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch", "function", "ops", "data", "models",
            "compile", "CompiledModule", "explain", "register_rule", "FallbackWarning", "batch", "unbatch", "readout",
            "readout_nodes", "readout_edges", "sum_nodes", "mean_nodes", "max_nodes", "sum_edges", "mean_edges",
-           "max_edges", "broadcast_nodes", "softmax_nodes"]
+           "max_edges", "broadcast_nodes", "softmax_nodes", "prop_nodes", "prop_edges", "prop_nodes_bfs",
+           "prop_nodes_topo", "prop_edges_dfs", "bfs_nodes_generator", "bfs_edges_generator",
+           "topological_nodes_generator", "dfs_edges_generator", "dfs_labeled_edges_generator"]

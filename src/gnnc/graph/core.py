@@ -619,6 +619,16 @@ class Graph:
         from ..frontend import message_passing
         message_passing.push(self, u, message, reduce, update, etype, **dgl_kwargs)
 
+    def prop_nodes(self, nodes_generator, message_func, reduce_func, apply_node_func=None, etype=None) -> None:
+        """DGL's ``prop_nodes``: :meth:`pull` on each node frontier of ``nodes_generator`` in turn."""
+        for frontier in nodes_generator:
+            self.pull(frontier, message_func, reduce_func, apply_node_func, etype=etype)
+
+    def prop_edges(self, edges_generator, message_func, reduce_func, apply_node_func=None, etype=None) -> None:
+        """DGL's ``prop_edges``: :meth:`send_and_recv` on each edge frontier of ``edges_generator`` in turn."""
+        for frontier in edges_generator:
+            self.send_and_recv(frontier, message_func, reduce_func, apply_node_func, etype=etype)
+
     def multi_update_all(self, funcs=None, cross_reducer: str = "sum", update=None, compile=None,
                          **dgl_kwargs) -> None:
         """Per-relation ``{rel: (message, reduce)}`` then combine per node type, then ``update`` each such type.
