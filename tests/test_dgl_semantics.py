@@ -200,3 +200,21 @@ def test_a_compiled_call_whose_udf_writes_edge_data_gives_eagers_numbers():
     for key in ("e", "o", "h"):
         frame = "edata" if key == "e" else "ndata"
         torch.testing.assert_close(getattr(compiled, frame)[key], getattr(eager, frame)[key])
+
+
+def test_a_relation_slice_has_dgls_node_spaces_queries_and_partial_calls():
+    g = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("u", "p", "i"): ([0, 2, 2], [0, 1, 1])})
+    plays = g["p"]
+    assert plays.nodes("i").tolist() == [0, 1] and plays.srcnodes().tolist() == [0, 1, 2]
+    assert plays.dstnodes["i"].data is not None and plays.in_degrees(1) == 2
+    assert [t.tolist() for t in plays.edges(form="all")] == [[0, 2, 2], [0, 1, 1], [0, 1, 2]]
+    assert plays.edge_ids(2, 1) == 1 and plays.in_edges([0], form="eid").tolist() == [0]
+    with pytest.raises(KeyError, match="not among this view's node types"):
+        plays.nodes["x"]
+    g.nodes["u"].data["h"] = torch.tensor([[1.0], [10.0], [100.0]])
+    plays.pull([1], fn.copy_u("h", "m"), fn.sum("m", "s"))
+    assert g.nodes["i"].data["s"].flatten().tolist() == [0.0, 200.0]
+    plays.send_and_recv([0], fn.copy_u("h", "m"), fn.sum("m", "s"))
+    assert g.nodes["i"].data["s"].flatten().tolist() == [1.0, 200.0]
+    g["f"].push([1], fn.copy_u("h", "m"), fn.sum("m", "t"))
+    assert g.nodes["u"].data["t"].flatten().tolist() == [0.0, 0.0, 10.0]

@@ -261,18 +261,18 @@ class Graph:
         return TypesView(self._nstore, [self.ntype_id(t) for t in types])
 
     @property
-    def nodes(self) -> "_NodeSpace":
-        return _NodeSpace(self)
+    def nodes(self) -> "NodeSpace":
+        return NodeSpace(self)
 
     @property
-    def srcnodes(self) -> "_NodeSpace":
+    def srcnodes(self) -> "NodeSpace":
         """DGL's ``g.nodes`` restricted to :attr:`srctypes` (all of ``g.nodes`` unless uni-bipartite)."""
-        return _NodeSpace(self, self.srctypes if self.is_unibipartite else None)
+        return NodeSpace(self, self.srctypes if self.is_unibipartite else None)
 
     @property
-    def dstnodes(self) -> "_NodeSpace":
+    def dstnodes(self) -> "NodeSpace":
         """DGL's ``g.nodes`` restricted to :attr:`dsttypes` (all of ``g.nodes`` unless uni-bipartite)."""
-        return _NodeSpace(self, self.dsttypes if self.is_unibipartite else None)
+        return NodeSpace(self, self.dsttypes if self.is_unibipartite else None)
 
     @property
     def edges(self) -> "_EdgeSpace":
@@ -672,8 +672,9 @@ class Graph:
                 f"relations={len(self.index.etypes)}, num_edges={self.num_edges()})")
 
 
-class _NodeSpace:
-    """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids); ``types`` limits it to some node types."""
+class NodeSpace:
+    """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids); ``types`` limits it to some node types (a
+    relation slice's, a block's ends)."""
 
     def __init__(self, g: Graph, types: list[str] | None = None):
         self._g, self._types = g, types

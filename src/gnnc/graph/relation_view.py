@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from .core import ALL, NodeSpace
+
 
 class RelationGraph:
     """Relation ``rel`` of graph ``g``: node types its two ends' (one when they are the same), its edges."""
@@ -106,28 +108,60 @@ class RelationGraph:
         """The parent's local scope: feature writes inside are undone on exit."""
         return self.parent.local_scope()
 
+    @property
+    def nodes(self):
+        """DGL's ``g[etype].nodes``: the node space of the relation's end types."""
+        return NodeSpace(self.parent, self.ntypes)
+
+    @property
+    def srcnodes(self):
+        return NodeSpace(self.parent, self.srctypes)
+
+    @property
+    def dstnodes(self):
+        return NodeSpace(self.parent, self.dsttypes)
+
     # ------------------------------------------------------------ structure
-    def edges(self, form: str = "uv", etype=None):
-        """(src, dst) local ids in user edge order (DGL's ``form='uv'``)."""
-        if form != "uv":
-            raise ValueError(f"edges(form={form!r}): only 'uv' is supported")
-        return self.parent.find_edges(self._own(etype))
+    def edges(self, form: str = "uv", order: str = "eid", etype=None):
+        """DGL's ``edges``: local ids in edge-id order, as ``uv``, ``eid`` or ``all``."""
+        return self.parent.edges(form, order, self._own(etype))
 
     def find_edges(self, etype=None):
         return self.parent.find_edges(self._own(etype))
 
-    def in_degrees(self, etype=None) -> torch.Tensor:
-        return self.parent.in_degrees(etype=self._own(etype))
+    def edge_ids(self, u, v, return_uv: bool = False, etype=None):
+        return self.parent.edge_ids(u, v, return_uv, self._own(etype))
 
-    def out_degrees(self, etype=None) -> torch.Tensor:
-        return self.parent.out_degrees(etype=self._own(etype))
+    def in_edges(self, v, form: str = "uv", etype=None):
+        return self.parent.in_edges(v, form, self._own(etype))
+
+    def out_edges(self, u, form: str = "uv", etype=None):
+        return self.parent.out_edges(u, form, self._own(etype))
+
+    def in_degrees(self, v=ALL, etype=None):
+        return self.parent.in_degrees(v, self._own(etype))
+
+    def out_degrees(self, u=ALL, etype=None):
+        return self.parent.out_degrees(u, self._own(etype))
 
     # ------------------------------------------------------- message passing
     def apply_edges(self, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
         self.parent.apply_edges(message, edges, self._own(etype), compile, **dgl_kwargs)
 
+    def apply_nodes(self, func, v=None, ntype=None) -> None:
+        self.parent.apply_nodes(func, v, self._ntype(ntype))
+
     def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
         self.parent.update_all(message, reduce, update, self._own(etype), compile, **dgl_kwargs)
+
+    def send_and_recv(self, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        self.parent.send_and_recv(edges, message, reduce, update, self._own(etype), **dgl_kwargs)
+
+    def pull(self, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        self.parent.pull(v, message, reduce, update, self._own(etype), **dgl_kwargs)
+
+    def push(self, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+        self.parent.push(u, message, reduce, update, self._own(etype), **dgl_kwargs)
 
     def __repr__(self) -> str:
         return (f"RelationGraph({self.canonical_etype}, num_src_nodes={self.num_src_nodes()}, "
