@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -121,6 +122,38 @@ def test_tutorial_gat_heads_share_one_matmul():
     assert compiled.forward_log[0] == \
         "merge_linears: 3 linears on x1 (model.heads.0.fc, model.heads.1.fc, model.heads.2.fc) -> one matmul 8 x 12"
     assert compiled.forward_log[1].startswith("batch_heads: 3 blocks")
+
+
+def _scaled_exp(field, scale):
+    def func(edges):
+        return {field: torch.exp((edges.data[field] / scale).clamp(-5, 5))}
+    return func
+
+
+class NumpyScaledAttention(nn.Module):
+    """The graph transformer's layer: a UDF made in forward over ``np.sqrt(d)`` (here a float32 scalar), and
+    numpy scalars in the forward's own code."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d, self.q, self.v = d, nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, g, h):
+        g.ndata["q"], g.ndata["v"] = self.q(h), self.v(h)
+        g.apply_edges(fn.u_dot_v("q", "q", "score"))
+        g.apply_edges(_scaled_exp("score", np.float32(np.sqrt(self.d))))
+        g.update_all(fn.u_mul_e("v", "score", "m"), fn.sum("m", "wv"))
+        g.update_all(fn.copy_e("score", "s"), fn.sum("s", "z"))
+        return np.float32(0.5) * g.ndata["wv"] / (g.ndata["z"] + np.float64(1e-6))
+
+
+def test_numpy_scalars_in_the_forward_and_its_udfs_are_captured():
+    g = _graph(seed=9)
+    model = NumpyScaledAttention(8).double()
+    x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
+    compiled = gnnc.compile(model)
+    _same(compiled, model, g, x, steps=2)
+    assert not any("not captured" in line for line in compiled.forward_log), compiled.forward_log
 
 
 def test_passes_can_be_switched_off():

@@ -30,6 +30,7 @@ import functools
 import operator
 import types
 
+import numpy as np
 import torch
 import torch.fx as fx
 from torch import nn
@@ -39,7 +40,7 @@ from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
 from .inplace import AUGMENTED
-from .trace import LiftReached, factories_recorded, first_line
+from .trace import LiftReached, factories_recorded, first_line, torch_scalar
 
 GRAPH_API = frozenset({"ndata", "edata", "srcdata", "dstdata", "local_scope", "apply_edges", "apply_nodes",
                        "update_all", "multi_update_all", "in_degrees", "out_degrees", "num_nodes", "num_edges",
@@ -50,6 +51,7 @@ MESSAGE_PASSING = frozenset({"apply_edges", "apply_nodes", "update_all", "multi_
 _STATEFUL_NAMES = frozenset({"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "autocast",
                              "manual_seed", "seed", "random", "checkpoint", "set_rng_state", "get_rng_state"})
 _SCALARS = (str, int, float, complex, bool, type(None), torch.dtype, torch.device)
+_NUMPY_SCALARS = (np.number, np.bool_)
 _MOST = 32  # captures kept per compiled model
 
 
@@ -77,7 +79,7 @@ class _Writes:
 
 
 class _Proxy(_Writes, fx.Proxy):
-    pass
+    __array_ufunc__ = None  # numpy defers to it as to a tensor: ``np.float32(2) * h`` is ``h.__rmul__``
 
 
 class _Attribute(_Writes, fx.proxy.Attribute):
@@ -188,6 +190,8 @@ class _Tracer(fx.Tracer):
         return (_GraphProxy if graph_like else _Proxy)(node, self)
 
     def create_arg(self, a):
+        if isinstance(a, _NUMPY_SCALARS):  # ``h * np.float32(2)``: the number torch reads
+            return super().create_arg(torch_scalar(a))
         if isinstance(a, fx.Proxy) or isinstance(a, _SCALARS) or isinstance(a, (slice, range, type(Ellipsis))):
             return super().create_arg(a)
         if isinstance(a, torch.Tensor):
@@ -251,7 +255,7 @@ def _persistent(obj, known: dict, depth: int = 0) -> bool:
     and the user may rebind the attribute (a plain tensor weight after an optimizer step)."""
     if isinstance(obj, fx.Proxy) or isinstance(obj, torch.Tensor) or depth > 4:
         return False
-    if isinstance(obj, _SCALARS) or isinstance(obj, (BuiltinMessage, BuiltinReduce)) or id(obj) in known:
+    if isinstance(obj, (*_SCALARS, *_NUMPY_SCALARS, BuiltinMessage, BuiltinReduce)) or id(obj) in known:
         return True
     if isinstance(obj, types.MethodType):
         return _persistent(obj.__self__, known, depth + 1) and _persistent(obj.__func__, known, depth + 1)
