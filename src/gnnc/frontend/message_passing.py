@@ -224,21 +224,21 @@ def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, 
     lo, hi = g.index.rel_range(rel)
     eids = _edge_subset(g, edges, rel, hi - lo, "send_and_recv(edges=...)")
     eids = torch.arange(hi - lo, device=g.device) if eids is None else eids
-    _receive(g, rel, eids, None, *funcs, "send_and_recv")
+    _receive(g, rel, eids, None, *funcs)
 
 
 @graph_call
 def pull(g, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
     funcs, rel, key = _partial_call("pull", g, etype, dgl_kwargs, message, reduce, update)
     nodes = _subset(v, g.num_nodes(key[2]), "pull(v=...)", "node", g.device)
-    _receive(g, rel, g.in_edges(nodes, form="eid", etype=key), nodes.unique(), *funcs, "pull")
+    _receive(g, rel, g.in_edges(nodes, form="eid", etype=key), nodes.unique(), *funcs)
 
 
 @graph_call
 def push(g, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
     funcs, rel, key = _partial_call("push", g, etype, dgl_kwargs, message, reduce, update)
     nodes = _subset(u, g.num_nodes(key[0]), "push(u=...)", "node", g.device)
-    _receive(g, rel, g.out_edges(nodes, form="eid", etype=key), None, *funcs, "push")
+    _receive(g, rel, g.out_edges(nodes, form="eid", etype=key), None, *funcs)
 
 
 def _partial_call(call: str, g, etype, dgl_kwargs, message, reduce, update):
@@ -249,24 +249,24 @@ def _partial_call(call: str, g, etype, dgl_kwargs, message, reduce, update):
     return funcs, rel, g.canonical_etypes[rel]
 
 
-def _receive(g, rel, eids, receivers, message, reduce, update, call: str) -> None:
+def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
     """Message on edges ``eids`` of relation ``rel``, reduce at ``receivers`` (their destinations when None;
-    a receiver without one of those edges gets zeros), then ``update`` on the receivers only. Other nodes
-    keep their features (zeros for a new one), as DGL. Eager: a compiled call covers whole graphs."""
+    a receiver without one of those edges gets its initializer's rows, zeros by default), then ``update`` on
+    the receivers only. Other nodes keep their features (zeros for a new one), as DGL. The edges form a graph
+    of their own (DGL's compute graph), so under ``gnnc.compile`` the call runs that graph's compiled plan."""
     _check_callable(message, "message")
     _check_callable(reduce, "reduce")
     if update is not None:
         _check_callable(update, "update")
-    if _compile_options(None) is not None:
-        _warn_eager(call)
     key = g.canonical_etypes[rel]
     src, dst = g.find_edges(key)
     part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
     part._nstore = g._nstore.copy()
+    part.initializers = g.initializers
     for name, value in g.edges[key].data.items():
         part.edges[key].data[name] = value[eids]
     receivers = dst[eids].unique() if receivers is None else receivers
-    reduced = eager.reduce(part, reduce, eager.messages(part, message, 0), 0)
+    reduced = _messages_reduced(part, message, reduce, None, 0, None)
     t, count = g.ntype_id(key[2]), g.num_nodes(key[2])
     store = g.nodes[key[2]].data
     rows = {k: value.index_select(0, receivers) for k, value in reduced.items()}
