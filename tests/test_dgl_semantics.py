@@ -218,3 +218,14 @@ def test_a_relation_slice_has_dgls_node_spaces_queries_and_partial_calls():
     assert g.nodes["i"].data["s"].flatten().tolist() == [1.0, 200.0]
     g["f"].push([1], fn.copy_u("h", "m"), fn.sum("m", "t"))
     assert g.nodes["u"].data["t"].flatten().tolist() == [0.0, 0.0, 10.0]
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_a_partial_calls_udf_sees_the_edges_ids_in_the_graph(compile):
+    """DGL's compute graph keeps each edge's id in the graph it came from (``EID``)."""
+    g = gnnc.graph(([0, 1, 2, 3, 0], [1, 2, 3, 0, 2]))
+    g.ndata["h"] = torch.ones(4, 1)
+    g.send_and_recv([4, 1], lambda e: {"m": e.edges()[2].unsqueeze(1).float()}, fn.sum("m", "s"))
+    assert g.ndata["s"].flatten().tolist() == [0.0, 0.0, 5.0, 0.0]
+    g.apply_edges(lambda e: {"id": e.edges()[2].unsqueeze(1).float() + e.src["h"]}, [3, 0], compile=compile)
+    assert g.edata["id"].flatten().tolist() == [1.0, 0.0, 0.0, 4.0, 0.0]

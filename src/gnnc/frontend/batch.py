@@ -135,16 +135,19 @@ class EdgeBatch:
                              "update_all(message, reduce)")
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(src, dst, user edge id) of the batch's edges, global node ids."""
+        """(src, dst, user edge id) of the batch's edges, global node ids; a compute graph's edges by their
+        ids in the graph they were taken from (``Graph.parent_eid``), as DGL's."""
         index = self._g.index
         if self._subset is not None:
-            return self._src, self._dst, self._subset + self._lo
-        eid = torch.arange(self._lo, self._hi, device=index.device)
-        if self._user_order:
-            return self._src, self._dst, eid
-        if index.user_eid is not None:
+            eid = self._subset + self._lo
+        elif self._user_order:
+            eid = torch.arange(self._lo, self._hi, device=index.device)
+        elif index.user_eid is not None:
             eid = index.user_eid[self._lo:self._hi]
-        return self._src, self._dst, eid
+        else:
+            eid = torch.arange(self._lo, self._hi, device=index.device)
+        parent = self._g.parent_eid
+        return self._src, self._dst, eid if parent is None else parent.index_select(0, eid)
 
     def batch_size(self) -> int:
         return self._src.numel()

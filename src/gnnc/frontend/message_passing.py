@@ -131,23 +131,31 @@ def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwa
     subset = _edge_subset(g, edges, rel, hi - lo, "apply_edges(edges=...)")
     store = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
     options = _compile_options(compile)
-    if subset is not None:
+    if subset is None:
+        store.update(_edge_results(g, message, rel, options))
+    elif options is not None and (rel is not None or len(g.canonical_etypes) == 1):
+        part = _compute_graph(g, 0 if rel is None else rel, subset)
+        out = _edge_results(part, message, 0, options)
+        _write_rows(g, "edge", store, subset, hi - lo,
+                    {k: v.materialize() if isinstance(v, Deferred) else v for k, v in out.items()})
+    else:
         if options is not None:
-            _warn_eager("apply_edges on chosen edges")
+            _warn_eager("apply_edges on chosen edges of several relations")
         _write_rows(g, "edge", store, subset, hi - lo, eager.messages(g, message, rel, subset))
-        return
-    out = None
+
+
+def _edge_results(g, message, rel, options) -> dict:
+    """``message``'s results on every edge of the block, in user edge order: compiled when ``options`` (a
+    deferred result is put in user order when read), else eager."""
     if options is not None:
         from ..runtime import compiled
 
         out = compiled.run("apply_edges", (message,), g, rel, options)
-    if out is None:
-        store.update(eager.messages(g, message, rel, user_order=True))
-        return
-    for k, v in out.items():
-        if not isinstance(v, Deferred):  # a deferred result is put in user order when read
-            v = deferred.in_user_order(g, v, rel, lo, hi)
-        store[k] = v
+        if out is not None:
+            lo, hi = eager.edge_block(g, rel)
+            return {k: v if isinstance(v, Deferred) else deferred.in_user_order(g, v, rel, lo, hi)
+                    for k, v in out.items()}
+    return eager.messages(g, message, rel, user_order=True)
 
 
 def apply_nodes(g, func, v=None, ntype=None) -> None:
@@ -259,13 +267,8 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
     if update is not None:
         _check_callable(update, "update")
     key = g.canonical_etypes[rel]
-    src, dst = g.find_edges(key)
-    part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
-    part._nstore = g._nstore.copy()
-    part.initializers = g.initializers
-    for name, value in g.edges[key].data.items():
-        part.edges[key].data[name] = value[eids]
-    receivers = dst[eids].unique() if receivers is None else receivers
+    part = _compute_graph(g, rel, eids)
+    receivers = part.find_edges(key)[1].unique() if receivers is None else receivers
     reduced = _messages_reduced(part, message, reduce, None, 0, None)
     t, count = g.ntype_id(key[2]), g.num_nodes(key[2])
     store = g.nodes[key[2]].data
@@ -275,6 +278,20 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
             _write_rows(g, "node", store, receivers, count, rows)
             rows = eager.apply_nodes(g, update, t, receivers)
     _write_rows(g, "node", store, receivers, count, rows)
+
+
+def _compute_graph(g, rel: int, eids):
+    """DGL's compute graph of a partial call: the edges ``eids`` of relation ``rel`` (in that order) over all
+    of ``g``'s nodes, with ``g``'s node features, those edges' features and ``g``'s initializers."""
+    key = g.canonical_etypes[rel]
+    src, dst = g.find_edges(key)
+    part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
+    part._nstore = g._nstore.copy()
+    part.initializers = g.initializers
+    part.parent_eid = eids if g.parent_eid is None else g.parent_eid.index_select(0, eids)
+    for name, value in g.edges[key].data.items():
+        part.edges[key].data[name] = value[eids]
+    return part
 
 
 @graph_call

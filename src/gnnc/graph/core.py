@@ -110,6 +110,8 @@ class Graph:
     # ``gnnc.batch``'s graphs: ([graphs, node types] node counts, [graphs, relations] edge counts or None where
     # the edges of a graph are no longer contiguous); None for one graph
     batch_counts: tuple | None = None
+    # A partial call's compute graph (DGL's): each edge's id in the graph its edges were taken from
+    parent_eid: torch.Tensor | None = None
 
     def __init__(self, index: GraphIndex, nstore: TypedStore | None = None,
                  estore: TypedStore | None = None):
