@@ -85,6 +85,8 @@ def run_file(tests_root: Path, rel: str, mode: str, timeout: float) -> dict:
             status = None, f"timed out after {timeout:.0f} s"
         seconds = time.perf_counter() - start
         records = [json.loads(line) for line in (records.read_text().splitlines() if records.exists() else [])]
+    for record in records:  # paths inside this checkout as the repository names them
+        record["message"] = record.get("message", "").replace(f"{REPO}{os.sep}", "")
     uncollected = [r for r in records if r["outcome"] == "collection error"]
     for record in uncollected:  # it stands for every test function of the file
         record["tests"] = len(re.findall(r"^def test_", (tests_root / rel).read_text(), re.MULTILINE))
@@ -123,7 +125,8 @@ def main(argv=None) -> int:
         print(f"{rel} [{mode}]: {run['status']}, {len(run['records'])} records, {run['seconds']} s", flush=True)
     broken = [f"{rel} [{mode}]" for (rel, mode), run in zip(jobs, runs) if run["status"] != "ok"]
     command = "python bench/dgl_tests.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    results = {"commit": _commit(), "command": command, "dgl_tests": str(args.dgl_tests), "modes": list(modes),
+    results = {"commit": _commit(), "command": command, "dgl_tests": os.path.relpath(args.dgl_tests, REPO),
+               "modes": list(modes),
                "seconds": round(time.perf_counter() - start, 1), "files": files}
     args.out.mkdir(parents=True, exist_ok=True)
     write_report(results, args.out)

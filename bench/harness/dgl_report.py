@@ -3,7 +3,7 @@
 A test is ``passed``; ``failed`` (a failure or an error in setup or teardown, with its first error line);
 ``n/a`` with a reason: skipped by DGL for want of a GPU, skipped by DGL as another backend's, or listed in
 ``EXCLUDED`` (what gnnc deliberately does not have) and not passing; or ``skipped`` with DGL's own reason.
-A module that cannot be collected counts as one ``failed`` row named after the file.
+A module that cannot be collected is one ``failed`` record, counted once per test function of its file.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-_GPU = re.compile(r"gpu|cuda|uva", re.IGNORECASE)
+_GPU = re.compile(r"gpu|cuda|\buva\b", re.IGNORECASE)
 _OTHER_BACKEND = re.compile(r"mxnet|tensorflow|\btf\b", re.IGNORECASE)
 
 _FORMATS = ("DGL's sparse-format switch (g.formats(), create_formats_()): gnnc builds the per-relation "
@@ -25,7 +25,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
 }
 
 
-def test_name(nodeid: str) -> str:
+def name_in_file(nodeid: str) -> str:
     """The test's name in its file (``test_f[idtype0]``), whatever rootdir pytest reported it under."""
     return nodeid.partition("::")[2] or nodeid
 
@@ -41,14 +41,30 @@ def classify(rel: str, record: dict) -> tuple[str, str]:
         if _OTHER_BACKEND.search(message):
             return "n/a", "another backend's"
         return "skipped", message
-    excluded = EXCLUDED.get((rel, test_name(record["nodeid"]).partition("[")[0]))
+    excluded = EXCLUDED.get((rel, name_in_file(record["nodeid"]).partition("[")[0]))
     if excluded:
         return "n/a", excluded
     return "failed", message if outcome != "collection error" else f"collection error: {message}"
 
 
+# failure lines that name a DGL API gnnc lacks -> that API
+_MISSING = [
+    (re.compile(r"module 'dgl' has no attribute '(\w+)'"), "dgl.{}"),
+    (re.compile(r"No module named '(dgl[\w.]*)'"), "{}"),
+    (re.compile(r"cannot import name '(\w+)' from '([\w.]+)'"), "{1}.{0}"),
+    (re.compile(r"'(\w+)' object has no attribute '(\w+)'"), "{}.{}"),
+    (re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'"), "{}({}=...)"),
+]
+
+
 def cause(message: str) -> str:
-    """A failure line made comparable across tests: addresses and long reprs cut."""
+    """A failure line made comparable across tests: the missing API it names, else the line with addresses
+    masked and cut to 160 characters."""
+    for pattern, api in _MISSING:
+        found = pattern.search(message)
+        if found:
+            whole_file = " (a collection error: the whole file)" if message.startswith("collection error") else ""
+            return f"missing `{api.format(*found.groups())}`{whole_file}"
     return re.sub(r"0x[0-9a-f]+", "0x…", message)[:160]
 
 
@@ -62,7 +78,7 @@ def _tally(results: dict) -> dict:
             tests, counts = {}, collections.Counter()
             for record in run["records"]:
                 category, reason = classify(rel, record)
-                tests[test_name(record["nodeid"])] = {**record, "category": category, "reason": reason}
+                tests[name_in_file(record["nodeid"])] = {**record, "category": category, "reason": reason}
                 counts[category] += record.get("tests", 1)
                 if mode == "compiled":
                     counts["ran a compiled plan"] += record.get("compiled_plans", 0) > 0
@@ -119,7 +135,7 @@ def render(results: dict, table: dict) -> str:
     for mode in names:
         lines += [f"## Not applicable ({mode})", "", *_counter_lines(_grouped(table, mode, "n/a")), "",
                   f"## Skipped by DGL itself ({mode})", "", *_counter_lines(_grouped(table, mode, "skipped")), "",
-                  f"## Top failure causes ({mode}): failed tests, by first error line", "",
+                  f"## Top failure causes ({mode}): failed tests, by the API missing or the first error line", "",
                   *_counter_lines(_grouped(table, mode, "failed"), 40), ""]
     if "compiled" in names and "eager" in names:
         lines += _compiled_sections(table)
