@@ -115,7 +115,7 @@ class GCNClassifier(nn.Module):
             g.ndata['h'] = in_feat
             g.update_all(fn.copy_u('h', 'm'), fn.mean('m', 'h_N'))
             h = F.relu(self.W1(in_feat + g.ndata['h_N']))
-            g.ndata['h'] = h
+            g.ndata['h'], g.ndata['h_N'] = h, torch.zeros_like(h)  # kept where a graph has no edges (as DGL)
             g.update_all(lambda edges: {'m': edges.src['h'] * 0.5},
                          lambda nodes: {'h_N': nodes.mailbox['m'].max(1).values})
             g.ndata['h'] = self.W2(g.ndata['h_N'] + h)

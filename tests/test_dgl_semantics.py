@@ -229,3 +229,34 @@ def test_a_partial_calls_udf_sees_the_edges_ids_in_the_graph(compile):
     assert g.ndata["s"].flatten().tolist() == [0.0, 0.0, 5.0, 0.0]
     g.apply_edges(lambda e: {"id": e.edges()[2].unsqueeze(1).float() + e.src["h"]}, [3, 0], compile=compile)
     assert g.edata["id"].flatten().tolist() == [1.0, 0.0, 0.0, 4.0, 0.0]
+
+
+def test_graph_data_in_dgls_forms():
+    pairs = gnnc.graph([(0, 1), (1, 2), (2, 0)])
+    coo = gnnc.graph(("coo", (torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]))))
+    csr = gnnc.graph(("csr", ([0, 1, 2, 3], [1, 2, 0], [])))
+    csc = gnnc.graph(("csc", ([0, 1, 2, 3], [2, 0, 1], [2, 0, 1])))  # rows are destinations, ids permuted
+    for g in (pairs, coo, csr, csc):
+        assert [t.tolist() for t in g.edges()] == [[0, 1, 2], [1, 2, 0]]
+    assert gnnc.graph([]).num_nodes() == 0 and gnnc.graph([], num_nodes=3).num_edges() == 0
+    hg = gnnc.heterograph({("a", "r", "b"): ("csr", ([0, 2, 2], [0, 1], []))}, num_nodes_dict={"a": 2, "b": 3})
+    assert hg.num_nodes("b") == 3 and hg.edges(etype="r")[1].tolist() == [0, 1]
+    with pytest.raises(ValueError, match="indptr must rise from 0"):
+        gnnc.graph(("csr", ([0, 5], [1], [])))
+    with pytest.raises(ValueError, match="edge ids must be a permutation"):
+        gnnc.graph(("csr", ([0, 1, 2], [1, 0], [0, 0])))
+
+
+def test_queries_return_ids_of_the_graphs_idtype():
+    g = gnnc.graph((torch.tensor([0, 1, 1], dtype=torch.int32), torch.tensor([1, 2, 2], dtype=torch.int32)))
+    assert g.idtype == torch.int32 and gnnc.graph(([0], [1]), idtype=torch.int32).idtype == torch.int32
+    results = [*g.edges(form="all"), g.nodes(), g.in_degrees(), g.edge_ids([1], [2]), *g.find_edges([2]),
+               *g.in_edges([2], form="all"), g.local_var().nodes()]
+    assert all(t.dtype == torch.int32 for t in results)
+    wide = g.long()
+    assert wide.idtype == torch.int64 and wide.edges()[0].dtype == torch.int64 and wide.int().idtype == torch.int32
+    g.ndata["h"] = torch.ones(3, 1)
+    g.pull([2], fn.copy_u("h", "m"), fn.sum("m", "s"))
+    assert g.ndata["s"].flatten().tolist() == [0.0, 0.0, 2.0]
+    with pytest.raises(ValueError, match="idtype must be torch.int32 or torch.int64"):
+        gnnc.graph(([0], [1]), idtype=torch.float32)

@@ -13,8 +13,8 @@ from .convert import from_edge_list, from_networkx, from_pyg, from_scipy
 
 
 class _CallableModule(types.ModuleType):
-    def __call__(self, data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None):
-        return graph(data, num_nodes, ntype, etype, device)
+    def __call__(self, data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None, **dgl_kwargs):
+        return graph(data, num_nodes, ntype, etype, device, **dgl_kwargs)
 
     __call__.__doc__ = graph.__doc__
 

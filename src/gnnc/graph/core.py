@@ -15,6 +15,7 @@ import torch
 from .frame import TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
 from . import validate
+from .edge_data import check_idtype, relation_edges
 from .validate import as_ids, canonical_key, check_range
 
 DEFAULT_NTYPE = "_N"
@@ -22,45 +23,54 @@ DEFAULT_ETYPE = "_E"
 ALL = "__ALL__"  # DGL's "every node / edge" argument (``dgl.base.ALL``)
 
 
-def heterograph(data_dict, num_nodes=None, device=None) -> "Graph":
-    """Build a graph from ``{(src_type, rel, dst_type): (src_ids, dst_ids)}``.
+def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_nodes_dict=None) -> "Graph":
+    """Build a graph from ``{(src_type, rel, dst_type): edges}`` (edges in any of DGL's forms:
+    ``gnnc.graph.edge_data``).
 
-    Ids are local to their node type. ``num_nodes`` maps node type -> count;
+    Ids are local to their node type. ``num_nodes`` (DGL: ``num_nodes_dict``) maps node type -> count;
     its key order fixes the node-type order (otherwise order of first
     appearance) and every type a relation uses must be in it. Types missing
-    from ``num_nodes`` when it is None get ``max id + 1`` nodes.
+    from ``num_nodes`` when it is None get ``max id + 1`` nodes. ``idtype`` (int32 or int64) is the type of
+    the ids the graph's queries return (the ids' own type by default when they are tensors, else int64).
     Raises ValueError / KeyError naming the relation, id or type at fault.
     """
     if not isinstance(data_dict, dict):
         raise TypeError(f"heterograph expects a dict of relations, got {type(data_dict).__name__}")
-    relations = []
-    for key, pair in data_dict.items():
+    if num_nodes_dict is not None:
+        if num_nodes is not None:
+            raise TypeError("heterograph got both num_nodes and DGL's num_nodes_dict")
+        num_nodes = num_nodes_dict
+    relations, types = [], set()
+    for key, data in data_dict.items():
         key = canonical_key(key)
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise ValueError(f"relation {key}: expected a (src_ids, dst_ids) pair")
-        src = as_ids(pair[0], f"relation {key} source ids")
-        dst = as_ids(pair[1], f"relation {key} destination ids")
+        src, dst, relation_idtype = relation_edges(data, f"relation {key}", idtype)
+        types.add(relation_idtype)
         if src.numel() != dst.numel():
             raise ValueError(f"relation {key}: {src.numel()} source ids but {dst.numel()} destination ids")
         relations.append((key, src, dst))
+    if len(types) > 1:
+        raise ValueError(f"relations of one graph must have ids of one type, got {sorted(map(str, types))}")
     ntypes, counts = _node_types(relations, num_nodes)
     for (st, _, dt), src, dst in relations:
         check_range(src, counts[ntypes.index(st)], f"relation {(st, _, dt)} source ({st!r})")
         check_range(dst, counts[ntypes.index(dt)], f"relation {(st, _, dt)} destination ({dt!r})")
     if device is None:
         device = next((s.device for _, s, _ in relations), torch.device("cpu"))
-    return Graph._build(ntypes, counts, relations, device)
+    out = Graph._build(ntypes, counts, relations, device)
+    out.idtype = types.pop() if types else check_idtype(idtype or torch.int64)
+    return out
 
 
-def graph(data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None) -> "Graph":
-    """Build a homogeneous graph from ``(src_ids, dst_ids)``.
+def graph(data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None, *, idtype=None,
+          row_sorted: bool = False, col_sorted: bool = False) -> "Graph":
+    """Build a homogeneous graph from its edges in any of DGL's forms (``(src_ids, dst_ids)``,
+    ``('csr', (indptr, indices, edge_ids))``, a list of pairs: ``gnnc.graph.edge_data``).
 
-    ``num_nodes`` defaults to ``max id + 1``.
+    ``num_nodes`` defaults to ``max id + 1``; ``idtype`` as :func:`heterograph`'s. ``row_sorted`` /
+    ``col_sorted`` (DGL's promises about the ids' order) change nothing here.
     """
-    if not isinstance(data, (tuple, list)) or len(data) != 2:
-        raise ValueError("graph expects a (src_ids, dst_ids) pair")
     sizes = None if num_nodes is None else {ntype: num_nodes}
-    return heterograph({(ntype, etype, ntype): tuple(data)}, sizes, device)
+    return heterograph({(ntype, etype, ntype): data}, sizes, device, idtype=idtype)
 
 
 def _node_types(relations, num_nodes):
@@ -110,6 +120,7 @@ class Graph:
     # ``gnnc.batch``'s graphs: ([graphs, node types] node counts, [graphs, relations] edge counts or None where
     # the edges of a graph are no longer contiguous); None for one graph
     batch_counts: tuple | None = None
+    idtype: torch.dtype = torch.int64  # the type of ids its queries return (DGL's; storage is int64 always)
     # A partial call's compute graph (DGL's): each edge's id in the graph its edges were taken from
     parent_eid: torch.Tensor | None = None
 
@@ -297,7 +308,7 @@ class Graph:
         features are this graph's tensors, and whose feature writes and deletions stay its own."""
         out = Graph(self.index, self._nstore.copy(), self._estore.copy())
         out.ntype_data.data, out.etype_data.data = dict(self.ntype_data.data), dict(self.etype_data.data)
-        out.batch_counts = self.batch_counts
+        out.batch_counts, out.idtype = self.batch_counts, self.idtype
         out.initializers = {kind: dict(fields) for kind, fields in self.initializers.items()}
         return out
 
@@ -384,16 +395,41 @@ class Graph:
         _, group, counts = torch.unique_consecutive(key, return_inverse=True, return_counts=True)
         return self.index.to_user_order(counts.index_select(0, group))
 
-    def find_edges(self, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(src, dst) in user edge order: global ids, or local ids of one relation."""
+    def find_edges(self, eid=None, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """DGL's ``find_edges(eid, etype)``: (src, dst) of edges ``eid`` (all by default, in edge-id order) of
+        relation ``etype`` (local ids), or of the whole graph (global ids) without one. gnnc's own
+        ``find_edges(etype)`` names the relation first."""
+        if isinstance(eid, str) or (isinstance(eid, tuple) and all(isinstance(k, str) for k in eid)):
+            eid, etype = None, eid
         if etype is None:
-            return self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
-        r = self.etype_id(etype)
-        lo, hi = self.index.rel_range(r)
-        st, _, dt = self.index.etypes[r]
-        src = self.index.to_user_order(self.index.src[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(st)]
-        dst = self.index.to_user_order(self.index.dst[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(dt)]
-        return src, dst
+            src, dst = self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
+        else:
+            r = self.etype_id(etype)
+            lo, hi = self.index.rel_range(r)
+            st, _, dt = self.index.etypes[r]
+            src = self.index.to_user_order(self.index.src[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(st)]
+            dst = self.index.to_user_order(self.index.dst[lo:hi], lo, hi) - self.index.ntype_offsets[self.ntype_id(dt)]
+        if eid is not None:
+            ids = as_ids(torch.as_tensor(eid, device=self.device).reshape(-1), "find_edges(eid)", "edge")
+            check_range(ids, src.numel(), "find_edges(eid)", "edge")
+            src, dst = src.index_select(0, ids), dst.index_select(0, ids)
+        return self.ids(src), self.ids(dst)
+
+    def ids(self, t: torch.Tensor) -> torch.Tensor:
+        """Node or edge ids ``t`` (int64) in the graph's :attr:`idtype`, as its queries return them."""
+        return t if self.idtype == torch.int64 else t.to(self.idtype)
+
+    def astype(self, idtype) -> "Graph":
+        """DGL's ``astype``: this graph (features shared, as :meth:`local_var`) with queries in ``idtype``."""
+        out = self.local_var()
+        out.idtype = check_idtype(idtype)
+        return out
+
+    def int(self) -> "Graph":
+        return self.astype(torch.int32)
+
+    def long(self) -> "Graph":
+        return self.astype(torch.int64)
 
     def in_degrees(self, v=ALL, etype=None):
         """DGL's ``in_degrees(v=ALL, etype=None)``: in-degrees (within relation ``etype``) of nodes ``v`` (all
@@ -416,13 +452,13 @@ class Graph:
             start, stop = self.index.ntype_range(t)
             degrees = torch.bincount(ends[lo:hi] - start, minlength=stop - start)
         if isinstance(nodes, str):
-            return degrees
+            return self.ids(degrees)
         if isinstance(nodes, numbers.Integral):
             validate.check_range(torch.tensor([int(nodes)]), degrees.numel(), call, "node")
             return int(degrees[int(nodes)])
         ids = validate.as_ids(torch.as_tensor(nodes, device=self.device).reshape(-1), call, "node")
         validate.check_range(ids, degrees.numel(), call, "node")
-        return degrees.index_select(0, ids)
+        return self.ids(degrees.index_select(0, ids))
 
     def reverse(self, copy_ndata: bool = True, copy_edata: bool = True) -> "Graph":
         """Every edge flipped; relation (s, r, d) becomes (d, r, s); edge ids kept."""
@@ -435,7 +471,7 @@ class Graph:
             out._nstore = self._nstore.copy()
         if copy_edata:
             out._estore = self._estore.copy()
-        out.batch_counts = self.batch_counts
+        out.batch_counts, out.idtype = self.batch_counts, self.idtype
         return out
 
     def add_self_loop(self, etype=None, fill_data: float = 1.0) -> "Graph":
@@ -455,7 +491,7 @@ class Graph:
                 src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
             relations.append((key, src, dst))
         out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
-        out._nstore = self._nstore.copy()
+        out._nstore, out.idtype = self._nstore.copy(), self.idtype
         for key, i, val in self._edge_features_by_relation():
             if i == r:
                 val = torch.cat([val, val.new_full((loops.numel(),) + tuple(val.shape[1:]), fill_data)])
@@ -473,7 +509,7 @@ class Graph:
         relations = [(key, *((s[keep], d[keep]) if i == r else (s, d)))
                      for i, key in enumerate(self.index.etypes) for s, d in [self.find_edges(key)]]
         out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
-        out._nstore = self._nstore.copy()
+        out._nstore, out.idtype = self._nstore.copy(), self.idtype
         for key, i, val in self._edge_features_by_relation():
             out._estore.set_typed(key, i, val[keep] if i == r else val)
         if self.batch_counts is not None:
@@ -526,13 +562,14 @@ class Graph:
             counts = torch.searchsorted(keys, wanted, right=True) - first
             pair = torch.repeat_interleave(torch.arange(u.numel(), device=self.device), counts)
             starts = torch.repeat_interleave(first - (torch.cumsum(counts, 0) - counts), counts)
-            return u[pair], v[pair], order[starts + torch.arange(pair.numel(), device=self.device)]
+            return self.ids(u[pair]), self.ids(v[pair]), self.ids(order[starts + torch.arange(pair.numel(),
+                                                                                              device=self.device)])
         if not bool(found.all()):
             bad = int(torch.nonzero(~found)[0])
             raise ValueError(f"edge_ids: ({int(u[bad])}, {int(v[bad])}) at position {bad} does not form an edge "
                              f"of relation {key}")
         eid = order[first]
-        return int(eid[0]) if scalar else eid
+        return int(eid[0]) if scalar else self.ids(eid)
 
     def in_edges(self, v, form: str = "uv", etype=None):
         """DGL's ``g.in_edges``: the edges (of relation ``etype``) into nodes ``v``, in edge-id order, as
@@ -569,7 +606,7 @@ class Graph:
                     self._estore.copy(lambda t: t.to(device)))
         out.ntype_data.data = {k: v.to(device) for k, v in self.ntype_data.data.items()}
         out.etype_data.data = {k: v.to(device) for k, v in self.etype_data.data.items()}
-        out.batch_counts = self.batch_counts
+        out.batch_counts, out.idtype = self.batch_counts, self.idtype
         return out
 
     # -------------------------------------------------------- message passing
@@ -697,7 +734,7 @@ class NodeSpace:
         if ntype is not None:
             self._check(ntype)
         n = self._g.num_nodes(ntype)
-        return torch.arange(n, device=self._g.device)
+        return self._g.ids(torch.arange(n, device=self._g.device))
 
 
 class _EdgeSpace:
@@ -719,7 +756,7 @@ class _EdgeSpace:
         if order not in ("eid", "srcdst"):
             raise ValueError(f"edges(order=...) must be 'eid' or 'srcdst', got {order!r}")
         src, dst = self._g.find_edges(etype)
-        eid = torch.arange(src.numel(), device=src.device)
+        eid = self._g.ids(torch.arange(src.numel(), device=src.device))
         if order == "srcdst":
             width = int(dst.max()) + 1 if dst.numel() else 1
             eid = torch.argsort(src * width + dst, stable=True)
