@@ -205,9 +205,9 @@ def test_from_networkx_undirected_gives_both_directions_and_sorted_nodes():
     g = convert.from_networkx(u, node_attrs=["h"], edge_attrs=["w"])
     assert g.num_nodes() == 3
     torch.testing.assert_close(g.ndata["h"], torch.tensor([[1.0], [2.0], [3.0]]))
-    # nx visits c's edges first (c was added first); each undirected edge is followed by its reverse
-    assert edge_pairs(g) == [(2, 1), (1, 2), (2, 2), (0, 1), (1, 0)]
-    assert g.edata["w"].tolist() == [0.25, 0.25, 2.0, 0.5, 0.5]
+    # as DGL 2.1: relabelled (nodes in insertion order c, a, b; b's neighbours c then a), then made directed
+    assert edge_pairs(g) == [(2, 1), (2, 2), (0, 1), (1, 2), (1, 0)]
+    assert g.edata["w"].tolist() == [0.25, 2.0, 0.5, 0.25, 0.5]
 
 
 def test_from_networkx_multigraph_keeps_parallel_edges():

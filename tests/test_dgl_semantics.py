@@ -260,3 +260,51 @@ def test_queries_return_ids_of_the_graphs_idtype():
     assert g.ndata["s"].flatten().tolist() == [0.0, 0.0, 2.0]
     with pytest.raises(ValueError, match="idtype must be torch.int32 or torch.int64"):
         gnnc.graph(([0], [1]), idtype=torch.float32)
+
+
+def test_node_and_edge_spaces_select_rows_as_dgl():
+    g = gnnc.graph(([0, 1, 2, 1], [1, 2, 0, 2]))
+    g.ndata["h"] = torch.zeros(3, 2)
+    g.nodes[[2, 0]].data["h"] = torch.full((2, 2), 5.0)
+    assert g.ndata["h"][:, 0].tolist() == [5.0, 0.0, 5.0] and g.nodes[[1]].data["h"].tolist() == [[0.0, 0.0]]
+    g.nodes[[1]].data["new"] = torch.ones(1, 3)  # a new feature: the other rows from the initializer
+    assert g.ndata["new"].sum().item() == 3.0
+    g.edges[[0, 3]].data["w"] = torch.tensor([[1.0], [2.0]])
+    g.edges[torch.tensor([1]), torch.tensor([2])].data["w"] = torch.tensor([[9.0]])  # (u, v): the edge of id 1
+    assert g.edges[:].data["w"].flatten().tolist() == [1.0, 9.0, 0.0, 2.0]
+    hg = gnnc.heterograph({("u", "f", "u"): ([0], [1]), ("u", "p", "i"): ([0], [0])})
+    hg.nodes[[1], "u"].data["x"] = torch.ones(1, 1)
+    assert hg.nodes["u"].data["x"].flatten().tolist() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="expected 2 rows"):
+        g.nodes[[0, 1]].data["h"] = torch.ones(3, 2)
+    with pytest.raises(ValueError, match=r"nodes\[ids\]: node id 7 at position 0 is out of range"):
+        g.nodes[[7]].data["h"]
+
+
+def test_multigraph_and_initializer_module():
+    assert gnnc.graph(([0, 0], [1, 1])).is_multigraph and not gnnc.graph(([0, 1], [1, 0])).is_multigraph
+    from gnnc.graph.initializers import zero_initializer
+
+    zeros = zero_initializer((2, 3), torch.float64, "cpu", slice(0, 2))
+    assert torch.equal(zeros, torch.zeros(2, 3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_calls_without_etype_on_heterographs_run_per_relation_as_dgl(compile):
+    """One relation between two node types: the call is that relation's (DGL issue 1088). Several relations
+    and built-ins: relation by relation, reduced across relations by the same reducer."""
+    one = gnnc.heterograph({("U", "E", "V"): ([0, 1, 2], [1, 2, 3])})
+    one.nodes["U"].data["x"] = torch.tensor([[1.0], [2.0], [3.0]])
+    one.update_all(fn.copy_u("x", "m"), fn.sum("m", "y"), compile=compile)
+    assert one.nodes["V"].data["y"].flatten().tolist() == [0.0, 1.0, 2.0, 3.0] and "y" not in one.nodes["U"].data
+    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 1], [0, 0, 1]), ("dev", "makes", "game"): ([0], [1]),
+                          ("user", "follows", "user"): ([0], [1])})
+    g.nodes["user"].data["h"] = torch.tensor([[1.0], [2.0]])
+    g.nodes["dev"].data["h"] = torch.tensor([[10.0]])  # the games have no 'h'
+    g.update_all(fn.copy_u("h", "m"), fn.max("m", "y"), compile=compile)
+    assert g.nodes["game"].data["y"].flatten().tolist() == [2.0, 10.0]
+    assert g.nodes["user"].data["y"].flatten().tolist() == [0.0, 1.0] and "y" not in g.nodes["dev"].data
+    g.apply_edges(fn.copy_u("h", "e"), compile=compile)
+    assert g.edges["makes"].data["e"].flatten().tolist() == [10.0]
+    with pytest.raises(NotImplementedError, match="multi_update_all"):
+        g.update_all(fn.copy_u("h", "m"), fn.mean("m", "y"))

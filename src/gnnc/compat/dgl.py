@@ -37,6 +37,7 @@ _SAME = {
     "dgl.nn.pytorch": "gnnc.nn",
     "dgl.backend": "gnnc.compat.dgl_backend",
     "dgl.base": "gnnc.compat.dgl_base",
+    "dgl.init": "gnnc.graph.initializers",
 }
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {

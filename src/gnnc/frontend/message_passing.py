@@ -126,7 +126,11 @@ def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) ->
 def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
     (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
-    rel = None if etype is None else g.etype_id(etype)
+    if etype is None and edges is None and _per_relation(g, message):
+        for key in g.canonical_etypes:
+            apply_edges(g, message, None, key, compile)
+        return
+    rel = _relation(g, etype)
     lo, hi = eager.edge_block(g, rel)
     subset = _edge_subset(g, edges, rel, hi - lo, "apply_edges(edges=...)")
     store = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
@@ -221,9 +225,31 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
     _check_callable(reduce, "reduce")
     if update is not None:
         _check_callable(update, "update")
-    rel = None if etype is None else g.etype_id(etype)
+    if etype is None and _per_relation(g, message, reduce):
+        if reduce.op == "mean":
+            raise NotImplementedError("update_all over several relations cannot reduce 'mean' both within and "
+                                      "across relations (as DGL); use multi_update_all")
+        multi_update_all(g, {key: (message, reduce) for key in g.canonical_etypes}, reduce.op, update, compile)
+        return
+    rel = _relation(g, etype)
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
     eager.write_nodes(g, t, _messages_reduced(g, message, reduce, update, rel, compile))
+
+
+def _relation(g, etype) -> int | None:
+    """The block of a whole-graph call: relation ``etype``; without one, the whole graph, or as DGL the only
+    relation of a graph with one relation and several node types (a bipartite graph's node types need not
+    share features)."""
+    if etype is not None:
+        return g.etype_id(etype)
+    return 0 if len(g.canonical_etypes) == 1 and len(g.ntypes) > 1 else None
+
+
+def _per_relation(g, *funcs) -> bool:
+    """Whether a call without etype on a graph of several relations runs as DGL's built-ins do there: relation
+    by relation, across relations reduced by the same reducer (gnnc runs UDFs over the whole graph, where
+    DGL refuses them)."""
+    return len(g.canonical_etypes) > 1 and all(isinstance(f, (BuiltinMessage, BuiltinReduce)) for f in funcs)
 
 
 @graph_call

@@ -121,13 +121,15 @@ def _compressed(cls, major, minor, data, shape, n_major):
     return cls((data[order], minor[order], indptr), shape=shape)
 
 
-def from_scipy(matrix, weight_key: str | None = "weight") -> Graph:
+def from_scipy(matrix, weight_key: str | None = "weight", *, eweight_name: str | None = None, idtype=None,
+               device=None) -> Graph:
     """Homogeneous graph from a square SciPy sparse matrix or array.
 
     Each stored entry (explicit zeros and duplicates included) is an edge from
     its row to its column, in stored order: as given for COO, row by row for
     CSR, column by column for CSC. The entries become ``g.edata[weight_key]``
-    unless they are all 1 or ``weight_key`` is None.
+    unless they are all 1 or ``weight_key`` is None; with DGL's ``eweight_name``, as ``g.edata[eweight_name]``
+    always. ``idtype`` / ``device`` as :func:`gnnc.graph`'s.
     """
     import scipy.sparse as sp
 
@@ -139,9 +141,11 @@ def from_scipy(matrix, weight_key: str | None = "weight") -> Graph:
     coo = matrix.tocoo()
     src = torch.from_numpy(coo.row.astype(np.int64))
     dst = torch.from_numpy(coo.col.astype(np.int64))
-    g = graph((src, dst), num_nodes=int(matrix.shape[0]))
-    if weight_key is not None and not bool(np.all(coo.data == 1)):
-        g.edata[weight_key] = torch.from_numpy(np.array(coo.data))
+    g = graph((src, dst), num_nodes=int(matrix.shape[0]), idtype=idtype, device=device)
+    if eweight_name is not None:
+        g.edata[eweight_name] = torch.from_numpy(np.array(coo.data)).to(g.device)
+    elif weight_key is not None and not bool(np.all(coo.data == 1)):
+        g.edata[weight_key] = torch.from_numpy(np.array(coo.data)).to(g.device)
     return g
 
 
@@ -204,7 +208,8 @@ def _rows_by_type(views, names, kind) -> list[dict]:
     return per_type
 
 
-def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | None = None) -> Graph:
+def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | None = None, *,
+                  edge_id_attr_name: str | None = None, idtype=None, device=None) -> Graph:
     """Homogeneous graph from any networkx graph.
 
     Node ``i`` is the i-th label of ``sorted(nx_graph.nodes)`` (labels must be
@@ -214,9 +219,12 @@ def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | No
     attribute holding each edge's id (a permutation of 0..E-1, like the
     ``'id'`` that ``to_networkx`` writes) and edges are placed by it.
     ``node_attrs`` / ``edge_attrs`` are stacked into ``ndata`` / ``edata``
-    tensors; every node (edge) must have them.
+    tensors; every node (edge) must have them. DGL's keywords: ``edge_id_attr_name`` (``edge_id_attr``),
+    ``idtype``, ``device``.
     """
     nx = _import_networkx()
+    node_attrs, edge_attrs = node_attrs or (), edge_attrs or ()
+    edge_id_attr = edge_id_attr if edge_id_attr_name is None else edge_id_attr_name
     if not isinstance(nx_graph, nx.Graph):
         raise TypeError(f"from_networkx expects a networkx graph, got {type(nx_graph).__name__}")
     try:
@@ -225,15 +233,15 @@ def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | No
         raise TypeError("from_networkx orders nodes by sorted label, but these labels cannot be "
                         "compared; relabel with networkx.convert_node_labels_to_integers") from err
     node_id = {label: i for i, label in enumerate(labels)}
-    edges = list(_directed_edges(nx_graph))
+    edges = list(_directed_edges(nx_graph, node_id))
     if edge_id_attr is not None:
         if not nx_graph.is_directed():
             raise ValueError("from_networkx: edge_id_attr needs a directed graph; an undirected "
                              "edge gives two edges that would share one id")
         edges = _place_by_id(edges, edge_id_attr)
-    src = torch.tensor([node_id[u] for u, _, _ in edges], dtype=torch.int64)
-    dst = torch.tensor([node_id[v] for _, v, _ in edges], dtype=torch.int64)
-    g = graph((src, dst), num_nodes=len(labels))
+    src = torch.tensor([u for u, _, _ in edges], dtype=torch.int64)
+    dst = torch.tensor([v for _, v, _ in edges], dtype=torch.int64)
+    g = graph((src, dst), num_nodes=len(labels), idtype=idtype, device=device)
     for name in node_attrs:
         g.ndata[name] = _stack_attr([(label, nx_graph.nodes[label]) for label in labels], name, "node")
     for name in edge_attrs:
@@ -241,14 +249,14 @@ def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | No
     return g
 
 
-def _directed_edges(nx_graph):
+def _directed_edges(nx_graph, node_id: dict):
+    """(u, v, data) of every edge, ids from ``node_id``; an undirected graph's in DGL's order: relabelled
+    (nodes kept in insertion order), then made directed (each node's adjacency in turn)."""
     if nx_graph.is_directed():
-        yield from nx_graph.edges(data=True)
+        for u, v, data in nx_graph.edges(data=True):
+            yield node_id[u], node_id[v], data
         return
-    for u, v, data in nx_graph.edges(data=True):
-        yield u, v, data
-        if u != v:
-            yield v, u, data
+    yield from _import_networkx().relabel_nodes(nx_graph, node_id).to_directed(as_view=True).edges(data=True)
 
 
 def _place_by_id(edges, attr):

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .frame import TypedStore, TypeParams, TypesView, TypeView, WholeView
+from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
-from . import validate
+from . import mutation, validate
 from .edge_data import check_idtype, relation_edges
 from .validate import as_ids, canonical_key, check_range
 
@@ -161,6 +161,16 @@ class Graph:
         return [r for _, r, _ in self.index.etypes]
 
     @property
+    def is_multigraph(self) -> bool:
+        """Whether some two edges of one relation join the same pair of nodes (DGL's ``is_multigraph``)."""
+        for key in self.canonical_etypes:
+            src, dst = self.find_edges(key)
+            pairs = src.long() * max(self.num_nodes(key[2]), 1) + dst.long()
+            if pairs.unique().numel() != pairs.numel():
+                return True
+        return False
+
+    @property
     def is_homogeneous(self) -> bool:
         return len(self.index.ntypes) == 1 and len(self.index.etypes) == 1
 
@@ -168,15 +178,19 @@ class Graph:
     def device(self) -> torch.device:
         return self.index.device
 
-    def ntype_id(self, ntype: str) -> int:
-        """Index of a node type; KeyError listing the known types otherwise."""
+    def ntype_id(self, ntype: str | None) -> int:
+        """Index of a node type (None: the only one, as DGL); KeyError listing the known types otherwise."""
+        if ntype is None and len(self.index.ntypes) == 1:
+            return 0
         try:
             return self.index.ntypes.index(ntype)
         except ValueError:
             raise KeyError(f"unknown node type {ntype!r}; node types: {self.ntypes}") from None
 
     def etype_id(self, etype) -> int:
-        """Index of a relation given as its name or (src_type, name, dst_type)."""
+        """Index of a relation given as its name or (src_type, name, dst_type) (None: the only one, as DGL)."""
+        if etype is None and len(self.index.etypes) == 1:
+            return 0
         if isinstance(etype, tuple):
             if etype in self.index.etypes:
                 return self.index.etypes.index(etype)
@@ -710,6 +724,48 @@ class Graph:
         return (f"Graph(ntypes={dict(zip(self.index.ntypes, self.index.ntype_counts))}, "
                 f"relations={len(self.index.etypes)}, num_edges={self.num_edges()})")
 
+    # -------------------------------------------------------------- mutation
+    def add_nodes(self, num, data=None, ntype=None) -> None:
+        """DGL's ``add_nodes``, in place: ``num`` nodes appended to ``ntype`` (needed when there are several
+        node types), with ``data``'s features (``gnnc.graph.mutation``; ``gnnc.add_nodes`` makes a new graph)."""
+        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node"))
+        self._mutate(mutation.add_nodes(self._structure(), self.initializers, t, num, data))
+
+    def add_edges(self, u, v, data=None, etype=None) -> None:
+        """DGL's ``add_edges``, in place: edges ``u[i] -> v[i]`` appended to relation ``etype`` (needed when
+        there are several), adding the nodes their ids reach; ``data``: their features."""
+        r = self.relation_of_call(etype, "add_edges")
+        self._mutate(mutation.add_edges(self._structure(), self.initializers, r, u, v, data))
+
+    def remove_edges(self, eids, etype=None, store_ids: bool = False) -> None:
+        """DGL's ``remove_edges``, in place: the other edges of relation ``etype`` keep their order and
+        features, renumbered; ``store_ids`` keeps their old ids as ``edata['_ID']``."""
+        r = self.relation_of_call(etype, "remove_edges")
+        self._mutate(mutation.remove_edges(self._structure(), r, eids, store_ids, self.idtype))
+
+    def remove_nodes(self, nids, ntype=None, store_ids: bool = False) -> None:
+        """DGL's ``remove_nodes``, in place: nodes ``nids`` of ``ntype`` and their edges go, the others keep
+        their order and features, renumbered; ``store_ids`` keeps old ids as ``ndata`` / ``edata['_ID']``."""
+        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node"))
+        self._mutate(mutation.remove_nodes(self._structure(), t, nids, store_ids, self.idtype))
+
+    def clone(self) -> "Graph":
+        """DGL's ``clone``: this graph's structure and feature tensors in a graph of its own (mutating or
+        writing features of either leaves the other as it is)."""
+        return self.local_var()
+
+    def _structure(self) -> "mutation.Structure":
+        if self.is_block:
+            raise TypeError("a block cannot be mutated (nor can DGL's): mutate the graph it was sampled from")
+        return mutation.Structure(self.index, self._nstore, self._estore, self.batch_counts)
+
+    def _mutate(self, state: "mutation.Structure") -> None:
+        """Take a mutation's result. The new index is what tells every cache derived from the old structure
+        (contexts of compiled calls, CSR, buckets) that it is stale."""
+        self.index, self.batch_counts = state.index, state.batch_counts
+        self._nstore.take(state.nodes)
+        self._estore.take(state.edges)
+
 
 class NodeSpace:
     """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids); ``types`` limits it to some node types (a
@@ -722,9 +778,16 @@ class NodeSpace:
         if self._types is not None and ntype not in self._types:
             raise KeyError(f"node type {ntype!r} is not among this view's node types {self._types}")
 
-    def __getitem__(self, ntype) -> "_TypeSpace":
-        self._check(ntype)
-        return _TypeSpace(TypeView(self._g._nstore, self._g.ntype_id(ntype)))
+    def __getitem__(self, key) -> "_TypeSpace":
+        """``g.nodes[ntype]``; as DGL also ``g.nodes[ids]`` (the only type's), ``g.nodes[ids, ntype]`` and
+        ``g.nodes[:]``: rows of the features (``data``) to read or write."""
+        ids, ntype = _space_key(key, lambda k: isinstance(k, str))
+        if ntype is None and self._types is not None and len(self._types) == 1:
+            ntype = self._types[0]
+        if ntype is not None:
+            self._check(ntype)
+        t = self._g.ntype_id(ntype)
+        return _space(self._g, "node", self._g._nstore, t, self._g.index.ntype_counts[t], ids)
 
     def __call__(self, ntype=None) -> torch.Tensor:
         if ntype is None and self._types is not None:
@@ -747,8 +810,16 @@ class _EdgeSpace:
     def __init__(self, g: Graph):
         self._g = g
 
-    def __getitem__(self, etype) -> "_TypeSpace":
-        return _TypeSpace(TypeView(self._g._estore, self._g.etype_id(etype)))
+    def __getitem__(self, key) -> "_TypeSpace":
+        """``g.edges[etype]``; as DGL also ``g.edges[ids]`` / ``g.edges[u, v]`` (the only relation's),
+        ``g.edges[ids, etype]`` and ``g.edges[:]``: rows of the features (``data``) to read or write."""
+        def named(k):
+            return isinstance(k, str) or (isinstance(k, tuple) and len(k) == 3 and all(isinstance(x, str) for x in k))
+        if isinstance(key, tuple) and len(key) == 2 and not named(key[1]):
+            key = (self._g.edge_ids(*key), None)  # (u, v) node pairs
+        ids, etype = _space_key(key, named)
+        r = self._g.etype_id(etype)
+        return _space(self._g, "edge", self._g._estore, r, self._g.index.rel_counts[r], ids)
 
     def __call__(self, form="uv", order="eid", etype=None):
         if form not in self._FORMS:  # gnnc's own g.edges(etype)
@@ -762,6 +833,30 @@ class _EdgeSpace:
             eid = torch.argsort(src * width + dst, stable=True)
             src, dst = src[eid], dst[eid]
         return {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}[form]
+
+
+def _space_key(key, is_type_name):
+    """(ids or None for all, type name or None) of a ``g.nodes[...]`` / ``g.edges[...]`` key."""
+    if isinstance(key, slice):
+        if (key.start, key.stop, key.step) != (None, None, None):
+            raise ValueError("only the full slice ':' selects rows of a node or edge space")
+        return None, None
+    if key is None or is_type_name(key):
+        return None, key
+    if isinstance(key, tuple) and len(key) == 2 and (key[1] is None or is_type_name(key[1])):
+        return key[0], key[1]
+    return key, None
+
+
+def _space(g: Graph, kind: str, store: TypedStore, t: int, count: int, ids) -> "_TypeSpace":
+    """The features of type ``t`` (``count`` rows), or of rows ``ids`` of it (not None)."""
+    view = TypeView(store, t)
+    if ids is None:
+        return _TypeSpace(view)
+    what = f"{kind}s[ids]"
+    rows = as_ids(torch.as_tensor(ids, device=g.device).reshape(-1), what, kind)
+    check_range(rows, count, what, kind)
+    return _TypeSpace(RowsView(view, rows, count, lambda k, n, like: g.initial_rows(kind, k, n, like)))
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,11 @@ class TypedStore:
         out.typed = {k: {t: fn(v) for t, v in d.items()} for k, d in self.typed.items()}
         return out
 
+    def take(self, other: "TypedStore") -> None:
+        """Hold ``other``'s counts and features: a graph mutated in place keeps its stores, so the feature
+        views taken before the mutation see it."""
+        self.counts, self.offsets, self.whole, self.typed = other.counts, other.offsets, other.whole, other.typed
+
     def keys(self) -> list[str]:
         """Every feature name, whether stored whole or for some types only."""
         return list(self.whole) + [k for k in self.typed if k not in self.whole]
@@ -327,3 +332,40 @@ def _as_tensor(key, value, kind) -> torch.Tensor:
     if value.dim() == 0:
         raise ValueError(f"{kind} feature {key!r} must have a leading dimension, got a scalar")
     return value
+
+
+class RowsView(MutableMapping):
+    """DGL's ``g.nodes[ids].data`` / ``g.edges[ids].data``: some rows (``ids``, int64) of one type's features
+    (``view``, ``count`` rows in all). A write replaces those rows (the stored tensor is not changed in place);
+    a new feature's other rows come from ``initial(key, count, like)``."""
+
+    def __init__(self, view: TypeView, ids: torch.Tensor, count: int, initial):
+        self._view, self._ids, self._count, self._initial = view, ids, count, initial
+
+    def __getitem__(self, key):
+        return self._view[key].index_select(0, self._ids)
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != self._ids.numel():
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"feature {key!r}: expected {self._ids.numel()} rows (one per id), got {got}")
+        old = self._view[key] if key in self._view else self._initial(key, self._count, value)
+        if old.shape[1:] != value.shape[1:]:
+            raise ValueError(f"feature {key!r} holds {tuple(old.shape[1:])} per row; cannot set rows of "
+                             f"{tuple(value.shape[1:])}")
+        self._view[key] = old.index_put((self._ids,), value.to(old.dtype))
+
+    def __delitem__(self, key):
+        raise TypeError(f"del ...[{key!r}] on some rows: delete the feature from the whole type instead")
+
+    def __contains__(self, key):
+        return key in self._view
+
+    def __iter__(self):
+        return iter(self._view)
+
+    def __len__(self):
+        return len(self._view)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({list(self)}, rows={self._ids.numel()})"
