@@ -2,6 +2,7 @@
 from . import data, function, graph, models, ops, readout
 from .graph import Graph, MetaGraph, heterograph
 from .graph.batch import batch, unbatch
+from .graph.transforms import add_edges, add_nodes, add_self_loop, remove_edges, remove_nodes, remove_self_loop
 from .readout import (broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
                       softmax_nodes, sum_edges, sum_nodes)
 from .frontend import EdgeBatch, NodeBatch
@@ -18,4 +19,5 @@ __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch
            "readout_nodes", "readout_edges", "sum_nodes", "mean_nodes", "max_nodes", "sum_edges", "mean_edges",
            "max_edges", "broadcast_nodes", "softmax_nodes", "prop_nodes", "prop_edges", "prop_nodes_bfs",
            "prop_nodes_topo", "prop_edges_dfs", "bfs_nodes_generator", "bfs_edges_generator",
-           "topological_nodes_generator", "dfs_edges_generator", "dfs_labeled_edges_generator"]
+           "topological_nodes_generator", "dfs_edges_generator", "dfs_labeled_edges_generator", "add_nodes",
+           "add_edges", "remove_nodes", "remove_edges", "add_self_loop", "remove_self_loop"]

@@ -233,10 +233,15 @@ def graph_context(g, rel: int | None) -> GraphContext:
     Cached on the graph object, not on its index: a context refers to the
     index, so a cache on the index would be a reference cycle, and a dropped
     graph (a sampled block) would keep its structures until a full garbage
-    collection.
+    collection. The cache holds the index it was built for: a mutated graph
+    (``add_edges``, ``remove_nodes``, ...) has a new index, and its contexts,
+    with everything cached on them, are built anew.
     """
     index = g.index
-    cache = g.__dict__.setdefault("_contexts", {})
+    built_for, cache = g.__dict__.get("_contexts", (None, None))
+    if built_for is not index:
+        cache = {}
+        g.__dict__["_contexts"] = (index, cache)
     if rel not in cache:
         if rel is None:
             elo, ehi, nlo, nhi = 0, index.num_edges, 0, index.num_nodes
