@@ -35,7 +35,7 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
     On a heterogeneous graph the softmax spans every in-edge of a node, of all
     relations: pass either one ``[E, *]`` tensor over all edges in ``g.edata``
     order, or ``{relation: [E_r, *]}`` with every relation (name or canonical
-    triple) and get the same mapping back (DGL takes a tuple in
+    triple) and get ``{canonical relation: ...}`` back, as DGL (DGL takes a tuple in
     ``canonical_etypes`` order for this; a tuple or list is accepted as such).
     """
     if norm_by not in _ENDS:
@@ -95,4 +95,4 @@ def _per_relation(g, logits: dict, norm_by: str) -> dict:
             raise ValueError(f"edge_softmax: logits of relation {key!r} must be [{g.num_edges(key)}, *], got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
     out = edge_softmax(g, torch.cat([logits[k] for k in order]), norm_by)
-    return dict(zip(order, out.split([g.num_edges(k) for k in order])))
+    return dict(zip(g.canonical_etypes, out.split([g.num_edges(k) for k in order])))  # keyed as DGL's
