@@ -353,10 +353,14 @@ def _graph_of(kind):
                                             (_factory_reduce, None), (_factory_reduce, _factory_update)])
 @pytest.mark.parametrize("graph", ["random", "one node", "no edges"])
 def test_tensors_sized_by_the_batch_rows_compile(reduce, update, graph):
+    g = _graph_of(graph)
+    start = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+
     def run(g, flag):
+        g.ndata["o"] = start  # as DGL, a reduce UDF is not called without edges: o stays, the update reads it
         g.update_all(_factory_message, reduce, update, compile=flag)
         return g.ndata["o"]
-    _both(run, _graph_of(graph))
+    _both(run, g, [start])
 
 
 def test_tensors_sized_by_the_batch_rows_in_every_relation_of_a_heterograph():

@@ -1,6 +1,8 @@
-"""Reference models written only as UDFs, with no optimization knobs.
+"""Reference models written as UDFs, with no optimization knobs.
 
-Each layer's docstring gives its equations; tests check every one against an
+Messages are UDFs. An aggregation that is a plain sum, mean or max is a built-in reducer: DGL never calls a
+reduce UDF on a graph without edges, where built-ins give zeros. A softmax aggregation is a reduce UDF over a
+zeros default the layer writes first. Each layer's docstring gives its equations; tests check every one against an
 independent index_select / index_add implementation, forward and backward.
 """
 from .appnp import APPNPConv

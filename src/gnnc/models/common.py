@@ -11,3 +11,12 @@ def bias_and_activation(h: torch.Tensor, bias: torch.Tensor | None, activation) 
     if activation is not None:
         h = activation(h)
     return h
+
+
+def zeros_default(like: torch.Tensor, shape) -> torch.Tensor:
+    """Zeros of ``shape`` in ``like``'s dtype, device and autograd graph (zero gradients flow back to it).
+
+    The default a layer writes before a reduce UDF that DGL never calls on a graph without edges: the output
+    there stays differentiable, as the zeros of a built-in reducer are.
+    """
+    return like[:0].sum().expand(shape).contiguous()

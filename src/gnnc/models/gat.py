@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .common import bias_and_activation
+from .common import bias_and_activation, zeros_default
 
 
 class GATConv(nn.Module):
@@ -48,7 +48,7 @@ class GATConv(nn.Module):
         z = self.fc(self.feat_drop(x)).view(-1, self.num_heads, self.out_dim)
         with g.local_scope():
             g.ndata["z"] = z
-            g.ndata["h"] = z.new_zeros(z.shape)  # kept where no node has in-edges: a reduce UDF is not called
+            g.ndata["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)
             h = g.ndata["h"]

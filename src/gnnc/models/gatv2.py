@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .common import zeros_default
 from .gat import GATConv
 
 
@@ -60,6 +61,7 @@ class GATv2Conv(nn.Module):
             z = self.fc_src(h).view(-1, self.num_heads, self.out_dim)
             g.ndata["z"] = z
             g.ndata["d"] = z if self.fc_dst is self.fc_src else self.fc_dst(h).view(-1, self.num_heads, self.out_dim)
+            g.ndata["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)
             out = g.ndata["h"]

@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .common import zeros_default
+
 
 class HGTConv(nn.Module):
     r"""One HGT layer over a whole heterograph.
@@ -128,6 +130,8 @@ class HGTConv(nn.Module):
                 g.ntype_data[name] = getattr(self, name)
             for name in ("relation_att", "relation_msg", "relation_pri"):
                 g.etype_data[name] = getattr(self, name)
+            # kept where no node has in-edges: a reduce UDF is not called (the update still reads t)
+            g.ndata["t"] = zeros_default(x, (x.shape[0], self.out_dim))
             g.update_all(self._message, self._reduce, self._update)
             if self.use_norm:
                 g.ntype_data["norm_weight"] = self.norm_weight

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .common import zeros_default
+
 
 class RGATConv(nn.Module):
     r"""One relational GAT layer over a whole heterograph.
@@ -64,5 +66,7 @@ class RGATConv(nn.Module):
             g.ndata["x"] = x
             g.etype_data["W"] = self.weight
             g.etype_data["a"] = self.attn
+            # kept where no node has in-edges: a reduce UDF is not called
+            g.ndata["h"] = zeros_default(x, (x.shape[0], self.num_heads * self.out_dim))
             g.update_all(self._message, self._reduce)
             return g.ndata["h"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .. import function as fn
 from .common import bias_and_activation
 from .norm import relation_in_degree_norm
 
@@ -63,9 +64,7 @@ class RGCNConv(nn.Module):
         m = torch.bmm(edges.src["x"].unsqueeze(1), edges.type["W"]).squeeze(1)
         return {"m": m * edges.data["norm"]}
 
-    @staticmethod
-    def _reduce(nodes):
-        return {"h": torch.sum(nodes.mailbox["m"], dim=1)}
+    _reduce = fn.sum("m", "h")  # a built-in: zeros on a graph without edges, where the update still reads "h"
 
     def _update(self, nodes):
         h = nodes.data["h"]

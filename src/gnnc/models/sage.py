@@ -1,10 +1,11 @@
-"""GraphSAGE convolution (Hamilton et al., 2017), as UDFs."""
+"""GraphSAGE convolution (Hamilton et al., 2017): a message UDF, built-in reducers."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .. import function as fn
 from .common import bias_and_activation
 
 _AGGREGATORS = ("mean", "pool", "gcn")
@@ -57,15 +58,15 @@ class SAGEConv(nn.Module):
         with g.local_scope():
             if self.aggregator_type == "pool":
                 g.ndata["h"] = F.relu(self.fc_pool(h))
-                g.update_all(self._message, self._max)
+                g.update_all(self._message, fn.max("m", "neigh"))  # built-ins: zeros on a graph without edges
                 neigh = g.ndata["neigh"]
             elif self.aggregator_type == "mean":
                 g.ndata["h"] = h
-                g.update_all(self._message, self._mean)
+                g.update_all(self._message, fn.mean("m", "neigh"))
                 neigh = g.ndata["neigh"]
             else:
                 g.ndata["h"] = h
-                g.update_all(self._message, self._sum)
+                g.update_all(self._message, fn.sum("m", "neigh"))
                 degree = g.in_degrees().to(h.dtype).unsqueeze(-1)
                 neigh = (g.ndata["neigh"] + h) / (degree + 1)
         out = self.fc_neigh(neigh)
@@ -79,15 +80,3 @@ class SAGEConv(nn.Module):
     @staticmethod
     def _message(edges):
         return {"m": edges.src["h"]}
-
-    @staticmethod
-    def _mean(nodes):
-        return {"neigh": nodes.mailbox["m"].mean(1)}
-
-    @staticmethod
-    def _max(nodes):
-        return {"neigh": nodes.mailbox["m"].max(1).values}
-
-    @staticmethod
-    def _sum(nodes):
-        return {"neigh": nodes.mailbox["m"].sum(1)}

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import function as fn
+
 
 class SimpleHGNConv(nn.Module):
     r"""One Simple-HGN layer over a whole heterograph.
@@ -69,10 +71,6 @@ class SimpleHGNConv(nn.Module):
         return {"e": edges.data["e"]}
 
     @staticmethod
-    def _max_score(nodes):
-        return {"e_max": torch.max(nodes.mailbox["e"], dim=1).values}
-
-    @staticmethod
     def _shifted_exp(edges):
         return {"exp": torch.exp(edges.data["e"] - edges.dst["e_max"])}
 
@@ -81,20 +79,12 @@ class SimpleHGNConv(nn.Module):
         return {"exp": edges.data["exp"]}
 
     @staticmethod
-    def _sum_exp(nodes):
-        return {"exp_sum": torch.sum(nodes.mailbox["exp"], dim=1)}
-
-    @staticmethod
     def _normalize(edges):
         return {"a": edges.data["exp"] / edges.dst["exp_sum"]}
 
     def _message(self, edges):
         z_src = torch.mm(edges.src["x"], self.weight).view(-1, self.num_heads, self.out_dim)
         return {"m": edges.data["a"].unsqueeze(-1) * z_src}
-
-    @staticmethod
-    def _aggregate(nodes):
-        return {"h": torch.sum(nodes.mailbox["m"], dim=1).flatten(1)}
 
     def forward(self, g, x: torch.Tensor, prev_attn: torch.Tensor | None = None):
         if x.dim() != 2 or x.shape[1] != self.in_dim:
@@ -108,17 +98,18 @@ class SimpleHGNConv(nn.Module):
             g.ndata["x"] = x
             g.etype_data["emb"] = self.edge_emb
             # Edge softmax over all in-edges of each destination, shifted by the max for stability.
+            # Built-in reducers: zeros on a graph without edges, where reduce UDFs would write nothing.
             g.apply_edges(self._score)
-            g.update_all(self._copy_score, self._max_score)
+            g.update_all(self._copy_score, fn.max("e", "e_max"))
             g.apply_edges(self._shifted_exp)
-            g.update_all(self._copy_exp, self._sum_exp)
+            g.update_all(self._copy_exp, fn.sum("exp", "exp_sum"))
             g.apply_edges(self._normalize)
             attn = g.edata["a"]
             if prev_attn is not None:
                 attn = (1 - self.beta) * attn + self.beta * prev_attn
                 g.edata["a"] = attn
-            g.update_all(self._message, self._aggregate)
-            h = g.ndata["h"]
+            g.update_all(self._message, fn.sum("m", "h"))
+            h = g.ndata["h"].flatten(1)
         if self.res_weight is not None:
             h = h + x @ self.res_weight
         return h, attn
