@@ -766,6 +766,48 @@ class Graph:
         self._nstore.take(state.nodes)
         self._estore.take(state.edges)
 
+    # ------------------------------------------------------------- subgraphs
+    # DGL's methods of the functions in ``gnnc.graph.subgraph`` (the graph is their first argument)
+    def subgraph(self, nodes, **options) -> "Graph":
+        from . import subgraph
+        return subgraph.node_subgraph(self, nodes, **options)
+
+    def edge_subgraph(self, edges, **options) -> "Graph":
+        from . import subgraph
+        return subgraph.edge_subgraph(self, edges, **options)
+
+    def in_subgraph(self, nodes, **options) -> "Graph":
+        from . import subgraph
+        return subgraph.in_subgraph(self, nodes, **options)
+
+    def out_subgraph(self, nodes, **options) -> "Graph":
+        from . import subgraph
+        return subgraph.out_subgraph(self, nodes, **options)
+
+    def khop_in_subgraph(self, nodes, k, **options):
+        from . import subgraph
+        return subgraph.khop_in_subgraph(self, nodes, k, **options)
+
+    def khop_out_subgraph(self, nodes, k, **options):
+        from . import subgraph
+        return subgraph.khop_out_subgraph(self, nodes, k, **options)
+
+    def node_type_subgraph(self, ntypes, output_device=None) -> "Graph":
+        from . import subgraph
+        return subgraph.node_type_subgraph(self, ntypes, output_device)
+
+    def edge_type_subgraph(self, etypes, output_device=None) -> "Graph":
+        from . import subgraph
+        return subgraph.edge_type_subgraph(self, etypes, output_device)
+
+    def all_edges(self, form: str = "uv", order: str = "eid", etype=None):
+        """DGL's ``all_edges``: :attr:`edges` called with the same arguments."""
+        return self.edges(form, order, etype)
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        """DGL's ``to_canonical_etype``: the (src_type, name, dst_type) of relation ``etype``."""
+        return self.canonical_etypes[self.etype_id(etype)]
+
 
 class NodeSpace:
     """``g.nodes[ntype].data`` and ``g.nodes(ntype)`` (node ids); ``types`` limits it to some node types (a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from . import subgraph
 from .core import ALL, NodeSpace
 
 
@@ -51,6 +52,10 @@ class RelationGraph:
     def device(self) -> torch.device:
         return self.parent.device
 
+    @property
+    def idtype(self) -> torch.dtype:
+        return self.parent.idtype
+
     def _own(self, etype) -> tuple[str, str, str]:
         """This relation, checking that ``etype`` (if given) names it."""
         if etype is not None and self.parent.etype_id(etype) != self.rel:
@@ -80,7 +85,7 @@ class RelationGraph:
         return self.parent.num_nodes(self.canonical_etype[0])
 
     def num_dst_nodes(self) -> int:
-        return self.parent.num_nodes(self.canonical_etype[2])
+        return self.parent.num_dst_nodes(self.canonical_etype[2])
 
     def num_edges(self, etype=None) -> int:
         return self.parent.num_edges(self._own(etype))
@@ -90,11 +95,12 @@ class RelationGraph:
     # ------------------------------------------------------------- features
     @property
     def srcdata(self):
-        return self.parent.nodes[self.canonical_etype[0]].data
+        return self.parent.srcnodes[self.canonical_etype[0]].data
 
     @property
     def dstdata(self):
-        return self.parent.nodes[self.canonical_etype[2]].data
+        """The destination type's data (of a block: its destination rows)."""
+        return self.parent.dstnodes[self.canonical_etype[2]].data
 
     @property
     def ndata(self):
@@ -119,12 +125,24 @@ class RelationGraph:
 
     @property
     def dstnodes(self):
-        return NodeSpace(self.parent, self.dsttypes)
+        return NodeSpace(self.parent, self.dsttypes) if not self.parent.is_block else self.parent.dstnodes
 
     # ------------------------------------------------------------ structure
-    def edges(self, form: str = "uv", order: str = "eid", etype=None):
-        """DGL's ``edges``: local ids in edge-id order, as ``uv``, ``eid`` or ``all``."""
-        return self.parent.edges(form, order, self._own(etype))
+    @property
+    def edges(self) -> "_RelationEdges":
+        """DGL's ``edges``: ``edges(form, order)`` the edges (local ids) and ``edges[...].data`` their features."""
+        return _RelationEdges(self)
+
+    def all_edges(self, form: str = "uv", order: str = "eid", etype=None):
+        return self.edges(form, order, etype)
+
+    def to_canonical_etype(self, etype) -> tuple[str, str, str]:
+        return self._own(etype)
+
+    def __getitem__(self, etype) -> "RelationGraph":
+        """The slice itself, for its own relation (DGL's ``g[etype][etype]``)."""
+        self._own(etype)
+        return self
 
     def find_edges(self, etype=None):
         return self.parent.find_edges(self._own(etype))
@@ -143,6 +161,14 @@ class RelationGraph:
 
     def out_degrees(self, u=ALL, etype=None):
         return self.parent.out_degrees(u, self._own(etype))
+
+    def subgraph(self, nodes, **options):
+        """DGL's ``node_subgraph`` of the slice (the graph of this relation)."""
+        return subgraph.node_subgraph(self, nodes, **options)
+
+    def edge_subgraph(self, edges, **options):
+        """DGL's ``edge_subgraph`` of the slice (the graph of this relation)."""
+        return subgraph.edge_subgraph(self, edges, **options)
 
     # ------------------------------------------------------- message passing
     def apply_edges(self, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
@@ -166,3 +192,22 @@ class RelationGraph:
     def __repr__(self) -> str:
         return (f"RelationGraph({self.canonical_etype}, num_src_nodes={self.num_src_nodes()}, "
                 f"num_dst_nodes={self.num_dst_nodes()}, num_edges={self.num_edges()})")
+
+
+class _RelationEdges:
+    """A slice's ``edges``: the parent's edge space on the slice's relation."""
+
+    def __init__(self, view: RelationGraph):
+        self._view = view
+
+    def __call__(self, form: str = "uv", order: str = "eid", etype=None):
+        return self._view.parent.edges(form, order, self._view._own(etype))
+
+    def __getitem__(self, key):
+        """``edges[etype]`` / ``edges[:]`` (every edge of the relation) or ``edges[ids]``."""
+        if isinstance(key, slice) and key != slice(None):
+            raise ValueError("only the full slice ':' selects rows of an edge space")
+        own = self._view.canonical_etype
+        if isinstance(key, (str, tuple, slice)):
+            return self._view.parent.edges[self._view._own(None if isinstance(key, slice) else key)]
+        return self._view.parent.edges[key, own]
