@@ -135,16 +135,21 @@ def _kept(state, relations, node_keep: dict, edge_keep: dict, store_ids, idtype,
     index = state.index
     node_counts = [int(node_keep[t].sum()) if t in node_keep else c for t, c in enumerate(index.ntype_counts)]
     relations = [(s[edge_keep[r]], d[edge_keep[r]]) if r in edge_keep else (s, d) for r, (s, d) in enumerate(relations)]
-    nodes = _selected(state.nodes, node_counts, node_keep)
+    nodes = _selected(state.nodes, node_counts, node_keep) if node_keep else state.nodes
     edges = _selected(state.edges, [s.numel() for s, _ in relations], edge_keep)
     if store_ids:
-        for store, masks, counts in ((edges, edge_keep, index.rel_counts),) + \
-                (((nodes, node_keep, index.ntype_counts),) if node_ids else ()):
-            for t, count in enumerate(counts):
-                kept = torch.arange(count, device=index.device)
-                store.set_typed(ID, t, (kept[masks[t]] if t in masks else kept).to(idtype))
+        _store_ids(edges, edge_keep, index.rel_counts, idtype, index.device)
+        if node_ids:
+            _store_ids(nodes, node_keep, index.ntype_counts, idtype, index.device)
     return Structure(_rebuilt(index, node_counts, relations), nodes, edges,
                      _batch_kept(state.batch_counts, node_keep, edge_keep))
+
+
+def _store_ids(store: TypedStore, keep: dict, old_counts, idtype, device) -> None:
+    """Feature ``_ID`` of every type: the old ids of what ``keep`` kept (all of a type it does not name)."""
+    for t, count in enumerate(old_counts):
+        ids = torch.arange(count, device=device)
+        store.set_typed(ID, t, (ids[keep[t]] if t in keep else ids).to(idtype))
 
 
 def _batch_kept(batch_counts, node_keep: dict, edge_keep: dict):
