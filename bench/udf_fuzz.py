@@ -7,7 +7,9 @@
 Prints programs tried, matches, mismatches, kinks (gradients on integer inputs that
 differ only where a ReLU meets a sum that cancels exactly), roundings (differences no
 larger than eager's own float64 noise under Monte Carlo arithmetic; both are explained
-in ``tests/udf_fuzz_gen.py``), crashes, fallbacks by reason; writes each failing program's source (with its seed and
+in ``tests/udf_fuzz_gen.py``), crashes, fallbacks by reason, runs with no compiled plan (``no_plan``; "match"
+means a plan ran), and ``unexpected`` outcomes: a program that should compile fell back or ran no plan, or
+one designed to fall back did not (``Program.expect``); writes each failing program's source (with its seed and
 error) to the failures folder.
 The generator and runner live in ``tests/udf_fuzz_gen.py`` (shared with the CI sample).
 """
@@ -25,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.udf_fuzz_gen import generate, run_program, sample_seeds  # noqa: E402
+from tests.udf_fuzz_gen import generate, run_program, sample_seeds, unexpected  # noqa: E402
 
 BAD = ("mismatch", "crash")
 
@@ -45,7 +47,7 @@ def _one(seed: int):
     except BaseException as err:  # noqa: BLE001 - the harness itself must survive a program
         from tests.udf_fuzz_gen import Outcome
         outcome = Outcome("crash", seed, f"harness: {type(err).__name__}: {err}"[:160], repr(err), program.tags)
-    return outcome, program.source
+    return outcome, program.source, unexpected(program, outcome)
 
 
 def main(argv=None) -> int:
@@ -62,10 +64,12 @@ def main(argv=None) -> int:
 
     if args.only is not None:
         _init_worker()
-        outcome, source = _one(args.only)
+        outcome, source, wrong = _one(args.only)
         print(source)
-        print(f"# seed {args.only}: {outcome.status} {outcome.reason}\n{outcome.detail}")
-        return 1 if outcome.status in BAD else 0
+        print(f"# seed {args.only}: {outcome.status} {outcome.reason} ({outcome.plans} plans ran)\n{outcome.detail}")
+        if wrong:
+            print(f"# unexpected: {wrong}")
+        return 1 if outcome.status in BAD or wrong else 0
 
     seeds = sample_seeds(args.seed, args.programs)[args.skip:]
     counts: collections.Counter = collections.Counter()
@@ -89,35 +93,40 @@ def main(argv=None) -> int:
         _init_worker()
         pool, results = None, map(_one, seeds)
     try:
-        for outcome, source in tqdm(results, total=len(seeds), desc="udf fuzz"):
+        for outcome, source, wrong in tqdm(results, total=len(seeds), desc="udf fuzz"):
             counts[outcome.status] += 1
+            if wrong:
+                counts["unexpected"] += 1
+                reasons["unexpected"][wrong[:160]] += 1
+                examples.setdefault(("unexpected", wrong[:160]), outcome.seed)
             if outcome.status != "match":
                 reasons[outcome.status][outcome.reason] += 1
                 examples.setdefault((outcome.status, outcome.reason), outcome.seed)
-            if outcome.status in BAD:
+            if outcome.status in BAD or wrong:
                 for t in outcome.tags:
                     tag_fail[t] += 1
                 failures.mkdir(parents=True, exist_ok=True)
                 header = "".join(f"# {line}\n" for line in
-                                 [f"seed {outcome.seed}: {outcome.status}: {outcome.reason}",
+                                 [f"seed {outcome.seed}: {outcome.status}: {outcome.reason}", f"unexpected: {wrong}",
                                   f"tags: {outcome.tags}", *outcome.detail.splitlines()[-30:]])
-                (failures / f"{outcome.status}_{outcome.seed}.py").write_text(header + source)
+                (failures / f"{'unexpected' if wrong else outcome.status}_{outcome.seed}.py").write_text(header + source)
     finally:
         if pool is not None:
             pool.terminate()
     elapsed = time.time() - start
     total = sum(counts.values())
     print(f"\nprograms tried: {total} in {elapsed:.0f} s (seed {args.seed}, skip {args.skip}, jobs {args.jobs})")
-    for status in ("match", "mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error"):
+    for status in ("match", "no_plan", "mismatch", "kink", "rounding", "crash", "fallback", "both_raise",
+                   "eager_error", "unexpected"):
         print(f"  {status:12s} {counts[status]}")
-    for status in ("mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error"):
+    for status in ("mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error", "unexpected"):
         if reasons[status]:
             print(f"{status} by reason:")
             for reason, n in reasons[status].most_common():
                 print(f"  {n:6d}  {reason}   (e.g. seed {examples[(status, reason)]})")
     if tag_fail:
         print("tags of failing programs:", dict(tag_fail.most_common(12)))
-    if counts["mismatch"] or counts["crash"]:
+    if counts["mismatch"] or counts["crash"] or counts["unexpected"]:
         print(f"failing programs' sources: {failures}/ (rerun one: python bench/udf_fuzz.py --only SEED)")
     if args.out:
         report = {"programs": total, "seed": args.seed, "skip": args.skip, "seconds": round(elapsed, 1),
@@ -126,7 +135,7 @@ def main(argv=None) -> int:
                   "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
                   "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    return 1 if counts["mismatch"] or counts["crash"] else 0
+    return 1 if counts["mismatch"] or counts["crash"] or counts["unexpected"] else 0
 
 
 if __name__ == "__main__":

@@ -29,7 +29,25 @@ conditioning at float64 (e.g. softmax gradients at exactly tied logits of
 outcome is ``rounding``, reported apart. A miscompile would have to be smaller
 than the effect of 4-ulp perturbations of every operation to hide there.
 
-Outcomes: ``match``; ``mismatch`` (silent wrong result: the worst); ``kink``; ``rounding``;
+Both executors get their own copy of the program (module globals included), built from the program's
+seed, and each takes real optimizer steps (SGD, SGD with momentum or Adam: ``Program.optimizer``) on its
+own gradients between steps, so the compiled model trains in lockstep with the eager one. A float32 program
+(the large-graph family) is resynchronized after each step (float32 rounding moves logits across kinks),
+and a float32 mismatch whose float64 twin (the same program in float64) matches is ``rounding`` too.
+
+Every program says what its compiled run must do (``Program.expect``, see ``EXPECTATIONS``): run at least
+one compiled plan and fall back nowhere, fall back (designed to), or run no plan; :func:`unexpected` names
+a run that breaks that promise. ``match`` means a compiled plan ran and matched; a run that matched with no
+plan at all is ``no_plan``.
+
+Families added later draw whether they apply from their own random streams (``random.Random(f"{name}{seed}")``)
+so the programs of other seeds stay as they were: ``family_head_blocks``, ``family_scope_code``,
+``family_layers`` (layers in sequence), ``family_partial`` (partial calls and propagation) and
+``family_large`` (float32 on graphs large enough for the parallel kernels and the partitioned pair tables).
+Generated programs follow DGL's semantics: a reduce UDF is never called on a block without edges, and with
+an update only the update's results are written, so they read a reduce's output only where it must exist.
+
+Outcomes: ``match``; ``no_plan``; ``mismatch`` (silent wrong result: the worst); ``kink``; ``rounding``;
 ``crash`` (compiled raises where eager works); ``fallback`` (a
 ``FallbackWarning``: allowed, counted by reason); ``both_raise`` and
 ``eager_error`` (the generated program is invalid even eagerly: skipped).
@@ -39,6 +57,7 @@ Used by ``tests/test_udf_fuzz.py`` (CI sample) and ``bench/udf_fuzz.py`` (long r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import random
@@ -55,6 +74,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 RTOL, ATOL = 1e-6, 1e-8
+RTOL32, ATOL32 = 1e-4, 1e-5  # float32 programs: several summation orders over thousands of edges
 WIDTHS = (3, 4)  # few feature widths: numba compiles once per kernel shape
 
 # --------------------------------------------------------------------------- source building
@@ -88,6 +108,7 @@ class Src:
         self.leaves: list[str] = []
         self.tags: list[str] = []
         self.graph: list[str] = []
+        self.options: dict = {}  # Program fields a family sets (dtype, threads, expect, ...)
         self.n = 0
 
     def name(self, base: str) -> str:
@@ -1136,13 +1157,236 @@ def family_scope_code(src: Src, binder: Binder) -> None:
     src.fwd += ["with g.local_scope():"] + ["    " + line for line in body] + ["    return o"]
 
 
+def _edgeless(src: Src) -> bool:
+    return "gnnc.graph(([], [])" in "\n".join(src.graph)
+
+
+def family_layers(src: Src, binder: Binder) -> None:
+    """Layers applied one after another, as DGL's tutorials write models: a ModuleList (or named attributes) of
+    layer modules, each writing the features it was given, calling update_all and popping or reading its result
+    (``g.ndata['h'] = h; g.update_all(...); return g.ndata.pop('h')``), with or without an activation between
+    layers. Variants: one layer instance used twice, a sub-module every layer shares, a UDF reading the
+    previous layer's result through a second feature, an update, a local scope reading a reduce output
+    beside the input."""
+    rng, d = _begin(src, "layers", 0.0)
+    edgeless = _edgeless(src)  # a reduce UDF writes nothing there: read only what a built-in or the input left
+    L = rng.choice([2, 2, 3])
+    body = rng.choice(["pop", "pop", "update", "scope"])
+    src.tag(f"layers:{body}")
+    share = rng.choice([None, None, "instance", "submodule"])
+    if share:
+        src.tag(f"layers:shared_{share}")
+    layer = src.name("Layer")
+    init = [f"self.W = nn.Linear({d}, {d}, bias={rng.random() < 0.5})"]
+    shared_arg = ", shared" if share == "submodule" else ""
+    if share == "submodule":
+        init.append("self.shared = shared")
+    methods: dict[str, list[str]] = {}
+    src_value = rng.choice(["self.W(edges.src['h'])", "edges.src['h']", "edges.src['h'] * edges.dst['h']"])
+    if share == "submodule":
+        src_value = f"self.shared({src_value})"
+    if rng.random() < 0.25:  # the previous layer's popped result, kept as a second feature
+        src_value += " + edges.src['prev']"
+        src.tag("layers:prev_feature")
+    methods["message_func"] = ["edges", f"return {{'m': {src_value}}}"]
+    reduce_key = {"pop": "h", "update": "c", "scope": "neigh"}[body]
+    udf_reduce = rng.random() < 0.6 and not (edgeless and body != "pop")
+    if udf_reduce:
+        red = "self.reduce_func"
+        reduced = _reduce_stmt(rng, "nodes.mailbox['m']")
+        methods["reduce_func"] = ["nodes", f"return {{'{reduce_key}': {reduced}}}"]
+    else:
+        red = f"fn.{rng.choice(['sum', 'mean', 'max'])}('m', '{reduce_key}')"
+    msg = "self.message_func" if rng.random() < 0.7 else "fn.copy_u('h', 'm')"
+    if msg.startswith("fn."):
+        methods.pop("message_func")
+    if body == "update":
+        methods["update_func"] = ["nodes", "return {'h': " + rng.choice(
+            ["torch.tanh(nodes.data['c']) + nodes.data['h']", "self.W(nodes.data['c'] + nodes.data['h'])"]) + "}"]
+        call = f"g.update_all({msg}, {red}, self.update_func, compile=C)"
+    else:
+        call = f"g.update_all({msg}, {red}, compile=C)"
+    fwd = ["g.ndata['h'] = h", call]
+    if body == "scope":
+        init.append(f"self.out = nn.Linear({2 * d}, {d})")
+        fwd = ["with g.local_scope():"] + ["    " + line for line in fwd] + \
+            ["    return self.out(torch.cat([h, g.ndata['neigh']], 1))"]
+    else:
+        fwd.append(rng.choice(["return g.ndata.pop('h')", "return g.ndata['h']"]))
+    lines = [f"class {layer}(nn.Module):", f"    def __init__(self{shared_arg}):", "        super().__init__()"]
+    lines += ["        " + line for line in init] + [""]
+    for name, (arg, *mbody) in methods.items():
+        lines += [f"    def {name}(self, {arg}):"] + ["        " + line for line in mbody] + [""]
+    lines += ["    def forward(self, g, h, C=None):"] + ["        " + line for line in fwd] + [""]
+    src.funcs += lines
+    if share == "submodule":
+        src.init.append(f"shared = nn.Linear({d}, {d})")
+    make = f"{layer}({'shared' if share == 'submodule' else ''})"
+    if share == "instance":
+        src.init += [f"layer = {make}", f"self.layers = nn.ModuleList([layer] * {L})"]
+    else:
+        src.init.append(f"self.layers = nn.ModuleList([{make} for _ in range({L})])")
+    act = rng.choice([None, "F.relu", "torch.tanh", "F.elu"])
+    src.tag(f"layers:act_{act is not None}")
+    prev = "layers:prev_feature" in src.tags
+    if rng.random() < 0.6:
+        src.fwd += ["h = x", "for i, layer in enumerate(self.layers):"]
+        if prev:
+            src.fwd.append("    g.ndata['prev'] = h")
+        src.fwd.append("    h = layer(g, h, C)")
+        if act:
+            src.fwd += ["    if i != len(self.layers) - 1:", f"        h = {act}(h)"]
+    else:  # unrolled, as a two-layer tutorial model writes it
+        src.tag("layers:unrolled")
+        src.fwd.append("h = x")
+        for i in range(L):
+            if prev:
+                src.fwd.append("g.ndata['prev'] = h")
+            src.fwd.append(f"h = self.layers[{i}](g, h, C)")
+            if act and i != L - 1:
+                src.fwd.append(f"h = {act}(h)")
+    src.fwd.append("return h")
+
+
+def _dag_lines(rng) -> list[str]:
+    """A DAG (tree-LSTM's trees: each node's edge to an earlier parent, maybe extra edges to earlier nodes)."""
+    n, extra, seed = rng.randint(3, 12), rng.choice([0, 0, 3, 8]), rng.randint(0, 10**6)
+    return ["gen = torch.Generator().manual_seed(" + f"{seed} + i)",
+            f"n = {n} + i",
+            "child = torch.arange(1, n)",
+            "parent = (torch.rand(n - 1, generator=gen) * child).long()",
+            f"more = torch.randint(1, n, ({extra},), generator=gen)",
+            "to = (torch.rand(more.shape[0], generator=gen) * more).long()",
+            "return gnnc.graph((torch.cat([child, more]), torch.cat([parent, to])), num_nodes=n)"]
+
+
+def family_partial(src: Src, binder: Binder) -> None:
+    """Partial calls and propagation under ``gnnc.compile`` (each runs the compiled plan of its compute
+    graph): ``g.pull(v, ...)``, ``g.send_and_recv`` on edge ids or (u, v) pairs, ``g.push(u, ...)``,
+    ``g.apply_edges(func, eids)``, with and without an update; ``gnnc.prop_nodes_topo`` /
+    ``gnnc.prop_nodes_bfs`` / ``g.prop_nodes`` on DAGs (tree-LSTM's child sums). The features a reduce or an
+    update writes exist before the call (a compute graph may have no edges, where a reduce UDF writes
+    nothing, as DGL). A node initializer with a reduce UDF is designed to fall back."""
+    rng, d = _begin(src, "partial", 0.0)
+    form = rng.choice(["pull", "send_and_recv", "pairs", "push", "apply_edges", "prop"])
+    src.tag(f"partial:{form}")
+    src.graph = _dag_lines(rng) if form == "prop" else [  # python ids below name existing nodes and edges
+        "from tests.graphs import random_homograph",
+        f"return random_homograph({rng.randint(4, 16)} + i, {rng.randint(5, 40)} + i, {rng.randint(0, 10**6)} + i)"]
+    src.init.append(f"self.W = nn.Linear({d}, {d}, bias={rng.random() < 0.5})")
+    msg = rng.choice(["lambda edges: {'m': self.W(edges.src['h'])}", "fn.copy_u('h', 'm')",
+                      "lambda edges: {'m': edges.src['h'] * torch.sigmoid(edges.dst['h'])}"])
+    udf_reduce = rng.random() < 0.6
+    update = rng.random() < 0.4
+    key = "c" if update else rng.choice(["o", "h"])
+    if udf_reduce:
+        reduced = _reduce_stmt(rng, "nodes.mailbox['m']")
+        red = f"lambda nodes: {{'{key}': {reduced}}}"
+    else:
+        red = f"fn.{rng.choice(['sum', 'mean', 'max'])}('m', '{key}')"
+    src.fwd += ["g.ndata['x0'] = x", f"g.ndata['{key}'] = torch.zeros_like(x)" if key != "h" else "h0 = x"]
+    out, upd = key, None
+    args = f"{msg}, {red}"
+    if update:
+        out = "u" if form != "prop" else "h"  # propagation: the update writes what the next frontier reads
+        if form != "prop":
+            src.fwd.append("g.ndata['u'] = torch.zeros_like(x)")
+        upd = f"lambda nodes: {{'{out}': torch.tanh(self.W(nodes.data['x0']) + nodes.data['c'])}}"
+        args += f", {upd}"
+        src.tag("partial:update")
+    if form == "prop" and udf_reduce and rng.random() < 0.2:  # DGL's tree-LSTM sets one; compiled calls do not yet
+        src.fwd.append("g.set_n_initializer(lambda shape, dtype, ctx, id_range: torch.zeros(shape, dtype=dtype))")
+        src.tag("partial:initializer")
+        src.options["expect"] = "fallback"
+    ids = rng.choice(["py", "arange"])
+    if form == "pull":
+        v = "[0, 1]" if ids == "py" else "torch.arange(0, g.num_nodes(), 2)"
+        src.fwd.append(f"g.pull({v}, {args})")
+    elif form in ("send_and_recv", "pairs", "apply_edges"):
+        eids = "[0, 2, 3, 4]" if ids == "py" else "torch.arange(1, g.num_edges(), 2)"
+        if form == "apply_edges":
+            src.fwd += [("g.apply_edges(lambda edges: {'a': torch.sigmoid((edges.src['h'] * edges.dst['h']).sum(-1, "
+                         f"keepdim=True))}}, {eids})"),
+                        f"g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}" + (f", {upd}" if update else "") + ")"]
+            if rng.random() < 0.3:
+                src.fwd.append(f"return g.ndata['{out}'], g.edata['a']")
+                return
+        elif form == "pairs":
+            src.fwd += ["s, t = g.edges()", f"e = torch.as_tensor({eids})", f"g.send_and_recv((s[e], t[e]), {args})"]
+        else:
+            src.fwd.append(f"g.send_and_recv({eids}, {args})")
+    elif form == "push":
+        u = "[0, 1]" if ids == "py" else "torch.arange(0, g.num_nodes(), 3)"
+        src.fwd.append(f"g.push({u}, {args})")
+    else:
+        how = rng.choice(["topo", "bfs", "generator"])
+        src.tag(f"partial:prop_{how}")
+        if not update:  # the reduce writes what the next frontier reads
+            red = red.replace(f"'{key}'", "'h'")
+            args = f"{msg}, {red}"
+            out = "h"
+        tail = f", apply_node_func={upd}" if update else ""
+        if how == "topo":
+            src.fwd.append(f"gnnc.prop_nodes_topo(g, {msg}, {red}{tail})")
+        elif how == "bfs":
+            src.fwd.append(f"gnnc.prop_nodes_bfs(g, 0, {msg}, {red}, reverse=True{tail})")
+        else:
+            src.fwd.append(f"g.prop_nodes(gnnc.topological_nodes_generator(g), {args})")
+    src.fwd.append(f"return g.ndata['{out}']")
+
+
+LARGE_BASES = ("homo", "gat", "builtin", "relational", "typed_attention", "apply_edges")
+
+
+def family_large(src: Src, binder: Binder) -> None:
+    """float32 programs of the other families on graphs large enough for the CPU kernels' parallel launches
+    (``PARALLEL_MIN_WORK`` element operations: 25-40 thousand edges of width 3-4) and, with the pair-table
+    kernels' parts made small (``Program.small_parts``), the partitioned pair-table paths (R-GCN / RGAT pair
+    tables on a heterograph of some thousand nodes); run on two threads."""
+    base = src.rng.choice(LARGE_BASES)
+    FAMILIES[base][0](src, binder)
+    src.tag("fam:large")
+    rng = src.rng
+    n, m = rng.randint(1500, 3000), rng.randint(25000, 40000)
+    big_homo = f"return random_homograph({n}, {m}, {rng.randint(0, 10**6)} + i)"
+    big_hetero = (f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={{'user': {n // 2}, 'item': {n // 3}, "
+                  f"'tag': 1}}, edges_per_relation={m // 3})")
+    lines = []
+    for line in src.graph:
+        if line.startswith("return random_heterograph"):
+            line = big_hetero
+        elif line.startswith(("return random_homograph", "return gnnc.graph")):
+            line = big_homo
+        elif line.startswith(("g = random_homograph", "g = gnnc.graph")):
+            line = big_homo.replace("return ", "g = ", 1)
+        lines.append(line)
+    if not any(line.startswith("from tests.graphs") for line in lines):
+        lines.insert(0, "from tests.graphs import random_homograph")
+    src.graph = lines
+    src.options.update(dtype="float32", threads=2, small_parts=True, tied_inputs=False)
+
+
 FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
             "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
             "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2),
             "forward_code": (family_forward_code, 2)}
 HEAD_BLOCKS_SHARE = 0.08  # added later, drawn from its own stream: other seeds keep their programs
 SCOPE_CODE_SHARE = 0.06  # likewise
+LAYERS_SHARE, PARTIAL_SHARE, LARGE_SHARE = 0.06, 0.06, 0.03  # likewise, each from its own stream
 NUMPY_SCALAR_SHARE = 0.3  # of the python float scalars UDFs read, written as numpy scalars (likewise)
+
+
+OPTIMIZER_SHARE = {"sgd": 0.4, "sgd_momentum": 0.3, "adam": 0.3}  # drawn from their own stream
+OPTIMIZERS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.05),
+              "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
+              "adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
+# Program.expect -> the outcomes that keep that promise ("match" is a compiled plan that ran and matched).
+EXPECTATIONS = {
+    "plan": ("match", "kink", "rounding"),  # at least one compiled plan runs, nothing falls back
+    "fallback": ("fallback",),  # designed to fall back
+    "no_plan": ("no_plan",),  # every call is eager (compile=None without gnnc.compile)
+    "maybe_plan": ("match", "no_plan", "kink", "rounding"),  # a graph without edges: a reduce UDF has no plan
+}
 
 
 @dataclass
@@ -1155,6 +1399,11 @@ class Program:
     use_compile_wrapper: bool
     steps: int
     tied_inputs: bool = False  # integer-valued node features: max / min meet ties (gradient to the first edge)
+    optimizer: str = "sgd"  # the step between steps: see OPTIMIZERS
+    expect: str = "plan"  # what the compiled run must do besides matching: see EXPECTATIONS
+    dtype: str = "float64"
+    threads: int = 0  # torch (and numba) threads for the run; 0: as set
+    small_parts: bool = False  # the CPU pair-table kernels split their tables into parts of a few rows
 
 
 def generate(seed: int) -> Program:
@@ -1166,7 +1415,14 @@ def generate(seed: int) -> Program:
     fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
     family = family_head_blocks if random.Random(f"head_blocks{seed}").random() < HEAD_BLOCKS_SHARE else \
         family_scope_code if random.Random(f"scope_code{seed}").random() < SCOPE_CODE_SHARE else FAMILIES[fam][0]
+    if family is FAMILIES[fam][0]:
+        for later, share in ((family_layers, LAYERS_SHARE), (family_partial, PARTIAL_SHARE),
+                             (family_large, LARGE_SHARE)):
+            if random.Random(f"{later.__name__}{seed}").random() < share:
+                family = later
+                break
     family(src, binder)
+    _guard_reads(src)
     text = src.text()
     width = _input_width(text)
     scale = 1.0 if rng.random() < 0.8 else rng.choice([30.0, 300.0])
@@ -1175,12 +1431,35 @@ def generate(seed: int) -> Program:
     steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
                      t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
                      for t in src.tags) else 2
-    compile_wrapper = rng.random() < 0.3 or any(t in src.tags for t in
-                                                 ("fam:forward_code", "fam:head_blocks", "fam:scope_code"))  # passes
+    compile_wrapper = rng.random() < 0.3 or any(t in src.tags for t in  # passes; partial calls have no compile=
+                                                 ("fam:forward_code", "fam:head_blocks", "fam:scope_code",
+                                                  "fam:layers", "fam:partial"))
     tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
     if tied:
         src.tag("tied_inputs")
-    return Program(seed, text, list(src.tags), width, scale, compile_wrapper, steps, tied)
+    optimizer = random.Random(f"optimizer{seed}").choices(list(OPTIMIZER_SHARE), list(OPTIMIZER_SHARE.values()))[0]
+    options = {"expect": _expectation(text, compile_wrapper), "tied_inputs": tied, **src.options}
+    return Program(seed, text, list(src.tags), width, scale, compile_wrapper, steps, optimizer=optimizer, **options)
+
+
+def _expectation(text: str, compile_wrapper: bool) -> str:
+    """What the compiled run of a program must do (a key of EXPECTATIONS)."""
+    if not compile_wrapper and "compile=C" not in text:
+        return "no_plan"
+    if "gnnc.graph(([], [])" in text or "edges_per_relation=0 " in text:
+        return "maybe_plan"
+    return "plan"
+
+
+def _guard_reads(src: Src) -> None:
+    """On a graph that may have a block without edges (no edges at all, or a heterograph's empty relation), a
+    reduce UDF writes nothing there (as DGL): its output is read only where it exists."""
+    graph = "\n".join(src.graph)
+    if "gnnc.graph(([], [])" not in graph and "random_heterograph" not in graph or \
+            not any("mailbox" in line for line in src.fwd + src.funcs + src.methods):
+        return
+    src.fwd = [re.sub(r"(g\.ndata|g\.nodes\[(?:[^\[\]]|\[[^\]]*\])+\]\.data)\['o'\](?!\s*=[^=])",
+                      r"(\1['o'] if 'o' in \1 else x.new_zeros(0))", line) for line in src.fwd]
 
 
 def _input_width(text: str) -> int:
@@ -1211,11 +1490,12 @@ def load(program: Program) -> types.ModuleType:
 
 @dataclass
 class Outcome:
-    status: str  # match | mismatch | kink | rounding | crash | fallback | both_raise | eager_error
+    status: str  # match | no_plan | mismatch | kink | rounding | crash | fallback | both_raise | eager_error
     seed: int
     reason: str = ""
     detail: str = ""
     tags: list[str] = field(default_factory=list)
+    plans: int = 0  # compiled plans that ran (a "match" ran at least one)
 
 
 def _normalize_reason(msg: str) -> str:
@@ -1240,7 +1520,8 @@ def _grads(outs, weights, params):
 
 
 def _compare(eager, comp, what, slack=None):
-    """Compiled ``comp`` == ``eager`` to RTOL / ATOL, widened by ``slack[i]`` (absolute) for tensor ``i``."""
+    """Compiled ``comp`` == ``eager`` to RTOL / ATOL (float32: RTOL32, ATOL32 times the tensor's largest
+    magnitude), widened by ``slack[i]`` (absolute) for tensor ``i``."""
     if len(eager) != len(comp):
         raise AssertionError(f"{what}: {len(eager)} outputs eager, {len(comp)} compiled")
     for i, (e, c) in enumerate(zip(eager, comp)):
@@ -1251,8 +1532,12 @@ def _compare(eager, comp, what, slack=None):
             e = torch.zeros_like(ref) if e is None else e
             c = torch.zeros_like(ref) if c is None else c
         try:
-            atol = ATOL + (slack[i] if slack is not None else 0.0)
-            torch.testing.assert_close(c, e, rtol=RTOL, atol=atol, equal_nan=True)
+            rtol, atol = RTOL, ATOL
+            if e.dtype == torch.float32:
+                finite = e.detach()[torch.isfinite(e.detach())]
+                rtol, atol = RTOL32, ATOL32 * max(1.0, float(finite.abs().max()) if finite.numel() else 1.0)
+            atol += slack[i] if slack is not None else 0.0
+            torch.testing.assert_close(c, e, rtol=rtol, atol=atol, equal_nan=True)
         except AssertionError as err:
             raise AssertionError(f"{what}[{i}]: {str(err).strip()[:600]}") from None
 
@@ -1264,18 +1549,55 @@ def run_program(program: Program, clear_cache: bool = True) -> Outcome:
 
     if clear_cache:
         compiled_rt.clear_cache()
-    prev_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
+    with _settings(program):
         outcome = _run(program, gnnc, compiled_rt)
+        if outcome.status == "mismatch" and program.dtype == "float32":
+            twin = dataclasses.replace(program, dtype="float64")
+            compiled_rt.clear_cache()
+            with _settings(twin):
+                if _run(twin, gnnc, compiled_rt).status in ("match", "no_plan", "fallback", "rounding"):
+                    return Outcome("rounding", program.seed, outcome.reason,
+                                   f"float32 only: the same program in float64 matches:\n{outcome.detail}", outcome.tags)
         if outcome.status in ("mismatch", "rounding") and program.tied_inputs:
             compiled_rt.clear_cache()
-            if _run(program, gnnc, compiled_rt, jitter=KINK_JITTER).status in ("match", "fallback"):
+            if _run(program, gnnc, compiled_rt, jitter=KINK_JITTER).status in ("match", "no_plan", "fallback"):
                 return Outcome("kink", program.seed, outcome.reason,
                                f"matches with inputs jittered by {KINK_JITTER:g}:\n{outcome.detail}", outcome.tags)
         return outcome
+
+
+@contextlib.contextmanager
+def _settings(program: Program):
+    """The program's default dtype, thread count and pair-table part sizes, restored after. Small parts: a
+    pair table is rebuilt in backward whatever its size (``recompute.MIN_SHARE``) and in parts of a few rows."""
+    from gnnc.backend.cpu import pair_softmax_aggregate as pairs
+    from gnnc.runtime import recompute
+
+    saved = (torch.get_default_dtype(), torch.get_num_threads(), recompute.MIN_SHARE, pairs.PART_BYTES,
+             pairs.FORWARD_PART_BYTES)
+    torch.set_default_dtype(getattr(torch, program.dtype))
+    if program.threads:
+        torch.set_num_threads(program.threads)
+    if program.small_parts:
+        recompute.MIN_SHARE, pairs.PART_BYTES, pairs.FORWARD_PART_BYTES = 0.0, SMALL_PART_BYTES, SMALL_PART_BYTES
+    try:
+        yield
     finally:
-        torch.set_default_dtype(prev_dtype)
+        torch.set_default_dtype(saved[0])
+        torch.set_num_threads(saved[1])
+        recompute.MIN_SHARE, pairs.PART_BYTES, pairs.FORWARD_PART_BYTES = saved[2:]
+
+
+SMALL_PART_BYTES = 4096
+
+
+def unexpected(program: Program, outcome: Outcome) -> str | None:
+    """Why ``outcome`` is not what ``program.expect`` promises (None when it is): a program that should compile
+    fell back or ran no plan, or one designed to fall back did not."""
+    allowed = EXPECTATIONS[program.expect]
+    if outcome.status in allowed or outcome.status in ("mismatch", "crash", "both_raise", "eager_error"):
+        return None
+    return f"expected {program.expect} ({' / '.join(allowed)}), got {outcome.status}: {outcome.reason}"
 
 
 KINK_JITTER = 1e-7
@@ -1344,29 +1666,57 @@ def _largest_deviation(reference, runs) -> list[float]:
     return worst
 
 
+class _Side:
+    """One executor's copy of the program: its module (globals), model and optimizer, built from the program's
+    seed, so the eager and the compiled side start from the same state and step in lockstep."""
+
+    def __init__(self, program: Program):
+        torch.manual_seed(program.seed)
+        self.mod = load(program)
+        self.model = self.mod.Model()
+        self.program = program
+        unique = {id(p): p for p in [*self.model.parameters(), *self.mod.leaves(self.model)]}
+        self.opt = OPTIMIZERS[program.optimizer](list(unique.values())) if unique else None
+
+    def params(self, x) -> list:
+        return list(self.model.parameters()) + list(self.mod.leaves(self.model)) + [x]
+
+    def step(self, params, grads, step: int) -> None:
+        """An optimizer step on ``grads`` (of ``params``, x last and not stepped); then plain tensor
+        attributes are rebound, as users of plain tensors do after a step."""
+        for p, grad in zip(params[:-1], grads[:-1]):
+            p.grad = None if grad is None else grad.detach().clone()
+        if self.opt is not None:
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        torch.manual_seed(self.program.seed + 7919 * (step + 1))  # the rebound tensors' noise: alike on both sides
+        self.mod.rebind(self.model)
+
+
 def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
     tags = program.tags
-    torch.manual_seed(program.seed)
     try:
-        mod = load(program)
-        model = mod.Model()
-        g_eager, g_comp = mod.make_graph(0), mod.make_graph(0)
+        eager_side, comp_side = _Side(program), _Side(program)
+        mod = eager_side.mod
+        g_eager, g_comp = mod.make_graph(0), comp_side.mod.make_graph(0)
     except Exception as err:  # noqa: BLE001 - a generator bug: report, do not count
         return Outcome("eager_error", program.seed, f"build: {type(err).__name__}: {err}"[:200],
                        traceback.format_exc(), tags)
-    runner = gnnc.compile(model) if program.use_compile_wrapper else None
+    model, comp_model = eager_side.model, comp_side.model
+    runner = gnnc.compile(comp_model) if program.use_compile_wrapper else None
     fallbacks: list[str] = []
+    plans = 0
     gen = torch.Generator().manual_seed(program.seed)
     width = program.width
     for step in range(program.steps):
         if step:
-            g_eager, g_comp = mod.make_graph(step), mod.make_graph(step)
+            g_eager, g_comp = mod.make_graph(step), comp_side.mod.make_graph(step)
         if program.tied_inputs:
-            x = torch.randint(-2, 3, (g_eager.num_nodes(), width), generator=gen).double()
+            x = torch.randint(-2, 3, (g_eager.num_nodes(), width), generator=gen).to(torch.get_default_dtype())
             x = (x + jitter * torch.randn(x.shape, generator=gen) if jitter else x).requires_grad_()
         else:
             x = (torch.randn(g_eager.num_nodes(), width, generator=gen) * program.scale).requires_grad_()
-        params = list(model.parameters()) + [t for t in mod.leaves(model)] + [x]
+        params, c_params = eager_side.params(x), comp_side.params(x)
         try:
             e_out = _as_tuple(model(g_eager, x, None))
             loss_w = [torch.randn(o.shape, generator=gen) for o in e_out]
@@ -1376,17 +1726,19 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    model(g_comp, x, True)
+                    comp_model(g_comp, x, True)
             except Exception:  # noqa: BLE001
                 return Outcome("both_raise", program.seed, e_err[:200], traceback.format_exc(), tags)
             return Outcome("eager_error", program.seed, e_err[:200], traceback.format_exc(), tags)
         try:
-            with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
+            with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()), \
+                    compiled_rt.recording() as recorded:
                 warnings.simplefilter("always", gnnc.FallbackWarning)
-                c_out = _as_tuple(runner(g_comp, x, None) if runner is not None else model(g_comp, x, True))
-                c_grads = _grads(c_out, loss_w, params)
+                c_out = _as_tuple(runner(g_comp, x, None) if runner is not None else comp_model(g_comp, x, True))
+                c_grads = _grads(c_out, loss_w, c_params)
             fallbacks += [_normalize_reason(str(w.message)) for w in caught
                           if issubclass(w.category, gnnc.FallbackWarning)]
+            plans += sum(plan.module is not None for plan in recorded)
         except Exception as err:  # noqa: BLE001
             return Outcome("crash", program.seed, _normalize_reason(f"{type(err).__name__}: {err}"),
                            f"step {step}\n" + traceback.format_exc(), tags)
@@ -1394,8 +1746,8 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
             _compare(e_out, c_out, f"step {step} forward")
             _compare(e_grads, c_grads, f"step {step} grad")
         except AssertionError as err:
-            if not jitter and _within_rounding_noise(model, mod, step, x, loss_w, params,
-                                                     e_out, c_out, e_grads, c_grads):
+            if not jitter and program.dtype == "float64" and _within_rounding_noise(
+                    model, mod, step, x, loss_w, params, e_out, c_out, e_grads, c_grads):
                 return Outcome("rounding", program.seed, str(err).splitlines()[0][:160],
                                f"within eager's own rounding noise (Monte Carlo arithmetic):\n{err}", tags)
             names = [f"param{i}" for i in range(len(params) - 1)] + ["x"]
@@ -1404,13 +1756,17 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
             if m:
                 detail = f"(grad of {names[int(m.group(1))]}) " + detail
             return Outcome("mismatch", program.seed, detail.splitlines()[0][:160], detail, tags)
-        with torch.no_grad():  # an optimizer step: parameters change in place, plain tensors are rebound
-            for p in params[:-1]:
-                p.add_(0.05 * torch.randn(p.shape, generator=gen))
-        mod.rebind(model)
+        if step + 1 < program.steps:
+            eager_side.step(params, e_grads, step)
+            comp_side.step(c_params, c_grads, step)
+            if program.dtype == "float32":  # rounding after a step moves float32 logits across kinks: resync
+                with torch.no_grad():
+                    for mine, theirs in zip(comp_side.params(x)[:-1], eager_side.params(x)[:-1]):
+                        mine.copy_(theirs)
     if fallbacks:
-        return Outcome("fallback", program.seed, sorted(set(fallbacks))[0], "\n".join(sorted(set(fallbacks))), tags)
-    return Outcome("match", program.seed, tags=tags)
+        return Outcome("fallback", program.seed, sorted(set(fallbacks))[0], "\n".join(sorted(set(fallbacks))), tags,
+                       plans)
+    return Outcome("match" if plans else "no_plan", program.seed, tags=tags, plans=plans)
 
 
 def sample_seeds(base: int, count: int) -> list[int]:
