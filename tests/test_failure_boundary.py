@@ -274,3 +274,17 @@ def test_a_failed_replay_leaves_the_graph_as_it_found_it(monkeypatch):
     expected, got, fallbacks = _step(model, graph, x, gnnc.compile(model))
     assert calls and len(fallbacks) == 1
     _same(expected, got)
+
+
+def test_a_fallback_warning_reaches_code_run_by_exec_without_a_module_name():
+    """Sphinx's doctests run code in globals whose ``__name__`` is None: warn_explicit dropped the warning."""
+    source = ("box = lambda n: n.mailbox['m']\n"
+              "g.update_all(lambda e: {'m': e.src['h']},\n"
+              "             lambda n: {'s': box(n).sum(1) if box(n).sum() > 0 else box(n).max(1).values},\n"
+              "             compile=True)\n")
+    g = gnnc.graph(([0, 1, 2], [1, 2, 0]))
+    g.ndata["h"] = torch.ones(3, 2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile(source, "<doctest default[0]>", "exec"), {"__name__": None, "g": g, "torch": torch})
+    assert [w.category for w in caught] == [gnnc.FallbackWarning]

@@ -81,8 +81,9 @@ def fell_back(what: str, where: str | None = None) -> str:
     if frame is None:
         warnings.warn(message, FallbackWarning, stacklevel=2)
     else:
+        # a module name of None (code run by exec, as Sphinx's doctests) makes warn_explicit drop the warning
         warnings.warn_explicit(message, FallbackWarning, frame.f_code.co_filename, frame.f_lineno,
-                               module=frame.f_globals.get("__name__"),
+                               module=frame.f_globals.get("__name__") or "__main__",
                                registry=frame.f_globals.setdefault("__warningregistry__", {}),
                                module_globals=frame.f_globals)
     return message
