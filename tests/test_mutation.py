@@ -11,6 +11,8 @@ from gnnc.runtime.compiled import FallbackWarning, recording
 from gnnc.runtime.deferred import DeferredEdges, InternalOrderEdges
 from tests.graphs import random_heterograph, random_homograph
 
+BACKENDS = ["torch", "cpu"]
+
 
 class _Attention(torch.nn.Module):
     """A GAT-like layer: apply_edges scores (an edge result a compiled call leaves unwritten), then
@@ -44,10 +46,9 @@ class _RelationSum(torch.nn.Module):
             return g.nodes["user"].data["h"]
 
 
-def _compiled_matches_eager(model, g, x, want_plans: int):
-    """The compiled model's result on ``g`` equals the eager model's, every call by a plan on ``g``'s
-    current structure."""
-    compiled = gnnc.compile(model, backend="torch")
+def _compiled_matches_eager(model, compiled, g, x, want_plans: int):
+    """``compiled``'s result on ``g`` equals the eager ``model``'s, every call by a plan on ``g``'s current
+    structure."""
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", FallbackWarning)
         got = compiled(g, x)
@@ -56,9 +57,11 @@ def _compiled_matches_eager(model, g, x, want_plans: int):
     torch.testing.assert_close(got, model(g, x), rtol=1e-12, atol=1e-12)
 
 
-def test_compiled_calls_between_mutations_give_eagers_numbers():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_calls_between_mutations_give_eagers_numbers(backend):
     g = random_homograph(12, 40, seed=1)
     model, gen = _Attention(), torch.Generator().manual_seed(0)
+    compiled = gnnc.compile(model, backend=backend)  # one model, its plans reused on every structure
     mutations = [lambda: None, lambda: g.add_edges([0, 3, 12], [5, 13, 2]), lambda: g.remove_nodes([1, 7]),
                  lambda: g.add_nodes(3), lambda: g.remove_edges(torch.arange(0, 20, 3)),
                  lambda: g.add_edges(torch.arange(g.num_nodes()), torch.arange(g.num_nodes()))]
@@ -66,20 +69,24 @@ def test_compiled_calls_between_mutations_give_eagers_numbers():
     for mutate in mutations:
         mutate()
         sizes.append((g.num_nodes(), g.num_edges()))
-        _compiled_matches_eager(model, g, torch.randn(g.num_nodes(), 4, generator=gen, dtype=torch.float64), 2)
+        x = torch.randn(g.num_nodes(), 4, generator=gen, dtype=torch.float64)
+        _compiled_matches_eager(model, compiled, g, x, 2)
     assert len(set(sizes)) == len(sizes)  # every mutation changed the structure
 
 
-def test_compiled_relation_calls_between_mutations_give_eagers_numbers():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_compiled_relation_calls_between_mutations_give_eagers_numbers(backend):
     g = random_heterograph(seed=3)
     model, gen = _RelationSum(), torch.Generator().manual_seed(0)
+    compiled = gnnc.compile(model, backend=backend)
     follows = ("user", "follows", "user")
     mutations = [lambda: None, lambda: g.add_edges([0, 1], [2, g.num_nodes("user")], etype=follows),
                  lambda: g.remove_nodes([0, 2], ntype="user"), lambda: g.remove_edges([0, 1, 2], etype=follows),
                  lambda: g.add_nodes(2, ntype="user")]
     for mutate in mutations:
         mutate()
-        _compiled_matches_eager(model, g, torch.randn(g.num_nodes("user"), 4, generator=gen, dtype=torch.float64), 1)
+        x = torch.randn(g.num_nodes("user"), 4, generator=gen, dtype=torch.float64)
+        _compiled_matches_eager(model, compiled, g, x, 1)
 
 
 def test_an_edge_result_left_unwritten_is_computed_on_the_structure_it_was_made_for():
