@@ -10,6 +10,7 @@ import torch
 
 import gnnc
 import gnnc.function as fn
+from gnnc.frontend.message_passing import compiling
 from gnnc.runtime.compiled import FallbackWarning, recording
 
 
@@ -308,3 +309,28 @@ def test_calls_without_etype_on_heterographs_run_per_relation_as_dgl(compile):
     assert g.edges["makes"].data["e"].flatten().tolist() == [10.0]
     with pytest.raises(NotImplementedError, match="multi_update_all"):
         g.update_all(fn.copy_u("h", "m"), fn.mean("m", "y"))
+
+
+def test_structure_queries_as_dgl():
+    g = gnnc.graph(([0, 0, 1, 2, 2], [1, 1, 2, 2, 0]))
+    assert g.has_nodes(2) and g.has_nodes([0, 5]).tolist() == [True, False]
+    assert g.has_edges_between([0, 1, 2], [1, 0, 2]).tolist() == [True, False, True] and not g.has_edges_between(0, 2)
+    assert g.predecessors(2).tolist() == [1, 2] and g.successors(0).tolist() == [1, 1]
+    assert g.adj_external().to_dense().tolist() == [[0, 2, 0], [0, 0, 1], [1, 0, 1]]
+    assert g.adj_external(transpose=True, scipy_fmt="csr").toarray().tolist() == [[0, 0, 1], [2, 0, 0], [0, 1, 1]]
+    assert g.inc("both").to_dense()[0].tolist() == [-1, -1, 0, 0, 1]  # out-edges -1, in-edges 1, self loop 0
+    assert g.inc("in").to_dense()[2].tolist() == [0, 0, 1, 1, 0]
+    bipartite = gnnc.heterograph({("u", "p", "i"): ([0, 1], [0, 0])})
+    assert [t.tolist() for t in bipartite.edges()] == [[0, 1], [0, 0]]  # the only relation's local ids
+    assert bipartite["p"].predecessors(0).tolist() == [0, 1]
+
+
+def test_partial_calls_on_an_int32_graph_compile():
+    g = gnnc.graph(([0, 1, 2], [1, 2, 0]), idtype=torch.int32)
+    g.ndata["h"] = torch.ones(3, 1)
+    with warnings.catch_warnings(), recording() as plans:
+        warnings.simplefilter("error", FallbackWarning)
+        with compiling({}):
+            g.pull(torch.tensor([1], dtype=torch.int32), lambda e: {"m": e.src["h"] * 2},
+                   lambda n: {"s": n.mailbox["m"].sum(1)})
+    assert g.ndata["s"].flatten().tolist() == [0.0, 2.0, 0.0] and plans and plans[0].module is not None

@@ -309,8 +309,8 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
 def _compute_graph(g, rel: int, eids):
     """DGL's compute graph of a partial call: the edges ``eids`` of relation ``rel`` (in that order) over all
     of ``g``'s nodes, with ``g``'s node features, those edges' features and ``g``'s initializers."""
-    key = g.canonical_etypes[rel]
-    src, dst = g.find_edges(key)
+    key, eids = g.canonical_etypes[rel], eids.long()
+    src, dst = (t.long() for t in g.find_edges(key))
     part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
     part._nstore = g._nstore.copy()
     part.initializers = g.initializers

@@ -14,7 +14,7 @@ import torch
 
 from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
-from . import mutation, validate
+from . import mutation, queries, validate
 from .edge_data import check_idtype, relation_edges
 from .validate import as_ids, canonical_key, check_range
 
@@ -415,6 +415,8 @@ class Graph:
         ``find_edges(etype)`` names the relation first."""
         if isinstance(eid, str) or (isinstance(eid, tuple) and all(isinstance(k, str) for k in eid)):
             eid, etype = None, eid
+        if etype is None and len(self.index.etypes) == 1 and len(self.index.ntypes) > 1:
+            etype = self.index.etypes[0]  # as DGL: the only relation's (local) ids
         if etype is None:
             src, dst = self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
         else:
@@ -728,7 +730,7 @@ class Graph:
     def add_nodes(self, num, data=None, ntype=None) -> None:
         """DGL's ``add_nodes``, in place: ``num`` nodes appended to ``ntype`` (needed when there are several
         node types), with ``data``'s features (``gnnc.graph.mutation``; ``gnnc.add_nodes`` makes a new graph)."""
-        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node"))
+        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node type"))
         self._mutate(mutation.add_nodes(self._structure(), self.initializers, t, num, data))
 
     def add_edges(self, u, v, data=None, etype=None) -> None:
@@ -746,7 +748,7 @@ class Graph:
     def remove_nodes(self, nids, ntype=None, store_ids: bool = False) -> None:
         """DGL's ``remove_nodes``, in place: nodes ``nids`` of ``ntype`` and their edges go, the others keep
         their order and features, renumbered; ``store_ids`` keeps old ids as ``ndata`` / ``edata['_ID']``."""
-        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node"))
+        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node type"))
         self._mutate(mutation.remove_nodes(self._structure(), t, nids, store_ids, self.idtype))
 
     def clone(self) -> "Graph":
@@ -807,6 +809,25 @@ class Graph:
     def to_canonical_etype(self, etype) -> tuple[str, str, str]:
         """DGL's ``to_canonical_etype``: the (src_type, name, dst_type) of relation ``etype``."""
         return self.canonical_etypes[self.etype_id(etype)]
+
+    # ---------------------------------------------------------- DGL queries (``gnnc.graph.queries``)
+    def has_nodes(self, vid, ntype=None):
+        return queries.has_nodes(self, vid, ntype)
+
+    def has_edges_between(self, u, v, etype=None):
+        return queries.has_edges_between(self, u, v, etype)
+
+    def predecessors(self, v, etype=None) -> torch.Tensor:
+        return queries.predecessors(self, v, etype)
+
+    def successors(self, v, etype=None) -> torch.Tensor:
+        return queries.successors(self, v, etype)
+
+    def adj_external(self, transpose: bool = False, ctx="cpu", scipy_fmt=None, etype=None):
+        return queries.adj_external(self, transpose, ctx, scipy_fmt, etype)
+
+    def inc(self, typestr: str, ctx="cpu", etype=None) -> torch.Tensor:
+        return queries.inc(self, typestr, ctx, etype)
 
 
 class NodeSpace:

@@ -156,6 +156,21 @@ class RelationGraph:
     def out_edges(self, u, form: str = "uv", etype=None):
         return self.parent.out_edges(u, form, self._own(etype))
 
+    def has_edges_between(self, u, v, etype=None):
+        return self.parent.has_edges_between(u, v, self._own(etype))
+
+    def predecessors(self, v, etype=None):
+        return self.parent.predecessors(v, self._own(etype))
+
+    def successors(self, v, etype=None):
+        return self.parent.successors(v, self._own(etype))
+
+    def adj_external(self, transpose: bool = False, ctx="cpu", scipy_fmt=None, etype=None):
+        return self.parent.adj_external(transpose, ctx, scipy_fmt, self._own(etype))
+
+    def inc(self, typestr: str, ctx="cpu", etype=None):
+        return self.parent.inc(typestr, ctx, self._own(etype))
+
     def in_degrees(self, v=ALL, etype=None):
         return self.parent.in_degrees(v, self._own(etype))
 
