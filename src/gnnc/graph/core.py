@@ -412,11 +412,12 @@ class Graph:
     def find_edges(self, eid=None, etype=None) -> tuple[torch.Tensor, torch.Tensor]:
         """DGL's ``find_edges(eid, etype)``: (src, dst) of edges ``eid`` (all by default, in edge-id order) of
         relation ``etype`` (local ids), or of the whole graph (global ids) without one. gnnc's own
-        ``find_edges(etype)`` names the relation first."""
+        ``find_edges(etype)`` names the relation first. With ``eid`` and no ``etype`` on a graph of one relation
+        between two node types, that relation's local ids (as ``edges()`` gives them, DGL's)."""
         if isinstance(eid, str) or (isinstance(eid, tuple) and all(isinstance(k, str) for k in eid)):
             eid, etype = None, eid
-        if etype is None and len(self.index.etypes) == 1 and len(self.index.ntypes) > 1:
-            etype = self.index.etypes[0]  # as DGL: the only relation's (local) ids
+        if etype is None and eid is not None:
+            etype = self._only_relation()
         if etype is None:
             src, dst = self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
         else:
@@ -430,6 +431,11 @@ class Graph:
             check_range(ids, src.numel(), "find_edges(eid)", "edge")
             src, dst = src.index_select(0, ids), dst.index_select(0, ids)
         return self.ids(src), self.ids(dst)
+
+    def _only_relation(self):
+        """DGL's default relation of a query without etype: the only one, in its local ids, when it joins two
+        node types (None otherwise: the whole graph, where gnnc's ids are global)."""
+        return self.index.etypes[0] if len(self.index.etypes) == 1 and len(self.index.ntypes) > 1 else None
 
     def ids(self, t: torch.Tensor) -> torch.Tensor:
         """Node or edge ids ``t`` (int64) in the graph's :attr:`idtype`, as its queries return them."""
@@ -889,7 +895,7 @@ class _EdgeSpace:
             form, etype = "uv", form
         if order not in ("eid", "srcdst"):
             raise ValueError(f"edges(order=...) must be 'eid' or 'srcdst', got {order!r}")
-        src, dst = self._g.find_edges(etype)
+        src, dst = self._g.find_edges(etype if etype is not None else self._g._only_relation())
         eid = self._g.ids(torch.arange(src.numel(), device=src.device))
         if order == "srcdst":
             width = int(dst.max()) + 1 if dst.numel() else 1
