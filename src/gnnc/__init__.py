@@ -7,6 +7,7 @@ from .readout import (broadcast_nodes, max_edges, max_nodes, mean_edges, mean_no
                       softmax_nodes, sum_edges, sum_nodes)
 from .frontend import EdgeBatch, NodeBatch
 from .frontend.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
+from .graph.homogeneous import to_heterogeneous, to_homogeneous
 from .graph.subgraph import (edge_subgraph, edge_type_subgraph, in_subgraph, khop_in_subgraph, khop_out_subgraph,
                              node_subgraph, node_type_subgraph, out_subgraph, to_block)
 from .graph.traversal import (bfs_edges_generator, bfs_nodes_generator, dfs_edges_generator,
@@ -23,5 +24,5 @@ __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch
            "prop_nodes_topo", "prop_edges_dfs", "bfs_nodes_generator", "bfs_edges_generator",
            "topological_nodes_generator", "dfs_edges_generator", "dfs_labeled_edges_generator", "add_nodes",
            "add_edges", "remove_nodes", "remove_edges", "add_self_loop", "remove_self_loop",
-           "node_subgraph", "edge_subgraph", "in_subgraph", "out_subgraph", "khop_in_subgraph", "khop_out_subgraph",
-           "node_type_subgraph", "edge_type_subgraph", "to_block"]
+           "to_homogeneous", "to_heterogeneous", "node_subgraph", "edge_subgraph", "in_subgraph", "out_subgraph",
+           "khop_in_subgraph", "khop_out_subgraph", "node_type_subgraph", "edge_type_subgraph", "to_block"]
