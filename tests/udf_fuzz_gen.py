@@ -1428,6 +1428,7 @@ def generate(seed: int) -> Program:
                 break
     family(src, binder)
     _guard_reads(src)
+    _no_mean_across_relations(src)
     text = src.text()
     width = _input_width(text)
     scale = 1.0 if rng.random() < 0.8 else rng.choice([30.0, 300.0])
@@ -1465,6 +1466,14 @@ def _guard_reads(src: Src) -> None:
         return
     src.fwd = [re.sub(r"(g\.ndata|g\.nodes\[(?:[^\[\]]|\[[^\]]*\])+\]\.data)\['o'\](?!\s*=[^=])",
                       r"(\1['o'] if 'o' in \1 else x.new_zeros(0))", line) for line in src.fwd]
+
+
+def _no_mean_across_relations(src: Src) -> None:
+    """A whole-heterograph update_all cannot reduce with a built-in mean (DGL refuses it: mean within and
+    across relations differ); there the generator's mean is a sum."""
+    if any("random_heterograph" in line for line in src.graph):
+        src.fwd = [line.replace("fn.mean(", "fn.sum(") if "g.update_all(" in line and "etype=" not in line
+                   else line for line in src.fwd]
 
 
 def _input_width(text: str) -> int:
