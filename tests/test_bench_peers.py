@@ -91,7 +91,7 @@ def test_the_peer_loads_gnnc_layer_files_without_gnnc(tmp_path):
     script = ("import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
               "from harness import dgl_models\n"
               "gm = dgl_models.gnnc_models()\n"
-              "assert gm.__name__ == '_gnnc_models_peer', gm\n"
+              "assert gm.__name__ == '_gnnc_peer.models', gm\n"
               "print(gm.HGTConv(8, 8, 2, 3, num_heads=2).relation_att.shape)" % str(BENCH))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "torch.Size([3, 2, 4, 4])"

@@ -137,18 +137,20 @@ def export(path: Path, model: str, x, src, dst, num_nodes: int, etype, ntype, re
 
 def gnnc_models(folder: Path = GNNC_MODELS) -> types.ModuleType:
     """``gnnc.models`` where gnnc is importable (this interpreter's torch), else its layer files loaded
-    on their own: they import only torch and each other, never the rest of gnnc (whose compiler needs a
-    newer torch than DGL's)."""
+    on their own: they import only torch, each other and ``gnnc.function`` (its built-ins, which
+    ``UDFGraph`` hands to DGL as DGL's own), never the rest of gnnc (whose compiler needs a newer torch than
+    DGL's)."""
     try:
         import gnnc.models as gm
         return gm
     except ImportError:
         pass
-    name = "_gnnc_models_peer"
-    if name not in sys.modules:
-        package = types.ModuleType(name)
-        package.__path__ = [str(folder)]
-        sys.modules[name] = package
+    name = "_gnnc_peer.models"  # the layer files' ``from .. import function``: gnnc's function.py (torch only)
+    for package_name, path in (("_gnnc_peer", folder.parent), (name, folder)):
+        if package_name not in sys.modules:
+            package = types.ModuleType(package_name)
+            package.__path__ = [str(path)]
+            sys.modules[package_name] = package
     package = sys.modules[name]
     for sub, cls in (("gcn", "GCNConv"), ("gat", "GATConv"), ("edgeconv", "EdgeConv"), ("monet", "GMMConv"),
                      ("rgcn", "RGCNConv"), ("rgat", "RGATConv"), ("hgt", "HGTConv")):
@@ -232,6 +234,13 @@ class _Nodes:
         return _TypeView(self._graph.ntype_data, self._nodes.data[NTYPE])
 
 
+def _dgl_builtin(reducer):
+    """DGL's built-in reducer for gnnc's ``reducer`` (``gnnc.function.sum('m', 'h')`` -> ``dgl.function.sum``)."""
+    import dgl.function
+
+    return getattr(dgl.function, reducer.op)(reducer.msg, reducer.out)
+
+
 class UDFGraph:
     """A DGL graph (homogeneous, with type ids) seen through the part of gnnc's graph API its layers call:
     ``ndata``, ``edata``, ``etype_data``, ``ntype_data``, ``local_scope``, degrees, ``find_edges`` and
@@ -283,7 +292,9 @@ class UDFGraph:
         return lambda edges: fn(_Edges(edges, self))
 
     def _node_udf(self, fn):
-        return None if fn is None else (lambda nodes: fn(_Nodes(nodes, self)))
+        if fn is None or hasattr(fn, "op"):  # a gnnc built-in reducer: DGL's of the same name
+            return None if fn is None else _dgl_builtin(fn)
+        return lambda nodes: fn(_Nodes(nodes, self))
 
     def update_all(self, message, reduce, update=None):
         self.g.update_all(self._edge_udf(message), self._node_udf(reduce), self._node_udf(update))
