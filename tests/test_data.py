@@ -109,7 +109,7 @@ def test_in_degree_is_heavy_tailed():
 
 def test_hetero_relations_are_heavy_tailed_per_destination():
     g = D.synthetic("mag", 0.005, seed=0, with_features=False).graph
-    deg = g.in_degrees(("paper", "cites", "paper")).double()
+    deg = g.in_degrees(etype=("paper", "cites", "paper")).double()
     assert deg.max() > 20 * deg.mean()
 
 

@@ -463,7 +463,9 @@ class Graph:
         return self._degrees(u, etype, self.index.src, 0, "out_degrees(u, etype)")
 
     def _degrees(self, nodes, etype, ends, end_slot, call: str):
-        if isinstance(nodes, str) and nodes != ALL:
+        relation_name = isinstance(nodes, str) or (isinstance(nodes, tuple) and len(nodes) == 3
+                                                    and all(isinstance(k, str) for k in nodes))
+        if relation_name and nodes != ALL:
             raise TypeError(f"{call}: {nodes!r} is not a node id; name the relation as etype={nodes!r}")
         if etype is None:
             degrees = torch.bincount(ends, minlength=self.index.num_nodes)
