@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextvars
 import functools
 import sys
-import warnings
 
 import torch
 
+from ..failures import fell_back
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
 from ..graph.core import ALL, Graph
@@ -76,7 +76,7 @@ def _messages_reduced(g, message, reduce, update_fn, rel, flag):
     lo, hi = eager.edge_block(g, rel)
     builtin = isinstance(reduce, BuiltinReduce)
     if options is not None and not builtin and g.initializers["node"]:
-        _warn_eager("a reduce UDF on a graph with a node initializer (set_n_initializer)", stacklevel=5)
+        _warn_eager("a reduce UDF on a graph with a node initializer (set_n_initializer)")
     elif options is not None and (hi > lo or builtin):
         from ..runtime import compiled
 
@@ -207,11 +207,8 @@ def _write_rows(g, kind: str, store, subset, count: int, out: dict) -> None:
         store[k] = old.index_put((subset,), value)
 
 
-def _warn_eager(what: str, stacklevel: int = 4) -> None:
-    from ..runtime.compiled import FallbackWarning
-
-    warnings.warn(f"gnnc runs {what} eagerly: compiled calls do not cover it yet", FallbackWarning,
-                  stacklevel=stacklevel)
+def _warn_eager(what: str) -> None:
+    fell_back(f"gnnc runs {what} eagerly: compiled calls do not cover it yet")
 
 
 _FUNC_ALIASES = {"message_func": "message", "reduce_func": "reduce", "apply_node_func": "update"}  # DGL's names
@@ -237,12 +234,9 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
 
 
 def _relation(g, etype) -> int | None:
-    """The block of a whole-graph call: relation ``etype``; without one, the whole graph, or as DGL the only
-    relation of a graph with one relation and several node types (a bipartite graph's node types need not
-    share features)."""
-    if etype is not None:
-        return g.etype_id(etype)
-    return 0 if len(g.canonical_etypes) == 1 and len(g.ntypes) > 1 else None
+    """The block of a whole-graph call: relation ``etype``, else ``g.default_relation()`` (a bipartite
+    relation's node types need not share features), else the whole graph (None)."""
+    return g.default_relation() if etype is None else g.etype_id(etype)
 
 
 def _per_relation(g, *funcs) -> bool:

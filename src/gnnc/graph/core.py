@@ -416,8 +416,8 @@ class Graph:
         between two node types, that relation's local ids (as ``edges()`` gives them, DGL's)."""
         if isinstance(eid, str) or (isinstance(eid, tuple) and all(isinstance(k, str) for k in eid)):
             eid, etype = None, eid
-        if etype is None and eid is not None:
-            etype = self._only_relation()
+        if etype is None and eid is not None and self.default_relation() is not None:
+            etype = self.index.etypes[0]
         if etype is None:
             src, dst = self.index.to_user_order(self.index.src), self.index.to_user_order(self.index.dst)
         else:
@@ -432,10 +432,10 @@ class Graph:
             src, dst = src.index_select(0, ids), dst.index_select(0, ids)
         return self.ids(src), self.ids(dst)
 
-    def _only_relation(self):
-        """DGL's default relation of a query without etype: the only one, in its local ids, when it joins two
-        node types (None otherwise: the whole graph, where gnnc's ids are global)."""
-        return self.index.etypes[0] if len(self.index.etypes) == 1 and len(self.index.ntypes) > 1 else None
+    def default_relation(self) -> int | None:
+        """DGL's relation of a call or query without etype: the only one (its index, local ids) when it joins
+        two node types; None otherwise (the whole graph, where gnnc's ids are global)."""
+        return 0 if len(self.index.etypes) == 1 and len(self.index.ntypes) > 1 else None
 
     def ids(self, t: torch.Tensor) -> torch.Tensor:
         """Node or edge ids ``t`` (int64) in the graph's :attr:`idtype`, as its queries return them."""
@@ -897,7 +897,9 @@ class _EdgeSpace:
             form, etype = "uv", form
         if order not in ("eid", "srcdst"):
             raise ValueError(f"edges(order=...) must be 'eid' or 'srcdst', got {order!r}")
-        src, dst = self._g.find_edges(etype if etype is not None else self._g._only_relation())
+        if etype is None and self._g.default_relation() is not None:
+            etype = self._g.index.etypes[0]
+        src, dst = self._g.find_edges(etype)
         eid = self._g.ids(torch.arange(src.numel(), device=src.device))
         if order == "srcdst":
             width = int(dst.max()) + 1 if dst.numel() else 1
