@@ -344,16 +344,8 @@ class Graph:
     def initial_rows(self, kind: str, field: str, count: int, like: torch.Tensor) -> torch.Tensor:
         """``count`` rows of a new ``kind`` ("node" / "edge") feature ``field`` shaped as ``like``'s rows, from
         its initializer (zeros without one)."""
-        fields = self.initializers[kind]
-        init = fields.get(field, fields.get(None))
-        shape = (count,) + tuple(like.shape[1:])
-        if init is None:
-            return like.new_zeros(shape)
-        rows = init(shape, like.dtype, like.device, slice(0, count))
-        if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != shape:
-            raise ValueError(f"the {kind} initializer of {field!r} returned "
-                             f"{getattr(rows, 'shape', type(rows).__name__)}, expected a tensor of shape {shape}")
-        return rows.to(like.dtype)
+        return mutation.initial_rows(self.initializers[kind], field, (count,) + tuple(like.shape[1:]), like,
+                                     slice(0, count))
 
     # -------------------------------------------------------------- batches
     @property

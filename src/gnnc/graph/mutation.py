@@ -238,8 +238,8 @@ def _appended(store: TypedStore, counts: list, t: int, num: int, data: dict | No
     for key, whole, parts in _rows_by_type(store):
         if t in parts:
             rows = parts[t]
-            new = data.pop(key) if key in data else _initial(initializers, key, (num,) + tuple(rows.shape[1:]),
-                                                              rows, slice(old, old + num))
+            new = data.pop(key) if key in data else initial_rows(initializers, key, (num,) + tuple(rows.shape[1:]),
+                                                                 rows, slice(old, old + num))
             if tuple(new.shape[1:]) != tuple(rows.shape[1:]) or new.dtype != rows.dtype:
                 raise ValueError(f"{store.kind} feature {key!r} of type {name!r} is {rows.dtype} with rows of "
                                  f"shape {tuple(rows.shape[1:])}; the new rows are {new.dtype} of shape "
@@ -249,12 +249,13 @@ def _appended(store: TypedStore, counts: list, t: int, num: int, data: dict | No
     out = _store(store, counts, features)
     for key, value in data.items():  # features new to the type
         value = value.to(device)
-        first = _initial(initializers, key, (old,) + tuple(value.shape[1:]), value, slice(0, old))
+        first = initial_rows(initializers, key, (old,) + tuple(value.shape[1:]), value, slice(0, old))
         out.set_typed(key, t, torch.cat([first, value]))
     return out
 
 
-def _initial(initializers: dict, field: str, shape: tuple, like: torch.Tensor, id_range: slice) -> torch.Tensor:
+def initial_rows(initializers: dict, field: str, shape: tuple, like: torch.Tensor,
+                 id_range: slice) -> torch.Tensor:
     """Rows ``id_range`` (of ``shape``) of feature ``field``, from its initializer (DGL's ``initializer(shape,
     dtype, device, id_range)``), zeros without one."""
     init = initializers.get(field, initializers.get(None))
