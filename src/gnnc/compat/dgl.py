@@ -10,7 +10,9 @@ What the alias holds:
   ``gnnc.graph.convert`` (``dgl.graph``, ``dgl.heterograph``, ``dgl.batch``, ``dgl.sum_nodes``, ...),
   DGL's names for gnnc's graph class (``DGLGraph``, ``DGLHeteroGraph``), DGL's reserved names from
   ``dgl.base``, and the modules below as attributes;
-- ``dgl.function``, ``dgl.ops``, ``dgl.data``: gnnc's modules of the same job, as they are;
+- ``dgl.transforms``: the names of gnnc's graph transforms (``gnnc.graph.transforms``, ...) and
+  ``to_block``; ``dgl`` holds them too;
+- ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
   ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
   ``gnnc.compat.dgl_base``).
@@ -38,11 +40,15 @@ _SAME = {
     "dgl.backend": "gnnc.compat.dgl_backend",
     "dgl.base": "gnnc.compat.dgl_base",
     "dgl.init": "gnnc.graph.initializers",
+    "dgl.partition": "gnnc.graph.partition",
 }
+# the gnnc modules of DGL's graph transforms: ``dgl.transforms`` holds their names, and so does ``dgl``
+_TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.partition")
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
-    "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert"),
+    "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", *_TRANSFORMS),
     "dgl.nn": ("gnnc.nn",),
+    "dgl.transforms": _TRANSFORMS,
 }
 # DGL's top-level names for gnnc objects of another name or home: (module, attribute)
 _TOP_LEVEL = {
@@ -50,6 +56,8 @@ _TOP_LEVEL = {
     "DGLHeteroGraph": ("gnnc.graph.core", "Graph"),
     **{name: ("gnnc.compat.dgl_base", name) for name in ("DGLError", "ALL", "NID", "EID", "NTYPE", "ETYPE")},
 }
+# names a DGL namespace holds beyond its gnnc modules' exports: (module, attribute)
+_EXTRA = {"dgl": _TOP_LEVEL, "dgl.transforms": {"to_block": ("gnnc.graph.subgraph", "to_block")}}
 _ORIGIN = "gnnc.compat.dgl"
 
 _displaced: dict | None = None  # while installed: the dgl modules sys.modules held before (empty if none)
@@ -67,7 +75,6 @@ class _Refuser(importlib.abc.MetaPathFinder):
         if _ours(fullname):
             raise ModuleNotFoundError(f"No module named {fullname!r}: gnnc's DGL alias ({_ORIGIN}) has no "
                                       f"counterpart for it", name=fullname)
-        return None
 
 
 _REFUSER = _Refuser()
@@ -94,9 +101,9 @@ def _namespace(name: str, sources, extra: dict) -> types.ModuleType:
 def _alias_modules() -> dict:
     """Every module of the alias by its DGL name, submodules bound as attributes of their parents."""
     modules = {dgl: importlib.import_module(gnnc) for dgl, gnnc in _SAME.items()}
-    top = {name: getattr(importlib.import_module(module), attr) for name, (module, attr) in _TOP_LEVEL.items()}
-    modules.update({name: _namespace(name, sources, top if name == "dgl" else {})
-                    for name, sources in _NAMESPACES.items()})
+    extra = {space: {name: getattr(importlib.import_module(module), attr) for name, (module, attr) in names.items()}
+             for space, names in _EXTRA.items()}
+    modules.update({name: _namespace(name, sources, extra.get(name, {})) for name, sources in _NAMESPACES.items()})
     for name in sorted(modules, key=lambda n: n.count("."), reverse=True):
         parent, _, child = name.rpartition(".")
         if parent in _NAMESPACES:

@@ -14,8 +14,9 @@ import scipy.sparse as sp
 import torch
 
 from ..graph import Graph
+from ..graph.partition import load_pymetis
 from .metagraph import node_features, typed_subgraph
-from .partition_io import Partitioning, PartitionedGraph
+from .partition_io import PartitionedGraph, Partitioning
 
 
 def random_owner(g: Graph, parts: int, seed: int = 0) -> torch.Tensor:
@@ -50,11 +51,7 @@ def metis_owner(g: Graph, parts: int, seed: int = 0, node_weights: torch.Tensor 
     ImportError when pymetis is not installed.
     """
     _check_parts(parts)
-    try:
-        import pymetis
-    except ImportError:
-        raise ImportError("METIS partitioning needs pymetis: pip install 'gnnc[dist]' "
-                          "(or pip install pymetis)") from None
+    pymetis = load_pymetis()
     n = g.num_nodes()
     if parts == 1 or n == 0:
         return torch.zeros(n, dtype=torch.int64)

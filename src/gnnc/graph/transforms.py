@@ -10,6 +10,8 @@ import torch
 
 from .core import Graph
 
+__all__ = ["add_edges", "add_nodes", "add_self_loop", "remove_edges", "remove_nodes", "remove_self_loop"]
+
 _AGGREGATIONS = ("sum", "mean", "max", "min")
 
 
