@@ -1,0 +1,145 @@
+"""The world's DGL layer code, unchanged, through gnnc's DGL alias: does it run, and match DGL 2.1?
+
+    python bench/world_code.py --out bench/results/world-code/<commit>
+
+For each program of ``harness/world_programs`` (a layer file from ``--world-code``, its constructor wired
+and its inputs built by the harness, nothing in the file changed) three runs, each its own process
+(``harness/world_worker``): gnnc eager (it writes the initial parameters), DGL 2.1 in the peer interpreter
+(``python bench/peer_env.py`` builds it) and gnnc with the model in ``gnnc.compile``. Each trains two SGD
+steps in float64 on a random graph with multi-edges, self loops and nodes without in-edges; every step's
+outputs, input gradients and parameter gradients of both gnnc runs are compared with DGL's
+(``--rtol``/``--atol``). A compiled run *matches* only when a compiled plan ran; one that fell back says so.
+
+Writes ``results.json`` (every run's status and the comparison) and ``README.md`` (the table).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from harness import peer
+from harness.world_programs import PROGRAMS
+
+SYSTEMS = ("gnnc", "dgl", "gnnc-compiled")
+
+
+def run(system: str, program: str, world_code: Path, folder: Path, timeout: float) -> dict:
+    """One worker process; its ``OUT.json`` (plus ``out``, the arrays' file), or why there is none."""
+    python = str(peer.peer_python()) if system == "dgl" else sys.executable
+    out = folder / f"{program}.{system}.npz"
+    env = {**os.environ, "PYTHONPATH": str(BENCH), "PYTHONDONTWRITEBYTECODE": "1", "DGLBACKEND": "pytorch",
+           "OMP_NUM_THREADS": "1"}
+    command = [python, "-m", "harness.world_worker", system, program, str(world_code),
+               str(folder / f"{program}.state.npz"), str(out)]
+    try:
+        done = subprocess.run(command, check=False, cwd=BENCH, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "error": f"no result within {timeout:g} s"}
+    meta = Path(f"{out}.json")
+    if not meta.exists():
+        tail = (done.stderr or done.stdout)[-400:].strip().replace("\n", " | ")
+        return {"status": "error", "error": f"worker exited with code {done.returncode}: {tail}"}
+    return {**json.loads(meta.read_text()), "out": str(out)}
+
+
+def compare(ours: dict, theirs: dict, rtol: float, atol: float) -> str:
+    """``match``, or what differs: a missing array, a shape, or the largest difference and where."""
+    a, b = np.load(ours["out"]), np.load(theirs["out"])
+    if set(a.files) != set(b.files):
+        return f"arrays differ: only gnnc {sorted(set(a.files) - set(b.files))[:3]}, " \
+               f"only DGL {sorted(set(b.files) - set(a.files))[:3]}"
+    worst = (0.0, "")
+    for key in sorted(a.files):
+        if a[key].shape != b[key].shape:
+            return f"{key}: shape {a[key].shape} against DGL's {b[key].shape}"
+        if not np.allclose(a[key], b[key], rtol=rtol, atol=atol, equal_nan=True):
+            diff = float(np.nanmax(np.abs(a[key] - b[key])))
+            worst = max(worst, (diff, key))
+    return "match" if not worst[1] else f"mismatch: max |diff| {worst[0]:.3g} at {worst[1]}"
+
+
+def verdict(result: dict, dgl: dict, rtol: float, atol: float) -> str:
+    if result["status"] != "ok":
+        return f"error: {result['error']}" + (f" ({result['where']})" if result.get("where") else "")
+    if dgl["status"] != "ok":
+        return "no oracle (DGL failed)"
+    return compare(result, dgl, rtol, atol)
+
+
+def evaluate(program, world_code: Path, folder: Path, args) -> dict:
+    runs = {}
+    for system in SYSTEMS:  # eager first: it writes the parameters the others load
+        runs[system] = run(system, program.name, world_code, folder, args.timeout)
+    row = {"program": program.name, "project": program.project, "file": program.file,
+           "dgl": "ok" if runs["dgl"]["status"] == "ok" else f"error: {runs['dgl']['error']}",
+           "eager": verdict(runs["gnnc"], runs["dgl"], args.rtol, args.atol),
+           "compiled": verdict(runs["gnnc-compiled"], runs["dgl"], args.rtol, args.atol),
+           "compiled_plans": runs["gnnc-compiled"].get("compiled_plans", 0),
+           "fallbacks": runs["gnnc-compiled"].get("fallbacks", [])}
+    if row["compiled"] == "match" and (row["fallbacks"] or not row["compiled_plans"]):
+        row["compiled"] = "match, fell back" if row["fallbacks"] else "match, no compiled plan ran"
+    print(f"{program.name:24} eager: {row['eager'][:70]:70} compiled: {row['compiled'][:60]}", flush=True)
+    return row
+
+
+def table(rows: list[dict], header: str) -> str:
+    lines = [header, "", "| program | project | DGL 2.1 | gnnc eager | gnnc compiled | compiled plans | fallback |",
+             "|---|---|---|---|---|--:|---|"]
+    for r in rows:
+        cells = [r["program"], r["project"], r["dgl"], r["eager"], r["compiled"], str(r["compiled_plans"]),
+                 "; ".join(r["fallbacks"])]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    both = sum(r["eager"] == "match" and r["compiled"] == "match" for r in rows)
+    eager = sum(r["eager"] == "match" for r in rows)
+    lines += ["", (f"**{both} of {len(rows)}** programs match DGL in both modes with a compiled plan run; "
+                   f"{eager} of {len(rows)} match eagerly.")]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--world-code", type=Path, default=BENCH.parents[1] / "shared" / "world-code")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", nargs="+", help="program names")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--rtol", type=float, default=1e-6)
+    parser.add_argument("--atol", type=float, default=1e-9)
+    args = parser.parse_args()
+    if peer.peer_python() is None:
+        sys.exit(f"bench/world_code.py needs DGL as the oracle: {peer.missing()}")
+    programs = [p for p in PROGRAMS if not args.only or p.name in args.only]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(lambda p: evaluate(p, args.world_code.resolve(), Path(scratch), args), programs))
+    seconds = time.perf_counter() - started
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
+                            text=True, cwd=BENCH).stdout.strip()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(
+        {"commit": commit, "seconds": round(seconds), "rtol": args.rtol, "atol": args.atol, "rows": rows},
+        indent=1))
+    header = (f"# The world's DGL layer code through gnnc's DGL alias, against DGL 2.1, at {commit}\n\n"
+              f"    python bench/world_code.py --out {args.out}\n\n"
+              f"Files from `../shared/world-code`, unchanged; two SGD steps in float64, every output, input "
+              f"gradient and parameter gradient compared with DGL's (rtol {args.rtol:g}, atol {args.atol:g}); "
+              f"{round(seconds)} s. *compiled*: the model in `gnnc.compile`; it matches only when a compiled "
+              f"plan ran.")
+    (args.out / "README.md").write_text(table(rows, header))
+    print(table(rows, "")[-200:])
+
+
+if __name__ == "__main__":
+    main()
