@@ -14,10 +14,11 @@ import shutil
 import pytest
 import torch
 
+from gnnc.checkpoints import CheckpointError, CheckpointWarning
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
-from gnnc.distributed.checkpoint import check_manifest, load_checkpoint, read_manifest
+from gnnc.distributed.checkpoint import check_manifest, load_checkpoint, read_manifest, read_rank_files
 from gnnc.distributed.comm import Comm
-from gnnc.distributed.launch import worker_args
+from gnnc.distributed.launch import run_worker, worker_args, worker_parser
 from gnnc.distributed.vanilla import VanillaTrainer
 
 from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture
@@ -127,9 +128,11 @@ def test_checkpoint_directory_holds_one_file_per_rank_and_a_manifest(runs):
         assert (manifest["method"], manifest["world_size"], manifest["epoch"]) == (mode, 2, 2)
         assert manifest["ranks"] == ["epoch2-rank0.pt", "epoch2-rank1.pt"] and manifest["dense"] == "epoch2-dense.pt"
         assert manifest["config"]["model"] == MODELS[mode] and manifest["config"]["dtype"] == "torch.float64"
-        # The epoch-1 files are gone once epoch 2 is committed; no temporary file is left.
-        assert sorted(p.name for p in directory.iterdir()) == sorted(["manifest.json", manifest["dense"],
-                                                                     *manifest["ranks"]])
+        # Epoch 2 and the generation before it; no temporary file is left.
+        previous = ["manifest-epoch1.json", "epoch1-dense.pt", "epoch1-rank0.pt", "epoch1-rank1.pt"]
+        assert sorted(p.name for p in directory.iterdir()) == sorted(["manifest-epoch2.json", manifest["dense"],
+                                                                     *manifest["ranks"], *previous])
+        assert sorted(manifest["files"]) == sorted([manifest["dense"], *manifest["ranks"]])
 
 
 @pytest.mark.parametrize("mode", list(MODELS))
@@ -170,10 +173,31 @@ def test_a_different_method_or_a_missing_rank_file_is_named(runs, tmp_path):
     with pytest.raises(ValueError, match="batch_size: checkpoint 128, this run 64"):
         check_manifest(manifest, directory, 2, "vanilla", dict(config, batch_size=64))
     (directory / "epoch2-rank1.pt").unlink()
-    with pytest.raises(FileNotFoundError, match=r"epoch2-rank1\.pt \(rank 1\)"):
-        check_manifest(manifest, directory, 2, "vanilla", config)
-    (directory / "manifest.json").write_text(json.dumps(dict(manifest, version=99)))
+    with pytest.raises(CheckpointError, match=r"epoch2-rank1\.pt: missing"):
+        read_rank_files(manifest, directory, 1)
+    (directory / "manifest-epoch2.json").write_text(json.dumps(dict(manifest, version=99)))
     with pytest.raises(ValueError, match="version 99"):
         read_manifest(directory)
     with pytest.raises(FileNotFoundError, match="no distributed checkpoint"):
         read_manifest(tmp_path / "nothing")
+
+
+def test_a_corrupt_rank_file_resumes_from_the_previous_generation(partition_dirs, tmp_path):
+    from gnnc.distributed import load_partitions
+
+    parts = load_partitions(partition_dirs["metis1"])
+
+    def run(epochs, **options):
+        args = worker_parser().parse_args(worker_args(
+            partition_dirs["metis1"], "vanilla", MODELS["vanilla"], FANOUTS, BATCH, epochs, LR, HIDDEN, SEED,
+            ["non-target"], CLASSES, "paper", 60, dtype="float64", checkpoint=tmp_path, evaluate=False, **options))
+        return run_worker(Comm.local(), parts, args)[1]
+
+    straight = run(2)
+    newest = tmp_path / "epoch2-rank0.pt"
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 1
+    newest.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match=r"epoch2-rank0\.pt: corrupt .*manifest-epoch1\.json"):
+        resumed = run(2, resume=True)
+    assert torch.equal(losses(resumed), losses(straight))

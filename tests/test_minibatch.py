@@ -7,6 +7,7 @@ import torch
 
 import gnnc
 from gnnc import minibatch
+from gnnc.checkpoints import CheckpointWarning
 from gnnc.cli import build_parser
 from gnnc.data import synthetic
 from gnnc.data.sampler import NeighborSampler
@@ -63,6 +64,20 @@ def test_resume_reproduces_uninterrupted_run(mag, straight, tmp_path):
     assert straight.epochs[1].loss < straight.epochs[0].loss
 
 
+def test_a_flipped_float_in_the_newest_checkpoint_resumes_from_the_previous_one(mag, straight, tmp_path):
+    written = train_minibatch(mag, "rgcn", epochs=2, checkpoint_dir=tmp_path, **SMALL, **OPTIONS)
+    newest = tmp_path / "epoch2.pt"
+    data = bytearray(newest.read_bytes())
+    at = data.index(params(written)[0].numpy().tobytes())  # a weight's bytes in the tensor data
+    data[at + 7] ^= 0x40  # one exponent bit of one float64
+    newest.write_bytes(bytes(data))
+    with pytest.warns(CheckpointWarning, match=r"epoch2\.pt: corrupt \(sha256.*manifest-epoch1\.json"):
+        resumed = train_minibatch(mag, "rgcn", epochs=2, checkpoint_dir=tmp_path, resume=True, **SMALL, **OPTIONS)
+    assert resumed.losses == straight.losses
+    for a, b in zip(params(resumed), params(straight)):
+        assert torch.equal(a, b)
+
+
 def test_resume_errors_name_the_problem(mag, tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train_minibatch(mag, "rgcn", epochs=1, checkpoint_dir=tmp_path, resume=True, **SMALL, **OPTIONS)
@@ -98,7 +113,7 @@ def test_cli_entry_prints_the_breakdown(capsys, tmp_path):
                    learnable=["non-target"], checkpoint_dir=tmp_path, progress=False) == 0
     out = capsys.readouterr().out
     assert all(stage in out for stage in STAGES) and "final: val" in out
-    assert (tmp_path / "checkpoint.pt").is_file()
+    assert (tmp_path / "epoch1.pt").is_file() and (tmp_path / "manifest-epoch1.json").is_file()
 
 
 # ------------------------------------------------------- compiled vs eager

@@ -11,15 +11,17 @@ after the first reuses the plans the first one built. Every epoch reports
 the time spent per stage (``STAGES``), the training loss and the accuracy on
 the validation and test masks (evaluated by sampling too).
 
-Checkpoints (``checkpoint_dir/checkpoint.pt``, written atomically after each
-epoch) hold the model, the embeddings, both optimizer states, the sampler,
-shuffling and torch random states, the epoch counter and the history, so a
-resumed run continues with exactly the losses an uninterrupted one has.
+Checkpoints (``checkpoint_dir/epoch{e}.pt`` and its manifest, written after
+each epoch as a generation of ``gnnc.checkpoints``: sha256-checked on resume,
+the previous generation kept) hold the model, the embeddings, both optimizer
+states, the sampler, shuffling and torch random states, the epoch counter and
+the history, so a resumed run continues with exactly the losses an
+uninterrupted one has.
 ``run_cli`` is the ``gnnc train --minibatch`` command.
 """
 from __future__ import annotations
 
-import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from . import checkpoints
 from .compile import compile as compile_model
 from .data import synthetic
 from .data.sampler import NeighborSampler, forward_blocks
@@ -37,8 +40,8 @@ from .models import HGTConv, RGATConv, RGCNConv
 from .nn import SparseAdam, TypedEmbedding
 
 STAGES = ("sample", "feature fetch", "forward", "backward", "dense update", "embedding update")
-CHECKPOINT_FILE = "checkpoint.pt"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+CHECKPOINT_FILE = re.compile(r"epoch\d+\.pt(\.tmp)?")
 
 
 # ----------------------------------------------------------------------- models
@@ -291,36 +294,29 @@ class MinibatchTrainer:
         self.losses = [list(x) for x in state["losses"]]
 
     def save(self, directory) -> Path:
-        """Write ``directory/checkpoint.pt`` atomically (temporary file, then rename)."""
+        """Write this epoch's generation (``epoch{e}.pt`` and its manifest) into ``directory``; returns the
+        manifest path. The previous generation stays until this one is committed."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        return atomic_save(self.state_dict(), directory / CHECKPOINT_FILE)
+        name = f"epoch{self.epoch}.pt"
+        checkpoints.retire(directory, self.epoch)
+        entry = checkpoints.write_file(self.state_dict(), directory / name)
+        record = {"format": "gnnc-minibatch-checkpoint", "version": CHECKPOINT_VERSION, "epoch": self.epoch,
+                  "files": {name: entry}}
+        return checkpoints.commit(directory, self.epoch, record, CHECKPOINT_FILE)
 
     def load(self, directory) -> None:
-        self.load_state_dict(read_checkpoint(Path(directory) / CHECKPOINT_FILE))
+        """Restore the newest generation in ``directory`` whose file passes its size and sha256 check."""
+        directory = Path(directory)
+
+        def read(record):
+            (name, entry), = record["files"].items()
+            return checkpoints.read_file(directory / name, entry)
+
+        self.load_state_dict(checkpoints.newest_whole(directory, read))
 
 
 # ------------------------------------------------- checkpoint pieces (shared)
-def atomic_save(obj, path) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically: a temporary file beside it, then a rename.
-
-    A reader sees the previous file or the complete new one, never a partial one.
-    """
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-    return path
-
-
-def read_checkpoint(path) -> dict:
-    """A file written by ``atomic_save``, tensors on the CPU; FileNotFoundError naming ``path``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"resume: no checkpoint at {path}")
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def config_differences(saved: dict, current: dict) -> list[str]:
     """``"key: checkpoint X, this run Y"`` for every key of ``current`` whose value ``saved`` does not share."""
     return [f"{k}: checkpoint {saved.get(k)!r}, this run {v!r}" for k, v in current.items() if saved.get(k) != v]
@@ -387,6 +383,8 @@ def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: in
     """
     if resume and checkpoint_dir is None:
         raise ValueError("resume needs a checkpoint_dir")
+    if checkpoint_dir is not None:
+        checkpoints.check_writable(checkpoint_dir)
     trainer = MinibatchTrainer(dataset, model_builder, fanouts, batch_size, lr, seed, **options)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

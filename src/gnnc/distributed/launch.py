@@ -193,8 +193,11 @@ def cache_line(record: dict) -> str:
 
 def run_worker(comm, parts, args):
     """Train (resuming and checkpointing as ``args`` say) and return the trainer and every epoch's record."""
+    from ..checkpoints import check_writable
     from .checkpoint import load_checkpoint, save_checkpoint
 
+    if args.checkpoint:
+        check_writable(args.checkpoint)  # before an epoch is spent
     trainer = make_trainer(comm, parts, args)
     records = load_checkpoint(trainer, args.checkpoint)["records"] if args.resume else []
     if comm.rank == 0 and args.resume:
