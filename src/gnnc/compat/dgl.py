@@ -41,12 +41,17 @@ _SAME = {
     "dgl.base": "gnnc.compat.dgl_base",
     "dgl.init": "gnnc.graph.initializers",
     "dgl.partition": "gnnc.graph.partition",
+    "dgl.convert": "gnnc.graph.convert",
+    "dgl.generators": "gnnc.graph.generators",
+    "dgl.global_config": "gnnc.compat.dgl_global_config",
 }
 # the gnnc modules of DGL's graph transforms: ``dgl.transforms`` holds their names, and so does ``dgl``
-_TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.partition")
+_TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.derived", "gnnc.graph.relabel",
+               "gnnc.graph.partition")
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
-    "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", *_TRANSFORMS),
+    "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", "gnnc.graph.generators", "gnnc.compat.dgl_global_config",
+            *_TRANSFORMS),
     "dgl.nn": ("gnnc.nn",),
     "dgl.transforms": _TRANSFORMS,
 }

@@ -476,19 +476,10 @@ class Graph:
         validate.check_range(ids, degrees.numel(), call, "node")
         return self.ids(degrees.index_select(0, ids))
 
-    def reverse(self, copy_ndata: bool = True, copy_edata: bool = True) -> "Graph":
-        """Every edge flipped; relation (s, r, d) becomes (d, r, s); edge ids kept."""
-        relations = []
-        for (st, rel, dt) in self.index.etypes:
-            src, dst = self.find_edges((st, rel, dt))
-            relations.append(((dt, rel, st), dst, src))
-        out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
-        if copy_ndata:
-            out._nstore = self._nstore.copy()
-        if copy_edata:
-            out._estore = self._estore.copy()
-        out.batch_counts, out.idtype = self.batch_counts, self.idtype
-        return out
+    def reverse(self, *args, **options) -> "Graph":
+        """DGL's ``g.reverse``: :func:`gnnc.graph.derived.reverse` (edge features only with copy_edata=True)."""
+        from . import derived
+        return derived.reverse(self, *args, **options)
 
     def add_self_loop(self, etype=None, fill_data: float = 1.0) -> "Graph":
         """New graph with one (v, v) edge per node of a same-type relation.
@@ -801,6 +792,19 @@ class Graph:
     def edge_type_subgraph(self, etypes, output_device=None) -> "Graph":
         from . import subgraph
         return subgraph.edge_type_subgraph(self, etypes, output_device)
+
+    # DGL's methods of the transforms in ``gnnc.graph.derived`` / ``gnnc.graph.relabel`` (the graph is first)
+    def line_graph(self, backtracking: bool = True, shared: bool = False) -> "Graph":
+        from . import derived
+        return derived.line_graph(self, backtracking, shared)
+
+    def to_simple(self, *args, **options):
+        from . import derived
+        return derived.to_simple(self, *args, **options)
+
+    def reorder_graph(self, *args, **options) -> "Graph":
+        from . import relabel
+        return relabel.reorder_graph(self, *args, **options)
 
     def all_edges(self, form: str = "uv", order: str = "eid", etype=None):
         """DGL's ``all_edges``: :attr:`edges` called with the same arguments."""

@@ -88,7 +88,7 @@ def _relation(g: Graph, r: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # --------------------------------------------------------------------- building
-def _subgraph(g: Graph, nodes: list, edges: list, relations: list, store_ids: bool, cls=Graph, **block):
+def gathered_graph(g: Graph, nodes: list, edges: list, relations: list, store_ids: bool, cls=Graph, **block):
     """The graph of ``g``'s types whose node type ``t`` holds parent nodes ``nodes[t]`` (None: all of them, not
     renumbered) and relation ``r`` parent edges ``edges[r]`` as ``relations[r]`` (new local src, dst); their
     features gathered, ids stored as ``_ID`` when ``store_ids``. ``cls`` / ``block``: a :class:`Block`'s."""
@@ -108,7 +108,7 @@ def _subgraph(g: Graph, nodes: list, edges: list, relations: list, store_ids: bo
     return out
 
 
-def _first_seen(arrays: list[torch.Tensor], device) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def first_seen(arrays: list[torch.Tensor], device) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The distinct values of ``arrays`` in order of first appearance, and each array renumbered to them."""
     values = torch.cat(arrays) if arrays else torch.zeros(0, dtype=torch.int64, device=device)
     uniq, inverse = torch.unique(values, return_inverse=True)
@@ -125,18 +125,18 @@ def _from_edges(g: Graph, edges: list, relabel_nodes: bool, store_ids: bool) -> 
     appearance when ``relabel_nodes`` (DGL's edge subgraph), else all kept."""
     ends = [tuple(x.index_select(0, e) for x in _relation(g, r)) for r, e in enumerate(edges)]
     if not relabel_nodes:
-        return _subgraph(g, [None] * len(g.ntypes), edges, ends, store_ids)
+        return gathered_graph(g, [None] * len(g.ntypes), edges, ends, store_ids)
     by_type = [[] for _ in g.ntypes]  # (relation, end) of every array of each node type, in DGL's order
     for r, (st, _, dt) in enumerate(g.canonical_etypes):
         by_type[g.ntype_id(st)].append((r, 0))
         by_type[g.ntype_id(dt)].append((r, 1))
     nodes, renamed = [], [list(pair) for pair in ends]
     for arrays in by_type:
-        kept, parts = _first_seen([ends[r][end] for r, end in arrays], g.device)
+        kept, parts = first_seen([ends[r][end] for r, end in arrays], g.device)
         nodes.append(kept)
         for (r, end), part in zip(arrays, parts):
             renamed[r][end] = part
-    return _subgraph(g, nodes, edges, [tuple(pair) for pair in renamed], store_ids)
+    return gathered_graph(g, nodes, edges, [tuple(pair) for pair in renamed], store_ids)
 
 
 def _empty(g: Graph) -> torch.Tensor:
@@ -174,7 +174,7 @@ def node_subgraph(g: Graph, nodes, *, relabel_nodes: bool = True, store_ids: boo
         ends = (pos_src, pos_dst) if relabel_nodes else (src, dst)
         relations.append(tuple(x.index_select(0, eids) for x in ends))
     kept = sets if relabel_nodes else [None] * len(sets)
-    return _output(_subgraph(g, kept, edges, relations, store_ids), output_device)
+    return _output(gathered_graph(g, kept, edges, relations, store_ids), output_device)
 
 
 def edge_subgraph(g: Graph, edges, *, relabel_nodes: bool = True, store_ids: bool = True,
@@ -349,7 +349,7 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     for t in range(n_types):
         from_edges = [src for (src, _), key in zip(ends, g.canonical_etypes) if g.ntype_id(key[0]) == t]
         if given is None:
-            sources.append(_first_seen([dst[t]] + from_edges, g.device)[0])
+            sources.append(first_seen([dst[t]] + from_edges, g.device)[0])
             continue
         ids = given.get(t, _empty(g))
         if not torch.equal(ids[:dst[t].numel()], dst[t]):
@@ -365,7 +365,7 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     block = {"src_ids": torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
              "num_dst_per_type": [ids.numel() for ids in dst],
              "parent_eids": torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)])}
-    return _subgraph(g, sources, edges, relations, True, Block, **block)
+    return gathered_graph(g, sources, edges, relations, True, Block, **block)
 
 
 def _local(nodes: torch.Tensor, ends: torch.Tensor, count: int, key, side: str, argument: str) -> torch.Tensor:
