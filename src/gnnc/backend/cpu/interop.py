@@ -112,18 +112,18 @@ def jit_kernel(fn):
     return numba.njit(parallel=True, cache=True, fastmath=FASTMATH)(fn)
 
 
-def jit_row_kernel(fn, fastmath: set = FASTMATH):
+def jit_row_kernel(fn, fastmath: set = FASTMATH, cache: bool = True):
     """``fn(bounds, ...)``, whose outer loop runs over ``range(bounds[0], bounds[-1])`` in chunks, compiled
     serial and without the GIL: ``launch`` splits its rows among Python threads. ``fastmath``: the
     flags it may use (without ``reassoc``, two kernels computing one sum from the same source line
-    round it alike).
+    round it alike). ``cache``: whether numba caches it on disk.
 
     For generated kernels, whose accumulators are scalars (so numba's parallel
     noalias marking gains nothing): a parallel build takes three times as long
     to compile, and starting its parallel region costs 45-120 us per call, even
     on one thread, where a serial kernel is called in about 1 us.
     """
-    return numba.njit(nogil=True, cache=True, fastmath=fastmath)(fn)
+    return numba.njit(nogil=True, cache=cache, fastmath=fastmath)(fn)
 
 
 def constant_width(n: int) -> int:

@@ -54,8 +54,8 @@ from torch.autograd.function import Function
 from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
 from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
-from .codegen import indent, load_function
-from .interop import FASTMATH, as_array, empty, jit_row_kernel, launch
+from .codegen import generated_kernel, indent
+from .interop import FASTMATH, as_array, empty, launch
 from .sddmm import sddmm
 from ..torch.first_order import first_order
 
@@ -292,7 +292,7 @@ def _compiled(name: str, args: str, doc: str, per_row: list[str], fastmath: set 
              "        for r in range(bounds[c], bounds[c + 1]):",
              "            first, last = crow[r], crow[r + 1]",
              *indent(per_row, 3)]
-    return jit_row_kernel(load_function(name, "\n".join(lines) + "\n"), fastmath)
+    return generated_kernel(name, "\n".join(lines) + "\n", fastmath)
 
 
 def _scores_ahead(op: str | None, num_heads: int, block: _Block, pair_b: bool = False) -> list[str]:
