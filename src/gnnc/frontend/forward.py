@@ -39,6 +39,7 @@ from ..failures import failure, fell_back, stage
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
+from .exclusive import TRACING, Tracer
 from .inplace import AUGMENTED
 from .trace import LiftReached, factories_recorded, first_line, torch_scalar
 
@@ -170,7 +171,7 @@ def reached_value(root, path: tuple):
 _REACHED = "_gnnc_reached"
 
 
-class _Tracer(fx.Tracer):
+class _Tracer(Tracer):
     def __init__(self, walked: reach.Reach, graph_slots: set):
         super().__init__()
         self._persistent = walked.objects  # id -> object reachable from the model (kept alive by the caller)
@@ -397,7 +398,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
     saved = _snapshot(walked)
     tracer = _Tracer(walked, {n for n, k in zip(names, [k for k in kinds if k != "value"]) if k == "graph"})
     try:
-        with LiftReached(tracer), factories_recorded(tracer):
+        with TRACING, LiftReached(tracer), factories_recorded(tracer):
             graph = tracer.trace(wrapper)
         for n in graph.nodes:
             if n.op == "call_module":  # what passes must know of a module call
@@ -510,10 +511,11 @@ class Forwards:
         key, failed = None, None
         try:
             key = self._key(model, args, kwargs)
-            if key not in self._cache:
+            entry = self._cache.get(key)  # (read once: another thread's call may clear the cache)
+            if entry is None:
                 if len(self._cache) >= _MOST:
                     self._cache.clear()
-                self._cache[key] = capture(model, args, kwargs, self.passes)
+                entry = self._cache[key] = capture(model, args, kwargs, self.passes)
         except CaptureFailure as err:
             self.log = [f"forward not captured: {err}"]
             return model(*args, **kwargs)
@@ -521,7 +523,7 @@ class Forwards:
             failed = err
         if failed is not None:
             return self._as_written(key, failed, "capture", model, args, kwargs)
-        captured, self.log = self._cache[key]
+        captured, self.log = entry
         if captured is None:
             return model(*args, **kwargs)
         from ..runtime.compiled import AUTOGRAD_SIGNALS

@@ -43,6 +43,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import reach
+from .exclusive import TRACING, Tracer
 from .inplace import AUGMENTED, InPlaceRefused, make_out_of_place
 
 # The user's source line of the operator an interpreter of traced UDFs is running (None: read frames).
@@ -277,7 +278,7 @@ class LiftReached(TorchFunctionMode):
         return fx.Proxy.__torch_function__(func, types_, args, kwargs)
 
 
-class _Tracer(fx.Tracer):
+class _Tracer(Tracer):
     """fx tracer whose reached tensors are run-time inputs and reached modules are called in place."""
 
     def __init__(self, udf, root: _Root):
@@ -352,7 +353,7 @@ class _Tracer(fx.Tracer):
         return super().is_leaf_module(m, qualname) and getattr(m, "inplace", False) is not True
 
     def call_module(self, m: nn.Module, forward, args, kwargs):
-        if reach.has_hooks(m):
+        if self.here() and reach.has_hooks(m):
             raise TraceFailure(f"the UDF calls a module with hooks ({type(m).__name__}: weight_norm, spectral_norm, "
                                "pruning or user hooks), which the compiled plan would not run as written", "?")
         return super().call_module(m, forward, args, kwargs)
@@ -405,7 +406,7 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer), \
+        with TRACING, LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer), \
                 ufuncs_recorded(tracer):
             graph = tracer.trace(root)
     except TraceFailure as err:
@@ -501,7 +502,7 @@ def _custom_functions_refused(tracer: "_Tracer"):
     original = torch.autograd.Function.__dict__["apply"]
 
     def apply(cls, *args, **kwargs):
-        if any(isinstance(a, fx.Proxy) or tracer.is_live(a) for a in tree_flatten((args, kwargs))[0]):
+        if tracer.here() and any(isinstance(a, fx.Proxy) or tracer.is_live(a) for a in tree_flatten((args, kwargs))[0]):
             raise TraceFailure(f"the UDF applies a custom autograd.Function ({cls.__qualname__}), whose backward "
                                "the compiled plan would not use", "?")
         return original.__func__(cls, *args, **kwargs)

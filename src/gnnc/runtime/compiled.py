@@ -119,10 +119,11 @@ def _traced(kind, udfs, g, rel):
     traced alone (a branch on a feature's dtype or rank, ``'norm' in edges.data``) is traced again on the
     features of ``g``'s block ``rel``, cached with them too."""
     key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
-    if key not in _TRACES:
-        _TRACES[key] = _trace_all(udfs, None, [])
-    if not isinstance(_TRACES[key], TraceFailure):
-        return key, _TRACES[key]
+    traced = _TRACES.get(key)  # (read once: another thread may clear the caches)
+    if traced is None:
+        traced = _TRACES[key] = _trace_all(udfs, None, [])
+    if not isinstance(traced, TraceFailure):
+        return key, traced
     schema = feature_schema(g, rel)
     specialized = _SPECIALIZED.setdefault(key, [])
     for i, (guards, traced) in enumerate(specialized):
@@ -130,8 +131,9 @@ def _traced(kind, udfs, g, rel):
             return key + (i,), traced
     guards: list = []
     traced = _trace_all(udfs, schema, guards)
-    specialized.append((tuple(guards), _fallback(traced) if isinstance(traced, TraceFailure) else traced))
-    return key + (len(specialized) - 1,), specialized[-1][1]
+    entry = (tuple(guards), _fallback(traced) if isinstance(traced, TraceFailure) else traced)
+    specialized.append(entry)  # (another thread may append too: the position is looked up)
+    return key + (next(i for i, e in enumerate(specialized) if e is entry),), entry[1]
 
 
 _SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features, traced UDFs or fallback)]
@@ -185,10 +187,11 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
     key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
            _autocast(g.device), tuple(sorted(options.items())))
-    if key not in _CACHE:
+    plan = _CACHE.get(key)
+    if plan is None:
         with torch.no_grad():  # nothing of compiling is differentiated, nor saved (a checkpointed forward counts)
-            _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
-    return _CACHE[key]
+            plan = _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
+    return plan
 
 
 def _autocast(device) -> tuple:
@@ -427,8 +430,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return results
     deferral.settle_trusted(g)
     _gnnc_failure(failed, "plan run", kind, udfs, g, rel)
-    for key in [k for k, v in _CACHE.items() if v is plan]:  # rebuilt next call: the failure may pass
-        del _CACHE[key]
+    for key in [k for k, v in list(_CACHE.items()) if v is plan]:  # rebuilt next call: the failure may pass
+        _CACHE.pop(key, None)
     return None
 
 
