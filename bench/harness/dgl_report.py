@@ -22,6 +22,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("python/common/test_heterograph.py", "test_format"): _FORMATS,
     ("python/common/test_heterograph.py", "test_forking_pickler"): _FORMATS,  # formats made in another process
     ("python/common/test_heterograph-misc.py", "test_formats"): _FORMATS,
+    ("python/common/transforms/test_transform.py", "test_line_graph2"): _FORMATS,  # line graphs of .formats(...)
 }
 
 
@@ -114,12 +115,12 @@ def render(results: dict, table: dict) -> str:
     columns = _columns(names)
     lines = [f"# DGL 2.1.0's tests against gnnc at {results['commit']}", "",
              f"    {results['command']}", "",
-             f"DGL's tests from `{results['dgl_tests']}`, one pytest process per file and mode, run through "
+             (f"DGL's tests from `{results['dgl_tests']}`, one pytest process per file and mode, run through "
              f"`gnnc.compat.dgl` (bench/dgl_tests.py); {results['seconds']:.0f} s in all. *compiled*: every "
              "message-passing call of a test runs under `compiling({})`; *ran a compiled plan*: tests in which "
              "at least one call ran a compiled plan; *fell back*: tests in which a call raised a "
              "`FallbackWarning` (it then ran eagerly). A file that fails to collect counts each of its test "
-             "functions as one failure (its parametrizations are unknown).", "",
+             "functions as one failure (its parametrizations are unknown)."), "",
              "| file | " + " | ".join(f"{mode} {col}" for mode, col in columns) + " | notes |",
              "|---|" + "--:|" * len(columns) + "---|"]
     total = collections.Counter()
