@@ -120,6 +120,14 @@ def test_a_fallback_folder_someone_else_created_is_refused(shared_fallback, monk
         codegen.kernel_dir()
 
 
+def test_a_cache_folder_others_can_write_is_refused(kernels):
+    """numba's cache files in __pycache__ are pickles it loads."""
+    codegen.kernel_dir()
+    (kernels / "__pycache__").chmod(0o777)
+    with pytest.raises(OSError, match="others can write to its __pycache__"):
+        codegen.kernel_dir()
+
+
 def test_a_refused_folder_runs_eagerly_with_a_warning(shared_fallback, monkeypatch):
     _someone_elses(shared_fallback, monkeypatch, "world-writable")
     (shared_fallback / "planted.py").write_text("raise SystemExit('planted code ran')\n")

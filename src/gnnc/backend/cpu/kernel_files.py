@@ -27,22 +27,22 @@ class KernelFolderRefused(OSError):
 
 def private_folder(folder: Path) -> Path:
     """``folder``, private to this user and writable by it (see the module's docstring)."""
-    for part in (folder, folder / "__pycache__"):
+    for part, called in ((folder, "it"), (folder / "__pycache__", "its __pycache__")):
         os.makedirs(part, mode=0o700, exist_ok=True)
-        _refuse_shared(part, folder)
+        _refuse_shared(part, called, folder)
     if not os.access(folder, os.W_OK):
         raise OSError(f"the kernel folder {folder} is not writable; set GNNC_KERNEL_DIR to one that is")
     return folder
 
 
-def _refuse_shared(part: Path, folder: Path) -> None:
+def _refuse_shared(part: Path, called: str, folder: Path) -> None:
     if not hasattr(os, "geteuid"):  # no POSIX owners (Windows): access lists are not checked
         return
     st = os.stat(part)
     if st.st_uid != os.geteuid():
-        reason = f"{part} belongs to user id {st.st_uid}, not to this user ({os.geteuid()})"
+        reason = f"{called} belongs to user id {st.st_uid}, not to this user ({os.geteuid()})"
     elif st.st_mode & 0o022:
-        reason = f"others can write to {part} (mode {st.st_mode & 0o777:o})"
+        reason = f"others can write to {called} (mode {st.st_mode & 0o777:o})"
     else:
         return
     raise KernelFolderRefused(f"gnnc refuses the kernel folder {folder}: {reason}; "
