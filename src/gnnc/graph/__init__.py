@@ -7,9 +7,10 @@ the module is made callable so ``gnnc.graph.Graph`` and ``gnnc.graph(...)`` both
 import sys
 import types
 
+from .bipartite import bipartite_from_networkx, bipartite_from_scipy
+from .convert import from_edge_list, from_networkx, from_pyg, from_scipy
 from .core import DEFAULT_ETYPE, DEFAULT_NTYPE, Graph, MetaGraph, graph, heterograph
 from .index import DegreeBucket, GraphIndex
-from .convert import from_edge_list, from_networkx, from_pyg, from_scipy
 
 
 class _CallableModule(types.ModuleType):
@@ -22,4 +23,5 @@ class _CallableModule(types.ModuleType):
 sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "graph", "heterograph",
-           "DEFAULT_NTYPE", "DEFAULT_ETYPE", "from_edge_list", "from_networkx", "from_pyg", "from_scipy"]
+           "DEFAULT_NTYPE", "DEFAULT_ETYPE", "from_edge_list", "from_networkx", "from_pyg", "from_scipy",
+           "bipartite_from_scipy", "bipartite_from_networkx"]

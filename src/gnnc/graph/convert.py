@@ -264,7 +264,7 @@ def _place_by_id(edges, attr):
     for u, v, data in edges:
         if attr not in data:
             raise KeyError(f"from_networkx: edge {(u, v)!r} has no id attribute {attr!r}")
-        ids.append(int(data[attr]))
+        ids.append(int(np.asarray(data[attr]).item()))  # DGL's examples hold ids in 1-element arrays
     if sorted(ids) != list(range(len(edges))):
         raise ValueError(f"from_networkx: edge attribute {attr!r} must hold each id 0..{len(edges) - 1} "
                          f"exactly once")

@@ -1,12 +1,14 @@
 """DGL's structure queries of one relation: node and edge membership, neighbours, adjacency and incidence
 matrices (``Graph.has_nodes``, ``has_edges_between``, ``predecessors``, ``successors``, ``adj_external``,
-``inc``). Ids come back in the graph's ``idtype``; a scalar argument gives a scalar answer, as in DGL."""
+``inc``, ``adj``, ``adj_tensors``). Ids come back in the graph's ``idtype``; a scalar argument gives a
+scalar answer, as in DGL."""
 from __future__ import annotations
 
 import numbers
 
 import torch
 
+from .sparse_matrix import SparseMatrix
 from .validate import as_ids, check_range
 
 
@@ -99,3 +101,31 @@ def inc(g, typestr: str, ctx="cpu", etype=None) -> torch.Tensor:
         raise ValueError(f"inc: typestr must be 'in', 'out' or 'both', got {typestr!r}")
     return torch.sparse_coo_tensor(torch.stack([rows, eid]), values, (n, src.numel()), device=device,
                                    check_invariants=True)
+
+
+def adj_tensors(g, fmt: str, etype=None) -> tuple[torch.Tensor, ...]:
+    """DGL's ``adj_tensors``: relation ``etype``'s adjacency (rows are sources) as ``coo`` (src, dst) in edge-id
+    order, or ``csr`` / ``csc`` (indptr, indices, edge_ids) with each row's (column's) entries in edge-id order.
+    ``edge_ids`` is empty when the entries are already in edge-id order: DGL's documented meaning of an empty
+    ``edge_ids``, which DGL returns for the format a graph was built from without ids."""
+    key = g.canonical_etypes[g.relation_of_call(etype, "adj_tensors")]
+    src, dst = g.find_edges(key)
+    if fmt == "coo":
+        return src, dst
+    if fmt not in ("csr", "csc"):
+        raise ValueError(f"adj_tensors: fmt must be 'coo', 'csr' or 'csc', got {fmt!r}")
+    rows, cols, n = (src, dst, g.num_nodes(key[0])) if fmt == "csr" else (dst, src, g.num_nodes(key[2]))
+    order = torch.sort(rows.long(), stable=True).indices
+    indptr = torch.zeros(n + 1, dtype=torch.int64, device=g.device)
+    torch.cumsum(torch.bincount(rows.long(), minlength=n), 0, out=indptr[1:])
+    in_order = torch.equal(order, torch.arange(order.numel(), device=g.device))
+    return g.ids(indptr), cols[order], g.ids(order[:0] if in_order else order)
+
+
+def adj(g, etype=None, eweight_name=None) -> SparseMatrix:
+    """DGL's ``adj``: relation ``etype``'s ``[num_src, num_dst]`` adjacency as a :class:`SparseMatrix`, one
+    entry per edge in edge-id order, valued 1.0 or by edge feature ``eweight_name``."""
+    key = g.canonical_etypes[g.relation_of_call(etype, "adj")]
+    src, dst = g.find_edges(key)
+    val = g.edges[key].data[eweight_name] if eweight_name is not None else torch.ones(src.numel(), device=g.device)
+    return SparseMatrix(torch.stack([src, dst]), val, (g.num_nodes(key[0]), g.num_nodes(key[2])))
