@@ -157,8 +157,8 @@ def test_batch_errors_name_the_graph():
         looped.batch_num_edges()
     with pytest.raises(ValueError, match="unknown readout 'median'"):
         gnnc.readout_nodes(a, "h", op="median")
-    with pytest.raises(ValueError, match="graph_feat has 2 rows but the batch 1 graphs"):
-        gnnc.broadcast_nodes(a, torch.zeros(2, 1))
+    with pytest.raises(ValueError, match="graph_feat has 2 rows but the batch 3 graphs"):
+        gnnc.broadcast_nodes(gnnc.batch([a] * 3), torch.zeros(2, 1))
 
 
 def test_a_single_graph_is_a_batch_of_one():

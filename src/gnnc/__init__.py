@@ -3,8 +3,8 @@ from . import data, function, graph, models, ops, readout
 from .graph import Graph, MetaGraph, heterograph
 from .graph.batch import batch, unbatch
 from .graph.transforms import add_edges, add_nodes, add_self_loop, remove_edges, remove_nodes, remove_self_loop
-from .readout import (broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges, readout_nodes,
-                      softmax_nodes, sum_edges, sum_nodes)
+from .readout import (broadcast_edges, broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges,
+                      readout_nodes, softmax_edges, softmax_nodes, sum_edges, sum_nodes, topk_edges, topk_nodes)
 from .frontend import EdgeBatch, NodeBatch
 from .frontend.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
 from .graph.homogeneous import to_heterogeneous, to_homogeneous
@@ -25,4 +25,5 @@ __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch
            "topological_nodes_generator", "dfs_edges_generator", "dfs_labeled_edges_generator", "add_nodes",
            "add_edges", "remove_nodes", "remove_edges", "add_self_loop", "remove_self_loop",
            "to_homogeneous", "to_heterogeneous", "node_subgraph", "edge_subgraph", "in_subgraph", "out_subgraph",
-           "khop_in_subgraph", "khop_out_subgraph", "node_type_subgraph", "edge_type_subgraph", "to_block"]
+           "khop_in_subgraph", "khop_out_subgraph", "node_type_subgraph", "edge_type_subgraph", "to_block",
+           "broadcast_edges", "softmax_edges", "topk_nodes", "topk_edges"]
