@@ -167,3 +167,107 @@ def test_a_single_graph_is_a_batch_of_one():
     assert g.batch_size == 1 and g.batch_num_nodes().tolist() == [6]
     torch.testing.assert_close(gnnc.sum_nodes(g, "h"), g.ndata["h"].sum(0, keepdim=True))
     torch.testing.assert_close(gnnc.max_nodes(g, "h"), g.ndata["h"].amax(0, keepdim=True))
+
+
+# DGL's batching API: expected numbers are DGL 2.1's on the same graphs
+def _pair():
+    """Graph one: 3 nodes, 2 edges; graph two: 1 node, a self loop; features ``h`` and ``w``."""
+    one, two = gnnc.graph(([0, 1], [1, 2])), gnnc.graph(([0], [0]))
+    one.ndata["h"], one.edata["w"] = torch.tensor([1., 2., 3.]), torch.tensor([1., 2.])
+    two.ndata["h"], two.edata["w"] = torch.tensor([4.]), torch.tensor([3.])
+    return one, two
+
+
+def _layout(g):
+    return ([g.batch_num_nodes().tolist(), g.batch_num_edges().tolist()], [t.tolist() for t in g.find_edges()],
+            g.ndata["h"].tolist(), g.edata["w"].tolist())
+
+
+def test_a_batch_of_batches_counts_every_graph():
+    one, two = _pair()
+    nested = gnnc.batch([two, gnnc.batch([one, two])])
+    assert nested.batch_size == 3
+    assert _layout(nested) == ([[1, 3, 1], [1, 2, 1]], [[0, 1, 2, 4], [0, 2, 3, 4]], [4., 1., 2., 3., 4.],
+                               [3., 1., 2., 3.])
+    assert [_layout(g) for g in gnnc.unbatch(nested)] == [_layout(two), _layout(one), _layout(two)]
+
+
+def test_batch_chooses_features_and_skips_graphs_without_rows():
+    one, two = _pair()
+    chosen = gnnc.batch([one, two], ndata=["h"], edata=[])
+    assert chosen.ndata["h"].tolist() == [1., 2., 3., 4.] and "w" not in chosen.edata
+    assert list(gnnc.batch([one, two], ndata=None).ndata.keys()) == []
+    empty = gnnc.graph(([], []), num_nodes=0)  # no rows: it need not have the features
+    assert gnnc.batch([empty, one, empty]).ndata["h"].tolist() == [1., 2., 3.]
+    users = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("u", "p", "g"): ([], [])})
+    players = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("u", "p", "g"): ([0, 1], [0, 0])})
+    users.nodes["u"].data["h"], players.nodes["u"].data["h"] = torch.zeros(3, 1), torch.ones(3, 1)
+    players.nodes["g"].data["h"], players.edges["p"].data["w"] = torch.tensor([[9.]]), torch.tensor([[1.], [2.]])
+    both = gnnc.batch([users, players])
+    assert both.nodes["g"].data["h"].tolist() == [[9.]] and both.edges["p"].data["w"].tolist() == [[1.], [2.]]
+    apart = gnnc.unbatch(both)
+    assert apart[0].nodes["g"].data["h"].shape == (0, 1) and apart[1].nodes["g"].data["h"].tolist() == [[9.]]
+
+
+def test_batch_feature_errors_say_what_differs():
+    one, two = _pair()
+    with pytest.raises(ValueError, match=r"batch\(ndata=...\) takes a list of feature names or None, got 'h'"):
+        gnnc.batch([one, two], ndata="h")
+    with pytest.raises(ValueError, match="node type '_N' of graph 0 has no feature 'x'"):
+        gnnc.batch([one, two], ndata=["x"])
+    two.ndata["h"] = torch.tensor([[4.]])
+    with pytest.raises(ValueError, match=r"feature 'h' of node type '_N' has rows of shape \(1,\) and torch.float32 "
+                                          r"in graph 1, of shape \(\) and torch.float32 in graph 0"):
+        gnnc.batch([one, two])
+    two.ndata["h"] = torch.tensor([4])
+    with pytest.raises(ValueError, match="torch.int64 in graph 1"):
+        gnnc.batch([one, two])
+    with pytest.raises(ValueError, match="graph 0 is a block"):
+        gnnc.batch([gnnc.to_block(one, torch.tensor([1, 2]))])
+
+
+def test_unbatch_into_other_counts():
+    one, two = _pair()
+    b = gnnc.batch([one, two, one])
+    for nodes, edges in (([4, 3], [3, 2]), (torch.tensor([4, 3]), torch.tensor([3, 2]))):
+        first, second = gnnc.unbatch(b, node_split=nodes, edge_split=edges)
+        assert _layout(first) == ([[4], [3]], [[0, 1, 3], [1, 2, 3]], [1., 2., 3., 4.], [1., 2., 3.])
+        assert _layout(second) == _layout(one)
+    with pytest.raises(ValueError, match=r"unbatch\(node_split\)\['_N'\]: counts \[4, 2\] do not split the graph's 7"):
+        gnnc.unbatch(b, node_split=[4, 2], edge_split=[3, 2])
+    with pytest.raises(ValueError, match="the node counts give 2 graphs but the edge counts 3"):
+        gnnc.unbatch(b, node_split=[4, 3])
+    with pytest.raises(ValueError, match=r"node id 3 at position 2 is out of range \[0, 2\)"):  # an edge across
+        gnnc.unbatch(b, node_split=[2, 5], edge_split=[3, 2])
+    hetero = gnnc.batch([gnnc.heterograph({("a", "r", "b"): ([0], [0]), ("b", "s", "a"): ([0], [0])})] * 2)
+    with pytest.raises(ValueError, match=r"unbatch\(node_split\): give a dict of counts by type"):
+        gnnc.unbatch(hetero, node_split=[2, 2])
+    whole = gnnc.unbatch(hetero, node_split={"a": [2], "b": [2]}, edge_split={"r": [2], ("b", "s", "a"): [2]})
+    assert [t.tolist() for t in whole[0].find_edges("r")] == [[0, 1], [0, 1]]
+
+
+def test_slice_batch_gives_one_graph_and_its_ids():
+    one, two = _pair()
+    b = gnnc.batch([one, two, one])
+    assert _layout(gnnc.slice_batch(b, 1)) == _layout(two)
+    last = gnnc.slice_batch(b, 2, store_ids=True)
+    assert _layout(last) == _layout(one)
+    assert last.ndata["_ID"].tolist() == [4, 5, 6] and last.edata["_ID"].tolist() == [3, 4]
+    with pytest.raises(IndexError, match="graph 3 of a batch of 3 graphs"):
+        gnnc.slice_batch(b, 3)
+
+
+def test_set_batch_counts_declares_a_batch():
+    g = gnnc.graph(([0, 1, 2, 3], [1, 0, 3, 2]))
+    g.set_batch_num_nodes(torch.tensor([2, 2]))
+    assert g.batch_size == 2 and g.batch_num_edges().tolist() == [4]  # edges: one graph's until declared (DGL's)
+    g.set_batch_num_edges([2, 2])
+    assert [[t.tolist() for t in part.find_edges()] for part in gnnc.unbatch(g)] == [[[0, 1], [1, 0]]] * 2
+    with pytest.raises(ValueError, match=r"set_batch_num_nodes\['_N'\]: counts \[2, 3\] do not split the graph's 4"):
+        g.set_batch_num_nodes(torch.tensor([2, 3]))
+    hetero = gnnc.heterograph({("a", "r", "b"): ([0, 1], [0, 1])})
+    with pytest.raises(ValueError, match="give a dict of counts by type"):
+        hetero.set_batch_num_nodes([1, 1])
+    hetero.set_batch_num_nodes({"a": [1, 1], "b": [1, 1]})
+    hetero.set_batch_num_edges({"r": [1, 1]})
+    assert hetero.batch_num_nodes("b").tolist() == [1, 1] and hetero.batch_num_edges().tolist() == [1, 1]

@@ -1,7 +1,8 @@
 """gnnc: compile message-passing GNN UDFs into fast, memory-lean execution plans."""
 from . import data, function, graph, models, ops, readout
 from .graph import Graph, MetaGraph, heterograph
-from .graph.batch import batch, unbatch
+from .graph.batch import batch, slice_batch, unbatch
+from .graph.merge import merge
 from .graph.transforms import add_edges, add_nodes, add_self_loop, remove_edges, remove_nodes, remove_self_loop
 from .readout import (broadcast_edges, broadcast_nodes, max_edges, max_nodes, mean_edges, mean_nodes, readout_edges,
                       readout_nodes, softmax_edges, softmax_nodes, sum_edges, sum_nodes, topk_edges, topk_nodes)
@@ -26,4 +27,4 @@ __all__ = ["graph", "heterograph", "Graph", "MetaGraph", "EdgeBatch", "NodeBatch
            "add_edges", "remove_nodes", "remove_edges", "add_self_loop", "remove_self_loop",
            "to_homogeneous", "to_heterogeneous", "node_subgraph", "edge_subgraph", "in_subgraph", "out_subgraph",
            "khop_in_subgraph", "khop_out_subgraph", "node_type_subgraph", "edge_type_subgraph", "to_block",
-           "broadcast_edges", "softmax_edges", "topk_nodes", "topk_edges"]
+           "slice_batch", "merge", "broadcast_edges", "softmax_edges", "topk_nodes", "topk_edges"]
