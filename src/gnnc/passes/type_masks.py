@@ -16,7 +16,7 @@ Pattern, in a captured forward's fx graph (``gnnc.frontend.forward``), for one t
   writes ``O[S == c] = Y`` into a buffer ``O`` the forward allocated (``new_empty``, ``torch.zeros_like``,
   ...), one per constant, with every other use of ``O`` after the last write or reading only its metadata.
 Replacement (``gnnc.runtime.type_rows``): ``layout = type_layout(S, cs)`` (rows of each type, stable:
-cached with ``S``'s version); ``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same
+cached by ``S``'s contents); ``parts = split_rows(X, layout)`` once per ``X`` (part c is ``X[S == c]``, same
 rows in the same order); each write becomes ``write_rows`` (by index; a differentiated value is kept for
 later) and ``finish_rows`` after the last write copies the kept ones into their rows at once, read
 afterwards instead of ``O``. Gathers of one type from one ``X`` share one node, but not across a

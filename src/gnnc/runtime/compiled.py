@@ -34,6 +34,7 @@ from ..failures import FallbackWarning, failure, fell_back, stage
 from ..frontend import reach
 from ..frontend.trace import TraceFailure, schema_guards_hold, trace_udf, udf_location
 from ..function import BuiltinReduce
+from ..graph.value_cache import ByContents
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
@@ -69,6 +70,7 @@ def clear_cache() -> None:
     _CACHE.clear()
     _TRACES.clear()
     _SPECIALIZED.clear()
+    _INTERNAL_SCALARS.clear()
 
 
 _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
@@ -327,27 +329,23 @@ def _feature_names(dfg: MPDFG) -> tuple[set, set]:
     return nodes, edges
 
 
-# Internal-order copies of per-edge scalars that need no gradient (relation types, norms, weights), by the
-# user's tensor and its version: models set them once and read them at every call, and a type feature bound
-# as the same object keeps its grouping (``index_matmul.grouping``) without comparing contents. One number
-# per edge each; wider features are permuted per call rather than kept twice.
-# (By id, with a weak reference: weak dictionaries compare keys with ``==``, which tensors answer elementwise.)
-_INTERNAL_SCALARS: dict = {}  # id(user) -> (weakref(user), (index, lo, hi, version), internal)
+# Internal-order copies of per-edge scalars that need no gradient (relation types, norms, weights), kept
+# by the user's tensor's contents (``gnnc.graph.value_cache``: a write through ``.data`` or numpy is seen)
+# and the edge index (held weakly): models set them once and read them at every call. One number per edge
+# each; wider features are permuted per call rather than kept twice.
+_INTERNAL_SCALARS = ByContents(16)  # user tensor, (id(index), lo, hi) -> (weakref(index), internal copy)
 
 
 def _internal_order(index, user: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
     scalar = user.dim() == 1 or user.shape[1:].numel() == 1
-    if index.user_eid is None or not scalar or user.requires_grad or user.is_inference():
+    if index.user_eid is None or not scalar or user.requires_grad:
         return index.from_user_order(user, lo, hi)
-    key = (index, lo, hi, user._version)
-    hit = _INTERNAL_SCALARS.get(id(user))
-    if hit is not None and hit[0]() is user:
-        if hit[1][0] is index and hit[1][1:] == key[1:]:
-            return hit[2]
-    else:
-        weakref.finalize(user, _INTERNAL_SCALARS.pop, id(user), None)
+    key = (id(index), lo, hi)
+    hit = _INTERNAL_SCALARS.get(user, key)
+    if hit is not None and hit[0]() is index:
+        return hit[1]
     internal = index.from_user_order(user, lo, hi)
-    _INTERNAL_SCALARS[id(user)] = (weakref.ref(user), key, internal)
+    _INTERNAL_SCALARS.put(user, (weakref.ref(index), internal), key)
     return internal
 
 

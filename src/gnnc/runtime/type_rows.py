@@ -4,8 +4,9 @@ for all types at once (``gnnc.passes.type_masks`` rewrites per-type mask code in
 A :class:`TypeLayout` lists the rows of each type ``c`` of ``S`` (a 1-D integer tensor), type after type in
 the order of ``consts``, rows in ascending order within a type: a stable sort, so part ``c`` of
 :func:`split_rows` is exactly ``X[S == c]``, and writing a type's rows by index is writing them by mask.
-Layouts are cached with ``S`` and its version, made outside inference mode (``gnnc.graph.lasting``) so that
-a layout first made while evaluating serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
+Layouts are cached by ``S``'s contents (``gnnc.graph.value_cache``: a write through ``.data`` or numpy is
+seen), made outside inference mode (``gnnc.graph.lasting``) so that a layout first made while evaluating
+serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
 broadcast to the rows they fill), each function computes the masks as written, so the result, or the error,
 is eager's.
 """
@@ -17,9 +18,9 @@ import torch
 
 from ..failures import stage
 from ..graph.lasting import lasting
+from ..graph.value_cache import ByContents
 
-_CACHE: dict = {}  # (id(S), consts) -> (S, version, layout)
-_MOST = 16
+_CACHE = ByContents(16)  # S, consts -> layout
 _RUN_TIME = stage("forward pass type_masks at run time")  # what a failure in a replay of the pass's code is named
 
 
@@ -49,26 +50,15 @@ class TypeLayout:
         return self.types == self.consts[k]
 
 
-def _version(t: torch.Tensor):
-    try:
-        return t._version
-    except RuntimeError:  # an inference tensor has no version counter: never cached
-        return None
-
-
 @_RUN_TIME
 def type_layout(types: torch.Tensor, consts: tuple) -> TypeLayout:
     """The layout of ``types``'s rows for the (ascending, distinct) integer ``consts``."""
-    key = (id(types), consts)
-    version = _version(types)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is types and version is not None and hit[1] == version:
-        return hit[2]
-    layout = _layout(types, consts)
-    if version is not None:
-        if len(_CACHE) >= _MOST:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = (types, version, layout)
+    if not isinstance(types, torch.Tensor):
+        return _layout(types, consts)
+    layout = _CACHE.get(types, consts)
+    if layout is None:
+        layout = _layout(types, consts)
+        _CACHE.put(types, layout, consts)
     return layout
 
 

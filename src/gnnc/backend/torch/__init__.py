@@ -71,8 +71,8 @@ Primitives (``g`` denotes the upstream gradient):
     out[e] = x[index[e]] @ weight[types[e]] (x[e] when index is None): the
     type is an integer feature (``weight[edges.data['rel_type']]``), values in
     [-T, T) as indexing allows, else IndexError naming ``name``. Rows are
-    grouped by a stable sort of ``types``, cached by the tensor object and its
-    version counter and, failing that, by equal contents; one matmul per type,
+    grouped by a stable sort of ``types``, cached by equal contents (a version
+    counter misses writes through ``.data`` or numpy); one matmul per type,
     no [E, K, M] weight copy; grad weight by type.
 
 Sums over edges (spmm copy/mul, sddmm dot, segment sum/mean, the fused

@@ -12,7 +12,6 @@ read and written.
 from __future__ import annotations
 
 import math
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -95,32 +94,20 @@ class Grouping:
         return found
 
 
-# id(types) -> (weak reference to types, its version, Grouping): the same tensor object, unchanged
-_by_object: OrderedDict = OrderedDict()
-# the last CACHE_SIZE groupings, matched by contents (a plan may get a fresh, equal index every call)
+# the last CACHE_SIZE groupings, matched by contents (a version counter misses writes through ``.data`` or
+# numpy; a plan may get a fresh, equal index every call)
 _recent: OrderedDict = OrderedDict()
 
 
 def clear_groupings() -> None:
     """Forget every cached grouping."""
-    _by_object.clear()
     _recent.clear()
-
-
-def _version(t: torch.Tensor):
-    return None if t.is_inference() else t._version
 
 
 def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Grouping:
     """The stable sort of ``types`` (values in [-num_types, num_types), negatives counted from the end
-    as indexing does), cached: by the tensor object and its version counter (an in-place change or a
-    new tensor is seen), else by equal contents. IndexError naming ``name`` for a value out of range."""
-    version = _version(types)
-    entry = _by_object.get(id(types))
-    if entry is not None and version is not None and entry[0]() is types and entry[1] == version \
-            and entry[2].num_types == num_types:
-        _by_object.move_to_end(id(types))
-        return entry[2]
+    as indexing does), cached by equal contents (any change of the tensor, or a new tensor, is seen).
+    IndexError naming ``name`` for a value out of range."""
     found = None
     for gp in reversed(_recent.values()):
         if gp.num_types == num_types and gp.source_dtype == types.dtype and gp.snapshot.device == types.device \
@@ -133,11 +120,6 @@ def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Groupi
     _recent.move_to_end(id(found))
     while len(_recent) > CACHE_SIZE:
         _recent.popitem(last=False)
-    if version is not None:
-        _by_object[id(types)] = (weakref.ref(types), version, found)
-        _by_object.move_to_end(id(types))
-        while len(_by_object) > 4 * CACHE_SIZE:
-            _by_object.popitem(last=False)
     return found
 
 
