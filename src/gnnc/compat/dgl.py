@@ -47,7 +47,8 @@ _SAME = {
 }
 # the gnnc modules of DGL's graph transforms: ``dgl.transforms`` holds their names, and so does ``dgl``
 _TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.derived", "gnnc.graph.relabel",
-               "gnnc.graph.partition")
+               "gnnc.graph.partition", "gnnc.graph.transform_classes", "gnnc.graph.positional",
+               "gnnc.graph.shortest_paths")
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
     "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", "gnnc.graph.generators", "gnnc.compat.dgl_global_config",
