@@ -31,6 +31,7 @@ EXCLUDED: dict[tuple[str, str], str] = {
     ("python/common/test_heterograph.py", "test_forking_pickler"): _FORMATS,  # formats made in another process
     ("python/common/test_heterograph-misc.py", "test_formats"): _FORMATS,
     ("python/common/transforms/test_transform.py", "test_line_graph2"): _FORMATS,  # line graphs of .formats(...)
+    ("python/common/test_batch-heterograph.py", "test_slice_batch"): _FORMATS,  # slices bg.formats(...) graphs
 }
 
 
