@@ -18,6 +18,7 @@ from .linear_reorder import linear_reorder
 from .graph_reads import graph_reads
 from .index_typed import index_typed
 from .inplace import inplace
+from .keywords import canonical_keywords
 from .lower_aggregation import lower_aggregation
 from .merge_linears import merge_linears
 from .node_scales import node_scales
@@ -72,13 +73,15 @@ FORWARD_PASSES = (
 def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
     """Run every pipeline pass not switched off in ``options`` (``name=False``).
 
-    ``annotate(dfg)`` refreshes shapes and residencies after each pass, so
-    every pass sees a fully annotated graph; dead code is removed at the end. An exception leaves named
-    by its pass (``gnnc.failures.stage``).
+    Keyword aliases are made canonical first (``keywords``). ``annotate(dfg)`` refreshes shapes and
+    residencies after each pass, so every pass sees a fully annotated graph; dead code is removed at the
+    end. An exception leaves named by its pass (``gnnc.failures.stage``).
     """
     unknown = set(options) - {name for name, _ in PIPELINE}
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes: {[n for n, _ in PIPELINE]}")
+    with stage("pass canonical_keywords"):  # not optional: the passes read dim / keepdim by these names
+        dfg = canonical_keywords(dfg)
     for name, pass_fn in PIPELINE:
         if options.get(name, True):
             with stage(f"pass {name}"):  # a failure, in the pass or in what it left, is reported as the pass's
