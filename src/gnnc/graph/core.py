@@ -222,13 +222,19 @@ class Graph:
         return self.num_edges(etype)
 
     def num_src_nodes(self, ntype: str | None = None) -> int:
-        """DGL's source-side node count: every node (of ``ntype``)."""
+        """DGL's source-side node count: the nodes of ``ntype``, else of every type in :attr:`srctypes` (the
+        source side of a uni-bipartite graph, else every node)."""
+        if ntype is None:
+            return sum(self.num_nodes(t) for t in self.srctypes)
         return self.num_nodes(ntype)
 
     number_of_src_nodes = num_src_nodes
 
     def num_dst_nodes(self, ntype: str | None = None) -> int:
-        """DGL's destination-side node count: every node (of ``ntype``) of a graph; a block's first nodes."""
+        """DGL's destination-side node count: the nodes of ``ntype``, else of every type in :attr:`dsttypes`
+        (a block's are its first nodes: ``Block.num_dst_nodes``)."""
+        if ntype is None:
+            return sum(self.num_nodes(t) for t in self.dsttypes)
         return self.num_nodes(ntype)
 
     number_of_dst_nodes = num_dst_nodes

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from . import backend
-from .frontend.message_passing import graph_call
-from .graph.relation_view import RelationGraph
+from .. import backend
+from ..frontend.message_passing import graph_call
+from ..graph.core import ALL
+from ..graph.relation_view import RelationGraph
+from ..graph.validate import as_ids, check_range
 
 __all__ = ["edge_softmax"]
 
@@ -21,7 +23,7 @@ _ENDS = {"dst": "dst", "src": "src"}
 
 
 @graph_call
-def edge_softmax(g, logits, norm_by: str = "dst"):
+def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
     """``a[e] = exp(logits[e]) / sum over e' with dst(e') == dst(e) of exp(logits[e'])``.
 
     ``logits`` is ``[E, *]`` in the user's edge order (the order of ``g.edata``
@@ -29,7 +31,9 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
     softmax is taken separately for every trailing index (e.g. per head) and is
     numerically stable for any finite logits (the per-node maximum is
     subtracted). ``norm_by='src'`` normalizes over each source node's
-    out-edges instead (DGL's option).
+    out-edges instead (DGL's option). ``eids`` (edge ids, user order) restricts the softmax to those
+    edges, as DGL's: ``logits`` is then ``[len(eids), *]``, one row per id in the order given, and edges
+    not listed take no part.
 
     On a relation slice (``g[etype]``) it spans that relation's edges only (DGL's HGT example).
     On a heterogeneous graph the softmax spans every in-edge of a node, of all
@@ -40,6 +44,8 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
     """
     if norm_by not in _ENDS:
         raise ValueError(f"edge_softmax: norm_by must be 'dst' or 'src', got {norm_by!r}")
+    if isinstance(logits, (dict, tuple, list)) and not (isinstance(eids, str) and eids == ALL):
+        raise ValueError("edge_softmax: eids is taken with one logits tensor; per-relation logits span all edges")
     if isinstance(logits, dict):
         return _per_relation(g, logits, norm_by)
     if isinstance(logits, (tuple, list)):
@@ -48,14 +54,20 @@ def edge_softmax(g, logits, norm_by: str = "dst"):
         raise TypeError(f"edge_softmax: logits must be a tensor (or, on a heterogeneous graph, a dict of "
                         f"tensors by relation), got {type(logits).__name__}")
     g, (lo, hi) = _edge_block(g)
-    if logits.dim() == 0 or logits.shape[0] != hi - lo:
-        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {hi - lo}, "
-                         f"got shape {tuple(logits.shape)}")
+    ids = None if isinstance(eids, str) and eids == ALL else as_ids(eids, "edge_softmax(eids)", "edge")
+    rows = hi - lo if ids is None else ids.numel()
+    if logits.dim() == 0 or logits.shape[0] != rows:
+        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {rows} "
+                         f"({'the edges' if ids is None else 'len(eids)'}), got shape {tuple(logits.shape)}")
     if not logits.is_floating_point():
         raise TypeError(f"edge_softmax: logits must be floating point, got {logits.dtype}")
     if logits.device != g.device:
         raise ValueError(f"edge_softmax: logits are on {logits.device} but the graph is on {g.device}")
     ends = getattr(g.index, _ENDS[norm_by])[lo:hi]  # internal edge order
+    if ids is not None:  # the listed edges' ends, in the order listed
+        check_range(ids, hi - lo, "edge_softmax(eids)", "edge")
+        ends = g.index.to_user_order(ends, lo, hi).index_select(0, ids.to(ends.device))
+        return backend.kernels().edge_softmax(logits, ends, g.num_nodes())
     internal = g.index.from_user_order(logits, lo, hi)
     return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.num_nodes()), lo, hi)
 
@@ -94,5 +106,5 @@ def _per_relation(g, logits: dict, norm_by: str) -> dict:
         if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != g.num_edges(key):
             raise ValueError(f"edge_softmax: logits of relation {key!r} must be [{g.num_edges(key)}, *], got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
-    out = edge_softmax(g, torch.cat([logits[k] for k in order]), norm_by)
+    out = edge_softmax(g, torch.cat([logits[k] for k in order]), norm_by=norm_by)
     return dict(zip(g.canonical_etypes, out.split([g.num_edges(k) for k in order])))  # keyed as DGL's
