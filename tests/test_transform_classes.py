@@ -132,6 +132,7 @@ def test_sign_diffusion():
     g = gnnc.graph(([0, 1, 2, 3, 2, 0], [1, 2, 3, 0, 0, 0]), num_nodes=5)
     g.ndata["h"] = torch.arange(10.).reshape(5, 2)
     g.edata["sw"] = torch.tensor([1., 2., 3., 4., 5., 6.])
+    g.edata["w"] = torch.full((6,), 9.)  # without eweight_name, gcn and ppr ignore a "w" (as DGL's)
     expected = {  # (diffuse_op, eweight_name): out_feat_2 (DGL 2.1)
         ("raw", "sw"): [[332., 444.], [44., 59.], [0., 2.], [12., 18.], [0., 0.]],
         ("rw", None): [[3.1111109, 4.1111112], [3.3333333, 4.3333335], [0., 1.], [2., 3.], [0., 0.]],
@@ -142,6 +143,7 @@ def test_sign_diffusion():
     for (op, name), want in expected.items():
         out = T.SIGNDiffusion(k=2, in_feat_name="h", eweight_name=name, diffuse_op=op)(g.clone())
         assert torch.allclose(out.ndata["out_feat_2"], torch.tensor(want), atol=1e-5), (op, name)
+    assert g.edata["w"].eq(9.).all()
     out = T.SIGNDiffusion(k=1, in_feat_name="h", eweight_name="sw", diffuse_op="rw")(g.clone())
     assert torch.isnan(out.ndata["out_feat_1"][4]).all()  # no in-edge: 0 / 0, as DGL
     with pytest.raises(ValueError, match="diffuse_op"):

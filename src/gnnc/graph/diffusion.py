@@ -41,13 +41,13 @@ def in_weight_sum(g: Graph, weight: torch.Tensor, etype=None) -> torch.Tensor:
     return out.index_add_(0, dst, weight)
 
 
-def gcn_norm(g: Graph, etype, eweight_name: str) -> torch.Tensor:
+def gcn_norm(g: Graph, etype, eweight_name: str | None) -> torch.Tensor:
     """DGL's ``GCNNorm`` weight of relation ``etype``'s edges: ``w_e / sqrt(d_u d_v)`` where ``d`` sums the
-    in-edges' weights ``eweight_name``, or without that feature ``1 / sqrt(d_u d_v)`` with in-degrees;
-    1 / sqrt(0) is taken as 0."""
+    in-edges' weights ``eweight_name``, or without that feature (or name) ``1 / sqrt(d_u d_v)`` with
+    in-degrees; 1 / sqrt(0) is taken as 0."""
     src, dst = (t.long() for t in g.edges(etype=etype))
     data = g.edges[etype].data
-    if eweight_name in data:
+    if eweight_name is not None and eweight_name in data:
         weight = data[eweight_name]
         degree = in_weight_sum(g, weight, etype)
     else:
@@ -65,12 +65,8 @@ def sign_diffusion(g: Graph, k: int, feat: torch.Tensor, eweight_name, diffuse_o
     ``(1 - alpha) h + alpha feat``)."""
     etype = g.canonical_etypes[0]
     if diffuse_op in ("gcn", "ppr"):
-        # DGL: an eweight_name the graph lacks is filled by GCNNorm; no name drops any "w" before it
-        name = "w" if eweight_name is None else eweight_name
-        source = g.local_var()
-        if eweight_name is None and name in source.edata:
-            del source.edata[name]
-        weight = gcn_norm(source, etype, name)
+        # DGL: without eweight_name, GCNNorm ignores any "w" the graph holds; a name it lacks gets unweighted norms
+        weight = gcn_norm(g, etype, eweight_name)
     else:
         weight = g.edata[eweight_name] if eweight_name is not None and eweight_name in g.edata else None
     total = in_weight_sum(g, weight) if diffuse_op == "rw" and weight is not None else None
