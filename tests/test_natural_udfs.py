@@ -450,6 +450,29 @@ def test_a_node_udf_asking_which_node_features_exist_is_answered_from_node_data(
         _both(run, g)
 
 
+def _double_if_reduced(nodes):
+    return {"o": 2 * nodes.data["o"]} if "o" in nodes.data else {}
+
+
+def _double_reduced_keys(nodes):
+    return {k: 2 * nodes.data[k] for k in nodes.data.keys() if k.startswith("o")}
+
+
+@pytest.mark.parametrize("update", [_double_if_reduced, _double_reduced_keys])
+@pytest.mark.parametrize("builtin", [True, False])
+def test_an_update_function_sees_what_its_reduce_returned(update, builtin):
+    """The update function's ``nodes.data`` holds the reduce's results, as eager's (and DGL's) does: the
+    compiled trace answered ``'o' in nodes.data`` from the graph's stored features alone, dropped the update
+    and returned ``o`` undoubled, silently."""
+    reduce = fn.sum("m", "o") if builtin else (lambda nodes: {"o": nodes.mailbox["m"].sum(1)})
+
+    def run(g, flag):
+        with g.local_scope():
+            g.update_all(fn.copy_u("h", "m"), reduce, update, compile=flag)
+            return g.ndata["o"]
+    _both(run, _graph())
+
+
 @pytest.mark.parametrize("stage", ["reduce", "update"])
 def test_node_udfs_that_read_the_feature_they_overwrite(stage):
     g = _graph()

@@ -115,35 +115,42 @@ class _SchemaBatch:
         proxy = getattr(self._batch, name)
         key = self._spaces.get(name, name)
         if name in SPACES and key in self._schema:
-            return _SchemaSpace(proxy, key, self._schema[key], self._guards)
+            produced = self._schema.get(PRODUCED, {}).get(key, ())
+            return _SchemaSpace(proxy, key, self._schema[key], self._guards, produced)
         return proxy
 
 
 # Where a node UDF's spaces are in a feature schema (``nodes.data`` is node data, not the edges' ``data``).
 NODE_SPACES = {"data": "node_data", "type": "node_type"}
+# A schema's entry {space: feature names} of features the call itself writes before the UDF runs (an update
+# function sees its reduce's results): present whatever the graph holds, so no guard records them.
+PRODUCED = "produced"
 
 
 class _SchemaSpace:
     """One space of a ``_SchemaBatch``; every answer it gives is recorded as a guard (``schema_guards``)."""
 
-    def __init__(self, proxy, space: str, features: dict, guards: list):
+    def __init__(self, proxy, space: str, features: dict, guards: list, produced=()):
         self._proxy, self._space, self._features, self._guards = proxy, space, features, guards
+        self._produced = tuple(produced)
 
     def __getitem__(self, key):
         found = self._proxy[key]
-        meta = self._features.get(key) if isinstance(key, str) else None
+        meta = self._features.get(key) if isinstance(key, str) and key not in self._produced else None
         if meta is None:
             return found
         self._guards.append((self._space, "feature", key, meta))
         return _KnownProxy(found, *meta)
 
     def __contains__(self, key) -> bool:
+        if key in self._produced:
+            return True
         self._guards.append((self._space, "present", key, key in self._features))
         return key in self._features
 
     def keys(self):
         self._guards.append((self._space, "keys", None, tuple(sorted(self._features))))
-        return self._features.keys()
+        return list(self._features) + [k for k in self._produced if k not in self._features]
 
     def __iter__(self):
         return iter(self.keys())

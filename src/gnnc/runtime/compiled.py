@@ -32,7 +32,7 @@ from torch.utils import checkpoint
 from .. import backend
 from ..failures import FallbackWarning, failure, fell_back, stage
 from ..frontend import reach
-from ..frontend.trace import TraceFailure, schema_guards_hold, trace_udf, udf_location
+from ..frontend.trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
 from ..function import BuiltinReduce
 from ..graph.value_cache import ByContents
 from ..ir import ops
@@ -142,12 +142,25 @@ _SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features
 
 
 def _trace_all(udfs, schema, guards):
+    traced: list = []
     try:
         with stage("tracing"):
-            return [u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, schema, guards, node_udf=i > 0)
-                    for i, u in enumerate(udfs)]
+            for i, u in enumerate(udfs):
+                view = _after_reduce(schema, traced[1]) if schema is not None and i == 2 else schema
+                traced.append(u if (u is None or isinstance(u, BuiltinReduce))
+                              else trace_udf(u, view, guards, node_udf=i > 0))
+            return traced
     except TraceFailure as err:
         return err
+
+
+def _after_reduce(schema: dict, reduce) -> dict:
+    """The schema an update function (a call's third UDF) traces under: its ``nodes.data`` also holds what
+    the reduce before it returned."""
+    if reduce is None:
+        return schema
+    produced = (reduce.out,) if isinstance(reduce, BuiltinReduce) else tuple(reduce.outputs)
+    return {**schema, PRODUCED: {"node_data": produced}}
 
 
 def feature_schema(g, rel) -> dict:
