@@ -221,12 +221,13 @@ def test_to_networkx_heterograph_marks_types_and_keeps_global_structure():
     pytest.importorskip("networkx")
     g = featured_heterograph(0)
     nxg = g.to_networkx(node_attrs=["x"], edge_attrs=["edge_attr"])
-    user0, tag0 = 0, g.num_nodes("user") + g.num_nodes("item")
+    tag0, user0 = g.num_nodes("item"), g.num_nodes("item") + 1  # global ids in DGL's type order: item, tag, user
     assert nxg.nodes[user0]["ntype"] == "user" and nxg.nodes[tag0]["ntype"] == "tag"
     torch.testing.assert_close(nxg.nodes[user0]["x"], g.nodes["user"].data["x"][0])
     assert "x" not in nxg.nodes[tag0]  # featureless type
     edges = {d["id"]: (u, v, d) for u, v, d in nxg.edges(data=True)}
-    u, v, d = edges[0]
+    assert edges[0][2]["etype"] == ("item", "liked_by", "user")  # the first relation in DGL's order
+    u, v, d = edges[g.index.rel_offsets[g.etype_id("likes")]]
     assert d["etype"] == ("user", "likes", "item")
     torch.testing.assert_close(d["edge_attr"], g.edges["likes"].data["edge_attr"][0])
     back = convert.from_networkx(nxg, edge_id_attr="id")
@@ -321,7 +322,7 @@ def test_from_pyg_heterodata_infers_types_named_only_by_relations():
     data["paper"].x = torch.randn(3, 2)
     data["author", "writes", "paper"].edge_index = torch.tensor([[4, 0, 4], [2, 2, 0]])
     g = convert.from_pyg(data)
-    assert g.ntypes == ["paper", "author"]
+    assert g.ntypes == ["author", "paper"]  # sorted, as every graph's types (DGL's order)
     assert (g.num_nodes("paper"), g.num_nodes("author")) == (3, 5)
     assert edge_pairs(g, "writes") == [(4, 2), (0, 2), (4, 0)]
     assert data.node_types == ["paper"]  # the input was not modified

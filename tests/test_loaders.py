@@ -206,7 +206,7 @@ def test_pyg_hetero_data_file(tmp_path):
     data["author", "writes", "paper"].edge_attr = torch.tensor([1.0, 2.0, 3.0])
     torch.save(data, tmp_path / "h.pt")
     g = load_graph_file(tmp_path / "h.pt")
-    assert g.ntypes == ["paper", "author"] and g.canonical_etypes == [("author", "writes", "paper")]
+    assert g.ntypes == ["author", "paper"] and g.canonical_etypes == [("author", "writes", "paper")]
     assert g.num_nodes("author") == 2 and g.num_nodes("paper") == 3
     assert torch.equal(g.nodes["paper"].data["x"], data["paper"].x)
     assert g.edges[("author", "writes", "paper")].data["edge_attr"].tolist() == [1.0, 2.0, 3.0]
@@ -251,7 +251,7 @@ def test_dgl_file_round_trip(tmp_path, formats):
     assert a.ntypes == ["_N"] and a.num_nodes() == 5
     assert [t.tolist() for t in a.find_edges()] == [[0, 1, 2, 3], [1, 2, 3, 0]]
     assert torch.equal(a.ndata["feat"], home.ndata["feat"]) and a.edata["w"].tolist() == [0, 1, 2, 3]
-    assert b.ntypes == ["user", "item"] and b.canonical_etypes == hetero.canonical_etypes
+    assert b.ntypes == ["item", "user"] and b.canonical_etypes == hetero.canonical_etypes
     for rel in hetero.canonical_etypes:
         assert [t.tolist() for t in b.find_edges(rel)] == [t.tolist() for t in hetero.find_edges(rel)]
     assert torch.equal(b.nodes["user"].data["h"], hetero.nodes["user"].data["h"])

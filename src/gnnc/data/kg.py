@@ -32,7 +32,8 @@ def load_kg(path, add_inverse: bool = False, splits=SPLITS) -> KGDataset:
     one relation ``(entity, r, entity)`` per KG relation (all of them, even
     those without edges in ``splits``), with the edges of ``splits``; with
     ``add_inverse`` each relation r also gets ``r + '_inv'`` with the edges
-    reversed, listed after all forward relations.
+    reversed. The graph's relations are in DGL's sorted order, so relation id ``r`` of the triples is
+    the graph's relation ``g.etype_id(relations[r])``, not ``r``.
     """
     splits = _check_splits(splits)
     path = _locate(path)

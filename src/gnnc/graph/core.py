@@ -27,9 +27,9 @@ def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_node
     """Build a graph from ``{(src_type, rel, dst_type): edges}`` (edges in any of DGL's forms:
     ``gnnc.graph.edge_data``).
 
-    Ids are local to their node type. ``num_nodes`` (DGL: ``num_nodes_dict``) maps node type -> count;
-    its key order fixes the node-type order (otherwise order of first
-    appearance) and every type a relation uses must be in it. Types missing
+    Ids are local to their node type. ``num_nodes`` (DGL: ``num_nodes_dict``) maps node type -> count
+    and every type a relation uses must be in it. As DGL's, node types are sorted by name and relations
+    by canonical triple, whatever order the dicts give: type ids follow that order. Types missing
     from ``num_nodes`` when it is None get ``max id + 1`` nodes. ``idtype`` (int32 or int64) is the type of
     the ids the graph's queries return (the ids' own type by default when they are tensors, else int64).
     Raises ValueError / KeyError naming the relation, id or type at fault.
@@ -48,6 +48,7 @@ def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_node
         if src.numel() != dst.numel():
             raise ValueError(f"relation {key}: {src.numel()} source ids but {dst.numel()} destination ids")
         relations.append((key, src, dst))
+    relations.sort(key=lambda relation: relation[0])
     if len(types) > 1:
         raise ValueError(f"relations of one graph must have ids of one type, got {sorted(map(str, types))}")
     ntypes, counts = _node_types(relations, num_nodes)
@@ -80,7 +81,7 @@ def _node_types(relations, num_nodes):
         for t, n in num_nodes.items():
             if int(n) != n or n < 0:
                 raise ValueError(f"num_nodes[{t!r}] must be a non-negative integer, got {n!r}")
-        ntypes = list(num_nodes)
+        ntypes = sorted(num_nodes)
         for (st, rel, dt), _, _ in relations:
             for t in (st, dt):
                 if t not in num_nodes:
@@ -95,6 +96,7 @@ def _node_types(relations, num_nodes):
                 counts[t] = 0
             if ids.numel():
                 counts[t] = max(counts[t], int(ids.max()) + 1)
+    ntypes.sort()
     return ntypes, [counts[t] for t in ntypes]
 
 
