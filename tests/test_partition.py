@@ -74,6 +74,12 @@ def test_reverse_relations_keep_edge_features_and_multiplicities():
     assert out.edges[("u", "f", "u")].data["w"].tolist() == [1.0, 2.0, 3.0, 4.0, 2.0]
     assert out.edges[("v", "rev_to", "u")].data["w"].tolist() == [5.0, 6.0]
     assert out.etype_data["p"].flatten().tolist() == [10.0, 20.0, 20.0]
+    # a reverse relation sorted among the others (DGL's order) still copies its relation's row
+    three = gnnc.heterograph({("a", "x", "b"): ([0], [1]), ("c", "y", "c"): ([0], [0])})
+    three.etype_data["p"] = torch.tensor([1.0, 2.0])
+    again = add_reverse_relations(three)
+    assert again.canonical_etypes == [("a", "x", "b"), ("b", "rev_x", "a"), ("c", "y", "c")]
+    assert again.etype_data["p"].tolist() == [1.0, 1.0, 2.0]
     plain = add_reverse_relations(g, symmetrize_same_type=False)
     assert ("u", "rev_f", "u") in plain.canonical_etypes
     taken = gnnc.heterograph({("u", "to", "v"): ([0], [1]), ("v", "rev_to", "u"): ([0], [0])})

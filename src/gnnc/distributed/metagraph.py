@@ -83,7 +83,7 @@ def add_reverse_relations(g: Graph, prefix: str = "rev_", symmetrize_same_type: 
     """
     ends = {rel: g.find_edges(rel) for rel in g.canonical_etypes}
     codes = {rel: _pair_codes(src, dst, g.num_nodes(rel[2])) for rel, (src, dst) in ends.items()}
-    relations, rows, added = {}, {}, []  # rows: rel -> (parent relation, edge rows of it)
+    relations, rows = {}, {}  # rows: rel -> (parent relation, edge rows of it)
     for rel, (src, dst) in ends.items():
         relations[rel], rows[rel] = (src, dst), (rel, torch.arange(src.numel()))
     for rel in g.canonical_etypes:
@@ -101,7 +101,6 @@ def add_reverse_relations(g: Graph, prefix: str = "rev_", symmetrize_same_type: 
         if rev in ends:
             raise ValueError(f"cannot add reverse of {rel}: relation {rev} exists and is not its reverse")
         relations[rev], rows[rev] = (dst, src), (rel, torch.arange(src.numel()))
-        added.append((rev, rel))
     out = heterograph(relations, num_nodes={t: g.num_nodes(t) for t in g.ntypes})
     _copy_node_features(g, out)
     for rel, (parent, idx) in rows.items():
@@ -109,8 +108,8 @@ def add_reverse_relations(g: Graph, prefix: str = "rev_", symmetrize_same_type: 
             out.edges[rel].data[key] = value.index_select(0, idx)
     for key, value in g.ntype_data.items():
         out.ntype_data[key] = value
-    parent_row = torch.tensor([g.etype_id(rel) for rel in g.canonical_etypes]
-                              + [g.etype_id(fwd) for _, fwd in added], dtype=torch.int64)
+    # the new graph's relations are in DGL's sorted order, reverse ones among the others
+    parent_row = torch.tensor([g.etype_id(rows[rel][0]) for rel in out.canonical_etypes], dtype=torch.int64)
     for key, value in g.etype_data.items():
         out.etype_data[key] = value.index_select(0, parent_row.to(value.device))
     return out
