@@ -14,6 +14,7 @@ import scipy.sparse
 import torch
 
 import gnnc.data as D
+from gnnc.graph import Graph
 from tests.graphs import random_heterograph, random_homograph
 
 SMALL_EDGES = 20_000  # edges per replica in the per-dataset checks
@@ -400,6 +401,39 @@ def test_npz_round_trip_heterograph_per_type_features(tmp_path):
     assert "n" not in back.edges[("user", "follows", "user")].data
     assert torch.equal(back.ntype_data["bias"], g.ntype_data["bias"])
     assert torch.equal(back.etype_data["scale"], g.etype_data["scale"])
+
+
+def legacy_order_graph():
+    """A graph in the type order gnnc kept before it followed DGL's (the dict's: 'user' before 'item',
+    'follows' before 'buys'), built below ``heterograph`` as files written then hold it; features whole
+    and per type, and type parameters."""
+    relations = [(("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
+                 (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0]))]
+    g = Graph._build(["user", "item"], [3, 2], relations, "cpu")
+    g.ndata["id"] = torch.arange(5)  # the users' rows first
+    g.nodes["item"].data["price"] = torch.tensor([1.5, 2.5])
+    g.edata["w"] = torch.arange(5.0)  # the follows edges first
+    g.ntype_data["bias"] = torch.tensor([[1.0], [2.0]])  # user, item
+    g.etype_data["scale"] = torch.tensor([10.0, 20.0])  # follows, buys
+    return g
+
+
+def assert_legacy_order_graph_by_name(g):
+    """``g`` holds :func:`legacy_order_graph`'s structure and data, by name, in DGL's order."""
+    buys, follows = ("user", "buys", "item"), ("user", "follows", "user")
+    assert g.ntypes == ["item", "user"] and g.canonical_etypes == [buys, follows]
+    assert [t.tolist() for t in g.find_edges(follows)] == [[0, 1, 2], [1, 2, 0]]
+    assert [t.tolist() for t in g.find_edges(buys)] == [[2, 0], [1, 0]]
+    assert g.nodes["user"].data["id"].tolist() == [0, 1, 2] and g.nodes["item"].data["id"].tolist() == [3, 4]
+    assert g.nodes["item"].data["price"].tolist() == [1.5, 2.5]
+    assert g.edges[follows].data["w"].tolist() == [0.0, 1.0, 2.0] and g.edges[buys].data["w"].tolist() == [3.0, 4.0]
+    assert g.ntype_data["bias"].flatten().tolist() == [2.0, 1.0]
+    assert g.etype_data["scale"].tolist() == [20.0, 10.0]
+
+
+def test_npz_written_in_the_old_type_order_loads_by_name(tmp_path):
+    D.save_npz(legacy_order_graph(), tmp_path / "old.npz")
+    assert_legacy_order_graph_by_name(D.load_npz(tmp_path / "old.npz"))
 
 
 def test_npz_round_trip_synthetic_dataset(tmp_path):

@@ -3,7 +3,9 @@
 The archive keeps node types and counts, canonical relations in order, each
 relation's local (src, dst) in user edge order, node / edge features (whole
 graph or per type, any dtype) and the type-indexed parameters
-``ntype_data`` / ``etype_data``. Loading uses ``allow_pickle=False``.
+``ntype_data`` / ``etype_data``. Loading uses ``allow_pickle=False``. The
+loaded graph has DGL's type order; an archive written in another order (by
+gnnc before it followed DGL's) has its per-type rows moved to it by name.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import torch
 
 from ..graph import Graph, heterograph
+from ..graph.type_order import type_rows
 
 FORMAT = "gnnc-graph-v1"
 # Tensors whose dtype numpy lacks (bfloat16, float8) travel as same-size integers.
@@ -89,13 +92,16 @@ def _read(entries: _Entries) -> Graph:
     relations = {key: (torch.from_numpy(entries[f"src_{r}"]), torch.from_numpy(entries[f"dst_{r}"]))
                  for r, key in enumerate(etypes)}
     g = heterograph(relations, num_nodes=dict(zip(ntypes, counts)))
-    if g.canonical_etypes != etypes:
-        raise ValueError(f"{entries.path}: relations {etypes} do not rebuild in order")
+    if g.canonical_etypes != sorted(etypes):
+        raise ValueError(f"{entries.path}: relations {etypes} do not rebuild (a relation is listed twice)")
+    edge_counts = [relations[key][0].numel() for key in etypes]
+    saved = {"node": (ntypes, counts), "edge": (etypes, edge_counts),
+             "ntype_param": (ntypes, [1] * len(ntypes)), "etype_param": (etypes, [1] * len(etypes))}
     columns = zip(entries["feat_kind"].tolist(), entries["feat_type"].tolist(),
                   entries["feat_key"].tolist(), entries["feat_dtype"].tolist())
     for j, (kind, t, key, dtype_name) in enumerate(columns):
         value = _to_torch(entries[f"feat_{j}"], dtype_name, entries.path, key)
-        _store(g, kind, t, key, value, entries.path)
+        _store(g, kind, t, key, value, entries.path, saved)
     return g
 
 
@@ -112,17 +118,18 @@ def _features(g: Graph):
             yield kind, -1, key, value
 
 
-def _store(g: Graph, kind: str, t: int, key: str, value: torch.Tensor, path: Path) -> None:
-    if kind == "node":
-        target = g.ndata if t < 0 else g.nodes[g.ntypes[t]].data
-    elif kind == "edge":
-        target = g.edata if t < 0 else g.edges[g.canonical_etypes[t]].data
-    elif kind == "ntype_param":
-        target = g.ntype_data
-    elif kind == "etype_param":
-        target = g.etype_data
-    else:
+def _store(g: Graph, kind: str, t: int, key: str, value: torch.Tensor, path: Path, saved: dict) -> None:
+    """Store one archive tensor in ``g``; ``saved[kind]``: the archive's (type names, rows per type)."""
+    if kind not in saved:
         raise ValueError(f"{path}: feature {key!r} has unknown kind {kind!r}")
+    names, counts = saved[kind]
+    if t >= 0 and kind in ("node", "edge"):
+        target = g.nodes[names[t]].data if kind == "node" else g.edges[names[t]].data
+    else:
+        target = {"node": g.ndata, "edge": g.edata, "ntype_param": g.ntype_data, "etype_param": g.etype_data}[kind]
+        rows = type_rows(names, counts, g.ntypes if kind in ("node", "ntype_param") else g.canonical_etypes)
+        if rows is not None:
+            value = value.index_select(0, rows)
     target[key] = value
 
 
