@@ -426,6 +426,30 @@ def test_load_bad_ids(saved, tmp_path):
         load_partitions(out)
 
 
+def test_load_partitions_written_in_another_type_order(saved, tmp_path):
+    """Files written before gnnc followed DGL's type order list types in another order; the manifest names
+    them, so they load by name into DGL's order."""
+    out = _copy(saved, tmp_path)
+    manifest = json.loads((out / MANIFEST).read_text())
+    for key in ("ntypes", "relations"):
+        manifest["schema"][key].reverse()
+    for record in manifest["parts"]:
+        path = out / record["dir"] / FILES["ids"]
+        with np.load(path) as archive:
+            arrays = dict(archive)
+        for names, prefixes in ((record["node_types"], ("node_ids", "boundary")), (record["relations"], ("edge_ids",))):
+            last = len(names) - 1
+            arrays.update({f"{pre}_{last - i}": arrays[f"{pre}_{i}"] for pre in prefixes for i in range(last + 1)})
+            names.reverse()
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    for part in range(len(manifest["parts"])):
+        _set_checksum(out, part, "ids")
+    assert manifest["parts"][0]["node_types"] != load_partitions(saved).parts[0].node_types
+    _same(load_partitions(saved), load_partitions(out))
+
+
 def test_load_wrong_format_or_version(saved, tmp_path):
     out = _copy(saved, tmp_path)
     _edit_manifest(out, lambda m: m.update(version=99))

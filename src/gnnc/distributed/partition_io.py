@@ -31,13 +31,15 @@ On disk (``save_partitions`` / ``load_partitions``)::
 ``method``, ``num_parts``, ``params`` (how the partitions were made), the
 parent ``schema`` (``ntypes``: [name, count] pairs; ``relations``:
 [[src, rel, dst], count] pairs, in graph order) and ``parts``: per part its
-``id``, ``dir``, ``relations``, ``node_types``, ``node_counts``,
+``id``, ``dir``, ``relations``, ``node_types`` (``ids.npz``'s i and j count
+in these two lists), ``node_counts``,
 ``num_owned``, ``num_edges``, ``boundary`` (count per node type), ``info``
 (method specific, e.g. the metatree pieces of a meta partition) and
 ``files`` ({role: {"name", "sha256"}}). Loading checks the format and
 version, that every part directory and file exists, every checksum, and
 that every file agrees with the manifest and the parent schema; any failure
-raises an error naming the file.
+raises an error naming the file. The loaded schema and graphs have DGL's
+type order, whatever order the files were written in (by name).
 """
 from __future__ import annotations
 
@@ -240,8 +242,8 @@ def load_partitions(out_dir) -> PartitionedGraph:
     out = Path(out_dir)
     manifest_path = out / MANIFEST
     manifest = _read_manifest(manifest_path)
-    schema = MetaGraph(tuple((t, int(c)) for t, c in manifest["schema"]["ntypes"]),
-                       tuple((tuple(rel), int(c)) for rel, c in manifest["schema"]["relations"]))
+    schema = MetaGraph(tuple(sorted((t, int(c)) for t, c in manifest["schema"]["ntypes"])),
+                       tuple(sorted((tuple(rel), int(c)) for rel, c in manifest["schema"]["relations"])))
     if len(manifest["parts"]) != manifest["num_parts"]:
         raise ValueError(f"{manifest_path}: num_parts is {manifest['num_parts']} but "
                          f"{len(manifest['parts'])} parts are listed")
@@ -296,10 +298,10 @@ def _load_part(out: Path, record: dict, schema: MetaGraph, manifest_path: Path) 
     _check_graph_schema(graph, paths["graph"], ntypes, rels, record["node_counts"], schema)
     feats = load_npz(paths["feats"])
     owned = {t: int(record["num_owned"][t]) for t in ntypes}
-    if feats.ntypes != ntypes or feats.num_edges() or any(feats.num_nodes(t) != owned[t] for t in ntypes):
+    if feats.ntypes != sorted(ntypes) or feats.num_edges() or any(feats.num_nodes(t) != owned[t] for t in ntypes):
         raise ValueError(f"{paths['feats']}: expected an edgeless graph with owned node counts {owned}, "
                          f"got {dict(zip(feats.ntypes, (feats.num_nodes(t) for t in feats.ntypes)))}")
-    ids = _read_ids(paths["ids"], graph, schema, owned)
+    ids = _read_ids(paths["ids"], graph, schema, owned, ntypes, rels)
     return Partitioning(
         part_id=int(record["id"]),
         graph=graph,
@@ -314,7 +316,7 @@ def _load_part(out: Path, record: dict, schema: MetaGraph, manifest_path: Path) 
 
 def _check_graph_schema(graph: Graph, path: Path, ntypes, rels, node_counts, schema: MetaGraph) -> None:
     got_counts = {t: graph.num_nodes(t) for t in graph.ntypes}
-    if graph.ntypes != ntypes or graph.canonical_etypes != rels or got_counts != node_counts:
+    if graph.ntypes != sorted(ntypes) or graph.canonical_etypes != sorted(rels) or got_counts != node_counts:
         raise ValueError(f"{path}: schema mismatch: file has node types {got_counts} and relations "
                          f"{graph.canonical_etypes}, manifest says {node_counts} and {rels}")
     parent_counts, parent_rels = dict(schema.ntypes), dict(schema.relations)
@@ -328,7 +330,9 @@ def _check_graph_schema(graph: Graph, path: Path, ntypes, rels, node_counts, sch
                              f"parent schema")
 
 
-def _read_ids(path: Path, graph: Graph, schema: MetaGraph, owned: dict) -> dict:
+def _read_ids(path: Path, graph: Graph, schema: MetaGraph, owned: dict, ntypes: list, rels: list) -> dict:
+    """The part's id maps; entry ``node_ids_<i>`` is for ``ntypes[i]``, ``edge_ids_<j>`` for ``rels[j]`` (the
+    manifest's order, the order they were written in)."""
     parent_counts, parent_rels = dict(schema.ntypes), dict(schema.relations)
     try:
         archive = np.load(path, allow_pickle=False)
@@ -347,14 +351,14 @@ def _read_ids(path: Path, graph: Graph, schema: MetaGraph, owned: dict) -> dict:
             return torch.from_numpy(arr.copy())
 
         node_ids, boundary, edge_ids = {}, {}, {}
-        for i, t in enumerate(graph.ntypes):
+        for i, t in enumerate(ntypes):
             node_ids[t] = entry(f"node_ids_{i}", graph.num_nodes(t), parent_counts[t])
             if owned[t] > node_ids[t].numel():
                 raise ValueError(f"{path}: {owned[t]} owned {t!r} nodes but only {node_ids[t].numel()} nodes")
             b = entry(f"boundary_{i}", None, parent_counts[t])
             if b.numel():
                 boundary[t] = b
-        for j, rel in enumerate(graph.canonical_etypes):
+        for j, rel in enumerate(rels):
             edge_ids[rel] = entry(f"edge_ids_{j}", graph.num_edges(rel), parent_rels[rel])
     return {"node_ids": node_ids, "boundary": boundary, "edge_ids": edge_ids}
 
