@@ -150,3 +150,22 @@ def test_by_contents_serves_a_value_only_for_the_same_bits():
     for i, h in enumerate(held):
         cache.put(h, i)
     assert [cache.get(h) for h in held] == [None, 1, 2]  # least recently used first out
+
+
+def test_a_private_type_tensor_keeps_its_grouping_by_the_object(monkeypatch):
+    """An internal-order copy only gnnc holds is grouped once and then found with no comparison of contents;
+    an in-place change through torch is still seen."""
+    from gnnc.backend.torch import index_matmul
+
+    types = torch.tensor([2, 0, 1, 0])
+    index_matmul.mark_private(types)
+    first = index_matmul.grouping(types, 3)
+
+    def compared(*args):
+        raise AssertionError("contents compared")
+
+    monkeypatch.setattr(index_matmul, "_same_contents", compared)
+    assert index_matmul.grouping(types, 3) is first
+    monkeypatch.undo()
+    types[0] = 1
+    assert index_matmul.grouping(types, 3).perm.tolist() == [1, 3, 0, 2]

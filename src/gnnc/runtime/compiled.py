@@ -30,6 +30,7 @@ import torch
 from torch.utils import checkpoint
 
 from .. import backend
+from ..backend.torch.index_matmul import mark_private
 from ..failures import FallbackWarning, failure, fell_back, stage
 from ..frontend import reach
 from ..frontend.trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
@@ -358,6 +359,7 @@ def _internal_order(index, user: torch.Tensor, lo: int, hi: int) -> torch.Tensor
     if hit is not None and hit[0]() is index:
         return hit[1]
     internal = index.from_user_order(user, lo, hi)
+    mark_private(internal)  # bound by plans only, never handed out: its type grouping may go by the object
     _INTERNAL_SCALARS.put(user, (weakref.ref(index), internal), key)
     return internal
 

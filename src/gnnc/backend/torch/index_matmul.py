@@ -12,6 +12,7 @@ read and written.
 from __future__ import annotations
 
 import math
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -97,17 +98,33 @@ class Grouping:
 # the last CACHE_SIZE groupings, matched by contents (a version counter misses writes through ``.data`` or
 # numpy; a plan may get a fresh, equal index every call)
 _recent: OrderedDict = OrderedDict()
+# Type tensors only gnnc holds (``mark_private``): id -> (weak reference, version, Grouping or None)
+_private: dict = {}
 
 
 def clear_groupings() -> None:
     """Forget every cached grouping."""
     _recent.clear()
+    for key, (ref, _, _) in list(_private.items()):
+        _private[key] = (ref, None, None)
+
+
+def mark_private(types: torch.Tensor) -> None:
+    """Declare ``types`` a tensor that only gnnc holds and nothing writes but torch (an edge feature's copy in
+    internal edge order): its grouping is then also kept by the object and its version, with no comparison."""
+    key = id(types)
+    _private[key] = (weakref.ref(types, lambda _: _private.pop(key, None)), None, None)
 
 
 def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Grouping:
     """The stable sort of ``types`` (values in [-num_types, num_types), negatives counted from the end
-    as indexing does), cached by equal contents (any change of the tensor, or a new tensor, is seen).
-    IndexError naming ``name`` for a value out of range."""
+    as indexing does), cached by equal contents (any change of the tensor, or a new tensor, is seen), and by
+    the object for a tensor gnnc marked private. IndexError naming ``name`` for a value out of range."""
+    mine = _private.get(id(types))
+    if mine is not None and (mine[0]() is not types or types.is_inference()):
+        mine = None
+    if mine is not None and mine[1] == types._version and mine[2] is not None and mine[2].num_types == num_types:
+        return mine[2]
     found = None
     for gp in reversed(_recent.values()):
         if gp.num_types == num_types and gp.source_dtype == types.dtype and gp.snapshot.device == types.device \
@@ -120,6 +137,8 @@ def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Groupi
     _recent.move_to_end(id(found))
     while len(_recent) > CACHE_SIZE:
         _recent.popitem(last=False)
+    if mine is not None:
+        _private[id(types)] = (mine[0], types._version, found)
     return found
 
 
