@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from ..graph import DEFAULT_ETYPE, DEFAULT_NTYPE, heterograph
+from ..graph.type_order import type_rows
 from .dataset import Dataset, split_masks
 from .registry import DatasetInfo, get_info
 from .sampling import Popularity, apportion, sample_sources
@@ -72,7 +73,7 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None
         train, val, test = split_masks(n_target, torch.from_numpy(label_rng.permutation(n_target)))
         if with_features:
             bar.set_description(f"synthetic {name}: features")
-            g.ndata["feat"] = _features(feat_rng, g, target, labels, feat_dim, info.num_classes)
+            g.ndata["feat"] = _features(feat_rng, g, schema, labels, feat_dim, info.num_classes)
     data = g.nodes[target].data
     data["label"], data["train_mask"], data["val_mask"], data["test_mask"] = labels, train, val, test
     return Dataset(name, g, info.num_classes, target)
@@ -141,9 +142,14 @@ def _sample_relations(schema: Schema, rng: np.random.Generator, bar: tqdm) -> di
     return relations
 
 
-def _features(rng, g, target, labels, feat_dim, num_classes) -> torch.Tensor:
+def _features(rng, g, schema, labels, feat_dim, num_classes) -> torch.Tensor:
+    """Every node's features, drawn type by type in the schema's order (so a dataset's numbers do not depend
+    on the graph's type order), returned in the graph's."""
+    names = [t for t, _ in schema.ntypes]
+    counts = [g.num_nodes(t) for t in names]
     feat = rng.standard_normal((g.num_nodes(), feat_dim), dtype=np.float32)
     centroids = rng.standard_normal((num_classes, feat_dim), dtype=np.float32) * CLASS_SIGNAL
-    lo = sum(g.num_nodes(t) for t in g.ntypes[:g.ntype_id(target)])
+    lo = sum(counts[:names.index(schema.target_ntype)])
     feat[lo:lo + labels.numel()] += centroids[labels.numpy()]
-    return torch.from_numpy(feat)
+    rows = type_rows(names, counts, g.ntypes)
+    return torch.from_numpy(feat if rows is None else feat[rows.numpy()])
