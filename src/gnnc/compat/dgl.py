@@ -13,7 +13,8 @@ What the alias holds:
 - ``dgl.transforms``: the names of gnnc's graph transforms (``gnnc.graph.transforms``, ...) and
   ``to_block``; ``dgl`` holds them too;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
-  ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names;
+  ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
+  ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` and ``dgl.nn.functional``: its modules;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
   ``gnnc.compat.dgl_base``).
 
@@ -37,6 +38,12 @@ _SAME = {
     "dgl.data": "gnnc.data",
     "dgl.dataloading": "gnnc.data.sampler",
     "dgl.nn.pytorch": "gnnc.nn",
+    "dgl.nn.pytorch.conv": "gnnc.nn.conv",
+    "dgl.nn.pytorch.glob": "gnnc.nn.glob",
+    "dgl.nn.pytorch.hetero": "gnnc.nn.hetero",
+    "dgl.nn.pytorch.linear": "gnnc.nn.linear",
+    "dgl.nn.pytorch.utils": "gnnc.nn.utils",
+    "dgl.nn.functional": "gnnc.nn.functional",
     "dgl.backend": "gnnc.compat.dgl_backend",
     "dgl.base": "gnnc.compat.dgl_base",
     "dgl.init": "gnnc.graph.initializers",

@@ -1,6 +1,38 @@
-"""Trainable building blocks outside the message-passing models: per-type input
-embeddings (``TypedEmbedding``) and the lazy, per-row ``SparseAdam`` that updates them."""
+"""gnnc's ``nn`` namespace, what DGL's ``dgl.nn.pytorch`` is under gnnc's DGL alias: DGL's layer names with
+DGL 2.1's constructors, parameter names and numbers (``conv``, ``HeteroGraphConv``, ``TypedLinear``), its
+readout modules (``glob``) and ``edge_softmax`` (``functional``); and gnnc's own trainable blocks outside
+message passing: per-type input embeddings (``TypedEmbedding``) and the lazy, per-row ``SparseAdam`` that
+updates them."""
+from .conv import (
+    APPNPConv,
+    ChebConv,
+    EdgeConv,
+    EdgeWeightNorm,
+    GATConv,
+    GATv2Conv,
+    GINConv,
+    GraphConv,
+    RelGraphConv,
+    SAGEConv,
+    SGConv,
+    TAGConv,
+)
 from .embedding import TypedEmbedding
+from .functional import edge_softmax
+from .glob import (
+    AvgPooling,
+    GlobalAttentionPooling,
+    MaxPooling,
+    Set2Set,
+    SortPooling,
+    SumPooling,
+)
+from .hetero import HeteroGraphConv
+from .linear import TypedLinear
 from .sparse_adam import SparseAdam
+from .utils import Identity
 
-__all__ = ["TypedEmbedding", "SparseAdam"]
+__all__ = ["APPNPConv", "AvgPooling", "ChebConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
+           "GlobalAttentionPooling", "GraphConv", "HeteroGraphConv", "Identity", "MaxPooling", "RelGraphConv",
+           "SAGEConv", "SGConv", "Set2Set", "SortPooling", "SparseAdam", "SumPooling", "TAGConv", "TypedEmbedding",
+           "TypedLinear", "edge_softmax"]

@@ -1,0 +1,17 @@
+"""DGL's graph convolution layers (``dgl.nn.pytorch.conv``) with DGL 2.1's constructors, parameter names and
+numbers, written as gnnc message passing (so ``gnnc.compile`` compiles them). One layer per module."""
+from .appnpconv import APPNPConv
+from .chebconv import ChebConv
+from .edgeconv import EdgeConv
+from .edgeweightnorm import EdgeWeightNorm
+from .gatconv import GATConv
+from .gatv2conv import GATv2Conv
+from .ginconv import GINConv
+from .graphconv import GraphConv
+from .relgraphconv import RelGraphConv
+from .sageconv import SAGEConv
+from .sgconv import SGConv
+from .tagconv import TAGConv
+
+__all__ = ["APPNPConv", "ChebConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GraphConv",
+           "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
