@@ -27,7 +27,12 @@ items, a ``bool`` one byte::
                  i32 ndim, u8 type code, u8 bits, u16 lanes, i64 shape[ndim], i64 byte size, bytes
 
 An empty ``data`` array means edge ids 0..E-1 in storage order. CSC rows are
-destination nodes. DGL stores bool tensors as uint8, and so does this reader.
+destination nodes. The file carries no checksum: everything structural is
+checked before it is used (magic numbers, lengths against the bytes left,
+counts against ``gnnc.data.limits``, CSR / COO arrays against each other and
+the node counts, the trailing index of graph offsets), so a cut or damaged
+structure is a ValueError naming the byte; a flipped bit inside tensor data
+that keeps the structure valid cannot be detected. DGL stores bool tensors as uint8, and so does this reader.
 Version-1 files (DGL < 0.5 ``DGLGraph``) are refused: re-save them with a
 current DGL. ``write_dgl_graphs`` writes the same layout; it
 exists to test the reader without DGL (it writes COO, CSR or CSC).
@@ -41,6 +46,7 @@ import numpy as np
 import torch
 
 from ..graph import Graph, heterograph
+from .limits import check_count
 
 FILE_MAGIC = 0xDD2E4FF046B4A13F
 HETERO_MAGIC = 0xDD589FBE35224ABF
@@ -90,10 +96,26 @@ def load_dgl_graphs(path) -> tuple[list[Graph], dict[str, torch.Tensor]]:
         raise ValueError(f"{path}: DGL graph file version {version}, graph type {graph_type}; "
                          f"only version 2 heterograph files can be read")
     r.pos = HEADER_SIZE
-    r.u64()  # gdata_start_pos: the graphs follow the labels
-    labels = {name: value for name, value in r.vector(lambda: (r.string(), r.ndarray()))}
-    graphs = [_graph_data(r) for _ in range(num_graphs)]
+    data_start = r.u64()
+    labels = dict(r.vector(lambda: (r.string(), r.ndarray())))
+    if data_start != r.pos:
+        r.fail(f"the header places the graphs at byte {data_start}, the labels end here")
+    starts, graphs = [], []
+    for _ in range(num_graphs):
+        starts.append(r.pos)
+        graphs.append(_graph_data(r))
+    _check_index(r, starts)
     return graphs, labels
+
+
+def _check_index(r: _Reader, starts: list[int]) -> None:
+    """The trailing index (the graphs' offsets, as a string, then its length) must match and end the file."""
+    at = r.pos
+    index = bytes(r.take(r.u64()))
+    if index != struct.pack(f"<Q{len(starts)}Q", len(starts), *starts) or r.u64() != len(index) \
+            or r.pos != len(r.buf):
+        r.pos = at
+        r.fail("the trailing index of graph offsets does not match the graphs read")
 
 
 class _Reader:
@@ -107,13 +129,14 @@ class _Reader:
 
     def take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.buf):
-            self.fail(f"truncated DGL graph file (needs {n} more bytes, {len(self.buf) - self.pos} left)")
+            self.fail(f"truncated DGL graph file (needs {n} more bytes, {max(len(self.buf) - self.pos, 0)} left)")
         out = self.buf[self.pos:self.pos + n]
         self.pos += n
         return out
 
     def scalar(self, fmt: str):
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        values = struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))
+        return values[0] if len(values) == 1 else values
 
     def u64(self) -> int:
         return self.scalar("Q")
@@ -128,22 +151,30 @@ class _Reader:
             self.fail(f"expected a {what} (magic {expected:#x}), found {found:#x}")
 
     def vector(self, item) -> list:
-        return [item() for _ in range(self.u64())]
+        n = self.u64()
+        if n > len(self.buf) - self.pos:  # every item takes a byte at least
+            self.fail(f"a list of {n} items in {len(self.buf) - self.pos} bytes")
+        return [item() for _ in range(n)]
 
     def string(self) -> str:
-        return bytes(self.take(self.u64())).decode("utf-8")
+        try:
+            return bytes(self.take(self.u64())).decode("utf-8")
+        except UnicodeDecodeError:
+            self.fail("a name that is not UTF-8")
 
     def ndarray(self) -> torch.Tensor:
         self.magic(NDARRAY_MAGIC, "tensor")
-        self.u64()  # reserved
-        self.take(8)  # context: always saved as CPU
+        if self.u64() != 0 or self.scalar("ii") != (1, 0):
+            self.fail("a tensor with a nonzero reserved field or not saved from the CPU")
         ndim, code, bits, lanes = self.scalar("i"), self.scalar("B"), self.scalar("B"), self.scalar("H")
-        if (code, bits) not in _DTYPES or lanes != 1:
-            self.fail(f"tensor type code {code}, {bits} bits, {lanes} lanes is not supported")
+        if (code, bits) not in _DTYPES or lanes != 1 or not 0 <= ndim <= 16:
+            self.fail(f"tensor type code {code}, {bits} bits, {lanes} lanes, {ndim} dimensions is not supported")
         shape = [self.i64() for _ in range(ndim)]
         dtype = np.dtype(_DTYPES[(code, bits)])
-        size = self.i64()
-        if size != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        size, count = self.i64(), 1
+        for n in shape:
+            count *= n
+        if min(shape, default=0) < 0 or size != count * dtype.itemsize:
             self.fail(f"tensor of shape {shape} and {bits}-bit items declares {size} bytes")
         arr = np.frombuffer(self.take(size), dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
         out = torch.from_numpy(arr)
@@ -151,13 +182,46 @@ class _Reader:
 
     def matrix(self, magic: int, what: str, n_arrays: int, n_flags: int):
         self.magic(magic, what)
-        num_cols, num_rows = self.i64(), self.i64()
-        arrays = [self.ndarray().to(torch.int64) for _ in range(n_arrays)]
-        self.take(n_flags)  # sorted flags
-        return num_rows, num_cols, arrays
+        at = self.pos
+        num_cols, num_rows = (check_count(n, "nodes", f"{self.path}, byte {at}") for n in (self.i64(), self.i64()))
+        arrays = [self.ndarray() for _ in range(n_arrays)]
+        if any(a.dim() != 1 or a.dtype not in (torch.int32, torch.int64) for a in arrays):
+            self.fail(f"the {what} holds arrays that are not 1-D integer ids")
+        if any(flag > 1 for flag in bytes(self.take(n_flags))):
+            self.fail(f"the {what}'s sorted flags are not booleans")
+        return num_rows, num_cols, [a.to(torch.int64) for a in arrays]
 
     def csr(self):
-        return self.matrix(CSR_MAGIC, "CSR matrix", 3, 1)
+        """(num_rows, num_cols, [indptr, indices, data]), checked against each other before use."""
+        at = self.pos
+        num_rows, num_cols, (indptr, indices, data) = self.matrix(CSR_MAGIC, "CSR matrix", 3, 1)
+        nnz = indices.numel()
+        if indptr.numel() != num_rows + 1 or indptr[0] != 0 or indptr[-1] != nnz \
+                or bool((indptr[1:] < indptr[:-1]).any()):
+            self.pos = at
+            self.fail(f"CSR indptr of {indptr.numel()} entries is not 0, non-decreasing, .., {nnz} for "
+                      f"{num_rows} rows and {nnz} column indices")
+        self.check_ids(at, "CSR", num_cols, indices, data, nnz)
+        return num_rows, num_cols, [indptr, indices, data]
+
+    def coo(self):
+        at = self.pos
+        num_rows, num_cols, (row, col, data) = self.matrix(COO_MAGIC, "COO matrix", 3, 2)
+        if row.numel() != col.numel():
+            self.pos = at
+            self.fail(f"COO matrix of {row.numel()} rows and {col.numel()} columns")
+        self.check_ids(at, "COO", num_rows, row)
+        self.check_ids(at, "COO", num_cols, col, data, row.numel())
+        return num_rows, num_cols, [row, col, data]
+
+    def check_ids(self, at: int, what: str, count: int, ids: torch.Tensor, data=None, nnz: int = 0) -> None:
+        """Fail at ``at`` unless ``ids`` lie in [0, count) and ``data`` (edge ids) is empty or of ``nnz``."""
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= count):
+            self.pos = at
+            self.fail(f"{what} matrix holds node ids outside [0, {count})")
+        if data is not None and data.numel() not in (0, nnz):
+            self.pos = at
+            self.fail(f"{what} matrix holds {data.numel()} edge ids for {nnz} edges")
 
     def immutable_graph(self):
         self.magic(IMMUTABLE_MAGIC, "metagraph (immutable graph)")
@@ -174,37 +238,55 @@ def _csr_edges(num_rows, indptr, indices, data):
     return rows, indices, _edge_ids(data, indices.numel())
 
 
-def _unit_graph(r: _Reader) -> tuple[torch.Tensor, torch.Tensor]:
-    """(src, dst) of one relation in edge-id order, from the first saved format."""
+def _format_codes(r: _Reader) -> int:
+    at, code = r.pos, r.i64()
+    if code >> 32 == 1 and 0 < code & 0xFFFFFFFF <= 7:
+        return code & 0xFFFFFFFF
+    if code in (1, 2, 3):
+        return {1: COO_CODE, 2: CSR_CODE, 3: CSC_CODE}[code]
+    r.pos = at
+    r.fail(f"relation graph format code {code:#x} is not a known sparse format")
+
+
+def _unit_graph(r: _Reader) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """(src, dst, source nodes, destination nodes) of one relation in edge-id order, from the first
+    saved format; every saved format must agree on the node counts."""
+    start = r.pos
     r.magic(UNIT_MAGIC, "relation graph (unit graph)")
-    saved, _allowed = r.i64(), r.i64()
-    saved = saved & 0xFFFFFFFF if saved >> 32 else {1: COO_CODE, 2: CSR_CODE, 3: CSC_CODE}.get(saved, 0)
+    saved = _format_codes(r)
+    r.i64()  # the formats the graph may be converted to: nothing to read
     found = []
     for code in (COO_CODE, CSR_CODE, CSC_CODE):
         if saved & code:
-            r.immutable_graph()
+            meta_rows, _, _ = r.immutable_graph()
+            if meta_rows not in (1, 2):
+                r.fail(f"relation graph's own metagraph has {meta_rows} node types, not 1 or 2")
             if code == COO_CODE:
-                _, _, (row, col, data) = r.matrix(COO_MAGIC, "COO matrix", 3, 2)
-                found.append((row, col, _edge_ids(data, row.numel())))
+                n_src, n_dst, (row, col, data) = r.coo()
+                found.append((row, col, _edge_ids(data, row.numel()), n_src, n_dst))
             else:
-                num_rows, _, (indptr, indices, data) = r.csr()
+                num_rows, num_cols, (indptr, indices, data) = r.csr()
                 rows, cols, eids = _csr_edges(num_rows, indptr, indices, data)
-                found.append((rows, cols, eids) if code == CSR_CODE else (cols, rows, eids))
-    if not found:
-        r.fail(f"relation graph saves no known sparse format (code {saved:#x})")
-    src, dst, eids = found[0]
+                found.append((rows, cols, eids, num_rows, num_cols) if code == CSR_CODE
+                             else (cols, rows, eids, num_cols, num_rows))
+    src, dst, eids, n_src, n_dst = found[0]
+    if any((f[3], f[4], f[0].numel()) != (n_src, n_dst, src.numel()) for f in found):
+        r.pos = start
+        r.fail("relation graph's saved formats disagree on node or edge counts")
     order = torch.argsort(eids)
     if not torch.equal(eids[order], torch.arange(eids.numel())):
         r.fail("relation graph edge ids are not 0..E-1")
-    return src[order], dst[order]
+    return src[order], dst[order], n_src, n_dst
 
 
 def _graph_data(r: _Reader) -> Graph:
     r.magic(HETERO_MAGIC, "heterograph")
-    meta_rows, _, meta = r.immutable_graph()
+    meta_rows, meta_cols, meta = r.immutable_graph()
+    if meta_cols != meta_rows:
+        r.fail(f"metagraph of {meta_rows} x {meta_cols} node types")
     relations = r.vector(lambda: _unit_graph(r))
     counts_at = r.pos
-    counts = r.vector(r.i64)
+    counts = [check_count(n, "nodes", f"{r.path}, byte {counts_at}") for n in r.vector(r.i64)]
     node_tensors = r.vector(lambda: r.vector(lambda: (r.string(), r.ndarray())))
     edge_tensors = r.vector(lambda: r.vector(lambda: (r.string(), r.ndarray())))
     ntypes, etypes = r.vector(r.string), r.vector(r.string)
@@ -214,17 +296,21 @@ def _graph_data(r: _Reader) -> Graph:
         r.pos = counts_at
         r.fail(f"graph lists {len(ntypes)} node types, {len(counts)} node counts, {len(etypes)} relation "
                f"names and {len(relations)} relation graphs; these must agree with the metagraph")
-    ends = {int(e): (ntypes[int(s)], ntypes[int(d)]) for s, d, e in zip(meta_src, meta_dst, meta_ids)}
-    keys = [(ends[e][0], etypes[e], ends[e][1]) for e in range(len(etypes))]
+    ends = {int(e): (int(s), int(d)) for s, d, e in zip(meta_src, meta_dst, meta_ids)}
+    if len(set(ntypes)) != len(ntypes) or sorted(ends) != list(range(len(etypes))) \
+            or any((counts[ends[e][0]], counts[ends[e][1]]) != rel[2:] for e, rel in enumerate(relations)):
+        r.pos = counts_at
+        r.fail("node types, metagraph edge ids and the relations' node counts do not agree")
+    keys = [(ntypes[ends[e][0]], etypes[e], ntypes[ends[e][1]]) for e in range(len(etypes))]
     try:
-        g = heterograph({k: rel for k, rel in zip(keys, relations)}, num_nodes=dict(zip(ntypes, counts)))
+        g = heterograph({k: rel[:2] for k, rel in zip(keys, relations)}, num_nodes=dict(zip(ntypes, counts)))
         for ntype, items in zip(ntypes, node_tensors):
             for name, value in items:
                 g.nodes[ntype].data[name] = value
         for key, items in zip(keys, edge_tensors):
             for name, value in items:
                 g.edges[key].data[name] = value
-    except (ValueError, KeyError) as err:
+    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as err:
         raise ValueError(f"{r.path}: graph ending at byte {r.pos} is inconsistent ({err})") from None
     return g
 

@@ -9,6 +9,7 @@ import torch
 
 from ..graph import Graph
 from ..graph import graph
+from .limits import check_count
 
 
 def load_edge_list(path, num_nodes: int | None = None, delimiter: str | None = None,
@@ -19,7 +20,7 @@ def load_edge_list(path, num_nodes: int | None = None, delimiter: str | None = N
     ``comments`` and blank lines are ignored. ``num_nodes`` defaults to the
     largest id + 1. FileNotFoundError for a missing file; ValueError naming
     the file and line for a wrong column count, a non-integer or negative id,
-    or an id >= ``num_nodes``.
+    or an id >= ``num_nodes``, or a node count beyond ``gnnc.data.limits``.
     """
     path = Path(path)
     if not path.is_file():
@@ -34,6 +35,7 @@ def load_edge_list(path, num_nodes: int | None = None, delimiter: str | None = N
         edges = np.zeros((0, 2), dtype=np.int64)
     if edges.shape[1] != 2 or (edges < 0).any() or (num_nodes is not None and (edges >= num_nodes).any()):
         _raise_first_bad_line(path, delimiter, comments, num_nodes, "malformed edge list")
+    check_count(num_nodes if num_nodes is not None else int(edges.max(initial=-1)) + 1, "nodes", path)
     src, dst = torch.from_numpy(edges[:, 0].copy()), torch.from_numpy(edges[:, 1].copy())
     return graph((src, dst), num_nodes=num_nodes)
 

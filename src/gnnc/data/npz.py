@@ -1,5 +1,10 @@
 """Save and load any gnnc graph as a pickle-free ``.npz`` archive.
 
+Loading reads plain arrays only (``npz_members``: declared sizes checked
+before allocating, zip's CRC-32 checked), checks node counts against
+``gnnc.data.limits`` and turns anything malformed into a ValueError naming
+the file.
+
 The archive keeps node types and counts, canonical relations in order, each
 relation's local (src, dst) in user edge order, node / edge features (whole
 graph or per type, any dtype) and the type-indexed parameters
@@ -9,7 +14,6 @@ gnnc before it followed DGL's) has its per-type rows moved to it by name.
 """
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +21,8 @@ import torch
 
 from ..graph import Graph, heterograph
 from ..graph.type_order import type_rows
+from .limits import check_count
+from .npz_members import read_npz
 
 FORMAT = "gnnc-graph-v1"
 # Tensors whose dtype numpy lacks (bfloat16, float8) travel as same-size integers.
@@ -59,35 +65,33 @@ def load_npz(path) -> Graph:
     if not path.is_file():
         raise FileNotFoundError(f"graph archive {path} does not exist")
     try:
-        archive = np.load(path, allow_pickle=False)
-    except (ValueError, zipfile.BadZipFile, OSError, EOFError) as err:
-        raise ValueError(f"{path}: not a gnnc graph archive ({err})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"{path}: not a gnnc graph archive (a single .npy array)")
-    with archive:
-        return _read(_Entries(path, archive))
+        return _read(_Entries(path, read_npz(path)))
+    except (KeyError, TypeError, IndexError, RuntimeError) as err:
+        raise ValueError(f"{path}: not a consistent gnnc graph archive ({type(err).__name__}: {err})") from None
+    except ValueError as err:
+        if str(path) in str(err):
+            raise
+        raise ValueError(f"{path}: not a consistent gnnc graph archive ({err})") from None
 
 
 class _Entries:
     """Archive members with errors that name the file and the entry."""
 
-    def __init__(self, path: Path, archive):
-        self.path, self.archive = path, archive
+    def __init__(self, path: Path, arrays: dict):
+        self.path, self.arrays = path, arrays
 
     def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self.archive.files:
+        if name not in self.arrays:
             raise ValueError(f"{self.path}: not a gnnc graph archive (entry {name!r} is missing)")
-        try:
-            return self.archive[name]
-        except ValueError as err:
-            raise ValueError(f"{self.path}: entry {name!r} cannot be read ({err})") from None
+        return self.arrays[name]
 
 
 def _read(entries: _Entries) -> Graph:
     if str(entries["format"]) != FORMAT:
         raise ValueError(f"{entries.path}: format {str(entries['format'])!r}, expected {FORMAT!r}")
     ntypes = entries["ntypes"].tolist()
-    counts = entries["ntype_counts"].tolist()
+    counts = [check_count(n, "nodes", f"{entries.path}, entry 'ntype_counts'")
+              for n in np.atleast_1d(entries["ntype_counts"]).tolist()]
     etypes = [tuple(k) for k in entries["etypes"].tolist()]
     relations = {key: (torch.from_numpy(entries[f"src_{r}"]), torch.from_numpy(entries[f"dst_{r}"]))
                  for r, key in enumerate(etypes)}

@@ -27,10 +27,20 @@ gnnc names: ``feat`` for node-feat / edge-feat, the file name without its
 ``label`` and ``train_mask`` / ``val_mask`` / ``test_mask`` on the labelled
 node type. One-column files become 1-D tensors. Only single-graph folders
 (node-property prediction) are read; graph-property folders are refused.
+
+Counts are read first and checked against ``gnnc.data.limits``; a CSV of
+rows whose count is declared is parsed only up to that count (one row more
+is an error, found as soon as it is read), and its decompressed text is
+bounded by ``_ROW_BYTES`` per value and row. Labels must be finite,
+integral and non-negative (NaN marks an unlabelled node), their count of
+classes within the limit. The CSVs and npz archives carry no checksum that
+gnnc checks beyond zip's CRC-32: a changed digit that keeps a file valid
+cannot be detected.
 """
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import warnings
 import zlib
@@ -41,11 +51,17 @@ import torch
 
 from ..graph import heterograph
 from .dataset import Dataset, index_mask
+from .limits import LIMITS, check_count
+from .npz_members import read_npz
 
 SPLITS = (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
 # OGB's master.csv sets add_inverse_edge for these downloads (folder names).
 INVERSE_BY_DEFAULT = ("proteins", "products", "ogbn_proteins", "ogbn_products")
 _FLOAT_TEXT = re.compile(r"[.eEnNiI]")
+_TABLE_BYTES = 1 << 24  # bound on the text of a small table (node type counts, relation lists)
+_FIRST_LINE = 1 << 20  # the longest first row read to tell ints from floats and count columns
+_READ_AHEAD = 1 << 22  # what the text reader may take beyond the last row it parses
+_ROW_BYTES = 32  # bound on the text of one value (with its separator); a row adds one for its newline
 
 
 def is_ogb_folder(path) -> bool:
@@ -97,51 +113,79 @@ def load_ogbn(path, split: str | None = None, add_inverse_edge: bool | None = No
 
 
 # ------------------------------------------------------------------ CSV files
-def _open_text(path: Path):
+class _Bounded(io.RawIOBase):
+    """A read-only stream that refuses to give more than ``limit`` bytes of ``raw``."""
+
+    def __init__(self, raw, limit: int | None, path: Path):
+        self.raw, self.left, self.path, self.limit = raw, limit, path, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        got = self.raw.readinto(buffer)
+        if self.left is not None:
+            self.left -= got
+            if self.left < 0:
+                raise ValueError(f"{self.path}: decompresses to more than the {self.limit:,} bytes its "
+                                 f"declared rows can fill")
+        return got
+
+
+def _open_text(path: Path, limit: int | None = None):
+    """The gzipped text of ``path``; reading more than ``limit`` decompressed bytes is a ValueError."""
     if not path.is_file():
         raise FileNotFoundError(f"OGB file {path} is missing")
-    return gzip.open(path, "rt")
+    return io.TextIOWrapper(io.BufferedReader(_Bounded(gzip.open(path, "rb"), limit, path)))
 
 
-def read_csv(path: Path, kind: str = "auto", columns: int | None = None) -> np.ndarray:
+def read_csv(path: Path, kind: str = "auto", columns: int | None = None, rows: int | None = None,
+             exact: bool = True, what: str = "rows") -> np.ndarray:
     """2-D array of a gzipped, header-less CSV of numbers.
 
     ``kind`` 'int' gives int64, 'float' float32, 'auto' int64 when the file
     holds only integers (OGB's rule, via pandas' type inference) else float32.
+    ``rows``: the declared row count of ``what`` (exactly, or at most unless
+    ``exact``); parsing stops one row past it and the text read is bounded by it.
     """
     first = ""
     try:
-        with _open_text(path) as f:
-            first = f.readline()
+        with _open_text(path, _TABLE_BYTES) as f:
+            first = f.readline(_FIRST_LINE)
+        width = columns or first.count(",") + 1
+        limit = None if rows is None else (rows + 1) * (width * _ROW_BYTES + 1) + len(first) + _READ_AHEAD
         guess = kind == "auto"
         if guess:
             kind = "float" if _FLOAT_TEXT.search(first) else "int"
         try:
-            arr = _loadtxt(path, np.int64 if kind == "int" else np.float64)
+            arr = _loadtxt(path, np.int64 if kind == "int" else np.float64, rows, limit)
         except ValueError:
             if not (guess and kind == "int"):
                 raise
-            arr = _loadtxt(path, np.float64)  # an integer-looking first row, floats further on
+            arr = _loadtxt(path, np.float64, rows, limit)  # an integer-looking first row, floats further on
     except (ValueError, OSError, EOFError, zlib.error) as err:
-        if isinstance(err, FileNotFoundError):
+        if isinstance(err, FileNotFoundError) or str(err).startswith(str(path)):
             raise
         raise ValueError(f"{path}: not a gzipped CSV of numbers ({err})") from None
     if arr.size == 0:
         arr = arr.reshape(0, columns or (first.count(",") + 1 if first.strip() else 1))
     if columns is not None and arr.shape[1] != columns:
         raise ValueError(f"{path}: expected {columns} column(s), found {arr.shape[1]}")
+    if rows is not None and (arr.shape[0] > rows or exact and arr.shape[0] != rows):
+        more = "at least " if arr.shape[0] > rows else ""
+        raise ValueError(f"{path}: {more}{arr.shape[0]} rows, but the graph has {rows} {what}")
     return arr.astype(np.float32) if arr.dtype == np.float64 else arr
 
 
-def _loadtxt(path: Path, dtype) -> np.ndarray:
-    with _open_text(path) as f, warnings.catch_warnings():
+def _loadtxt(path: Path, dtype, rows: int | None, limit: int | None) -> np.ndarray:
+    with _open_text(path, limit) as f, warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # "input contained no data"
-        return np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=2)
+        return np.loadtxt(f, delimiter=",", dtype=dtype, ndmin=2, max_rows=None if rows is None else rows + 1)
 
 
 def _column(path: Path, num_nodes: int) -> np.ndarray:
     """A one-column file of node indices, checked against ``num_nodes``."""
-    idx = read_csv(path, "int", 1)[:, 0]
+    idx = read_csv(path, "int", 1, rows=num_nodes, exact=False, what="nodes")[:, 0]
     _check_ids(idx, num_nodes, path)
     return idx
 
@@ -161,8 +205,11 @@ def _one_graph(path: Path, counts: list[int]) -> int:
     return counts[0]
 
 
-def _count(path: Path) -> int:
-    return _one_graph(path, read_csv(path, "int", 1)[:, 0].tolist())
+def _count(path: Path, kind: str) -> int:
+    """The one count of ``path`` (num-node-list / num-edge-list), within the ``kind`` limit."""
+    counts = read_csv(path, "int", 1, rows=1, exact=False, what="graph; only node-property folders with one graph "
+                      "can be read")
+    return check_count(_one_graph(path, counts[:, 0].tolist()), kind, path)
 
 
 def _rows(arr: np.ndarray, expected: int, path: Path, what: str) -> np.ndarray:
@@ -186,8 +233,7 @@ def _interleave(edges: np.ndarray) -> np.ndarray:
 def _edges(folder: Path, src_count: int, dst_count: int) -> np.ndarray:
     """``edge.csv.gz`` of ``folder``, checked against ``num-edge-list`` and the node counts."""
     path = folder / "edge.csv.gz"
-    edges = _rows(read_csv(path, "int", 2), _count(folder / "num-edge-list.csv.gz"), path, "edges "
-                  "(num-edge-list.csv.gz)")
+    edges = read_csv(path, "int", 2, rows=_count(folder / "num-edge-list.csv.gz", "edges"), what="edges")
     _check_ids(edges[:, :1], src_count, path, "source node id")
     _check_ids(edges[:, 1:], dst_count, path, "destination node id")
     return edges
@@ -202,24 +248,30 @@ def _features(folder: Path, feat_file: str, prefix: str, expected: int, what: st
         files.append((folder / "species.csv.gz", "species"))  # ogbn-proteins ships node_species so
     for path, name in files:
         if path.is_file():
-            arr = _rows(read_csv(path), expected, path, what)
+            arr = read_csv(path, rows=expected, what=what)
             out[name] = _tensor(np.repeat(arr, 2, axis=0) if inverse else arr)
     return out
 
 
 def _label(path: Path, num_nodes: int) -> torch.Tensor:
-    arr = _rows(read_csv(path), num_nodes, path, "nodes")
-    if arr.dtype != np.int64:
-        missing = np.isnan(arr)
-        if not np.all(arr[~missing] == np.round(arr[~missing])):
-            raise ValueError(f"{path}: labels must be class indices (integers or NaN)")
-        arr = np.where(missing, -1, arr).astype(np.int64)
-    return _tensor(arr)
+    return _checked_labels(read_csv(path, rows=num_nodes, what="nodes"), path)
+
+
+def _checked_labels(arr: np.ndarray, path: Path) -> torch.Tensor:
+    """int64 labels (-1 for NaN, an unlabelled node); ValueError naming ``path`` and the row of the first
+    label that is infinite, not an integer, negative or a class beyond ``max_classes``."""
+    missing = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape, dtype=bool)
+    bad = ~missing & ((arr < 0) | (arr >= LIMITS.max_classes) | (arr != np.floor(arr)))
+    if bad.any():
+        row = int(np.flatnonzero(bad.reshape(len(arr), -1).any(1))[0])
+        raise ValueError(f"{path}, row {row + 1}: label {arr.reshape(len(arr), -1)[row].tolist()} is not a class "
+                         f"index (an integer in [0, {LIMITS.max_classes:,}) or NaN for unlabelled)")
+    return _tensor(np.where(missing, -1, arr).astype(np.int64))
 
 
 # ----------------------------------------------------------- homogeneous
 def _homo_csv(raw: Path, inverse: bool):
-    num_nodes = _count(raw / "num-node-list.csv.gz")
+    num_nodes = _count(raw / "num-node-list.csv.gz", "nodes")
     edges = _edges(raw, num_nodes, num_nodes)
     node_feats = _features(raw, "node-feat.csv.gz", "node_", num_nodes, "nodes", False)
     edge_feats = _features(raw, "edge-feat.csv.gz", "edge_", len(edges), "edges", inverse)
@@ -233,9 +285,12 @@ def _homo_npz(raw: Path, inverse: bool):
     missing = [k for k in ("edge_index", "num_nodes_list", "num_edges_list") if k not in arrays]
     if missing:
         raise ValueError(f"{path}: entries {missing} are missing")
-    num_nodes = _one_graph(path, arrays["num_nodes_list"].tolist())
+    num_nodes = check_count(_one_graph(path, arrays["num_nodes_list"].tolist()), "nodes", path)
+    num_edges = check_count(_one_graph(path, arrays["num_edges_list"].tolist()), "edges", path)
+    if arrays["edge_index"].shape != (2, num_edges):
+        raise ValueError(f"{path}: edge_index of shape {arrays['edge_index'].shape}, num_edges_list declares "
+                         f"{num_edges} edges")
     edges = np.ascontiguousarray(arrays["edge_index"].T.astype(np.int64))
-    _rows(edges, _one_graph(path, arrays["num_edges_list"].tolist()), path, "edges (num_edges_list)")
     _check_ids(edges, num_nodes, path)
     node_feats, edge_feats = {}, {}
     for key, value in arrays.items():
@@ -249,20 +304,15 @@ def _homo_npz(raw: Path, inverse: bool):
     labels = _npz(raw / "node-label.npz")
     if "node_label" not in labels:
         raise ValueError(f"{raw / 'node-label.npz'}: entry 'node_label' is missing")
-    label = _rows(labels["node_label"].astype(np.float64), num_nodes, raw / "node-label.npz", "nodes")
-    missing_label = np.isnan(label)
-    label = _tensor(np.where(missing_label, -1, label).astype(np.int64))
+    label = _rows(labels["node_label"], num_nodes, raw / "node-label.npz", "nodes")
+    label = _checked_labels(label.astype(np.float64) if label.dtype.kind == "f" else label, raw / "node-label.npz")
     return _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse), {"_N": label}
 
 
 def _npz(path: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"OGB file {path} is missing")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
-    except (ValueError, OSError, EOFError) as err:
-        raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
+    return read_npz(path)
 
 
 def _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse):
@@ -281,7 +331,7 @@ def _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse):
 def _header_table(path: Path) -> dict[str, list[str]]:
     """{column name: values} of a small gzipped CSV with a header row."""
     try:
-        with _open_text(path) as f:
+        with _open_text(path, _TABLE_BYTES) as f:
             lines = [line.strip().split(",") for line in f if line.strip()]
     except (OSError, EOFError, zlib.error) as err:
         if isinstance(err, FileNotFoundError):
@@ -302,7 +352,7 @@ def _marked_types(table_path: Path, folder: Path) -> list[str]:
 def _triplets(raw: Path) -> list[tuple[str, str, str]]:
     path = raw / "triplet-type-list.csv.gz"
     if path.is_file():
-        with _open_text(path) as f:
+        with _open_text(path, _TABLE_BYTES) as f:
             rows = [tuple(line.strip().split(",")) for line in f if line.strip()]
     else:
         rows = [tuple(p.name.split("___")) for p in (raw / "relations").iterdir() if p.is_dir()]
@@ -314,7 +364,11 @@ def _triplets(raw: Path) -> list[tuple[str, str, str]]:
 
 def _hetero(raw: Path, inverse: bool):
     path = raw / "num-node-dict.csv.gz"
-    counts = {t: _one_graph(path, [int(v) for v in vs]) for t, vs in sorted(_header_table(path).items())}
+    try:
+        counts = {t: check_count(_one_graph(path, [int(v) for v in vs]), "nodes", path)
+                  for t, vs in sorted(_header_table(path).items())}
+    except ValueError as err:
+        raise err if str(path) in str(err) else ValueError(f"{path}: node counts must be integers ({err})") from None
     relations, edge_feats = {}, {}
     for rel in _triplets(raw):
         unknown = [t for t in (rel[0], rel[2]) if t not in counts]

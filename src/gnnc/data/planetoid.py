@@ -6,6 +6,10 @@ test range that ``test.index`` skips get zero features and label 0;
 edges come from the adjacency dict without self-loops or duplicates, sorted
 by (src, dst). Public split: the ``x`` rows train, the next 500 validate,
 ``test.index`` tests. Features are kept raw (no normalization).
+
+Every file's shape is checked against the others' (``allx`` must hold the
+training and the validation rows) and the node count
+against ``gnnc.data.limits`` before a dense array is built.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import torch
 
 from ..graph import graph
 from .dataset import Dataset, index_mask
+from .limits import check_count, check_dense
 from .paths import ENV_VAR, resolve
 from .safe_pickle import safe_load
 
@@ -97,16 +102,20 @@ def _node_rows(root: Path, name: str, parts: dict, test_index: np.ndarray):
     loaders); ids in the test range that no test index names (Citeseer's
     isolated nodes) get zero rows.
     """
-    allx, ally, tx, ty = (_dense(parts[k]) for k in ("allx", "ally", "tx", "ty"))
+    x, y, allx, ally, tx, ty = (parts[k].shape for k in ("x", "y", "allx", "ally", "tx", "ty"))
     test_file = root / f"ind.{name}.test.index"
-    if not (allx.shape[0] == ally.shape[0] and tx.shape[0] == ty.shape[0] == test_index.size
-            and allx.shape[1] == tx.shape[1] and ally.shape[1] == ty.shape[1]):
-        raise ValueError(f"Planetoid {name!r} in {root}: shapes disagree: allx {allx.shape}, ally "
-                         f"{ally.shape}, tx {tx.shape}, ty {ty.shape}, {test_index.size} test indices")
-    known, order = allx.shape[0], np.sort(test_index)
-    num_nodes = known + int(order[-1] - order[0]) + 1
+    if not (allx[0] == ally[0] and tx[0] == ty[0] == test_index.size and allx[1] == tx[1] == x[1]
+            and ally[1] == ty[1] == y[1] and x[0] == y[0] and x[0] + NUM_VAL <= allx[0]):
+        raise ValueError(f"Planetoid {name!r} in {root}: shapes disagree: x {x}, y {y}, allx {allx}, ally "
+                         f"{ally}, tx {tx}, ty {ty}, {test_index.size} test indices")
+    known, order = allx[0], np.sort(test_index)
+    num_nodes = check_count(known + int(order[-1] - order[0]) + 1, "nodes", test_file)
     if order[0] < 0 or order[-1] >= num_nodes or np.any(order[1:] == order[:-1]):
         raise ValueError(f"{test_file}: test indices must be distinct and within [0, {num_nodes})")
+    check_count(ally[1], "classes", root / f"ind.{name}.ally")
+    for key, width in (("allx", allx[1]), ("ally", ally[1])):
+        check_dense((num_nodes, width), 4, root / f"ind.{name}.{key}")
+    allx, ally, tx, ty = (_dense(parts[k]) for k in ("allx", "ally", "tx", "ty"))
     slots = known + order - order[0]
     out = []
     for head, tail in ((allx, tx), (ally, ty)):

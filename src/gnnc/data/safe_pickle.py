@@ -3,12 +3,19 @@
 Pickles run arbitrary callables while loading; ``RestrictedUnpickler``
 resolves a global only if it is on the allow-list (numpy arrays and dtypes,
 scipy CSR matrices, ``defaultdict`` and ``list``) and raises
-``pickle.UnpicklingError`` naming any other.
+``pickle.UnpicklingError`` naming any other. ``safe_load`` first walks the
+opcodes (``pickletools``), so no length a damaged file declares is
+allocated before it is known to fit the file, and checks the CSR matrices it
+rebuilds (scipy's pickles restore them without a check). Pickles carry no
+checksum: a flipped bit inside array data cannot be detected.
 """
 from __future__ import annotations
 
 import collections
+import io
 import pickle
+import pickletools
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +43,10 @@ def _allowed() -> dict[tuple[str, str], object]:
     }
 
 
+class PickleFileError(pickle.UnpicklingError, ValueError):
+    """A pickle file that is damaged or holds a class outside the allow-list; the message names the file."""
+
+
 class RestrictedUnpickler(pickle.Unpickler):
     """Unpickler whose ``find_class`` admits only the allow-listed globals."""
 
@@ -51,13 +62,23 @@ class RestrictedUnpickler(pickle.Unpickler):
 def safe_load(path) -> object:
     """Load a (latin-1, possibly Python 2) pickle file with ``RestrictedUnpickler``.
 
-    Errors name the file: UnpicklingError for a refused class or a corrupt file.
+    Errors name the file: PickleFileError (an UnpicklingError and a ValueError) for a refused class or a
+    damaged file.
     """
     path = Path(path)
-    with open(path, "rb") as f:
+    data = path.read_bytes()
+    try:
+        for _ in pickletools.genops(data):
+            pass
+        obj = RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
+    except pickle.UnpicklingError as err:
+        raise PickleFileError(f"{path}: {err}") from None
+    except (EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, MemoryError,
+            UnicodeDecodeError, struct.error) as err:
+        raise PickleFileError(f"{path}: not a readable pickle ({type(err).__name__}: {err})") from None
+    if scipy.sparse.issparse(obj):
         try:
-            return RestrictedUnpickler(f, encoding="latin1").load()
-        except pickle.UnpicklingError as err:
-            raise pickle.UnpicklingError(f"{path}: {err}") from None
-        except (EOFError, ValueError, TypeError, AttributeError, IndexError) as err:
-            raise pickle.UnpicklingError(f"{path}: not a readable pickle ({err})") from err
+            obj.check_format(full_check=True)
+        except (ValueError, TypeError, AttributeError, IndexError) as err:
+            raise PickleFileError(f"{path}: an inconsistent sparse matrix ({err})") from None
+    return obj
