@@ -3,9 +3,9 @@
 EdgeBatch covers a contiguous block of edges in internal order (the whole
 graph or one relation), or chosen edges of such a block (DGL's
 ``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
-edge's endpoints (``g.ndata`` for the whole graph; for one relation, the
+edge's endpoints (``g.side_data``: ``g.ndata`` for the whole graph; for one relation, the
 features of its source / destination node type, as DGL reads per-type
-features set on some types only), ``data[k]`` is edge data, and Graphiler's typed lookups
+features set on some types only; a block's source and destination sides), ``data[k]`` is edge data, and Graphiler's typed lookups
 ``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
 ``g.etype_data[k]`` by each edge's source type, destination type, relation.
 NodeBatch covers a set of nodes: ``data[k]``, ``mailbox[k]`` of shape
@@ -66,9 +66,9 @@ class _Features(_Lookup):
             self._keep(key, value)
 
 
-def _type_lookup(g, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
-    """Features of node type ``ntype`` at ``nodes`` (global ids of that type)."""
-    view = g.nodes[ntype].data
+def _type_lookup(g, side: str, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
+    """Features of node type ``ntype`` on ``side`` at ``nodes`` (global ids of that type)."""
+    view = g.side_data(side, g.ntype_id(ntype))
     offset = g.index.ntype_offsets[g.ntype_id(ntype)]
     local = nodes - offset if offset else nodes
     return _Lookup(lambda k: view[k].index_select(0, local), lambda: list(view), what,
@@ -94,14 +94,15 @@ class EdgeBatch:
             self._pos = index.internal_eid[subset + lo]
         self._src = index.src[self._pos]
         self._dst = index.dst[self._pos]
-        ndata, ntd, etd = g.ndata, g.ntype_data, g.etype_data
+        ntd, etd = g.ntype_data, g.etype_data
         if rel is None:
-            self.src = _Lookup(lambda k: ndata[k].index_select(0, self._src), lambda: list(ndata), "edges.src")
-            self.dst = _Lookup(lambda k: ndata[k].index_select(0, self._dst), lambda: list(ndata), "edges.dst")
+            sources, ends = g.side_data("src"), g.side_data("dst")
+            self.src = _Lookup(lambda k: sources[k].index_select(0, self._src), lambda: list(sources), "edges.src")
+            self.dst = _Lookup(lambda k: ends[k].index_select(0, self._dst), lambda: list(ends), "edges.dst")
         else:
             src_type, _, dst_type = index.etypes[rel]
-            self.src = _type_lookup(g, src_type, self._src, "edges.src")
-            self.dst = _type_lookup(g, dst_type, self._dst, "edges.dst")
+            self.src = _type_lookup(g, "src", src_type, self._src, "edges.src")
+            self.dst = _type_lookup(g, "dst", dst_type, self._dst, "edges.dst")
         keep = self._keep if subset is None else None
         self.data = _Features(self._edge_data, self._edge_keys, "edges.data", "", self._src.numel(), keep)
         self.srctype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._src]),
@@ -166,7 +167,7 @@ class NodeBatch:
 
     def __init__(self, g, nodes: torch.Tensor, mailbox: dict | None = None, read=None, keys=None, where: str = ""):
         self._g, self._nodes = g, nodes
-        ndata, ntd = g.ndata, g.ntype_data
+        ndata, ntd = g.side_data("dst"), g.ntype_data
         read = read or (lambda k: ndata[k].index_select(0, nodes))
         self.data = _Features(read, keys or (lambda: list(ndata)), "nodes.data", where, nodes.numel())
         box = mailbox or {}

@@ -17,6 +17,7 @@ import torch
 from ..failures import fell_back
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph import validate
+from ..graph.block import Block
 from ..graph.core import ALL, Graph
 from ..graph.frame import Deferred
 from ..graph.lasting import lasting
@@ -88,8 +89,19 @@ def _messages_reduced(g, message, reduce, update_fn, rel, flag):
         return reduced
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
     with g.local_scope():
-        eager.write_nodes(g, t, reduced)
-        return eager.apply_nodes(g, update_fn, t)
+        eager.receive(g, t, reduced)
+        return _updated(g, update_fn, t)
+
+
+def _updated(g, update_fn, t) -> dict:
+    """``update_fn``'s results on the nodes of type ``t`` (every node when None), reading what a reduce reads;
+    on a block it runs on the destination nodes only, as DGL's (other rows zeros, never stored)."""
+    if not g.is_block:
+        return eager.apply_nodes(g, update_fn, t, side="dst")
+    nodes = g.receivers(t)
+    rows = g.index.num_nodes if t is None else g.index.ntype_counts[t]
+    return {k: v.new_zeros((rows,) + tuple(v.shape[1:])).index_copy(0, nodes, v)
+            for k, v in eager.apply_nodes(g, update_fn, t, nodes, side="dst").items()}
 
 
 def _check_callable(fn, role: str):
@@ -230,7 +242,7 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
         return
     rel = _relation(g, etype)
     t = None if rel is None else g.ntype_id(g.index.etypes[rel][2])
-    eager.write_nodes(g, t, _messages_reduced(g, message, reduce, update, rel, compile))
+    eager.receive(g, t, _messages_reduced(g, message, reduce, update, rel, compile))
 
 
 def _relation(g, etype) -> int | None:
@@ -258,14 +270,14 @@ def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, 
 @graph_call
 def pull(g, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
     funcs, rel, key = _partial_call("pull", g, etype, dgl_kwargs, message, reduce, update)
-    nodes = _subset(v, g.num_nodes(key[2]), "pull(v=...)", "node", g.device)
+    nodes = _subset(v, g.num_dst_nodes(key[2]), "pull(v=...)", "node", g.device)
     _receive(g, rel, g.in_edges(nodes, form="eid", etype=key), nodes.unique(), *funcs)
 
 
 @graph_call
 def push(g, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
     funcs, rel, key = _partial_call("push", g, etype, dgl_kwargs, message, reduce, update)
-    nodes = _subset(u, g.num_nodes(key[0]), "push(u=...)", "node", g.device)
+    nodes = _subset(u, g.num_src_nodes(key[0]), "push(u=...)", "node", g.device)
     _receive(g, rel, g.out_edges(nodes, form="eid", etype=key), None, *funcs)
 
 
@@ -290,13 +302,13 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
     part = _compute_graph(g, rel, eids)
     receivers = part.find_edges(key)[1].unique() if receivers is None else receivers
     reduced = _messages_reduced(part, message, reduce, None, 0, None)
-    t, count = g.ntype_id(key[2]), g.num_nodes(key[2])
-    store = g.nodes[key[2]].data
+    t, count = g.ntype_id(key[2]), g.num_dst_nodes(key[2])
+    store = g.dstnodes[key[2]].data
     rows = {k: value.index_select(0, receivers) for k, value in reduced.items()}
     if update is not None:  # as DGL: the update sees the reduced features; only its results are kept
         with g.local_scope():
             _write_rows(g, "node", store, receivers, count, rows)
-            rows = eager.apply_nodes(g, update, t, receivers)
+            rows = eager.apply_nodes(g, update, t, receivers, side="dst")
     _write_rows(g, "node", store, receivers, count, rows)
 
 
@@ -306,6 +318,8 @@ def _compute_graph(g, rel: int, eids):
     key, eids = g.canonical_etypes[rel], eids.long()
     src, dst = (t.long() for t in g.find_edges(key))
     part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
+    if g.is_block:  # with both sides of its node features
+        part = Block(part.index, g.src_ids, g.num_dst_per_type, g.parent_eids[g.index.rel_offsets[rel] + eids])
     part._nstore = g._nstore.copy()
     part.initializers = g.initializers
     part.parent_eid = eids if g.parent_eid is None else g.parent_eid.index_select(0, eids)
@@ -345,6 +359,6 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
                 raise ValueError(f"multi_update_all {cross_reducer!r}: relations into node type {g.ntypes[t]!r} "
                                  f"produced {k!r} of different shapes: {shapes}")
             merged[k] = eager.cross_reduce([out[k] for _, out in results if k in out], cross_reducer)
-        eager.write_nodes(g, t, merged)
+        eager.receive(g, t, merged)
         if update is not None:
-            eager.write_nodes(g, t, eager.apply_nodes(g, update, t))
+            eager.receive(g, t, _updated(g, update, t))

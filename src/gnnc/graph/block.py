@@ -1,28 +1,36 @@
-"""A layer's block (DGL's convention): a graph whose destination nodes are the first of its source nodes.
+"""A layer's block (DGL's convention): message passing from source nodes into destination nodes.
 
 A ``Block`` is a gnnc ``Graph`` with its parent's node types and relations
 (some relations may be empty). Its nodes are the source nodes, grouped by node
-type; within each type the destination nodes come first. Every edge ends at a
-destination node, so a layer runs on all block nodes and its results are read
-at the destination rows: ``dstdata`` / ``dstnodes[t].data`` (DGL's separate
-destination frame, here the first rows) or ``slice_dst``. The sampler
-(``gnnc.data.sampler``) and ``gnnc.to_block`` make them.
+type; within each type the destination nodes come first (the order DGL's
+``to_block(include_dst_in_src=True)`` and its samplers give). Every edge ends
+at a destination node. The sampler (``gnnc.data.sampler``) and
+``gnnc.to_block`` make them.
 
-DGL's block holds its source and destination nodes as two node sets; a
-gnnc block holds them as one where the destination nodes lead, which is the
-order DGL's ``to_block(include_dst_in_src=True)`` and its samplers give. DGL's
-``"SRC/<type>"`` / ``"DST/<type>"`` names count either side.
+As DGL's, a block holds two sides of node features
+(``gnnc.graph.sided_store``): ``srcdata`` / ``srcnodes[t].data`` (what
+``edges.src`` reads) and ``dstdata`` / ``dstnodes[t].data`` (one row per
+destination node: what ``edges.dst`` and the reduce and update functions'
+``nodes.data`` read, where ``update_all`` and the other message-passing
+calls write, and where the update function runs). ``ndata`` /
+``nodes[t].data`` are gnnc's view of one node set (DGL has none on a block):
+a write sets both sides, a read gives the destination side's rows where it
+has the feature and the source side's elsewhere, so a layer written for
+whole graphs (``g.ndata['x'] = x; g.update_all(...); g.ndata['h']``) runs on a
+block and its results are read at the destination rows (``slice_dst``).
+DGL's ``"SRC/<type>"`` / ``"DST/<type>"`` names count either side and
+name either side's features in ``nodes[...]``.
 """
 from __future__ import annotations
 
-from collections.abc import MutableMapping
-from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
 from .core import Graph, NodeSpace
-from .frame import TypeView
+from .frame import TypesView, TypeView, WholeView
+from .sided_store import DestinationSide, NodeSet, SidedStore
+
 
 class Block(Graph):
     """One layer's computation graph; see the module docstring for the node layout.
@@ -35,13 +43,14 @@ class Block(Graph):
 
     def __init__(self, index, src_ids: torch.Tensor, num_dst_per_type, parent_eids: torch.Tensor,
                  nstore=None, estore=None):
-        super().__init__(index, nstore, estore)
         if src_ids.numel() != index.num_nodes:
             raise ValueError(f"Block: {src_ids.numel()} parent ids for {index.num_nodes} nodes")
         if parent_eids.numel() != index.num_edges:
             raise ValueError(f"Block: {parent_eids.numel()} parent edge ids for {index.num_edges} edges")
+        num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
+        super().__init__(index, nstore or SidedStore(index.ntypes, index.ntype_counts, num_dst_per_type), estore)
         self.src_ids = src_ids
-        self.num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
+        self.num_dst_per_type = num_dst_per_type
         self.parent_eids = parent_eids
 
     is_block = True
@@ -74,22 +83,62 @@ class Block(Graph):
         return self.ntypes
 
     @property
-    def srcnodes(self) -> NodeSpace:
-        return NodeSpace(self)
+    def ndata(self) -> NodeSet:
+        """Both sides as one node set (see the module)."""
+        return NodeSet(self._nstore, None, self.ntype_id)
 
     @property
-    def dstnodes(self) -> "DestinationSpace":
-        """DGL's ``block.dstnodes``: ``dstnodes[t].data`` holds the destination rows of node type ``t``;
-        ``dstnodes(t)`` the destination nodes' ids."""
-        return DestinationSpace(self)
+    def nodes(self) -> NodeSpace:
+        """``nodes[t].data``: both sides of type ``t`` as one node set; ``nodes("SRC/t")`` / ``nodes["DST/t"]``
+        name one side (DGL's names)."""
+        return _Sides(self, "both")
+
+    @property
+    def srcdata(self):
+        """DGL's source-side features: with one node type a mapping over the source nodes, else one
+        ``{type: tensor}`` view."""
+        return self._side_data(self._nstore)
 
     @property
     def dstdata(self):
-        """DGL's block ``dstdata``: with one node type, the destination nodes' rows (the first
-        ``num_dst_nodes()`` block nodes) as :class:`DestinationRows`; otherwise as on any graph."""
+        """DGL's destination-side features (one row per destination node); else as :attr:`srcdata`."""
+        return self._side_data(self._nstore.dst)
+
+    def _side_data(self, store):
         if len(self.index.ntypes) == 1:
-            return DestinationRows(self.ndata, self.num_dst_nodes(), self.num_nodes())
-        return super().dstdata
+            return WholeView(store, self.ntype_id)
+        return TypesView(store, range(len(self.index.ntypes)))
+
+    @property
+    def srcnodes(self) -> NodeSpace:
+        return _Sides(self, "src")
+
+    @property
+    def dstnodes(self) -> NodeSpace:
+        """DGL's ``block.dstnodes``: ``dstnodes[t].data`` the destination side of type ``t``; ``dstnodes(t)``
+        the destination nodes' ids."""
+        return _Sides(self, "dst")
+
+    def side_data(self, side: str, ntype: int | None = None):
+        """``edges.src`` reads the source side; ``edges.dst``, ``nodes.data`` and message passing's results the
+        destination side, over every node row (``gnnc.graph.sided_store.DestinationSide``)."""
+        if side == "src":
+            return WholeView(self._nstore, self.ntype_id) if ntype is None else TypeView(self._nstore, ntype)
+        return DestinationSide(self._nstore, ntype, self.ntype_id)
+
+    def receivers(self, ntype: int | None = None) -> torch.Tensor:
+        """The nodes an update function runs on: the destination nodes (of type ``ntype``: local ids)."""
+        if ntype is None:
+            return self.dst_index
+        return torch.arange(self.num_dst_per_type[ntype], device=self.device)
+
+    def local_var(self) -> Block:
+        """DGL's ``local_var``: this block with feature writes of its own (the tensors shared)."""
+        out = Block(self.index, self.src_ids, self.num_dst_per_type, self.parent_eids, self._nstore.copy(),
+                    self._estore.copy())
+        out.ntype_data.data, out.etype_data.data = dict(self.ntype_data.data), dict(self.etype_data.data)
+        out.idtype, out.initializers = self.idtype, {kind: dict(f) for kind, f in self.initializers.items()}
+        return out
 
     @cached_property
     def dst_index(self) -> torch.Tensor:
@@ -111,7 +160,7 @@ class Block(Graph):
                              f"got shape {tuple(h.shape)}")
         return h.index_select(0, self.dst_index)
 
-    def to(self, device) -> "Block":
+    def to(self, device) -> Block:
         moved = super().to(device)
         out = Block(moved.index, self.src_ids.to(device), self.num_dst_per_type, self.parent_eids.to(device),
                     moved._nstore, moved._estore)
@@ -123,62 +172,38 @@ class Block(Graph):
                 f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})")
 
 
-class DestinationRows(MutableMapping):
-    """A one-type block's ``dstdata``: the first ``num_dst`` rows of its node data (destination nodes are the
-    first block nodes). DGL keeps a separate destination frame, so its code writes ``[num_dst, ...]``
-    tensors here: a new feature gets zeros on the other nodes; a feature the source side already holds
-    must equal its first rows (the same nodes here), else ValueError: two values for one node would
-    silently change what ``edges.src`` reads."""
+class _Sides(NodeSpace):
+    """A block's ``nodes`` ("both": the one node set), ``srcnodes`` ("src") or ``dstnodes`` ("dst"); a type
+    named ``"SRC/t"`` / ``"DST/t"`` picks that side of type ``t`` (DGL's names)."""
 
-    def __init__(self, ndata, num_dst: int, num_nodes: int):
-        self._ndata, self._num_dst, self._num_nodes = ndata, num_dst, num_nodes
+    def __init__(self, g: Block, side: str):
+        super().__init__(g)
+        self._side = side
+
+    def _named(self, ntype):
+        for prefix, side in (("SRC/", "src"), ("DST/", "dst")):
+            if isinstance(ntype, str) and ntype.startswith(prefix):
+                return _Sides(self._g, side), ntype[len(prefix):]
+        return self, ntype
 
     def __getitem__(self, key):
-        return self._ndata[key][:self._num_dst]
+        if isinstance(key, str) or (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str)):
+            space, name = self._named(key if isinstance(key, str) else key[1])
+            if space is not self:
+                return space[name if isinstance(key, str) else (key[0], name)]
+        return super().__getitem__(key)
 
-    def __setitem__(self, key, value):
-        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != self._num_dst:
-            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(f"block.dstdata[{key!r}] takes one row per destination node ({self._num_dst}), "
-                             f"got {got}")
-        if key in self._ndata:
-            held = self._ndata[key]
-            if held.shape[1:] != value.shape[1:] or held.dtype != value.dtype \
-                    or not torch.equal(held[:self._num_dst], value):
-                raise ValueError(f"block.dstdata[{key!r}] differs from the first {self._num_dst} rows of "
-                                 f"block.srcdata[{key!r}]: in a gnnc block the destination nodes are the first "
-                                 f"source nodes, with one value per node; store it under another name")
-            return
-        rest = value.new_zeros((self._num_nodes - self._num_dst,) + tuple(value.shape[1:]))
-        self._ndata[key] = torch.cat([value, rest])
-
-    def __delitem__(self, key):
-        del self._ndata[key]
-
-    def __contains__(self, key):
-        return key in self._ndata
-
-    def __iter__(self):
-        return iter(self._ndata)
-
-    def __len__(self):
-        return len(self._ndata)
-
-
-
-
-@dataclass(frozen=True)
-class _Rows:
-    data: MutableMapping
-
-
-class DestinationSpace(NodeSpace):
-    """A block's ``dstnodes``: as ``nodes`` over the destination nodes only (the first nodes of each type)."""
-
-    def __getitem__(self, ntype) -> _Rows:
-        t = self._g.ntype_id(ntype)
-        return _Rows(DestinationRows(TypeView(self._g._nstore, t), self._g.num_dst_per_type[t],
-                                     self._g.index.ntype_counts[t]))
+    def _data(self, t: int) -> tuple:
+        store = self._g._nstore
+        if self._side == "both":
+            return NodeSet(store, t, self._g.ntype_id), store.counts[t]
+        store = store.side(self._side)
+        return TypeView(store, t), store.counts[t]
 
     def __call__(self, ntype=None) -> torch.Tensor:
+        space, ntype = self._named(ntype)
+        if space is not self:
+            return space(ntype)
+        if self._side != "dst":
+            return super().__call__(ntype)
         return self._g.ids(torch.arange(self._g.num_dst_nodes(ntype), device=self._g.device))

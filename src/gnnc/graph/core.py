@@ -288,6 +288,13 @@ class Graph:
         """DGL's destination node data, as :attr:`srcdata` for the destination types."""
         return self._end_data(self.dsttypes)
 
+    def side_data(self, side: str, ntype: int | None = None):
+        """The node features a message-passing call reads on ``side`` of its edges ("src": ``edges.src``;
+        "dst": ``edges.dst`` and the reduce and update functions' ``nodes.data``, where its results go), over
+        every node (``ntype`` None) or node type ``ntype``'s: ``ndata`` / ``nodes[t].data`` (a block's sides
+        differ: ``gnnc.graph.block``)."""
+        return self.ndata if ntype is None else self.nodes[self.ntypes[ntype]].data
+
     def _end_data(self, types: list[str]):
         if len(self.index.ntypes) == 1:
             return self.ndata
@@ -872,7 +879,11 @@ class NodeSpace:
         if ntype is not None:
             self._check(ntype)
         t = self._g.ntype_id(ntype)
-        return _space(self._g, "node", self._g._nstore, t, self._g.index.ntype_counts[t], ids)
+        return _space(self._g, "node", *self._data(t), ids)
+
+    def _data(self, t: int) -> tuple:
+        """(features, rows) of node type ``t`` in this space (a block's spaces differ: ``gnnc.graph.block``)."""
+        return TypeView(self._g._nstore, t), self._g.index.ntype_counts[t]
 
     def __call__(self, ntype=None) -> torch.Tensor:
         if ntype is None and self._types is not None:
@@ -904,7 +915,7 @@ class _EdgeSpace:
             key = (self._g.edge_ids(*key), None)  # (u, v) node pairs
         ids, etype = _space_key(key, named)
         r = self._g.etype_id(etype)
-        return _space(self._g, "edge", self._g._estore, r, self._g.index.rel_counts[r], ids)
+        return _space(self._g, "edge", TypeView(self._g._estore, r), self._g.index.rel_counts[r], ids)
 
     def __call__(self, form="uv", order="eid", etype=None):
         if form not in self._FORMS:  # gnnc's own g.edges(etype)
@@ -935,9 +946,8 @@ def _space_key(key, is_type_name):
     return key, None
 
 
-def _space(g: Graph, kind: str, store: TypedStore, t: int, count: int, ids) -> "_TypeSpace":
-    """The features of type ``t`` (``count`` rows), or of rows ``ids`` of it (not None)."""
-    view = TypeView(store, t)
+def _space(g: Graph, kind: str, view, count: int, ids) -> "_TypeSpace":
+    """The features ``view`` of a type (``count`` rows), or of rows ``ids`` of it (not None)."""
     if ids is None:
         return _TypeSpace(view)
     what = f"{kind}s[ids]"

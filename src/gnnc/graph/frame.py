@@ -45,6 +45,11 @@ class TypedStore:
     def total(self) -> int:
         return self.offsets[-1]
 
+    def side(self, side: str) -> TypedStore:
+        """The store of the features read on ``side`` ("src" / "dst") of an edge: this one (a block's differ:
+        ``gnnc.graph.sided_store``)."""
+        return self
+
     def snapshot(self):
         return dict(self.whole), {k: dict(v) for k, v in self.typed.items()}
 

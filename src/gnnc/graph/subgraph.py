@@ -319,7 +319,7 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     appearance, relation by relation; ``src_nodes`` gives them instead (it must
     start with the destination nodes and hold every source). ``srcdata`` /
     ``dstdata`` / ``edata`` hold the parent's features of those nodes and edges
-    with their parent ids as ``_ID``. gnnc's blocks always hold the destination
+    with their parent ids as ``_ID`` (the destination side the destination rows of the source side's). gnnc's blocks always hold the destination
     nodes as the first source nodes: ``include_dst_in_src=False`` raises
     ValueError.
     """
@@ -365,7 +365,9 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     block = {"src_ids": torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
              "num_dst_per_type": [ids.numel() for ids in dst],
              "parent_eids": torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)])}
-    return gathered_graph(g, sources, edges, relations, True, Block, **block)
+    out = gathered_graph(g, sources, edges, relations, True, Block, **block)
+    out._nstore.share_destination_rows()
+    return out
 
 
 def _local(nodes: torch.Tensor, ends: torch.Tensor, count: int, key, side: str, argument: str) -> torch.Tensor:

@@ -44,7 +44,7 @@ from . import cost
 from . import deferred as deferral
 from . import eager, recompute, scope_release
 from .context import graph_context
-from .node_reads import end_slot, node_feature_types
+from .node_reads import end_slot, node_feature_sides, node_feature_types, side_of, sides_differ
 
 
 @dataclass
@@ -109,8 +109,9 @@ def _read(g, store, key, rel, space=None):
         return g.edges[g.canonical_etypes[rel]].data[key]
     if store == "edata" and (internal := deferral.internal_edges(g, key, rel)) is not None:
         return internal  # read without putting it in user order
-    if store == "ndata" and rel is not None:
-        return g.nodes[g.index.etypes[rel][end_slot(space)]].data[key]
+    if store == "ndata":
+        t = None if rel is None else g.ntype_id(g.index.etypes[rel][end_slot(space)])
+        return g.side_data(side_of(space), t)[key]
     return getattr(g, store)[key]
 
 
@@ -172,12 +173,13 @@ def feature_schema(g, rel) -> dict:
 
     if rel is None:
         nodes, node_types = described(dict(g._nstore.whole)), described(g.ntype_data.data, False)
-        return {"src": nodes, "dst": nodes, "data": described(dict(g._estore.whole)),
+        ends = described(dict(g._nstore.side("dst").whole))
+        return {"src": nodes, "dst": ends, "data": described(dict(g._estore.whole)),
                 "srctype": node_types, "dsttype": node_types, "type": described(g.etype_data.data, False),
-                "node_data": nodes, "node_type": node_types}
+                "node_data": ends, "node_type": node_types}
     src_type, _, dst_type = g.canonical_etypes[rel]
-    dst_nodes = described(dict(g.nodes[dst_type].data.items()))
-    return {"src": described(dict(g.nodes[src_type].data.items())), "dst": dst_nodes,
+    dst_nodes = described(dict(g.side_data("dst", g.ntype_id(dst_type)).items()))
+    return {"src": described(dict(g.side_data("src", g.ntype_id(src_type)).items())), "dst": dst_nodes,
             "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items())), "node_data": dst_nodes}
 
 
@@ -201,6 +203,10 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     trace_key, traced = _traced(kind, udfs, g, rel)
     if isinstance(traced, str):
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
+    if g.is_block and (key := sides_differ(g, traced)) is not None:
+        return Plan(None, None, fell_back(f"gnnc runs this call eagerly: its UDFs read node feature {key!r} on "
+                                          "both sides of a block, whose source and destination values differ"),
+                    call=_describe(kind, udfs, g, rel))
     key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
            _autocast(g.device), tuple(sorted(options.items())))
     plan = _CACHE.get(key)
@@ -291,18 +297,24 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
     In a relation block, a node feature stored for some node types only is
     bound over all nodes with the rows of the types the UDFs read (zeros
     elsewhere, never read): KeyError when one of them lacks it (as eager),
-    InferenceFailure (run eagerly) when their widths or dtypes differ.
+    InferenceFailure (run eagerly) when their widths or dtypes differ. On a
+    block, a feature the UDFs read on the destination side only is bound from
+    that side (``Graph.side_data``), any other from the source side.
     """
     ctx = graph_context(g, rel)
     lo, hi = ctx.edge_lo, ctx.edge_hi
     values = []
     node_types = None
+    # a block's destination-side reads (its source side is the node store's own features)
+    ends = node_feature_sides(_traced(dfg.kind, udfs, g, rel)[1]) if g.is_block else {}
     for n in dfg.inputs():
         kind, name = n.meta["input"]
         if kind == "ctx":
             values.append(ctx)
+        elif kind == "ndata" and ends.get(name) == {"dst"}:
+            values.append(g.side_data("dst")[name])
         elif kind == "ndata" and (rel is None or name in g._nstore.whole):
-            values.append(g.ndata[name])
+            values.append(g.side_data("src")[name])
         elif kind == "ndata":
             node_types = node_types or node_feature_types(g, rel, _traced(dfg.kind, udfs, g, rel)[1])
             try:

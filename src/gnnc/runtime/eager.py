@@ -71,7 +71,7 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
     if isinstance(reduce_fn, BuiltinReduce):
         return {reduce_fn.out: _scatter_reduce(g, reduce_fn, msgs, rel, node_lo, node_hi)}
     buckets = Buckets(g.index, rel, node_lo)
-    view, where = _node_view(g, None if rel is None else g.ntype_id(g.index.etypes[rel][2]))
+    view, where = _node_view(g, None if rel is None else g.ntype_id(g.index.etypes[rel][2]), "dst")
     data = buckets.reader(view.__getitem__, node_lo)
     parts: dict = {}
     for i, (bucket_nodes, box) in enumerate(buckets.mailboxes(msgs)):
@@ -192,6 +192,12 @@ def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
     return stacked.min(0).values
 
 
+def receive(g, ntype: int | None, out: dict) -> None:
+    """Store a message-passing call's node results (a row per node of type ``ntype``, or of every node) where
+    its calls write: ``g.side_data("dst", ntype)`` (a block keeps the destination rows)."""
+    g.side_data("dst", ntype).update(out)
+
+
 def write_nodes(g, ntype: int | None, out: dict) -> None:
     """Store ``out``'s tensors as node features (of node type ``ntype``, or of all nodes)."""
     for k, v in out.items():
@@ -201,11 +207,12 @@ def write_nodes(g, ntype: int | None, out: dict) -> None:
             g.nodes[g.ntypes[ntype]].data[k] = v
 
 
-def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None = None) -> dict:
+def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None = None, side=None) -> dict:
     """Run ``func`` on all nodes or on one node type's nodes (per-type features); with ``subset``
-    (int64 ids local to the type), on those nodes only, rows in ``subset``'s order."""
+    (int64 ids local to the type), on those nodes only, rows in ``subset``'s order. ``side="dst"`` (an
+    update function's) reads what a reduce function reads, ``g.side_data("dst", ntype)``."""
     lo, hi = (0, g.index.num_nodes) if ntype is None else g.index.ntype_range(ntype)
-    view, where = _node_view(g, ntype)
+    view, where = _node_view(g, ntype, side)
     if subset is None:
         nodes, read = torch.arange(lo, hi, device=g.device), view.__getitem__
     else:
@@ -214,8 +221,11 @@ def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None =
     return _call(func, batch, "update", nodes.numel())
 
 
-def _node_view(g, ntype: int | None):
-    """(node features, phrase for errors) over all nodes (``ntype=None``) or one node type's, in local order."""
+def _node_view(g, ntype: int | None, side=None):
+    """(node features, phrase for errors) over all nodes (``ntype=None``) or one node type's, in local order;
+    with ``side``, those of ``g.side_data(side, ntype)``."""
+    if side is not None:
+        return g.side_data(side, ntype), "" if ntype is None else f" on node type {g.index.ntypes[ntype]!r}"
     if ntype is None:
         return g.ndata, ""
     return g.nodes[g.index.ntypes[ntype]].data, f" on node type {g.index.ntypes[ntype]!r}"
