@@ -549,6 +549,8 @@ def batch_udf(udfs: list, shapes: dict) -> HeadBatchedUDF:
         traces = [trace_udf(u) for u in udfs]
     except TraceFailure as err:
         raise Unbatchable(f"a head's UDF does not trace ({err})") from err
+    if any(t.writes for t in traces):
+        raise Unbatchable("a head's message UDF writes edges.data, which batched heads would not store")
     _check_same_program(traces)
     return HeadBatchedUDF(udfs, traces, shapes)
 

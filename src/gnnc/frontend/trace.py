@@ -17,7 +17,10 @@ does not follow) raises :class:`TraceFailure` naming the operator and the
 UDF source line. Given the graph's ``schema``, a trace is specialized on it:
 ``'norm' in edges.data`` and a feature's dtype, rank and trailing dims are
 answered (DGL's RelGraphConv branches on them), each answer recorded as a
-guard the runtime checks before reusing the trace on another graph. numpy
+guard the runtime checks before reusing the trace on another graph. A
+message UDF's ``edges.data[k] = v`` is read back by the UDF and recorded as
+an edge write of the call (``TracedUDF.writes``), as eager's batch stores
+it; writes into other spaces of the batch raise TraceFailure. numpy
 keeps eager's meaning: a numpy scalar given to a torch operation is the
 Python number torch reads it as (``torch_scalar``), a numpy ufunc of a traced
 value is a call of it (``ufuncs_recorded``), and a numpy array combined with
@@ -77,6 +80,8 @@ class TracedUDF:
     """One UDF as an fx graph over accessor and external placeholders.
 
     ``externals`` maps each external placeholder's name to its path from the UDF (``reach.resolve``).
+    ``writes``: the edge features a message UDF wrote (``edges.data[k] = v``), each key's last value, in the
+    order of first writes; eager stores them in the graph when the batch is the whole block.
     """
 
     graph: fx.Graph
@@ -85,6 +90,7 @@ class TracedUDF:
     accesses: list[tuple[str, str]] = field(default_factory=list)
     externals: dict[str, tuple] = field(default_factory=dict)
     name: str = ""
+    writes: dict[str, fx.Node] = field(default_factory=dict)
 
 
 class _Root(nn.Module):
@@ -98,26 +104,32 @@ class _Root(nn.Module):
             self.owner = owner
 
     def forward(self, batch):
-        if self._schema is None:
-            return self._udf(batch)
-        return self._udf(_SchemaBatch(batch, self._schema, self.guards, NODE_SPACES if self._node_udf else {}))
+        """The UDF's result and the edge features it wrote (``_SchemaSpace``): both are the graph's output,
+        so that the rewrites after tracing keep the written values current."""
+        written: dict = {}
+        return self._udf(_SchemaBatch(batch, self._schema, self.guards, self._node_udf, written)), written
 
 
 class _SchemaBatch:
-    """The batch proxy of a trace specialized on the features the graph holds (``schema``: space -> {key:
-    (dtype, trailing shape)}): ``key in edges.data`` is answered, and a feature read knows its dtype, rank
-    and trailing dims, so DGL-style branches on them (``if h.dtype == torch.int64``) are resolved."""
+    """The batch proxy of a trace: its spaces are ``_SchemaSpace``s. Specialized on the features the graph
+    holds (``schema``: space -> {key: (dtype, trailing shape)}), ``key in edges.data`` is answered, and a
+    feature read knows its dtype, rank and trailing dims, so DGL-style branches on them (``if h.dtype ==
+    torch.int64``) are resolved. A message UDF's ``edges.data[k] = v`` is kept in ``written``."""
 
-    def __init__(self, batch, schema: dict, guards: list, spaces: dict):
-        self._batch, self._schema, self._guards, self._spaces = batch, schema, guards, spaces
+    def __init__(self, batch, schema: dict | None, guards: list, node_udf: bool, written: dict):
+        self._batch, self._schema, self._guards, self._node_udf = batch, schema, guards, node_udf
+        self._written = written
 
     def __getattr__(self, name):
         proxy = getattr(self._batch, name)
-        key = self._spaces.get(name, name)
-        if name in SPACES and key in self._schema:
-            produced = self._schema.get(PRODUCED, {}).get(key, ())
-            return _SchemaSpace(proxy, key, self._schema[key], self._guards, produced)
-        return proxy
+        if name not in SPACES:
+            return proxy
+        key = (NODE_SPACES if self._node_udf else {}).get(name, name)
+        schema = self._schema or {}
+        what = f"{'nodes' if self._node_udf else 'edges'}.{name}"
+        written = self._written if what == "edges.data" else None
+        return _SchemaSpace(proxy, key, schema.get(key), self._guards, schema.get(PRODUCED, {}).get(key, ()),
+                            what, written)
 
 
 # Where a node UDF's spaces are in a feature schema (``nodes.data`` is node data, not the edges' ``data``).
@@ -128,29 +140,54 @@ PRODUCED = "produced"
 
 
 class _SchemaSpace:
-    """One space of a ``_SchemaBatch``; every answer it gives is recorded as a guard (``schema_guards``)."""
+    """One space ``what`` of a ``_SchemaBatch``. With the graph's ``features`` of the space, every answer it
+    gives is recorded as a guard (``schema_guards``); without (None), only reads are traced. As eager's
+    batch, a message UDF's ``edges.data[k] = v`` (``written`` given) is read back by the UDF and is an edge
+    output of the call (``TracedUDF.writes``); other spaces refuse writes."""
 
-    def __init__(self, proxy, space: str, features: dict, guards: list, produced=()):
+    def __init__(self, proxy, space: str, features: dict | None, guards: list, produced=(), what: str = "",
+                 written: dict | None = None):
         self._proxy, self._space, self._features, self._guards = proxy, space, features, guards
-        self._produced = tuple(produced)
+        self._produced, self._what, self._written = tuple(produced), what, written
 
     def __getitem__(self, key):
+        if self._written is not None and key in self._written:
+            return self._written[key]
         found = self._proxy[key]
-        meta = self._features.get(key) if isinstance(key, str) and key not in self._produced else None
+        meta = self._features.get(key) if self._features is not None and isinstance(key, str) \
+            and key not in self._produced else None
         if meta is None:
             return found
         self._guards.append((self._space, "feature", key, meta))
         return _KnownProxy(found, *meta)
 
+    def __setitem__(self, key, value):
+        if self._written is None:
+            why = ("eager keeps a node UDF's write in its batch only; gnnc does not compile it" if
+                   self._what == "nodes.data" else "this space of a UDF's batch is read-only")
+            raise TraceFailure(f"{self._what}[{key!r}] = ...: {why}; return the value in the UDF's dict instead",
+                               "?")
+        if isinstance(value, torch.Tensor):
+            value = self._proxy.tracer.lift(value)
+        if not isinstance(key, str) or not isinstance(value, fx.Proxy):
+            raise TraceFailure(f"{self._what}[{key!r}] = ...: only a tensor computed in the UDF (or reached by it) "
+                               "is compiled as a written edge feature", "?")
+        self._written[key] = value
+
     def __contains__(self, key) -> bool:
-        if key in self._produced:
+        if key in self._produced or (self._written is not None and key in self._written):
             return True
+        if self._features is None:
+            return key in self._proxy
         self._guards.append((self._space, "present", key, key in self._features))
         return key in self._features
 
     def keys(self):
+        written = [] if self._written is None else list(self._written)
+        if self._features is None:
+            return self._proxy.keys()
         self._guards.append((self._space, "keys", None, tuple(sorted(self._features))))
-        return list(self._features) + [k for k in self._produced if k not in self._features]
+        return list(dict.fromkeys([*self._features, *self._produced, *written]))
 
     def __iter__(self):
         return iter(self.keys())
@@ -449,12 +486,13 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         raise TraceFailure(str(err), node_location(err.node, udf)) from err
     _merge_duplicate_accesses(graph)
     out = next(n for n in graph.nodes if n.op == "output")
-    result = out.args[0]
+    result, written = out.args[0]
     if not isinstance(result, dict):
         raise TraceFailure("the UDF must return a dict of tensors", udf_location(udf))
+    out.args = (result,)
     for n in graph.nodes:
         n.meta["source"] = node_location(n, udf)
-    return TracedUDF(graph, root, dict(result), accesses, tracer.externals, udf_location(udf))
+    return TracedUDF(graph, root, dict(result), accesses, tracer.externals, udf_location(udf), dict(written))
 
 
 # Tensor factories a forward or a UDF may give traced sizes (``torch.zeros(g.num_nodes(), d)``,

@@ -4,7 +4,9 @@ An ``MPDFG`` is one torch.fx graph for one message-passing call: its
 placeholders are the block's ``GraphContext`` and the data the UDFs read
 (node / edge features, node-type / relation data, closure tensors), its
 body is the message, reduce and update UDFs joined by explicit movement
-operators (``gnnc.ir.ops``), and it returns a dict of results. Every node
+operators (``gnnc.ir.ops``), and it returns a dict of results, the edge
+features the message UDF wrote among them, keyed ``(EDGE_WRITE, name)``
+(the caller stores those in the graph, as eager does). Every node
 carries ``meta['stage']`` and ``meta['source']`` (UDF line); inference adds
 ``meta['res']`` and ``meta['move']``. The graph as built is executable and
 means exactly what the eager executor does (a reduce UDF runs on degree
@@ -34,6 +36,8 @@ _MESSAGE_ACCESS = {
 # Placeholder kind of an operand of an earlier call's deferred SDDMM (``gnnc.runtime.deferred``): node rows,
 # named "<edge feature>.a" / "<edge feature>.b".
 DEFERRED_INPUT = "deferred"
+# Output key space of the edge features a message UDF wrote (``edges.data[k] = v``): key (EDGE_WRITE, k).
+EDGE_WRITE = "edges.data"
 _NODE_ACCESS = {
     "data": ("ndata", ops.dst_nodes),
     "type": ("ntype_data", ops.gather_ntype),
@@ -99,6 +103,7 @@ class _Builder:
         self.root = nn.Module()
         self.ctx = self._placeholder(("ctx", None), None)
         self.inputs: dict = {}
+        self.writes: dict = {}  # (EDGE_WRITE, key) -> the value the message UDF wrote
 
     def _placeholder(self, key, stage):
         node = self.graph.placeholder(f"in{len([n for n in self.graph.nodes if n.op == 'placeholder'])}")
@@ -142,6 +147,7 @@ class _Builder:
                     new.target = f"{prefix}.{n.target}"
                 new.meta = {"stage": stage, "source": n.meta.get("source", traced.name)}
                 env[n] = new
+        self.writes.update({(EDGE_WRITE, k): env[v] for k, v in traced.writes.items()})
         return {k: env[v] for k, v in traced.outputs.items()}
 
     def message(self, traced: TracedUDF) -> dict:
@@ -203,7 +209,7 @@ class _Builder:
         return outs
 
     def finish(self, results: dict, kind: str) -> MPDFG:
-        self.graph.output(results)
+        self.graph.output({**self.writes, **results})  # eager stores the writes first
         return MPDFG(self.graph, self.root, kind)
 
 

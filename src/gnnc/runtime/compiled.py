@@ -42,7 +42,7 @@ from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from . import cost
 from . import deferred as deferral
-from . import eager, recompute, scope_release
+from . import eager, edge_writes, recompute, scope_release
 from .context import graph_context
 from .node_reads import end_slot, node_feature_sides, node_feature_types, side_of, sides_differ
 
@@ -247,6 +247,7 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
             if not _per_row_externals(dfg, inputs, ctx, annotate):
                 raise
             inputs = bind_inputs(dfg, g, rel, udfs)
+        edge_writes.check(dfg)
         initial = dfg.copy()
         dfg = optimize(dfg, annotate, **{k: v for k, v in options.items() if k not in RUN_OPTIONS})
         with stage("lowering"):
@@ -447,6 +448,7 @@ def run(kind, udfs, g, rel, options) -> dict | None:
                 results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
                 if trusted:
                     deferral.record_trusted(g, [k for k, v in results.items() if isinstance(v, deferral.DeferredEdges)])
+            results = edge_writes.store(g, rel, results)
     except AUTOGRAD_SIGNALS:
         raise
     except Exception as err:  # noqa: BLE001 - the eager run below decides whose error it is
@@ -462,7 +464,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
 
 def _run_eagerly(kind, udfs, g, rel) -> None:
     """Run the call's UDFs eagerly on a scope of ``g`` (nothing kept): a user's own error is raised here."""
-    msgs = eager.messages(g, udfs[0], rel)
+    with g.local_scope():  # the message UDF's edge writes
+        msgs = eager.messages(g, udfs[0], rel)
     if kind != "update_all":
         return
     reduced = eager.reduce(g, udfs[1], msgs, rel)

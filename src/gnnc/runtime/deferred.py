@@ -163,6 +163,8 @@ def deferrable_outputs(dfg: MPDFG) -> dict:
         return {}
     found = {}
     for key, n in dfg.outputs.items():
+        if not isinstance(key, str):  # an edge feature the message UDF wrote: stored as computed
+            continue
         moved = None
         if isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.edges_from:
             moved, n = n.args
