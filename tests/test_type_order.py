@@ -11,6 +11,8 @@ from torch import nn
 import gnnc
 from gnnc.data import load_dgl_graphs
 from gnnc.data.dgl_files import write_dgl_graphs
+from gnnc.data.sampler import NeighborSampler
+from gnnc.distributed.metagraph import typed_subgraph
 from gnnc.graph import Graph
 from gnnc.graph.homogeneous import EID, ETYPE, NID, NTYPE
 from gnnc.runtime.compiled import recording
@@ -126,3 +128,40 @@ def test_dgl_file_written_in_another_type_order_loads_by_name(tmp_path):
     assert g.ntypes == ["item", "user"] and g.etypes == ["buys", "follows"]
     assert [t.tolist() for t in g.find_edges("buys")] == [[2, 0], [1, 0]]
     assert g.nodes["user"].data["h"].tolist() == [1.0, 2.0, 3.0] and g.edges["buys"].data["w"].tolist() == [5.0, 6.0]
+
+
+def reversed_graph():
+    """DGL's reverse keeps the parent's relation order, so its reversed triples are not sorted."""
+    g = unsorted_graph().reverse()
+    assert g.canonical_etypes == [("game", "develops", "developer"), ("user", "attracts", "game"),
+                                  ("user", "follows", "user"), ("game", "plays", "user")]
+    return g
+
+
+def test_blocks_of_a_graph_whose_relations_are_not_sorted_name_their_parent_edges():
+    g = reversed_graph()
+    block = NeighborSampler(g, [-1], "user").sample(torch.arange(3))[0]
+    src, dst = block.find_edges()
+    parent_src, parent_dst = g.find_edges()
+    assert block.num_edges() == 5
+    assert torch.equal(block.src_ids[src], parent_src[block.parent_eids])
+    assert torch.equal(block.src_ids[dst], parent_dst[block.parent_eids])
+
+
+def test_batch_keeps_the_first_graphs_relation_order_as_dgl():
+    g = reversed_graph()
+    batched = gnnc.batch([g, g])
+    assert batched.canonical_etypes == g.canonical_etypes
+    assert batched.batch_num_edges("plays").tolist() == [3, 3] and batched.batch_num_edges("follows").tolist() == [2, 2]
+    part = gnnc.unbatch(batched)[1]
+    assert part.canonical_etypes == sorted(g.canonical_etypes)  # DGL's unbatch builds sorted graphs
+    for rel in g.canonical_etypes:
+        assert [t.tolist() for t in part.find_edges(rel)] == [t.tolist() for t in g.find_edges(rel)]
+
+
+def test_typed_subgraph_of_a_graph_whose_relations_are_not_sorted_keeps_type_parameters_by_name():
+    g = reversed_graph()
+    g.etype_data["p"] = torch.tensor([0.0, 1.0, 2.0, 3.0])  # develops, attracts, follows, plays
+    sub = typed_subgraph(g, g.ntypes, g.canonical_etypes)
+    assert {rel: float(sub.etype_data["p"][sub.etype_id(rel)]) for rel in sub.canonical_etypes} == \
+        {rel: float(g.etype_data["p"][g.etype_id(rel)]) for rel in g.canonical_etypes}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ..graph import Graph, heterograph
+from ..graph import Graph
 from ..graph.block import Block
 
 FLOYD_MAX_FANOUT = 64  # larger fanouts draw by sorting random keys (see NeighborSampler._draw)
@@ -147,8 +147,9 @@ class NeighborSampler:
             rels_from_t = [r for r in range(len(index.etypes)) if self._rel_src_type[r] == t]
             for r, part in zip(rels_from_t, local.split([p.numel() for p in pieces])):
                 local_src[r] = part
-        relations = {key: (local_src[r], picked[r][0]) for r, key in enumerate(index.etypes)}
-        parent = heterograph(relations, num_nodes=dict(zip(index.ntypes, node_counts)), device=self.g.device)
+        # in g's type order (a reversed graph's relations are not sorted), as the ids above are
+        relations = [(key, local_src[r], picked[r][0]) for r, key in enumerate(index.etypes)]
+        parent = Graph._build(list(index.ntypes), node_counts, relations, self.g.device)
         internal = torch.cat([eids for _, eids in picked])
         parent_eids = internal if index.user_eid is None else index.user_eid.index_select(0, internal)
         return Block(parent.index, torch.cat(src_ids), counts, parent_eids)

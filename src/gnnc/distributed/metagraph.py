@@ -145,8 +145,8 @@ def typed_subgraph(g: Graph, ntypes, relations, node_ids: dict | None = None,
     for rel in keep_rels:
         for key, value in g.edges[rel].data.items():
             out.edges[rel].data[key] = value[edge_ids[rel]] if rel in edge_ids else value
-    type_rows = torch.tensor([g.ntype_id(t) for t in keep_types], dtype=torch.int64)
-    rel_rows = torch.tensor([g.etype_id(rel) for rel in keep_rels], dtype=torch.int64)
+    type_rows = torch.tensor([g.ntype_id(t) for t in out.ntypes], dtype=torch.int64)  # by name: out is sorted
+    rel_rows = torch.tensor([g.etype_id(rel) for rel in out.canonical_etypes], dtype=torch.int64)
     for key, value in g.ntype_data.items():
         out.ntype_data[key] = value.index_select(0, type_rows.to(value.device))
     for key, value in g.etype_data.items():

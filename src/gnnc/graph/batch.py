@@ -55,7 +55,9 @@ def batch(graphs, ndata=ALL, edata=ALL) -> Graph:
         ends = [g.find_edges(key) for g in graphs]
         relations[key] = (torch.cat([src + int(starts[i, s]) for i, (src, _) in enumerate(ends)]),
                           torch.cat([dst + int(starts[i, d]) for i, (_, dst) in enumerate(ends)]))
-    out = heterograph(relations, dict(zip(ntypes, sizes.sum(0).tolist())), first.device, idtype=first.idtype)
+    # in the first graph's type order, as DGL's batch (a reversed graph's relations are not sorted)
+    out = Graph._build(ntypes, sizes.sum(0).tolist(), [(key, *relations[key]) for key in rels], first.device)
+    out.idtype = first.idtype
     for t in ntypes:
         _concat_features([(g.nodes[t].data, g.num_nodes(t)) for g in graphs], ndata, out.nodes[t].data,
                          f"node type {t!r}")
