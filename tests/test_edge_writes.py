@@ -116,6 +116,19 @@ def test_writes_are_stored_in_dgls_order(flag):
     assert g.ndata["s"].tolist() == [[106.0, 108.0], [206.0, 210.0], [210.0, 214.0], [110.0, 112.0]]
 
 
+def _updating(edges):
+    edges.data.update({"a": edges.src["h"] * 2}, b=edges.dst["h"])
+    return {"c": edges.data["a"] + 1}
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_edges_data_update_writes_as_dgls_frames(flag):
+    g = gnnc.graph((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])))
+    g.ndata["h"] = torch.arange(3.0).reshape(3, 1)
+    (_compiled_plans_ran if flag else (lambda f: f()))(lambda: g.apply_edges(_updating, compile=flag))
+    assert [g.edata[k].flatten().tolist() for k in "abc"] == [[0.0, 2.0, 4.0], [1.0, 2.0, 0.0], [1.0, 3.0, 5.0]]
+
+
 def _marking(edges):
     edges.data["z"] = edges.src["h"] * 3
     return {"m": edges.data["z"]}

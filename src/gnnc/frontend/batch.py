@@ -65,6 +65,11 @@ class _Features(_Lookup):
         if self._keep is not None:
             self._keep(key, value)
 
+    def update(self, other=(), **more) -> None:
+        """``dict.update``'s forms, as DGL's frames take them: each item is written as ``self[key] = value``."""
+        for key, value in dict(other, **more).items():
+            self[key] = value
+
 
 def _type_lookup(g, side: str, ntype: str, nodes: torch.Tensor, what: str) -> _Lookup:
     """Features of node type ``ntype`` on ``side`` at ``nodes`` (global ids of that type)."""

@@ -174,6 +174,11 @@ class _SchemaSpace:
                                "is compiled as a written edge feature", "?")
         self._written[key] = value
 
+    def update(self, other=(), **more) -> None:
+        """``dict.update``'s forms (DGL's frames take them), each item written as ``self[key] = value``."""
+        for key, value in dict(other, **more).items():
+            self[key] = value
+
     def __contains__(self, key) -> bool:
         if key in self._produced or (self._written is not None and key in self._written):
             return True
