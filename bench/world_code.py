@@ -6,9 +6,10 @@ For each program of ``harness/world_programs`` (a layer file from ``--world-code
 and its inputs built by the harness, nothing in the file changed) three runs, each its own process
 (``harness/world_worker``): gnnc eager (it writes the initial parameters), DGL 2.1 in the peer interpreter
 (``python bench/peer_env.py`` builds it) and gnnc with the model in ``gnnc.compile``. Each trains two SGD
-steps in float64 on a random graph with multi-edges, self loops and nodes without in-edges; every step's
-outputs, input gradients and parameter gradients of both gnnc runs are compared with DGL's
-(``--rtol``/``--atol``). A compiled run *matches* only when a compiled plan ran; one that fell back says so.
+steps in float64 (float32 where a layer makes float32 tensors itself) on a random graph with multi-edges,
+self loops and nodes without in-edges; every step's outputs, input gradients and parameter gradients of
+both gnnc runs are compared with DGL's (``--rtol``/``--atol``; float32 rows ``FLOAT32_TOLERANCES``). A
+compiled run *matches* only when a compiled plan ran; one that fell back says so.
 
 Writes ``results.json`` (every run's status and the comparison) and ``README.md`` (the table).
 """
@@ -25,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import torch
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -33,6 +35,7 @@ from harness import peer
 from harness.world_programs import PROGRAMS
 
 SYSTEMS = ("gnnc", "dgl", "gnnc-compiled")
+FLOAT32_TOLERANCES = (1e-4, 1e-6)
 
 
 def run(system: str, program: str, world_code: Path, folder: Path, timeout: float) -> dict:
@@ -78,14 +81,21 @@ def verdict(result: dict, dgl: dict, rtol: float, atol: float) -> str:
     return compare(result, dgl, rtol, atol)
 
 
+def tolerances(program, args) -> tuple[float, float]:
+    """``--rtol``/``--atol`` for float64 programs; float32 ones get float32's (``FLOAT32_TOLERANCES``)."""
+    return (args.rtol, args.atol) if program.dtype == torch.float64 else FLOAT32_TOLERANCES
+
+
 def evaluate(program, world_code: Path, folder: Path, args) -> dict:
+    rtol, atol = tolerances(program, args)
     runs = {}
     for system in SYSTEMS:  # eager first: it writes the parameters the others load
         runs[system] = run(system, program.name, world_code, folder, args.timeout)
     row = {"program": program.name, "project": program.project, "file": program.file,
            "dgl": "ok" if runs["dgl"]["status"] == "ok" else f"error: {runs['dgl']['error']}",
-           "eager": verdict(runs["gnnc"], runs["dgl"], args.rtol, args.atol),
-           "compiled": verdict(runs["gnnc-compiled"], runs["dgl"], args.rtol, args.atol),
+           "dtype": str(program.dtype).removeprefix("torch."),
+           "eager": verdict(runs["gnnc"], runs["dgl"], rtol, atol),
+           "compiled": verdict(runs["gnnc-compiled"], runs["dgl"], rtol, atol),
            "compiled_plans": runs["gnnc-compiled"].get("compiled_plans", 0),
            "fallbacks": runs["gnnc-compiled"].get("fallbacks", [])}
     if row["compiled"] == "match" and (row["fallbacks"] or not row["compiled_plans"]):
@@ -95,10 +105,11 @@ def evaluate(program, world_code: Path, folder: Path, args) -> dict:
 
 
 def table(rows: list[dict], header: str) -> str:
-    lines = [header, "", "| program | project | DGL 2.1 | gnnc eager | gnnc compiled | compiled plans | fallback |",
-             "|---|---|---|---|---|--:|---|"]
+    lines = [header, "",
+             "| program | project | dtype | DGL 2.1 | gnnc eager | gnnc compiled | compiled plans | fallback |",
+             "|---|---|---|---|---|---|--:|---|"]
     for r in rows:
-        cells = [r["program"], r["project"], r["dgl"], r["eager"], r["compiled"], str(r["compiled_plans"]),
+        cells = [r["program"], r["project"], r["dtype"], r["dgl"], r["eager"], r["compiled"], str(r["compiled_plans"]),
                  "; ".join(r["fallbacks"])]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     both = sum(r["eager"] == "match" and r["compiled"] == "match" for r in rows)
@@ -134,7 +145,8 @@ def main() -> None:
     header = (f"# The world's DGL layer code through gnnc's DGL alias, against DGL 2.1, at {commit}\n\n"
               f"    python bench/world_code.py --out {args.out}\n\n"
               f"Files from `../shared/world-code`, unchanged; two SGD steps in float64, every output, input "
-              f"gradient and parameter gradient compared with DGL's (rtol {args.rtol:g}, atol {args.atol:g}); "
+              f"gradient and parameter gradient compared with DGL's (rtol {args.rtol:g}, atol {args.atol:g}; float32 "
+              f"rows rtol {FLOAT32_TOLERANCES[0]:g}, atol {FLOAT32_TOLERANCES[1]:g}); "
               f"{round(seconds)} s. *compiled*: the model in `gnnc.compile`; it matches only when a compiled "
               f"plan ran.")
     (args.out / "README.md").write_text(table(rows, header))

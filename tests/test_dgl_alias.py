@@ -128,3 +128,23 @@ def test_backend_helpers_follow_dgl_semantics(clean):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert F.nonzero_1d(torch.tensor([0, 3, 0, 1])).tolist() == [1, 3]
+
+
+def test_the_names_published_layer_code_imports(clean):
+    """What the world's layer files reach for at import (benchmarking-gnns gates on ``dgl.__version__`` and
+    calls DGL 0.x's ``fn.copy_src(src=..., out=...)``; DGL's examples import ``dgl._ffi.base.DGLError``,
+    ``dgl.utils.expand_as_pair`` and ``dgl.frame.zero_initializer``)."""
+    alias.install()
+    import dgl
+    import dgl.function as fn
+    from dgl._ffi.base import DGLError
+    from dgl.utils import expand_as_pair
+
+    assert dgl.__version__ == "2.1.0" and not dgl.__version__ < "0.5"
+    assert DGLError is dgl.DGLError
+    assert dgl.frame.zero_initializer((2, 3), torch.float32, "cpu", None).shape == (2, 3)
+    assert fn.copy_src(src="h", out="m") == fn.copy_u("h", "m")
+    assert fn.copy_edge(edge="w", out="m") == fn.copy_e("w", "m")
+    assert fn.src_mul_edge(src="h", edge="w", out="m") == fn.u_mul_e("h", "w", "m")
+    x = torch.ones(3, 2)
+    assert expand_as_pair(x)[0] is x and expand_as_pair((x, x[:1]))[1].shape == (1, 2)

@@ -33,6 +33,7 @@ class Program:
     build: Callable
     inputs: Callable
     stubs: str | None = None  # a world_stubs folder, put on sys.path too
+    dtype: torch.dtype = torch.float64  # float32 where the layer makes float32 tensors itself (``.float()``)
 
 
 def edges(rng, n=N, m=100, zero_in_degree=ZERO_IN_DEGREE, self_loops=False):
@@ -85,9 +86,9 @@ def graphtransformer(name, file, inputs):
     return Program(name, "graphtransformer", f"{GT}/{file}.py", file, GT, build, inputs)
 
 
-def example(name, folder, file, build, inputs, stubs=None):
+def example(name, folder, file, build, inputs, stubs=None, dtype=torch.float64):
     return Program(name, "dgl examples", f"{EX}/{folder}/{file}.py", file, f"{EX}/{folder}", build, inputs,
-                   stubs)
+                   stubs, dtype)
 
 
 def pna_inputs(dgl, rng):
@@ -288,7 +289,7 @@ PROGRAMS = [
             node_edge_input(4)),
     example("arma", "arma", "model", lambda m, g: m.ARMAConv(D, D, 2, 2, activation=F.relu), node_input()),
     example("grand", "grand", "model", lambda m, g: m.GRAND(D, D, 3, S=1, K=3),
-            node_input(run=lambda model, g, x: model(g, x["h"], training=False))),
+            node_input(run=lambda model, g, x: model(g, x["h"], training=False)), dtype=torch.float32),
     *[compgcn(comp) for comp in ("sub", "mul", "ccorr")],
     example("proteins-gat", "ogb/ogbn-proteins", "models", lambda m, g: m.GATConv(D, 4, D // 2, n_heads=2),
             proteins_gat_inputs),

@@ -1,16 +1,19 @@
 """One world-code program in one system: ``python -m harness.world_worker SYSTEM PROGRAM WORLD_CODE STATE OUT``.
 
 SYSTEM is ``dgl`` (the peer interpreter's real DGL), ``gnnc`` (gnnc's DGL alias, eager) or ``gnnc-compiled``
-(the alias, the model wrapped in ``gnnc.compile``). The program's file is imported unchanged; its layer is
-built, turned to float64 and given the parameters in STATE (``.npz``; written there first when STATE does not
-exist, which the eager gnnc run does), then trained two steps: forward, loss = sum of each output times a
-fixed weight of its shape, backward, SGD (lr 0.05). OUT (``.npz``) gets every step's outputs, input
-gradients and parameter gradients; ``OUT.json`` says how it went: ``status`` ok or error (with the
-exception and the world-code line it came from) and, compiled, the plans that ran and the fallbacks.
-Imports gnnc only in the gnnc systems, so it runs in the peer interpreter too.
+(the alias, the model wrapped in ``gnnc.compile``). The program's file is imported unchanged (DGL's run gets
+back the DGL 0.x built-ins ``LEGACY_NAMES`` that DGL 1.0 removed). Its layer is built with the program's
+dtype (float64 unless it says float32) as torch's default, turned to that dtype and given the parameters in
+STATE (``.npz``; written there first when STATE does not exist, which the eager gnnc run does), then trained
+two steps: forward, loss = sum of each output times a fixed weight of its shape, backward, SGD (lr 0.05).
+OUT (``.npz``) gets every step's outputs, input gradients and parameter gradients; ``OUT.json`` says how it
+went: ``status`` ok or error (with the exception and the world-code line it came from) and, compiled, the
+plans that ran and the fallbacks. Imports gnnc only in the gnnc systems, so it runs in the peer interpreter
+too.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import sys
@@ -45,6 +48,21 @@ def import_program(program, world_code: Path):
     return importlib.import_module(program.module)
 
 
+# DGL 0.x's built-ins, removed in DGL 1.0 and kept by gnnc (``gnnc.function``); world code from before 1.0
+# (benchmarking-gnns, graphtransformer) calls them, with their own argument names, so DGL 2.1's run gets them
+LEGACY_NAMES = {
+    "copy_src": lambda fn: lambda src, out: fn.copy_u(src, out),
+    "copy_edge": lambda fn: lambda edge, out: fn.copy_e(edge, out),
+    "src_mul_edge": lambda fn: lambda src, edge, out: fn.u_mul_e(src, edge, out),
+}
+
+
+def legacy_names(function_module) -> None:
+    for old, make in LEGACY_NAMES.items():
+        if not hasattr(function_module, old):
+            setattr(function_module, old, make(function_module))
+
+
 def load_state(model, state: Path) -> None:
     if state.exists():
         arrays = np.load(state)
@@ -54,10 +72,13 @@ def load_state(model, state: Path) -> None:
 
 
 def train(model, params: dict, run, graph, tensors: dict) -> dict:
+    """Each step sees the graph's features as the program got them (a training loop's next batch would be a new
+    graph): what a layer left in ``g.ndata`` belongs to the step before, whose autograd graph is freed."""
     arrays = {}
     for step in range(STEPS):
-        outs = flat_outputs(run(model, graph, tensors))
-        loss = sum((o.double() * loss_weight(o.shape)).sum() for o in outs)
+        with graph.local_scope() if graph is not None else contextlib.nullcontext():
+            outs = flat_outputs(run(model, graph, tensors))
+        loss = sum((o * loss_weight(o.shape).to(o.dtype)).sum() for o in outs)
         loss.backward()
         for i, o in enumerate(outs):
             arrays[f"{step}.out.{i}"] = o.detach().numpy()
@@ -90,14 +111,18 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
         from gnnc.compat import dgl as alias
         alias.install()
     import dgl
+    if system == "dgl":
+        legacy_names(dgl.function)
+    torch.set_default_dtype(BY_NAME[name].dtype)  # tensors a layer makes itself (th.zeros, th.Tensor) too
     plans = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             module = import_program(program, Path(world_code))
             graph, tensors, run = program.inputs(dgl, np.random.RandomState(SEED))
+            tensors = {k: v.detach().to(program.dtype).requires_grad_() for k, v in tensors.items()}
             torch.manual_seed(SEED)
-            model = program.build(module, graph).double()
+            model = program.build(module, graph).to(program.dtype)
             load_state(model, Path(state))
             params = dict(model.named_parameters())
             if compiled:

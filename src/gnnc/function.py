@@ -90,8 +90,21 @@ def copy_e(e: str, out: str) -> BuiltinMessage:
     return BuiltinMessage("copy", "e", e, out)
 
 
-copy_src = copy_u
-copy_edge = copy_e
+# DGL 0.x's names (and argument names), removed in DGL 1.0 and still common in published code
+# (benchmarking-gnns writes ``fn.copy_src(src='h', out='m')``)
+def copy_src(src: str, out: str) -> BuiltinMessage:
+    """DGL 0.x's ``copy_u``."""
+    return copy_u(src, out)
+
+
+def copy_edge(edge: str, out: str) -> BuiltinMessage:
+    """DGL 0.x's ``copy_e``."""
+    return copy_e(edge, out)
+
+
+def src_mul_edge(src: str, edge: str, out: str) -> BuiltinMessage:
+    """DGL 0.x's ``u_mul_e``."""
+    return BuiltinMessage("mul", "u", src, out, "e", edge)
 
 
 def _binary(lhs: str, op: str, rhs: str):
@@ -129,7 +142,7 @@ def min(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
     return BuiltinReduce("min", msg, out)
 
 
-__all__ = ["BuiltinMessage", "BuiltinReduce", "copy_u", "copy_e", "copy_src", "copy_edge",
+__all__ = ["BuiltinMessage", "BuiltinReduce", "copy_u", "copy_e", "copy_src", "copy_edge", "src_mul_edge",
            "sum", "mean", "max", "min", *_BINARY_NAMES]
 
 

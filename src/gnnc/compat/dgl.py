@@ -47,6 +47,9 @@ _SAME = {
     "dgl.backend": "gnnc.compat.dgl_backend",
     "dgl.base": "gnnc.compat.dgl_base",
     "dgl.init": "gnnc.graph.initializers",
+    "dgl.frame": "gnnc.graph.initializers",  # code reaches ``dgl.frame.zero_initializer`` (DGL's frame module)
+    "dgl._ffi.base": "gnnc.compat.dgl_base",
+    "dgl.utils": "gnnc.compat.dgl_utils",  # ``from dgl._ffi.base import DGLError``, as DGL's examples write
     "dgl.partition": "gnnc.graph.partition",
     "dgl.convert": "gnnc.graph.convert",
     "dgl.generators": "gnnc.graph.generators",
@@ -62,9 +65,11 @@ _NAMESPACES = {
             *_TRANSFORMS),
     "dgl.nn": ("gnnc.nn",),
     "dgl.transforms": _TRANSFORMS,
+    "dgl._ffi": (),
 }
 # DGL's top-level names for gnnc objects of another name or home: (module, attribute)
 _TOP_LEVEL = {
+    "__version__": ("gnnc.compat.dgl_base", "DGL_VERSION"),
     "DGLGraph": ("gnnc.graph.core", "Graph"),
     "DGLHeteroGraph": ("gnnc.graph.core", "Graph"),
     **{name: ("gnnc.compat.dgl_base", name) for name in ("DGLError", "ALL", "NID", "EID", "NTYPE", "ETYPE")},

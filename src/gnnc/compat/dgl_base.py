@@ -3,6 +3,10 @@ import warnings
 
 __all__ = ["DGLError", "DGLWarning", "ALL", "NID", "EID", "NTYPE", "ETYPE", "is_internal_column", "dgl_warning"]
 
+# The DGL release whose API and semantics the alias follows: ``dgl.__version__`` under the alias (code gates on it,
+# as benchmarking-gnns' ``if dgl.__version__ < "0.5"``).
+DGL_VERSION = "2.1.0"
+
 # gnnc has no exception class of its own for misuse of its DGL-style API: it raises ValueError (bad ids,
 # lengths, types: ``gnnc.graph.validate``), so ``pytest.raises(DGLError)`` accepts what gnnc raises there.
 DGLError = ValueError

@@ -107,6 +107,19 @@ class MetaGraph:
     ntypes: tuple[tuple[str, int], ...]
     relations: tuple[tuple[tuple[str, str, str], int], ...]
 
+    # DGL's metagraph is a networkx MultiDiGraph (node types as nodes, a relation as an edge keyed by its
+    # name): ``nodes`` and ``edges`` read as that graph's do
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.ntypes)
+
+    def edges(self, keys: bool = False):
+        """``(src_type, dst_type)`` per relation; with ``keys``, ``{(src_type, dst_type, name): {}}`` (networkx's
+        edge view: the keyed edges and their attributes, none here)."""
+        if keys:
+            return {(s, d, r): {} for (s, r, d), _ in self.relations}
+        return [(s, d) for (s, _, d), _ in self.relations]
+
     def __str__(self) -> str:
         lines = [f"{len(self.ntypes)} node types, {sum(c for _, c in self.ntypes):,} nodes"]
         lines += [f"  {name:<24} {count:>12,}" for name, count in self.ntypes]
@@ -857,6 +870,14 @@ class Graph:
 
     def inc(self, typestr: str, ctx="cpu", etype=None) -> torch.Tensor:
         return queries.inc(self, typestr, ctx, etype)
+
+    incidence_matrix = inc  # DGL's older name
+
+    def adj(self, etype=None, eweight_name=None):
+        return queries.adj(self, etype, eweight_name)
+
+    def adj_tensors(self, fmt: str, etype=None):
+        return queries.adj_tensors(self, fmt, etype)
 
 
 class NodeSpace:
