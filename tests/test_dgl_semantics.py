@@ -193,10 +193,12 @@ def test_a_message_udf_writing_edge_data_stores_it_as_dgl():
         g.apply_edges(lambda edges: edges.data.__setitem__("e", edges.data["e"][:3]))
 
 
-def test_a_compiled_call_whose_udf_writes_edge_data_gives_eagers_numbers():
+def test_a_compiled_call_whose_reduce_writes_its_batch_falls_back_with_eagers_numbers():
+    """The message's ``edges.data`` write compiles (tests/test_edge_writes.py); the reduce's write into its
+    degree bucket's ``nodes.data`` does not, and says so."""
     eager, compiled = _edge_graph(), _edge_graph()
     eager.update_all(_gated_message, _zeroing_reduce)
-    with pytest.warns(FallbackWarning):
+    with pytest.warns(FallbackWarning, match="nodes.data"):
         compiled.update_all(_gated_message, _zeroing_reduce, compile=True)
     for key in ("e", "o", "h"):
         frame = "edata" if key == "e" else "ndata"
