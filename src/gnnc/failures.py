@@ -43,6 +43,16 @@ def stage_of(err: BaseException, default: str | None = None) -> str | None:
     return getattr(err, _STAGE, default)
 
 
+class SetupRefusal(Exception):
+    """Mixed into an error that means the user's setup, not gnnc, stopped compiling (a kernel folder others
+    can write): its fallback warning says what to change and does not call it a gnnc bug."""
+
+
+def blame(err: BaseException) -> str:
+    """The end of a fallback warning after ``err``: nothing for a ``SetupRefusal``, else "; a gnnc bug"."""
+    return "" if isinstance(err, SetupRefusal) else "; a gnnc bug"
+
+
 def failure(err: BaseException, default: str) -> str:
     """``"<stage> failed (<exception>: <first line>)"`` for ``err``, caught at a boundary."""
     lines = str(err).strip().splitlines() or [""]

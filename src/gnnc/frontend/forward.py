@@ -35,7 +35,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..failures import failure, fell_back, stage
+from ..failures import blame, failure, fell_back, stage
 from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from . import reach
@@ -549,7 +549,7 @@ class Forwards:
         stage, and the forward runs as written from now on (for ``key``, where it is known)."""
         out = model(*args, **kwargs)
         what = failure(err, default_stage)
-        fell_back(f"gnnc runs the forward of {type(model).__name__} as written from now on: {what}; a gnnc bug")
+        fell_back(f"gnnc runs the forward of {type(model).__name__} as written from now on: {what}{blame(err)}")
         self.log = [f"forward not captured: {what}"]
         if key is not None:
             self._cache[key] = (None, self.log)

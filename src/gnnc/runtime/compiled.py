@@ -31,7 +31,7 @@ from torch.utils import checkpoint
 
 from .. import backend
 from ..backend.torch.index_matmul import mark_private
-from ..failures import FallbackWarning, failure, fell_back, stage
+from ..failures import FallbackWarning, blame, failure, fell_back, stage
 from ..frontend import reach
 from ..frontend.trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
 from ..function import BuiltinReduce
@@ -193,10 +193,11 @@ def _fallback(err) -> str:
 def _gnnc_failure(err, default_stage: str, kind, udfs, g, rel) -> str:
     """After ``err`` in a stage of the call: run the call eagerly, which raises the user's own error as
     eager raises it (called outside the handler of ``err``, so that it is not chained to it); else warn that
-    the stage failed (a gnnc bug) and the call runs eagerly."""
+    the stage failed (a gnnc bug, unless the user's setup refused it: ``failures.blame``) and the call runs
+    eagerly."""
     _run_eagerly(kind, udfs, g, rel)
-    return fell_back(f"gnnc could not compile this call and runs it eagerly: {failure(err, default_stage)}; a "
-                     "gnnc bug", _describe(kind, udfs, g, rel))
+    return fell_back(f"gnnc could not compile this call and runs it eagerly: {failure(err, default_stage)}"
+                     f"{blame(err)}", _describe(kind, udfs, g, rel))
 
 
 def _plan(kind, udfs, g, rel, options) -> Plan:

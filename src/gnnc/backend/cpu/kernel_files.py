@@ -20,8 +20,10 @@ import tempfile
 import types
 from pathlib import Path
 
+from ...failures import SetupRefusal
 
-class KernelFolderRefused(OSError):
+
+class KernelFolderRefused(OSError, SetupRefusal):
     """The kernel folder could be written by someone other than this user."""
 
 
