@@ -15,6 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gnnc.checkpoints import manifest_name
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
 from gnnc.distributed.comm import Comm, GradSync, backend_for, peer_machines
 from gnnc.distributed.launch import torchrun_command, worker_args
@@ -413,7 +414,7 @@ def test_torchrun_launch_trains_and_reports(partition_dirs, tmp_path):
     for rank in epoch["ranks"]:
         assert rank["sent_per_step"]["forward"] > 0 and rank["sent_per_step"]["sample"] == 0
         assert sum(c["hits"] for c in rank["cache"].values()) > 0
-    manifest = json.loads((tmp_path / "checkpoint" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "checkpoint" / manifest_name(1)).read_text())  # epoch 1's generation
     assert (manifest["method"], manifest["world_size"], manifest["epoch"]) == ("raf", 2, 1)
     several = torchrun_command(2, ["--x"], nnodes=2, node_rank=1, rdzv_endpoint="host:29400")
     assert "--rdzv-endpoint=host:29400" in several and "--node-rank=1" in several

@@ -19,7 +19,8 @@ import numba
 
 import gnnc
 from gnnc import models
-from gnnc.backend.cpu import codegen
+from gnnc.backend.cpu import codegen, softmax_aggregate
+from gnnc.runtime import compiled
 from tests.graphs import random_homograph
 
 LAST_LINE = "        out[r] *= 3\n"
@@ -91,9 +92,19 @@ def shared_fallback(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    codegen.load_function.cache_clear()
+    _forget_loaded_kernels()
     yield tmp_path / "tmp" / f"gnnc-kernels-{os.getuid()}"
+    _forget_loaded_kernels()
+
+
+def _forget_loaded_kernels():
+    """This process's kernels and plans, which earlier tests may have loaded from a folder that was fine then
+    (a kernel already loaded is not read from the folder again, so the refusal would not show)."""
     codegen.load_function.cache_clear()
+    for builder in (softmax_aggregate._forward_kernel, softmax_aggregate.logit_grad_kernel,
+                    softmax_aggregate.source_grad_kernel, softmax_aggregate.part_kernel):
+        builder.cache_clear()
+    compiled.clear_cache()
 
 
 def _someone_elses(folder, monkeypatch, how):
