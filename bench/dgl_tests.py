@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
     ap.add_argument("--files", nargs="+", default=DEFAULT_FILES, help="test files, relative to DGL's tests/")
     ap.add_argument("--out", type=Path, required=True, help="folder for results.json and README.md")
-    ap.add_argument("--timeout", type=float, default=240, help="seconds per test file and mode")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per test file and mode")
     ap.add_argument("--jobs", type=int, default=2, help="test files run at a time")
     args = ap.parse_args(argv)
     tests_root = args.dgl_tests.resolve() / "tests"

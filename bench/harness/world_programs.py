@@ -295,7 +295,7 @@ PROGRAMS = [
             proteins_gat_inputs),
     example("deepergcn-genconv", "deepergcn", "layers",
             lambda m, g: m.GENConv(D, D, "softmax", learn_beta=True, msg_norm=True, learn_msg_scale=True),
-            deepergcn_inputs, stubs="ogb"),
+            deepergcn_inputs, stubs="deepergcn"),
     example("gnn-film", "GNN-FiLM", "main", lambda m, g: m.GNNFiLMLayer(D, D, ["r0", "r1", "r2"], 0.0),
             film_inputs, stubs="film"),
     example("ngcf", "NGCF/NGCF", "model", ngcf_build, ngcf_inputs),
