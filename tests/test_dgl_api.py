@@ -867,3 +867,18 @@ def test_send_and_recv_errors_name_the_argument():
         g.send_and_recv([999], _weighted_message, _max_reduce, etype="likes")
     with pytest.raises(TypeError, match="missing required argument 'reduce'"):
         g.pull([0], _weighted_message, etype="likes")
+
+
+def test_a_csr_indptr_declares_its_rows_node_count_as_dgls():
+    """DGL counts a csr graph's rows from its indptr (trailing rows without edges are nodes) and refuses a
+    num_nodes that disagrees; gnnc counted max id + 1 (2 nodes here where DGL has 4), silently."""
+    indptr, indices = torch.tensor([0, 2, 3, 3, 3]), torch.tensor([1, 0, 1])
+    g = gnnc.graph(("csr", (indptr, indices, [])))
+    assert (g.num_nodes(), g.num_edges()) == (4, 3)  # DGL 2.1's figures
+    assert [t.tolist() for t in gnnc.graph(("csc", (indptr, indices, []))).edges()] == [[1, 0, 1], [0, 0, 1]]
+    assert gnnc.graph(("csr", (indptr, indices, [])), num_nodes=4).num_nodes() == 4
+    for wrong in (3, 5):
+        with pytest.raises(ValueError, match="indptr declares 4 source nodes"):
+            gnnc.graph(("csr", (indptr, indices, [])), num_nodes=wrong)
+    h = gnnc.heterograph({("u", "r", "v"): ("csr", (indptr, indices, []))})
+    assert (h.num_nodes("u"), h.num_nodes("v")) == (4, 2)

@@ -15,7 +15,7 @@ import torch
 from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
 from . import mutation, queries, validate
-from .edge_data import check_idtype, relation_edges
+from .edge_data import check_idtype, relation_edges, sparse_rows
 from .validate import as_ids, canonical_key, check_range
 
 DEFAULT_NTYPE = "_N"
@@ -40,10 +40,12 @@ def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_node
         if num_nodes is not None:
             raise TypeError("heterograph got both num_nodes and DGL's num_nodes_dict")
         num_nodes = num_nodes_dict
-    relations, types = [], set()
+    relations, types, declared = [], set(), []
     for key, data in data_dict.items():
         key = canonical_key(key)
         src, dst, relation_idtype = relation_edges(data, f"relation {key}", idtype)
+        if (rows := sparse_rows(data)) is not None:
+            declared.append((key, *rows))
         types.add(relation_idtype)
         if src.numel() != dst.numel():
             raise ValueError(f"relation {key}: {src.numel()} source ids but {dst.numel()} destination ids")
@@ -52,6 +54,7 @@ def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_node
     if len(types) > 1:
         raise ValueError(f"relations of one graph must have ids of one type, got {sorted(map(str, types))}")
     ntypes, counts = _node_types(relations, num_nodes)
+    _count_sparse_rows(declared, ntypes, counts, given=num_nodes is not None)
     for (st, _, dt), src, dst in relations:
         check_range(src, counts[ntypes.index(st)], f"relation {(st, _, dt)} source ({st!r})")
         check_range(dst, counts[ntypes.index(dt)], f"relation {(st, _, dt)} destination ({dt!r})")
@@ -72,6 +75,17 @@ def graph(data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device
     """
     sizes = None if num_nodes is None else {ntype: num_nodes}
     return heterograph({(ntype, etype, ntype): data}, sizes, device, idtype=idtype)
+
+
+def _count_sparse_rows(declared, ntypes, counts: list, given: bool) -> None:
+    """A csr / csc relation's indptr declares its row end's node count, as in DGL: it must be the count given,
+    and raises an inferred one (trailing rows without edges are nodes too)."""
+    for key, end, rows in declared:
+        t = ntypes.index(key[end])
+        if given and counts[t] != rows:
+            raise ValueError(f"relation {key}: its indptr declares {rows} {'source' if end == 0 else 'destination'}"
+                             f" nodes, but node type {key[end]!r} has {counts[t]}")
+        counts[t] = max(counts[t], rows)
 
 
 def _node_types(relations, num_nodes):

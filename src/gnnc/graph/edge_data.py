@@ -56,6 +56,15 @@ def relation_edges(data, what: str, idtype=None) -> tuple[torch.Tensor, torch.Te
     return src, dst, idtype
 
 
+def sparse_rows(data) -> tuple[int, int] | None:
+    """For DGL's ``('csr' | 'csc', (indptr, ...))`` forms, ``(end, rows)``: the relation's end whose nodes are
+    the rows (0: sources, 2: destinations) and how many rows the indptr declares (DGL's node count of that
+    end, trailing empty rows included); None for the other forms."""
+    if isinstance(data, tuple) and len(data) == 2 and data[0] in ("csr", "csc"):
+        return (0 if data[0] == "csr" else 2), len(data[1][0]) - 1
+    return None
+
+
 def _pairs(edges: list, what: str) -> tuple[torch.Tensor, torch.Tensor]:
     """A list of (src, dst) pairs as two id tensors."""
     if any(not isinstance(e, (tuple, list)) or len(e) != 2 for e in edges):
