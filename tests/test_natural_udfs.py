@@ -320,6 +320,31 @@ def test_less_common_row_wise_operators_compile(message, seed):
     _both(_sum_update(message), _graph(seed))
 
 
+def _circular_correlation(a, b):
+    """CompGCN's ccorr composition (DGL's examples/pytorch/compGCN), as its authors wrote it."""
+    return torch.fft.irfft(torch.conj(torch.fft.rfft(a)) * torch.fft.rfft(b), a.shape[-1])
+
+
+# FFTs along a feature dim work row by row: complex values inside a message compile as torch calls.
+@pytest.mark.parametrize("message", [
+    lambda e: {"m": _circular_correlation(e.src["h"], e.dst["h"])},
+    lambda e: {"m": torch.fft.ifft(torch.fft.fft(e.src["h"], dim=1).conj() * e.dst["h"], dim=-1).real},
+    lambda e: {"m": torch.fft.irfft(torch.fft.rfft(e.src["h"], norm="ortho"), D, norm="ortho").mul(e.dst["h"])},
+])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fft_along_features_compiles(message, seed):
+    _both(_sum_update(message), _graph(seed))
+
+
+def test_fft_along_rows_falls_back():
+    """torch.fft over dim 0 mixes edges: refused at compile time, run eagerly with eager's numbers."""
+    run = _sum_update(lambda e: {"m": torch.fft.rfft(e.src["h"], dim=0).real[:1].expand_as(e.src["h"])})
+    g = _graph(0)
+    with pytest.warns(FallbackWarning, match="fft_rfft"):
+        compiled_out = run(g, True)
+    torch.testing.assert_close(compiled_out, run(g, False))
+
+
 # Tensors a UDF makes with its batch's row count (``torch.zeros(h.shape[0], d)``, ``h.new_ones(h.size(0), 1)``):
 # tensors of the batch's rows, compiled; each value of a row is the same wherever the row goes.
 def _factory_message(e):

@@ -110,6 +110,7 @@ _ROW_WISE_FUNCTIONS = {
     torch.clamp_min, torch.clamp_max, torch.logical_not, torch.logical_and, torch.logical_or, F.relu6,
     F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink, torch.flip, torch.roll, torch.narrow,
     torch.tensor_split, F.softmin, torch.zeros, torch.ones, torch.empty, torch.full,
+    torch.fft.fft, torch.fft.ifft, torch.fft.rfft, torch.fft.irfft, torch.conj, torch.real, torch.imag,
 }
 _ROW_WISE_METHODS = {
     "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
@@ -120,7 +121,7 @@ _ROW_WISE_METHODS = {
     "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
     "sin", "cos", "tan", "atan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc", "maximum",
     "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2", "flip", "roll",
-    "narrow", "tensor_split", "new_zeros", "new_ones", "new_empty", "new_full",
+    "narrow", "tensor_split", "conj", "new_zeros", "new_ones", "new_empty", "new_full",
     # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
     "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
 }
@@ -582,6 +583,8 @@ _ROW_CHECKS = {
     "getitem": _getitem, "__getitem__": _getitem,
     "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
     "where": _where,
+    **dict.fromkeys(("fft_fft", "fft_ifft", "fft_rfft", "fft_irfft"),
+                    lambda n, rank: _dims_mix_rows(_arg(n, 2, "dim", -1), rank)),
 }
 
 # Elementwise operators that broadcast their operands: a graph operand of lower rank than the result
