@@ -6,8 +6,10 @@ operations on feature dimensions.
 Replacement, operator by operator, in edge form (mailbox ``[n, d, f...]``
 becomes ``[E, f...]``): element-wise ops run on edges; node data broadcast
 against a mailbox (``x.unsqueeze(1) * box``) becomes ``gather_dst_local``;
-``softmax(dim=1)`` becomes ``edge_softmax``; ``sum / mean / max / min``
-over dim 1 become ``segment_reduce``; feature dims shift down by one.
+``softmax(dim=1)``, and every softmax written out (``softmax_forms``), becomes
+``edge_softmax``; ``log_softmax(dim=1)`` becomes segment operators; ``sum /
+mean / max / min`` over dim 1 become ``segment_reduce`` (node-level with a unit
+degree dim under ``keepdim=True``); feature dims shift down by one.
 Results are zeroed for destinations without in-edges (eager's fill) unless
 they come from a segment reduction through operators that keep a zero row
 zero (``flatten(1)``, ``relu``, scaling by a finite number, a ``view(-1,
@@ -19,18 +21,20 @@ from __future__ import annotations
 import operator
 
 import torch
-import torch.fx as fx
 import torch.nn.functional as F
-from torch import nn
+from torch import fx, nn
 
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from ..ir.shapes import StatelessInterpreter
+from .nodes import call_arg as _arg
+from .softmax_forms import softmax_forms
 
 _REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
 _REDUCER_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.max: "max", torch.min: "min",
                       torch.amax: "max", torch.amin: "min"}
 _SOFTMAX = {torch.softmax, F.softmax}
+_LOG_SOFTMAX = {torch.log_softmax, F.log_softmax}
 _ELEMENTWISE_MODULES = (nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU,
                         nn.Identity, nn.Softplus, nn.Linear, nn.LayerNorm)
 _SHAPE_METHODS = {"unsqueeze", "squeeze", "flatten", "sum", "mean", "max", "min", "amax", "amin",
@@ -72,9 +76,10 @@ def lower_aggregation(dfg: MPDFG) -> MPDFG:
 
 def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
     graph, traced = dfg.graph, call.meta["reduce_graph"]
-    ctx, fn_node, kinds, *inputs = call.args
-    shapes = _probe_shapes(dfg.root.get_submodule("red"), kinds, inputs)
-    env: dict = {}
+    ctx, _, kinds, *inputs = call.args
+    shapes, dtypes = _probe_shapes(dfg.root.get_submodule("red"), kinds, inputs)
+    softmax_of, internal = softmax_forms(traced.graph, shapes, dtypes)
+    env = _OnDemand(lambda n: _translate(graph, call, ctx, n, env, dfg.root, shapes))
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     with graph.inserting_before(call):
         for ph, kind, x in zip(placeholders, kinds, inputs):
@@ -87,9 +92,13 @@ def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
             else:
                 env[ph] = _Value(x, "S")
         for n in traced.graph.nodes:
-            if n.op in ("placeholder", "output"):
-                continue
-            env[n] = _translate(graph, call, ctx, n, env, dfg.root, shapes)
+            if n.op in ("placeholder", "output") or n in internal:
+                continue  # translated only if something else than its softmax reads it (env.__missing__)
+            logits = env[softmax_of[n]] if n in softmax_of else None
+            if logits is not None and logits.form == "M":
+                env[n] = _Value(_emit(graph, call, ops.edge_softmax, (ctx, logits.node)), "M", logits.ndim)
+            else:
+                env[n] = _translate(graph, call, ctx, n, env, dfg.root, shapes)
         results = {}
         for key, node in traced.outputs.items():
             v = env[node]
@@ -100,6 +109,18 @@ def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
                 value = _emit(graph, call, ops.zero_unreached, (ctx, value))
             results[key] = value
     return results
+
+
+class _OnDemand(dict):
+    """Translated values by reduce-UDF node; a node not translated yet is translated when first read."""
+
+    def __init__(self, translate):
+        super().__init__()
+        self._translate = translate
+
+    def __missing__(self, n):
+        self[n] = value = self._translate(n)
+        return value
 
 
 def _emit(graph, call, target, args, kwargs=None, op="call_function"):
@@ -181,12 +202,18 @@ def _translate_dim_op(graph, call, ctx, n, box: _Value) -> _Value:
     reducer = _reduction(n)
     is_flatten = n.op == "call_method" and n.target == "flatten"
     dim = _arg(n, 1, "start_dim" if is_flatten else "dim", 0 if is_flatten else None)
-    keepdim = bool(_arg(n, 2, "keepdim", False)) if reducer not in (None, "softmax") else False
-    if reducer is not None and dim == 1 and not keepdim:
+    keepdim = bool(_arg(n, 2, "keepdim", False)) if reducer not in (None, "softmax", "log_softmax") else False
+    if reducer is not None and dim in (1, 1 - box.ndim):
+        if not _plain_reduction(n, reducer):
+            raise _CannotLower(f"{_label(n)} over dim 1 of a mailbox with a dtype or other arguments")
         if reducer == "softmax":
             return _Value(_emit(graph, call, ops.edge_softmax, (ctx, box.node)), "M", box.ndim)
+        if reducer == "log_softmax":
+            return _edge_log_softmax(graph, call, ctx, box)
         reduced = _emit(graph, call, ops.segment_reduce, (ctx, box.node, reducer))
         returns_pair = n.target in ("max", "min", torch.max, torch.min)
+        if keepdim:  # [n, 1, f...] in the UDF: node-level with the unit degree dim kept
+            return _Value(reduced, "N1", box.ndim, zero_safe=True, pair=returns_pair)
         return _Value(reduced, "N", zero_safe=True, pair=returns_pair)
     rank = box.ndim + (1 if n.target == "unsqueeze" else 0)
     if not isinstance(dim, int) or dim in (0, 1) or (dim < 0 and dim + rank <= 1):
@@ -201,7 +228,7 @@ def _translate_dim_op(graph, call, ctx, n, box: _Value) -> _Value:
         ndim = box.ndim - (end_abs - dim % box.ndim)
     elif n.target == "unsqueeze":
         ndim = box.ndim + 1
-    elif n.target == "squeeze" or (reducer is not None and reducer != "softmax" and not keepdim):
+    elif n.target == "squeeze" or (reducer not in (None, "softmax", "log_softmax") and not keepdim):
         ndim = box.ndim - 1
     else:
         ndim = box.ndim
@@ -209,6 +236,27 @@ def _translate_dim_op(graph, call, ctx, n, box: _Value) -> _Value:
     if reducer in ("max", "min") and n.target in ("max", "min", torch.max, torch.min):
         raise _CannotLower(f"{_label(n)} over a feature dim of a mailbox returns indices")
     return _Value(node, "M", ndim)
+
+
+def _edge_log_softmax(graph, call, ctx, box: _Value) -> _Value:
+    """``log_softmax(box, 1)`` on edges as torch computes it: ``(l - m) - log(sum exp(l - m))`` with m each
+    destination's max logit (detached: the result does not depend on it)."""
+    top = _emit(graph, call, "detach", (_emit(graph, call, ops.segment_reduce, (ctx, box.node, "max")),),
+                op="call_method")
+    shifted = _emit(graph, call, operator.sub, (box.node, _emit(graph, call, ops.gather_dst_local, (ctx, top))))
+    total = _emit(graph, call, ops.segment_reduce, (ctx, _emit(graph, call, torch.exp, (shifted,)), "sum"))
+    log_total = _emit(graph, call, ops.gather_dst_local, (ctx, _emit(graph, call, torch.log, (total,))))
+    return _Value(_emit(graph, call, operator.sub, (shifted, log_total)), "M", box.ndim)
+
+
+def _plain_reduction(n, reducer: str) -> bool:
+    """Whether reduction ``n`` has no argument but its input, dim and keepdim (softmax: ``_stacklevel``),
+    and no dtype: the segment operators neither convert nor take other options."""
+    if n.kwargs.get("dtype") is not None:
+        return False
+    if reducer in ("softmax", "log_softmax"):
+        return len(n.args) <= 2 and set(n.kwargs) <= {"dim", "dtype", "_stacklevel"}
+    return len(n.args) <= 3 and set(n.kwargs) <= {"dim", "keepdim", "dtype"}
 
 
 def _translate_elementwise(graph, call, ctx, n, args, kwargs) -> _Value:
@@ -233,12 +281,14 @@ def _translate_elementwise(graph, call, ctx, n, args, kwargs) -> _Value:
 def _reduction(n):
     if n.op == "call_method" and n.target in _REDUCERS:
         return _REDUCERS[n.target]
-    if n.op == "call_method" and n.target == "softmax":
-        return "softmax"
+    if n.op == "call_method" and n.target in ("softmax", "log_softmax"):
+        return n.target
     if n.op == "call_function" and n.target in _REDUCER_FUNCTIONS:
         return _REDUCER_FUNCTIONS[n.target]
     if n.op == "call_function" and n.target in _SOFTMAX:
         return "softmax"
+    if n.op == "call_function" and n.target in _LOG_SOFTMAX:
+        return "log_softmax"
     return None
 
 
@@ -309,23 +359,24 @@ class _ShapeRecorder(StatelessInterpreter):
     def __init__(self, module):
         super().__init__(module)
         self.shapes: dict[str, tuple] = {}
+        self.dtypes: dict[str, torch.dtype] = {}
 
     def run_node(self, n):
         out = super().run_node(n)
         if isinstance(out, torch.Tensor):
-            self.shapes[n.name] = tuple(out.shape)
+            self.shapes[n.name], self.dtypes[n.name] = tuple(out.shape), out.dtype
         return out
 
 
-def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> dict:
-    """The reduce UDF's value shapes (by node name) run on zeros for two destinations of degree three
+def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> tuple[dict, dict]:
+    """The reduce UDF's value shapes and dtypes (by node name) run on zeros for two destinations of degree three
     (as shape propagation runs it: its modules on copies of their buffers, the random stream restored
     after); empty where an input's shape is unknown or the UDF cannot run on the probe."""
     args = []
     for kind, x in zip(kinds, inputs):
         shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
         if shape is None:
-            return {}
+            return {}, {}
         rows = {"mailbox": (2, 3), "data": (2,), "type": (2,)}.get(kind)
         args.append(torch.zeros(tuple(shape) if rows is None else rows + tuple(shape[1:]),
                                 dtype=x.meta.get("dtype", torch.get_default_dtype())))
@@ -334,8 +385,8 @@ def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> dict:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             recorder.run(*args)
     except Exception:  # noqa: BLE001 - a probe the UDF cannot take proves nothing; the zeroing stays
-        return {}
-    return recorder.shapes
+        return {}, {}
+    return recorder.shapes, recorder.dtypes
 
 
 def _elementwise(n) -> bool:
@@ -343,12 +394,6 @@ def _elementwise(n) -> bool:
     if n.op == "call_function":
         return n.target in _ELEMENTWISE_FUNCTIONS
     return n.op == "call_method" and n.target in _ELEMENTWISE_METHODS
-
-
-def _arg(n, pos, name, default=None):
-    if name in n.kwargs:
-        return n.kwargs[name]
-    return n.args[pos] if len(n.args) > pos else default
 
 
 def _node_ndim(node) -> int:

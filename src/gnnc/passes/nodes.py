@@ -21,6 +21,13 @@ def binary_op(n) -> str | None:
     return n.target if n.op == "call_method" and n.target in BINARY_OPS.values() else None
 
 
+def call_arg(n, pos: int, name: str, default=None):
+    """Argument ``name`` of call ``n``, given by keyword or at position ``pos``; ``default`` when absent."""
+    if name in n.kwargs:
+        return n.kwargs[name]
+    return n.args[pos] if len(n.args) > pos else default
+
+
 def new_node(g, like, target, args, *, op: str = "call_function", kwargs=None):
     """A node ``op``/``target`` in graph ``g`` at the insertion point, with ``like``'s stage and UDF source line."""
     node = g.create_node(op, target, tuple(args), kwargs or {})
