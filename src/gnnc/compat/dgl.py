@@ -62,7 +62,7 @@ _TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.derived", "gnnc.graph.relabe
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
     "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", "gnnc.graph.generators", "gnnc.compat.dgl_global_config",
-            *_TRANSFORMS),
+            "gnnc.graph.blocks", *_TRANSFORMS),
     "dgl.nn": ("gnnc.nn",),
     "dgl.transforms": _TRANSFORMS,
     "dgl._ffi": (),

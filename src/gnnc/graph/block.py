@@ -7,6 +7,14 @@ type; within each type the destination nodes come first (the order DGL's
 at a destination node. The sampler (``gnnc.data.sampler``) and
 ``gnnc.to_block`` make them.
 
+A block whose two sides are separate node sets (DGL's ``create_block``,
+``to_block(include_dst_in_src=False)``: ``gnnc.graph.blocks``) numbers both
+sides from 0 within each type: the structure holds ``max(sources,
+destinations)`` rows of the type, source ``i`` and destination ``i`` share
+row ``i`` without being one node. Its counts, degrees, ids and features are
+DGL's; message passing on it needs every source row present (as many source
+nodes of a type as destination nodes) and raises ValueError otherwise.
+
 As DGL's, a block holds two sides of node features
 (``gnnc.graph.sided_store``): ``srcdata`` / ``srcnodes[t].data`` (what
 ``edges.src`` reads) and ``dstdata`` / ``dstnodes[t].data`` (one row per
@@ -35,25 +43,39 @@ from .sided_store import DestinationSide, NodeSet, SidedStore
 class Block(Graph):
     """One layer's computation graph; see the module docstring for the node layout.
 
-    ``src_ids``: parent global id of every block node. ``num_dst_per_type``:
+    ``src_ids``: parent global id of every source node. ``num_dst_per_type``:
     destination nodes of each node type (a prefix of that type's nodes).
     ``parent_eids``: parent edge id (user order) of every block edge, in the
-    block's user edge order.
+    block's user edge order. ``num_src_per_type``: source nodes of each type
+    (by default every node row; fewer where the sides are separate node sets,
+    see the module). ``side_types``: DGL's (``srctypes``, ``dsttypes``) when
+    not every node type (``create_block``'s).
     """
 
     def __init__(self, index, src_ids: torch.Tensor, num_dst_per_type, parent_eids: torch.Tensor,
-                 nstore=None, estore=None):
-        if src_ids.numel() != index.num_nodes:
-            raise ValueError(f"Block: {src_ids.numel()} parent ids for {index.num_nodes} nodes")
+                 nstore=None, estore=None, num_src_per_type=None, side_types=None):
+        num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
+        num_src_per_type = tuple(index.ntype_counts if num_src_per_type is None else map(int, num_src_per_type))
+        if any(max(s, d) != n for s, d, n in zip(num_src_per_type, num_dst_per_type, index.ntype_counts)):
+            raise ValueError(f"Block: node rows {index.ntype_counts} must be the larger of the source counts "
+                             f"{num_src_per_type} and destination counts {num_dst_per_type}")
+        if src_ids.numel() != sum(num_src_per_type):
+            raise ValueError(f"Block: {src_ids.numel()} parent ids for {sum(num_src_per_type)} source nodes")
         if parent_eids.numel() != index.num_edges:
             raise ValueError(f"Block: {parent_eids.numel()} parent edge ids for {index.num_edges} edges")
-        num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
-        super().__init__(index, nstore or SidedStore(index.ntypes, index.ntype_counts, num_dst_per_type), estore)
+        super().__init__(index, nstore or SidedStore(index.ntypes, num_src_per_type, num_dst_per_type), estore)
         self.src_ids = src_ids
         self.num_dst_per_type = num_dst_per_type
+        self.num_src_per_type = num_src_per_type
         self.parent_eids = parent_eids
+        self.side_types = side_types
 
     is_block = True
+
+    @property
+    def is_unibipartite(self) -> bool:
+        """True, as DGL's blocks: every edge goes from the source side to the destination side."""
+        return True
 
     def num_dst_nodes(self, ntype: str | None = None) -> int:
         """Destination nodes in all (or one) node types."""
@@ -70,17 +92,34 @@ class Block(Graph):
             return self.num_dst_nodes(ntype[4:])
         if isinstance(ntype, str) and ntype.startswith("SRC/"):
             ntype = ntype[4:]
-        return super().num_nodes(ntype)
+        if ntype is None:
+            return sum(self.num_src_per_type)
+        return self.num_src_per_type[self.ntype_id(ntype)]
+
+    def ntype_id(self, ntype: str | None) -> int:
+        """As :meth:`Graph.ntype_id`; DGL's ``"SRC/<type>"`` / ``"DST/<type>"`` name the type too."""
+        if isinstance(ntype, str) and ntype[:4] in ("SRC/", "DST/"):
+            ntype = ntype[4:]
+        return super().ntype_id(ntype)
 
     @property
     def srctypes(self) -> list[str]:
-        """Every node type (DGL's block: the source side has the parent's node types)."""
-        return self.ntypes
+        """DGL's source types: every node type (``to_block``'s, the parent's), or ``create_block``'s."""
+        return self.ntypes if self.side_types is None else list(self.side_types[0])
 
     @property
     def dsttypes(self) -> list[str]:
-        """Every node type (DGL's block: the destination side has the parent's node types)."""
-        return self.ntypes
+        """DGL's destination types: every node type (``to_block``'s, the parent's), or ``create_block``'s."""
+        return self.ntypes if self.side_types is None else list(self.side_types[1])
+
+    def side_rows(self, values: torch.Tensor, t: int | None, end_slot: int) -> torch.Tensor:
+        """Of ``values`` (one per node row of type ``t``, or of every type when None), DGL's side's: the
+        destination nodes' (``end_slot`` 2) or the source nodes' (0), as DGL's degrees span them."""
+        counts = self.num_dst_per_type if end_slot == 2 else self.num_src_per_type
+        if t is not None:
+            return values[:counts[t]]
+        offsets = self.index.ntype_offsets
+        return torch.cat([values[offsets[u]:offsets[u] + n] for u, n in enumerate(counts)])
 
     @property
     def ndata(self) -> NodeSet:
@@ -121,7 +160,15 @@ class Block(Graph):
 
     def side_data(self, side: str, ntype: int | None = None):
         """``edges.src`` reads the source side; ``edges.dst``, ``nodes.data`` and message passing's results the
-        destination side, over every node row (``gnnc.graph.sided_store.DestinationSide``)."""
+        destination side, over every node row (``gnnc.graph.sided_store.DestinationSide``). ValueError where
+        the source side lacks node rows (see the module)."""
+        short = [t for t, (s, n) in enumerate(zip(self.num_src_per_type, self.index.ntype_counts)) if s < n]
+        if short:
+            raise ValueError(f"message passing on this block: node type {self.ntypes[short[0]]!r} has "
+                             f"{self.num_src_per_type[short[0]]} source nodes but "
+                             f"{self.num_dst_per_type[short[0]]} destination nodes, and gnnc's blocks read "
+                             "both sides over shared node rows; build it with include_dst_in_src=True (or "
+                             "num_src_nodes >= num_dst_nodes per type) to run message passing on it")
         if side == "src":
             return WholeView(self._nstore, self.ntype_id) if ntype is None else TypeView(self._nstore, ntype)
         return DestinationSide(self._nstore, ntype, self.ntype_id)
@@ -135,7 +182,7 @@ class Block(Graph):
     def local_var(self) -> Block:
         """DGL's ``local_var``: this block with feature writes of its own (the tensors shared)."""
         out = Block(self.index, self.src_ids, self.num_dst_per_type, self.parent_eids, self._nstore.copy(),
-                    self._estore.copy())
+                    self._estore.copy(), self.num_src_per_type, self.side_types)
         out.ntype_data.data, out.etype_data.data = dict(self.ntype_data.data), dict(self.etype_data.data)
         out.idtype, out.initializers = self.idtype, {kind: dict(f) for kind, f in self.initializers.items()}
         return out
@@ -163,12 +210,13 @@ class Block(Graph):
     def to(self, device) -> Block:
         moved = super().to(device)
         out = Block(moved.index, self.src_ids.to(device), self.num_dst_per_type, self.parent_eids.to(device),
-                    moved._nstore, moved._estore)
+                    moved._nstore, moved._estore, self.num_src_per_type, self.side_types)
         out.ntype_data.data, out.etype_data.data = moved.ntype_data.data, moved.etype_data.data
+        out.idtype = moved.idtype
         return out
 
     def __repr__(self) -> str:
-        return (f"Block(src={dict(zip(self.ntypes, self.index.ntype_counts))}, "
+        return (f"Block(src={dict(zip(self.ntypes, self.num_src_per_type))}, "
                 f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})")
 
 

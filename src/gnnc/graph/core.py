@@ -211,6 +211,8 @@ class Graph:
         """Index of a node type (None: the only one, as DGL); KeyError listing the known types otherwise."""
         if ntype is None and len(self.index.ntypes) == 1:
             return 0
+        if isinstance(ntype, str) and ntype[:4] in ("SRC/", "DST/") and self.is_unibipartite:  # DGL's side names
+            ntype = ntype[4:] if ntype[4:] in (self.srctypes if ntype[0] == "S" else self.dsttypes) else ntype
         try:
             return self.index.ntypes.index(ntype)
         except ValueError:
@@ -511,6 +513,9 @@ class Graph:
                                                     and all(isinstance(k, str) for k in nodes))
         if relation_name and nodes != ALL:
             raise TypeError(f"{call}: {nodes!r} is not a node id; name the relation as etype={nodes!r}")
+        if etype is None and self.default_relation() is not None:
+            etype = self.index.etypes[0]
+        t = None
         if etype is None:
             degrees = torch.bincount(ends, minlength=self.index.num_nodes)
         else:
@@ -519,6 +524,8 @@ class Graph:
             t = self.ntype_id(self.index.etypes[r][end_slot])
             start, stop = self.index.ntype_range(t)
             degrees = torch.bincount(ends[lo:hi] - start, minlength=stop - start)
+        if self.is_block:  # DGL's: over the destination nodes (in-degrees) or the source nodes (out-degrees)
+            degrees = self.side_rows(degrees, t, end_slot)
         if isinstance(nodes, str):
             return self.ids(degrees)
         if isinstance(nodes, numbers.Integral):

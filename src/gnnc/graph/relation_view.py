@@ -81,11 +81,29 @@ class RelationGraph:
 
     number_of_nodes = num_nodes
 
-    def num_src_nodes(self) -> int:
-        return self.parent.num_nodes(self.canonical_etype[0])
+    @property
+    def is_block(self) -> bool:
+        """Whether the parent is a block (DGL's slice of a block is one)."""
+        return self.parent.is_block
 
-    def num_dst_nodes(self) -> int:
-        return self.parent.num_dst_nodes(self.canonical_etype[2])
+    def _end(self, ntype, slot: int) -> str:
+        """The relation's source (``slot`` 0) or destination (2) type, checking that ``ntype`` (if given)
+        names it."""
+        end = self.canonical_etype[slot]
+        if ntype is not None and ntype != end:
+            raise KeyError(f"node type {ntype!r} is not the {'source' if slot == 0 else 'destination'} type "
+                           f"of relation {self.canonical_etype}")
+        return end
+
+    def num_src_nodes(self, ntype=None) -> int:
+        return self.parent.num_nodes(self._end(ntype, 0))
+
+    number_of_src_nodes = num_src_nodes
+
+    def num_dst_nodes(self, ntype=None) -> int:
+        return self.parent.num_dst_nodes(self._end(ntype, 2))
+
+    number_of_dst_nodes = num_dst_nodes
 
     def num_edges(self, etype=None) -> int:
         return self.parent.num_edges(self._own(etype))

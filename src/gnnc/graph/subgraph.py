@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .block import Block
+from .blocks import gathered_block
 from .core import Graph
 from .validate import as_ids, check_range
 
@@ -319,14 +320,11 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     appearance, relation by relation; ``src_nodes`` gives them instead (it must
     start with the destination nodes and hold every source). ``srcdata`` /
     ``dstdata`` / ``edata`` hold the parent's features of those nodes and edges
-    with their parent ids as ``_ID`` (the destination side the destination rows of the source side's). gnnc's blocks always hold the destination
-    nodes as the first source nodes: ``include_dst_in_src=False`` raises
-    ValueError.
+    with their parent ids as ``_ID`` (the destination side the destination rows of the source side's).
+    With ``include_dst_in_src=False`` the source nodes are only the kept edges' sources (``src_nodes`` need
+    not start with the destination nodes), and the block's sides are separate node sets
+    (``gnnc.graph.blocks.gathered_block``).
     """
-    if not include_dst_in_src:
-        raise ValueError("to_block(include_dst_in_src=False): a gnnc block's destination nodes are its first "
-                         "source nodes (gnnc.graph.block); build the block with include_dst_in_src=True and "
-                         "read the destination rows with dstdata")
     _refuse_block(g, "to_block")
     g = _as_graph(g)
     n_types = len(g.ntypes)
@@ -349,10 +347,10 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     for t in range(n_types):
         from_edges = [src for (src, _), key in zip(ends, g.canonical_etypes) if g.ntype_id(key[0]) == t]
         if given is None:
-            sources.append(first_seen([dst[t]] + from_edges, g.device)[0])
+            sources.append(first_seen([dst[t]] * include_dst_in_src + from_edges, g.device)[0])
             continue
         ids = given.get(t, _empty(g))
-        if not torch.equal(ids[:dst[t].numel()], dst[t]):
+        if include_dst_in_src and not torch.equal(ids[:dst[t].numel()], dst[t]):
             raise ValueError(f"to_block: src_nodes[{g.ntypes[t]!r}] must start with that type's destination "
                              "nodes, in their order")
         sources.append(ids)
@@ -361,6 +359,8 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
         s_t, d_t = g.ntype_id(key[0]), g.ntype_id(key[2])
         relations.append((_local(sources[s_t], src, g.num_nodes(key[0]), key, "source", "src_nodes"),
                           _local(dst[d_t], d, g.num_nodes(key[2]), key, "destination", "dst_nodes")))
+    if not include_dst_in_src:
+        return gathered_block(g, sources, dst, edges, relations)
     offsets = torch.tensor(g.index.ntype_offsets[:n_types], device=g.device)
     block = {"src_ids": torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
              "num_dst_per_type": [ids.numel() for ids in dst],
