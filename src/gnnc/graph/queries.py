@@ -63,7 +63,7 @@ def adj_external(g, transpose: bool = False, ctx="cpu", scipy_fmt=None, etype=No
     ``ctx``, or a SciPy matrix in ``scipy_fmt`` ('coo' or 'csr')."""
     key = g.canonical_etypes[g.relation_of_call(etype, "adj_external")]
     src, dst = (t.long() for t in g.find_edges(key))
-    shape = (g.num_nodes(key[0]), g.num_nodes(key[2]))
+    shape = (g.num_src_nodes(key[0]), g.num_dst_nodes(key[2]))  # a block's sides differ in size
     if transpose:
         src, dst, shape = dst, src, shape[::-1]
     if scipy_fmt is None:

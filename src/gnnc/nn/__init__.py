@@ -6,6 +6,9 @@ updates them."""
 from .conv import (
     APPNPConv,
     ChebConv,
+    DenseChebConv,
+    DenseGraphConv,
+    DenseSAGEConv,
     EdgeConv,
     EdgeWeightNorm,
     GATConv,
@@ -27,12 +30,14 @@ from .glob import (
     SortPooling,
     SumPooling,
 )
+from .gt import BiasedMHA, DegreeEncoder, LapPosEncoder
 from .hetero import HeteroGraphConv
 from .linear import TypedLinear
 from .sparse_adam import SparseAdam
-from .utils import Identity
+from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
-__all__ = ["APPNPConv", "AvgPooling", "ChebConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GlobalAttentionPooling", "GraphConv", "HeteroGraphConv", "Identity", "MaxPooling", "RelGraphConv",
-           "SAGEConv", "SGConv", "Set2Set", "SortPooling", "SparseAdam", "SumPooling", "TAGConv", "TypedEmbedding",
-           "TypedLinear", "edge_softmax"]
+__all__ = ["APPNPConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv", "DenseGraphConv",
+           "DenseSAGEConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling",
+           "GraphConv", "HeteroGraphConv", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
+           "MaxPooling", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam",
+           "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear", "edge_softmax"]

@@ -2,6 +2,9 @@
 numbers, written as gnnc message passing (so ``gnnc.compile`` compiles them). One layer per module."""
 from .appnpconv import APPNPConv
 from .chebconv import ChebConv
+from .densechebconv import DenseChebConv
+from .densegraphconv import DenseGraphConv
+from .densesageconv import DenseSAGEConv
 from .edgeconv import EdgeConv
 from .edgeweightnorm import EdgeWeightNorm
 from .gatconv import GATConv
@@ -13,5 +16,5 @@ from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
 
-__all__ = ["APPNPConv", "ChebConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GraphConv",
-           "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+__all__ = ["APPNPConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "EdgeConv", "EdgeWeightNorm",
+           "GATConv", "GATv2Conv", "GINConv", "GraphConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]

@@ -1,0 +1,252 @@
+"""``gnnc.nn``'s dense convolutions, graph transformer modules, label propagation and layer utilities against
+DGL 2.1: parameter names and shapes as DGL's state dicts hold them, and the numbers DGL computes, eagerly and
+(for the modules that pass messages) compiled.
+
+``EXPECTED`` was recorded by running ``cases`` (the section between the markers, which imports nothing of
+gnnc) with DGL 2.1 itself: ``G`` ``dgl``, ``nn`` ``dgl.nn.pytorch``. Every case fills its parameters (not its
+buffers) from their names in sorted order and runs in eval mode (no dropout), so a parameter gnnc named or
+shaped otherwise changes the names or the numbers; ``test_nn_dgl_names``' ``figures`` sums the output.
+"""
+import functools
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import gnnc
+import gnnc.nn
+from gnnc.runtime.compiled import recording
+
+from .test_nn_dgl_names import figures
+
+
+# --- cases: DGL-agnostic (run by DGL 2.1 to record EXPECTED) ---
+def cases(G, nn):
+    """name -> (module, positional inputs, keyword inputs, passes messages); ``G`` is gnnc or dgl, ``nn`` its
+    layers."""
+    def homo():  # 6 nodes, each with an in-edge; a multi-edge 1->1 self loop
+        return G.graph((torch.tensor([0, 1, 2, 3, 4, 5, 0, 2, 1, 1]), torch.tensor([1, 2, 3, 4, 5, 0, 3, 5, 1, 1])))
+
+    def bipartite():
+        return G.heterograph({("u", "r", "v"): (torch.tensor([0, 1, 2, 3, 3, 0]), torch.tensor([0, 0, 1, 2, 1, 2]))},
+                             {"u": 4, "v": 3})
+
+    def x(rows, width=4, shift=0.0):
+        return torch.arange(rows * width, dtype=torch.float64).add(shift).sin().view(rows, width)
+
+    class WithGraph(torch.nn.Module):
+        """A layer called as ``layer(graph_or_list, *inputs)`` (DGL's ``Sequential``)."""
+
+        def __init__(self, layer, graph):
+            super().__init__()
+            self.layer, self.graph = layer, graph
+
+        def forward(self, *inputs):
+            return self.layer(self.graph, *inputs)
+
+    class Double(torch.nn.Module):
+        """``y = x + A x`` and ``e + (y_u + y_v)``: a layer of two outputs for ``Sequential``."""
+
+        def forward(self, graph, n_feat, e_feat):
+            with graph.local_scope():
+                graph.ndata["h"] = n_feat
+                graph.update_all(G.function.copy_u("h", "m"), G.function.sum("m", "h"))
+                n_feat = n_feat + graph.ndata["h"]
+                graph.ndata["h"] = n_feat
+                graph.apply_edges(G.function.u_add_v("h", "h", "e"))
+                return n_feat, e_feat + graph.edata["e"]
+
+    g, b = homo(), bipartite()
+    adj, adj_b = g.adj_external(transpose=True).to_dense(), b.adj_external(transpose=True).to_dense()
+    labels = torch.tensor([0, 2, 1, 3, 0, 1])
+    multi = torch.tensor([[1, 0, 1], [0, 0, 1], [1, 1, 0], [0, 1, 0], [0, 0, 0], [1, 0, 0]]).bool()
+    mask = torch.tensor([1, 1, 0, 1, 0, 0]).bool()
+    eigvals, eigvecs = x(5, 3), x(5, 3, shift=2.0)
+    eigvals[3:, 2] = float("nan")  # padding: nodes 3, 4 have two eigenpairs
+    eigvecs[3:, 2] = float("nan")
+    batch = x(6, 8).view(2, 3, 8)
+    bias = x(18, 2, shift=1.0).view(2, 3, 3, 2)
+    attn_mask = torch.tensor([[0, 1, 0], [0, 0, 0], [1, 0, 0]]).bool().expand(2, 3, 3)
+    degrees = torch.tensor([[0, 1, 3, 7], [2, 0, 0, 1]])
+    out = {f"densegraphconv-{norm}-{wide}": (nn.DenseGraphConv(*wide, norm=norm, activation=torch.relu),
+                                             (adj, x(6, wide[0])), {}, False)
+           for norm in ("both", "right", "none") for wide in ((4, 2), (2, 4))}
+    out.update({
+        "densegraphconv-bipartite": (nn.DenseGraphConv(4, 2), (adj_b, x(4)), {}, False),
+        "densesageconv": (nn.DenseSAGEConv(4, 2, activation=torch.relu), (adj, x(6)), {}, False),
+        "densesageconv-bipartite": (nn.DenseSAGEConv(4, 2, bias=False), (adj_b, (x(4), x(3, shift=1))), {}, False),
+        "densechebconv": (nn.DenseChebConv(4, 2, 3), (adj, x(6)), {"lambda_max": 1.5}, False),
+        "densechebconv-k1": (nn.DenseChebConv(4, 2, 1, bias=False), (adj, x(6)), {"lambda_max": 2.0}, False),
+        "lappos-transformer": (nn.LapPosEncoder("Transformer", 2, 3, 4, n_head=2, num_post_layer=1),
+                               (eigvals, eigvecs), {}, False),
+        "lappos-deepset": (nn.LapPosEncoder("DeepSet", 3, 3, 4, batch_norm=True, num_post_layer=3),
+                           (eigvals, eigvecs), {}, False),
+        "lappos-deepset-1": (nn.LapPosEncoder("DeepSet", 1, 3, 4), (eigvals, eigvecs), {}, False),
+        "biasedmha-add": (nn.BiasedMHA(8, 2), (batch, bias, attn_mask), {}, False),
+        "biasedmha-mul": (nn.BiasedMHA(8, 4, bias=False, attn_bias_type="mul"), (batch, bias.repeat(1, 1, 1, 2)),
+                          {}, False),
+        "biasedmha-plain": (nn.BiasedMHA(8, 2), (batch,), {}, False),
+        "degreeencoder-both": (nn.DegreeEncoder(4, 3), (torch.stack([degrees, degrees.flip(1)]),), {}, False),
+        "degreeencoder-in": (nn.DegreeEncoder(2, 3, direction="in"), (degrees,), {}, False),
+        "jumpingknowledge-cat": (nn.JumpingKnowledge(), ([x(6), x(6, shift=1)],), {}, False),
+        "jumpingknowledge-max": (nn.JumpingKnowledge("max"), ([x(6), x(6, shift=1)],), {}, False),
+        "jumpingknowledge-lstm": (nn.JumpingKnowledge("lstm", 4, 2), ([x(6), x(6, shift=1)],), {}, False),
+        "sequential": (WithGraph(nn.Sequential(Double(), Double()), g), (x(6), x(10, shift=3)), {}, True),
+        "sequential-list": (WithGraph(nn.Sequential(nn.GraphConv(4, 4), nn.GraphConv(4, 2)), [g, g]), (x(6),), {},
+                            True),
+    })
+    for norm in ("sym", "row"):
+        for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
+            name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
+            out[name] = (WithGraph(nn.LabelPropagation(3, 0.6, norm, clamp, normalize, reset), g), (labels, mask), {},
+                         True)
+    out["labelprop-multilabel"] = (WithGraph(nn.LabelPropagation(2, 0.3, "sym", reset=True), g), (multi,), {}, True)
+    return out
+
+
+def fill(module):
+    """Every parameter, by sorted name, from one deterministic sequence."""
+    start = 0
+    for name, value in sorted(module.named_parameters()):
+        n = value.numel()
+        value.copy_(torch.arange(start, start + n, dtype=torch.float64).mul(0.37).cos().mul(0.5).view(value.shape))
+        start += n
+    return {name: tuple(value.shape) for name, value in sorted(module.named_parameters())}
+
+# --- end of cases ---
+
+
+# recorded with DGL 2.1.0 (torch 2.2.1): name -> (parameter shapes by name, figures)
+EXPECTED = {
+    "biasedmha-add": ({"k_proj.bias": (8,), "k_proj.weight": (8, 8), "out_proj.bias": (8,), "out_proj.weight": (8, 8), "q_proj.bias": (8,), "q_proj.weight": (8, 8), "v_proj.bias": (8,), "v_proj.weight": (8, 8)},
+        [-12.353012005301903, -1.0538734690670446, 31.07726508069017]),
+    "biasedmha-mul": ({"k_proj.weight": (8, 8), "out_proj.weight": (8, 8), "q_proj.weight": (8, 8), "v_proj.weight": (8, 8)},
+        [0.039013956592323776, 0.02802597011478783, 0.01659378081194717]),
+    "biasedmha-plain": ({"k_proj.bias": (8,), "k_proj.weight": (8, 8), "out_proj.bias": (8,), "out_proj.weight": (8, 8), "q_proj.bias": (8,), "q_proj.weight": (8, 8), "v_proj.bias": (8,), "v_proj.weight": (8, 8)},
+        [-12.524012306019825, -1.092077616733419, 33.854337699262146]),
+    "degreeencoder-both": ({"encoder1.weight": (5, 3), "encoder2.weight": (5, 3)},
+        [5.424901905923068, 2.696810961945653, 6.739687462256175]),
+    "degreeencoder-in": ({"encoder.weight": (3, 3)},
+        [0.6062359025171853, 0.5392353090382302, 3.495559638054268]),
+    "densechebconv": ({"W": (3, 4, 2), "bias": (2,)},
+        [-4.459054014152548, -0.39207783734489743, 19.815950787716066]),
+    "densechebconv-k1": ({"W": (1, 4, 2)},
+        [0.8104936637277618, 1.4786823580289066, 6.416424510940418]),
+    "densegraphconv-bipartite": ({"bias": (2,), "weight": (4, 2)},
+        [1.0985442460649169, -0.30728801808953177, 1.1841344360673176]),
+    "densegraphconv-both-(2, 4)": ({"bias": (4,), "weight": (2, 4)},
+        [9.453983233214702, -1.7960582238769316, 5.871004913790599]),
+    "densegraphconv-both-(4, 2)": ({"bias": (2,), "weight": (4, 2)},
+        [6.487971479606013, 0.01568113878763211, 6.230797759163702]),
+    "densegraphconv-none-(2, 4)": ({"bias": (4,), "weight": (2, 4)},
+        [9.86347097532497, -0.7895079224414592, 6.785908038809531]),
+    "densegraphconv-none-(4, 2)": ({"bias": (2,), "weight": (4, 2)},
+        [7.717643218547047, 1.1438853591505014, 9.964396577963575]),
+    "densegraphconv-right-(2, 4)": ({"bias": (4,), "weight": (2, 4)},
+        [9.620853110195268, -1.5220687692440593, 6.052079996218048]),
+    "densegraphconv-right-(4, 2)": ({"bias": (2,), "weight": (4, 2)},
+        [6.210764910032004, -0.026993910770814145, 6.007665070325191]),
+    "densesageconv": ({"fc.bias": (2,), "fc.weight": (2, 4)},
+        [5.867761656985344, 0.3839728654770404, 4.079799668308539]),
+    "densesageconv-bipartite": ({"fc.weight": (2, 4)},
+        [0.12493962456967247, -0.27733154151656775, 0.2334634215978755]),
+    "jumpingknowledge-cat": ({},
+        [1.0540332569739033, -2.7394745146727555, 24.246645322596528]),
+    "jumpingknowledge-lstm": ({"att.bias": (1,), "att.weight": (1, 8), "lstm.bias_hh_l0": (16,), "lstm.bias_hh_l0_reverse": (16,), "lstm.bias_ih_l0": (16,), "lstm.bias_ih_l0_reverse": (16,), "lstm.weight_hh_l0": (16, 4), "lstm.weight_hh_l0_reverse": (16, 4), "lstm.weight_ih_l0": (16, 4), "lstm.weight_ih_l0_reverse": (16, 4)},
+        [0.512683360108136, -1.452984072395091, 9.447055542910164]),
+    "jumpingknowledge-max": ({},
+        [7.702326062455224, -1.592767755342225, 12.48990877587953]),
+    "labelprop-multilabel": ({},
+        [7.0, -1.7058823529411764, 7.0]),
+    "labelprop-row-001": ({},
+        [4.560000061988831, -0.5165217130080513, 3.7848000623703015]),
+    "labelprop-row-011": ({},
+        [6.0, 0.30434782608695654, 5.5]),
+    "labelprop-row-100": ({},
+        [3.4020003005862236, -0.4020000394919645, 1.1867882027502177]),
+    "labelprop-sym-001": ({},
+        [4.304891675710678, -0.4783479040083678, 3.5556000265773102]),
+    "labelprop-sym-011": ({},
+        [5.999999970197678, 0.31180748602618347, 5.514718588924535]),
+    "labelprop-sym-100": ({},
+        [3.0864831507205963, -0.44258692666240357, 1.0408694702049632]),
+    "lappos-deepset": ({"linear.bias": (8,), "linear.weight": (8, 2), "pe_encoder.1.bias": (8,), "pe_encoder.1.weight": (8, 8), "pe_encoder.3.bias": (4,), "pe_encoder.3.weight": (4, 8), "post_mlp.0.bias": (8,), "post_mlp.0.weight": (8, 4), "post_mlp.2.bias": (8,), "post_mlp.2.weight": (8, 8), "post_mlp.4.bias": (4,), "post_mlp.4.weight": (4, 8), "raw_norm.bias": (3,), "raw_norm.weight": (3,)},
+        [0.05555734038352966, -0.014918250472922074, 0.001447106152796529]),
+    "lappos-deepset-1": ({"linear.bias": (4,), "linear.weight": (4, 2)},
+        [18.94268772006035, -2.1678938567638397, 26.973701018389765]),
+    "lappos-transformer": ({"linear.bias": (4,), "linear.weight": (4, 2), "pe_encoder.layers.0.linear1.bias": (2048,), "pe_encoder.layers.0.linear1.weight": (2048, 4), "pe_encoder.layers.0.linear2.bias": (4,), "pe_encoder.layers.0.linear2.weight": (4, 2048), "pe_encoder.layers.0.norm1.bias": (4,), "pe_encoder.layers.0.norm1.weight": (4,), "pe_encoder.layers.0.norm2.bias": (4,), "pe_encoder.layers.0.norm2.weight": (4,), "pe_encoder.layers.0.self_attn.in_proj_bias": (12,), "pe_encoder.layers.0.self_attn.in_proj_weight": (12, 4), "pe_encoder.layers.0.self_attn.out_proj.bias": (4,), "pe_encoder.layers.0.self_attn.out_proj.weight": (4, 4), "pe_encoder.layers.1.linear1.bias": (2048,), "pe_encoder.layers.1.linear1.weight": (2048, 4), "pe_encoder.layers.1.linear2.bias": (4,), "pe_encoder.layers.1.linear2.weight": (4, 2048), "pe_encoder.layers.1.norm1.bias": (4,), "pe_encoder.layers.1.norm1.weight": (4,), "pe_encoder.layers.1.norm2.bias": (4,), "pe_encoder.layers.1.norm2.weight": (4,), "pe_encoder.layers.1.self_attn.in_proj_bias": (12,), "pe_encoder.layers.1.self_attn.in_proj_weight": (12, 4), "pe_encoder.layers.1.self_attn.out_proj.bias": (4,), "pe_encoder.layers.1.self_attn.out_proj.weight": (4, 4), "post_mlp.0.bias": (4,), "post_mlp.0.weight": (4, 4)},
+        [1.9967619180679321, -0.3049413091257998, 0.9238579972973131]),
+    "sequential": ({},
+        [-21.05991567630987, -11.94122981691864, 2053.6094248628133]),
+    "sequential-list": ({"layer.0.bias": (4,), "layer.0.weight": (4, 4), "layer.1.bias": (2,), "layer.1.weight": (4, 2)},
+        [-4.224699014445872, -0.9511253748531839, 4.269358447647329]),
+}
+
+# computed in float32 by DGL (LapPosEncoder casts its input; label propagation's labels are float32)
+_FLOAT32 = ("lappos", "labelprop")
+
+
+@functools.cache
+def _cases():
+    """gnnc's cases, built once (each test refills the parameters it uses)."""
+    return cases(gnnc, gnnc.nn)
+
+
+def _run(name):
+    module, args, kwargs, passes_messages = _cases()[name]
+    float32 = name.startswith(_FLOAT32)
+    if not float32:
+        module = module.double()
+    module.eval()
+    shapes, expected = EXPECTED[name]
+    with torch.no_grad():
+        assert fill(module) == shapes
+    return module, args, kwargs, passes_messages, expected, (1e-5 if float32 else 1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_eager_matches_dgl(name):
+    module, args, kwargs, _, expected, rel = _run(name)
+    with torch.no_grad():
+        assert figures(module(*args, **kwargs)) == pytest.approx(expected, rel=rel, abs=1e-6 * rel)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if _cases()[n][3]))
+def test_compiled_matches_dgl(name):
+    module, args, kwargs, _, expected, rel = _run(name)
+    with warnings.catch_warnings(), recording() as plans, torch.no_grad():
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        out = gnnc.compile(module)(*args, **kwargs)
+    assert plans, "no compiled plan ran"
+    assert figures(out) == pytest.approx(expected, rel=rel, abs=1e-6 * rel)
+
+
+def test_dense_cheb_conv_finds_lambda_max_itself():
+    """Without ``lambda_max`` it is the normalised Laplacian's largest eigenvalue (DGL 2.1 asks the removed
+    ``torch.eig`` for it and fails on current torch)."""
+    adj = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 1], [0, 1, 0, 1], [1, 1, 0, 0]], dtype=torch.float64)
+    d = np.diag(1 / np.sqrt(adj.sum(1).numpy()))
+    lambda_max = np.linalg.eigvals(np.eye(4) - d @ adj.numpy() @ d).real.max()
+    conv = gnnc.nn.DenseChebConv(3, 2, 3).double()
+    feat = torch.randn(4, 3, dtype=torch.float64)
+    torch.testing.assert_close(conv(adj, feat), conv(adj, feat, lambda_max=float(lambda_max)))
+
+
+def test_dense_sage_conv_refuses_pairs_of_other_widths():
+    with pytest.raises(ValueError, match="same feature shape"):
+        gnnc.nn.DenseSAGEConv(4, 2)(torch.ones(3, 4), (torch.ones(4, 4), torch.ones(3, 5)))
+
+
+def test_block_adjacency_is_destinations_by_sources():
+    """A block's ``adj_external`` is ``[sources, destinations]`` as DGL's (``DenseGraphConv`` on a block's
+    matrix is ``GraphConv`` on the block); DGL 2.1's matrix, recorded."""
+    g = gnnc.graph((torch.tensor([0, 1, 2, 3, 4]), torch.tensor([1, 2, 0, 2, 1])))
+    block = gnnc.to_block(g, torch.tensor([0, 1, 2]))
+    assert block.adj_external(transpose=True).to_dense().tolist() == [
+        [0.0, 0.0, 1.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 1.0, 0.0]]
+    conv = gnnc.nn.GraphConv(4, 2)
+    dense = gnnc.nn.DenseGraphConv(4, 2)
+    dense.load_state_dict(conv.state_dict())
+    feat = torch.randn(5, 4)
+    torch.testing.assert_close(dense(block.adj_external(transpose=True).to_dense(), feat), conv(block, feat))
