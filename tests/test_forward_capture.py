@@ -160,7 +160,7 @@ def test_passes_can_be_switched_off():
     g = _graph(seed=8)
     model = MaskedHGT(8, 8, 3, 4, 2).double()
     x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
-    compiled = gnnc.compile(model, type_masks=False, merge_linears=False, release_features=False)
+    compiled = gnnc.compile(model, type_masks=False, merge_linears=False, release_features=False, fast_dropout=False)
     _same(compiled, model, g, x)
     assert compiled.forward_log == ["forward captured; no forward pass applies"]
 
@@ -322,9 +322,9 @@ def test_unsound_forwards_run_as_written(kind, why):
     assert all(isinstance(s, torch.Tensor) for s in getattr(model, "seen", []))
 
 
-@pytest.mark.parametrize("kind,applies", [(ChecksGraphType, ["merge_linears", "release_features", "scope_deferral",
-                                                             "type_masks"]),
-                                          (InPlace, ["release_features"])])  # in-place writes: not regrouped
+@pytest.mark.parametrize("kind,applies", [(ChecksGraphType, ["fast_dropout", "merge_linears", "release_features",
+                                                             "scope_deferral", "type_masks"]),
+                                          (InPlace, ["fast_dropout", "release_features"])])  # in-place: no regrouping
 def test_forwards_checking_the_graph_type_or_writing_in_place_still_compile(kind, applies):
     g = _graph(seed=12)
     model = kind(8, 8, 3, 4, 2).double()

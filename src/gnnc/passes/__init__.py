@@ -13,6 +13,7 @@ from .compact import compact
 from .cse import cse
 from .dce import dce
 from .distribute import distribute
+from .fast_dropout import fast_dropout
 from .fuse import fuse
 from .linear_reorder import linear_reorder
 from .graph_reads import graph_reads
@@ -67,6 +68,7 @@ FORWARD_PASSES = (
     ("batch_heads", batch_heads),  # after merge_linears: the heads' values are then columns of one product
     ("release_features", release_features),  # after the passes that match graph operations: it adds some
     ("scope_deferral", scope_deferral),  # after release_features, which refuses a scope whose graph code follows
+    ("fast_dropout", fast_dropout),  # last: the passes before it know torch's dropout as random code
 )
 
 
@@ -92,5 +94,5 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
         return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",
+__all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fast_dropout", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",
            "node_scales", "recompute", "release_features", "reorder", "retype", "scope_deferral", "shared_dot", "split_concat", "typed_linear"]
