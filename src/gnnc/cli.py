@@ -22,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from .backend import CHOICES as BACKENDS
+from .data.download_cli import add_download_arguments
 from .data.registry import REAL_DATASETS
 
 
@@ -360,9 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the graphs and the models")
     demo.set_defaults(func=cmd_demo)
 
-    ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders, and which files exist")
+    ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders, and which files exist; "
+                                         "`gnnc datasets download NAME` fetches a real dataset")
     ds.add_argument("--data-dir", help=DATA_DIR_HELP)
-    ds.set_defaults(func=cmd_datasets)
+    add_download_arguments(ds, cmd_datasets)
 
     info = sub.add_parser("info", help="summarise a graph's node types, relations, degrees and features")
     info.add_argument("graph", help="synthetic name, cora/citeseer, FB15k-237/WN18RR, or a .npz/.tar.gz path")

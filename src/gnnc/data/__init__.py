@@ -8,10 +8,15 @@ Citeseer), ``load_kg`` (FB15k-237, WN18RR), ``load_edge_list``, and
 (``torch.save``'d PyG graphs), ``load_dgl_graphs`` (``dgl.save_graphs``
 files) and ``load_graph_file``, which tells them apart by content. Loaders
 read an explicit path or the data folder of ``gnnc.data.paths``'s rule.
+Getting the files: ``download(name)`` (``gnnc datasets download NAME``) fetches a dataset of
+``SOURCES`` into that folder, checked against its sha256; DGL's classes ``CoraGraphDataset``,
+``CiteseerGraphDataset``, ``PubmedGraphDataset`` load (and fetch) Planetoid as DGL does.
 Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
+from .citation import CitationGraphDataset, CiteseerGraphDataset, CoraGraphDataset, PubmedGraphDataset
 from .dataset import Dataset, KGDataset
 from .dgl_files import load_dgl_graphs
+from .downloads import ChecksumError, DownloadError, download, verify
 from .files import load_graph_file
 from .edge_list import load_edge_list
 from .kg import load_kg
@@ -22,9 +27,12 @@ from .pyg_files import load_pyg_file
 from .registry import DATASETS, DatasetInfo, get_info, list_datasets
 from .safe_pickle import RestrictedUnpickler, safe_load
 from .sampler import Block, NeighborSampler, forward_blocks
+from .sources import SOURCES
 from .synthetic import synthetic
 
 __all__ = ["Dataset", "KGDataset", "DatasetInfo", "DATASETS", "get_info", "list_datasets", "synthetic",
            "load_planetoid", "load_kg", "load_edge_list", "save_npz", "load_npz",
            "load_ogbn", "load_pyg_file", "load_dgl_graphs", "load_graph_file",
-           "RestrictedUnpickler", "safe_load", "Block", "NeighborSampler", "forward_blocks"]
+           "RestrictedUnpickler", "safe_load", "Block", "NeighborSampler", "forward_blocks",
+           "download", "verify", "DownloadError", "ChecksumError", "SOURCES", "CitationGraphDataset",
+           "CoraGraphDataset", "CiteseerGraphDataset", "PubmedGraphDataset"]

@@ -4,8 +4,10 @@ Processing follows Kipf & Welling's and PyG's: features are ``allx`` then
 ``tx`` with row i at node ``test.index[i]``; Citeseer's ids inside the
 test range that ``test.index`` skips get zero features and label 0;
 edges come from the adjacency dict without self-loops or duplicates, sorted
-by (src, dst). Public split: the ``x`` rows train, the next 500 validate,
-``test.index`` tests. Features are kept raw (no normalization).
+by (src, dst) (with ``dgl_edges``: made symmetric and self-loops kept, as DGL's
+``CitationGraphDataset`` builds them through networkx). Public split: the ``x`` rows train, the next 500
+validate, ``test.index`` tests. Features are kept raw (no normalization;
+``gnnc.data.CoraGraphDataset`` row-normalises them as DGL does).
 
 Every file's shape is checked against the others' (``allx`` must hold the
 training and the validation rows) and the node count
@@ -29,7 +31,7 @@ from .safe_pickle import safe_load
 NUM_VAL = 500
 
 
-def load_planetoid(name: str, root=None) -> Dataset:
+def load_planetoid(name: str, root=None, dgl_edges: bool = False) -> Dataset:
     """Load ``ind.<name>.*`` from ``root`` (default ``<data folder>/planetoid``, the folder by ``gnnc.data.paths``'s rule).
 
     Returns a homogeneous graph with ``ndata['feat']`` (float32), ``label``
@@ -46,7 +48,7 @@ def load_planetoid(name: str, root=None) -> Dataset:
     labels = onehot.argmax(1).astype(np.int64)
 
     num_nodes = labels.size
-    src, dst = _edges(parts["graph"], num_nodes, _file(root, name, "graph"))
+    src, dst = _edges(parts["graph"], num_nodes, _file(root, name, "graph"), dgl_edges)
     g = graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_nodes)
     n_train = parts["y"].shape[0]
     g.ndata["feat"] = torch.from_numpy(features)
@@ -126,8 +128,9 @@ def _node_rows(root: Path, name: str, parts: dict, test_index: np.ndarray):
     return tuple(out)
 
 
-def _edges(adjacency: dict, num_nodes: int, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique (src, dst) pairs of the adjacency dict, self-loops dropped."""
+def _edges(adjacency: dict, num_nodes: int, path: Path, dgl_edges: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted unique (src, dst) pairs of the adjacency dict, self-loops dropped (``dgl_edges``: kept, and
+    every edge's reverse added)."""
     try:
         src = np.fromiter(itertools.chain.from_iterable(
             itertools.repeat(int(k), len(v)) for k, v in adjacency.items()), dtype=np.int64)
@@ -138,6 +141,10 @@ def _edges(adjacency: dict, num_nodes: int, path: Path) -> tuple[np.ndarray, np.
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"{path}: edge ({src[i]}, {dst[i]}) is outside the {num_nodes} nodes")
-    keep = src != dst
-    key = np.unique(src[keep] * num_nodes + dst[keep])
+    if dgl_edges:
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    else:
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+    key = np.unique(src * num_nodes + dst)
     return key // num_nodes, key % num_nodes

@@ -1,0 +1,190 @@
+"""Fetch a real dataset into the data folder: checked, resumable, with a progress bar.
+
+``download(name)`` fetches every file of ``gnnc.data.sources.SOURCES[name]`` that is not already in the
+data folder (``gnnc.data.paths``'s rule) and checks each against its sha256: the pinned one, else the
+one the lock file ``gnnc-sha256.lock`` in the data folder recorded on the first download (trust on first
+use, printed on stderr). A transfer that breaks leaves ``<file>.part``; the next call asks the server for
+the rest (HTTP Range) and appends it. A wrong digest deletes the download and raises ``ChecksumError``;
+an unreachable source raises ``DownloadError`` whose one line names the command and the folder.
+``verify(name)`` checks files already there the same way; the dataset classes call it on every load.
+
+``mirror`` (or ``$GNNC_DATA_MIRROR``) replaces the canonical URLs by ``<mirror>/<path in the data
+folder>``: a local copy, or the test suite's HTTP server.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tarfile
+import zipfile
+from http.client import HTTPException
+from pathlib import Path
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
+
+from tqdm import tqdm
+
+from . import paths
+from .sources import RemoteFile, Source, get_source
+
+LOCK_NAME = "gnnc-sha256.lock"
+MIRROR_ENV = "GNNC_DATA_MIRROR"
+TIMEOUT_S = 60
+CHUNK = 1 << 16
+
+
+class DownloadError(OSError):
+    """A dataset file could not be fetched; the message is one line saying what to do."""
+
+
+class ChecksumError(DownloadError):
+    """A dataset file's sha256 is not the pinned or recorded one."""
+
+
+def download(name: str, root=None, mirror: str | None = None, progress: bool = True) -> Path:
+    """Fetch dataset ``name`` into the data folder (``root``, else ``gnnc.data.paths``'s rule); return the folder.
+
+    Files already there are checked, not fetched again; archives are unpacked once checked.
+    """
+    source = get_source(name)
+    folder = paths.data_root(root)
+    mirror = mirror or os.environ.get(MIRROR_ENV)
+    for remote in source.files:
+        target = folder / remote.path
+        if not target.is_file():
+            url = f"{mirror.rstrip('/')}/{remote.path}" if mirror else remote.url
+            _fetch(source, url, target, progress, folder)
+        _check(remote, target, folder)
+        if remote.unpack:
+            _unpack(target, folder / remote.unpack)
+    return folder
+
+
+def verify(name: str, root=None) -> Path:
+    """Check the files of ``name`` already in the data folder against their sha256; return the folder.
+
+    DownloadError naming the command when a file is missing; ChecksumError when one differs.
+    """
+    source = get_source(name)
+    folder = paths.data_root(root)
+    for remote in source.files:
+        target = folder / remote.path
+        if not target.is_file():
+            raise DownloadError(f"{source.name}: {target} is missing; {_hint(source, folder)}")
+        _check(remote, target, folder)
+    return folder
+
+
+def is_present(name: str, root=None) -> bool:
+    """Whether every file of ``name`` is in the data folder (unchecked)."""
+    folder = paths.data_root(root)
+    return all((folder / remote.path).is_file() for remote in get_source(name).files)
+
+
+def _hint(source: Source, folder: Path) -> str:
+    return f"run `gnnc datasets download {source.name}` (files go to {folder}), or put the files there"
+
+
+def _fetch(source: Source, url: str, target: Path, progress: bool, folder: Path) -> None:
+    """Download ``url`` to ``target`` via ``<target>.part``, resuming a part left by a broken transfer."""
+    part = target.with_name(target.name + ".part")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    have = part.stat().st_size if part.is_file() else 0
+    request = Request(url, headers={"User-Agent": "gnnc", **({"Range": f"bytes={have}-"} if have else {})})
+    try:
+        response = urlopen(request, timeout=TIMEOUT_S)
+    except HTTPError as err:
+        if err.code == 416 and have:  # the part already holds the whole file
+            part.replace(target)
+            return
+        raise DownloadError(f"{source.name}: {url} answered HTTP {err.code} {err.reason}; "
+                            f"{_hint(source, folder)}") from None
+    except (URLError, OSError, HTTPException) as err:
+        reason = getattr(err, "reason", err)
+        raise DownloadError(f"{source.name}: cannot reach {url} ({reason}); offline? When online, "
+                            f"{_hint(source, folder)}") from None
+    with response:
+        if have and response.status != 206:  # the server ignored the Range: start over
+            have = 0
+        length = response.headers.get("Content-Length")
+        total = have + int(length) if length else None
+        with open(part, "ab" if have else "wb") as out, \
+                tqdm(total=total, initial=have, unit="B", unit_scale=True, desc=target.name, leave=False,
+                     disable=None if progress else True) as bar:
+            try:
+                while chunk := response.read(CHUNK):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+            except (OSError, HTTPException) as err:
+                raise DownloadError(_cut(source, url, part, total, err)) from None
+    if total is not None and part.stat().st_size < total:
+        raise DownloadError(_cut(source, url, part, total, "connection closed"))
+    part.replace(target)
+
+
+def _cut(source: Source, url: str, part: Path, total, why) -> str:
+    return (f"{source.name}: the transfer of {url} broke after {part.stat().st_size:,} of {total or '?'} bytes "
+            f"({why}); run `gnnc datasets download {source.name}` again to resume from {part}")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_lock(folder: Path) -> dict[str, str]:
+    """``{path in the data folder: sha256}`` recorded by trust on first use (empty without a lock file)."""
+    lock = folder / LOCK_NAME
+    if not lock.is_file():
+        return {}
+    return dict(reversed(line.split(None, 1)) for line in lock.read_text().splitlines() if line.strip())
+
+
+def _check(remote: RemoteFile, target: Path, folder: Path) -> None:
+    """Compare ``target``'s sha256 with the pinned or recorded one; record it on first use."""
+    got = sha256(target)
+    want, origin = remote.sha256, "pinned in gnnc.data.sources"
+    if want is None:
+        want, origin = read_lock(folder).get(remote.path), f"recorded in {folder / LOCK_NAME} on first use"
+    if want is None:
+        _record(folder, remote.path, got)
+        return
+    if got != want:
+        bad = target.with_name(target.name + ".bad")
+        target.replace(bad)
+        raise ChecksumError(f"{target}: sha256 {got} is not the {want} {origin}; moved it to {bad}. "
+                            f"Run `gnnc datasets download` again; if it persists the source changed the file")
+
+
+def _record(folder: Path, path: str, digest: str) -> None:
+    lock = folder / LOCK_NAME
+    print(f"gnnc: {path} has no published sha256; trusting this copy: sha256 {digest}, recorded in {lock} "
+          f"and checked on every later load", file=sys.stderr)
+    with open(lock, "a") as f:
+        f.write(f"{digest}  {path}\n")
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Extract a checked ``.zip`` / ``.tgz`` / ``.tar.gz`` into ``into`` once (a marker file says it was)."""
+    marker = archive.with_name(archive.name + ".unpacked")
+    if marker.is_file():
+        return
+    into.mkdir(parents=True, exist_ok=True)
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as z:
+            for member in z.namelist():
+                _inside(into, member, archive)
+            z.extractall(into)
+    else:
+        with tarfile.open(archive) as t:
+            t.extractall(into, filter="data")
+    marker.touch()
+
+
+def _inside(into: Path, member: str, archive: Path) -> None:
+    if not (into / member).resolve().is_relative_to(into.resolve()):
+        raise ValueError(f"{archive}: member {member!r} would land outside {into}; not unpacking it")
