@@ -96,6 +96,14 @@ def cases(G, nn):
         "sequential-list": (WithGraph(nn.Sequential(nn.GraphConv(4, 4), nn.GraphConv(4, 2)), [g, g]), (x(6),), {},
                             True),
     })
+    kernels = [torch.tensor(v, dtype=torch.float64) for v in ([12.0, 12.0], [0.0, 2.0], [4.0, 4.0], [6.0, 8.0])]
+    elements = torch.tensor([[6.0], [8.0], [1.0], [6.0], [8.0], [6.0]], dtype=torch.float64)
+    out.update({
+        "egnnconv": (WithGraph(nn.EGNNConv(4, 3, 2, 2), g), (x(6), x(6, 3, shift=5), x(10, 2, shift=7)), {}, True),
+        "egnnconv-no-edge-feat": (WithGraph(nn.EGNNConv(4, 3, 2), g), (x(6), x(6, 3, shift=5)), {}, True),
+        "atomicconv": (WithGraph(nn.AtomicConv(*kernels), g), (elements, x(10, 1).abs()), {}, True),
+        "atomicconv-plain": (WithGraph(nn.AtomicConv(*kernels[:3]), g), (x(6, 1), x(10, 1).abs()), {}, True),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -106,9 +114,11 @@ def cases(G, nn):
 
 
 def fill(module):
-    """Every parameter, by sorted name, from one deterministic sequence."""
+    """Every trainable parameter, by sorted name, from one deterministic sequence."""
     start = 0
     for name, value in sorted(module.named_parameters()):
+        if not value.requires_grad:
+            continue
         n = value.numel()
         value.copy_(torch.arange(start, start + n, dtype=torch.float64).mul(0.37).cos().mul(0.5).view(value.shape))
         start += n
@@ -119,6 +129,10 @@ def fill(module):
 
 # recorded with DGL 2.1.0 (torch 2.2.1): name -> (parameter shapes by name, figures)
 EXPECTED = {
+    "atomicconv": ({"layer.features_to_use": (2,), "layer.radial_pooling.interaction_cutoffs": (2, 1, 1), "layer.radial_pooling.rbf_kernel_means": (2, 1, 1), "layer.radial_pooling.rbf_kernel_scaling": (2, 1, 1)},
+        [4.467661003348085, -0.5058109185123767, 3.5831782780652595]),
+    "atomicconv-plain": ({"layer.radial_pooling.interaction_cutoffs": (2, 1, 1), "layer.radial_pooling.rbf_kernel_means": (2, 1, 1), "layer.radial_pooling.rbf_kernel_scaling": (2, 1, 1)},
+        [0.316786376391189, 0.07087098562589735, 0.030340812128628193]),
     "biasedmha-add": ({"k_proj.bias": (8,), "k_proj.weight": (8, 8), "out_proj.bias": (8,), "out_proj.weight": (8, 8), "q_proj.bias": (8,), "q_proj.weight": (8, 8), "v_proj.bias": (8,), "v_proj.weight": (8, 8)},
         [-12.353012005301903, -1.0538734690670446, 31.07726508069017]),
     "biasedmha-mul": ({"k_proj.weight": (8, 8), "out_proj.weight": (8, 8), "q_proj.weight": (8, 8), "v_proj.weight": (8, 8)},
@@ -151,6 +165,10 @@ EXPECTED = {
         [5.867761656985344, 0.3839728654770404, 4.079799668308539]),
     "densesageconv-bipartite": ({"fc.weight": (2, 4)},
         [0.12493962456967247, -0.27733154151656775, 0.2334634215978755]),
+    "egnnconv": ({"layer.coord_mlp.0.bias": (3,), "layer.coord_mlp.0.weight": (3, 3), "layer.coord_mlp.2.weight": (1, 3), "layer.edge_mlp.0.bias": (3,), "layer.edge_mlp.0.weight": (3, 11), "layer.edge_mlp.2.bias": (3,), "layer.edge_mlp.2.weight": (3, 3), "layer.node_mlp.0.bias": (3,), "layer.node_mlp.0.weight": (3, 7), "layer.node_mlp.2.bias": (2,), "layer.node_mlp.2.weight": (2, 3)},
+        [2.9451626835756626, -0.3419210376014239, 9.144605752753264]),
+    "egnnconv-no-edge-feat": ({"layer.coord_mlp.0.bias": (3,), "layer.coord_mlp.0.weight": (3, 3), "layer.coord_mlp.2.weight": (1, 3), "layer.edge_mlp.0.bias": (3,), "layer.edge_mlp.0.weight": (3, 9), "layer.edge_mlp.2.bias": (3,), "layer.edge_mlp.2.weight": (3, 3), "layer.node_mlp.0.bias": (3,), "layer.node_mlp.0.weight": (3, 7), "layer.node_mlp.2.bias": (2,), "layer.node_mlp.2.weight": (2, 3)},
+        [2.141575651325514, 0.2927886831862887, 10.287675989667173]),
     "jumpingknowledge-cat": ({},
         [1.0540332569739033, -2.7394745146727555, 24.246645322596528]),
     "jumpingknowledge-lstm": ({"att.bias": (1,), "att.weight": (1, 8), "lstm.bias_hh_l0": (16,), "lstm.bias_hh_l0_reverse": (16,), "lstm.bias_ih_l0": (16,), "lstm.bias_ih_l0_reverse": (16,), "lstm.weight_hh_l0": (16, 4), "lstm.weight_hh_l0_reverse": (16, 4), "lstm.weight_ih_l0": (16, 4), "lstm.weight_ih_l0_reverse": (16, 4)},

@@ -5,10 +5,12 @@ message passing: per-type input embeddings (``TypedEmbedding``) and the lazy, pe
 updates them."""
 from .conv import (
     APPNPConv,
+    AtomicConv,
     ChebConv,
     DenseChebConv,
     DenseGraphConv,
     DenseSAGEConv,
+    EGNNConv,
     EdgeConv,
     EdgeWeightNorm,
     GATConv,
@@ -36,8 +38,9 @@ from .linear import TypedLinear
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
-__all__ = ["APPNPConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv", "DenseGraphConv",
-           "DenseSAGEConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling",
-           "GraphConv", "HeteroGraphConv", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
-           "MaxPooling", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam",
-           "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear", "edge_softmax"]
+__all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
+           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv",
+           "GINConv", "GlobalAttentionPooling", "GraphConv", "HeteroGraphConv", "Identity", "JumpingKnowledge",
+           "LabelPropagation", "LapPosEncoder", "MaxPooling", "RelGraphConv", "SAGEConv", "SGConv", "Sequential",
+           "Set2Set", "SortPooling", "SparseAdam", "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear",
+           "edge_softmax"]

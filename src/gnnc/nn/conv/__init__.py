@@ -1,12 +1,14 @@
 """DGL's graph convolution layers (``dgl.nn.pytorch.conv``) with DGL 2.1's constructors, parameter names and
 numbers, written as gnnc message passing (so ``gnnc.compile`` compiles them). One layer per module."""
 from .appnpconv import APPNPConv
+from .atomicconv import AtomicConv
 from .chebconv import ChebConv
 from .densechebconv import DenseChebConv
 from .densegraphconv import DenseGraphConv
 from .densesageconv import DenseSAGEConv
 from .edgeconv import EdgeConv
 from .edgeweightnorm import EdgeWeightNorm
+from .egnnconv import EGNNConv
 from .gatconv import GATConv
 from .gatv2conv import GATv2Conv
 from .ginconv import GINConv
@@ -16,5 +18,6 @@ from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
 
-__all__ = ["APPNPConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "EdgeConv", "EdgeWeightNorm",
-           "GATConv", "GATv2Conv", "GINConv", "GraphConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+__all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "EGNNConv",
+           "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "RelGraphConv", "SAGEConv",
+           "SGConv", "TAGConv"]
