@@ -16,7 +16,7 @@ import torch
 from ..backend import kernels as _kernels
 from ..backend.torch.common import broadcast_shape
 from ..backend.torch.index_matmul import grouping as _type_grouping
-from ..runtime import cost, recompute
+from ..runtime import bucket_order, cost, recompute
 from ..runtime.eager import Buckets
 
 
@@ -119,6 +119,12 @@ def bucketed_reduce(ctx, fn, kinds, *inputs):
         for k, v in fn(*args).items():
             parts.setdefault(k, []).append(v)
     return buckets.assemble(parts, ctx.num_dst)
+
+
+def in_bucket_order(ctx, fn, x, rows: str):
+    """E -> E (``rows="edges"``) or Vd -> Vd (``"nodes"``): ``fn(x)`` for an element-wise random ``fn`` of a
+    lowered reduce, drawn per degree bucket as eager's when determinism is on (``runtime.bucket_order``)."""
+    return bucket_order.in_bucket_order(ctx, fn, x, rows)
 
 
 def result_field(results: dict, key: str):

@@ -68,6 +68,7 @@ GRAPH_OPS = {
     ops.edge_softmax: ("Norm", "E"),
     ops.zero_unreached: ("Dense", "V"),
     ops.bucketed_reduce: ("Reduce", "V"),
+    ops.in_bucket_order: lambda n: ("Dense", "E" if n.args[3] == "edges" else "V"),
     ops.result_field: ("Fetch", "V"),
     ops.spmm: ("BroadcastSrc+Reduce", "V"),
     ops.scaled_spmm: ("BroadcastSrc+Reduce", "V"),

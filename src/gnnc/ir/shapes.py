@@ -51,6 +51,7 @@ _RULES = {
     ops.segment_reduce: lambda c, e, op: _rows(c.num_dst, e),
     ops.edge_softmax: lambda c, e: e,
     ops.zero_unreached: lambda c, v: v,
+    ops.in_bucket_order: lambda c, fn, x, rows: x,
     ops.edge_softmax_aggregate: lambda c, lg, x, x_side="src": _rows(c.num_dst, x),
     ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, x_side="src": _rows(c.num_dst, x),
     ops.etype_sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, w, feat, rebuild=False: _zeros(

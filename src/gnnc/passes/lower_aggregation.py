@@ -77,6 +77,8 @@ def lower_aggregation(dfg: MPDFG) -> MPDFG:
 def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:
     graph, traced = dfg.graph, call.meta["reduce_graph"]
     ctx, _, kinds, *inputs = call.args
+    if _random_operators(traced.graph, dfg.root.get_submodule("red")) > 1:
+        raise _CannotLower("several dropouts: eager interleaves their masks bucket by bucket")
     shapes, dtypes = _probe_shapes(dfg.root.get_submodule("red"), kinds, inputs)
     softmax_of, internal = softmax_forms(traced.graph, shapes, dtypes)
     env = _OnDemand(lambda n: _translate(graph, call, ctx, n, env, dfg.root, shapes))
@@ -158,11 +160,26 @@ def _translate(graph, call, ctx, n: fx.Node, env, root, shapes) -> _Value:
             return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1, zero_safe=values[0].zero_safe)
         plain = [_plain(graph, call, a) for a in args]
         plain_kw = {k: _plain(graph, call, v) for k, v in kwargs.items()}
-        target = f"red.{n.target}" if n.op == "call_module" else n.target
-        node = _emit(graph, call, target, plain, plain_kw, op=n.op)
         form = "S" if forms <= {"S"} else "N"
+        if form == "N" and n.op == "call_module" and isinstance(root.get_submodule(f"red.{n.target}"), nn.Dropout):
+            node = _in_bucket_order(graph, call, ctx, n, plain[0], "nodes")
+        else:
+            target = f"red.{n.target}" if n.op == "call_module" else n.target
+            node = _emit(graph, call, target, plain, plain_kw, op=n.op)
         return _Value(node, form, zero_safe=_keeps_zero_rows(n, args, kwargs, root, shapes))
     return _translate_mailbox(graph, call, ctx, n, args, kwargs, root)
+
+
+def _in_bucket_order(graph, call, ctx, n, x, rows: str):
+    """The dropout module ``n`` on ``x``, drawn per degree bucket as eager's when determinism is on."""
+    module = _emit(graph, call, f"red.{n.target}", (), op="get_attr")
+    return _emit(graph, call, ops.in_bucket_order, (ctx, module, x, rows))
+
+
+def _random_operators(traced: fx.Graph, red) -> int:
+    return sum((n.op == "call_module" and isinstance(red.get_submodule(n.target), nn.Dropout))
+               or (n.op == "call_function" and n.target in (F.dropout, torch.dropout))
+               or (n.op == "call_method" and n.target == "dropout") for n in traced.nodes)
 
 
 def _in_env(a, env):
@@ -189,6 +206,8 @@ def _translate_mailbox(graph, call, ctx, n, args, kwargs, root) -> _Value:
         module = root.get_submodule(f"red.{n.target}")
         if not isinstance(module, _ELEMENTWISE_MODULES) or len(args) != 1:
             raise _CannotLower(f"module {n.target} on a mailbox")
+        if isinstance(module, nn.Dropout):
+            return _Value(_in_bucket_order(graph, call, ctx, n, box.node, "edges"), "M", box.ndim)
         return _Value(_emit(graph, call, f"red.{n.target}", (box.node,), op="call_module"), "M", box.ndim)
     if args and args[0] is box and (_reduction(n) is not None or (n.op == "call_method" and n.target in _SHAPE_METHODS)):
         return _translate_dim_op(graph, call, ctx, n, box)
