@@ -14,7 +14,7 @@ import torch
 
 from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
-from . import mutation, queries, validate
+from . import mutation, queries, type_names, validate
 from .edge_data import check_idtype, relation_edges, sparse_rows
 from .validate import as_ids, canonical_key, check_range
 
@@ -233,6 +233,15 @@ class Graph:
             raise KeyError(f"unknown relation {etype!r}; relations: {self.etypes}")
         raise KeyError(f"relation name {etype!r} is ambiguous; use one of "
                        f"{[self.index.etypes[i] for i in matches]}")
+
+    get_ntype_id = ntype_id  # DGL's names
+    get_etype_id = etype_id
+
+    @property
+    def _etype2canonical(self) -> dict:
+        """DGL's private map relation name -> (src_type, name, dst_type), ``()`` for a name several relations
+        share: code written against DGL graphs reads it."""
+        return type_names.etype_to_canonical(self.index.etypes)
 
     def num_nodes(self, ntype: str | None = None) -> int:
         if ntype is None:
@@ -762,12 +771,14 @@ class Graph:
         from . import convert
         return convert.to_pyg(self)
 
-    def __getitem__(self, etype) -> "RelationGraph":
+    def __getitem__(self, key):
         """DGL's relation slice ``g[etype]`` / ``g[src_type, etype, dst_type]``: a view of one relation
-        sharing this graph's features (:class:`~gnnc.graph.relation_view.RelationGraph`)."""
-        from .relation_view import RelationGraph
+        sharing this graph's features (:class:`~gnnc.graph.relation_view.RelationGraph`); where ``:`` (any
+        type) or a name several relations share matches more, a new graph flattening them
+        (``gnnc.graph.flatten``)."""
+        from . import flatten
 
-        return RelationGraph(self, self.etype_id(etype))
+        return flatten.relation_slice(self, key)
 
     def __repr__(self) -> str:
         if self.is_homogeneous:

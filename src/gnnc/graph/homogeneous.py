@@ -9,25 +9,16 @@ from __future__ import annotations
 
 import torch
 
+from .combine import combine_features
 from .core import Graph, graph, heterograph
 
 NID, EID, NTYPE, ETYPE = "_ID", "_ID", "_TYPE", "_TYPE"  # DGL's reserved feature names
 
 
-def _shared(views: list, names, kind: str) -> dict:
-    """``{name: rows of every type, concatenated}`` for ``names`` (every type must hold each)."""
-    out = {}
-    for name in names or ():
-        missing = [i for i, view in enumerate(views) if name not in view]
-        if missing:
-            raise KeyError(f"to_homogeneous: {kind} feature {name!r} is missing on {len(missing)} type(s)")
-        out[name] = torch.cat([view[name] for view in views])
-    return out
-
-
 def to_homogeneous(g: Graph, ndata=None, edata=None, store_type: bool = True, return_count: bool = False):
-    """The graph as one node type and one relation; ``ndata`` / ``edata``: features (held by every type) to
-    carry over; ``return_count``: also the node counts per type and edge counts per relation."""
+    """The graph as one node type and one relation; ``ndata`` / ``edata``: features to carry over (as DGL's:
+    read on the types with rows, where the first must hold each and one a later type lacks is dropped:
+    ``gnnc.graph.combine``); ``return_count``: also the node counts per type and edge counts per relation."""
     ntype_counts = [g.num_nodes(t) for t in g.ntypes]
     etype_counts = [g.num_edges(key) for key in g.canonical_etypes]
     offsets = torch.tensor([0, *ntype_counts], device=g.device).cumsum(0)
@@ -39,8 +30,9 @@ def to_homogeneous(g: Graph, ndata=None, edata=None, store_type: bool = True, re
     out = graph((torch.cat(srcs) if srcs else torch.zeros(0, dtype=torch.int64),
                  torch.cat(dsts) if dsts else torch.zeros(0, dtype=torch.int64)),
                 num_nodes=sum(ntype_counts), idtype=g.idtype, device=g.device)
-    out.ndata.update(_shared([g.nodes[t].data for t in g.ntypes], ndata, "node"))
-    out.edata.update(_shared([g.edges[key].data for key in g.canonical_etypes], edata, "edge"))
+    out.ndata.update(combine_features([(g.nodes[t].data, g.num_nodes(t)) for t in g.ntypes], ndata or ()))
+    out.edata.update(combine_features([(g.edges[key].data, g.num_edges(key)) for key in g.canonical_etypes],
+                                      edata or ()))
     if store_type:
         out.ndata[NTYPE] = torch.repeat_interleave(torch.arange(len(ntype_counts), device=g.device),
                                                    torch.tensor(ntype_counts, device=g.device))
@@ -58,11 +50,11 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
     """The heterograph whose nodes of type ``ntypes[i]`` are those with ``ndata[ntype_field] == i`` and whose
     relation (``ntypes[s]``, ``etypes[r]``, ``ntypes[d]``) holds the edges of type id ``r`` from type ``s`` to
     type ``d``, each in its order in ``g``; other features are split by type, and ``_ID`` records each node's
-    and edge's id in ``g``. (``metagraph`` is not supported: the relations are those the edges show.)"""
+    and edge's id in ``g``. The relations are those the edges show, or, given DGL's ``metagraph`` (a networkx
+    MultiDiGraph of node types keyed by relation name, or ``g.metagraph()``), its relations, in its order and
+    with or without edges (edges of a relation it lacks are left out, as DGL's)."""
     if len(g.ntypes) != 1 or len(g.canonical_etypes) != 1:
         raise ValueError("to_heterogeneous takes a graph with one node type and one relation")
-    if metagraph is not None:
-        raise NotImplementedError("to_heterogeneous(metagraph=...) is not supported; the relations are inferred")
     node_type = g.ndata[ntype_field].long()
     edge_type = g.edata[etype_field].long()
     counts = torch.bincount(node_type, minlength=len(ntypes))
@@ -72,9 +64,12 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
         torch.cumsum(counts, 0) - counts, counts)
     src, dst = (t.long() for t in g.find_edges())
     triple = torch.stack([node_type[src], edge_type, node_type[dst]], 1)
-    kinds, which = torch.unique(triple, dim=0, return_inverse=True)
-    groups = [torch.nonzero(which == i).flatten() for i in range(kinds.shape[0])]
-    keys = [(ntypes[int(s)], etypes[int(r)], ntypes[int(d)]) for s, r, d in kinds.tolist()]
+    if metagraph is None:
+        kinds = torch.unique(triple, dim=0).tolist()
+    else:
+        kinds = [(ntypes.index(s), etypes.index(r), ntypes.index(d)) for s, d, r in metagraph.edges(keys=True)]
+    groups = [torch.nonzero((triple == triple.new_tensor(kind)).all(1)).flatten() for kind in kinds]
+    keys = [(ntypes[s], etypes[r], ntypes[d]) for s, r, d in kinds]
     out = heterograph({key: (local[src[rows]], local[dst[rows]]) for key, rows in zip(keys, groups)},
                       {t: int(counts[i]) for i, t in enumerate(ntypes)}, g.device, idtype=g.idtype)
     nodes_of = {t: torch.nonzero(node_type == i).flatten() for i, t in enumerate(ntypes)}

@@ -162,8 +162,8 @@ class RelationGraph:
         self._own(etype)
         return self
 
-    def find_edges(self, etype=None):
-        return self.parent.find_edges(self._own(etype))
+    def find_edges(self, eid=None, etype=None):
+        return self.parent.find_edges(eid, self._own(etype))
 
     def edge_ids(self, u, v, return_uv: bool = False, etype=None):
         return self.parent.edge_ids(u, v, return_uv, self._own(etype))
