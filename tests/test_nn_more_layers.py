@@ -104,6 +104,21 @@ def cases(G, nn):
         "atomicconv": (WithGraph(nn.AtomicConv(*kernels), g), (elements, x(10, 1).abs()), {}, True),
         "atomicconv-plain": (WithGraph(nn.AtomicConv(*kernels[:3]), g), (x(6, 1), x(10, 1).abs()), {}, True),
     })
+    pairs = x(18, 3, shift=2).view(2, 3, 3, 3)
+    egt_mask = attn_mask.double() * -1e9
+    dist = torch.tensor([[[0, 1, 2], [1, 0, -1], [3, 1, 0]], [[0, 2, 5], [1, 0, 1], [-1, -1, 0]]])
+    out.update({
+        "egtlayer": (nn.EGTLayer(8, 3, 2, 1), (batch, pairs, egt_mask), {}, False),
+        "egtlayer-nodes": (nn.EGTLayer(8, 3, 4, 0, edge_update=False), (batch, pairs), {}, False),
+        "graphormerlayer": (nn.GraphormerLayer(8, 6, 2), (batch, bias, attn_mask), {}, False),
+        "graphormerlayer-mul-norm-first": (nn.GraphormerLayer(8, 6, 2, "mul", norm_first=True), (batch, bias), {},
+                                           False),
+        "pathencoder": (nn.PathEncoder(2, 3, num_heads=2), (dist, x(36, 3).view(2, 3, 3, 2, 3)), {}, False),
+        "spatialencoder": (nn.SpatialEncoder(2, num_heads=3), (dist,), {}, False),
+        "spatialencoder3d": (nn.SpatialEncoder3d(4, num_heads=2, max_node_type=3),
+                             (x(6, 3).view(2, 3, 3), torch.tensor([[1, 0, 2], [2, 2, 0]])), {}, False),
+        "spatialencoder3d-untyped": (nn.SpatialEncoder3d(3), (x(6, 3).view(2, 3, 3),), {}, False),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -169,6 +184,14 @@ EXPECTED = {
         [2.9451626835756626, -0.3419210376014239, 9.144605752753264]),
     "egnnconv-no-edge-feat": ({"layer.coord_mlp.0.bias": (3,), "layer.coord_mlp.0.weight": (3, 3), "layer.coord_mlp.2.weight": (1, 3), "layer.edge_mlp.0.bias": (3,), "layer.edge_mlp.0.weight": (3, 9), "layer.edge_mlp.2.bias": (3,), "layer.edge_mlp.2.weight": (3, 3), "layer.node_mlp.0.bias": (3,), "layer.node_mlp.0.weight": (3, 7), "layer.node_mlp.2.bias": (2,), "layer.node_mlp.2.weight": (2, 3)},
         [2.141575651325514, 0.2927886831862887, 10.287675989667173]),
+    "egtlayer": ({"edge_ffn.0.bias": (3,), "edge_ffn.0.weight": (3,), "edge_ffn.1.bias": (3,), "edge_ffn.1.weight": (3, 3), "edge_ffn.3.bias": (3,), "edge_ffn.3.weight": (3, 3), "edge_input.bias": (2,), "edge_input.weight": (2, 3), "edge_output.bias": (3,), "edge_output.weight": (3, 2), "gate.bias": (2,), "gate.weight": (2, 3), "mha_ln_e.bias": (3,), "mha_ln_e.weight": (3,), "mha_ln_h.bias": (8,), "mha_ln_h.weight": (8,), "node_ffn.0.bias": (8,), "node_ffn.0.weight": (8,), "node_ffn.1.bias": (8,), "node_ffn.1.weight": (8, 8), "node_ffn.3.bias": (8,), "node_ffn.3.weight": (8, 8), "node_output.bias": (8,), "node_output.weight": (8, 8), "qkv_proj.bias": (24,), "qkv_proj.weight": (24, 8)},
+        [96.97878761625279, 19.86755452010684, 227.92744100756846]),
+    "egtlayer-nodes": ({"edge_input.bias": (4,), "edge_input.weight": (4, 3), "gate.bias": (4,), "gate.weight": (4, 3), "mha_ln_e.bias": (3,), "mha_ln_e.weight": (3,), "mha_ln_h.bias": (8,), "mha_ln_h.weight": (8,), "node_ffn.0.bias": (8,), "node_ffn.0.weight": (8,), "node_ffn.1.bias": (8,), "node_ffn.1.weight": (8, 8), "node_ffn.3.bias": (8,), "node_ffn.3.weight": (8, 8), "node_output.bias": (8,), "node_output.weight": (8, 8), "qkv_proj.bias": (24,), "qkv_proj.weight": (24, 8)},
+        [-7.796401808970545, 2.610993045009667, 49.125509116920924]),
+    "graphormerlayer": ({"attn.k_proj.bias": (8,), "attn.k_proj.weight": (8, 8), "attn.out_proj.bias": (8,), "attn.out_proj.weight": (8, 8), "attn.q_proj.bias": (8,), "attn.q_proj.weight": (8, 8), "attn.v_proj.bias": (8,), "attn.v_proj.weight": (8, 8), "attn_layer_norm.bias": (8,), "attn_layer_norm.weight": (8,), "ffn.0.bias": (6,), "ffn.0.weight": (6, 8), "ffn.3.bias": (8,), "ffn.3.weight": (8, 6), "ffn_layer_norm.bias": (8,), "ffn_layer_norm.weight": (8,)},
+        [-10.852689590374396, 0.35779069807347047, 9.651685353558095]),
+    "graphormerlayer-mul-norm-first": ({"attn.k_proj.bias": (8,), "attn.k_proj.weight": (8, 8), "attn.out_proj.bias": (8,), "attn.out_proj.weight": (8, 8), "attn.q_proj.bias": (8,), "attn.q_proj.weight": (8, 8), "attn.v_proj.bias": (8,), "attn.v_proj.weight": (8, 8), "attn_layer_norm.bias": (8,), "attn_layer_norm.weight": (8,), "ffn.0.bias": (6,), "ffn.0.weight": (6, 8), "ffn.3.bias": (8,), "ffn.3.weight": (8, 6), "ffn_layer_norm.bias": (8,), "ffn_layer_norm.weight": (8,)},
+        [-10.488428058171122, -1.4523076131374526, 92.35677912784296]),
     "jumpingknowledge-cat": ({},
         [1.0540332569739033, -2.7394745146727555, 24.246645322596528]),
     "jumpingknowledge-lstm": ({"att.bias": (1,), "att.weight": (1, 8), "lstm.bias_hh_l0": (16,), "lstm.bias_hh_l0_reverse": (16,), "lstm.bias_ih_l0": (16,), "lstm.bias_ih_l0_reverse": (16,), "lstm.weight_hh_l0": (16, 4), "lstm.weight_hh_l0_reverse": (16, 4), "lstm.weight_ih_l0": (16, 4), "lstm.weight_ih_l0_reverse": (16, 4)},
@@ -195,10 +218,18 @@ EXPECTED = {
         [18.94268772006035, -2.1678938567638397, 26.973701018389765]),
     "lappos-transformer": ({"linear.bias": (4,), "linear.weight": (4, 2), "pe_encoder.layers.0.linear1.bias": (2048,), "pe_encoder.layers.0.linear1.weight": (2048, 4), "pe_encoder.layers.0.linear2.bias": (4,), "pe_encoder.layers.0.linear2.weight": (4, 2048), "pe_encoder.layers.0.norm1.bias": (4,), "pe_encoder.layers.0.norm1.weight": (4,), "pe_encoder.layers.0.norm2.bias": (4,), "pe_encoder.layers.0.norm2.weight": (4,), "pe_encoder.layers.0.self_attn.in_proj_bias": (12,), "pe_encoder.layers.0.self_attn.in_proj_weight": (12, 4), "pe_encoder.layers.0.self_attn.out_proj.bias": (4,), "pe_encoder.layers.0.self_attn.out_proj.weight": (4, 4), "pe_encoder.layers.1.linear1.bias": (2048,), "pe_encoder.layers.1.linear1.weight": (2048, 4), "pe_encoder.layers.1.linear2.bias": (4,), "pe_encoder.layers.1.linear2.weight": (4, 2048), "pe_encoder.layers.1.norm1.bias": (4,), "pe_encoder.layers.1.norm1.weight": (4,), "pe_encoder.layers.1.norm2.bias": (4,), "pe_encoder.layers.1.norm2.weight": (4,), "pe_encoder.layers.1.self_attn.in_proj_bias": (12,), "pe_encoder.layers.1.self_attn.in_proj_weight": (12, 4), "pe_encoder.layers.1.self_attn.out_proj.bias": (4,), "pe_encoder.layers.1.self_attn.out_proj.weight": (4, 4), "post_mlp.0.bias": (4,), "post_mlp.0.weight": (4, 4)},
         [1.9967619180679321, -0.3049413091257998, 0.9238579972973131]),
+    "pathencoder": ({"embedding_table.weight": (4, 3)},
+        [-7.961598456361036, 2.0044406890412203, 26.513259546286726]),
     "sequential": ({},
         [-21.05991567630987, -11.94122981691864, 2053.6094248628133]),
     "sequential-list": ({"layer.0.bias": (4,), "layer.0.weight": (4, 4), "layer.1.bias": (2,), "layer.1.weight": (4, 2)},
         [-4.224699014445872, -0.9511253748531839, 4.269358447647329]),
+    "spatialencoder": ({"embedding_table.weight": (4, 3)},
+        [-6.173106343210959, 2.931342106039538, 6.849704889073626]),
+    "spatialencoder3d": ({"beta.weight": (9, 1), "gamma.weight": (9, 1), "linear_layer_1.bias": (4,), "linear_layer_1.weight": (4, 4), "linear_layer_2.bias": (2,), "linear_layer_2.weight": (2, 4), "means": (4,), "stds": (4,)},
+        [-15.449757466188958, 3.9596660662115486, 23.623430457239774]),
+    "spatialencoder3d-untyped": ({"beta.weight": (203, 1), "gamma.weight": (203, 1), "linear_layer_1.bias": (3,), "linear_layer_1.weight": (3, 3), "linear_layer_2.bias": (1,), "linear_layer_2.weight": (1, 3), "means": (3,), "stds": (3,)},
+        [-8.122961438532823, 0.0009276910081684464, 3.698099419137762]),
 }
 
 # computed in float32 by DGL (LapPosEncoder casts its input; label propagation's labels are float32)

@@ -32,15 +32,16 @@ from .glob import (
     SortPooling,
     SumPooling,
 )
-from .gt import BiasedMHA, DegreeEncoder, LapPosEncoder
+from .gt import BiasedMHA, DegreeEncoder, EGTLayer, GraphormerLayer, LapPosEncoder, PathEncoder, SpatialEncoder, SpatialEncoder3d
 from .hetero import HeteroGraphConv
 from .linear import TypedLinear
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
-           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv",
-           "GINConv", "GlobalAttentionPooling", "GraphConv", "HeteroGraphConv", "Identity", "JumpingKnowledge",
-           "LabelPropagation", "LapPosEncoder", "MaxPooling", "RelGraphConv", "SAGEConv", "SGConv", "Sequential",
-           "Set2Set", "SortPooling", "SparseAdam", "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear",
+           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EGTLayer", "EdgeConv", "EdgeWeightNorm", "GATConv",
+           "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "HeteroGraphConv",
+           "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "PathEncoder",
+           "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam",
+           "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear",
            "edge_softmax"]
