@@ -10,9 +10,9 @@ from .conv import (
     DenseChebConv,
     DenseGraphConv,
     DenseSAGEConv,
-    EGNNConv,
     EdgeConv,
     EdgeWeightNorm,
+    EGNNConv,
     GATConv,
     GATv2Conv,
     GINConv,
@@ -32,7 +32,16 @@ from .glob import (
     SortPooling,
     SumPooling,
 )
-from .gt import BiasedMHA, DegreeEncoder, EGTLayer, GraphormerLayer, LapPosEncoder, PathEncoder, SpatialEncoder, SpatialEncoder3d
+from .gt import (
+    BiasedMHA,
+    DegreeEncoder,
+    EGTLayer,
+    GraphormerLayer,
+    LapPosEncoder,
+    PathEncoder,
+    SpatialEncoder,
+    SpatialEncoder3d,
+)
 from .hetero import HeteroGraphConv
 from .linear import TypedLinear
 from .sparse_adam import SparseAdam

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+_ELU = nn.ELU()  # DGL's default activation: one stateless module shared by every layer
+
 
 def _ffn(size, activation, dropout):
     return nn.Sequential(nn.LayerNorm(size), nn.Linear(size, size), activation, nn.Linear(size, size),
@@ -23,7 +25,7 @@ class EGTLayer(nn.Module):
     """
 
     def __init__(self, feat_size, edge_feat_size, num_heads, num_virtual_nodes, dropout=0, attn_dropout=0,
-                 activation=nn.ELU(), edge_update=True):
+                 activation=_ELU, edge_update=True):
         super().__init__()
         assert feat_size % num_heads == 0, "feat_size must be divisible by num_heads"
         self.num_heads, self.num_virtual_nodes, self.edge_update = num_heads, num_virtual_nodes, edge_update

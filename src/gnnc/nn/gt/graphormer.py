@@ -5,6 +5,8 @@ from torch import nn
 
 from .biased_mha import BiasedMHA
 
+_RELU = nn.ReLU()  # DGL's default activation: one stateless module shared by every layer
+
 
 class GraphormerLayer(nn.Module):
     """DGL 2.1's ``GraphormerLayer`` over a padded batch ``[batch, n, feat_size]``: ``BiasedMHA`` (``attn``)
@@ -13,7 +15,7 @@ class GraphormerLayer(nn.Module):
     (``attn_layer_norm``, ``ffn_layer_norm``)."""
 
     def __init__(self, feat_size, hidden_size, num_heads, attn_bias_type="add", norm_first=False, dropout=0.1,
-                 attn_dropout=0.1, activation=nn.ReLU()):
+                 attn_dropout=0.1, activation=_RELU):
         super().__init__()
         self.norm_first = norm_first
         self.attn = BiasedMHA(feat_size=feat_size, num_heads=num_heads, attn_bias_type=attn_bias_type,
