@@ -1,10 +1,17 @@
 """DGL's heterograph API that its tests reach (issue 40): relation slices with wildcards (flattened graphs),
-``_etype2canonical``, ``to_heterogeneous(metagraph=...)`` and ``to_homogeneous``'s feature rule. Expected values were printed by DGL 2.1 for the same calls."""
+``_etype2canonical``, ``filter_nodes`` / ``filter_edges``, the batch's ``ntype`` / ``canonical_etype``,
+``to_heterogeneous(metagraph=...)``, ``to_homogeneous``'s feature rule, feature casts, ``formats()`` and
+``dgl.utils.is_sorted_srcdst``. Expected values were printed by DGL 2.1 for the same calls."""
+import warnings
+
 import networkx as nx
+import numpy as np
 import pytest
 import torch
 
 import gnnc
+from gnnc.compat import dgl_utils
+from gnnc.graph.casts import to_half
 
 
 def _games(idtype=torch.int64):
@@ -73,6 +80,48 @@ def test_relation_view_finds_edges_by_id():
     assert [t.tolist() for t in g["plays"].find_edges([3, 0])] == [[1, 0], [1, 0]]
 
 
+def test_filter_nodes_and_edges_match_dgl():
+    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
+                          ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])})
+    g.nodes["user"].data["h"] = torch.tensor([1., -2., 3., -4.])
+    g.edges["plays"].data["w"] = torch.tensor([0.5, -1., 2., -3.])
+    assert g.filter_nodes(lambda n: n.data["h"] > 0, ntype="user").tolist() == [0, 2]
+    assert g.filter_nodes(lambda n: n.data["h"] > 0, [1, 2, 3], ntype="user").tolist() == [2]
+    assert g.filter_edges(lambda e: e.data["w"] > 0, etype="plays").tolist() == [0, 2]
+    assert g.filter_edges(lambda e: e.src["h"] > 0, [3, 2, 0], etype="plays").tolist() == [2, 0]
+    pairs = (torch.tensor([1, 2]), torch.tensor([0, 1]))
+    assert g.filter_edges(lambda e: e.data["w"] < 0, pairs, etype="plays").tolist() == [1]
+    assert "_mask" not in g.nodes["user"].data and "_mask" not in g.edges["plays"].data
+
+
+def _typed_udfs(seen):
+    def message(edges):
+        seen.append(edges.canonical_etype)
+        return {"m": edges.src["h"] * (2 if edges.canonical_etype[1] == "plays" else 3)}
+
+    def reduce(nodes):
+        seen.append(nodes.ntype)
+        return {"y": nodes.mailbox["m"].sum(1) + (1 if nodes.ntype == "game" else 0)}
+    return message, reduce
+
+
+def test_udfs_read_their_batch_types_and_compile_falls_back_for_them():
+    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
+                          ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])})
+    g.nodes["user"].data["h"] = torch.tensor([1., -2., 3., -4.])
+    seen = []
+    g.update_all(*_typed_udfs(seen), etype="plays")
+    g.apply_nodes(lambda n: seen.append(n.ntype) or {}, ntype="user")
+    assert seen == [("user", "plays", "game"), "game", "user"]
+    assert g.nodes["game"].data["y"].tolist() == [-1.0, 3.0]
+    eager = g.nodes["game"].data.pop("y")
+    with pytest.warns(gnnc.FallbackWarning, match="could not compile"):  # the branch on a type is not traced
+        g.update_all(*_typed_udfs([]), etype="plays", compile=True)
+    assert g.nodes["game"].data["y"].equal(eager)
+    with pytest.raises(AttributeError, match="2 relations"):  # gnnc's whole-graph call has no one relation
+        g.apply_edges(lambda e: {"z": torch.zeros(len(e))} if e.canonical_etype else {})
+
+
 def test_to_heterogeneous_takes_dgls_metagraph():
     g = gnnc.graph(([0, 1, 2, 0], [1, 2, 0, 2]))
     g.ndata["_TYPE"] = torch.tensor([0, 1, 0])
@@ -102,3 +151,38 @@ def test_to_homogeneous_combines_features_as_dgl():
     g.nodes["B"].data["f"] = torch.tensor([[3.], [4.]])
     with pytest.raises(ValueError, match="Cannot concatenate column f"):
         gnnc.to_homogeneous(g, ndata=["f"])
+
+
+def test_casts_touch_floating_features_of_a_copy():
+    g = gnnc.heterograph({("u", "r", "u"): ([0], [1])})
+    g.ndata["a"] = torch.ones(2, dtype=torch.float64)
+    g.ndata["i"] = torch.ones(2, dtype=torch.int32)
+    g.edata["b"] = torch.ones(1)
+    half = to_half(g)
+    assert (half.ndata["a"].dtype, half.ndata["i"].dtype, half.edata["b"].dtype) == (torch.float16, torch.int32,
+                                                                                     torch.float16)
+    assert g.ndata["a"].dtype == torch.float64
+
+
+def test_formats_query_and_no_switch():
+    g = gnnc.graph((np.array([0, 1, 0, 0, 2]), np.array([2, 2, 1, 1, 1])))  # numpy ids (not a csr form)
+    assert g.formats() == {"created": ["coo"], "not created": ["csr", "csc"]}
+    assert [t.tolist() for t in g.edges(order="srcdst")] == [[0, 0, 0, 1, 2], [1, 1, 2, 2, 1]]
+    with pytest.raises(NotImplementedError, match="no sparse-format switch"):
+        g.formats("csr")
+
+
+def test_is_sorted_srcdst():
+    assert dgl_utils.is_sorted_srcdst(torch.tensor([0, 0, 1, 1]), torch.tensor([2, 3, 0, 0])) == (True, True)
+    assert dgl_utils.is_sorted_srcdst(torch.tensor([0, 0, 1, 1]), torch.tensor([3, 2, 0, 0])) == (True, False)
+    assert dgl_utils.is_sorted_srcdst(torch.tensor([1, 0]), torch.tensor([0, 1])) == (False, False)
+
+
+def test_alias_has_dgl_transforms_functional():
+    from gnnc.compat import dgl as alias
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        modules = alias._alias_modules()
+    functional = modules["dgl.transforms.functional"]
+    assert functional.to_half is to_half and modules["dgl.transforms"].functional is functional

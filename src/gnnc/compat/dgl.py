@@ -11,7 +11,8 @@ What the alias holds:
   DGL's names for gnnc's graph class (``DGLGraph``, ``DGLHeteroGraph``), DGL's reserved names from
   ``dgl.base``, and the modules below as attributes;
 - ``dgl.transforms``: the names of gnnc's graph transforms (``gnnc.graph.transforms``, ...) and
-  ``to_block``; ``dgl`` holds them too;
+  ``to_block``; ``dgl`` holds them too, and ``dgl.transforms.functional`` (DGL's module of them) all but
+  ``to_block``;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
   ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
   ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` and ``dgl.nn.functional``: its modules;
@@ -58,13 +59,14 @@ _SAME = {
 # the gnnc modules of DGL's graph transforms: ``dgl.transforms`` holds their names, and so does ``dgl``
 _TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.derived", "gnnc.graph.relabel",
                "gnnc.graph.partition", "gnnc.graph.transform_classes", "gnnc.graph.positional",
-               "gnnc.graph.shortest_paths")
+               "gnnc.graph.shortest_paths", "gnnc.graph.casts")
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
     "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", "gnnc.graph.generators", "gnnc.compat.dgl_global_config",
             "gnnc.graph.blocks", *_TRANSFORMS),
     "dgl.nn": ("gnnc.nn",),
     "dgl.transforms": _TRANSFORMS,
+    "dgl.transforms.functional": _TRANSFORMS,  # DGL's module of the transforms dgl.transforms holds
     "dgl._ffi": (),
 }
 # DGL's top-level names for gnnc objects of another name or home: (module, attribute)

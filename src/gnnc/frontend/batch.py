@@ -136,6 +136,16 @@ class EdgeBatch:
         return user if self._user_order else self._g.index.from_user_order(user, self._lo, self._hi)
 
     @property
+    def canonical_etype(self) -> tuple[str, str, str]:
+        """DGL's: the (src_type, name, dst_type) of the batch's relation; AttributeError for a batch over the
+        edges of several relations (gnnc's whole-graph call)."""
+        rels = self._g.canonical_etypes
+        if self._rel is None and len(rels) != 1:
+            raise AttributeError(f"edges.canonical_etype: this batch covers the edges of {len(rels)} relations; "
+                                 "call with etype= for one relation's batch")
+        return rels[0 if self._rel is None else self._rel]
+
+    @property
     def mailbox(self):
         raise AttributeError("edges have no mailbox: is a reduce function passed as the message function? "
                              "update_all(message, reduce)")
@@ -182,6 +192,17 @@ class NodeBatch:
 
     def nodes(self) -> torch.Tensor:
         return self._nodes
+
+    @property
+    def ntype(self) -> str:
+        """DGL's: the node type of the batch's nodes; AttributeError for a batch of nodes of several types
+        (gnnc's whole-graph call)."""
+        ntypes = self._g.ntypes
+        types = [0] if len(ntypes) == 1 else self._g.index.node_type[self._nodes].unique().tolist()
+        if len(types) != 1:
+            raise AttributeError(f"nodes.ntype: this batch holds nodes of {len(types)} node types; call with "
+                                 "ntype= (or etype=) for one type's batch")
+        return ntypes[types[0]]
 
     def batch_size(self) -> int:
         return self._nodes.numel()

@@ -14,7 +14,7 @@ import torch
 
 from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
-from . import mutation, queries, type_names, validate
+from . import mutation, queries, sparse_formats, type_names, validate
 from .edge_data import check_idtype, relation_edges, sparse_rows
 from .validate import as_ids, canonical_key, check_range
 
@@ -696,6 +696,16 @@ class Graph:
         from ..frontend import message_passing
         message_passing.apply_edges(self, message, edges, etype, compile, **dgl_kwargs)
 
+    def filter_nodes(self, predicate, nodes=ALL, ntype=None) -> torch.Tensor:
+        """DGL's ``filter_nodes``: ids of the nodes whose ``predicate(nodes)`` is nonzero (``gnnc.graph.filters``)."""
+        from . import filters
+        return filters.filter_nodes(self, predicate, nodes, ntype)
+
+    def filter_edges(self, predicate, edges=ALL, etype=None) -> torch.Tensor:
+        """DGL's ``filter_edges``: ids of the edges whose ``predicate(edges)`` is nonzero (``gnnc.graph.filters``)."""
+        from . import filters
+        return filters.filter_edges(self, predicate, edges, etype)
+
     def apply_nodes(self, func, v=None, ntype=None) -> None:
         """Run ``func(nodes)`` on every node (or one type's); store results in node data.
 
@@ -779,6 +789,11 @@ class Graph:
         from . import flatten
 
         return flatten.relation_slice(self, key)
+
+    def formats(self, formats=None):
+        """DGL's sparse-format query (``gnnc.graph.sparse_formats``): with no argument, the formats held; gnnc has
+        no format switch, so naming formats raises NotImplementedError."""
+        return sparse_formats.query(formats)
 
     def __repr__(self) -> str:
         if self.is_homogeneous:

@@ -60,7 +60,7 @@ def sparse_rows(data) -> tuple[int, int] | None:
     """For DGL's ``('csr' | 'csc', (indptr, ...))`` forms, ``(end, rows)``: the relation's end whose nodes are
     the rows (0: sources, 2: destinations) and how many rows the indptr declares (DGL's node count of that
     end, trailing empty rows included); None for the other forms."""
-    if isinstance(data, tuple) and len(data) == 2 and data[0] in ("csr", "csc"):
+    if isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], str) and data[0] in ("csr", "csc"):
         return (0 if data[0] == "csr" else 2), len(data[1][0]) - 1
     return None
 
