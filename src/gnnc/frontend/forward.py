@@ -406,8 +406,8 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
                 n.meta["in_place"] = getattr(m, "inplace", False) is True
                 if type(m) is nn.Linear:
                     n.meta["linear"] = (m.in_features, m.out_features, m.bias is not None)
-    except CaptureFailure:
                 n.meta["dropout"] = type(m) is nn.Dropout
+    except CaptureFailure:
         raise
     except Exception as err:  # noqa: BLE001 - whatever fx cannot trace runs as written
         raise CaptureFailure(f"{type(err).__name__}: {first_line(err)}") from err
