@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shlex
 import sys
 from pathlib import Path
+
+from gnnc import progress
 
 from . import devices, plots, procfs, profiling, report, runner
 from .datasets import DATASETS, DEFAULT_DATASETS, default_data_root
@@ -15,7 +16,7 @@ from .systems import SYSTEMS
 from .worker import MODES
 
 BENCH = Path(__file__).resolve().parents[1]
-PRESETS = {  # quick: small replicas, a few minutes on 2 cores; full: the issue's sizes
+PRESETS = {  # quick: small replicas; full: the issue's sizes
     "quick": {"warmup": 1, "runs": 5, "min_runs": 3, "budget_s": 0.5, "timeout_s": 60.0},
     "full": {"warmup": 2, "runs": 10, "min_runs": 3, "budget_s": 60.0, "timeout_s": 600.0},
 }
@@ -24,7 +25,7 @@ DEFAULT_MEM_FRACTION = 0.7  # of MemAvailable at the start of the run
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="small replicas, a 2,000-entity slice of FB15k-237, "
-                                                        "fewer runs (a few minutes on 2 cores)")
+                                                        "fewer runs (each configuration stops at --timeout)")
     p.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS), metavar="MODEL",
                    help=f"models to run (default all: {' '.join(MODELS)})")
     p.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=DEFAULT_DATASETS, metavar="DATASET",
@@ -64,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="continue the last run in the results file (one stopped before its end): configurations "
                         "with a row keep it, the others run now; refused unless the options, gnnc's source and "
                         "the peer environment are the ones it measured")
+    p.add_argument("--quiet", action="store_true", help="no per-configuration lines on stderr, only the table")
 
 
 def out_dir(args: argparse.Namespace) -> Path:
@@ -104,21 +106,22 @@ def write_report(record: dict, out: Path) -> list[Path]:
 def run_and_report(args: argparse.Namespace, command: str) -> int:
     """Run, append to ``<out>/results.json``; rewrite ``table.md`` and the PNGs there after every row; print the
     table."""
+    progress.set_quiet(progress.quiet() or args.quiet)
     settings = settings_from(args, command)
     runner.validate(settings)  # before anything is printed or written: e.g. --device cuda without a GPU
     if args.systems is None:
         for name, why in runner.not_run(settings).items():
-            print(f"skipping system {name}: {why}", file=sys.stderr)
+            progress.line(f"skipping system {name}: {why}")
     out = out_dir(args)
     results = runner.ResultsFile(out / "results.json")
-    log = functools.partial(print, file=sys.stderr, flush=True)
+    log = progress.line
     log(f"results, table and plots in {out}, rewritten after every configuration")
     record = runner.run(settings, results, log=log, on_row=lambda record: write_report(record, out),
                         resume=args.resume)
     pngs = write_report(record, out)
     print(report.markdown(record))
     log(f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "
-        f"plots {', '.join(str(p) for p in pngs) or 'none (matplotlib is not installed)'}")
+        f"plots {', '.join(str(p) for p in pngs) or plots.MISSING}")
     return 0
 
 

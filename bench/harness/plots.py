@@ -12,6 +12,7 @@ from pathlib import Path
 from .models import MODELS
 from .report import MODE_TITLES
 
+MISSING = "none: matplotlib is not installed (pip install -e '.[bench]' draws them)"
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
 

@@ -13,27 +13,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from . import progress
 from .backend import CHOICES as BACKENDS
 from .data.download_cli import add_download_arguments
 from .data.registry import REAL_DATASETS
-
-
-def _median_ms(fn, runs: int, desc: str) -> float:
-    fn()  # warm-up: builds degree buckets and CSR caches
-    times = []
-    for _ in tqdm(range(runs), desc=desc, leave=False, delay=2):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+from .spread import busy_warning, measure
 
 
 def _demo_cases(args):
@@ -51,6 +40,7 @@ def cmd_demo(args) -> int:
     from .compile import compile as compile_model
 
     torch.manual_seed(args.seed)
+    busy = busy_warning()
     rows = []
     for name, ds, model in _demo_cases(args):
         g, x = ds.graph, ds.graph.ndata["feat"]
@@ -60,21 +50,25 @@ def cmd_demo(args) -> int:
         timings = []
         for runner in (model, fast):
             with torch.no_grad():
-                fwd = _median_ms(lambda: runner(g, x), args.runs, f"{name} forward")
+                fwd = measure(lambda: runner(g, x), args.runs, f"{name} forward")
 
             def train_step():
                 runner.zero_grad()
                 runner(g, x).sum().backward()
 
-            timings += [fwd, _median_ms(train_step, args.runs, f"{name} forward+backward")]
+            timings += [fwd, measure(train_step, args.runs, f"{name} forward+backward")]
         rows.append((name, ds.name, g.num_nodes(), g.num_edges(), len(g.canonical_etypes), *timings, gap))
-    print(f"gnnc demo: eager UDF executor vs gnnc.compile, {torch.get_num_threads()} CPU threads, "
-          f"median of {args.runs} runs after warm-up (ms)")
-    print(f"{'model':<18} {'graph':<7} {'nodes':>7} {'edges':>7} {'rels':>4} | {'eager fwd':>9} "
-          f"{'compiled':>8} {'speedup':>7} | {'eager f+b':>9} {'compiled':>8} {'speedup':>7} | max |diff|")
+    busy = busy_warning() or busy  # at the end too: the load average lags
+    if busy:
+        print(f"gnnc demo: {busy}; rerun on an idle machine, or with fewer threads (OMP_NUM_THREADS=1)",
+              file=sys.stderr, flush=True)
+    print(f"gnnc demo: eager UDF executor vs gnnc.compile, {torch.get_num_threads()} CPU threads; ms per call, "
+          f"median (interquartile range) of {args.runs} runs after a warm-up")
+    print(f"{'model':<18} {'graph':<7} {'nodes':>7} {'edges':>7} {'rels':>4} | {'eager fwd':>17} "
+          f"{'compiled':>17} {'speedup':>7} | {'eager f+b':>17} {'compiled':>17} {'speedup':>7} | max |diff|")
     for model, graph, n, e, r, efwd, eb, cfwd, cb, gap in rows:
-        print(f"{model:<18} {graph:<7} {n:>7,} {e:>7,} {r:>4} | {efwd:>9.1f} {cfwd:>8.1f} {efwd / cfwd:>6.1f}x | "
-              f"{eb:>9.1f} {cb:>8.1f} {eb / cb:>6.1f}x | {gap:.1e}")
+        print(f"{model:<18} {graph:<7} {n:>7,} {e:>7,} {r:>4} | {efwd!s:>17} {cfwd!s:>17} "
+              f"{efwd.median / cfwd.median:>6.1f}x | {eb!s:>17} {cb!s:>17} {eb.median / cb.median:>6.1f}x | {gap:.1e}")
     return 0
 
 
@@ -198,8 +192,6 @@ def check_dist_device(device: str, nproc: int) -> None:
 
 
 def cmd_train(args) -> int:
-    if args.compile is None:  # neither --compile nor --no-compile: only mini-batch training compiles by default
-        args.compile = bool(args.minibatch)
     if args.dist:
         from .distributed.launch import run_cli as run_dist
 
@@ -234,7 +226,7 @@ def cmd_train(args) -> int:
     print(f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
           f"{ds.graph.num_edges():,} edges", flush=True)
     result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
-    print(f"{model.upper()} on {dataset}{' (compiled)' if args.compile else ''}: test accuracy "
+    print(f"{model.upper()} on {dataset} ({'compiled' if args.compile else 'eager: --no-compile'}): test accuracy "
           f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
           f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)")
     return 0
@@ -324,6 +316,7 @@ POSITIVE = _number(int, 1)
 NON_NEGATIVE = _number(int, 0)
 POSITIVE_FLOAT = _number(float, 0.0, low_open=True)
 DEBUG_ENV = "GNNC_DEBUG"
+QUIET_HELP = "no progress bars or per-epoch lines, results and errors only (also TQDM_DISABLE=1)"
 DATA_DIR_HELP = "folder holding planetoid/ and kg/ (default: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data)"
 
 
@@ -350,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
                    help="print gnnc's version and exit")
     p.add_argument("--debug", action="store_true", help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="run GAT and RGCN on bundled synthetic graphs and time them")
@@ -382,9 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
     train.add_argument("--epochs", type=POSITIVE, default=None,
                        help="default: the model's recipe (3 with --minibatch)")
-    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                       help="run message passing through the compiler (default: with --minibatch only; "
-                            "--no-compile runs the eager executor)")
+    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                       help="run the model through gnnc.compile (the default; --no-compile runs the eager "
+                            "executor)")
     mb = train.add_argument_group("mini-batch training")
     mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
     mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")
@@ -447,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
         if command.prefix_chars == "-":  # the stand-in bench parser of a wheel install takes anything
             command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                                  help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
+            if "--quiet" not in command._option_string_actions:  # bench's harness has its own
+                command.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
 
 
@@ -458,6 +454,7 @@ def main(argv=None) -> int:
     """Run ``gnnc``; a failure is one line on stderr and exit code 2 (the traceback with --debug / GNNC_DEBUG=1)."""
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    progress.set_quiet(args.quiet)
     prog = f"gnnc {args.command}"
     try:
         return args.func(args)

@@ -22,6 +22,7 @@ uninterrupted one has.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,9 +30,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from . import checkpoints
+from . import progress as shown
 from .compile import compile as compile_model
 from .data import synthetic
 from .data.sampler import NeighborSampler, forward_blocks
@@ -214,7 +215,7 @@ class MinibatchTrainer:
         order = train.index_select(0, torch.randperm(train.numel(), generator=self.shuffle))
         batches = order.split(self.batch_size)
         losses, correct = [], 0
-        bar = tqdm(batches, desc=f"epoch {self.epoch + 1}", unit="batch", disable=not progress, leave=False)
+        bar = shown.bar(batches, desc=f"epoch {self.epoch + 1}", unit="batch", disable=not progress, leave=False)
         clock = _StageClock(times, self.device)
         for seeds in bar:
             clock.start()
@@ -258,8 +259,8 @@ class MinibatchTrainer:
         self.eval_sampler.manual_seed(self.seed * 1_000_003 + 2 * self.epoch + (split == "test"))
         correct = 0
         batches = ids.split(self.batch_size)
-        for seeds in tqdm(batches, desc=f"evaluating {split}", unit="batch", leave=False,
-                          disable=len(batches) < 2 or not progress):
+        for seeds in shown.bar(batches, desc=f"evaluating {split}", unit="batch", leave=False,
+                               disable=len(batches) < 2 or not progress):
             blocks = self._blocks(self.eval_sampler, seeds)
             logits = self.run_model(blocks, self.embedding(blocks[0].src_ids))
             correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds.to(self.device))).sum())
@@ -391,11 +392,11 @@ def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: in
         if resume:
             trainer.load(checkpoint_dir)
             if progress:
-                tqdm.write(f"resumed from {checkpoint_dir} after epoch {trainer.epoch}")
+                shown.line(f"resumed from {checkpoint_dir} after epoch {trainer.epoch}", sys.stdout)
         while trainer.epoch < epochs:
             stats = trainer.run_epoch(progress)
             if progress:
-                tqdm.write(stats.format(epochs))
+                shown.line(stats.format(epochs), sys.stdout)
             if checkpoint_dir is not None:
                 trainer.save(checkpoint_dir)
     return MinibatchResult(trainer.history, trainer.losses, trainer.model, trainer.embedding)

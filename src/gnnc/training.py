@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
+
+from . import progress as shown
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,15 @@ def train_node_classifier(model, g, feats, labels, masks, *, epochs=200, lr=0.01
     """Train ``model(g, feats) -> logits`` on ``masks['train']``; select on ``masks['val']``.
 
     ``patience``: stop after that many epochs without a better validation
-    accuracy (None runs every epoch).
+    accuracy (None runs every epoch). ``progress``: a bar on a terminal, else
+    one line per epoch on stderr (``gnnc.progress``; none when quiet).
     """
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     train, val, test = masks["train"], masks["val"], masks["test"]
     best = (-1.0, float("inf"))
     best_state, best_epoch, since_best = None, 0, 0
     start = time.perf_counter()
-    bar = tqdm(range(1, epochs + 1), desc="train", disable=not progress, leave=False, delay=2)
+    bar = shown.bar(range(1, epochs + 1), desc="train", disable=not progress, leave=False, delay=2)
     for epoch in bar:
         model.train()
         opt.zero_grad()
@@ -53,6 +55,8 @@ def train_node_classifier(model, g, feats, labels, masks, *, epochs=200, lr=0.01
         val_acc = accuracy(logits[val], labels[val])
         val_loss = F.cross_entropy(logits[val], labels[val]).item()
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val_acc:.3f}")
+        if progress and not shown.bars():
+            shown.line(f"epoch {epoch}/{epochs}: loss {loss.item():.3f}, val accuracy {val_acc:.3f}")
         if (val_acc, -val_loss) > (best[0], -best[1]):
             best, best_epoch, since_best = (val_acc, val_loss), epoch, 0
             best_state = copy.deepcopy(model.state_dict())

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .. import progress
 from ..graph import DEFAULT_ETYPE, DEFAULT_NTYPE, heterograph
 from ..graph.type_order import type_rows
 from .dataset import Dataset, split_masks
@@ -61,8 +62,8 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None
     schema_rng, edge_rng, label_rng, feat_rng = (np.random.default_rng(s) for s in streams)
     schema = make_schema(info, scale, schema_rng)
     total = sum(c for _, c in schema.relations)
-    with tqdm(total=total, unit="edge", unit_scale=True, desc=f"synthetic {name}: edges",
-              disable=total < PROGRESS_MIN_EDGES, leave=False) as bar:
+    with progress.bar(total=total, unit="edge", unit_scale=True, desc=f"synthetic {name}: edges",
+                      disable=total < PROGRESS_MIN_EDGES, leave=False) as bar:
         relations = _sample_relations(schema, edge_rng, bar)
         bar.set_description(f"synthetic {name}: graph")
         g = heterograph(relations, num_nodes=dict(schema.ntypes))

@@ -23,7 +23,6 @@ from .conv import (
     TAGConv,
 )
 from .embedding import TypedEmbedding
-from .factory import RadiusGraph
 from .functional import edge_softmax
 from .glob import (
     AvgPooling,
@@ -45,14 +44,13 @@ from .gt import (
 )
 from .hetero import HeteroGraphConv
 from .linear import TypedLinear
-from .link import EdgePredictor, TransE, TransR
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
-           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EGTLayer", "EdgeConv", "EdgePredictor", "EdgeWeightNorm",
-           "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv", "GraphormerLayer",
-           "HeteroGraphConv", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling",
-           "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling",
-           "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE", "TransR",
-           "TypedEmbedding", "TypedLinear", "edge_softmax"]
+           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EGTLayer", "EdgeConv", "EdgeWeightNorm", "GATConv",
+           "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "HeteroGraphConv",
+           "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "PathEncoder",
+           "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam",
+           "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear",
+           "edge_softmax"]

@@ -1,0 +1,44 @@
+"""How gnnc shows progress: a tqdm bar on a terminal, plain lines elsewhere, nothing when quiet.
+
+Quiet after ``set_quiet(True)`` (``gnnc --quiet``) or with ``TQDM_DISABLE`` set (to anything but "", "0"
+or "false", as tqdm reads it). Bars appear only when stderr is a terminal: piped or logged output gets
+``line`` calls (one per epoch, say) instead of carriage-return updates. Bars and lines go to stderr unless
+a caller names stdout for per-epoch results.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from tqdm import tqdm
+
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence (or restore) every bar and line of this process; child processes inherit it (``TQDM_DISABLE``)."""
+    global _quiet
+    _quiet = quiet
+    if quiet:
+        os.environ["TQDM_DISABLE"] = "1"
+
+
+def quiet() -> bool:
+    """Whether progress output is off (``set_quiet`` or ``TQDM_DISABLE``)."""
+    return _quiet or os.environ.get("TQDM_DISABLE", "").strip().lower() not in ("", "0", "false")
+
+
+def bars() -> bool:
+    """Whether a progress bar may be drawn: not quiet, and stderr is a terminal."""
+    return not quiet() and sys.stderr.isatty()
+
+
+def bar(iterable=None, disable: bool = False, **kwargs) -> tqdm:
+    """``tqdm(iterable, **kwargs)``, disabled where ``bars()`` is false (or ``disable``)."""
+    return tqdm(iterable, disable=disable or not bars(), **kwargs)
+
+
+def line(text: str, file=None) -> None:
+    """One line of progress on ``file`` (default stderr), printed above a bar, unless quiet."""
+    if not quiet():
+        tqdm.write(text, file=file or sys.stderr)
