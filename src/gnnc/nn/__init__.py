@@ -10,13 +10,17 @@ from .conv import (
     DenseChebConv,
     DenseGraphConv,
     DenseSAGEConv,
+    DotGatConv,
     EdgeConv,
+    EdgeGATConv,
     EdgeWeightNorm,
+    EGATConv,
     EGNNConv,
     GATConv,
     GATv2Conv,
     GINConv,
     GraphConv,
+    PNAConv,
     RelGraphConv,
     SAGEConv,
     SGConv,
@@ -48,9 +52,9 @@ from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
-           "DenseGraphConv", "DenseSAGEConv", "EGNNConv", "EGTLayer", "EdgeConv", "EdgeWeightNorm", "GATConv",
-           "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "HeteroGraphConv",
-           "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "PathEncoder",
-           "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam",
-           "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear",
-           "edge_softmax"]
+           "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer", "EdgeConv",
+           "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv",
+           "GraphormerLayer", "HeteroGraphConv", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
+           "MaxPooling", "PNAConv", "PathEncoder", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
+           "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv",
+           "TypedEmbedding", "TypedLinear", "edge_softmax"]

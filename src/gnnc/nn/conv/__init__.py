@@ -6,18 +6,22 @@ from .chebconv import ChebConv
 from .densechebconv import DenseChebConv
 from .densegraphconv import DenseGraphConv
 from .densesageconv import DenseSAGEConv
+from .dotgatconv import DotGatConv
 from .edgeconv import EdgeConv
+from .edgegatconv import EdgeGATConv
 from .edgeweightnorm import EdgeWeightNorm
+from .egatconv import EGATConv
 from .egnnconv import EGNNConv
 from .gatconv import GATConv
 from .gatv2conv import GATv2Conv
 from .ginconv import GINConv
 from .graphconv import GraphConv
+from .pnaconv import PNAConv
 from .relgraphconv import RelGraphConv
 from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
 
-__all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "EGNNConv",
-           "EdgeConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GraphConv", "RelGraphConv", "SAGEConv",
-           "SGConv", "TAGConv"]
+__all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv",
+           "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
+           "GraphConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
