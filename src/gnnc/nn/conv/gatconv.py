@@ -7,7 +7,8 @@ from torch import nn
 from ... import function as fn
 from ...ops import edge_softmax
 from ..utils import Identity
-from .common import check_in_degrees, is_block
+from .common import check_in_degrees
+from .heads import add_gat_attention, init_gat_attention, project_heads
 
 
 class GATConv(nn.Module):
@@ -26,20 +27,9 @@ class GATConv(nn.Module):
     def __init__(self, in_feats, out_feats, num_heads, feat_drop=0.0, attn_drop=0.0, negative_slope=0.2,
                  residual=False, activation=None, allow_zero_in_degree=False, bias=True):
         super().__init__()
-        self._num_heads, self._out_feats = num_heads, out_feats
-        self._in_src_feats, self._in_dst_feats = in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats)
+        add_gat_attention(self, in_feats, out_feats, num_heads, feat_drop, attn_drop, negative_slope)
         self._allow_zero_in_degree = allow_zero_in_degree
         width = out_feats * num_heads
-        if isinstance(in_feats, tuple):
-            self.fc_src = nn.Linear(self._in_src_feats, width, bias=False)
-            self.fc_dst = nn.Linear(self._in_dst_feats, width, bias=False)
-        else:
-            self.fc = nn.Linear(self._in_src_feats, width, bias=False)
-        self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_feats))
-        self.attn_r = nn.Parameter(torch.empty(1, num_heads, out_feats))
-        self.feat_drop = nn.Dropout(feat_drop)
-        self.attn_drop = nn.Dropout(attn_drop)
-        self.leaky_relu = nn.LeakyReLU(negative_slope)
         self.has_linear_res = residual and self._in_dst_feats != width
         self.has_explicit_bias = bias and not self.has_linear_res
         if not residual:
@@ -57,11 +47,7 @@ class GATConv(nn.Module):
 
     def reset_parameters(self):
         gain = nn.init.calculate_gain("relu")
-        for fc in (getattr(self, name, None) for name in ("fc", "fc_src", "fc_dst")):
-            if fc is not None:
-                nn.init.xavier_normal_(fc.weight, gain=gain)
-        nn.init.xavier_normal_(self.attn_l, gain=gain)
-        nn.init.xavier_normal_(self.attn_r, gain=gain)
+        init_gat_attention(self, gain)
         if self.has_explicit_bias:
             nn.init.constant_(self.bias, 0)
         if isinstance(self.res_fc, nn.Linear):
@@ -72,24 +58,10 @@ class GATConv(nn.Module):
     def set_allow_zero_in_degree(self, set_value):
         self._allow_zero_in_degree = set_value
 
-    def _project(self, feat, graph):
-        """(h_dst, z_src, z_dst): the dropped-out destination input and both sides' ``[*, H, D]`` features."""
-        heads = (self._num_heads, self._out_feats)
-        if isinstance(feat, tuple):
-            h_src, h_dst = self.feat_drop(feat[0]), self.feat_drop(feat[1])
-            fc_src, fc_dst = (self.fc, self.fc) if hasattr(self, "fc") else (self.fc_src, self.fc_dst)
-            return h_dst, fc_src(h_src).view(*h_src.shape[:-1], *heads), fc_dst(h_dst).view(*h_dst.shape[:-1], *heads)
-        h_src = h_dst = self.feat_drop(feat)
-        z_src = z_dst = self.fc(h_src).view(*h_src.shape[:-1], *heads)
-        if is_block(graph):
-            rows = graph.number_of_dst_nodes()
-            z_dst, h_dst = z_src[:rows], h_dst[:rows]
-        return h_dst, z_src, z_dst
-
     def forward(self, graph, feat, edge_weight=None, get_attention=False):
         with graph.local_scope():
             check_in_degrees(graph, self._allow_zero_in_degree)
-            h_dst, z_src, z_dst = self._project(feat, graph)
+            h_dst, z_src, z_dst = project_heads(self, feat, graph)
             graph.srcdata.update({"ft": z_src, "el": (z_src * self.attn_l).sum(dim=-1).unsqueeze(-1)})
             graph.dstdata.update({"er": (z_dst * self.attn_r).sum(dim=-1).unsqueeze(-1)})
             graph.apply_edges(fn.u_add_v("el", "er", "e"))
