@@ -119,6 +119,47 @@ def cases(G, nn):
                              (x(6, 3).view(2, 3, 3), torch.tensor([[1, 0, 2], [2, 2, 0]])), {}, False),
         "spatialencoder3d-untyped": (nn.SpatialEncoder3d(3), (x(6, 3).view(2, 3, 3),), {}, False),
     })
+    class Edges(torch.nn.Module):
+        """A graph-building module's edges (and distances) as one tensor."""
+
+        def __init__(self, build):
+            super().__init__()
+            self.build = build
+
+        def forward(self, points):
+            g, dists = self.build(points, get_distances=True)
+            return torch.cat([torch.stack(g.edges()).double().reshape(-1), dists.reshape(-1)])
+
+    rels = torch.tensor([0, 2, 1, 1, 0, 2])
+    out.update({f"edgepredictor-{op}": (nn.EdgePredictor(op, 4, 3, bias=op == "cat"), (x(6), x(6, shift=1)), {}, False)
+                for op in ("dot", "cos", "ele", "cat")})
+    out.update({
+        "edgepredictor-plain": (nn.EdgePredictor("ele"), (x(6), x(6, shift=1)), {}, False),
+        "transe": (nn.TransE(3, 4), (x(6), x(6, shift=1), rels), {}, False),
+        "transe-p2": (nn.TransE(3, 4, p=2), (x(6), x(6, shift=1), rels), {}, False),
+        "transr": (nn.TransR(3, 2, 4), (x(6), x(6, shift=1), rels), {}, False),
+        "radiusgraph": (Edges(nn.RadiusGraph(0.9)), (x(8, 3).view(8, 3),), {}, False),
+        "radiusgraph-self-loop-p1": (Edges(nn.RadiusGraph(1.2, p=1, self_loop=True)), (x(8, 3).view(8, 3),), {},
+                                     False),
+    })
+    class Values(torch.nn.Module):
+        """A module's dict output as one tensor, keys in sorted order of their names."""
+
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+        def forward(self, inputs):
+            out = self.module(inputs)
+            return torch.cat([out[k].reshape(-1) for k in sorted(out, key=str)])
+
+    follows = ("user", "follows", "user")
+    out.update({
+        "heterolinear": (Values(nn.HeteroLinear({"user": 2, follows: 4}, 3)), ({"user": x(3, 2), follows: x(2)},),
+                         {}, False),
+        "heteroembedding": (Values(nn.HeteroEmbedding({"user": 2, follows: 3}, 4)),
+                            ({"user": torch.tensor([1, 0, 1]), follows: torch.tensor([2])},), {}, False),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -180,6 +221,16 @@ EXPECTED = {
         [5.867761656985344, 0.3839728654770404, 4.079799668308539]),
     "densesageconv-bipartite": ({"fc.weight": (2, 4)},
         [0.12493962456967247, -0.27733154151656775, 0.2334634215978755]),
+    "edgepredictor-cat": ({"linear.bias": (3,), "linear.weight": (3, 8)},
+        [8.248856981898397, 1.217302349028909, 20.108012426886486]),
+    "edgepredictor-cos": ({"linear.weight": (3, 1)},
+        [4.389409421794825, 0.09045983407607758, 1.1364286100591388]),
+    "edgepredictor-dot": ({"linear.weight": (3, 1)},
+        [8.963024384325541, 0.3186539881259074, 4.923581781738033]),
+    "edgepredictor-ele": ({"linear.weight": (3, 4)},
+        [-1.48179307689919, -0.7494891418625386, 2.9993976859847105]),
+    "edgepredictor-plain": ({},
+        [6.711875190294744, 0.2517748912206016, 4.942488451065657]),
     "egnnconv": ({"layer.coord_mlp.0.bias": (3,), "layer.coord_mlp.0.weight": (3, 3), "layer.coord_mlp.2.weight": (1, 3), "layer.edge_mlp.0.bias": (3,), "layer.edge_mlp.0.weight": (3, 11), "layer.edge_mlp.2.bias": (3,), "layer.edge_mlp.2.weight": (3, 3), "layer.node_mlp.0.bias": (3,), "layer.node_mlp.0.weight": (3, 7), "layer.node_mlp.2.bias": (2,), "layer.node_mlp.2.weight": (2, 3)},
         [2.9451626835756626, -0.3419210376014239, 9.144605752753264]),
     "egnnconv-no-edge-feat": ({"layer.coord_mlp.0.bias": (3,), "layer.coord_mlp.0.weight": (3, 3), "layer.coord_mlp.2.weight": (1, 3), "layer.edge_mlp.0.bias": (3,), "layer.edge_mlp.0.weight": (3, 9), "layer.edge_mlp.2.bias": (3,), "layer.edge_mlp.2.weight": (3, 3), "layer.node_mlp.0.bias": (3,), "layer.node_mlp.0.weight": (3, 7), "layer.node_mlp.2.bias": (2,), "layer.node_mlp.2.weight": (2, 3)},
@@ -192,6 +243,10 @@ EXPECTED = {
         [-10.852689590374396, 0.35779069807347047, 9.651685353558095]),
     "graphormerlayer-mul-norm-first": ({"attn.k_proj.bias": (8,), "attn.k_proj.weight": (8, 8), "attn.out_proj.bias": (8,), "attn.out_proj.weight": (8, 8), "attn.q_proj.bias": (8,), "attn.q_proj.weight": (8, 8), "attn.v_proj.bias": (8,), "attn.v_proj.weight": (8, 8), "attn_layer_norm.bias": (8,), "attn_layer_norm.weight": (8,), "ffn.0.bias": (6,), "ffn.0.weight": (6, 8), "ffn.3.bias": (8,), "ffn.3.weight": (8, 6), "ffn_layer_norm.bias": (8,), "ffn_layer_norm.weight": (8,)},
         [-10.488428058171122, -1.4523076131374526, 92.35677912784296]),
+    "heteroembedding": ({"module.embeds.('user', 'follows', 'user').weight": (3, 4), "module.embeds.user.weight": (2, 4)},
+        [2.4030212736693066, 2.57215460551949, 2.6003710351047538]),
+    "heterolinear": ({"module.linears.('user', 'follows', 'user').bias": (3,), "module.linears.('user', 'follows', 'user').weight": (3, 4), "module.linears.user.bias": (3,), "module.linears.user.weight": (3, 2)},
+        [6.456448621456039, 0.5248223200625285, 5.498145944345177]),
     "jumpingknowledge-cat": ({},
         [1.0540332569739033, -2.7394745146727555, 24.246645322596528]),
     "jumpingknowledge-lstm": ({"att.bias": (1,), "att.weight": (1, 8), "lstm.bias_hh_l0": (16,), "lstm.bias_hh_l0_reverse": (16,), "lstm.bias_ih_l0": (16,), "lstm.bias_ih_l0_reverse": (16,), "lstm.weight_hh_l0": (16, 4), "lstm.weight_hh_l0_reverse": (16, 4), "lstm.weight_ih_l0": (16, 4), "lstm.weight_ih_l0_reverse": (16, 4)},
@@ -220,6 +275,10 @@ EXPECTED = {
         [1.9967619180679321, -0.3049413091257998, 0.9238579972973131]),
     "pathencoder": ({"embedding_table.weight": (4, 3)},
         [-7.961598456361036, 2.0044406890412203, 26.513259546286726]),
+    "radiusgraph": ({},
+        [149.75450416027005, -31.680000298490953, 673.3253621275207]),
+    "radiusgraph-self-loop-p1": ({},
+        [210.85634704022084, -39.21772946286594, 960.2966744033281]),
     "sequential": ({},
         [-21.05991567630987, -11.94122981691864, 2053.6094248628133]),
     "sequential-list": ({"layer.0.bias": (4,), "layer.0.weight": (4, 4), "layer.1.bias": (2,), "layer.1.weight": (4, 2)},
@@ -230,6 +289,12 @@ EXPECTED = {
         [-15.449757466188958, 3.9596660662115486, 23.623430457239774]),
     "spatialencoder3d-untyped": ({"beta.weight": (203, 1), "gamma.weight": (203, 1), "linear_layer_1.bias": (3,), "linear_layer_1.weight": (3, 3), "linear_layer_2.bias": (1,), "linear_layer_2.weight": (1, 3), "means": (3,), "stds": (3,)},
         [-8.122961438532823, 0.0009276910081684464, 3.698099419137762]),
+    "transe": ({"rel_emb.weight": (3, 4)},
+        [-15.02904910891854, 2.2075311398386686, 40.06865226658263]),
+    "transe-p2": ({"rel_emb.weight": (3, 4)},
+        [-8.38283412739541, 1.2782282801927929, 12.540606352078337]),
+    "transr": ({"rel_emb.weight": (3, 2), "rel_project.weight": (3, 8)},
+        [-8.170481503972647, -0.33483398273597387, 12.673781758517203]),
 }
 
 # computed in float32 by DGL (LapPosEncoder casts its input; label propagation's labels are float32)

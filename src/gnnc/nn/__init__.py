@@ -47,6 +47,7 @@ from .gt import (
     SpatialEncoder3d,
 )
 from .hetero import HeteroGraphConv
+from .hetero_modules import HeteroEmbedding, HeteroLinear
 from .linear import TypedLinear
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
@@ -54,7 +55,7 @@ from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
            "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer", "EdgeConv",
            "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv",
-           "GraphormerLayer", "HeteroGraphConv", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
-           "MaxPooling", "PNAConv", "PathEncoder", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
-           "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv",
-           "TypedEmbedding", "TypedLinear", "edge_softmax"]
+           "GraphormerLayer", "HeteroEmbedding", "HeteroGraphConv", "HeteroLinear", "Identity", "JumpingKnowledge",
+           "LabelPropagation", "LapPosEncoder", "MaxPooling", "PNAConv", "PathEncoder", "RelGraphConv", "SAGEConv",
+           "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d",
+           "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear", "edge_softmax"]
