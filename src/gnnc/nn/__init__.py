@@ -27,6 +27,7 @@ from .conv import (
     TAGConv,
 )
 from .embedding import TypedEmbedding
+from .factory import RadiusGraph
 from .functional import edge_softmax
 from .glob import (
     AvgPooling,
@@ -49,13 +50,15 @@ from .gt import (
 from .hetero import HeteroGraphConv
 from .hetero_modules import HeteroEmbedding, HeteroLinear
 from .linear import TypedLinear
+from .link import EdgePredictor, TransE, TransR
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
            "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer", "EdgeConv",
-           "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv", "GlobalAttentionPooling", "GraphConv",
-           "GraphormerLayer", "HeteroEmbedding", "HeteroGraphConv", "HeteroLinear", "Identity", "JumpingKnowledge",
-           "LabelPropagation", "LapPosEncoder", "MaxPooling", "PNAConv", "PathEncoder", "RelGraphConv", "SAGEConv",
-           "SGConv", "Sequential", "Set2Set", "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d",
-           "SumPooling", "TAGConv", "TypedEmbedding", "TypedLinear", "edge_softmax"]
+           "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
+           "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "HeteroEmbedding", "HeteroGraphConv",
+           "HeteroLinear", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling",
+           "PNAConv", "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
+           "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE",
+           "TransR", "TypedEmbedding", "TypedLinear", "edge_softmax"]
