@@ -37,7 +37,8 @@ def assert_one_line_failure(code, err, *named):
 # --------------------------------------------------------------- failures
 FAILURES = [  # argv, then what the one line must name: the culprit and the fix
     (["info", "nosuch"], "'nosuch'", "gnnc datasets"),
-    (["explain", "--graph", "nosuch"], "'nosuch'", "choose one of cora, pubmed"),
+    (["explain", "--graph", "nosuch"], "'nosuch'", "choose one of cora-replica, pubmed-replica"),
+    (["explain", "--graph", "cora"], "'cora' means the real cora files", "say cora-replica"),
     (["train", "--minibatch", "--dataset", "nosuch"], "'nosuch'", "choose one of"),
     (["train", "--dataset", "pubmed"], "pubmed", "--minibatch"),
     (["train", "--minibatch", "--resume"], "--resume", "--checkpoint DIR"),
@@ -69,9 +70,7 @@ def test_missing_data_folder_names_the_path_its_origin_and_the_fix(tmp_path, mon
 def test_a_missing_output_folder_is_one_line(tmp_path, capsys):
     dot = tmp_path / "no" / "such" / "folder" / "g.dot"
     code, _, err = run(["explain", "--model", "gcn", "--scale", "0.02", "--dot", str(dot)], capsys)
-    note, failure = err.strip().splitlines()  # the note says the graph is a replica; then the failure
-    assert "synthetic replica" in note
-    assert_one_line_failure(code, failure, str(dot), "check the path")
+    assert_one_line_failure(code, err, str(dot), "check the path")
 
 
 def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
@@ -201,18 +200,19 @@ def test_info_reports_the_features_the_graph_has_and_its_scale(capsys):
 
 def test_explain_says_which_graph_and_scale_it_picked(capsys):
     code, out, err = run(["explain", "--model", "gcn", "--scale", "0.02"], capsys)
-    assert code == 0 and "cora: synthetic replica at scale 0.02" in out
-    assert "synthetic replica, not the real cora" in err
+    assert code == 0 and "cora-replica: synthetic replica at scale 0.02" in out and not err
 
 
-def test_minibatch_on_cora_says_loudly_it_is_a_synthetic_copy(monkeypatch, capsys):
+def test_minibatch_trains_cora_replica_and_refuses_the_bare_name_of_the_real_files(monkeypatch, capsys):
     import gnnc.minibatch
 
     calls = []
     monkeypatch.setattr(gnnc.minibatch, "run_cli", lambda dataset, **kw: calls.append((dataset, kw)) or 0)
     code, _, err = run(["train", "--minibatch", "--dataset", "cora"], capsys)
+    assert code == 2 and not calls
+    assert "'cora' means the real cora files, which gnnc train --minibatch does not read; say cora-replica" in err
+    code, _, _ = run(["train", "--minibatch", "--dataset", "cora-replica"], capsys)
     assert code == 0 and calls[0][0] == "cora" and calls[0][1]["scale"] == 0.01
-    assert "SYNTHETIC copy of cora at scale 0.01" in err and "drop --minibatch" in err
 
 
 def test_partition_prints_its_scale_before_and_the_bytes_written_after(tmp_path, capsys):
@@ -220,7 +220,8 @@ def test_partition_prints_its_scale_before_and_the_bytes_written_after(tmp_path,
                        capsys)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("mag: synthetic replica at scale 0.001 (0.1% of the published size), about 1,940")
+    assert lines[0].startswith("mag-replica: synthetic replica at scale 0.001 (0.1% of the published size), "
+                               "about 1,940")
     assert re.search(rf"[\d.]+ MiB in {re.escape(str(tmp_path / 'p'))}$", lines[-1])
 
 

@@ -4,8 +4,8 @@ Real data (cora, citeseer, FB15k-237, WN18RR) is found by the rule of
 ``gnnc.data.paths``: ``--data-dir``, else ``$GNNC_DATA``, else
 ``../shared/data`` beside a source checkout, else ``~/.cache/gnnc/data``.
 A graph name means the real files for cora/citeseer/FB15k-237/WN18RR in
-``info`` and full-batch ``train``; ``explain``, ``partition`` and
-``train --minibatch`` build synthetic replicas and say so, with their scale
+every command; their synthetic replicas are named as such (``cora-replica``,
+``gnnc.data.replicas``), and commands that build one say so, with its scale
 and size. Every failure is one line on stderr naming the culprit and the
 fix, exit code 2; ``--debug`` or ``GNNC_DEBUG=1`` shows the traceback.
 """
@@ -22,6 +22,7 @@ from . import progress
 from .backend import CHOICES as BACKENDS
 from .data.download_cli import add_download_arguments
 from .data.registry import REAL_DATASETS
+from .data.replicas import is_replica, label, registry_name
 from .spread import busy_warning, measure
 
 
@@ -77,13 +78,13 @@ def cmd_datasets(args) -> int:
     from .data import paths
 
     print("Synthetic replicas (gnnc.data.synthetic(name, scale=1.0, seed=0)); full-scale figures:")
-    print(f"  {'name':<9} {'kind':<14} {'nodes':>11} {'edges':>12} {'ntypes':>6} {'rels':>5} {'feat':>5}  source")
+    print(f"  {'name':<16} {'kind':<14} {'nodes':>11} {'edges':>12} {'ntypes':>6} {'rels':>5} {'feat':>5}  source")
     for d in data.list_datasets():
-        print(f"  {d.name:<9} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
+        print(f"  {label(d.name):<16} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
               f"{d.num_relations:>5} {d.feat_dim:>5}  {d.paper}")
     root = paths.data_root(args.data_dir)
     print(f"Real-data loaders (files under {paths.describe_root(args.data_dir)}); as a graph name, cora and "
-          f"citeseer mean these files, except in explain, partition and train --minibatch:")
+          f"citeseer mean these files in every command (their replicas: cora-replica, citeseer-replica):")
     for d in REAL_DATASETS.values():
         missing = d.missing(root)
         state = "found" if not missing else "absent" if len(missing) == len(d.files) else \
@@ -99,24 +100,21 @@ def scale_note(scale: float) -> str:
     return f"scale {scale:g} ({scale * 100:g}% of the published size)"
 
 
-def _check_synthetic(name: str, command: str) -> None:
-    from . import data
-
-    if name not in data.DATASETS:
-        raise UsageError(f"unknown synthetic graph {name!r}; choose one of {', '.join(data.DATASETS)} "
-                         f"(`gnnc datasets` lists them)")
-    if name in REAL_DATASETS:
-        print(f"gnnc {command}: note: {name!r} here is a synthetic replica, not the real {name} files",
-              file=sys.stderr)
+def _check_synthetic(name: str, command: str) -> str:
+    """The ``gnnc.data.synthetic`` name of replica ``name``; a real dataset's bare name is refused."""
+    try:
+        return registry_name(name, command)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def synthetic_replica(name: str, scale: float, command: str, **options):
     """``gnnc.data.synthetic(name, scale, **options)`` for a command line, saying what it builds and how big."""
     from . import data
 
-    _check_synthetic(name, command)
+    name = _check_synthetic(name, command)
     info = data.get_info(name)
-    print(f"{name}: synthetic replica at {scale_note(scale)}, about {round(info.num_nodes * scale):,} nodes and "
+    print(f"{label(name)}: synthetic replica at {scale_note(scale)}, about {round(info.num_nodes * scale):,} nodes and "
           f"{round(info.num_edges * scale):,} edges; --scale changes it", flush=True)
     return data.synthetic(name, scale=scale, **options)
 
@@ -146,7 +144,7 @@ def load_graph(spec: str, scale: float, data_dir: str | None, command: str = "in
         return data.load_kg(path).graph
     if spec.endswith((".tar.gz", ".tgz")) or Path(spec).is_dir():
         return data.load_kg(spec).graph
-    if spec in data.DATASETS:
+    if is_replica(spec):
         return synthetic_replica(spec, scale, command).graph
     raise UsageError(f"unknown graph {spec!r}: give a synthetic name ({', '.join(data.DATASETS)}), "
                      f"{'/'.join(REAL_DATASETS)}, or an existing .npz / KG path (`gnnc datasets` lists them)")
@@ -202,14 +200,10 @@ def cmd_train(args) -> int:
 
         if args.resume and not args.checkpoint:
             raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
-        dataset = args.dataset or "mag"
-        _check_synthetic(dataset, "train --minibatch")
+        dataset = _check_synthetic(args.dataset or "mag", "train --minibatch")
         if args.model not in (None, "rgcn", "rgat", "hgt"):
             raise UsageError(f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
                              "for full-batch gcn/gat on cora or citeseer")
-        if dataset in REAL_DATASETS:
-            print(f"gnnc train: --minibatch trains on a SYNTHETIC copy of {dataset} at scale {args.scale:g}, not on "
-                  f"the real {dataset} files; drop --minibatch to train on the real {dataset}", file=sys.stderr)
         return run_cli(dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
                        batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, hidden=args.hidden,
                        seed=args.seed, learnable=args.learnable, checkpoint_dir=args.checkpoint,
@@ -422,7 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
     exp.add_argument("--model", choices=EXPLAIN_MODELS, default="gat", help="reference model to explain")
-    exp.add_argument("--graph", default="cora", help="synthetic replica to trace on (`gnnc datasets` lists them)")
+    exp.add_argument("--graph", default="cora-replica",
+                     help="synthetic replica to trace on (`gnnc datasets` lists them)")
     exp.add_argument("--scale", type=SCALE, default=0.05, help="replica scale (the graph's size sets the FLOPs shown)")
     exp.add_argument("--feat-dim", type=POSITIVE, default=16, help="input feature width")
     exp.add_argument("--dot", metavar="FILE", help="also write the optimized graphs as Graphviz dot here")

@@ -16,8 +16,8 @@ def add_partition_parser(subparsers) -> argparse.ArgumentParser:
                                           "replica at --scale (default 1: the full published size, gigabytes "
                                           "for mag); the command prints the size before it starts and the bytes "
                                           "written at the end.")
-    p.add_argument("graph", help="synthetic name (a replica, even cora/citeseer), FB15k-237/WN18RR, or a "
-                                 ".npz/.tar.gz path")
+    p.add_argument("graph", help="a synthetic replica (cora-replica, mag, ...), the real cora/citeseer/FB15k-237/"
+                                 "WN18RR, or a .npz/.tar.gz path")
     p.add_argument("--method", choices=["meta", "metis", "random"], default="meta",
                    help="meta: Heta's metatree partitions; metis / random: edge-cut partitions of the nodes")
     p.add_argument("--parts", type=POSITIVE, required=True, help="number of partitions")
@@ -67,10 +67,10 @@ def cmd_partition(args) -> int:
 
 def _load(args):
     """(graph, target type or None) for the command line's graph spec."""
-    from .. import data
     from ..cli import load_graph, synthetic_replica
+    from ..data.replicas import is_replica
 
-    if args.graph in data.DATASETS:
+    if is_replica(args.graph):
         ds = synthetic_replica(args.graph, args.scale, "partition", seed=args.seed)
         return ds.graph, args.target or ds.target_ntype
     g = load_graph(args.graph, args.scale, args.data_dir, "partition")
