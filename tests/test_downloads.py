@@ -227,3 +227,12 @@ def test_dgl_tutorials_run_unchanged_on_downloaded_data(tmp_path, server, script
     assert f"cora: 8 files in {tmp_path / 'data'}" in done.stdout
     assert "In epoch 95, loss:" in done.stdout
     assert script.startswith("1") or "AUC" in done.stdout
+
+
+def test_info_states_how_planetoid_features_are_processed(shared_data, capsys):
+    if not (shared_data / "planetoid" / "ind.cora.x").is_file():
+        pytest.skip("no real Planetoid files")
+    assert main(["info", "cora", "--data-dir", str(shared_data)]) == 0
+    out = capsys.readouterr().out
+    assert "processing: features as the files hold them (not normalised)" in out
+    assert "gnnc.data.CoraGraphDataset() (dgl.data.CoraGraphDataset through the alias) row-normalises" in out

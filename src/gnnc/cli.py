@@ -20,6 +20,7 @@ import torch
 
 from . import progress
 from .backend import CHOICES as BACKENDS
+from .data.citation import processing_note
 from .data.download_cli import add_download_arguments
 from .data.registry import REAL_DATASETS
 from .data.replicas import is_replica, label, registry_name
@@ -168,6 +169,8 @@ def cmd_info(args) -> int:
     else:
         for t in g.ntypes:
             print(f"node features of {t}: {_features(g.nodes[t].data)}")
+    if note := processing_note(args.graph):
+        print(note)
     return 0
 
 

@@ -94,3 +94,16 @@ class PubmedGraphDataset(_OneCitationGraph):
     """Pubmed: 19,717 nodes, 88,651 edges, 500 features, 3 classes (60 / 500 / 1,000 split)."""
 
     NAME = "pubmed"
+
+
+def processing_note(name: str) -> str | None:
+    """What ``load_planetoid`` (``gnnc info``, ``gnnc train``) gives for Planetoid ``name`` and what the DGL
+    classes give, for ``gnnc info``; None for other names."""
+    classes = {"cora": CoraGraphDataset, "citeseer": CiteseerGraphDataset, "pubmed": PubmedGraphDataset}
+    cls = classes.get(name.lower())
+    if cls is None:
+        return None
+    return (f"processing: features as the files hold them (not normalised) and no self-loops, as "
+            f"gnnc.data.load_planetoid and PyG read them; gnnc.data.{cls.__name__}() (dgl.data.{cls.__name__} "
+            f"through the alias) row-normalises the features and keeps the files' self-loops as DGL does "
+            f"(row_normalize=False keeps the features raw)")
