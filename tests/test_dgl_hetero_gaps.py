@@ -139,6 +139,16 @@ def test_to_heterogeneous_takes_dgls_metagraph():
         assert hg.edges[("a", "r", "a")].data["_ID"].tolist() == [2, 3]
 
 
+
+def test_to_heterogeneous_refuses_a_metagraph_when_names_repeat():
+    """DGL reads a repeated relation name as its last type id and drops the other relation's edges, silently."""
+    hg = gnnc.heterograph({("a", "r", "b"): ([0], [0]), ("b", "s", "a"): ([0], [0]), ("a", "r", "a"): ([0, 0], [0, 0])})
+    back = gnnc.to_heterogeneous(gnnc.to_homogeneous(hg), hg.ntypes, hg.etypes)
+    assert [back.num_edges(k) for k in back.canonical_etypes] == [2, 1, 1]
+    with pytest.raises(ValueError, match=r"\['r'\] stand for several type ids"):
+        gnnc.to_heterogeneous(gnnc.to_homogeneous(hg), hg.ntypes, hg.etypes, metagraph=hg.metagraph())
+
+
 def test_to_homogeneous_combines_features_as_dgl():
     """DGL reads the features on the types with nodes: a type without nodes need not hold them, and one a
     later type lacks is dropped; two row shapes raise."""

@@ -67,6 +67,7 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
     if metagraph is None:
         kinds = torch.unique(triple, dim=0).tolist()
     else:
+        _names_tell_relations_apart(etypes)
         kinds = [(ntypes.index(s), etypes.index(r), ntypes.index(d)) for s, d, r in metagraph.edges(keys=True)]
     groups = [torch.nonzero((triple == triple.new_tensor(kind)).all(1)).flatten() for kind in kinds]
     keys = [(ntypes[s], etypes[r], ntypes[d]) for s, r, d in kinds]
@@ -88,4 +89,15 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
     return out
 
 
-__all__ = ["to_homogeneous", "to_heterogeneous"]
+def _names_tell_relations_apart(etypes) -> None:
+    """A metagraph names relations by name: refuse ``etypes`` where one name stands for two type ids (DGL then
+    takes the last id and silently drops the other relation's edges)."""
+    twice = sorted({name for name in etypes if list(etypes).count(name) > 1})
+    if twice:
+        raise ValueError(f"to_heterogeneous(metagraph=...): relation name(s) {twice} stand for several type ids in "
+                         "etypes, so the metagraph's relations cannot be told apart by name (DGL keeps the last id "
+                         "and drops the other relations' edges); pass metagraph=None to take the relations from the "
+                         "edges")
+
+
+__all__ = ["to_heterogeneous", "to_homogeneous"]
