@@ -160,6 +160,10 @@ def cases(G, nn):
         "heteroembedding": (Values(nn.HeteroEmbedding({"user": 2, follows: 3}, 4)),
                             ({"user": torch.tensor([1, 0, 1]), follows: torch.tensor([2])},), {}, False),
     })
+    out.update({
+        "grouprevres": (WithGraph(nn.GroupRevRes(nn.GraphConv(2, 2), 2), g), (x(6),), {}, True),
+        "grouprevres-4": (WithGraph(nn.GroupRevRes(nn.GraphConv(1, 1, norm="right"), 4), g), (x(6),), {}, True),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -243,6 +247,10 @@ EXPECTED = {
         [-10.852689590374396, 0.35779069807347047, 9.651685353558095]),
     "graphormerlayer-mul-norm-first": ({"attn.k_proj.bias": (8,), "attn.k_proj.weight": (8, 8), "attn.out_proj.bias": (8,), "attn.out_proj.weight": (8, 8), "attn.q_proj.bias": (8,), "attn.q_proj.weight": (8, 8), "attn.v_proj.bias": (8,), "attn.v_proj.weight": (8, 8), "attn_layer_norm.bias": (8,), "attn_layer_norm.weight": (8,), "ffn.0.bias": (6,), "ffn.0.weight": (6, 8), "ffn.3.bias": (8,), "ffn.3.weight": (8, 6), "ffn_layer_norm.bias": (8,), "ffn_layer_norm.weight": (8,)},
         [-10.488428058171122, -1.4523076131374526, 92.35677912784296]),
+    "grouprevres": ({"layer.gnn_modules.0.bias": (2,), "layer.gnn_modules.0.weight": (2, 2), "layer.gnn_modules.1.bias": (2,), "layer.gnn_modules.1.weight": (2, 2)},
+        [-2.91073095938769, -2.4967015260147964, 20.85296722849105]),
+    "grouprevres-4": ({"layer.gnn_modules.0.bias": (1,), "layer.gnn_modules.0.weight": (1, 1), "layer.gnn_modules.1.bias": (1,), "layer.gnn_modules.1.weight": (1, 1), "layer.gnn_modules.2.bias": (1,), "layer.gnn_modules.2.weight": (1, 1), "layer.gnn_modules.3.bias": (1,), "layer.gnn_modules.3.weight": (1, 1)},
+        [5.088742135765977, -1.5484719254690626, 15.005758860492273]),
     "heteroembedding": ({"module.embeds.('user', 'follows', 'user').weight": (3, 4), "module.embeds.user.weight": (2, 4)},
         [2.4030212736693066, 2.57215460551949, 2.6003710351047538]),
     "heterolinear": ({"module.linears.('user', 'follows', 'user').bias": (3,), "module.linears.('user', 'follows', 'user').weight": (3, 4), "module.linears.user.bias": (3,), "module.linears.user.weight": (3, 2)},
@@ -364,3 +372,15 @@ def test_block_adjacency_is_destinations_by_sources():
     dense.load_state_dict(conv.state_dict())
     feat = torch.randn(5, 4)
     torch.testing.assert_close(dense(block.adj_external(transpose=True).to_dense(), feat), conv(block, feat))
+
+
+def test_group_rev_res_keeps_its_input_and_has_gradients():
+    """DGL frees the input's storage until the backward pass; gnnc's input stays readable, and gradients
+    reach every group's copy of the layer."""
+    g = gnnc.graph((torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 0])))
+    h = torch.randn(4, 6, requires_grad=True)
+    kept = h.detach().clone()
+    model = gnnc.nn.GroupRevRes(gnnc.nn.GraphConv(2, 2), 3)
+    model(g, h).square().sum().backward()
+    assert torch.equal(h.detach(), kept) and h.grad.shape == (4, 6)
+    assert all(m.weight.grad is not None and m.weight.grad.abs().sum() > 0 for m in model.gnn_modules)

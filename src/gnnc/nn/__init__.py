@@ -20,6 +20,7 @@ from .conv import (
     GATv2Conv,
     GINConv,
     GraphConv,
+    GroupRevRes,
     PNAConv,
     RelGraphConv,
     SAGEConv,
@@ -57,8 +58,8 @@ from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
            "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer", "EdgeConv",
            "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "HeteroEmbedding", "HeteroGraphConv",
-           "HeteroLinear", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling",
-           "PNAConv", "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
-           "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE",
-           "TransR", "TypedEmbedding", "TypedLinear", "edge_softmax"]
+           "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "GroupRevRes", "HeteroEmbedding",
+           "HeteroGraphConv", "HeteroLinear", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
+           "MaxPooling", "PNAConv", "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential",
+           "Set2Set", "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv",
+           "TransE", "TransR", "TypedEmbedding", "TypedLinear", "edge_softmax"]

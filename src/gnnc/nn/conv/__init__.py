@@ -16,6 +16,7 @@ from .gatconv import GATConv
 from .gatv2conv import GATv2Conv
 from .ginconv import GINConv
 from .graphconv import GraphConv
+from .grouprevres import GroupRevRes
 from .pnaconv import PNAConv
 from .relgraphconv import RelGraphConv
 from .sageconv import SAGEConv
@@ -24,4 +25,4 @@ from .tagconv import TAGConv
 
 __all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv",
            "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GraphConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+           "GraphConv", "GroupRevRes", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
