@@ -15,7 +15,8 @@ What the alias holds:
   ``to_block``;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
   ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
-  ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` and ``dgl.nn.functional``: its modules;
+  ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` / ``.link`` / ``.factory``
+  and ``dgl.nn.functional``: its modules;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
   ``gnnc.compat.dgl_base``).
 
@@ -44,6 +45,9 @@ _SAME = {
     "dgl.nn.pytorch.hetero": "gnnc.nn.hetero",
     "dgl.nn.pytorch.linear": "gnnc.nn.linear",
     "dgl.nn.pytorch.utils": "gnnc.nn.utils",
+    "dgl.nn.pytorch.gt": "gnnc.nn.gt",
+    "dgl.nn.pytorch.link": "gnnc.nn.link",
+    "dgl.nn.pytorch.factory": "gnnc.nn.factory",
     "dgl.nn.functional": "gnnc.nn.functional",
     "dgl.backend": "gnnc.compat.dgl_backend",
     "dgl.base": "gnnc.compat.dgl_base",
