@@ -24,7 +24,10 @@ def main() -> None:
     p.add_argument("--models", nargs="+", default=["gcn", "gat"], choices=["gcn", "gat"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
     args = p.parse_args()
-    ds = data.load_planetoid(args.dataset, Path(args.data_dir) / "planetoid" if args.data_dir else None)
+    try:
+        ds = data.load_planetoid(args.dataset, Path(args.data_dir) / "planetoid" if args.data_dir else None)
+    except data.paths.DataNotFoundError as err:  # one line naming the folder and the download command
+        raise SystemExit(f"train_cora.py: {err}") from None
     for name in args.models:
         accs = []
         for seed in args.seeds:

@@ -236,3 +236,20 @@ def test_info_states_how_planetoid_features_are_processed(shared_data, capsys):
     out = capsys.readouterr().out
     assert "processing: features as the files hold them (not normalised)" in out
     assert "gnnc.data.CoraGraphDataset() (dgl.data.CoraGraphDataset through the alias) row-normalises" in out
+
+
+def test_missing_files_name_the_download_command_and_a_clean_path(no_default_data, tmp_path):
+    from gnnc.data import load_planetoid
+    from gnnc.data.paths import DataNotFoundError
+
+    with pytest.raises(DataNotFoundError, match="gnnc datasets download NAME") as err:
+        load_planetoid("cora")
+    assert f"{no_default_data / 'planetoid'}, under {no_default_data} (the per-user default)" in str(err.value)
+    with pytest.raises(DataNotFoundError) as err:
+        load_planetoid("cora", tmp_path / "nowhere")
+    assert str(err.value).endswith(f"or none to use {no_default_data / 'planetoid'} (the per-user default)")
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "train_cora.py"), "--data-dir",
+                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("train_cora.py: Planetoid folder for 'cora' not found")

@@ -68,8 +68,8 @@ def describe_root(explicit=None) -> str:
 
 def fix_hint() -> str:
     """The one-line fix for missing data files."""
-    return (f"put the files there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/ and kg/ "
-            f"(order: {RULE})")
+    return (f"fetch them with `gnnc datasets download NAME` (`gnnc datasets` lists the names), put the files "
+            f"there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/ and kg/ (order: {RULE})")
 
 
 def resolve(path, subdir: str, what: str, root=None) -> Path:
@@ -80,8 +80,9 @@ def resolve(path, subdir: str, what: str, root=None) -> Path:
     if path is not None:
         path = Path(path)
         if not path.exists():
+            default, origin = _choose(root)
             raise DataNotFoundError(f"{what} not found at {path}; give an existing path, or none to use "
-                                    f"{describe_root(root)}/{subdir}")
+                                    f"{default / subdir} ({origin})")
         return path
     path = data_root(root) / subdir
     if not path.exists():
