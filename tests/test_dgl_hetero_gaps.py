@@ -65,6 +65,16 @@ def test_wildcard_slice_of_one_relation_is_its_view_and_same_types_make_one_node
         g["user", 0:1, "user"]
 
 
+def test_wildcard_slice_of_a_block_is_refused_where_it_would_flatten():
+    """DGL's flattened block counts its destination nodes per side (4 here); gnnc refuses rather than differ."""
+    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]), ("user", "plays", "game"): ([0, 1], [0, 1]),
+                          ("user", "wishes", "game"): ([0, 2], [1, 0])})
+    block = gnnc.to_block(g, {"game": torch.tensor([0, 1]), "user": torch.tensor([1, 2])})
+    assert block["user", :, "user"].num_edges() == block.num_edges("follows")  # one relation: its view
+    with pytest.raises(NotImplementedError, match="several relations of a block"):
+        block[:, :, :]
+
+
 def test_a_name_several_relations_share_flattens_them():
     g = gnnc.heterograph({("a", "r", "b"): ([0], [1]), ("b", "r", "a"): ([0], [1])})
     fg = g["r"]

@@ -48,6 +48,10 @@ def matching_relations(g, key) -> list[int]:
 
 def flatten_relations(g, rels: list[int]) -> Graph:
     """The graph flattening relations ``rels`` (ids, graph order) of ``g``, as DGL's."""
+    if g.is_block:
+        raise NotImplementedError("a slice matching several relations of a block: gnnc flattens the relations of a "
+                                  "graph, not of a block (DGL's result is a block with its own source and "
+                                  "destination counts); slice one relation, or flatten the graph before to_block")
     triples = [g.canonical_etypes[r] for r in rels]
     size = [g.num_nodes(t) for t in g.ntypes]
     src_types = sorted({g.ntype_id(s) for s, _, _ in triples})
