@@ -164,6 +164,16 @@ def cases(G, nn):
         "grouprevres": (WithGraph(nn.GroupRevRes(nn.GraphConv(2, 2), 2), g), (x(6),), {}, True),
         "grouprevres-4": (WithGraph(nn.GroupRevRes(nn.GraphConv(1, 1, norm="right"), 4), g), (x(6),), {}, True),
     })
+    ntypes, etypes = torch.tensor([0, 1, 1, 0, 1, 0]), torch.tensor([0, 2, 1, 1, 0, 2, 2, 0, 1, 1])
+    block = G.to_block(G.in_subgraph(g, torch.tensor([0, 1, 2])), torch.tensor([0, 1, 2]))
+    block_rows = block.srcdata["_ID"]
+    out.update({
+        "hgtconv": (WithGraph(nn.HGTConv(4, 2, 2, 2, 3), g), (x(6), ntypes, etypes), {}, True),
+        "hgtconv-residual-norm": (WithGraph(nn.HGTConv(3, 2, 1, 2, 3, use_norm=True), g), (x(6, 3), ntypes, etypes),
+                                  {}, True),
+        "hgtconv-block": (WithGraph(nn.HGTConv(4, 4, 1, 2, 3), block),
+                          (x(6)[block_rows], ntypes[block_rows], etypes[block.edata["_ID"]]), {}, True),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -255,6 +265,12 @@ EXPECTED = {
         [2.4030212736693066, 2.57215460551949, 2.6003710351047538]),
     "heterolinear": ({"module.linears.('user', 'follows', 'user').bias": (3,), "module.linears.('user', 'follows', 'user').weight": (3, 4), "module.linears.user.bias": (3,), "module.linears.user.weight": (3, 2)},
         [6.456448621456039, 0.5248223200625285, 5.498145944345177]),
+    "hgtconv": ({"layer.linear_a.W": (2, 4, 4), "layer.linear_k.W": (2, 4, 4), "layer.linear_q.W": (2, 4, 4), "layer.linear_v.W": (2, 4, 4), "layer.relation_att.0.W": (3, 2, 2), "layer.relation_att.1.W": (3, 2, 2), "layer.relation_msg.0.W": (3, 2, 2), "layer.relation_msg.1.W": (3, 2, 2), "layer.relation_pri.0": (3,), "layer.relation_pri.1": (3,), "layer.skip": (2,)},
+        [1.3371149910731581, -0.5387511269288521, 2.442482087345572]),
+    "hgtconv-block": ({"layer.linear_a.W": (2, 4, 4), "layer.linear_k.W": (2, 4, 4), "layer.linear_q.W": (2, 4, 4), "layer.linear_v.W": (2, 4, 4), "layer.relation_att.0.W": (3, 4, 4), "layer.relation_msg.0.W": (3, 4, 4), "layer.relation_pri.0": (3,), "layer.skip": (2,)},
+        [0.27361364380782915, -0.7890254996789456, 2.0333253809697496]),
+    "hgtconv-residual-norm": ({"layer.linear_a.W": (2, 2, 2), "layer.linear_k.W": (2, 3, 2), "layer.linear_q.W": (2, 3, 2), "layer.linear_v.W": (2, 3, 2), "layer.norm.bias": (2,), "layer.norm.weight": (2,), "layer.relation_att.0.W": (3, 2, 2), "layer.relation_msg.0.W": (3, 2, 2), "layer.relation_pri.0": (3,), "layer.residual_w": (3, 2), "layer.skip": (2,)},
+        [-4.403604004968792, -0.10554166766903039, 1.7680846232638934]),
     "jumpingknowledge-cat": ({},
         [1.0540332569739033, -2.7394745146727555, 24.246645322596528]),
     "jumpingknowledge-lstm": ({"att.bias": (1,), "att.weight": (1, 8), "lstm.bias_hh_l0": (16,), "lstm.bias_hh_l0_reverse": (16,), "lstm.bias_ih_l0": (16,), "lstm.bias_ih_l0_reverse": (16,), "lstm.weight_hh_l0": (16, 4), "lstm.weight_hh_l0_reverse": (16, 4), "lstm.weight_ih_l0": (16, 4), "lstm.weight_ih_l0_reverse": (16, 4)},

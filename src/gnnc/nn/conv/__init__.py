@@ -17,6 +17,7 @@ from .gatv2conv import GATv2Conv
 from .ginconv import GINConv
 from .graphconv import GraphConv
 from .grouprevres import GroupRevRes
+from .hgtconv import HGTConv
 from .pnaconv import PNAConv
 from .relgraphconv import RelGraphConv
 from .sageconv import SAGEConv
@@ -25,4 +26,4 @@ from .tagconv import TAGConv
 
 __all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv",
            "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GraphConv", "GroupRevRes", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+           "GraphConv", "GroupRevRes", "HGTConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
