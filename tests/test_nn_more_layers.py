@@ -174,6 +174,14 @@ def cases(G, nn):
         "hgtconv-block": (WithGraph(nn.HGTConv(4, 4, 1, 2, 3), block),
                           (x(6)[block_rows], ntypes[block_rows], etypes[block.edata["_ID"]]), {}, True),
     })
+    sets = G.batch([G.graph((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]))),
+                    G.graph((torch.tensor([0, 1]), torch.tensor([1, 0])))])
+    out.update({
+        "settransformerencoder-sab": (WithGraph(nn.SetTransformerEncoder(4, 2, 2, 6, 2), sets), (x(5),), {}, False),
+        "settransformerencoder-isab": (WithGraph(nn.SetTransformerEncoder(4, 2, 3, 6, 1, "isab", 2), sets), (x(5),),
+                                       {}, False),
+        "settransformerdecoder": (WithGraph(nn.SetTransformerDecoder(4, 2, 2, 6, 1, 3), sets), (x(5),), {}, False),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -307,6 +315,12 @@ EXPECTED = {
         [-21.05991567630987, -11.94122981691864, 2053.6094248628133]),
     "sequential-list": ({"layer.0.bias": (4,), "layer.0.weight": (4, 4), "layer.1.bias": (2,), "layer.1.weight": (4, 2)},
         [-4.224699014445872, -0.9511253748531839, 4.269358447647329]),
+    "settransformerdecoder": ({"layer.layers.0.mha.ffn.0.bias": (6,), "layer.layers.0.mha.ffn.0.weight": (6, 4), "layer.layers.0.mha.ffn.3.bias": (4,), "layer.layers.0.mha.ffn.3.weight": (4, 6), "layer.layers.0.mha.norm_in.bias": (4,), "layer.layers.0.mha.norm_in.weight": (4,), "layer.layers.0.mha.norm_inter.bias": (4,), "layer.layers.0.mha.norm_inter.weight": (4,), "layer.layers.0.mha.proj_k.weight": (4, 4), "layer.layers.0.mha.proj_o.weight": (4, 4), "layer.layers.0.mha.proj_q.weight": (4, 4), "layer.layers.0.mha.proj_v.weight": (4, 4), "layer.pma.ffn.0.bias": (6,), "layer.pma.ffn.0.weight": (6, 4), "layer.pma.ffn.3.bias": (4,), "layer.pma.ffn.3.weight": (4, 6), "layer.pma.mha.ffn.0.bias": (6,), "layer.pma.mha.ffn.0.weight": (6, 4), "layer.pma.mha.ffn.3.bias": (4,), "layer.pma.mha.ffn.3.weight": (4, 6), "layer.pma.mha.norm_in.bias": (4,), "layer.pma.mha.norm_in.weight": (4,), "layer.pma.mha.norm_inter.bias": (4,), "layer.pma.mha.norm_inter.weight": (4,), "layer.pma.mha.proj_k.weight": (4, 4), "layer.pma.mha.proj_o.weight": (4, 4), "layer.pma.mha.proj_q.weight": (4, 4), "layer.pma.mha.proj_v.weight": (4, 4), "layer.pma.seed_vectors": (3, 4)},
+        [8.710127617698992, -0.08190662308708571, 3.77889421972446]),
+    "settransformerencoder-isab": ({"layer.layers.0.inducing_points": (2, 4), "layer.layers.0.mha.0.ffn.0.bias": (6,), "layer.layers.0.mha.0.ffn.0.weight": (6, 4), "layer.layers.0.mha.0.ffn.3.bias": (4,), "layer.layers.0.mha.0.ffn.3.weight": (4, 6), "layer.layers.0.mha.0.norm_in.bias": (4,), "layer.layers.0.mha.0.norm_in.weight": (4,), "layer.layers.0.mha.0.norm_inter.bias": (4,), "layer.layers.0.mha.0.norm_inter.weight": (4,), "layer.layers.0.mha.0.proj_k.weight": (6, 4), "layer.layers.0.mha.0.proj_o.weight": (4, 6), "layer.layers.0.mha.0.proj_q.weight": (6, 4), "layer.layers.0.mha.0.proj_v.weight": (6, 4), "layer.layers.0.mha.1.ffn.0.bias": (6,), "layer.layers.0.mha.1.ffn.0.weight": (6, 4), "layer.layers.0.mha.1.ffn.3.bias": (4,), "layer.layers.0.mha.1.ffn.3.weight": (4, 6), "layer.layers.0.mha.1.norm_in.bias": (4,), "layer.layers.0.mha.1.norm_in.weight": (4,), "layer.layers.0.mha.1.norm_inter.bias": (4,), "layer.layers.0.mha.1.norm_inter.weight": (4,), "layer.layers.0.mha.1.proj_k.weight": (6, 4), "layer.layers.0.mha.1.proj_o.weight": (4, 6), "layer.layers.0.mha.1.proj_q.weight": (6, 4), "layer.layers.0.mha.1.proj_v.weight": (6, 4)},
+        [-10.540833261910194, -0.2402772097946109, 6.485270060098516]),
+    "settransformerencoder-sab": ({"layer.layers.0.mha.ffn.0.bias": (6,), "layer.layers.0.mha.ffn.0.weight": (6, 4), "layer.layers.0.mha.ffn.3.bias": (4,), "layer.layers.0.mha.ffn.3.weight": (4, 6), "layer.layers.0.mha.norm_in.bias": (4,), "layer.layers.0.mha.norm_in.weight": (4,), "layer.layers.0.mha.norm_inter.bias": (4,), "layer.layers.0.mha.norm_inter.weight": (4,), "layer.layers.0.mha.proj_k.weight": (4, 4), "layer.layers.0.mha.proj_o.weight": (4, 4), "layer.layers.0.mha.proj_q.weight": (4, 4), "layer.layers.0.mha.proj_v.weight": (4, 4), "layer.layers.1.mha.ffn.0.bias": (6,), "layer.layers.1.mha.ffn.0.weight": (6, 4), "layer.layers.1.mha.ffn.3.bias": (4,), "layer.layers.1.mha.ffn.3.weight": (4, 6), "layer.layers.1.mha.norm_in.bias": (4,), "layer.layers.1.mha.norm_in.weight": (4,), "layer.layers.1.mha.norm_inter.bias": (4,), "layer.layers.1.mha.norm_inter.weight": (4,), "layer.layers.1.mha.proj_k.weight": (4, 4), "layer.layers.1.mha.proj_o.weight": (4, 4), "layer.layers.1.mha.proj_q.weight": (4, 4), "layer.layers.1.mha.proj_v.weight": (4, 4)},
+        [7.679587043343723, -0.11088281551529366, 5.046808635771405]),
     "spatialencoder": ({"embedding_table.weight": (4, 3)},
         [-6.173106343210959, 2.931342106039538, 6.849704889073626]),
     "spatialencoder3d": ({"beta.weight": (9, 1), "gamma.weight": (9, 1), "linear_layer_1.bias": (4,), "linear_layer_1.weight": (4, 4), "linear_layer_2.bias": (2,), "linear_layer_2.weight": (2, 4), "means": (4,), "stds": (4,)},

@@ -53,6 +53,7 @@ from .hetero import HeteroGraphConv
 from .hetero_modules import HeteroEmbedding, HeteroLinear
 from .linear import TypedLinear
 from .link import EdgePredictor, TransE, TransR
+from .set_transformer import SetTransformerDecoder, SetTransformerEncoder
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
@@ -62,5 +63,6 @@ __all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "De
            "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "GroupRevRes", "HGTConv", "HeteroEmbedding",
            "HeteroGraphConv", "HeteroLinear", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
            "MaxPooling", "PNAConv", "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential",
-           "Set2Set", "SortPooling", "SparseAdam", "SpatialEncoder", "SpatialEncoder3d", "SumPooling", "TAGConv",
-           "TransE", "TransR", "TypedEmbedding", "TypedLinear", "edge_softmax"]
+           "Set2Set", "SetTransformerDecoder", "SetTransformerEncoder", "SortPooling", "SparseAdam", "SpatialEncoder",
+           "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE", "TransR", "TypedEmbedding", "TypedLinear",
+           "edge_softmax"]
