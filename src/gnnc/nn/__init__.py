@@ -4,8 +4,10 @@ readout modules (``glob``) and ``edge_softmax`` (``functional``); and gnnc's own
 message passing: per-type input embeddings (``TypedEmbedding``) and the lazy, per-row ``SparseAdam`` that
 updates them."""
 from .conv import (
+    AGNNConv,
     APPNPConv,
     AtomicConv,
+    CFConv,
     ChebConv,
     DenseChebConv,
     DenseGraphConv,
@@ -17,11 +19,16 @@ from .conv import (
     EGATConv,
     EGNNConv,
     GATConv,
+    GatedGraphConv,
     GATv2Conv,
+    GCN2Conv,
     GINConv,
+    GINEConv,
+    GMMConv,
     GraphConv,
     GroupRevRes,
     HGTConv,
+    NNConv,
     PNAConv,
     RelGraphConv,
     SAGEConv,
@@ -57,12 +64,13 @@ from .set_transformer import SetTransformerDecoder, SetTransformerEncoder
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
-__all__ = ["APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "ChebConv", "DegreeEncoder", "DenseChebConv",
-           "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer", "EdgeConv",
-           "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GlobalAttentionPooling", "GraphConv", "GraphormerLayer", "GroupRevRes", "HGTConv", "HeteroEmbedding",
-           "HeteroGraphConv", "HeteroLinear", "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder",
-           "MaxPooling", "PNAConv", "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential",
-           "Set2Set", "SetTransformerDecoder", "SetTransformerEncoder", "SortPooling", "SparseAdam", "SpatialEncoder",
+__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "CFConv", "ChebConv", "DegreeEncoder",
+           "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer",
+           "EdgeConv", "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GCN2Conv",
+           "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GlobalAttentionPooling", "GraphConv",
+           "GraphormerLayer", "GroupRevRes", "HGTConv", "HeteroEmbedding", "HeteroGraphConv", "HeteroLinear",
+           "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "NNConv", "PNAConv",
+           "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
+           "SetTransformerDecoder", "SetTransformerEncoder", "SortPooling", "SparseAdam", "SpatialEncoder",
            "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE", "TransR", "TypedEmbedding", "TypedLinear",
            "edge_softmax"]

@@ -1,7 +1,9 @@
 """DGL's graph convolution layers (``dgl.nn.pytorch.conv``) with DGL 2.1's constructors, parameter names and
 numbers, written as gnnc message passing (so ``gnnc.compile`` compiles them). One layer per module."""
+from .agnnconv import AGNNConv
 from .appnpconv import APPNPConv
 from .atomicconv import AtomicConv
+from .cfconv import CFConv
 from .chebconv import ChebConv
 from .densechebconv import DenseChebConv
 from .densegraphconv import DenseGraphConv
@@ -13,17 +15,23 @@ from .edgeweightnorm import EdgeWeightNorm
 from .egatconv import EGATConv
 from .egnnconv import EGNNConv
 from .gatconv import GATConv
+from .gatedgraphconv import GatedGraphConv
 from .gatv2conv import GATv2Conv
+from .gcn2conv import GCN2Conv
 from .ginconv import GINConv
+from .gineconv import GINEConv
+from .gmmconv import GMMConv
 from .graphconv import GraphConv
 from .grouprevres import GroupRevRes
 from .hgtconv import HGTConv
+from .nnconv import NNConv
 from .pnaconv import PNAConv
 from .relgraphconv import RelGraphConv
 from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
 
-__all__ = ["APPNPConv", "AtomicConv", "ChebConv", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv",
-           "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GINConv",
-           "GraphConv", "GroupRevRes", "HGTConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "CFConv", "ChebConv", "DenseChebConv", "DenseGraphConv",
+           "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm",
+           "GATConv", "GATv2Conv", "GCN2Conv", "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GraphConv",
+           "GroupRevRes", "HGTConv", "NNConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]

@@ -26,6 +26,31 @@ def expand_as_pair(feat, graph=None):
     return feat, feat
 
 
+class ZeroInDegreeOption:
+    """DGL's ``set_allow_zero_in_degree`` for the layers that refuse zero in-degree nodes (``check_in_degrees``)
+    unless ``_allow_zero_in_degree``."""
+
+    def set_allow_zero_in_degree(self, set_value):
+        self._allow_zero_in_degree = set_value
+
+
+def register_scalar(module, name: str, value: float, learn: bool) -> None:
+    """``module.<name>``: ``[value]`` (float32), a parameter when ``learn``, else a buffer, as DGL's."""
+    tensor = torch.tensor([float(value)], dtype=torch.float32)
+    if learn:
+        setattr(module, name, torch.nn.Parameter(tensor))
+    else:
+        module.register_buffer(name, tensor)
+
+
+def dst_name(graph, name: str) -> str:
+    """Where a layer writes the destination side of a feature DGL writes as ``name`` on both sides: on a block
+    (whose sides are two stores, in DGL as in gnnc) a name of its own, so a compiled plan reads two features
+    rather than one whose sides differ; elsewhere ``name`` (one store on a homogeneous graph, where DGL's
+    destination write replaces the source values)."""
+    return f"{name}_dst" if is_block(graph) else name
+
+
 def is_block(graph) -> bool:
     return getattr(graph, "is_block", False)  # a relation slice (``g[etype]``) is never one
 

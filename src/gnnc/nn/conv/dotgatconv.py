@@ -5,11 +5,11 @@ from torch import nn
 
 from ... import function as fn
 from ...ops import edge_softmax
-from .common import check_in_degrees, is_block
+from .common import ZeroInDegreeOption, check_in_degrees, dst_name, is_block
 from .heads import add_projections
 
 
-class DotGatConv(nn.Module):
+class DotGatConv(ZeroInDegreeOption, nn.Module):
     """Dot-product attention, DGL 2.1's ``DotGatConv``. Per head k, with ``z = fc(x)``:
 
         a_uv  = softmax of <z_u, z_v> / sqrt(D) over the in-edges of v
@@ -25,9 +25,6 @@ class DotGatConv(nn.Module):
         add_projections(self, in_feats, out_feats, num_heads)
         self._allow_zero_in_degree = allow_zero_in_degree
 
-    def set_allow_zero_in_degree(self, set_value):
-        self._allow_zero_in_degree = set_value
-
     def forward(self, graph, feat, get_attention=False):
         with graph.local_scope():
             check_in_degrees(graph, self._allow_zero_in_degree)
@@ -39,8 +36,8 @@ class DotGatConv(nn.Module):
                 if is_block(graph):
                     z_dst = z_src[:graph.number_of_dst_nodes()]
             graph.srcdata["ft"] = z_src
-            graph.dstdata["ft"] = z_dst
-            graph.apply_edges(fn.u_dot_v("ft", "ft", "a"))
+            graph.dstdata[dst_name(graph, "ft")] = z_dst
+            graph.apply_edges(fn.u_dot_v("ft", dst_name(graph, "ft"), "a"))
             attention = edge_softmax(graph, graph.edata["a"] / self._out_feats ** 0.5)
             graph.edata["sa"] = attention
             graph.update_all(fn.u_mul_e("ft", "sa", "attn"), fn.sum("attn", "agg_u"))

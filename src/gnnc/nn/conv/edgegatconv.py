@@ -7,11 +7,11 @@ from torch import nn
 
 from ... import function as fn
 from ...ops import edge_softmax
-from .common import check_in_degrees
+from .common import ZeroInDegreeOption, check_in_degrees
 from .heads import add_gat_attention, init_gat_attention, project_heads
 
 
-class EdgeGATConv(nn.Module):
+class EdgeGATConv(ZeroInDegreeOption, nn.Module):
     """Graph attention with edge features, DGL 2.1's ``EdgeGATConv``. Per head k, with ``z = fc(feat_drop(x))``
     and ``y = fc_edge(edge_feat)``:
 
@@ -53,9 +53,6 @@ class EdgeGATConv(nn.Module):
             nn.init.constant_(self.bias, 0)
         if self.res_fc is not None:
             nn.init.xavier_normal_(self.res_fc.weight, gain=gain)
-
-    def set_allow_zero_in_degree(self, set_value):
-        self._allow_zero_in_degree = set_value
 
     def forward(self, graph, feat, edge_feat, get_attention=False):
         with graph.local_scope():
