@@ -95,7 +95,7 @@ class _FakePlanetoid:
 
 def test_bars_only_on_a_terminal(monkeypatch):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
-    assert not progress.bars() and progress.bar(range(3)).disable
+    assert not progress.bars() and progress.bar(range(3)).disable and list(progress.bar(range(3))) == [0, 1, 2]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     assert progress.bars() and not progress.bar(range(3)).disable
     monkeypatch.setenv("TQDM_DISABLE", "1")
@@ -131,3 +131,37 @@ def test_spread_is_median_and_quartiles(monkeypatch):
     s = spread.measure(lambda: None, 4, "test")
     assert (s.median, s.q1, s.q3) == (2500.0, 1750.0, 4750.0)
     assert str(s) == "2500.0 (1750.0-4750.0)"
+
+
+CHILD = """
+import multiprocessing as mp
+import os
+import signal
+
+from gnnc import progress
+
+
+def child():
+    with progress.bar(total=3, desc="child") as bar:
+        for _ in progress.bar(range(3)):
+            bar.update(1)
+    os.kill(os.getpid(), signal.SIGKILL)  # as the bench harness ends a subprocess past its timeout
+
+
+if __name__ == "__main__":
+    p = mp.get_context("forkserver").Process(target=child)
+    p.start()
+    p.join()
+    print("child exit", p.exitcode)
+"""
+
+
+def test_no_leaked_semaphore_warnings_from_subprocesses_without_bars(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+    assert done.returncode == 0 and "child exit -9" in done.stdout, done.stderr
+    assert "resource_tracker" not in done.stderr and "leaked semaphore" not in done.stderr, done.stderr

@@ -33,9 +33,46 @@ def bars() -> bool:
     return not quiet() and sys.stderr.isatty()
 
 
-def bar(iterable=None, disable: bool = False, **kwargs) -> tqdm:
-    """``tqdm(iterable, **kwargs)``, disabled where ``bars()`` is false (or ``disable``)."""
-    return tqdm(iterable, disable=disable or not bars(), **kwargs)
+class NoBar:
+    """What ``bar`` gives where no bar is drawn: iterates, and takes tqdm's updates as no-ops.
+
+    Not a disabled tqdm: every tqdm, even disabled, creates tqdm's multiprocessing lock, a named semaphore
+    that a subprocess ending by ``os._exit`` (as multiprocessing's children do) never unregisters, so the
+    parent's resource_tracker warned of "leaked semaphore objects" once per benchmark subprocess.
+    """
+
+    disable = True
+
+    def __init__(self, iterable=None):
+        self.iterable = iterable
+
+    def __iter__(self):
+        return iter(self.iterable)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n=1):
+        pass
+
+    def set_postfix(self, *args, **kwargs):
+        pass
+
+    def set_description(self, *args, **kwargs):
+        pass
+
+    def close(self):
+        pass
+
+
+def bar(iterable=None, disable: bool = False, **kwargs):
+    """``tqdm(iterable, **kwargs)`` where ``bars()`` is true (and not ``disable``), else a ``NoBar``."""
+    if disable or not bars():
+        return NoBar(iterable)
+    return tqdm(iterable, **kwargs)
 
 
 def line(text: str, file=None) -> None:
