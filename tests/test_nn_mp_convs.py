@@ -34,6 +34,8 @@ def cases(G, nn):
     b = G.heterograph({("u", "r", "v"): (torch.tensor([0, 1, 2, 3, 3, 0]), torch.tensor([0, 0, 1, 2, 1, 2]))},
                       {"u": 4, "v": 3})
     block = G.to_block(G.in_subgraph(g, torch.tensor([0, 1, 2])), torch.tensor([0, 1, 2]))
+    eig = G.graph((torch.tensor([0, 1, 2, 3, 4, 5, 0, 2]), torch.tensor([1, 2, 3, 4, 5, 0, 3, 5])))
+    eig.ndata["eig"] = x(6, 2, 7)  # DGL's DGN messages carry it even without directional aggregators
     batch = G.batch([sparse, G.graph((torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])))])
     weight = torch.tensor([0.5, 1.5, 1.0, 2.0, 0.25, 1.0, 3.0, 0.5, 1.0, 2.0], dtype=torch.float64)
     aggregators = {"first": ["mean", "max", "sum"], "spread": ["min", "std", "var"],
@@ -45,6 +47,10 @@ def cases(G, nn):
            for name, aggs in aggregators.items()}
     out.update({
         "pnaconv-batch": (nn.PNAConv(4, 2, ["mean", "std"], ["identity", "amplification"], 1.5), batch, (x(9),), {}),
+        "dgnconv": (nn.DGNConv(4, 4, ["dir1-av", "dir2-dx", "mean", "max"], ["identity", "amplification"], 2.0,
+                               num_towers=2, edge_feat_size=3), sparse, (x(6),),
+                    {"edge_feat": x(9, 3, 1), "eig_vec": x(6, 2, 5)}),
+        "dgnconv-no-direction": (nn.DGNConv(4, 2, ["sum", "std"], ["attenuation"], 1.5), eig, (x(6),), {}),
         "egatconv": (nn.EGATConv(4, 3, 2, 3, 2), g, (x(6), x(10, 3, 2)), {"get_attention": True}),
         "egatconv-edge-weight": (nn.EGATConv(4, 3, 2, 1, 3), g, (x(6), x(10, 3, 2)), {"edge_weight": weight}),
         "egatconv-bipartite": (nn.EGATConv((4, 3), 2, 3, 2, 2), b, ((x(4), x(3, 3, 1)), x(6, 2, 2)), {}),
@@ -98,6 +104,10 @@ EXPECTED = {
         [-3.664305791987434, -0.08225221234304951, 0.7860266649571999]),
     "cfconv-bipartite": ({"project_edge.0.bias": (3,), "project_edge.0.weight": (3, 2), "project_edge.2.bias": (3,), "project_edge.2.weight": (3, 3), "project_node.bias": (3,), "project_node.weight": (3, 4), "project_out.0.bias": (2,), "project_out.0.weight": (2, 3)},
         [0.8009723924266962, -0.11472754052924812, 0.13721992986867462]),
+    "dgnconv": ({"mixing_layer.0.bias": (4,), "mixing_layer.0.weight": (4, 4), "towers.0.M.bias": (2,), "towers.0.M.weight": (2, 7), "towers.0.U.bias": (2,), "towers.0.U.weight": (2, 18), "towers.0.batchnorm.bias": (2,), "towers.0.batchnorm.num_batches_tracked": (), "towers.0.batchnorm.running_mean": (2,), "towers.0.batchnorm.running_var": (2,), "towers.0.batchnorm.weight": (2,), "towers.1.M.bias": (2,), "towers.1.M.weight": (2, 7), "towers.1.U.bias": (2,), "towers.1.U.weight": (2, 18), "towers.1.batchnorm.bias": (2,), "towers.1.batchnorm.num_batches_tracked": (), "towers.1.batchnorm.running_mean": (2,), "towers.1.batchnorm.running_var": (2,), "towers.1.batchnorm.weight": (2,)},
+        [11.049552754435753, -0.9646263713644372, 15.304336915579775]),
+    "dgnconv-no-direction": ({"mixing_layer.0.bias": (2,), "mixing_layer.0.weight": (2, 2), "towers.0.M.bias": (4,), "towers.0.M.weight": (4, 8), "towers.0.U.bias": (2,), "towers.0.U.weight": (2, 12), "towers.0.batchnorm.bias": (2,), "towers.0.batchnorm.num_batches_tracked": (), "towers.0.batchnorm.running_mean": (2,), "towers.0.batchnorm.running_var": (2,), "towers.0.batchnorm.weight": (2,)},
+        [7.274087548024598, -0.2727273070168924, 5.010054548929441]),
     "dotgatconv": ({"fc.weight": (6, 4)},
         [12.202030566613846, 7.760339627926902, 17.2947523858785]),
     "dotgatconv-bipartite": ({"fc_dst.weight": (4, 3), "fc_src.weight": (4, 4)},

@@ -12,6 +12,7 @@ from .conv import (
     DenseChebConv,
     DenseGraphConv,
     DenseSAGEConv,
+    DGNConv,
     DotGatConv,
     EdgeConv,
     EdgeGATConv,
@@ -64,10 +65,10 @@ from .set_transformer import SetTransformerDecoder, SetTransformerEncoder
 from .sparse_adam import SparseAdam
 from .utils import Identity, JumpingKnowledge, LabelPropagation, Sequential
 
-__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "CFConv", "ChebConv", "DegreeEncoder",
-           "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EGTLayer",
-           "EdgeConv", "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv", "GCN2Conv",
-           "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GlobalAttentionPooling", "GraphConv",
+__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "CFConv", "ChebConv", "DGNConv",
+           "DegreeEncoder", "DenseChebConv", "DenseGraphConv", "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv",
+           "EGTLayer", "EdgeConv", "EdgeGATConv", "EdgePredictor", "EdgeWeightNorm", "GATConv", "GATv2Conv",
+           "GCN2Conv", "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GlobalAttentionPooling", "GraphConv",
            "GraphormerLayer", "GroupRevRes", "HGTConv", "HeteroEmbedding", "HeteroGraphConv", "HeteroLinear",
            "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "NNConv", "PNAConv",
            "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",

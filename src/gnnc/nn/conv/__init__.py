@@ -8,6 +8,7 @@ from .chebconv import ChebConv
 from .densechebconv import DenseChebConv
 from .densegraphconv import DenseGraphConv
 from .densesageconv import DenseSAGEConv
+from .dgnconv import DGNConv
 from .dotgatconv import DotGatConv
 from .edgeconv import EdgeConv
 from .edgegatconv import EdgeGATConv
@@ -31,7 +32,7 @@ from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
 
-__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "CFConv", "ChebConv", "DenseChebConv", "DenseGraphConv",
+__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "CFConv", "ChebConv", "DGNConv", "DenseChebConv", "DenseGraphConv",
            "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm",
            "GATConv", "GATv2Conv", "GCN2Conv", "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GraphConv",
            "GroupRevRes", "HGTConv", "NNConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
