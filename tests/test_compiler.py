@@ -318,7 +318,7 @@ def test_compile_flag_on_a_single_call():
 
 def test_multi_update_all_compiled():
     g = random_heterograph(7)
-    g.ndata["h"] = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
+    g.ndata_all["h"] = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
     funcs = {"follows": (lambda e: {"m": torch.tanh(e.src["h"])}, lambda nb: {"o": nb.mailbox["m"].sum(1)}),
              "liked_by": (fn.copy_u("h", "m"), fn.mean("m", "o"))}
     g.multi_update_all(funcs, "sum")
@@ -686,9 +686,9 @@ def test_random_udf_programs_compile_to_the_eager_result(program, seed, hetero):
 
     def run(flag):
         with g.local_scope():
-            g.ndata["x"], g.edata["w"], g.ntype_data["W"] = x, ew, wt
+            g.ndata_all["x"], g.edata_all["w"], g.ntype_data["W"] = x, ew, wt
             g.update_all(message, reducers[reduce], compile=flag)
-            out = g.ndata["o"]
+            out = g.ndata_all["o"]
         grads = torch.autograd.grad(out.pow(2).sum(), [x, w, wc, wt], allow_unused=True)
         return out, grads
 

@@ -63,7 +63,7 @@ def test_synthetic_matches_scaled_figures(name):
     assert all(g.num_edges(k) >= 1 for k in g.canonical_etypes)  # edges >= relations here
     if info.kind == "homogeneous":
         assert g.is_homogeneous and ds.target_ntype == g.ntypes[0]
-    feat = g.ndata["feat"]
+    feat = g.ndata_all["feat"]
     assert feat.dtype == torch.float32 and feat.shape == (nodes, info.feat_dim)
     data = ds.target_data
     n_target = g.num_nodes(ds.target_ntype)
@@ -79,10 +79,10 @@ def test_synthetic_is_deterministic_per_seed():
         a, b = D.synthetic(name, 0.5, seed=3), D.synthetic(name, 0.5, seed=3)
         c = D.synthetic(name, 0.5, seed=4)
         assert edges_of(a.graph) == edges_of(b.graph)
-        assert torch.equal(a.graph.ndata["feat"], b.graph.ndata["feat"])
+        assert torch.equal(a.graph.ndata_all["feat"], b.graph.ndata_all["feat"])
         assert torch.equal(a.target_data["label"], b.target_data["label"])
         assert edges_of(a.graph) != edges_of(c.graph)
-        assert not torch.equal(a.graph.ndata["feat"], c.graph.ndata["feat"])
+        assert not torch.equal(a.graph.ndata_all["feat"], c.graph.ndata_all["feat"])
 
 
 def test_hetero_schema_depends_on_seed_not_scale():
@@ -137,7 +137,7 @@ def test_mag_schema():
     assert ds.target_ntype == "paper" and ds.num_classes == 349
     assert g.nodes["paper"].data["label"].shape == (g.num_nodes("paper"),)
     assert "label" not in g.nodes["author"].data
-    assert g.ndata["feat"].shape == (g.num_nodes(), 16)
+    assert g.ndata_all["feat"].shape == (g.num_nodes(), 16)
 
 
 def test_tiny_replicas_keep_every_type_and_relation():
@@ -390,8 +390,8 @@ def test_npz_round_trip_heterograph_per_type_features(tmp_path):
     g.nodes["user"].data["h"] = torch.randn(9, 3)
     g.nodes["item"].data["h"] = torch.randn(7, 5)  # another width; 'tag' has no 'h'
     g.nodes["user"].data["half"] = torch.randn(9, 2).to(torch.bfloat16)
-    g.ndata["id"] = torch.arange(g.num_nodes())
-    g.edata["w"] = torch.randn(g.num_edges(), 2)
+    g.ndata_all["id"] = torch.arange(g.num_nodes())
+    g.edata_all["w"] = torch.randn(g.num_edges(), 2)
     g.edges[("user", "likes", "item")].data["n"] = torch.arange(g.num_edges(("user", "likes", "item")))
     g.ntype_data["bias"] = torch.randn(3, 4)
     g.etype_data["scale"] = torch.randn(5)
@@ -403,7 +403,7 @@ def test_npz_round_trip_heterograph_per_type_features(tmp_path):
     assert "h" not in back.nodes["tag"].data
     assert back.nodes["user"].data["half"].dtype == torch.bfloat16
     assert torch.equal(back.nodes["user"].data["half"], g.nodes["user"].data["half"])
-    assert torch.equal(back.ndata["id"], g.ndata["id"]) and torch.equal(back.edata["w"], g.edata["w"])
+    assert torch.equal(back.ndata_all["id"], g.ndata_all["id"]) and torch.equal(back.edata_all["w"], g.edata_all["w"])
     likes = ("user", "likes", "item")
     assert torch.equal(back.edges[likes].data["n"], g.edges[likes].data["n"])
     assert "n" not in back.edges[("user", "follows", "user")].data
@@ -418,9 +418,9 @@ def legacy_order_graph():
     relations = [(("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
                  (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0]))]
     g = Graph._build(["user", "item"], [3, 2], relations, "cpu")
-    g.ndata["id"] = torch.arange(5)  # the users' rows first
+    g.ndata_all["id"] = torch.arange(5)  # the users' rows first
     g.nodes["item"].data["price"] = torch.tensor([1.5, 2.5])
-    g.edata["w"] = torch.arange(5.0)  # the follows edges first
+    g.edata_all["w"] = torch.arange(5.0)  # the follows edges first
     g.ntype_data["bias"] = torch.tensor([[1.0], [2.0]])  # user, item
     g.etype_data["scale"] = torch.tensor([10.0, 20.0])  # follows, buys
     return g
@@ -450,7 +450,7 @@ def test_npz_round_trip_synthetic_dataset(tmp_path):
     back = D.load_npz(tmp_path / "mutag.npz")
     _assert_same_graph(ds.graph, back)
     assert torch.equal(back.nodes[ds.target_ntype].data["label"], ds.target_data["label"])
-    assert torch.equal(back.ndata["feat"], ds.graph.ndata["feat"])
+    assert torch.equal(back.ndata_all["feat"], ds.graph.ndata_all["feat"])
 
 
 def test_npz_errors(tmp_path):

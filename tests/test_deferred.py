@@ -109,17 +109,17 @@ def _eager_scores_of(g, udf):
 def test_eager_consumer_and_other_blocks_materialize():
     g = random_heterograph(0)
     gen = torch.Generator().manual_seed(2)
-    g.ndata["z"] = torch.randn(g.num_nodes(), 3, 4, generator=gen, dtype=torch.float64)
-    g.ndata["w"] = torch.randn(g.num_nodes(), 3, 4, generator=gen, dtype=torch.float64)
+    g.ndata_all["z"] = torch.randn(g.num_nodes(), 3, 4, generator=gen, dtype=torch.float64)
+    g.ndata_all["w"] = torch.randn(g.num_nodes(), 3, 4, generator=gen, dtype=torch.float64)
     with g.local_scope():
         g.apply_edges(_scores, compile=False)
         want = {rel: g.edges[rel].data["e"] for rel in g.canonical_etypes}
         g.update_all(lambda e: {"m": e.data["e"]}, lambda n: {"h": n.mailbox["m"].sum(1)}, compile=False)
-        want_h = g.ndata["h"]
+        want_h = g.ndata_all["h"]
     g.apply_edges(_scores, compile=True)
     assert isinstance(g._estore.peek_whole("e"), DeferredEdges)
     g.update_all(lambda e: {"m": e.data["e"]}, lambda n: {"h": n.mailbox["m"].sum(1)}, compile=False)
-    torch.testing.assert_close(g.ndata["h"], want_h)
+    torch.testing.assert_close(g.ndata_all["h"], want_h)
     for rel in g.canonical_etypes:  # one relation's view: a slice of the materialized whole
         torch.testing.assert_close(g.edges[rel].data["e"], want[rel])
 

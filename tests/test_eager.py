@@ -164,9 +164,9 @@ def test_typed_lookups_pick_rows_by_type():
     src, dst = g.find_edges()
     nt, rel = g.node_type_ids(), g.edge_type_ids()
     expected = g.ntype_data["a"][nt[src]] + 2 * g.ntype_data["a"][nt[dst]] + g.etype_data["b"][rel]
-    assert torch.equal(g.edata["v"], expected)
+    assert torch.equal(g.edata_all["v"], expected)
     g.apply_nodes(lambda nb: {"t": nb.type["a"]})
-    assert torch.equal(g.ndata["t"], g.ntype_data["a"][nt])
+    assert torch.equal(g.ndata_all["t"], g.ntype_data["a"][nt])
 
 
 def test_heterograph_update_all_reduces_over_all_relations():
@@ -174,17 +174,17 @@ def test_heterograph_update_all_reduces_over_all_relations():
     n = g.num_nodes()
     x = torch.randn(n, dtype=torch.float64)
     src, dst = g.find_edges()
-    g.ndata["x"] = x
+    g.ndata_all["x"] = x
     g.update_all(lambda e: {"e": e.src["x"] * e.dst["x"], "v": e.src["x"].unsqueeze(1)},
                  lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["v"]).sum(1)})
-    torch.testing.assert_close(g.ndata["o"], softmax_oracle(src, dst, x[src] * x[dst], x.unsqueeze(1), n))
+    torch.testing.assert_close(g.ndata_all["o"], softmax_oracle(src, dst, x[src] * x[dst], x.unsqueeze(1), n))
 
 
 @pytest.mark.parametrize("cross", ["sum", "mean", "max", "min", "stack"])
 def test_multi_update_all_cross_reducers(cross):
     g = random_heterograph(seed=9)
     x = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
-    g.ndata["h"] = x
+    g.ndata_all["h"] = x
     g.nodes["item"].data["out"] = torch.full((7, 2), 7.0, dtype=torch.float64)
     funcs = {"follows": (fn.copy_u("h", "m"), fn.sum("m", "out")),
              ("item", "liked_by", "user"): (lambda e: {"m": e.src["h"] * 2}, lambda nb: {"out": nb.mailbox["m"].max(1).values}),
@@ -210,7 +210,7 @@ def test_multi_update_all_cross_reducers(cross):
 
 def test_update_all_with_etype_writes_only_destination_type():
     g = random_heterograph(seed=10)
-    g.ndata["h"] = torch.ones(g.num_nodes(), 1)
+    g.ndata_all["h"] = torch.ones(g.num_nodes(), 1)
     g.update_all(fn.copy_u("h", "m"), fn.sum("m", "deg"), etype="likes")
     assert torch.equal(g.nodes["item"].data["deg"].flatten(), g.in_degrees(etype="likes").float())
     assert "deg" not in g.nodes["user"].data
@@ -248,7 +248,7 @@ def test_udf_reading_missing_feature_names_it():
 
 def test_bad_cross_reducer_and_relation():
     g = random_heterograph()
-    g.ndata["h"] = torch.ones(g.num_nodes())
+    g.ndata_all["h"] = torch.ones(g.num_nodes())
     with pytest.raises(ValueError, match="unknown cross reducer 'prod'"):
         g.multi_update_all({"likes": (fn.copy_u("h", "m"), fn.sum("m", "o"))}, "prod")
     with pytest.raises(KeyError, match="unknown relation 'nope'"):

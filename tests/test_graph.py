@@ -91,28 +91,28 @@ def test_per_type_features_of_different_widths_and_featureless_types():
     g.nodes["item"].data["x"] = torch.randn(7, 6)
     assert g.nodes["user"].data["x"].shape == (9, 4)
     assert "x" not in g.nodes["tag"].data
-    assert "x" not in g.ndata and list(g.ndata) == []
+    assert "x" not in g.ndata_all and list(g.ndata_all) == []
     with pytest.raises(KeyError, match="missing for \\['tag'\\]"):
-        g.ndata["x"]
+        g.ndata_all["x"]
     g.nodes["tag"].data["x"] = torch.randn(1, 6)
     with pytest.raises(ValueError, match="different shape per type"):
-        g.ndata["x"]
+        g.ndata_all["x"]
     g.nodes["user"].data["x"] = torch.randn(9, 6)
-    assert "x" in g.ndata and g.ndata["x"].shape == (17, 6)
-    assert torch.equal(g.ndata["x"][:7], g.nodes["item"].data["x"])  # types in DGL's order: item, tag, user
+    assert "x" in g.ndata_all and g.ndata_all["x"].shape == (17, 6)
+    assert torch.equal(g.ndata_all["x"][:7], g.nodes["item"].data["x"])  # types in DGL's order: item, tag, user
 
 
 def test_whole_features_sliced_per_type_and_per_relation():
     g = random_heterograph()
-    g.ndata["h"] = torch.arange(17.0)
+    g.ndata_all["h"] = torch.arange(17.0)
     assert g.nodes["item"].data["h"].tolist() == list(range(7))  # types in DGL's order: item, tag, user
-    g.edata["w"] = torch.arange(float(g.num_edges()))
+    g.edata_all["w"] = torch.arange(float(g.num_edges()))
     lo = g.index.rel_offsets[g.etype_id("follows")]
     assert g.edges["follows"].data["w"][0].item() == lo
     g.edges["likes"].data["w"] = torch.zeros(g.num_edges("likes"))
     likes = g.index.rel_offsets[g.etype_id("likes")]
-    assert g.edata["w"][likes: likes + g.num_edges("likes")].abs().sum() == 0
-    assert g.edata["w"][lo].item() == lo
+    assert g.edata_all["w"][likes: likes + g.num_edges("likes")].abs().sum() == 0
+    assert g.edata_all["w"][lo].item() == lo
 
 
 def test_type_parameters_validated():
@@ -140,13 +140,13 @@ def test_local_scope_discards_assignments_keeps_inplace():
 
 def test_reverse_keeps_edge_ids_and_flips_types():
     g = random_heterograph(seed=2)
-    g.edata["w"] = torch.arange(float(g.num_edges()))
+    g.edata_all["w"] = torch.arange(float(g.num_edges()))
     r = g.reverse(copy_edata=True)  # DGL: edge features only when asked
     assert ("item", "likes", "user") in r.canonical_etypes
     s, d = g.find_edges("likes")
     rs, rd = r.find_edges("likes")
     assert torch.equal(s, rd) and torch.equal(d, rs)
-    assert torch.equal(r.edata["w"], g.edata["w"])
+    assert torch.equal(r.edata_all["w"], g.edata_all["w"])
     assert torch.equal(r.in_degrees(), g.out_degrees())
 
 
@@ -210,9 +210,9 @@ def test_metagraph_lists_types_and_counts():
 
 def test_to_device_copies_structure_and_features():
     g = random_heterograph()
-    g.ndata["h"] = torch.randn(17, 2)
+    g.ndata_all["h"] = torch.randn(17, 2)
     h = g.to("cpu")
-    assert torch.equal(h.ndata["h"], g.ndata["h"])
+    assert torch.equal(h.ndata_all["h"], g.ndata_all["h"])
     assert h.index.num_edges == g.index.num_edges
 
 

@@ -354,11 +354,11 @@ def _compare_rel(model, g, x, rel):
     outs, grads = [], []
     for compiled in (False, True):
         xx = x.detach().clone().requires_grad_()
-        g.ndata["h"] = xx
+        g.ndata_all["h"] = xx
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
             (gnnc.compile(model, backend="torch") if compiled else model)(g, etype=rel)
-        h = g.ndata["h"]
+        h = g.ndata_all["h"]
         outs.append(h)
         grads.append(torch.autograd.grad(h.square().sum(), [xx] + params, allow_unused=True))
     torch.testing.assert_close(outs[1], outs[0])

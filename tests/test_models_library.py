@@ -246,13 +246,13 @@ class DGLStyleGATv2(nn.Module):
     def forward(self, g, x):
         c = self.conv
         with g.local_scope():
-            g.ndata["el"] = c.fc_src(x).view(-1, c.num_heads, c.out_dim)
-            g.ndata["er"] = c.fc_dst(x).view(-1, c.num_heads, c.out_dim)
+            g.ndata_all["el"] = c.fc_src(x).view(-1, c.num_heads, c.out_dim)
+            g.ndata_all["er"] = c.fc_dst(x).view(-1, c.num_heads, c.out_dim)
             g.apply_edges(fn.u_add_v("el", "er", "e"))
-            e = (c.leaky_relu(g.edata.pop("e")) * c.attn).sum(-1).unsqueeze(-1)
-            g.edata["a"] = gnnc.ops.edge_softmax(g, e)
+            e = (c.leaky_relu(g.edata_all.pop("e")) * c.attn).sum(-1).unsqueeze(-1)
+            g.edata_all["a"] = gnnc.ops.edge_softmax(g, e)
             g.update_all(fn.u_mul_e("el", "a", "m"), fn.sum("m", "ft"))
-            out = g.ndata["ft"]
+            out = g.ndata_all["ft"]
         return out if c.activation is None else c.activation(out)
 
 

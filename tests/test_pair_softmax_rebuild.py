@@ -247,9 +247,9 @@ class _PlainTensorRGAT(torch.nn.Module):
             return {"m": (alpha.unsqueeze(-1) * nodes.mailbox["z"]).sum(1).flatten(1)}
 
         with g.local_scope():
-            g.ndata["h"], g.etype_data["W"], g.etype_data["a"] = x, self.w, self.a
+            g.ndata_all["h"], g.etype_data["W"], g.etype_data["a"] = x, self.w, self.a
             g.update_all(message, reduce, lambda nodes: {"h": torch.tanh(nodes.data["m"]) + nodes.data["h"][:, :1]})
-            return g.ndata["h"]
+            return g.ndata_all["h"]
 
 
 def test_plain_tensors_rebound_after_each_step_give_eager_numbers(every_table_rebuilt):

@@ -284,7 +284,7 @@ def test_random_edge_cut(mag, parts):
 def test_edge_cut_of_awkward_heterograph():
     g = random_heterograph(seed=3)
     g.edges[("user", "likes", "item")].data["w"] = torch.arange(g.num_edges(("user", "likes", "item"))).float()
-    g.ndata["feat"] = torch.randn(g.num_nodes(), 3)
+    g.ndata_all["feat"] = torch.randn(g.num_nodes(), 3)
     owner = torch.arange(g.num_nodes()) % 4
     pg = edge_cut_partition(g, owner, 4, "given")
     _check_edge_cut(g, pg, owner)

@@ -174,7 +174,7 @@ def test_reorder_moves_linear_before_gather_but_not_dropout():
 
 def test_typed_linear_removes_per_edge_weight_copies():
     g = random_heterograph(1)
-    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.ndata_all["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
     g.ntype_data["Wn"] = torch.randn(3, 4, 4, dtype=torch.float64)
     g.etype_data["We"] = torch.randn(5, 4, 4, dtype=torch.float64)
     msg = lambda e: {  # noqa: E731
@@ -190,7 +190,7 @@ def test_typed_linear_removes_per_edge_weight_copies():
 
 def _hetero_attention_graph():
     g = random_heterograph(1)
-    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.ndata_all["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
     g.etype_data["W"] = torch.randn(5, 4, 6, dtype=torch.float64)
     g.etype_data["a"] = torch.randn(5, 2, 6, dtype=torch.float64)
     return g
@@ -242,8 +242,8 @@ FOLDED = {"none": False, "hgt": True, "left": True, "other dtype": False}
 @pytest.mark.parametrize("scaling", SCALINGS)
 def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     g = random_heterograph(1)
-    g.ndata["k"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
-    g.ndata["q"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
+    g.ndata_all["k"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
+    g.ndata_all["q"] = torch.randn(g.num_nodes(), 2, 3, dtype=torch.float64)
     g.etype_data["Watt"] = torch.randn(5, 2, 3, 3, dtype=torch.float64)
     g.etype_data["pri"] = torch.randn(5, 2, dtype=torch.float64)
     g.etype_data["one"] = torch.randn(5, 1, dtype=torch.float64)
@@ -719,7 +719,7 @@ def _attention_on_nodes(g, msg, rel=None):
 
 def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
     g = random_heterograph(1)
-    g.ndata["z"] = torch.randn(g.num_nodes(), 2, 4, dtype=torch.float64)
+    g.ndata_all["z"] = torch.randn(g.num_nodes(), 2, 4, dtype=torch.float64)
     wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
     gat = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1, keepdim=True)}  # noqa: E731
     dst_only = lambda e: {"d": (e.dst["z"] * wa).sum(-1) - (e.dst["z"] * wb).sum(-1)}  # noqa: E731
@@ -747,7 +747,7 @@ def test_shared_dot_does_not_merge_other_rows_or_dtypes():
 
 def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_random_ones(monkeypatch):
     g = random_heterograph(1)
-    g.ndata["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
+    g.ndata_all["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
     g.ntype_data["W"] = torch.randn(3, 4, 4, dtype=torch.float64)
     g.ntype_data["b"] = torch.randn(3, 4, dtype=torch.float64)
 

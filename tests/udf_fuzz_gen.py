@@ -93,6 +93,9 @@ class Weight:
     bias: bool = True
 
 
+_WHOLE_VIEW = re.compile(r"\b(g\.[ne]data)\b")  # g.ndata / g.edata, not g.ndata_all
+
+
 class Src:
     """Accumulates the pieces of one program's source."""
 
@@ -137,6 +140,9 @@ class Src:
             self.tag("mixed_compile")
             self.fwd = [line.replace("compile=C", "compile=None") if self.rng.random() < 0.4 else line
                         for line in self.fwd]
+        if any("random_heterograph" in line for line in self.graph):  # several types: gnnc's whole-graph views
+            self.fwd, self.methods, self.funcs = ([_WHOLE_VIEW.sub(r"\1_all", line) for line in lines]
+                                                  for lines in (self.fwd, self.methods, self.funcs))
         out = list(self.header)
         out += self.globals + [""]
         out += self.funcs

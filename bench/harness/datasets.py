@@ -94,7 +94,7 @@ def load(name: str, quick: bool, seed: int, root: Path, scale: float | None = No
     s = replica_scale(name, quick, scale)
     ds = gdata.synthetic(name.removesuffix("-rev"), scale=s, seed=seed, feat_dim=FEAT_DIM)
     g = add_reverse_relations(ds.graph) if name.endswith("-rev") else ds.graph
-    return BenchData(name, g, g.ndata["feat"], f"scale {s:g}")
+    return BenchData(name, g, g.ndata_all["feat"], f"scale {s:g}")
 
 
 def save(data: BenchData, path: Path) -> None:

@@ -243,9 +243,9 @@ def _dgl_builtin(reducer):
 
 class UDFGraph:
     """A DGL graph (homogeneous, with type ids) seen through the part of gnnc's graph API its layers call:
-    ``ndata``, ``edata``, ``etype_data``, ``ntype_data``, ``local_scope``, degrees, ``find_edges`` and
-    ``canonical_etypes`` per relation, ``edge_relation_in_degrees``, and ``update_all`` / ``apply_edges`` /
-    ``apply_nodes`` running the layer's UDFs in DGL."""
+    ``ndata`` / ``ndata_all``, ``edata`` / ``edata_all``, ``etype_data``, ``ntype_data``, ``local_scope``,
+    degrees, ``find_edges`` and ``canonical_etypes`` per relation, ``edge_relation_in_degrees``, and
+    ``update_all`` / ``apply_edges`` / ``apply_nodes`` running the layer's UDFs in DGL."""
 
     def __init__(self, g, etype: torch.Tensor, ntype: torch.Tensor, num_rels: int):
         self.g = g
@@ -255,8 +255,8 @@ class UDFGraph:
         src, dst = g.edges()
         self._rel = [(src[etype == r], dst[etype == r]) for r in self.canonical_etypes]
 
-    ndata = property(lambda self: self.g.ndata)
-    edata = property(lambda self: self.g.edata)
+    ndata = ndata_all = property(lambda self: self.g.ndata)  # one node type: gnnc's whole view is DGL's
+    edata = edata_all = property(lambda self: self.g.edata)
 
     @contextlib.contextmanager
     def local_scope(self):

@@ -31,7 +31,7 @@ def _demo_cases(args):
     from . import data, models
 
     gat_ds = data.synthetic(args.gat_graph, scale=args.gat_scale, seed=args.seed)
-    gat = models.GATConv(gat_ds.graph.ndata["feat"].shape[1], 8, num_heads=8)
+    gat = models.GATConv(gat_ds.graph.ndata_all["feat"].shape[1], 8, num_heads=8)
     yield "GAT (8 heads x 8)", gat_ds, gat
     rgcn_ds = data.synthetic(args.rgcn_graph, scale=args.rgcn_scale, seed=args.seed, feat_dim=16)
     rgcn = models.RGCNConv(16, 16, num_rels=len(rgcn_ds.graph.canonical_etypes))
@@ -45,7 +45,7 @@ def cmd_demo(args) -> int:
     busy = busy_warning()
     rows = []
     for name, ds, model in _demo_cases(args):
-        g, x = ds.graph, ds.graph.ndata["feat"]
+        g, x = ds.graph, ds.graph.ndata_all["feat"]
         fast = compile_model(model)
         with torch.no_grad():
             gap = (fast(g, x) - model(g, x)).abs().max().item()
@@ -238,7 +238,7 @@ def cmd_explain(args) -> int:
     require_device(args.device)
     backend.resolve(args.backend, args.device)  # a backend that cannot run there stops before any work
     g = synthetic_replica(args.graph, args.scale, "explain", seed=0, feat_dim=args.feat_dim).graph.to(args.device)
-    x = g.ndata["feat"]
+    x = g.ndata_all["feat"]
     width, rels, types = x.shape[1], len(g.canonical_etypes), len(g.ntypes)
     builders = {
         "gcn": lambda: models.GCNConv(width, 16),

@@ -12,7 +12,7 @@ from ..graph import Graph
 class Dataset:
     """A graph whose ``target_ntype`` nodes carry ``label`` (int64) and
     boolean ``train_mask`` / ``val_mask`` / ``test_mask``; node features, when
-    present, are ``graph.ndata['feat']`` (float32)."""
+    present, are ``graph.ndata_all['feat']`` (float32)."""
 
     name: str
     graph: Graph

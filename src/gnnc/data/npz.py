@@ -130,7 +130,7 @@ def _store(g: Graph, kind: str, t: int, key: str, value: torch.Tensor, path: Pat
     if t >= 0 and kind in ("node", "edge"):
         target = g.nodes[names[t]].data if kind == "node" else g.edges[names[t]].data
     else:
-        target = {"node": g.ndata, "edge": g.edata, "ntype_param": g.ntype_data, "etype_param": g.etype_data}[kind]
+        target = {"node": g.ndata_all, "edge": g.edata_all, "ntype_param": g.ntype_data, "etype_param": g.etype_data}[kind]
         rows = type_rows(names, counts, g.ntypes if kind in ("node", "ntype_param") else g.canonical_etypes)
         if rows is not None:
             value = value.index_select(0, rows)

@@ -52,7 +52,7 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None
     when there are at least as many edges as relations. The same ``(name,
     scale, seed)`` always gives the same graph. ``feat_dim`` defaults to the
     published width (64 for heterogeneous graphs); ``with_features=False``
-    skips ``ndata['feat']``. KeyError for an unknown name, ValueError for a
+    skips ``ndata_all['feat']``. KeyError for an unknown name, ValueError for a
     scale outside (0, 1] or a bad seed / feat_dim.
     """
     info = get_info(name)
@@ -74,7 +74,7 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None
         train, val, test = split_masks(n_target, torch.from_numpy(label_rng.permutation(n_target)))
         if with_features:
             bar.set_description(f"synthetic {name}: features")
-            g.ndata["feat"] = _features(feat_rng, g, schema, labels, feat_dim, info.num_classes)
+            g.ndata_all["feat"] = _features(feat_rng, g, schema, labels, feat_dim, info.num_classes)
     data = g.nodes[target].data
     data["label"], data["train_mask"], data["val_mask"], data["test_mask"] = labels, train, val, test
     return Dataset(name, g, info.num_classes, target)

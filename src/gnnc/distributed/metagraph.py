@@ -161,9 +161,9 @@ def node_features(g: Graph, ntype: str, ids: torch.Tensor | None = None) -> dict
 
 
 def _copy_node_features(src: Graph, dst: Graph) -> None:
-    whole = list(src.ndata)
+    whole = list(src.ndata_all)
     for key in whole:
-        dst.ndata[key] = src.ndata[key]
+        dst.ndata_all[key] = src.ndata_all[key]
     for t in src.ntypes:
         for key, value in src.nodes[t].data.items():
             if key not in whole:

@@ -277,11 +277,11 @@ def softmax_aggregate(block, score: torch.Tensor, value: torch.Tensor, seeds: Se
 def rgcn_layer(layer: RGCNConv, block, x: torch.Tensor, seeds: SeedRows) -> torch.Tensor:
     """``RGCNConv`` on ``block``'s destination rows: relation sums local, seed sums over ranks."""
     with block.local_scope():
-        block.ndata["x"] = x
-        block.edata["norm"] = relation_in_degree_norm(block, x.dtype)
+        block.ndata_all["x"] = x
+        block.edata_all["norm"] = relation_in_degree_norm(block, x.dtype)
         block.etype_data["W"] = layer.relation_weights()
         block.update_all(layer._message, layer._reduce)
-        h = seeds.sum(block.slice_dst(block.ndata["h"]))
+        h = seeds.sum(block.slice_dst(block.ndata_all["h"]))
     if layer.loop_weight is not None:
         h = h + block.slice_dst(x) @ layer.loop_weight
     return bias_and_activation(h, layer.bias, layer.activation)
@@ -290,11 +290,11 @@ def rgcn_layer(layer: RGCNConv, block, x: torch.Tensor, seeds: SeedRows) -> torc
 def rgat_layer(layer: RGATConv, block, x: torch.Tensor, seeds: SeedRows) -> torch.Tensor:
     """``RGATConv`` on ``block``'s destination rows, the cross-relation softmax over all ranks."""
     with block.local_scope():
-        block.ndata["x"] = x
+        block.ndata_all["x"] = x
         block.etype_data["W"] = layer.weight
         block.etype_data["a"] = layer.attn
         block.apply_edges(layer._message)
-        score, value = block.edata["e"], block.edata["z"]
+        score, value = block.edata_all["e"], block.edata_all["z"]
     return softmax_aggregate(block, score, value, seeds).flatten(1)
 
 
@@ -303,23 +303,23 @@ def hgt_layer(layer: HGTConv, block, x: torch.Tensor, seeds: SeedRows) -> torch.
     if layer.training and layer.dropout > 0:
         raise ValueError("RAF: HGTConv dropout must be 0 in training; every rank must apply the same mask")
     with block.local_scope():
-        block.ndata["x"] = x
+        block.ndata_all["x"] = x
         for name in ("k_weight", "q_weight", "v_weight", "k_bias", "q_bias", "v_bias"):
             block.ntype_data[name] = getattr(layer, name)
         for name in ("relation_att", "relation_msg", "relation_pri"):
             block.etype_data[name] = getattr(layer, name)
         block.apply_edges(layer._message)
-        score, value = block.edata["attn"], block.edata["v"]
+        score, value = block.edata_all["attn"], block.edata_all["v"]
     t = softmax_aggregate(block, score, value, seeds).flatten(1)
     dst = heterograph({}, num_nodes=dict(zip(block.ntypes, block.num_dst_per_type)), device=x.device)
-    dst.ndata["x"], dst.ndata["t"] = block.slice_dst(x), t
+    dst.ndata_all["x"], dst.ndata_all["t"] = block.slice_dst(x), t
     for name in ("a_weight", "a_bias", "skip"):
         dst.ntype_data[name] = getattr(layer, name)
     dst.apply_nodes(layer._update)
     if layer.use_norm:
         dst.ntype_data["norm_weight"], dst.ntype_data["norm_bias"] = layer.norm_weight, layer.norm_bias
         dst.apply_nodes(layer._layer_norm)
-    return dst.ndata["h"]
+    return dst.ndata_all["h"]
 
 
 LAYER_SPLITS = {RGCNConv: rgcn_layer, RGATConv: rgat_layer, HGTConv: hgt_layer}

@@ -3,7 +3,7 @@
 EdgeBatch covers a contiguous block of edges in internal order (the whole
 graph or one relation), or chosen edges of such a block (DGL's
 ``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
-edge's endpoints (``g.side_data``: ``g.ndata`` for the whole graph; for one relation, the
+edge's endpoints (``g.side_data``: ``g.ndata_all`` for the whole graph; for one relation, the
 features of its source / destination node type, as DGL reads per-type
 features set on some types only; a block's source and destination sides), ``data[k]`` is edge data, and Graphiler's typed lookups
 ``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
@@ -121,7 +121,7 @@ class EdgeBatch:
         return list(self._edge_store())
 
     def _edge_store(self):
-        return self._g.edata if self._rel is None else self._g.edges[self._g.canonical_etypes[self._rel]].data
+        return self._g.edata_all if self._rel is None else self._g.edges[self._g.canonical_etypes[self._rel]].data
 
     def _keep(self, key, value) -> None:
         """Store a whole block's edge value written in the UDF (rows in the batch's order) in the graph."""

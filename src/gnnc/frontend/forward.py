@@ -43,10 +43,11 @@ from .exclusive import TRACING, Tracer
 from .inplace import AUGMENTED
 from .trace import LiftReached, factories_recorded, first_line, torch_scalar
 
-GRAPH_API = frozenset({"ndata", "edata", "srcdata", "dstdata", "local_scope", "apply_edges", "apply_nodes",
-                       "update_all", "multi_update_all", "in_degrees", "out_degrees", "num_nodes", "num_edges",
-                       "number_of_nodes", "number_of_edges"})
-FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata"})
+FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata", "ndata_all", "edata_all"})
+EDGE_FRAMES = frozenset({"edata", "edata_all"})
+GRAPH_API = FRAMES | frozenset({"local_scope", "apply_edges", "apply_nodes", "update_all", "multi_update_all",
+                                "in_degrees", "out_degrees", "num_nodes", "num_edges", "number_of_nodes",
+                                "number_of_edges"})
 MESSAGE_PASSING = frozenset({"apply_edges", "apply_nodes", "update_all", "multi_update_all"})
 # Names whose presence in traced code means replay could differ: state the trace does not record.
 _STATEFUL_NAMES = frozenset({"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "autocast",

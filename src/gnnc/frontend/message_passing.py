@@ -145,7 +145,7 @@ def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwa
     rel = _relation(g, etype)
     lo, hi = eager.edge_block(g, rel)
     subset = _edge_subset(g, edges, rel, hi - lo, "apply_edges(edges=...)")
-    store = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
+    store = g.edata_all if rel is None else g.edges[g.canonical_etypes[rel]].data
     options = _compile_options(compile)
     if subset is None:
         store.update(_edge_results(g, message, rel, options))
@@ -182,7 +182,7 @@ def apply_nodes(g, func, v=None, ntype=None) -> None:
         return
     lo, hi = (0, g.index.num_nodes) if t is None else g.index.ntype_range(t)
     subset = _subset(v, hi - lo, "apply_nodes(v=...)", "node", g.device)
-    store = g.ndata if t is None else g.nodes[g.ntypes[t]].data
+    store = g.ndata_all if t is None else g.nodes[g.ntypes[t]].data
     _write_rows(g, "node", store, subset, hi - lo, eager.apply_nodes(g, func, t, subset))
 
 

@@ -98,7 +98,7 @@ def to_scipy(g: Graph, etype=None, fmt: str = "coo", weight_key: str | None = "w
 
 
 def _scipy_entries(g: Graph, etype, weight_key, num_edges) -> np.ndarray:
-    view = g.edata if etype is None else g.edges[etype].data
+    view = g.edata_all if etype is None else g.edges[etype].data
     relations = g.canonical_etypes if etype is None else [etype]
     if weight_key is None or not any(weight_key in g.edges[r].data for r in relations):
         return np.ones(num_edges, dtype=np.float32)

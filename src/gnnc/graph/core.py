@@ -306,13 +306,29 @@ class Graph:
 
     # ------------------------------------------------------------- features
     @property
-    def ndata(self) -> WholeView:
-        """Node features over all nodes (global ids)."""
-        return WholeView(self._nstore, self.ntype_id)
+    def ndata(self):
+        """DGL's node data: :attr:`ndata_all` with one node type, else ``{ntype: tensor}`` per feature
+        (``gnnc.graph.frame.TypesView``)."""
+        if len(self.index.ntypes) <= 1:
+            return WholeView(self._nstore, self.ntype_id)
+        return TypesView(self._nstore, range(len(self.index.ntypes)), self.index.ntypes, self.ntype_id)
 
     @property
-    def edata(self) -> WholeView:
-        """Edge features over all edges, in the user's edge order."""
+    def edata(self):
+        """DGL's edge data: :attr:`edata_all` with one relation, else ``{canonical etype: tensor}``."""
+        if len(self.index.etypes) <= 1:
+            return WholeView(self._estore, self.etype_id)
+        return TypesView(self._estore, range(len(self.index.etypes)), self.index.etypes, self.etype_id)
+
+    @property
+    def ndata_all(self):
+        """gnnc's node features over all nodes, types concatenated in type order (global ids); a per-type
+        feature reads when every type holds it with one shape (a block's: its one-node-set ``ndata``)."""
+        return self.ndata if self.is_block else WholeView(self._nstore, self.ntype_id)
+
+    @property
+    def edata_all(self) -> WholeView:
+        """gnnc's edge features over all edges of all relations, in the user's edge order."""
         return WholeView(self._estore, self.etype_id)
 
     @property
@@ -329,9 +345,9 @@ class Graph:
     def side_data(self, side: str, ntype: int | None = None):
         """The node features a message-passing call reads on ``side`` of its edges ("src": ``edges.src``;
         "dst": ``edges.dst`` and the reduce and update functions' ``nodes.data``, where its results go), over
-        every node (``ntype`` None) or node type ``ntype``'s: ``ndata`` / ``nodes[t].data`` (a block's sides
+        every node (``ntype`` None) or node type ``ntype``'s: ``ndata_all`` / ``nodes[t].data`` (a block's sides
         differ: ``gnnc.graph.block``)."""
-        return self.ndata if ntype is None else self.nodes[self.ntypes[ntype]].data
+        return self.ndata_all if ntype is None else self.nodes[self.ntypes[ntype]].data
 
     def _end_data(self, types: list[str]):
         if len(self.index.ntypes) == 1:

@@ -1,10 +1,12 @@
 """Feature storage for nodes or edges partitioned into types.
 
 A ``TypedStore`` keeps each feature either as one tensor over all elements
-(``g.ndata`` / ``g.edata`` style, same width everywhere) or as one tensor per
+(``g.ndata_all`` / ``g.edata_all`` style, same width everywhere) or as one tensor per
 type (``g.nodes[t].data`` style, any width per type, types may lack it).
-Both views read and write the same store; a whole-graph read of a per-type
-feature concatenates when every type has it with the same trailing shape.
+Both views read and write the same store; a whole-graph read (``g.ndata_all``)
+of a per-type feature concatenates when every type has it with the same
+trailing shape. DGL's ``g.ndata`` on a graph with several types is a
+``{type: tensor}`` view (``TypesView``).
 Edge features are kept in the user's edge order. A whole feature may be
 stored as a ``Deferred`` value (a compiled call's result not computed yet):
 every read materializes it once and stores the tensor; ``peek_whole``
@@ -96,8 +98,8 @@ class TypedStore:
         parts = self.typed[key]
         missing = [self.names[t] for t in range(len(self.names)) if t not in parts and self.counts[t] > 0]
         if missing:
-            raise KeyError(f"{self.kind} feature {key!r} is only set for some types "
-                           f"(missing for {missing}); read it per type")
+            raise KeyError(f"{self.kind} feature {key!r} is only set for some types (missing for {missing}); "
+                           f"read it per type: g.{self.kind[0]}data[{key!r}] gives {{type: tensor}}")
         return self._assemble(key, [t for t in range(len(self.names)) if self.counts[t] > 0])
 
     def get_spanning(self, key: str, types) -> torch.Tensor:
@@ -190,8 +192,9 @@ class TypedStore:
 
 
 class WholeView(MutableMapping):
-    """``g.ndata`` / ``g.edata``: features over every node / edge. A ``{type: tensor}`` value (DGL's form on a
-    heterogeneous graph) sets the feature per type."""
+    """Features over every node / edge, types concatenated in type order (global ids): ``g.ndata_all`` /
+    ``g.edata_all``, and ``g.ndata`` / ``g.edata`` of a graph with one node / edge type. With several types a
+    ``{type: tensor}`` value sets the feature per type; with one, a dict is refused as DGL refuses it."""
 
     def __init__(self, store: TypedStore, type_id):
         self._store, self._type_id = store, type_id  # type_id: the graph's ntype_id / etype_id
@@ -200,7 +203,10 @@ class WholeView(MutableMapping):
         return self._store.get_whole(key)
 
     def __setitem__(self, key, value):
-        if isinstance(value, dict):  # DGL's {type: tensor} on a graph with several types: one write per type
+        if isinstance(value, dict):
+            if len(self._store.names) == 1:
+                raise TypeError(f"{self._store.kind} feature {key!r}: the graph has one {self._store.kind} type; "
+                                f"assign a tensor, not a dict (as DGL)")
             for t, v in value.items():
                 self._store.set_typed(key, self._type_id(t), v)
             return
@@ -251,39 +257,50 @@ class TypeView(MutableMapping):
 
 
 class TypesView(MutableMapping):
-    """Features of several types as ``{type name: tensor}`` (DGL's ``srcdata`` / ``dstdata`` on such graphs).
+    """Features of several types as ``{type: tensor}``: DGL's ``ndata`` / ``edata`` / ``srcdata`` / ``dstdata``
+    on a graph with several such types (DGL's ``HeteroNodeDataView`` / ``HeteroEdgeDataView``).
 
-    Reading gives the types among ``types`` that have the feature (KeyError
-    when none has); writing takes a dict over some of them; deleting removes
-    the feature from every one of them.
+    ``labels`` name the types in what is read (default: the store's type
+    names; DGL's ``edata`` uses canonical relations) and ``type_id`` maps a
+    written key to a type index (default: a label). As DGL: a read gives the
+    types among ``types`` that hold the feature, ``{}`` when none does (so
+    ``in`` is always true and ``pop`` of an absent name gives ``{}``); a write
+    takes a dict over some of them; ``del`` removes the feature from every one
+    holding it; the keys are the names some type holds.
     """
 
-    def __init__(self, store: TypedStore, types: list[int]):
+    def __init__(self, store: TypedStore, types, labels=None, type_id=None):
         self._store, self._types = store, list(types)
-
-    def _names(self) -> list[str]:
-        return [self._store.names[t] for t in self._types]
+        self._labels = list(labels) if labels is not None else [store.names[t] for t in self._types]
+        self._type_id = type_id
 
     def __getitem__(self, key):
-        found = {self._store.names[t]: self._store.get_typed(key, t) for t in self._types
-                 if key in self._store.typed_keys(t)}
-        if not found:
-            raise KeyError(f"no {self._store.kind} feature {key!r} on types {self._names()}; available: {list(self)}")
-        return found
+        return {label: self._store.get_typed(key, t) for t, label in zip(self._types, self._labels)
+                if key in self._store.typed_keys(t)}
 
     def __setitem__(self, key, value):
         if not isinstance(value, dict):
-            raise TypeError(f"{self._store.kind} feature {key!r}: this view spans several types {self._names()}; "
-                            f"assign a dict {{type: tensor}} (or use g.nodes[type].data)")
-        unknown = [name for name in value if name not in self._names()]
-        if unknown:
-            raise KeyError(f"{self._store.kind} feature {key!r}: {unknown} not among this view's types {self._names()}")
-        for name, v in value.items():
-            self._store.set_typed(key, self._store.names.index(name), v)
+            raise TypeError(f"{self._store.kind} feature {key!r}: this view spans several types {self._labels}; "
+                            f"assign a dict {{type: tensor}} (as DGL), or one tensor over all of them to "
+                            f"g.{self._store.kind[0]}data_all")
+        ids = {label: self._type_of(key, label) for label in value}
+        for label, v in value.items():
+            self._store.set_typed(key, ids[label], v)
+
+    def _type_of(self, key, label) -> int:
+        if self._type_id is not None:
+            t = self._type_id(label)  # the graph's own KeyError for an unknown type
+        else:
+            t = self._types[self._labels.index(label)] if label in self._labels else None
+        if t not in self._types:
+            raise KeyError(f"{self._store.kind} feature {key!r}: {label!r} is not among this view's types "
+                           f"{self._labels}")
+        return t
 
     def __delitem__(self, key):
-        for name in self[key]:  # a clear KeyError when no type has it
-            self._store.del_typed(key, self._store.names.index(name))
+        for t in self._types:
+            if key in self._store.typed_keys(t):
+                self._store.del_typed(key, t)
 
     def __iter__(self):
         return iter([k for k in self._store.keys() if any(k in self._store.typed_keys(t) for t in self._types)])
@@ -292,7 +309,7 @@ class TypesView(MutableMapping):
         return len(list(iter(self)))
 
     def __repr__(self):
-        return f"{type(self).__name__}({self._names()}, {list(self)})"
+        return f"{type(self).__name__}({self._labels}, {list(self)})"
 
 
 class TypeParams(MutableMapping):

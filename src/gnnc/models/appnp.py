@@ -30,10 +30,10 @@ class APPNPConv(nn.Module):
         shape = (-1,) + (1,) * (x.dim() - 1)
         h = x
         with g.local_scope():
-            g.ndata["c_out"] = g.out_degrees().clamp(min=1).to(x.dtype).pow(-0.5).view(shape)
-            g.ndata["c_in"] = g.in_degrees().clamp(min=1).to(x.dtype).pow(-0.5).view(shape)
+            g.ndata_all["c_out"] = g.out_degrees().clamp(min=1).to(x.dtype).pow(-0.5).view(shape)
+            g.ndata_all["c_in"] = g.in_degrees().clamp(min=1).to(x.dtype).pow(-0.5).view(shape)
             for _ in range(self.k):
-                g.ndata["z"] = h
+                g.ndata_all["z"] = h
                 g.update_all(GCNConv._message, fn.sum("m", "h"))  # sum_{u->v} c_u c_v z_u; zeros without edges
-                h = (1 - self.alpha) * g.ndata["h"] + self.alpha * x
+                h = (1 - self.alpha) * g.ndata_all["h"] + self.alpha * x
         return h

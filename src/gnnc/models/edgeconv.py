@@ -27,9 +27,9 @@ class EdgeConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         with g.local_scope():
-            g.ndata["x"] = x
+            g.ndata_all["x"] = x
             g.update_all(self._message, fn.max("m", "h"))  # a built-in: zeros on a graph without edges
-            return g.ndata["h"]
+            return g.ndata_all["h"]
 
     def _message(self, edges):
         x_u, x_v = edges.src["x"], edges.dst["x"]

@@ -47,11 +47,11 @@ class GATConv(nn.Module):
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         z = self.fc(self.feat_drop(x)).view(-1, self.num_heads, self.out_dim)
         with g.local_scope():
-            g.ndata["z"] = z
-            g.ndata["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
+            g.ndata_all["z"] = z
+            g.ndata_all["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)
-            h = g.ndata["h"]
+            h = g.ndata_all["h"]
         return bias_and_activation(h, self.bias, self.activation)
 
     def _attention(self, edges):

@@ -59,12 +59,12 @@ class GATv2Conv(nn.Module):
         h = self.feat_drop(x)
         with g.local_scope():
             z = self.fc_src(h).view(-1, self.num_heads, self.out_dim)
-            g.ndata["z"] = z
-            g.ndata["d"] = z if self.fc_dst is self.fc_src else self.fc_dst(h).view(-1, self.num_heads, self.out_dim)
-            g.ndata["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
+            g.ndata_all["z"] = z
+            g.ndata_all["d"] = z if self.fc_dst is self.fc_src else self.fc_dst(h).view(-1, self.num_heads, self.out_dim)
+            g.ndata_all["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)
-            out = g.ndata["h"]
+            out = g.ndata_all["h"]
         if self.res_fc is not None:
             out = out + self.res_fc(h).view(-1, self.num_heads, self.out_dim)
         if self.activation is not None:

@@ -36,11 +36,11 @@ class GCNConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         with g.local_scope():
-            g.ndata["z"] = x @ self.weight
-            g.ndata["c_out"] = _inv_sqrt_degree(g.out_degrees(), x.dtype)
-            g.ndata["c_in"] = _inv_sqrt_degree(g.in_degrees(), x.dtype)
+            g.ndata_all["z"] = x @ self.weight
+            g.ndata_all["c_out"] = _inv_sqrt_degree(g.out_degrees(), x.dtype)
+            g.ndata_all["c_in"] = _inv_sqrt_degree(g.in_degrees(), x.dtype)
             g.update_all(self._message, fn.sum("m", "h"))  # a built-in: zeros on a graph without edges
-            h = g.ndata["h"]
+            h = g.ndata_all["h"]
         return bias_and_activation(h, self.bias, self.activation)
 
     @staticmethod

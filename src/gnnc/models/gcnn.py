@@ -35,10 +35,10 @@ class GCNNConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor, edge_feat: torch.Tensor) -> torch.Tensor:
         with g.local_scope():
-            g.ndata["x"] = x
-            g.edata["w"] = edge_feat
+            g.ndata_all["x"] = x
+            g.edata_all["w"] = edge_feat
             g.update_all(self._message, fn.sum("m", "h"))  # a built-in: zeros on a graph without edges
-            h = g.ndata["h"]
+            h = g.ndata_all["h"]
         return self.out2(F.relu(self.out1(torch.cat([h, x], -1))))
 
     def _message(self, edges):

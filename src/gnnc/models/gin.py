@@ -40,13 +40,13 @@ class GINConv(nn.Module):
     def forward(self, g, x: torch.Tensor, edge_weight: torch.Tensor | None = None) -> torch.Tensor:
         reduce = _AGGREGATORS[self.aggregator_type]("m", "neigh")
         with g.local_scope():
-            g.ndata["h"] = x
+            g.ndata_all["h"] = x
             if edge_weight is None:
                 g.update_all(self._message, reduce)
             else:
-                g.edata["w"] = edge_weight.reshape((-1,) + (1,) * (x.dim() - 1))
+                g.edata_all["w"] = edge_weight.reshape((-1,) + (1,) * (x.dim() - 1))
                 g.update_all(self._weighted_message, reduce)
-            out = (1 + self.eps) * x + g.ndata["neigh"]
+            out = (1 + self.eps) * x + g.ndata_all["neigh"]
         if self.apply_func is not None:
             out = self.apply_func(out)
         return bias_and_activation(out, None, self.activation)

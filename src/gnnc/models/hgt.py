@@ -124,17 +124,17 @@ class HGTConv(nn.Module):
             raise ValueError(f"HGTConv: expected features of shape [num_nodes, {self.in_dim}], "
                              f"got {tuple(x.shape)}")
         with g.local_scope():
-            g.ndata["x"] = x
+            g.ndata_all["x"] = x
             for name in ("k_weight", "q_weight", "v_weight", "a_weight",
                          "k_bias", "q_bias", "v_bias", "a_bias", "skip"):
                 g.ntype_data[name] = getattr(self, name)
             for name in ("relation_att", "relation_msg", "relation_pri"):
                 g.etype_data[name] = getattr(self, name)
             # kept where no node has in-edges: a reduce UDF is not called (the update still reads t)
-            g.ndata["t"] = zeros_default(x, (x.shape[0], self.out_dim))
+            g.ndata_all["t"] = zeros_default(x, (x.shape[0], self.out_dim))
             g.update_all(self._message, self._reduce, self._update)
             if self.use_norm:
                 g.ntype_data["norm_weight"] = self.norm_weight
                 g.ntype_data["norm_bias"] = self.norm_bias
                 g.apply_nodes(self._layer_norm)
-            return g.ndata["h"]
+            return g.ndata_all["h"]

@@ -47,10 +47,10 @@ class GMMConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor, pseudo: torch.Tensor) -> torch.Tensor:
         with g.local_scope():
-            g.ndata["z"] = self.fc(x).view(-1, self.num_kernels, self.out_dim)
-            g.edata["p"] = pseudo
+            g.ndata_all["z"] = self.fc(x).view(-1, self.num_kernels, self.out_dim)
+            g.edata_all["p"] = pseudo
             g.update_all(self._message, _AGGREGATORS[self.aggregator]("m", "h"))
-            h = g.ndata["h"].sum(1)
+            h = g.ndata_all["h"].sum(1)
         if self.bias is not None:
             h = h + self.bias
         return h

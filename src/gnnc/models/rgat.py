@@ -63,10 +63,10 @@ class RGATConv(nn.Module):
             raise ValueError(f"RGATConv: expected features of shape [num_nodes, {self.in_dim}], "
                              f"got {tuple(x.shape)}")
         with g.local_scope():
-            g.ndata["x"] = x
+            g.ndata_all["x"] = x
             g.etype_data["W"] = self.weight
             g.etype_data["a"] = self.attn
             # kept where no node has in-edges: a reduce UDF is not called
-            g.ndata["h"] = zeros_default(x, (x.shape[0], self.num_heads * self.out_dim))
+            g.ndata_all["h"] = zeros_default(x, (x.shape[0], self.num_heads * self.out_dim))
             g.update_all(self._message, self._reduce)
-            return g.ndata["h"]
+            return g.ndata_all["h"]

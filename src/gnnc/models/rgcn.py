@@ -77,9 +77,9 @@ class RGCNConv(nn.Module):
             raise ValueError(f"RGCNConv: expected features of shape [num_nodes, {self.in_dim}], "
                              f"got {tuple(x.shape)}")
         with g.local_scope():
-            g.ndata["x"] = x
-            g.edata["norm"] = relation_in_degree_norm(g, x.dtype)
+            g.ndata_all["x"] = x
+            g.edata_all["norm"] = relation_in_degree_norm(g, x.dtype)
             g.etype_data["W"] = self.relation_weights()
             g.update_all(self._message, self._reduce, self._update)
-            return g.ndata["h"]
+            return g.ndata_all["h"]
 

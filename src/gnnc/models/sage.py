@@ -57,18 +57,18 @@ class SAGEConv(nn.Module):
         h = self.feat_drop(x)
         with g.local_scope():
             if self.aggregator_type == "pool":
-                g.ndata["h"] = F.relu(self.fc_pool(h))
+                g.ndata_all["h"] = F.relu(self.fc_pool(h))
                 g.update_all(self._message, fn.max("m", "neigh"))  # built-ins: zeros on a graph without edges
-                neigh = g.ndata["neigh"]
+                neigh = g.ndata_all["neigh"]
             elif self.aggregator_type == "mean":
-                g.ndata["h"] = h
+                g.ndata_all["h"] = h
                 g.update_all(self._message, fn.mean("m", "neigh"))
-                neigh = g.ndata["neigh"]
+                neigh = g.ndata_all["neigh"]
             else:
-                g.ndata["h"] = h
+                g.ndata_all["h"] = h
                 g.update_all(self._message, fn.sum("m", "neigh"))
                 degree = g.in_degrees().to(h.dtype).unsqueeze(-1)
-                neigh = (g.ndata["neigh"] + h) / (degree + 1)
+                neigh = (g.ndata_all["neigh"] + h) / (degree + 1)
         out = self.fc_neigh(neigh)
         if self.fc_self is not None:
             out = self.fc_self(h) + out

@@ -95,7 +95,7 @@ class SimpleHGNConv(nn.Module):
             raise ValueError(f"SimpleHGNConv: prev_attn must have shape {list(expected)} "
                              f"(edges, heads), got {tuple(prev_attn.shape)}")
         with g.local_scope():
-            g.ndata["x"] = x
+            g.ndata_all["x"] = x
             g.etype_data["emb"] = self.edge_emb
             # Edge softmax over all in-edges of each destination, shifted by the max for stability.
             # Built-in reducers: zeros on a graph without edges, where reduce UDFs would write nothing.
@@ -104,12 +104,12 @@ class SimpleHGNConv(nn.Module):
             g.apply_edges(self._shifted_exp)
             g.update_all(self._copy_exp, fn.sum("exp", "exp_sum"))
             g.apply_edges(self._normalize)
-            attn = g.edata["a"]
+            attn = g.edata_all["a"]
             if prev_attn is not None:
                 attn = (1 - self.beta) * attn + self.beta * prev_attn
-                g.edata["a"] = attn
+                g.edata_all["a"] = attn
             g.update_all(self._message, fn.sum("m", "h"))
-            h = g.ndata["h"].flatten(1)
+            h = g.ndata_all["h"].flatten(1)
         if self.res_weight is not None:
             h = h + x @ self.res_weight
         return h, attn

@@ -26,7 +26,7 @@ _ENDS = {"dst": "dst", "src": "src"}
 def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
     """``a[e] = exp(logits[e]) / sum over e' with dst(e') == dst(e) of exp(logits[e'])``.
 
-    ``logits`` is ``[E, *]`` in the user's edge order (the order of ``g.edata``
+    ``logits`` is ``[E, *]`` in the user's edge order (the order of ``g.edata_all``
     and ``g.edges()``); the result has the same shape, order and dtype. The
     softmax is taken separately for every trailing index (e.g. per head) and is
     numerically stable for any finite logits (the per-node maximum is
@@ -37,7 +37,7 @@ def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
 
     On a relation slice (``g[etype]``) it spans that relation's edges only (DGL's HGT example).
     On a heterogeneous graph the softmax spans every in-edge of a node, of all
-    relations: pass either one ``[E, *]`` tensor over all edges in ``g.edata``
+    relations: pass either one ``[E, *]`` tensor over all edges in ``g.edata_all``
     order, or ``{relation: [E_r, *]}`` with every relation (name or canonical
     triple) and get ``{canonical relation: ...}`` back, as DGL (DGL takes a tuple in
     ``canonical_etypes`` order for this; a tuple or list is accepted as such).

@@ -1,6 +1,6 @@
 """graph_reads (a forward pass): repeated reads of one graph feature -> one read.
 
-``mask = g.ndata['ntype'] == t`` inside a loop reads the feature once per iteration; the forward passes
+``mask = g.ndata_all['ntype'] == t`` inside a loop reads the feature once per iteration; the forward passes
 that group per-type code (``type_masks``) need to see one tensor. Pattern, in a captured forward's fx
 graph: ``G.<frame>[key]`` read again with no graph operation in between (a write, ``pop``, a message-passing
 call, a scope entered or left). Replacement: the later reads use the first. The same tensor (or, for a

@@ -27,7 +27,7 @@ import operator
 
 import torch.fx as fx
 
-from ..frontend.forward import copied, enter_scope, exit_scope, graph_frame, message_passing_call
+from ..frontend.forward import EDGE_FRAMES, copied, enter_scope, exit_scope, graph_frame, message_passing_call
 from ..runtime.scope_release import arm_drop, drop_feature, drop_features
 
 _COUNTS = frozenset({"num_nodes", "num_edges", "number_of_nodes", "number_of_edges", "in_degrees", "out_degrees"})
@@ -75,9 +75,9 @@ def _after_last_call(body: list, g: fx.Node):
                 if found is None:
                     return None
                 if found[0] != "write":
-                    kept["edge" if n.args[1] == "edata" else "node"].add(found[1])
+                    kept["edge" if n.args[1] in EDGE_FRAMES else "node"].add(found[1])
                 if found[0] == "read":
-                    site = (n.args[1] == "edata", found[1])
+                    site = (n.args[1] in EDGE_FRAMES, found[1])
                     if site not in last_reads or order.get(use, -1) > order.get(last_reads[site], -1):
                         last_reads[site] = use
         elif n.op == "call_method" and n.target in _COUNTS and n.args and n.args[0] is g:
@@ -92,7 +92,7 @@ def _dropped(body: list, g: fx.Node, until: fx.Node, kept: tuple) -> list:
     keys = set()
     for n in body[:body.index(until)]:
         if graph_frame(n) and n.args[0] is g:
-            edge = n.args[1] == "edata"
+            edge = n.args[1] in EDGE_FRAMES
             keys.update((f"{n.args[1]}[{found[1]!r}]" for use in n.users
                          if (found := _keyed_use(use, n)) and found[0] == "write" and found[1] not in kept[edge]))
     return sorted(keys)

@@ -112,7 +112,7 @@ def _read(g, store, key, rel, space=None):
     if store == "ndata":
         t = None if rel is None else g.ntype_id(g.index.etypes[rel][end_slot(space)])
         return g.side_data(side_of(space), t)[key]
-    return getattr(g, store)[key]
+    return getattr(g, "edata_all" if store == "edata" else store)[key]
 
 
 _TRACES: dict = {}
@@ -326,7 +326,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs) -> list:
         elif kind == "edata":
             internal = deferral.internal_edges(g, name, rel)
             if internal is None:
-                user = g.edata[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
+                user = g.edata_all[name] if rel is None else g.edges[g.canonical_etypes[rel]].data[name]
                 internal = _internal_order(g.index, user, lo, hi)
             values.append(internal)
         elif kind == "ntype_data":

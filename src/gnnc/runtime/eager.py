@@ -202,7 +202,7 @@ def write_nodes(g, ntype: int | None, out: dict) -> None:
     """Store ``out``'s tensors as node features (of node type ``ntype``, or of all nodes)."""
     for k, v in out.items():
         if ntype is None:
-            g.ndata[k] = v
+            g.ndata_all[k] = v
         else:
             g.nodes[g.ntypes[ntype]].data[k] = v
 
@@ -227,5 +227,5 @@ def _node_view(g, ntype: int | None, side=None):
     if side is not None:
         return g.side_data(side, ntype), "" if ntype is None else f" on node type {g.index.ntypes[ntype]!r}"
     if ntype is None:
-        return g.ndata, ""
+        return g.ndata_all, ""
     return g.nodes[g.index.ntypes[ntype]].data, f" on node type {g.index.ntypes[ntype]!r}"

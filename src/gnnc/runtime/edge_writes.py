@@ -26,7 +26,7 @@ def store(g, rel, results: dict) -> dict:
     """Store the written features of ``results`` (a plan's run on block ``rel`` of ``g``) in that block's edge
     data, in user edge order; the call's own results (the rest) are returned."""
     lo, hi = edge_block(g, rel)
-    frame = g.edata if rel is None else g.edges[g.canonical_etypes[rel]].data
+    frame = g.edata_all if rel is None else g.edges[g.canonical_etypes[rel]].data
     rest = {}
     for key, value in results.items():
         if isinstance(key, tuple) and key[0] == EDGE_WRITE:

@@ -23,7 +23,7 @@ from ..function import SIDE_SPACES, BuiltinMessage, BuiltinReduce
 from ..frontend.heads import ProbeBatch, Unbatchable, batch_udf
 from ..graph.frame import Deferred
 
-_NODE_FRAMES = ("ndata", "srcdata", "dstdata")
+_NODE_FRAMES = ("ndata", "ndata_all", "srcdata", "dstdata")
 _MOST = 8  # batched programs kept per block template
 _RUN_TIME = stage("forward pass batch_heads at run time")  # what a failure in a replay of the pass's code is named
 
