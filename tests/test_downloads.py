@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -202,17 +203,29 @@ from gnnc.cli import main
 from gnnc.data import sources
 from tests.test_downloads import pinned
 
-digests, mirror, script = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+digests, mirror, script, mode = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 sources.SOURCES["cora"] = pinned("cora", digests)
 if main(["datasets", "download", "cora", "--mirror", mirror]):
     sys.exit(1)
 alias.install()
-exec(compile(open(script).read(), script, "exec"), {"__name__": "__main__"})
+code = compile(open(script).read(), script, "exec")
+if mode == "eager":
+    exec(code, {"__name__": "__main__"})
+else:  # every message-passing call compiled; a fallback is an error
+    import warnings
+    from gnnc.frontend.message_passing import compiling
+    from gnnc.runtime.compiled import FallbackWarning, recording
+
+    warnings.simplefilter("error", FallbackWarning)
+    with compiling({}), recording() as plans:
+        exec(code, {"__name__": "__main__"})
+    print(f"compiled plans: {sum(plan.module is not None for plan in plans)}")
 """
 
 
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
 @pytest.mark.parametrize("script", ["1_introduction.py", "4_link_predict.py"])
-def test_dgl_tutorials_run_unchanged_on_downloaded_data(tmp_path, server, script):
+def test_dgl_tutorials_run_unchanged_on_downloaded_data(tmp_path, server, script, mode):
     """DGL's blitz tutorials, unchanged, through the alias; Cora (a synthetic Cora-format set) from the command."""
     if not (TUTORIALS / script).is_file():
         pytest.skip(f"DGL's tutorials are not at {TUTORIALS}")
@@ -221,12 +234,14 @@ def test_dgl_tutorials_run_unchanged_on_downloaded_data(tmp_path, server, script
     url, httpd = server
     digests = _synthetic(tmp_path, httpd, "cora")
     env = {**os.environ, "GNNC_DATA": str(tmp_path / "data"), "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", _BOOT, json.dumps(digests), url, str(TUTORIALS / script)],
+    done = subprocess.run([sys.executable, "-c", _BOOT, json.dumps(digests), url, str(TUTORIALS / script), mode],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"cora: 8 files in {tmp_path / 'data'}" in done.stdout
     assert "In epoch 95, loss:" in done.stdout
     assert script.startswith("1") or "AUC" in done.stdout
+    if mode == "compiled":
+        assert int(re.search(r"compiled plans: (\d+)", done.stdout).group(1)) > 0
 
 
 def test_info_states_how_planetoid_features_are_processed(shared_data, capsys):
