@@ -136,9 +136,54 @@ def test_message_passing_on_a_to_block_without_destinations_in_sources():
     assert bg.dstdata["y"].flatten().tolist() == [4.0, 2.0]  # DGL 2.1
 
 
-@pytest.mark.parametrize("compile", [False, True])
-def test_message_passing_with_fewer_sources_than_destinations_is_refused(compile):
-    b = create_block(([0, 1, 2], [1, 2, 3]))
-    b.srcdata["x"] = torch.ones(3, 1)
-    with pytest.raises(ValueError, match="include_dst_in_src=True"):
-        b.update_all(fn.copy_u("x", "m"), fn.sum("m", "y"), compile=compile)
+def _short():
+    """A block with fewer source (3) than destination (4) nodes."""
+    b = create_block(([0, 1, 2, 0], [1, 2, 3, 3]))
+    b.srcdata["x"] = torch.tensor([[1.], [2.], [4.]])
+    b.dstdata["z"] = torch.tensor([[10.], [20.], [30.], [40.]])
+    return b
+
+
+def _short_layer(b):
+    b.update_all(fn.copy_u("x", "m"), fn.sum("m", "y"))
+    b.update_all(lambda e: {"m": e.src["x"] * e.dst["z"]}, lambda n: {"w": n.mailbox["m"].max(1)[0] + n.data["z"]})
+    b.apply_edges(fn.u_add_v("x", "z", "e"))
+    return [b.dstdata["y"].flatten().tolist(), b.dstdata["w"].flatten().tolist(), b.edata["e"].flatten().tolist()]
+
+
+def _short_hetero_layer():
+    h = create_block({("A", "AB", "B"): ([0, 1], [2, 0]), ("B", "BA", "A"): ([0, 0, 1], [3, 1, 0])},
+                     num_src_nodes={"A": 2, "B": 2}, num_dst_nodes={"A": 4, "B": 3})
+    h.srcnodes["A"].data["x"], h.srcnodes["B"].data["x"] = torch.tensor([[1.], [2.]]), torch.tensor([[10.], [20.]])
+    h.multi_update_all({"AB": (fn.copy_u("x", "m"), fn.sum("m", "y")),
+                        "BA": (fn.copy_u("x", "m"), fn.sum("m", "y"))}, "sum")
+    return [h.dstnodes["A"].data["y"].flatten().tolist(), h.dstnodes["B"].data["y"].flatten().tolist()]
+
+
+_SHORT = [[0.0, 1.0, 2.0, 5.0], [0.0, 40.0, 90.0, 200.0], [21.0, 32.0, 44.0, 41.0]]  # DGL 2.1
+_SHORT_HETERO = [[20.0, 10.0, 0.0, 10.0], [2.0, 0.0, 1.0]]
+
+
+def test_message_passing_with_fewer_sources_than_destinations_matches_dgl():
+    b = _short()
+    assert _short_layer(b) == _SHORT
+    b.send_and_recv(torch.tensor([1, 3]), fn.copy_u("x", "m"), fn.sum("m", "s"))
+    b.pull(torch.tensor([3]), fn.copy_u("x", "m"), fn.sum("m", "p"))
+    assert b.dstdata["s"].flatten().tolist() == [0.0, 0.0, 2.0, 1.0]  # DGL 2.1
+    assert b.dstdata["p"].flatten().tolist() == [0.0, 0.0, 0.0, 5.0]
+    assert b.srcdata["x"].flatten().tolist() == [1.0, 2.0, 4.0]
+    assert _short_hetero_layer() == _SHORT_HETERO
+
+
+def test_compiled_message_passing_with_fewer_sources_than_destinations():
+    with warnings.catch_warnings(), compiled.recording() as plans, compiling({}):
+        warnings.simplefilter("error", gnnc.FallbackWarning)
+        got = _short_layer(_short()), _short_hetero_layer()
+    assert plans and all(p.module is not None for p in plans), "no compiled plan ran"
+    assert got == (_SHORT, _SHORT_HETERO)
+
+
+def test_one_node_set_writes_are_refused_where_the_sides_differ_in_size():
+    b = _short()
+    with pytest.raises(ValueError, match="write srcdata and dstdata"):
+        b.ndata["h"] = torch.zeros(4, 1)

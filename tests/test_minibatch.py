@@ -139,7 +139,7 @@ def test_compiled_blocks_match_eager(name, graph_seed, fanouts, target):
     seeds = torch.randperm(g.num_nodes(target))[:7]
     blocks = NeighborSampler(g, fanouts, target, seed=graph_seed).sample(seeds)
     assert any(b.num_edges(("tag", "empty", "user")) == 0 for b in blocks)
-    zero_in = [bool((b.in_degrees()[b.dst_index] == 0).any()) for b in blocks]
+    zero_in = [bool((b.in_degrees() == 0).any()) for b in blocks]  # one per destination node, as DGL
     assert any(zero_in), "some destination has no sampled in-edge"
     x = torch.randn(blocks[0].num_nodes(), 8, dtype=torch.float64)
     weight = torch.randn(seeds.numel(), 3, dtype=torch.float64)

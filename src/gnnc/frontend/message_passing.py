@@ -317,9 +317,10 @@ def _compute_graph(g, rel: int, eids):
     of ``g``'s nodes, with ``g``'s node features, those edges' features and ``g``'s initializers."""
     key, eids = g.canonical_etypes[rel], eids.long()
     src, dst = (t.long() for t in g.find_edges(key))
-    part = Graph._build(g.ntypes, [g.num_nodes(t) for t in g.ntypes], [(key, src[eids], dst[eids])], g.device)
+    part = Graph._build(g.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device)
     if g.is_block:  # with both sides of its node features
-        part = Block(part.index, g.src_ids, g.num_dst_per_type, g.parent_eids[g.index.rel_offsets[rel] + eids])
+        part = Block(part.index, g.src_ids, g.num_dst_per_type, g.parent_eids[g.index.rel_offsets[rel] + eids],
+                     num_src_per_type=g.num_src_per_type, side_types=g.side_types)
     part._nstore = g._nstore.copy()
     part.initializers = g.initializers
     part.parent_eid = eids if g.parent_eid is None else g.parent_eid.index_select(0, eids)

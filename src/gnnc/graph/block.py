@@ -12,8 +12,9 @@ A block whose two sides are separate node sets (DGL's ``create_block``,
 sides from 0 within each type: the structure holds ``max(sources,
 destinations)`` rows of the type, source ``i`` and destination ``i`` share
 row ``i`` without being one node. Its counts, degrees, ids and features are
-DGL's; message passing on it needs every source row present (as many source
-nodes of a type as destination nodes) and raises ValueError otherwise.
+DGL's; where a type has more destination than source nodes, ``edges.src``
+reads zeros on the rows without a source node (no edge starts there) and
+``ndata`` / ``nodes[t].data`` (one node set) refuse writes.
 
 As DGL's, a block holds two sides of node features
 (``gnnc.graph.sided_store``): ``srcdata`` / ``srcnodes[t].data`` (what
@@ -37,7 +38,7 @@ import torch
 
 from .core import Graph, NodeSpace
 from .frame import TypesView, TypeView, WholeView
-from .sided_store import DestinationSide, NodeSet, SidedStore
+from .sided_store import DestinationSide, NodeSet, SidedStore, SourceRows
 
 
 class Block(Graph):
@@ -63,7 +64,8 @@ class Block(Graph):
             raise ValueError(f"Block: {src_ids.numel()} parent ids for {sum(num_src_per_type)} source nodes")
         if parent_eids.numel() != index.num_edges:
             raise ValueError(f"Block: {parent_eids.numel()} parent edge ids for {index.num_edges} edges")
-        super().__init__(index, nstore or SidedStore(index.ntypes, num_src_per_type, num_dst_per_type), estore)
+        super().__init__(index, nstore or SidedStore(index.ntypes, num_src_per_type, num_dst_per_type,
+                                                     index.ntype_counts), estore)
         self.src_ids = src_ids
         self.num_dst_per_type = num_dst_per_type
         self.num_src_per_type = num_src_per_type
@@ -160,15 +162,10 @@ class Block(Graph):
 
     def side_data(self, side: str, ntype: int | None = None):
         """``edges.src`` reads the source side; ``edges.dst``, ``nodes.data`` and message passing's results the
-        destination side, over every node row (``gnnc.graph.sided_store.DestinationSide``). ValueError where
-        the source side lacks node rows (see the module)."""
-        short = [t for t, (s, n) in enumerate(zip(self.num_src_per_type, self.index.ntype_counts)) if s < n]
-        if short:
-            raise ValueError(f"message passing on this block: node type {self.ntypes[short[0]]!r} has "
-                             f"{self.num_src_per_type[short[0]]} source nodes but "
-                             f"{self.num_dst_per_type[short[0]]} destination nodes, and gnnc's blocks read "
-                             "both sides over shared node rows; build it with include_dst_in_src=True (or "
-                             "num_src_nodes >= num_dst_nodes per type) to run message passing on it")
+        destination side, over every node row (``gnnc.graph.sided_store.DestinationSide``; the source side
+        padded where it lacks node rows: ``SourceRows``)."""
+        if side == "src" and self._nstore.short:
+            return SourceRows(self._nstore, ntype)
         if side == "src":
             return WholeView(self._nstore, self.ntype_id) if ntype is None else TypeView(self._nstore, ntype)
         return DestinationSide(self._nstore, ntype, self.ntype_id)
