@@ -182,6 +182,19 @@ def cases(G, nn):
                                        {}, False),
         "settransformerdecoder": (WithGraph(nn.SetTransformerDecoder(4, 2, 2, 6, 1, 3), sets), (x(5),), {}, False),
     })
+    looped = G.graph((torch.tensor([0, 1, 2, 3, 2, 5, 1]), torch.tensor([1, 2, 3, 4, 0, 3, 1])))
+    out.update({
+        "twirlsconv": (WithGraph(nn.TWIRLSConv(4, 2, 3, prop_step=4), looped), (x(6).float(),), {}, True),
+        "twirlsconv-attention": (WithGraph(nn.TWIRLSConv(4, 2, 3, 5, num_mlp_before=2, norm="layer", attention=True,
+                                                         T=2.0, use_eta=True, attn_bef=True), looped), (x(6).float(),), {},
+                                 True),
+        "twirlsconv-no-precond": (WithGraph(nn.TWIRLSConv(4, 2, 3, 3, num_mlp_after=0, precond=False, lam=2,
+                                                          alp=0.3, tau=0.5, p=0.5, attention=True), looped),
+                                  (x(6).float(),), {}, True),
+        # propagates once, on its first call, then reuses the result (DGL's cache): nothing left to compile
+        "twirlsconv-cached": (WithGraph(nn.TWIRLSConv(4, 2, 3, 3, num_mlp_before=0, num_mlp_after=2), looped),
+                              (x(6).float(),), {}, False),
+    })
     for norm in ("sym", "row"):
         for clamp, normalize, reset in ((True, False, False), (False, True, True), (False, False, True)):
             name = f"labelprop-{norm}-{int(clamp)}{int(normalize)}{int(reset)}"
@@ -333,10 +346,19 @@ EXPECTED = {
         [-8.38283412739541, 1.2782282801927929, 12.540606352078337]),
     "transr": ({"rel_emb.weight": (3, 2), "rel_project.weight": (3, 8)},
         [-8.170481503972647, -0.33483398273597387, 12.673781758517203]),
+    "twirlsconv": ({"layer.mlp_aft.layers.0.bias": (2,), "layer.mlp_aft.layers.0.weight": (2, 3), "layer.mlp_bef.layers.0.bias": (3,), "layer.mlp_bef.layers.0.weight": (3, 4)},
+        [5.553385704755783, -0.26732943003827864, 2.653867768811886]),
+    "twirlsconv-attention": ({"layer.mlp_aft.layers.0.bias": (2,), "layer.mlp_aft.layers.0.weight": (2, 3), "layer.mlp_aft.norms.0.bias": (3,), "layer.mlp_aft.norms.0.weight": (3,), "layer.mlp_bef.layers.0.bias": (3,), "layer.mlp_bef.layers.0.weight": (3, 4), "layer.mlp_bef.layers.1.bias": (3,), "layer.mlp_bef.layers.1.weight": (3, 3), "layer.mlp_bef.norms.0.bias": (3,), "layer.mlp_bef.norms.0.weight": (3,), "layer.unfolding.etas": (3,)},
+        [5.796981990337372, -0.01845618269660243, 2.8038513757119343]),
+    "twirlsconv-cached": ({"layer.mlp_aft.layers.0.bias": (3,), "layer.mlp_aft.layers.0.weight": (3, 4), "layer.mlp_aft.layers.1.bias": (2,), "layer.mlp_aft.layers.1.weight": (2, 3)},
+        [10.013362407684326, 0.5983241688121448, 9.232511123450543]),
+    "twirlsconv-no-precond": ({"layer.mlp_bef.layers.0.bias": (2,), "layer.mlp_bef.layers.0.weight": (2, 4)},
+        [6.446742974221706, 0.5982082113623619, 4.726628285696271]),
 }
 
-# computed in float32 by DGL (LapPosEncoder casts its input; label propagation's labels are float32)
-_FLOAT32 = ("lappos", "labelprop")
+# computed in float32 by DGL (LapPosEncoder casts its input; label propagation's labels are float32; TWIRLSConv
+# starts its edge weights in the default dtype)
+_FLOAT32 = ("lappos", "labelprop", "twirlsconv")
 
 
 @functools.cache

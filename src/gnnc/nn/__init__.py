@@ -35,6 +35,7 @@ from .conv import (
     SAGEConv,
     SGConv,
     TAGConv,
+    TWIRLSConv,
 )
 from .embedding import TypedEmbedding
 from .factory import RadiusGraph
@@ -73,5 +74,5 @@ __all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "AvgPooling", "BiasedMHA", "CF
            "Identity", "JumpingKnowledge", "LabelPropagation", "LapPosEncoder", "MaxPooling", "NNConv", "PNAConv",
            "PathEncoder", "RadiusGraph", "RelGraphConv", "SAGEConv", "SGConv", "Sequential", "Set2Set",
            "SetTransformerDecoder", "SetTransformerEncoder", "SortPooling", "SparseAdam", "SpatialEncoder",
-           "SpatialEncoder3d", "SumPooling", "TAGConv", "TransE", "TransR", "TypedEmbedding", "TypedLinear",
-           "edge_softmax"]
+           "SpatialEncoder3d", "SumPooling", "TAGConv", "TWIRLSConv", "TransE", "TransR", "TypedEmbedding",
+           "TypedLinear", "edge_softmax"]

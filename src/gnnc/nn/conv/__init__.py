@@ -31,8 +31,10 @@ from .relgraphconv import RelGraphConv
 from .sageconv import SAGEConv
 from .sgconv import SGConv
 from .tagconv import TAGConv
+from .twirlsconv import TWIRLSConv
 
 __all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "CFConv", "ChebConv", "DGNConv", "DenseChebConv", "DenseGraphConv",
            "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm",
            "GATConv", "GATv2Conv", "GCN2Conv", "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GraphConv",
-           "GroupRevRes", "HGTConv", "NNConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv"]
+           "GroupRevRes", "HGTConv", "NNConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv",
+           "TWIRLSConv"]
