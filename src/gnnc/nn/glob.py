@@ -12,8 +12,13 @@ from ..readout import (
     sum_nodes,
     topk_nodes,
 )
+from .set_transformer import (  # DGL keeps them here
+    SetTransformerDecoder,
+    SetTransformerEncoder,
+)
 
-__all__ = ["AvgPooling", "GlobalAttentionPooling", "MaxPooling", "Set2Set", "SortPooling", "SumPooling"]
+__all__ = ["AvgPooling", "GlobalAttentionPooling", "MaxPooling", "Set2Set", "SetTransformerDecoder",
+           "SetTransformerEncoder", "SortPooling", "SumPooling"]
 
 
 class _Pooling(nn.Module):

@@ -7,8 +7,9 @@ import torch
 from torch import nn
 
 from ..compat.dgl_base import DGLError
+from .hetero_modules import HeteroEmbedding, HeteroLinear  # DGL keeps them in hetero
 
-__all__ = ["HeteroGraphConv"]
+__all__ = ["HeteroEmbedding", "HeteroGraphConv", "HeteroLinear"]
 
 
 class HeteroGraphConv(nn.Module):
