@@ -8,7 +8,7 @@ from ... import function as fn
 
 
 class EGNNConv(nn.Module):
-    """E(n)-equivariant graph convolution, DGL 2.1's ``EGNNConv``: per edge ``u -> v``
+    """E(n)-equivariant graph convolution, DGL 2.1's ``EGNNConv``: per edge ``u -> v``::
 
         d = x_u - x_v,  r = |d|^2,  m = edge_mlp([h_u, h_v, r, a_e])   (``a_e`` with ``edge_feat_size > 0``)
         h'_v = node_mlp([h_v, sum_u m]),  x'_v = x_v + mean_u coord_mlp(m) d / (sqrt(r) + 1e-30)

@@ -18,7 +18,7 @@ from .edgeweightnorm import EdgeWeightNorm
 
 
 class GCN2Conv(ZeroInDegreeOption, nn.Module):
-    """Graph convolution with initial residual and identity mapping, DGL 2.1's ``GCN2Conv``:
+    """Graph convolution with initial residual and identity mapping, DGL 2.1's ``GCN2Conv``::
 
         p     = D^-1/2 A D^-1/2 x      (in-degrees on both sides; ``edge_weight`` normalised as
                                         ``EdgeWeightNorm('both')`` instead when given)

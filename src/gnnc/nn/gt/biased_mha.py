@@ -7,7 +7,7 @@ from torch import nn
 
 
 class BiasedMHA(nn.Module):
-    """DGL 2.1's ``BiasedMHA`` over a padded batch ``ndata`` (``[batch, nodes, feat_size]``):
+    """DGL 2.1's ``BiasedMHA`` over a padded batch ``ndata`` (``[batch, nodes, feat_size]``)::
 
         a[b, i, j, h] = softmax_j( (q_i . k_j) / sqrt(head_dim) (+ or *) attn_bias[b, i, j, h] ),  masked -> -inf
         out[b, i] = out_proj( concat_h sum_j dropout(a[b, i, j, h]) v_j )

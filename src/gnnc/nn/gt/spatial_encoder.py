@@ -27,7 +27,7 @@ class SpatialEncoder(nn.Module):
 
 
 class SpatialEncoder3d(nn.Module):
-    """DGL 2.1's ``SpatialEncoder3d``: for coordinates ``[batch, n, 3]`` and the pair distance ``d_ij``,
+    """DGL 2.1's ``SpatialEncoder3d``: for coordinates ``[batch, n, 3]`` and the pair distance ``d_ij``::
 
         k_ij = gaussian(gamma_ij d_ij + beta_ij; means, |stds| + 0.01)      (``num_kernels`` kernels)
         out_ij = linear_layer_2(gelu(linear_layer_1(k_ij)))                  ``[batch, n, n, num_heads]``
