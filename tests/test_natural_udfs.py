@@ -40,14 +40,14 @@ def _both(run, g, params=()):
     """``run(g, compile)`` eager and compiled: outputs and gradients (features and ``params``) must agree."""
     results = []
     for flag in (False, True):
-        for p in (g.ndata["h"], *params):
+        for p in (g.ndata_all["h"], *params):
             p.grad = None
         with warnings.catch_warnings():
             warnings.simplefilter("error", FallbackWarning)
             out = run(g, flag)
         out.pow(2).sum().backward()
         results.append((out.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                                        for p in (g.ndata["h"], *params)]))
+                                        for p in (g.ndata_all["h"], *params)]))
     (eager, eager_grads), (fast, fast_grads) = results
     torch.testing.assert_close(fast, eager)
     for a, b in zip(fast_grads, eager_grads):
@@ -121,7 +121,7 @@ def test_modules_in_dicts_lists_and_lambdas_in_forward():
 # --------------------------------------------------------------- issue 13 regressions
 def test_per_relation_default_argument_closures_get_their_own_plans():
     g = random_heterograph(seed=1)
-    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    g.ndata_all["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
     layers = nn.ModuleList([nn.Linear(D, D) for _ in g.etypes]).double()
 
     def run(g, flag):
@@ -134,7 +134,7 @@ def test_per_relation_default_argument_closures_get_their_own_plans():
                 return {"z": nodes.mailbox["m"].sum(1)}
             funcs[etype] = (message, reduce)
         g.multi_update_all(funcs, "sum", compile=flag)
-        return g.ndata["z"]
+        return g.ndata_all["z"]
     _both(run, g, list(layers.parameters()))
 
 
@@ -223,7 +223,7 @@ def test_a_per_type_tensor_closed_over_by_a_relations_node_udf(seed):
     the relation's destination type (it used to fall back as 'a gnnc bug': only whole-graph calls bound such
     a tensor as node rows). 'likes' ends at items, 'follows' at users; both have unreached nodes."""
     g = random_heterograph(seed)
-    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    g.ndata_all["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
     lin = nn.Linear(D, D).double()
 
     def run(g, flag):
@@ -391,12 +391,12 @@ def test_tensors_sized_by_the_batch_rows_compile(reduce, update, graph):
 def test_tensors_sized_by_the_batch_rows_in_every_relation_of_a_heterograph():
     """Per relation (one of them empty), the rows are that relation's edges and its destination's nodes."""
     g = random_heterograph(seed=2)
-    g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
+    g.ndata_all["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
 
     def run(g, flag):
         g.multi_update_all({etype: (_factory_message, _factory_reduce) for etype in g.canonical_etypes}, "sum",
                            compile=flag)
-        return g.ndata["o"]
+        return g.ndata_all["o"]
     _both(run, g)
 
 
