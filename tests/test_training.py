@@ -1,4 +1,7 @@
 """End-to-end: GCN and GAT trained through the eager executor and the compiler reach published Cora accuracy."""
+import pytest
+import torch
+
 from gnnc import data
 from gnnc.training import planetoid_experiment
 
@@ -9,9 +12,25 @@ def test_gcn_cora_accuracy_within_two_points_of_paper(shared_data):
     assert result.test_acc * 100 >= 81.5 - 2.0, result
 
 
-def test_gat_cora_eager_and_compiled_reach_the_same_accuracy(shared_data):
+@pytest.fixture
+def eager_masks():
+    """Compiled dropout draws eager's masks (``docs/compiler.rst``: where compiled numbers may differ)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+def test_gat_cora_eager_and_compiled_reach_the_same_accuracy(shared_data, eager_masks):
     ds = data.load_planetoid("cora", shared_data / "planetoid")
     eager = planetoid_experiment("gat", ds, seed=0, epochs=200, progress=False)
     compiled = planetoid_experiment("gat", ds, seed=0, epochs=200, progress=False, compiled=True)
     assert eager.test_acc * 100 >= 83.0 - 2.0, eager
     assert abs(compiled.test_acc - eager.test_acc) * 100 <= 0.5, (eager, compiled)
+
+
+def test_gat_cora_compiled_with_its_own_dropout_masks_reaches_the_paper(shared_data):
+    """By default compiled dropout on Cora's wide input draws other masks than eager's: the same bar."""
+    ds = data.load_planetoid("cora", shared_data / "planetoid")
+    compiled = planetoid_experiment("gat", ds, seed=0, epochs=200, progress=False, compiled=True)
+    assert compiled.test_acc * 100 >= 83.0 - 2.0, compiled
