@@ -408,6 +408,8 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
                 if type(m) is nn.Linear:
                     n.meta["linear"] = (m.in_features, m.out_features, m.bias is not None)
                 n.meta["dropout"] = type(m) is nn.Dropout
+                if n.meta["dropout"]:  # whether it draws a mask (captures are kept per training flag and p)
+                    n.meta["dropout_fires"] = m.training and 0 < m.p < 1
     except CaptureFailure:
         raise
     except Exception as err:  # noqa: BLE001 - whatever fx cannot trace runs as written

@@ -27,6 +27,7 @@ from torch import fx, nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 from ..ir.shapes import StatelessInterpreter
+from .dce import _inactive_dropout
 from .nodes import call_arg as _arg
 from .softmax_forms import softmax_forms
 
@@ -161,7 +162,7 @@ def _translate(graph, call, ctx, n: fx.Node, env, root, shapes) -> _Value:
         plain = [_plain(graph, call, a) for a in args]
         plain_kw = {k: _plain(graph, call, v) for k, v in kwargs.items()}
         form = "S" if forms <= {"S"} else "N"
-        if form == "N" and n.op == "call_module" and isinstance(root.get_submodule(f"red.{n.target}"), nn.Dropout):
+        if form == "N" and n.op == "call_module" and _fires(root.get_submodule(f"red.{n.target}")):
             node = _in_bucket_order(graph, call, ctx, n, plain[0], "nodes")
         else:
             target = f"red.{n.target}" if n.op == "call_module" else n.target
@@ -176,9 +177,16 @@ def _in_bucket_order(graph, call, ctx, n, x, rows: str):
     return _emit(graph, call, ops.in_bucket_order, (ctx, module, x, rows))
 
 
+def _fires(module) -> bool:
+    """Whether ``module`` is a dropout that draws a mask: in training with p > 0. One that cannot fire (eval
+    mode, p = 0; plans are cached per training flag) is the identity: it stays the plain module call, which
+    dce removes, so it neither keeps degree buckets nor blocks the fused softmax aggregation."""
+    return isinstance(module, nn.Dropout) and module.training and module.p > 0
+
+
 def _random_operators(traced: fx.Graph, red) -> int:
-    return sum((n.op == "call_module" and isinstance(red.get_submodule(n.target), nn.Dropout))
-               or (n.op == "call_function" and n.target in (F.dropout, torch.dropout))
+    return sum((n.op == "call_module" and _fires(red.get_submodule(n.target)))
+               or (n.op == "call_function" and n.target in (F.dropout, torch.dropout) and not _inactive_dropout(n, red))
                or (n.op == "call_method" and n.target == "dropout") for n in traced.nodes)
 
 
@@ -206,7 +214,7 @@ def _translate_mailbox(graph, call, ctx, n, args, kwargs, root) -> _Value:
         module = root.get_submodule(f"red.{n.target}")
         if not isinstance(module, _ELEMENTWISE_MODULES) or len(args) != 1:
             raise _CannotLower(f"module {n.target} on a mailbox")
-        if isinstance(module, nn.Dropout):
+        if _fires(module):
             return _Value(_in_bucket_order(graph, call, ctx, n, box.node, "edges"), "M", box.ndim)
         return _Value(_emit(graph, call, f"red.{n.target}", (box.node,), op="call_module"), "M", box.ndim)
     if args and args[0] is box and (_reduction(n) is not None or (n.op == "call_method" and n.target in _SHAPE_METHODS)):
