@@ -44,11 +44,11 @@ def _graph_with_every_cache():
     cache built: CSR by destination and source, type pointers, degree buckets, the compiled calls' contexts."""
     g = random_heterograph(seed=2)
     gen = torch.Generator().manual_seed(0)
-    g.ndata["x"] = torch.randn(g.num_nodes(), 6, generator=gen)
-    g.edata["w"] = torch.rand(g.num_edges(), 1, generator=gen)
+    g.ndata_all["x"] = torch.randn(g.num_nodes(), 6, generator=gen)
+    g.edata_all["w"] = torch.rand(g.num_edges(), 1, generator=gen)
     g.ntype_data["scale"] = torch.rand(len(g.ntypes), 6, generator=gen)
-    gnnc.compile(RGCNConv(6, 4, len(g.etypes)))(g, g.ndata["x"])
-    g.ndata["z"] = torch.randn(g.num_nodes(), 2, 3, generator=gen)
+    gnnc.compile(RGCNConv(6, 4, len(g.etypes)))(g, g.ndata_all["x"])
+    g.ndata_all["z"] = torch.randn(g.num_nodes(), 2, 3, generator=gen)
     with gnnc.frontend.message_passing.compiling({"backend": "torch"}):
         g.apply_edges(lambda e: {"e": e.src["z"] + e.dst["z"]})
     assert isinstance(g._estore.peek_whole("e"), Deferred)  # kept in internal edge order until read
@@ -70,8 +70,8 @@ def test_to_leaves_no_tensor_on_the_old_device():
     moved = g.to("meta")  # any other device: caches are copied there or rebuilt there, never shared
     left = [path for path, t in reachable_tensors(moved) if not t.is_meta]
     assert not left, f"left on the CPU after g.to('meta'): {left}"
-    assert moved.device.type == "meta" and set(moved.ndata.keys()) == {"x", "z"}
-    assert set(moved.edata.keys()) == {"w", "e"} and moved.ntype_data["scale"].is_meta  # deferred: materialized
+    assert moved.device.type == "meta" and set(moved.ndata_all.keys()) == {"x", "z"}
+    assert set(moved.edata_all.keys()) == {"w", "e"} and moved.ntype_data["scale"].is_meta  # deferred: materialized
     assert all(t.device.type == "cpu" for _, t in reachable_tensors(g))  # the original is untouched
     assert g.to("cpu").index is g.index  # same device: the structure and its caches are shared
 
