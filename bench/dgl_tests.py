@@ -62,14 +62,15 @@ def _commit() -> str:
     return run.stdout.strip() or "unknown"
 
 
-def run_file(tests_root: Path, rel: str, mode: str, timeout: float) -> dict:
+def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int = 0) -> dict:
     """One test file in one mode, in a fresh pytest process: its records and how the process ended."""
     with tempfile.TemporaryDirectory(prefix="gnnc-dgl-tests-") as scratch:
         scratch = Path(scratch)
         (scratch / "pytest.ini").write_text("[pytest]\n")
         records = scratch / "records.jsonl"
         env = {**os.environ, "DGLBACKEND": "pytorch", "DGLTESTDEV": "cpu", "PYTHONDONTWRITEBYTECODE": "1",
-               "GNNC_DGL_MODE": mode, "GNNC_DGL_RECORDS": str(records), "OMP_NUM_THREADS": "1",
+               "GNNC_DGL_MODE": mode, "GNNC_DGL_RECORDS": str(records), "GNNC_DGL_SAMPLE": str(sample),
+               "OMP_NUM_THREADS": "1",
                "NUMBA_NUM_THREADS": "1",
                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # installed plugins cost seconds of start-up; DGL uses none
                "PYTHONPATH": os.pathsep.join([str(tests_root), str(REPO / "src"), str(REPO / "bench")])}
@@ -110,6 +111,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="folder for results.json and README.md")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per test file and mode")
     ap.add_argument("--jobs", type=int, default=2, help="test files run at a time")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run at most this many parametrizations of each test function, the same ones every "
+                         "time (0: all; CI samples, the committed tables run all)")
     args = ap.parse_args(argv)
     tests_root = args.dgl_tests.resolve() / "tests"
     missing = [f for f in args.files if not (tests_root / f).is_file()]
@@ -119,7 +123,7 @@ def main(argv=None) -> int:
     jobs = [(rel, mode) for rel in args.files for mode in modes]
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        runs = list(pool.map(lambda job: run_file(tests_root, *job, args.timeout), jobs))
+        runs = list(pool.map(lambda job: run_file(tests_root, *job, args.timeout, args.sample), jobs))
     files: dict = {rel: {} for rel in args.files}
     for (rel, mode), run in zip(jobs, runs):
         files[rel][mode] = run
@@ -127,7 +131,7 @@ def main(argv=None) -> int:
     broken = [f"{rel} [{mode}]" for (rel, mode), run in zip(jobs, runs) if run["status"] != "ok"]
     command = "python bench/dgl_tests.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results = {"commit": _commit(), "command": command, "dgl_tests": os.path.relpath(args.dgl_tests, REPO),
-               "modes": list(modes),
+               "modes": list(modes), "sample": args.sample,
                "seconds": round(time.perf_counter() - start, 1), "files": files}
     args.out.mkdir(parents=True, exist_ok=True)
     write_report(results, args.out)

@@ -56,5 +56,24 @@ def test_harness_classifies_and_counts_compiled_plans(tmp_path):
     [record] = broken["tests"].values()
     assert broken["status"] == "ok" and record["tests"] == 2 and "dgl.no_such_module" in record["reason"]
     readme = (out / "README.md").read_text()
-    assert "| `test_standin.py` | 1 | 1 | 1 | 1 | 1 | 0 |" in readme
-    assert "| `test_broken.py` | 0 | 2 | 0 | 0 | 0 | 0 |" in readme
+    assert "| `test_standin.py` | 1 | 1 | 1 | 1 | 0 | 1 | 0 |" in readme
+    assert "| `test_broken.py` | 0 | 2 | 0 | 0 | 0 | 0 | 0 |" in readme
+
+
+def test_a_sample_runs_the_same_few_parametrizations_of_each_test_and_counts_the_rest(tmp_path):
+    common = tmp_path / "dgl" / "tests" / "python" / "common"
+    common.mkdir(parents=True)
+    (common / "test_many.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('k', range(5))\n"
+                                         "def test_k(k):\n    pass\n\n\ndef test_one():\n    pass\n")
+
+    def ran(out):
+        subprocess.run([sys.executable, str(REPO / "bench" / "dgl_tests.py"), "--dgl-tests", str(tmp_path / "dgl"),
+                        "--mode", "eager", "--sample", "2", "--files", "python/common/test_many.py",
+                        "--out", str(out)], check=True, capture_output=True, timeout=300)
+        tests = json.loads((out / "results.json").read_text())["files"]["python/common/test_many.py"]["eager"]
+        return {name: t["category"] for name, t in tests["tests"].items()}
+
+    first = ran(tmp_path / "a")
+    assert sorted(first.values()) == ["not run"] * 3 + ["passed"] * 3 and first["test_one"] == "passed"
+    assert ran(tmp_path / "b") == first
+    assert "| `test_many.py` | 3 | 0 | 0 | 0 | 3 |" in (tmp_path / "a" / "README.md").read_text()

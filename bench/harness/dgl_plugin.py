@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+import zlib
 
 import pytest
 
@@ -27,6 +28,7 @@ dgl_alias.install()
 
 _COMPILED = os.environ.get("GNNC_DGL_MODE", "eager") == "compiled"
 _RECORDS = os.environ["GNNC_DGL_RECORDS"]
+_SAMPLE = int(os.environ.get("GNNC_DGL_SAMPLE", "0"))  # parametrizations kept per test function (0: all)
 _pending: dict[str, dict] = {}  # nodeid -> its record until teardown
 
 
@@ -50,6 +52,25 @@ def _error_line(longrepr) -> str:
 def _skip_reason(longrepr) -> str:
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     return first_line(reason.removeprefix("Skipped: "))
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``GNNC_DGL_SAMPLE=N``, at most N parametrizations of each test function run: the same N every time
+    (the smallest CRC-32s of their node ids); each one left out is recorded as ``sampled out``."""
+    if not _SAMPLE:
+        return
+    groups: dict[str, list] = {}
+    for item in items:
+        groups.setdefault(item.nodeid.partition("[")[0], []).append(item)
+    kept = set()
+    for group in groups.values():
+        kept.update(id(i) for i in sorted(group, key=lambda i: zlib.crc32(i.nodeid.encode()))[:_SAMPLE])
+    left_out = [i for i in items if id(i) not in kept]
+    for item in left_out:
+        _write({"nodeid": item.nodeid, "outcome": "sampled out"})
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if id(i) in kept]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -4,6 +4,7 @@ A test is ``passed``; ``failed`` (a failure or an error in setup or teardown, wi
 ``n/a`` with a reason: skipped by DGL for want of a GPU, skipped by DGL as another backend's, or listed in
 ``EXCLUDED`` (what gnnc deliberately does not have) and not passing; or ``skipped`` with DGL's own reason.
 A module that cannot be collected is one ``failed`` record, counted once per test function of its file.
+``not run``: left out of a sampled run (``bench/dgl_tests.py --sample``).
 """
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def classify(rel: str, record: dict) -> tuple[str, str]:
     outcome, message = record["outcome"], record.get("message", "")
     if outcome == "passed":
         return "passed", ""
+    if outcome == "sampled out":
+        return "not run", "left out of the sample (--sample)"
     if outcome == "skipped":
         if _GPU.search(message):
             return "n/a", "GPU only"
@@ -106,7 +109,7 @@ def _tally(results: dict) -> dict:
     return table
 
 
-_CATEGORIES = ("passed", "failed", "n/a", "skipped")
+_CATEGORIES = ("passed", "failed", "n/a", "skipped", "not run")
 _COMPILED_ONLY = ("ran a compiled plan", "fell back")
 
 
@@ -137,7 +140,9 @@ def render(results: dict, table: dict) -> str:
              "message-passing call of a test runs under `compiling({})`; *ran a compiled plan*: tests in which "
              "at least one call ran a compiled plan; *fell back*: tests in which a call raised a "
              "`FallbackWarning` (it then ran eagerly). A file that fails to collect counts each of its test "
-             "functions as one failure (its parametrizations are unknown)."), "",
+             "functions as one failure (its parametrizations are unknown)."
+             + (f" A sample: at most {results['sample']} parametrizations of each test function ran (the same "
+                "ones every time); the rest count as *not run*." if results.get("sample") else "")), "",
              "| file | " + " | ".join(f"{mode} {col}" for mode, col in columns) + " | notes |",
              "|---|" + "--:|" * len(columns) + "---|"]
     total = collections.Counter()
