@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -11,6 +12,16 @@ def data_dir() -> Path:
     from gnnc.data.paths import data_root
 
     return data_root()
+
+
+@pytest.fixture
+def eager_dropout_masks():
+    """``torch.use_deterministic_algorithms(True)`` for the test: compiled dropout then draws eager's masks
+    (docs/compiler.rst, where compiled numbers may differ from eager)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
 
 
 @pytest.fixture

@@ -16,14 +16,6 @@ from gnnc.runtime import compiled
 from tests.graphs import random_homograph
 
 
-@pytest.fixture
-def deterministic():
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(before)
-
-
 def _train_step(model, g, x, seed):
     """Output and parameter gradients of one step in train mode from random state ``seed``; the plans run."""
     model.zero_grad(set_to_none=True)
@@ -36,7 +28,7 @@ def _train_step(model, g, x, seed):
     return out.detach(), grads, {n.target for p in plans for n in p.dfg.graph.nodes}
 
 
-@pytest.mark.usefixtures("deterministic")
+@pytest.mark.usefixtures("eager_dropout_masks")
 def test_gat_in_train_mode_draws_eager_masks_under_determinism():
     g = random_homograph(60, 300, 0)
     x = torch.randn(60, 16, dtype=torch.float64)
@@ -73,7 +65,7 @@ class _NodeDropout(nn.Module):
             return g.ndata["o"]
 
 
-@pytest.mark.usefixtures("deterministic")
+@pytest.mark.usefixtures("eager_dropout_masks")
 @pytest.mark.parametrize("drops", [1, 2])
 def test_dropout_on_node_rows_of_a_reduce_and_several_dropouts_draw_eager_masks(drops):
     """Two dropouts in one reduce interleave their draws bucket by bucket in eager: that reduce keeps its

@@ -66,7 +66,7 @@ def test_a_captured_forward_keeps_the_fused_aggregation():
     assert targets & FUSED and ops.bucketed_reduce not in targets, targets
 
 
-def test_attention_dropout_in_training_keeps_edge_softmax_without_buckets_and_eager_masks():
+def test_attention_dropout_in_training_keeps_edge_softmax_without_buckets_and_eager_masks(eager_dropout_masks):
     """As before a1a6028: the fused kernel has no dropout, so edge_softmax, the mask and the aggregation; under
     torch.use_deterministic_algorithms(True) the mask is eager's (4598c6e)."""
     g, x = _inputs()
@@ -74,15 +74,10 @@ def test_attention_dropout_in_training_keeps_edge_softmax_without_buckets_and_ea
     _, targets, _ = _run(model, g, x)
     assert ops.edge_softmax in targets and ops.in_bucket_order in targets, targets
     assert ops.bucketed_reduce not in targets and not targets & FUSED, targets
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        torch.manual_seed(7)
-        got, _, _ = _run(model, g, x)
-        torch.manual_seed(7)
-        want = model(g, x)
-    finally:
-        torch.use_deterministic_algorithms(previous)
+    torch.manual_seed(7)
+    got, _, _ = _run(model, g, x)
+    torch.manual_seed(7)
+    want = model(g, x)
     torch.testing.assert_close(got, want)
 
 

@@ -436,29 +436,3 @@ def test_group_rev_res_keeps_its_input_and_has_gradients():
     model(g, h).square().sum().backward()
     assert torch.equal(h.detach(), kept) and h.grad.shape == (4, 6)
     assert all(m.weight.grad is not None and m.weight.grad.abs().sum() > 0 for m in model.gnn_modules)
-
-
-def test_dgl_module_paths_resolve_to_gnnc_nn():
-    """``dgl.nn.pytorch.gt`` / ``.link`` / ``.factory`` and the glob, hetero and utils modules, where DGL's code
-    imports these modules from, under the alias."""
-    import sys
-
-    from gnnc.compat import dgl as alias
-
-    alias.install()
-    try:  # imported here: ``dgl`` exists only while the alias is installed
-        from dgl.nn.pytorch.factory import RadiusGraph
-        from dgl.nn.pytorch.glob import SetTransformerEncoder
-        from dgl.nn.pytorch.gt import BiasedMHA, SpatialEncoder3d
-        from dgl.nn.pytorch.hetero import HeteroLinear
-        from dgl.nn.pytorch.link import EdgePredictor, TransR
-        from dgl.nn.pytorch.utils import JumpingKnowledge, LabelPropagation, Sequential
-    finally:
-        alias.uninstall()
-        for name in [n for n in sys.modules if n == "dgl" or n.startswith("dgl.")]:
-            del sys.modules[name]
-    assert (RadiusGraph, BiasedMHA, SpatialEncoder3d, EdgePredictor, TransR) == (
-        gnnc.nn.RadiusGraph, gnnc.nn.BiasedMHA, gnnc.nn.SpatialEncoder3d, gnnc.nn.EdgePredictor, gnnc.nn.TransR)
-    assert (JumpingKnowledge, LabelPropagation, Sequential) == (gnnc.nn.JumpingKnowledge, gnnc.nn.LabelPropagation,
-                                                                gnnc.nn.Sequential)
-    assert (SetTransformerEncoder, HeteroLinear) == (gnnc.nn.SetTransformerEncoder, gnnc.nn.HeteroLinear)

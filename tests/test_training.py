@@ -1,7 +1,4 @@
 """End-to-end: GCN and GAT trained through the eager executor and the compiler reach published Cora accuracy."""
-import pytest
-import torch
-
 from gnnc import data
 from gnnc.training import planetoid_experiment
 
@@ -12,16 +9,7 @@ def test_gcn_cora_accuracy_within_two_points_of_paper(shared_data):
     assert result.test_acc * 100 >= 81.5 - 2.0, result
 
 
-@pytest.fixture
-def eager_masks():
-    """Compiled dropout draws eager's masks (``docs/compiler.rst``: where compiled numbers may differ)."""
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    yield
-    torch.use_deterministic_algorithms(before)
-
-
-def test_gat_cora_eager_and_compiled_reach_the_same_accuracy(shared_data, eager_masks):
+def test_gat_cora_eager_and_compiled_reach_the_same_accuracy(shared_data, eager_dropout_masks):
     ds = data.load_planetoid("cora", shared_data / "planetoid")
     eager = planetoid_experiment("gat", ds, seed=0, epochs=200, progress=False)
     compiled = planetoid_experiment("gat", ds, seed=0, epochs=200, progress=False, compiled=True)
