@@ -12,6 +12,7 @@ gnnc is imported from this checkout's ``src``. Nothing from the DGL checkout is 
 Writes ``results.json`` (every test's outcome per mode, its error line, its compiled plans and fallbacks)
 and ``README.md`` (the per-file table, the exclusions and the top failure causes; ``harness/dgl_report``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,17 +69,42 @@ def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int 
         scratch = Path(scratch)
         (scratch / "pytest.ini").write_text("[pytest]\n")
         records = scratch / "records.jsonl"
-        env = {**os.environ, "DGLBACKEND": "pytorch", "DGLTESTDEV": "cpu", "PYTHONDONTWRITEBYTECODE": "1",
-               "GNNC_DGL_MODE": mode, "GNNC_DGL_RECORDS": str(records), "GNNC_DGL_SAMPLE": str(sample),
-               "OMP_NUM_THREADS": "1",
-               "NUMBA_NUM_THREADS": "1",
-               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # installed plugins cost seconds of start-up; DGL uses none
-               "PYTHONPATH": os.pathsep.join([str(tests_root), str(REPO / "src"), str(REPO / "bench")])}
-        cmd = [sys.executable, "-m", "pytest", "-q", "-c", str(scratch / "pytest.ini"), "--rootdir", str(scratch),
-               "--basetemp", str(scratch / "tmp"), "--tb=native", "-p", "no:cacheprovider", "-p", "harness.dgl_plugin",
-               # their gc.collect at exit costs 2 s in a process holding torch; DGL's tests check neither
-               "-p", "no:unraisableexception", "-p", "no:threadexception",
-               str(tests_root / rel)]
+        env = {
+            **os.environ,
+            "DGLBACKEND": "pytorch",
+            "DGLTESTDEV": "cpu",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "GNNC_DGL_MODE": mode,
+            "GNNC_DGL_RECORDS": str(records),
+            "GNNC_DGL_SAMPLE": str(sample),
+            "OMP_NUM_THREADS": "1",
+            "NUMBA_NUM_THREADS": "1",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # installed plugins cost seconds of start-up; DGL uses none
+            "PYTHONPATH": os.pathsep.join([str(tests_root), str(REPO / "src"), str(REPO / "bench")]),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-c",
+            str(scratch / "pytest.ini"),
+            "--rootdir",
+            str(scratch),
+            "--basetemp",
+            str(scratch / "tmp"),
+            "--tb=native",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "harness.dgl_plugin",
+            # their gc.collect at exit costs 2 s in a process holding torch; DGL's tests check neither
+            "-p",
+            "no:unraisableexception",
+            "-p",
+            "no:threadexception",
+            str(tests_root / rel),
+        ]
         start = time.perf_counter()
         try:
             done = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
@@ -104,16 +130,24 @@ def _last_line(text: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dgl-tests", type=Path, default=REPO.parent / "shared" / "dgl-tests",
-                    help="a DGL 2.1.0 checkout's root (holding tests/); default ../shared/dgl-tests")
+    ap.add_argument(
+        "--dgl-tests",
+        type=Path,
+        default=REPO.parent / "shared" / "dgl-tests",
+        help="a DGL 2.1.0 checkout's root (holding tests/); default ../shared/dgl-tests",
+    )
     ap.add_argument("--mode", choices=("eager", "compiled", "both"), default="both")
     ap.add_argument("--files", nargs="+", default=DEFAULT_FILES, help="test files, relative to DGL's tests/")
     ap.add_argument("--out", type=Path, required=True, help="folder for results.json and README.md")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per test file and mode")
     ap.add_argument("--jobs", type=int, default=2, help="test files run at a time")
-    ap.add_argument("--sample", type=int, default=0,
-                    help="run at most this many parametrizations of each test function, the same ones every "
-                         "time (0: all; CI samples, the committed tables run all)")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="run at most this many parametrizations of each test function, the same ones every "
+        "time (0: all; CI samples, the committed tables run all)",
+    )
     args = ap.parse_args(argv)
     tests_root = args.dgl_tests.resolve() / "tests"
     missing = [f for f in args.files if not (tests_root / f).is_file()]
@@ -130,9 +164,15 @@ def main(argv=None) -> int:
         print(f"{rel} [{mode}]: {run['status']}, {len(run['records'])} records, {run['seconds']} s", flush=True)
     broken = [f"{rel} [{mode}]" for (rel, mode), run in zip(jobs, runs) if run["status"] != "ok"]
     command = "python bench/dgl_tests.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    results = {"commit": _commit(), "command": command, "dgl_tests": os.path.relpath(args.dgl_tests, REPO),
-               "modes": list(modes), "sample": args.sample,
-               "seconds": round(time.perf_counter() - start, 1), "files": files}
+    results = {
+        "commit": _commit(),
+        "command": command,
+        "dgl_tests": os.path.relpath(args.dgl_tests, REPO),
+        "modes": list(modes),
+        "sample": args.sample,
+        "seconds": round(time.perf_counter() - start, 1),
+        "files": files,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     write_report(results, args.out)
     print(f"wrote {args.out / 'results.json'} and {args.out / 'README.md'} ({results['seconds']} s)")

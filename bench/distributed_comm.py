@@ -20,6 +20,7 @@ training node once); per-step bytes compare one step of each. With
 the bytes of the rows it stores) and the hit rate and store bytes read per
 epoch, with and without cache, are printed per configuration.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,7 +34,7 @@ from pathlib import Path
 from gnnc.distributed.launch import prepare_partitions, torchrun_command, worker_args
 from gnnc.minibatch import STAGES
 
-MiB = 2.0 ** 20
+MiB = 2.0**20
 CONFIGS = (  # label, mode, partitioning, RAF shared-learnable policy
     ("RAF (meta, exact)", "raf", "meta", "owner"),
     ("RAF (meta, Heta copies)", "raf", "meta", "replicate"),
@@ -43,10 +44,26 @@ CONFIGS = (  # label, mode, partitioning, RAF shared-learnable policy
 
 
 def run_config(args, mode: str, method: str, shared: str, parts_dir: Path, facts: dict, report: Path) -> dict:
-    wargs = worker_args(parts_dir, mode, "rgcn", args.fanouts, args.batch_size, args.epochs, args.lr, args.hidden,
-                        args.seed, args.learnable, facts["num_classes"], facts["target"], args.timeout,
-                        report=report, evaluate=False, compiled=True, shared_learnable=shared,
-                        cache_fraction=args.cache_fraction)
+    wargs = worker_args(
+        parts_dir,
+        mode,
+        "rgcn",
+        args.fanouts,
+        args.batch_size,
+        args.epochs,
+        args.lr,
+        args.hidden,
+        args.seed,
+        args.learnable,
+        facts["num_classes"],
+        facts["target"],
+        args.timeout,
+        report=report,
+        evaluate=False,
+        compiled=True,
+        shared_learnable=shared,
+        cache_fraction=args.cache_fraction,
+    )
     start = time.perf_counter()
     done = subprocess.run(torchrun_command(args.nproc, wargs), capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -60,21 +77,31 @@ def run_config(args, mode: str, method: str, shared: str, parts_dir: Path, facts
 def summarize(result: dict) -> dict:
     """Mean over epochs: bytes sent per step by stage (summed over workers), steps, epoch seconds."""
     epochs = result["epochs"]
-    per_stage = {s: sum(sum(r["sent_per_step"][s] for r in e["ranks"]) for e in epochs) / len(epochs)
-                 for s in STAGES}
+    per_stage = {s: sum(sum(r["sent_per_step"][s] for r in e["ranks"]) for e in epochs) / len(epochs) for s in STAGES}
     steps = sum(e["steps"] for e in epochs) / len(epochs)
     seconds = sum(max(sum(r["seconds"].values()) for r in e["ranks"]) for e in epochs) / len(epochs)
-    stage_seconds = {s: sum(max(r["seconds"].get(s, 0.0) for r in e["ranks"]) for e in epochs) / len(epochs)
-                     for s in STAGES}
+    stage_seconds = {
+        s: sum(max(r["seconds"].get(s, 0.0) for r in e["ranks"]) for e in epochs) / len(epochs) for s in STAGES
+    }
     total = sum(per_stage.values())
-    out = {"per_stage": per_stage, "per_step": total, "steps": steps, "per_epoch": total * steps,
-           "epoch_seconds": seconds, "stage_seconds": stage_seconds, "loss": epochs[-1]["loss"]}
+    out = {
+        "per_stage": per_stage,
+        "per_step": total,
+        "steps": steps,
+        "per_epoch": total * steps,
+        "epoch_seconds": seconds,
+        "stage_seconds": stage_seconds,
+        "loss": epochs[-1]["loss"],
+    }
     if "cache" in epochs[0]["ranks"][0]:
         counts = [c for e in epochs for r in e["ranks"] for c in r["cache"].values()]
         hits, misses = sum(c["hits"] for c in counts), sum(c["misses"] for c in counts)
         moved = sum(c["bytes_moved"] for c in counts) / len(epochs)
-        out["cache"] = {"hit_rate": hits / max(hits + misses, 1), "store_bytes": moved,
-                        "store_bytes_without": moved + sum(c["bytes_saved"] for c in counts) / len(epochs)}
+        out["cache"] = {
+            "hit_rate": hits / max(hits + misses, 1),
+            "store_bytes": moved,
+            "store_bytes_without": moved + sum(c["bytes_saved"] for c in counts) / len(epochs),
+        }
     return out
 
 
@@ -90,8 +117,12 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--learnable", nargs="+", default=["non-target"])
     p.add_argument("--timeout", type=float, default=600.0)
-    p.add_argument("--cache-fraction", type=float, default=0.0,
-                   help="Heta's feature cache on every worker, this fraction of the bytes of its stored rows")
+    p.add_argument(
+        "--cache-fraction",
+        type=float,
+        default=0.0,
+        help="Heta's feature cache on every worker, this fraction of the bytes of its stored rows",
+    )
     p.add_argument("--json", help="also write the summaries here")
     args = p.parse_args(argv)
     rows = []
@@ -100,22 +131,29 @@ def main(argv=None) -> int:
         facts, split_seconds = {}, {}
         for method in ("meta", "metis", "random"):
             start = time.perf_counter()
-            facts = prepare_partitions("mag", args.scale, args.seed, method, args.nproc, len(args.fanouts),
-                                       tmp / method)
+            facts = prepare_partitions(
+                "mag", args.scale, args.seed, method, args.nproc, len(args.fanouts), tmp / method
+            )
             split_seconds[method] = time.perf_counter() - start
         for label, mode, method, shared in CONFIGS:
             result = run_config(args, mode, method, shared, tmp / method, facts, tmp / f"{label}.json")
             rows.append((label, summarize(result), result["wall_seconds"]))
             print(f"done: {label} ({result['wall_seconds']:.0f} s)", file=sys.stderr, flush=True)
-    print(f"mag replica at scale {args.scale}, {args.nproc} workers (gloo, CPU), R-GCN 2 layers, hidden {args.hidden}, "
-          f"fanouts {args.fanouts}, batch {args.batch_size}, learnable {' '.join(args.learnable)}; partitioning "
-          + ", ".join(f"{m} {s:.1f} s" for m, s in split_seconds.items()) + " (incl. replica build)")
+    print(
+        f"mag replica at scale {args.scale}, {args.nproc} workers (gloo, CPU), R-GCN 2 layers, hidden {args.hidden}, "
+        f"fanouts {args.fanouts}, batch {args.batch_size}, learnable {' '.join(args.learnable)}; partitioning "
+        + ", ".join(f"{m} {s:.1f} s" for m, s in split_seconds.items())
+        + " (incl. replica build)"
+    )
     print("MiB sent per step, summed over workers (each byte on the wire once), by stage:")
     head = f"{'configuration':<24} {'steps':>5} " + " ".join(f"{s[:10]:>10}" for s in STAGES)
     print(head + f" {'MiB/step':>9} {'MiB/epoch':>10} {'epoch s':>8}")
     for label, s, _ in rows:
-        print(f"{label:<24} {s['steps']:>5.0f} " + " ".join(f"{s['per_stage'][k] / MiB:>10.2f}" for k in STAGES)
-              + f" {s['per_step'] / MiB:>9.2f} {s['per_epoch'] / MiB:>10.1f} {s['epoch_seconds']:>8.1f}")
+        print(
+            f"{label:<24} {s['steps']:>5.0f} "
+            + " ".join(f"{s['per_stage'][k] / MiB:>10.2f}" for k in STAGES)
+            + f" {s['per_step'] / MiB:>9.2f} {s['per_epoch'] / MiB:>10.1f} {s['epoch_seconds']:>8.1f}"
+        )
     print("seconds per epoch by stage (slowest worker per stage):")
     print(f"{'configuration':<24} " + " ".join(f"{s[:10]:>10}" for s in STAGES))
     for label, s, _ in rows:
@@ -124,12 +162,19 @@ def main(argv=None) -> int:
         print(f"feature cache ({args.cache_fraction:g} of each worker's stored bytes), all workers, per epoch:")
         for label, s, _ in rows:
             c = s["cache"]
-            print(f"{label:<24} hit rate {c['hit_rate']:6.1%}  store reads {c['store_bytes'] / MiB:8.1f} MiB, "
-                  f"{c['store_bytes_without'] / MiB:8.1f} MiB without cache")
+            print(
+                f"{label:<24} hit rate {c['hit_rate']:6.1%}  store reads {c['store_bytes'] / MiB:8.1f} MiB, "
+                f"{c['store_bytes_without'] / MiB:8.1f} MiB without cache"
+            )
     base = rows[0][1]
-    print("vanilla / RAF (exact) bytes: " + ", ".join(
-        f"{label}: {s['per_step'] / base['per_step']:.1f}x per step, {s['per_epoch'] / base['per_epoch']:.1f}x per "
-        f"epoch" for label, s, _ in rows[2:]))
+    print(
+        "vanilla / RAF (exact) bytes: "
+        + ", ".join(
+            f"{label}: {s['per_step'] / base['per_step']:.1f}x per step, {s['per_epoch'] / base['per_epoch']:.1f}x per "
+            f"epoch"
+            for label, s, _ in rows[2:]
+        )
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({label: s for label, s, _ in rows}, indent=1))
     return 0

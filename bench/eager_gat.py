@@ -8,6 +8,7 @@ matmul throughput) on this machine.
 
     python bench/eager_gat.py --datasets pubmed arxiv --runs 5 --json out/eager_gat.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ import statistics
 import time
 
 import torch
+
 from harness.machine import measure_rates
 from harness.procfs import reset_peak, status_kib
 
@@ -54,10 +56,22 @@ def run_case(name: str, scale: float, runs: int, heads: int, hidden: int, seed: 
             times.append(_timed(lambda: layer(g, x)))
     peak_kib = status_kib("VmHWM") - before
     buckets = len(g.index.degree_buckets(None))
-    queue.put({"dataset": name, "scale": scale, "nodes": g.num_nodes(), "edges": g.num_edges(),
-               "in_dim": x.shape[1], "heads": heads, "hidden": hidden, "degree_buckets": buckets,
-               "forward_ms_median": 1e3 * statistics.median(times), "forward_ms_all": [1e3 * t for t in times],
-               "peak_extra_mib": peak_kib / 1024, **gat_floor(g.num_nodes(), g.num_edges(), x.shape[1], heads, hidden)})
+    queue.put(
+        {
+            "dataset": name,
+            "scale": scale,
+            "nodes": g.num_nodes(),
+            "edges": g.num_edges(),
+            "in_dim": x.shape[1],
+            "heads": heads,
+            "hidden": hidden,
+            "degree_buckets": buckets,
+            "forward_ms_median": 1e3 * statistics.median(times),
+            "forward_ms_all": [1e3 * t for t in times],
+            "peak_extra_mib": peak_kib / 1024,
+            **gat_floor(g.num_nodes(), g.num_edges(), x.shape[1], heads, hidden),
+        }
+    )
 
 
 def main() -> None:
@@ -85,18 +99,26 @@ def main() -> None:
         row["x_floor"] = row["forward_ms_median"] / row["floor_ms"]
         rows.append(row)
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads; copy "
-          f"{rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s")
-    print(f"{'dataset':<8} {'nodes':>9} {'edges':>10} {'buckets':>7} {'fwd ms':>9} {'floor ms':>9} "
-          f"{'x floor':>8} {'peak MiB':>9}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; copy "
+        f"{rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s"
+    )
+    print(
+        f"{'dataset':<8} {'nodes':>9} {'edges':>10} {'buckets':>7} {'fwd ms':>9} {'floor ms':>9} "
+        f"{'x floor':>8} {'peak MiB':>9}"
+    )
     for r in rows:
-        print(f"{r['dataset']:<8} {r['nodes']:>9,} {r['edges']:>10,} {r['degree_buckets']:>7} "
-              f"{r['forward_ms_median']:>9.1f} {r['floor_ms']:>9.2f} {r['x_floor']:>8.1f} {r['peak_extra_mib']:>9.1f}")
+        print(
+            f"{r['dataset']:<8} {r['nodes']:>9,} {r['edges']:>10,} {r['degree_buckets']:>7} "
+            f"{r['forward_ms_median']:>9.1f} {r['floor_ms']:>9.2f} {r['x_floor']:>8.1f} {r['peak_extra_mib']:>9.1f}"
+        )
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"machine": {"cores": os.cpu_count(), "torch": torch.__version__, **rates}, "rows": rows}, f, indent=1)
+            json.dump(
+                {"machine": {"cores": os.cpu_count(), "torch": torch.__version__, **rates}, "rows": rows}, f, indent=1
+            )
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ machine ``i`` runs ranks ``i * nproc`` to ``(i + 1) * nproc - 1``.
 Each torchrun's stdout and stderr go to ``m{i}.out`` / ``m{i}.err`` in the
 job's log folder. ``wait_job`` waits for every torchrun, with a deadline.
 """
+
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,9 +36,22 @@ class Job:
 
 def train_command(cluster, machine: int, nproc: int, options: list) -> list:
     """``gnnc train --dist OPTIONS`` for machine ``machine`` of ``cluster``, ``nproc`` workers there."""
-    return [sys.executable, "-m", "gnnc.cli", "train", "--dist", *map(str, options), "--nproc", str(nproc),
-            "--nnodes", str(cluster.count), "--node-rank", str(machine),
-            "--rdzv-endpoint", f"{cluster.address(0)}:{RDZV_PORT}"]
+    return [
+        sys.executable,
+        "-m",
+        "gnnc.cli",
+        "train",
+        "--dist",
+        *map(str, options),
+        "--nproc",
+        str(nproc),
+        "--nnodes",
+        str(cluster.count),
+        "--node-rank",
+        str(machine),
+        "--rdzv-endpoint",
+        f"{cluster.address(0)}:{RDZV_PORT}",
+    ]
 
 
 def job_env() -> dict:
@@ -53,8 +66,9 @@ def start_job(cluster, nproc: int, options: list, logs) -> Job:
     procs = []
     for i in range(cluster.count):
         with open(logs / f"m{i}.out", "w") as out, open(logs / f"m{i}.err", "w") as err:
-            procs.append(cluster.popen(i, train_command(cluster, i, nproc, options), env=job_env(), stdout=out,
-                                       stderr=err))
+            procs.append(
+                cluster.popen(i, train_command(cluster, i, nproc, options), env=job_env(), stdout=out, stderr=err)
+            )
     return Job(procs, logs)
 
 

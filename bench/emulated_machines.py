@@ -26,6 +26,7 @@ namespaces of a run whose process is gone are removed the same way.
 ``unavailable()`` says why the harness cannot run here (not root, no ``ip``,
 no ``unshare``), or returns None.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -128,7 +129,7 @@ class EmulatedMachines:
         return f"gnnc-m{machine}"
 
     # ------------------------------------------------------------- lifecycle
-    def __enter__(self) -> "EmulatedMachines":
+    def __enter__(self) -> EmulatedMachines:
         remove_stale()
         self._up = True
         atexit.register(self.close)
@@ -194,14 +195,47 @@ class EmulatedMachines:
                 _run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
             parent = ["root"]
             if delay > 0:
-                done = _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay",
-                            f"{delay}ms", check=False)
+                done = _run(
+                    "tc",
+                    "-n",
+                    ns,
+                    "qdisc",
+                    "add",
+                    "dev",
+                    dev,
+                    "root",
+                    "handle",
+                    "1:",
+                    "netem",
+                    "delay",
+                    f"{delay}ms",
+                    check=False,
+                )
                 if done.returncode:
-                    raise RuntimeError(f"emulated machines: cannot delay links here: tc netem failed "
-                                       f"({done.stderr.strip()}); the kernel needs CONFIG_NET_SCH_NETEM")
+                    raise RuntimeError(
+                        f"emulated machines: cannot delay links here: tc netem failed "
+                        f"({done.stderr.strip()}); the kernel needs CONFIG_NET_SCH_NETEM"
+                    )
                 parent = ["parent", "1:"]
-            _run("tc", "-n", ns, "qdisc", "add", "dev", dev, *parent, "handle", "2:", "tbf", "rate", rate,
-                 "burst", str(_burst_bytes(rate)), "latency", f"{TBF_QUEUE_MS}ms")
+            _run(
+                "tc",
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                *parent,
+                "handle",
+                "2:",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                str(_burst_bytes(rate)),
+                "latency",
+                f"{TBF_QUEUE_MS}ms",
+            )
 
     def cut_link(self, machine: int) -> None:
         """Take machine ``machine``'s link down (its bridge port): its packets are lost from now on."""
@@ -218,8 +252,19 @@ class EmulatedMachines:
         if not self._up:
             raise RuntimeError("EmulatedMachines.popen: the machines are not up (use the context manager)")
         ns = self.namespaces[machine]
-        wrapper = ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
-                   self.hostname(machine), *map(str, argv)]
+        wrapper = [
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            self.hostname(machine),
+            *map(str, argv),
+        ]
         proc = subprocess.Popen(wrapper, env=env, start_new_session=True, **kwargs)
         self.procs.append(proc)
         return proc

@@ -18,6 +18,7 @@ miss are the same host gather.
 
     python bench/feature_cache.py --scale 0.05 --threads 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,13 @@ def parse_args(argv=None):
     p.add_argument("--scale", type=float, default=0.05)
     p.add_argument("--fanouts", type=int, nargs="+", default=[25, 20])
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--budgets", type=float, nargs="+", default=[0.05, 0.10, 0.25],
-                   help="cache budgets as fractions of all feature bytes")
+    p.add_argument(
+        "--budgets",
+        type=float,
+        nargs="+",
+        default=[0.05, 0.10, 0.25],
+        help="cache budgets as fractions of all feature bytes",
+    )
     p.add_argument("--presample-epochs", type=int, default=2)
     p.add_argument("--feat-dim", type=int, default=128, help="paper feature width (ogbn-mag: 128)")
     p.add_argument("--embed-dim", type=int, default=64, help="learnable table width")
@@ -59,21 +65,26 @@ def main(argv=None) -> None:
     target = ds.target_ntype
     features = {target: g.nodes[target].data["feat"]}
     gen = torch.Generator().manual_seed(args.seed)
-    learnable = {t: nn.Parameter(torch.randn(g.num_nodes(t), args.embed_dim, generator=gen))
-                 for t in g.ntypes if t != target}
+    learnable = {
+        t: nn.Parameter(torch.randn(g.num_nodes(t), args.embed_dim, generator=gen)) for t in g.ntypes if t != target
+    }
     stores = {**features, **learnable}
     all_bytes = sum(x.numel() * x.element_size() for x in stores.values())
     train = torch.nonzero(g.nodes[target].data["train_mask"]).squeeze(1)
     batches_per_epoch = -(-train.numel() // args.batch_size)
-    print(f"mag replica, scale {args.scale}: " + ", ".join(f"{t} {g.num_nodes(t):,}" for t in g.ntypes)
-          + f"; {g.num_edges():,} edges; {train.numel():,} training papers; fanouts {args.fanouts}, "
-          f"batch {args.batch_size}; feature bytes {all_bytes / 2**20:.1f} MiB; device {device}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"mag replica, scale {args.scale}: "
+        + ", ".join(f"{t} {g.num_nodes(t):,}" for t in g.ntypes)
+        + f"; {g.num_edges():,} edges; {train.numel():,} training papers; fanouts {args.fanouts}, "
+        f"batch {args.batch_size}; feature bytes {all_bytes / 2**20:.1f} MiB; device {device}, "
+        f"{torch.get_num_threads()} threads"
+    )
 
     start = time.perf_counter()
     sampler = NeighborSampler(g, args.fanouts, target, seed=args.seed)
-    hot = presample_hotness(sampler, train, args.presample_epochs * batches_per_epoch, args.batch_size,
-                            seed=args.seed + 1)
+    hot = presample_hotness(
+        sampler, train, args.presample_epochs * batches_per_epoch, args.batch_size, seed=args.seed + 1
+    )
     print(f"pre-sampling: {hot.num_batches} batches in {time.perf_counter() - start:.1f}s")
     penalty = {}
     print("\nmiss-penalty ratios (ns per byte; o_a = read, plus write for learnable types):")
@@ -81,29 +92,48 @@ def main(argv=None) -> None:
         rows = max(1, round(hot.per_batch(t)))
         read, write = (measure_transfer_cost(stores[t], device, rows, w, repeats=20) for w in (False, True))
         penalty[t] = read + write if t in learnable else read
-        print(f"  {t:<15} read {read * 1e9:7.4f}  write {write * 1e9:7.4f}  o_a {penalty[t] * 1e9:7.4f}  "
-              f"({rows:,} rows per batch, {'learnable' if t in learnable else 'read-only'}, "
-              f"{stores[t].shape[1] * stores[t].element_size()} B per row)")
+        print(
+            f"  {t:<15} read {read * 1e9:7.4f}  write {write * 1e9:7.4f}  o_a {penalty[t] * 1e9:7.4f}  "
+            f"({rows:,} rows per batch, {'learnable' if t in learnable else 'read-only'}, "
+            f"{stores[t].shape[1] * stores[t].element_size()} B per row)"
+        )
 
     # The evaluation stream: one fresh epoch, other sampler and shuffle seeds.
     start = time.perf_counter()
     stream_sampler = NeighborSampler(g, args.fanouts, target, seed=args.seed + 100)
     order = train[torch.randperm(train.numel(), generator=torch.Generator().manual_seed(args.seed + 101))]
     stream = [stream_sampler.sample(b)[0].src_ids for b in order.split(args.batch_size)]
-    print(f"evaluation stream: {len(stream)} batches, {sum(s.numel() for s in stream):,} row reads, "
-          f"sampled in {time.perf_counter() - start:.1f}s\n")
+    print(
+        f"evaluation stream: {len(stream)} batches, {sum(s.numel() for s in stream):,} row reads, "
+        f"sampled in {time.perf_counter() - start:.1f}s\n"
+    )
 
     configs = [(0.0, "none")] + [(f, a) for f in args.budgets for a in ALLOCATIONS]
-    header = ["budget", "allocation", *[f"hit {t}" for t in g.ntypes], "hit all", "MiB moved",
-              "miss time (ms)", "cached MiB"]
+    header = [
+        "budget",
+        "allocation",
+        *[f"hit {t}" for t in g.ntypes],
+        "hit all",
+        "MiB moved",
+        "miss time (ms)",
+        "cached MiB",
+    ]
     if device.type == "cuda":
         header.append("fetch (ms)")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for fraction, allocation in configs:
-        cache = FeatureCache.from_hotness(hot, features, learnable, fraction * all_bytes, device, ntypes=g.ntypes,
-                                          allocation="heta" if allocation == "none" else allocation,
-                                          penalties=penalty, seed=args.seed)
+        cache = FeatureCache.from_hotness(
+            hot,
+            features,
+            learnable,
+            fraction * all_bytes,
+            device,
+            ntypes=g.ntypes,
+            allocation="heta" if allocation == "none" else allocation,
+            penalties=penalty,
+            seed=args.seed,
+        )
         cache.bind_optimizer(SparseAdam(learnable.values()))
         elapsed = 0.0
         for ids in stream:
@@ -118,9 +148,15 @@ def main(argv=None) -> None:
         stats = cache.stats()
         per = stats.per_type
         miss_ms = sum(per[t].misses * cache.plan[t].footprint * penalty[t] for t in g.ntypes) * 1e3
-        row = [f"{fraction:.0%}", allocation, *[f"{per[t].hit_rate:.1%}" for t in g.ntypes],
-               f"{stats.total.hit_rate:.1%}", f"{stats.total.bytes_moved / 2**20:,.1f}", f"{miss_ms:.2f}",
-               f"{cache.cache_bytes() / 2**20:.2f}"]
+        row = [
+            f"{fraction:.0%}",
+            allocation,
+            *[f"{per[t].hit_rate:.1%}" for t in g.ntypes],
+            f"{stats.total.hit_rate:.1%}",
+            f"{stats.total.bytes_moved / 2**20:,.1f}",
+            f"{miss_ms:.2f}",
+            f"{cache.cache_bytes() / 2**20:.2f}",
+        ]
         if device.type == "cuda":
             row.append(f"{elapsed * 1e3:.1f}")
         print("| " + " | ".join(row) + " |")

@@ -11,6 +11,7 @@ norm and ``ndata['ntype']`` each node's type.
 
 Every layer is called ``layer(g, h)`` with ``h`` ``[num_nodes, in_dim]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,11 +27,11 @@ import gnnc.function as fn
 # DGL examples/pytorch/gcn/gcn_mp.py: norm on the source in the message, on the destination in the reduce,
 # bias and activation in a NodeApplyModule.
 def gcn_msg(edges):
-    return {'m': edges.src['h'] * edges.src['out_norm']}
+    return {"m": edges.src["h"] * edges.src["out_norm"]}
 
 
 def gcn_reduce(nodes):
-    return {'h': torch.sum(nodes.mailbox['m'], 1) * nodes.data['in_norm']}
+    return {"h": torch.sum(nodes.mailbox["m"], 1) * nodes.data["in_norm"]}
 
 
 class NodeApplyModule(nn.Module):
@@ -40,12 +41,12 @@ class NodeApplyModule(nn.Module):
         self.activation = activation
 
     def forward(self, nodes):
-        h = nodes.data['h']
+        h = nodes.data["h"]
         if self.bias is not None:
             h = h + self.bias
         if self.activation:
             h = self.activation(h)
-        return {'h': h}
+        return {"h": h}
 
 
 class GCNLayer(nn.Module):
@@ -56,11 +57,11 @@ class GCNLayer(nn.Module):
         self.node_update = NodeApplyModule(out_feats, activation, bias)
 
     def forward(self, g, h):
-        g.ndata['out_norm'] = g.out_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
-        g.ndata['in_norm'] = g.in_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
-        g.ndata['h'] = torch.mm(h, self.weight)
+        g.ndata["out_norm"] = g.out_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
+        g.ndata["in_norm"] = g.in_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
+        g.ndata["h"] = torch.mm(h, self.weight)
         g.update_all(gcn_msg, gcn_reduce, self.node_update)
-        return g.ndata.pop('h')
+        return g.ndata.pop("h")
 
 
 # --------------------------------------------------------------------- GAT
@@ -72,28 +73,28 @@ class GATLayer(nn.Module):
         self.attn_fc = nn.Linear(2 * out_dim, 1, bias=False)
 
     def edge_attention(self, edges):
-        z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=1)
+        z2 = torch.cat([edges.src["z"], edges.dst["z"]], dim=1)
         a = self.attn_fc(z2)
-        return {'e': F.leaky_relu(a)}
+        return {"e": F.leaky_relu(a)}
 
     def message_func(self, edges):
-        return {'z': edges.src['z'], 'e': edges.data['e']}
+        return {"z": edges.src["z"], "e": edges.data["e"]}
 
     def reduce_func(self, nodes):
-        alpha = F.softmax(nodes.mailbox['e'], dim=1)
-        h = torch.sum(alpha * nodes.mailbox['z'], dim=1)
-        return {'h': h}
+        alpha = F.softmax(nodes.mailbox["e"], dim=1)
+        h = torch.sum(alpha * nodes.mailbox["z"], dim=1)
+        return {"h": h}
 
     def forward(self, g, h):
         z = self.fc(h)
-        g.ndata['z'] = z
+        g.ndata["z"] = z
         g.apply_edges(self.edge_attention)
         g.update_all(self.message_func, self.reduce_func)
-        return g.ndata.pop('h')
+        return g.ndata.pop("h")
 
 
 class MultiHeadGATLayer(nn.Module):
-    def __init__(self, in_dim, out_dim, num_heads, merge='cat'):
+    def __init__(self, in_dim, out_dim, num_heads, merge="cat"):
         super().__init__()
         self.heads = nn.ModuleList()
         for i in range(num_heads):
@@ -102,7 +103,7 @@ class MultiHeadGATLayer(nn.Module):
 
     def forward(self, g, h):
         head_outs = [attn_head(g, h) for attn_head in self.heads]
-        if self.merge == 'cat':
+        if self.merge == "cat":
             return torch.cat(head_outs, dim=1)
         return torch.mean(torch.stack(head_outs))
 
@@ -120,22 +121,22 @@ class MultiHeadViewGATLayer(nn.Module):
         nn.init.xavier_normal_(self.attn_r)
 
     def edge_attention(self, edges):
-        e = (edges.src['z'] * self.attn_l).sum(-1) + (edges.dst['z'] * self.attn_r).sum(-1)
-        return {'e': F.leaky_relu(e)}
+        e = (edges.src["z"] * self.attn_l).sum(-1) + (edges.dst["z"] * self.attn_r).sum(-1)
+        return {"e": F.leaky_relu(e)}
 
     def message_func(self, edges):
-        return {'z': edges.src['z'], 'e': edges.data['e']}
+        return {"z": edges.src["z"], "e": edges.data["e"]}
 
     def reduce_func(self, nodes):
-        alpha = F.softmax(nodes.mailbox['e'], dim=1)
-        return {'h': torch.sum(alpha.unsqueeze(-1) * nodes.mailbox['z'], dim=1)}
+        alpha = F.softmax(nodes.mailbox["e"], dim=1)
+        return {"h": torch.sum(alpha.unsqueeze(-1) * nodes.mailbox["z"], dim=1)}
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['z'] = self.fc(h).view(-1, self.num_heads, self.out_dim)
+            g.ndata["z"] = self.fc(h).view(-1, self.num_heads, self.out_dim)
             g.apply_edges(self.edge_attention)
             g.update_all(self.message_func, self.reduce_func)
-            return g.ndata['h']
+            return g.ndata["h"]
 
 
 # --------------------------------------------------------------- GraphSAGE
@@ -147,9 +148,9 @@ class SAGEConv(nn.Module):
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
-            g.update_all(message_func=fn.copy_u('h', 'm'), reduce_func=fn.mean('m', 'h_N'))
-            h_N = g.ndata['h_N']
+            g.ndata["h"] = h
+            g.update_all(message_func=fn.copy_u("h", "m"), reduce_func=fn.mean("m", "h_N"))
+            h_N = g.ndata["h_N"]
             h_total = torch.cat([h, h_N], dim=1)
             return self.fc(h_total)
 
@@ -164,16 +165,16 @@ class GINLayer(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(in_dim, out_dim), nn.ReLU(), nn.Linear(out_dim, out_dim))
 
     def message_func(self, edges):
-        return {'m': edges.src['h']}
+        return {"m": edges.src["h"]}
 
     def reduce_func(self, nodes):
-        return {'h': (1 + self.eps) * nodes.data['h'] + torch.sum(nodes.mailbox['m'], dim=1)}
+        return {"h": (1 + self.eps) * nodes.data["h"] + torch.sum(nodes.mailbox["m"], dim=1)}
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
+            g.ndata["h"] = h
             g.update_all(self.message_func, self.reduce_func)
-            return self.mlp(g.ndata['h'])
+            return self.mlp(g.ndata["h"])
 
 
 # -------------------------------------------------------------------- RGCN
@@ -188,9 +189,9 @@ class RGCNLayer(nn.Module):
         self.weight = nn.Parameter(torch.Tensor(self.num_bases, self.in_feat, self.out_feat))
         if self.num_bases < self.num_rels:
             self.w_comp = nn.Parameter(torch.Tensor(self.num_rels, self.num_bases))
-        nn.init.xavier_uniform_(self.weight, gain=nn.init.calculate_gain('relu'))
+        nn.init.xavier_uniform_(self.weight, gain=nn.init.calculate_gain("relu"))
         if self.num_bases < self.num_rels:
-            nn.init.xavier_uniform_(self.w_comp, gain=nn.init.calculate_gain('relu'))
+            nn.init.xavier_uniform_(self.w_comp, gain=nn.init.calculate_gain("relu"))
 
     def forward(self, g, h):
         if self.num_bases < self.num_rels:
@@ -200,22 +201,22 @@ class RGCNLayer(nn.Module):
             weight = self.weight
 
         def message_func(edges):
-            w = weight[edges.data['rel_type']]
-            msg = torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze()
-            msg = msg * edges.data['norm']
-            return {'msg': msg}
+            w = weight[edges.data["rel_type"]]
+            msg = torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze()
+            msg = msg * edges.data["norm"]
+            return {"msg": msg}
 
         def apply_func(nodes):
-            h = nodes.data['h']
+            h = nodes.data["h"]
             if self.bias:
                 h = h + self.bias
             if self.activation:
                 h = self.activation(h)
-            return {'h': h}
+            return {"h": h}
 
-        g.ndata['h'] = h
-        g.update_all(message_func, fn.sum(msg='msg', out='h'), apply_func)
-        return g.ndata.pop('h')
+        g.ndata["h"] = h
+        g.update_all(message_func, fn.sum(msg="msg", out="h"), apply_func)
+        return g.ndata.pop("h")
 
 
 # -------------------------------------------------------------------- RGAT
@@ -227,31 +228,31 @@ class RGATLayer(nn.Module):
         self.out_dim, self.num_heads = out_dim, num_heads
         self.weight = nn.Parameter(torch.Tensor(num_rels, in_dim, num_heads * out_dim))
         self.attn = nn.Parameter(torch.Tensor(num_rels, num_heads, 2 * out_dim))
-        nn.init.xavier_normal_(self.weight, gain=nn.init.calculate_gain('relu'))
-        nn.init.xavier_normal_(self.attn, gain=nn.init.calculate_gain('relu'))
+        nn.init.xavier_normal_(self.weight, gain=nn.init.calculate_gain("relu"))
+        nn.init.xavier_normal_(self.attn, gain=nn.init.calculate_gain("relu"))
 
     def edge_attention(self, edges):
-        w = self.weight[edges.data['rel_type']]
-        z_src = torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze(1).view(-1, self.num_heads, self.out_dim)
-        z_dst = torch.bmm(edges.dst['h'].unsqueeze(1), w).squeeze(1).view(-1, self.num_heads, self.out_dim)
-        a = self.attn[edges.data['rel_type']]
+        w = self.weight[edges.data["rel_type"]]
+        z_src = torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze(1).view(-1, self.num_heads, self.out_dim)
+        z_dst = torch.bmm(edges.dst["h"].unsqueeze(1), w).squeeze(1).view(-1, self.num_heads, self.out_dim)
+        a = self.attn[edges.data["rel_type"]]
         e = (torch.cat([z_src, z_dst], dim=-1) * a).sum(-1)
-        return {'e': F.leaky_relu(e, 0.2), 'z': z_src}
+        return {"e": F.leaky_relu(e, 0.2), "z": z_src}
 
     def message_func(self, edges):
-        return {'z': edges.data['z'], 'e': edges.data['e']}
+        return {"z": edges.data["z"], "e": edges.data["e"]}
 
     def reduce_func(self, nodes):
-        alpha = F.softmax(nodes.mailbox['e'], dim=1)
-        h = torch.sum(alpha.unsqueeze(-1) * nodes.mailbox['z'], dim=1)
-        return {'h': h.view(-1, self.num_heads * self.out_dim)}
+        alpha = F.softmax(nodes.mailbox["e"], dim=1)
+        h = torch.sum(alpha.unsqueeze(-1) * nodes.mailbox["z"], dim=1)
+        return {"h": h.view(-1, self.num_heads * self.out_dim)}
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
+            g.ndata["h"] = h
             g.apply_edges(self.edge_attention)
             g.update_all(self.message_func, self.reduce_func)
-            return g.ndata['h']
+            return g.ndata["h"]
 
 
 # --------------------------------------------------------------------- HGT
@@ -279,26 +280,26 @@ class HGTLayer(nn.Module):
         nn.init.xavier_uniform_(self.relation_msg)
 
     def edge_attention(self, edges):
-        etype = edges.data['rel_type']
+        etype = edges.data["rel_type"]
         relation_att = self.relation_att[etype]
         relation_pri = self.relation_pri[etype]
         relation_msg = self.relation_msg[etype]
-        key = torch.matmul(edges.src['k'].unsqueeze(2), relation_att).squeeze(2)
-        att = (edges.dst['q'] * key).sum(dim=-1) * relation_pri / self.sqrt_dk
-        val = torch.matmul(edges.src['v'].unsqueeze(2), relation_msg).squeeze(2)
-        return {'a': att, 'v': val}
+        key = torch.matmul(edges.src["k"].unsqueeze(2), relation_att).squeeze(2)
+        att = (edges.dst["q"] * key).sum(dim=-1) * relation_pri / self.sqrt_dk
+        val = torch.matmul(edges.src["v"].unsqueeze(2), relation_msg).squeeze(2)
+        return {"a": att, "v": val}
 
     def message_func(self, edges):
-        return {'v': edges.data['v'], 'a': edges.data['a']}
+        return {"v": edges.data["v"], "a": edges.data["a"]}
 
     def reduce_func(self, nodes):
-        att = F.softmax(nodes.mailbox['a'], dim=1)
-        h = torch.sum(att.unsqueeze(dim=-1) * nodes.mailbox['v'], dim=1)
-        return {'t': h.view(-1, self.out_dim)}
+        att = F.softmax(nodes.mailbox["a"], dim=1)
+        h = torch.sum(att.unsqueeze(dim=-1) * nodes.mailbox["v"], dim=1)
+        return {"t": h.view(-1, self.out_dim)}
 
     def forward(self, g, h):
         with g.local_scope():
-            ntype = g.ndata['ntype']
+            ntype = g.ndata["ntype"]
             k = h.new_empty(h.shape[0], self.out_dim)
             q, v = torch.empty_like(k), torch.empty_like(k)
             for t in range(self.num_types):
@@ -306,12 +307,12 @@ class HGTLayer(nn.Module):
                 k[mask] = self.k_linears[t](h[mask])
                 q[mask] = self.q_linears[t](h[mask])
                 v[mask] = self.v_linears[t](h[mask])
-            g.ndata['k'] = k.view(-1, self.n_heads, self.d_k)
-            g.ndata['q'] = q.view(-1, self.n_heads, self.d_k)
-            g.ndata['v'] = v.view(-1, self.n_heads, self.d_k)
+            g.ndata["k"] = k.view(-1, self.n_heads, self.d_k)
+            g.ndata["q"] = q.view(-1, self.n_heads, self.d_k)
+            g.ndata["v"] = v.view(-1, self.n_heads, self.d_k)
             g.apply_edges(self.edge_attention)
             g.update_all(self.message_func, self.reduce_func)
-            t_all = g.ndata['t']
+            t_all = g.ndata["t"]
             out = torch.empty_like(t_all)
             for t in range(self.num_types):
                 mask = ntype == t

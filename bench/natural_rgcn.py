@@ -21,6 +21,7 @@ held when the mode started (its warm-ups included).
 On a machine shared with other jobs, ``--threads 1`` gives far steadier
 times: a multi-threaded parallel region waits for its slowest thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,9 @@ def _graphs(dataset: str, rels: int, width: int, seed: int):
     key = dst * rels + rel
     counts = torch.bincount(key, minlength=n * rels)
     homo.edata["norm"] = counts[key].to(torch.float32).reciprocal().unsqueeze(1)
-    hetero = gnnc.heterograph({("node", f"r{r}", "node"): (src[rel == r], dst[rel == r]) for r in range(rels)},
-                              num_nodes={"node": n})
+    hetero = gnnc.heterograph(
+        {("node", f"r{r}", "node"): (src[rel == r], dst[rel == r]) for r in range(rels)}, num_nodes={"node": n}
+    )
     x = torch.randn(n, width, generator=gen)
     return homo, hetero, x
 
@@ -70,16 +72,20 @@ def run_system(system: str, args, queue) -> None:
     homo, hetero, x = _graphs(args.dataset, args.rels, args.width, args.seed)
     bases = args.bases if args.bases else -1
     if system == "gnnc RGCNConv compiled":
-        layer = gnnc.models.RGCNConv(args.width, args.width, args.rels, num_bases=args.bases or None,
-                                     self_loop=False, bias=False)
+        layer = gnnc.models.RGCNConv(
+            args.width, args.width, args.rels, num_bases=args.bases or None, self_loop=False, bias=False
+        )
         model = gnnc.compile(layer)
 
         def forward(inp):
             return model(hetero, inp)
     else:
         layer = RGCNLayer(args.width, args.width, args.rels, num_bases=bases)
-        model = {"eager": layer, "compiled": gnnc.compile(layer),
-                 "compiled, index_typed off": gnnc.compile(layer, index_typed=False)}[system]
+        model = {
+            "eager": layer,
+            "compiled": gnnc.compile(layer),
+            "compiled, index_typed off": gnnc.compile(layer, index_typed=False),
+        }[system]
 
         def forward(inp):
             return model(homo, inp)
@@ -137,14 +143,18 @@ def main() -> None:
         rows.append(q.get())
         proc.join()
     first = rows[0]
-    print(f"{args.dataset} replica: {first['nodes']:,} nodes, {first['edges']:,} edges, {args.rels} relations, "
-          f"width {args.width}, bases {args.bases or 'none'}, {first['threads']} threads; "
-          f"median of {args.runs} runs after {args.warmup} warm-ups")
+    print(
+        f"{args.dataset} replica: {first['nodes']:,} nodes, {first['edges']:,} edges, {args.rels} relations, "
+        f"width {args.width}, bases {args.bases or 'none'}, {first['threads']} threads; "
+        f"median of {args.runs} runs after {args.warmup} warm-ups"
+    )
     print(f"| {'system':<28} | {'inference ms':>12} | {'peak MiB':>8} | {'training step ms':>16} | {'peak MiB':>8} |")
     print(f"|{'-' * 30}|{'-' * 13}:|{'-' * 9}:|{'-' * 17}:|{'-' * 9}:|")
     for r in rows:
-        print(f"| {r['system']:<28} | {r['inference_ms']:>12.1f} | {r['inference_peak_extra_mib']:>8.0f} | "
-              f"{r['training_ms']:>16.1f} | {r['training_peak_extra_mib']:>8.0f} |")
+        print(
+            f"| {r['system']:<28} | {r['inference_ms']:>12.1f} | {r['inference_peak_extra_mib']:>8.0f} | "
+            f"{r['training_ms']:>16.1f} | {r['training_peak_extra_mib']:>8.0f} |"
+        )
     for r in rows:
         for w in r["warnings"]:
             print(f"warning ({r['system']}): {w}")

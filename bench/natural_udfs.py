@@ -39,6 +39,7 @@ layers; 64-wide features, 64 outputs (GAT / RGAT / HGT: 8 heads of 8).
 
     python bench/natural_udfs.py --timeout 300 --out bench/results/natural
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 MODELS = ("gcn", "gat", "gat_heads", "sage", "gin", "rgcn", "rgat", "hgt")
-TITLES = {"gcn": "GCN", "gat": "GAT (tutorial: a layer per head)", "gat_heads": "GAT (heads in one view)", "sage": "GraphSAGE", "gin": "GIN", "rgcn": "RGCN", "rgat": "RGAT",
-          "hgt": "HGT"}
+TITLES = {
+    "gcn": "GCN",
+    "gat": "GAT (tutorial: a layer per head)",
+    "gat_heads": "GAT (heads in one view)",
+    "sage": "GraphSAGE",
+    "gin": "GIN",
+    "rgcn": "RGCN",
+    "rgat": "RGAT",
+    "hgt": "HGT",
+}
 HOMO_MODELS = ("gcn", "gat", "gat_heads", "sage", "gin")
 # the natural layer computes the same function as a gnnc layer (GIN's reduce writes 'h' only where messages
 # arrive: DGL gives nodes without in-edges zeros there, where GINConv keeps (1 + eps) h)
@@ -74,8 +83,9 @@ WIDTH, HEADS = 64, 8
 def build(model: str, data):
     """(gnnc layer or None, natural layer with the layer's weights where the math is the same)."""
     import torch
-    from gnnc import models as gm
+
     import natural_models as nm
+    from gnnc import models as gm
 
     g = data.graph
     torch.manual_seed(0)
@@ -93,7 +103,7 @@ def build(model: str, data):
             layer = gm.GATConv(d, hd, HEADS, negative_slope=0.01)  # the tutorial's F.leaky_relu default slope
             nat = nm.MultiHeadGATLayer(d, hd, HEADS)
             for k, head in enumerate(nat.heads):
-                head.fc.weight.copy_(layer.fc.weight[k * hd:(k + 1) * hd])
+                head.fc.weight.copy_(layer.fc.weight[k * hd : (k + 1) * hd])
                 head.attn_fc.weight.copy_(layer.attn[k].unsqueeze(0))
         elif model == "gat_heads":
             hd = WIDTH // HEADS
@@ -136,6 +146,7 @@ def natural_graph(data):
     """The graph the natural layers run on: ``data.graph`` itself when homogeneous, else its homogeneous
     version (global node ids, user edge order) with relation ids, RGCN norms and node types."""
     import torch
+
     import gnnc
 
     g = data.graph
@@ -186,6 +197,7 @@ def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
     """One call of ``fn`` on ``(graph, x)`` in ``mode`` (inference: a forward under ``no_grad``; training:
     zero_grad, forward, sum, backward, SGD step), recording ``FallbackWarning`` messages into ``fallbacks``."""
     import torch
+
     from gnnc.runtime.compiled import FallbackWarning
     from harness.timing import SGD_LR
 
@@ -208,6 +220,7 @@ def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
         def step():
             with torch.no_grad():
                 call()
+
         return step
     module.train()
     opt = torch.optim.SGD(module.parameters(), lr=SGD_LR)
@@ -216,6 +229,7 @@ def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
         opt.zero_grad(set_to_none=True)
         _out(call()).sum().backward()
         opt.step()
+
     return step
 
 
@@ -224,7 +238,7 @@ def child(cfg: dict) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from harness import datasets as hd, jit_runtime  # noqa: F401  (jit_runtime: numba started)
+    from harness import datasets as hd  # noqa: F401  (jit_runtime: numba started)
 
     data = hd.load_saved(Path(cfg["data_file"]))
 
@@ -272,13 +286,20 @@ def _time_child(cfg: dict, data, emit) -> None:
             for name in order:
                 call(name, round_ >= 0)
         for name in names:
-            row = {"model": model, "dataset": cfg["dataset"], "system": name, "mode": mode, "role": "time",
-                   "fallbacks": fallbacks[name]}
+            row = {
+                "model": model,
+                "dataset": cfg["dataset"],
+                "system": name,
+                "mode": mode,
+                "role": "time",
+                "fallbacks": fallbacks[name],
+            }
             if name in failed:
                 row.update(status="ERROR", error=failed[name])
             else:
-                row.update(status="ok", time_ms=1e3 * statistics.median(times[name]),
-                           times_ms=[1e3 * t for t in times[name]])
+                row.update(
+                    status="ok", time_ms=1e3 * statistics.median(times[name]), times_ms=[1e3 * t for t in times[name]]
+                )
             emit(row)
 
 
@@ -287,6 +308,7 @@ def _memory_child(cfg: dict, data, emit) -> None:
     (``procfs.fix_mmap_threshold``: glibc's moving threshold otherwise keeps freed tensors in the heap, and
     one configuration's peak moved by 15 MiB between runs); then, for the compiled natural layer, ``check``."""
     import torch
+
     from harness import procfs
     from harness.timing import measure, settle
 
@@ -308,13 +330,23 @@ def _memory_child(cfg: dict, data, emit) -> None:
             settled = settle()
             times = measure(step, 0, cfg["repeat"], cfg["repeat"], 0.0)
             steady = procfs.status_kib("VmHWM") - settled
-            row.update(status="ok", solo_time_ms=1e3 * statistics.median(times),
-                       peak_mib=max(warm_peak, settled - before + steady) / 1024, steady_peak_mib=steady / 1024,
-                       retained_mib=(settled - before) / 1024, libraries_mapped=libraries_mapped,
-                       fallbacks=list(fallbacks), threads=torch.get_num_threads())
+            row.update(
+                status="ok",
+                solo_time_ms=1e3 * statistics.median(times),
+                peak_mib=max(warm_peak, settled - before + steady) / 1024,
+                steady_peak_mib=steady / 1024,
+                retained_mib=(settled - before) / 1024,
+                libraries_mapped=libraries_mapped,
+                fallbacks=list(fallbacks),
+                threads=torch.get_num_threads(),
+            )
         except Exception as exc:  # recorded, never a crash of the run
-            row.update(status="ERROR", error=f"{type(exc).__name__}: {exc}"[:500],
-                       traceback=traceback.format_exc()[-3000:], fallbacks=list(fallbacks))
+            row.update(
+                status="ERROR",
+                error=f"{type(exc).__name__}: {exc}"[:500],
+                traceback=traceback.format_exc()[-3000:],
+                fallbacks=list(fallbacks),
+            )
             emit(row)
             continue
         if system == "compiled":
@@ -322,8 +354,11 @@ def _memory_child(cfg: dict, data, emit) -> None:
             try:
                 row["check"] = check(model, mode, data, graph, nat, fn, layer)
             except Exception as exc:
-                row["check"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500],
-                                "traceback": traceback.format_exc()[-3000:]}
+                row["check"] = {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}"[:500],
+                    "traceback": traceback.format_exc()[-3000:],
+                }
             module.load_state_dict(initial)
         emit(row)
 
@@ -346,21 +381,28 @@ def check(model, mode, data, graph, nat, compiled, layer) -> dict:
         return out.detach(), {k: p.grad.clone() for k, p in owner.named_parameters() if p.grad is not None}
 
     import warnings as w
-    from harness.equivalence import RTOL as HRTOL, error_ratio
+
+    from harness.equivalence import RTOL as HRTOL
+    from harness.equivalence import error_ratio
+
     with w.catch_warnings():
         w.simplefilter("ignore")
         out_c, grad_c = run(compiled, graph)
     out_e, grad_e = run(nat, graph)
-    res = {"max_abs_err": float((out_c - out_e).abs().max()) if out_c.numel() else 0.0,
-           "out_err": error_ratio(out_c, out_e), "rtol": HRTOL,
-           "scale": float(out_e.abs().max()) if out_e.numel() else 0.0}
+    res = {
+        "max_abs_err": float((out_c - out_e).abs().max()) if out_c.numel() else 0.0,
+        "out_err": error_ratio(out_c, out_e),
+        "rtol": HRTOL,
+        "scale": float(out_e.abs().max()) if out_e.numel() else 0.0,
+    }
     res["out_allclose"] = res["out_err"] <= 1
     if mode == "training":
         errs = {k: error_ratio(grad_c[k], grad_e[k]) if k in grad_c else float("inf") for k in grad_e}
         res["grad_mismatch"] = [k for k, e in errs.items() if not e <= 1] + [k for k in grad_c if k not in grad_e]
         res["grad_err"] = max(errs.values(), default=0.0)
-        res["grad_max_abs_err"] = max((float((grad_c[k] - grad_e[k]).abs().max()) for k in grad_e if k in grad_c),
-                                      default=0.0)
+        res["grad_max_abs_err"] = max(
+            (float((grad_c[k] - grad_e[k]).abs().max()) for k in grad_e if k in grad_c), default=0.0
+        )
         if res["grad_mismatch"] and all(k in grad_c for k in res["grad_mismatch"]):
             res["float64"] = _float64_arbiter(nat, graph, data.x, res["grad_mismatch"], grad_c, grad_e)
             res["grad_mismatch"] = [k for k, v in res["float64"].items() if v["compiled"] > v["eager"]]
@@ -384,22 +426,38 @@ def _float64_arbiter(nat, graph, x, names, grad_c, grad_e) -> dict:
     nat64.zero_grad(set_to_none=True)
     _out(nat64(graph, x.double())).sum().backward()
     exact = dict(nat64.named_parameters())
-    return {k: {"compiled": float((grad_c[k].double() - exact[k].grad).abs().max()),
-                "eager": float((grad_e[k].double() - exact[k].grad).abs().max())} for k in names}
+    return {
+        k: {
+            "compiled": float((grad_c[k].double() - exact[k].grad).abs().max()),
+            "eager": float((grad_e[k].double() - exact[k].grad).abs().max()),
+        }
+        for k in names
+    }
 
 
 # ----------------------------------------------------------------------------- parent
 def machine() -> dict:
     import torch
+
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
-                                text=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=HERE.parent,
-                                    capture_output=True, text=True).stdout.strip())
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--", "src"], cwd=HERE.parent, capture_output=True, text=True
+            ).stdout.strip()
+        )
     except OSError:
         commit, dirty = "?", False
-    return {"nproc": os.cpu_count(), "loadavg": os.getloadavg(), "torch": torch.__version__,
-            "commit": commit, "src_dirty": dirty, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "nproc": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "torch": torch.__version__,
+        "commit": commit,
+        "src_dirty": dirty,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _fmt(v, spec=".1f"):
@@ -452,9 +510,12 @@ def table(meta: dict, rows: list[dict]) -> str:
         lay, nat, eag = (by.get((model, ds, mode, s)) for s in SYSTEMS)
         ok = lambda r: r is not None and r["status"] == "ok"  # noqa: E731
         r1 = f"{nat['time_ms'] / lay['time_ms']:.2f}" if ok(nat) and ok(lay) else "—"
-        m1 = (f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if ok(nat) and ok(lay) and lay["peak_mib"] > 0 else "—")
-        m2 = (f"{nat['steady_peak_mib'] / lay['steady_peak_mib']:.2f}"
-              if ok(nat) and ok(lay) and lay.get("steady_peak_mib", 0) > 0 and "steady_peak_mib" in nat else "—")
+        m1 = f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if ok(nat) and ok(lay) and lay["peak_mib"] > 0 else "—"
+        m2 = (
+            f"{nat['steady_peak_mib'] / lay['steady_peak_mib']:.2f}"
+            if ok(nat) and ok(lay) and lay.get("steady_peak_mib", 0) > 0 and "steady_peak_mib" in nat
+            else "—"
+        )
         r2 = f"{eag['time_ms'] / nat['time_ms']:.2f}" if ok(nat) and ok(eag) else "—"
         fb = "—"
         if ok(nat):
@@ -465,23 +526,29 @@ def table(meta: dict, rows: list[dict]) -> str:
             if "error" in c:
                 chk = f"**ERROR** {c['error'][:120]}"
             else:
-                err = (lambda key, alt: f"{c[key]:.2g}x tol" if key in c else f"{c[alt]:.1e} abs")  # noqa: E731
+                err = lambda key, alt: f"{c[key]:.2g}x tol" if key in c else f"{c[alt]:.1e} abs"  # noqa: E731
                 parts = [f"{'ok' if c['out_allclose'] else '**MISMATCH**'} ({err('out_err', 'max_abs_err')})"]
                 if c.get("grad_mismatch"):
                     parts.append(f"**grad MISMATCH** {','.join(c['grad_mismatch'])[:80]}")
                 elif c.get("float64"):
                     worst = max(c["float64"].values(), key=lambda v: v["compiled"])
-                    parts.append(f"grads ok vs float64 (float32 {len(c['float64'])} beyond tol: compiled "
-                                 f"{worst['compiled']:.2g} abs from float64, eager {worst['eager']:.2g})")
+                    parts.append(
+                        f"grads ok vs float64 (float32 {len(c['float64'])} beyond tol: compiled "
+                        f"{worst['compiled']:.2g} abs from float64, eager {worst['eager']:.2g})"
+                    )
                 elif "grad_max_abs_err" in c:
                     parts.append(f"grads ok ({err('grad_err', 'grad_max_abs_err')})")
                 if "vs_layer_allclose" in c:
-                    parts.append(f"= layer {'ok' if c['vs_layer_allclose'] else '**MISMATCH**'} "
-                                 f"({err('vs_layer_err', 'vs_layer_max_abs_err')})")
+                    parts.append(
+                        f"= layer {'ok' if c['vs_layer_allclose'] else '**MISMATCH**'} "
+                        f"({err('vs_layer_err', 'vs_layer_max_abs_err')})"
+                    )
                 chk = "; ".join(parts)
-        lines.append(f"| {TITLES[model]} | {ds} | {mode} | {_cell(lay)} | {_cell(nat)} | {_cell(eag)} | "
-                     f"{_cell(lay, 'peak_mib')} | {_cell(nat, 'peak_mib')} | {_cell(eag, 'peak_mib')} | {r1} | {m1} | "
-                     f"{m2} | {r2} | {fb} | {chk} |")
+        lines.append(
+            f"| {TITLES[model]} | {ds} | {mode} | {_cell(lay)} | {_cell(nat)} | {_cell(eag)} | "
+            f"{_cell(lay, 'peak_mib')} | {_cell(nat, 'peak_mib')} | {_cell(eag, 'peak_mib')} | {r1} | {m1} | "
+            f"{m2} | {r2} | {fb} | {chk} |"
+        )
         for s, r in zip(SYSTEMS, (lay, nat, eag)):
             if r is not None and r["status"] != "ok":
                 notes.append(f"- {TITLES[model]} / {ds} / {mode} / {s}: {r['status']}: {r.get('error', '')}")
@@ -502,8 +569,9 @@ def merge(runs: list[Path], out: Path) -> int:
     meta["command"] = "`; then `".join(run["meta"]["command"] for run in loaded)
     meta["repeat"] = "/".join(str(run["meta"]["repeat"]) for run in loaded)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"meta": meta, "runs": [run["meta"] for run in loaded],
-                                                  "rows": list(rows.values())}, indent=1))
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "runs": [run["meta"] for run in loaded], "rows": list(rows.values())}, indent=1)
+    )
     (out / "table.md").write_text(table(meta, list(rows.values())))
     print(f"wrote {out / 'table.md'} and {out / 'results.json'}")
     return 0
@@ -514,8 +582,13 @@ def _run_child(cfg: dict, timeout: float) -> tuple[dict, dict]:
     env = {**os.environ, "OMP_NUM_THREADS": str(cfg["threads"])}
     status, err = "ERROR", "no result"
     try:
-        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], env=env, timeout=timeout,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(cfg)],
+            env=env,
+            timeout=timeout,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             err = f"exit {proc.returncode}: {proc.stderr[-800:]}"
     except subprocess.TimeoutExpired:
@@ -535,8 +608,11 @@ def _combine(row: dict, role: str, got: dict) -> None:
             row["traceback"] = got["traceback"]
         return
     row.setdefault("status", "ok")
-    keep = ("time_ms", "times_ms") if role == "time" else \
-        ("solo_time_ms", "peak_mib", "steady_peak_mib", "retained_mib", "libraries_mapped", "threads", "check")
+    keep = (
+        ("time_ms", "times_ms")
+        if role == "time"
+        else ("solo_time_ms", "peak_mib", "steady_peak_mib", "retained_mib", "libraries_mapped", "threads", "check")
+    )
     row.update({k: got[k] for k in keep if k in got})
     row["fallbacks"] = list(dict.fromkeys(row.get("fallbacks", []) + got.get("fallbacks", [])))
 
@@ -554,9 +630,14 @@ def main(argv=None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="replica scale (1 = published size)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=HERE / "results" / "natural")
-    p.add_argument("--merge", nargs="+", type=Path, metavar="RUN",
-                   help="instead of running: one table of earlier runs' results (a later run's row replaces an "
-                        "earlier run's for the same model, dataset, mode and system)")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="instead of running: one table of earlier runs' results (a later run's row replaces an "
+        "earlier run's for the same model, dataset, mode and system)",
+    )
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -565,13 +646,18 @@ def main(argv=None) -> int:
     if args.merge:
         return merge(args.merge, args.out)
 
-    import torch
     from harness import datasets as hd
 
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {**machine(), "command": "python bench/natural_udfs.py " + " ".join(sys.argv[1:] if argv is None else argv),
-            "threads": args.threads, "repeat": args.repeat, "warmup": args.warmup, "timeout": args.timeout,
-            "scale": args.scale}
+    meta = {
+        **machine(),
+        "command": "python bench/natural_udfs.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "threads": args.threads,
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "timeout": args.timeout,
+        "scale": args.scale,
+    }
     meta["loadavg_start"] = meta.pop("loadavg")
     rows: list[dict] = []
 
@@ -593,10 +679,18 @@ def main(argv=None) -> int:
             for model in models:
                 systems = [s for s in args.systems if s != "layer" or model in WITH_LAYER]
                 done: dict = {}
-                base = {"model": model, "dataset": ds, "modes": args.modes, "threads": args.threads,
-                        "repeat": args.repeat, "warmup": args.warmup, "data_file": str(data_file)}
-                children = [(f"{system} memory", {**base, "role": "memory", "system": system}, [system])
-                            for system in systems]
+                base = {
+                    "model": model,
+                    "dataset": ds,
+                    "modes": args.modes,
+                    "threads": args.threads,
+                    "repeat": args.repeat,
+                    "warmup": args.warmup,
+                    "data_file": str(data_file),
+                }
+                children = [
+                    (f"{system} memory", {**base, "role": "memory", "system": system}, [system]) for system in systems
+                ]
                 children.append(("time side by side", {**base, "role": "time", "systems": systems}, systems))
                 for label, cfg, names in children:
                     cfg["result"] = str(Path(tmp) / f"{model}-{ds}-{label.replace(' ', '-')}.jsonl")
@@ -606,14 +700,27 @@ def main(argv=None) -> int:
                     for name in names:
                         for mode in args.modes:
                             got = wrote.get((name, mode), missing)
-                            _combine(done.setdefault((name, mode), {"model": model, "dataset": ds, "system": name,
-                                                                    "mode": mode}), cfg["role"], got)
-                            shown = f"{got['time_ms']:.1f} ms" if "time_ms" in got else \
-                                f"{got['peak_mib']:.0f} MiB" if "peak_mib" in got else got["status"]
+                            _combine(
+                                done.setdefault(
+                                    (name, mode), {"model": model, "dataset": ds, "system": name, "mode": mode}
+                                ),
+                                cfg["role"],
+                                got,
+                            )
+                            shown = (
+                                f"{got['time_ms']:.1f} ms"
+                                if "time_ms" in got
+                                else f"{got['peak_mib']:.0f} MiB"
+                                if "peak_mib" in got
+                                else got["status"]
+                            )
                             summary.append(f"{name} {mode} {shown}")
                     summary = ", ".join(summary)
-                    print(f"[{time.strftime('%H:%M:%S')}] {model} {ds} {label}: {summary} "
-                          f"({time.perf_counter() - start:.0f} s)", flush=True)
+                    print(
+                        f"[{time.strftime('%H:%M:%S')}] {model} {ds} {label}: {summary} "
+                        f"({time.perf_counter() - start:.0f} s)",
+                        flush=True,
+                    )
                 rows.extend(done.values())
                 write()
     write()

@@ -24,6 +24,7 @@ interpreter and writing ``gnnc-peer.json`` (versions) in the environment:
 the harness takes an environment without that file as not built. Building
 again over an existing environment re-runs pip (quick once cached).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,18 @@ from harness.peer import STAMP, default_env_path  # noqa: E402 - needs the path 
 
 TORCH = "torch==2.2.1"
 DGL = "dgl==2.1.0"
-DGL_DEPS = ["numpy<2", "scipy<1.14", "networkx", "psutil", "tqdm", "requests",
-            "torchdata==0.7.1", "pandas<2.3", "pyyaml", "pydantic"]
+DGL_DEPS = [
+    "numpy<2",
+    "scipy<1.14",
+    "networkx",
+    "psutil",
+    "tqdm",
+    "requests",
+    "torchdata==0.7.1",
+    "pandas<2.3",
+    "pyyaml",
+    "pydantic",
+]
 
 
 def _run(cmd: list[str]) -> None:
@@ -58,10 +69,19 @@ def build(path: Path) -> dict:
     pip = [str(python), "-m", "pip", "install", "--no-input"]
     _run([*pip, TORCH, *DGL_DEPS])
     _run([*pip, "--no-deps", DGL])
-    probe = ("import json, dgl, numpy, torch; print(json.dumps({'dgl': dgl.__version__, 'torch': torch.__version__, "
-             "'numpy': numpy.__version__, 'python': '%d.%d.%d' % __import__('sys').version_info[:3]}))")
-    found = json.loads(subprocess.run([str(python), "-c", probe], check=True, capture_output=True, text=True,
-                                      env={"DGLBACKEND": "pytorch", "PATH": "/usr/bin:/bin"}).stdout)
+    probe = (
+        "import json, dgl, numpy, torch; print(json.dumps({'dgl': dgl.__version__, 'torch': torch.__version__, "
+        "'numpy': numpy.__version__, 'python': '%d.%d.%d' % __import__('sys').version_info[:3]}))"
+    )
+    found = json.loads(
+        subprocess.run(
+            [str(python), "-c", probe],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={"DGLBACKEND": "pytorch", "PATH": "/usr/bin:/bin"},
+        ).stdout
+    )
     stamp = {**found, "build_s": round(time.monotonic() - start, 1), "packages": [TORCH, DGL, *DGL_DEPS]}
     (path / STAMP).write_text(json.dumps(stamp, indent=1))
     return stamp
@@ -69,8 +89,12 @@ def build(path: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("path", nargs="?", type=Path, help="where the environment goes (default: $GNNC_PEER_ENV, "
-                                                           "else ~/.cache/gnnc/peer-venv)")
+    parser.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        help="where the environment goes (default: $GNNC_PEER_ENV, else ~/.cache/gnnc/peer-venv)",
+    )
     args = parser.parse_args(argv)
     path = (args.path or default_env_path()).expanduser().resolve()
     stamp = build(path)

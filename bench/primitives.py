@@ -17,6 +17,7 @@ as a Python loop of slice matmuls over a full [E, K] gather.
 
     python bench/primitives.py --datasets pubmed arxiv --runs 5 [--threads 1] [--backend cpu]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,6 +31,7 @@ import statistics
 import time
 
 import torch
+
 from harness.procfs import reset_peak, status_kib, trim_heap
 
 DATASETS = {"pubmed": (19_717, 88_651), "arxiv": (169_343, 1_166_243)}
@@ -72,7 +74,7 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = 
     ptr = sorted(torch.randint(0, n, (types - 1,), generator=gen).tolist())
     ptr = [0, *ptr, n]
     eptr = [0, *sorted(torch.randint(0, e, (types - 1,), generator=gen).tolist()), e]
-    weight = torch.randn(types, feats, feats, generator=gen) / feats ** 0.5
+    weight = torch.randn(types, feats, feats, generator=gen) / feats**0.5
     bias = torch.randn(types, feats, generator=gen)
 
     def typed_loop(x, ptr, weight, bias=None):
@@ -87,27 +89,63 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = 
         return msg.new_zeros((n, *msg.shape[1:])).scatter_reduce(0, index, msg, "amax", include_self=False)
 
     return [
-        ("segment_reduce sum [E,64]", lambda v: B.segment_reduce(v, dst, n, "sum"),
-         lambda v: naive_index_add(v, dst, n), [values]),
+        (
+            "segment_reduce sum [E,64]",
+            lambda v: B.segment_reduce(v, dst, n, "sum"),
+            lambda v: naive_index_add(v, dst, n),
+            [values],
+        ),
         ("segment_reduce max [E,64]", lambda v: B.segment_reduce(v, dst, n, "max"), naive_max, [values]),
         ("edge_softmax [E,8]", lambda l: B.edge_softmax(l, dst, n), lambda l: naive_softmax(l, dst, n), [logits]),
         ("spmm copy sum [N,64]", lambda x: B.spmm(x, src, dst, n), lambda x: naive_index_add(x[src], dst, n), [xf]),
-        ("spmm mul sum [N,64]x[E,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
-         lambda x, w: naive_index_add(x[src] * w, dst, n), [xf, w1]),
-        ("spmm mul sum [N,8,8]x[E,8,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
-         lambda x, w: naive_index_add(x[src] * w, dst, n), [x, w]),
-        ("spmm mul max [N,8,8]x[E,8,1]", lambda x, w: B.spmm(x, src, dst, n, w, "mul", "max"),
-         lambda x, w: naive_max(x[src] * w), [x, w]),
-        ("sddmm dot [N,8,8]", lambda a, b: B.sddmm(a, src, b, dst, "dot"),
-         lambda a, b: (a[src] * b[dst]).sum(-1, keepdim=True), [x, x.clone()]),
-        ("sddmm mul [N,64]", lambda a, b: B.sddmm(a, src, b, dst, "mul"), lambda a, b: a[src] * b[dst],
-         [xf, xf.clone()]),
-        ("edge_softmax_aggregate [E,8],[N,8,8]", lambda l, x: B.edge_softmax_aggregate(l, x, src, dst, n),
-         lambda l, x: naive_index_add(naive_softmax(l, dst, n)[..., None] * x[src], dst, n), [logits, x]),
-        ("segment_matmul 4 types 64x64", lambda x, W, b: B.segment_matmul(x, ptr, W, b),
-         lambda x, W, b: typed_loop(x, ptr, W, b), [xf, weight, bias]),
-        ("gather_segment_matmul 4 rel 64x64", lambda x, W: B.gather_segment_matmul(x, src, eptr, W),
-         lambda x, W: typed_loop(x[src], eptr, W), [xf, weight]),
+        (
+            "spmm mul sum [N,64]x[E,1]",
+            lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
+            lambda x, w: naive_index_add(x[src] * w, dst, n),
+            [xf, w1],
+        ),
+        (
+            "spmm mul sum [N,8,8]x[E,8,1]",
+            lambda x, w: B.spmm(x, src, dst, n, w, "mul"),
+            lambda x, w: naive_index_add(x[src] * w, dst, n),
+            [x, w],
+        ),
+        (
+            "spmm mul max [N,8,8]x[E,8,1]",
+            lambda x, w: B.spmm(x, src, dst, n, w, "mul", "max"),
+            lambda x, w: naive_max(x[src] * w),
+            [x, w],
+        ),
+        (
+            "sddmm dot [N,8,8]",
+            lambda a, b: B.sddmm(a, src, b, dst, "dot"),
+            lambda a, b: (a[src] * b[dst]).sum(-1, keepdim=True),
+            [x, x.clone()],
+        ),
+        (
+            "sddmm mul [N,64]",
+            lambda a, b: B.sddmm(a, src, b, dst, "mul"),
+            lambda a, b: a[src] * b[dst],
+            [xf, xf.clone()],
+        ),
+        (
+            "edge_softmax_aggregate [E,8],[N,8,8]",
+            lambda l, x: B.edge_softmax_aggregate(l, x, src, dst, n),
+            lambda l, x: naive_index_add(naive_softmax(l, dst, n)[..., None] * x[src], dst, n),
+            [logits, x],
+        ),
+        (
+            "segment_matmul 4 types 64x64",
+            lambda x, W, b: B.segment_matmul(x, ptr, W, b),
+            lambda x, W, b: typed_loop(x, ptr, W, b),
+            [xf, weight, bias],
+        ),
+        (
+            "gather_segment_matmul 4 rel 64x64",
+            lambda x, W: B.gather_segment_matmul(x, src, eptr, W),
+            lambda x, W: typed_loop(x[src], eptr, W),
+            [xf, weight],
+        ),
     ], (src, dst, n)
 
 
@@ -135,8 +173,7 @@ def measure(fn, inputs, runs: int, backward: bool) -> tuple[float, float]:
     return 1e3 * statistics.median(times), (status_kib("VmHWM") - base) / 1024
 
 
-def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, backend: str,
-             queue) -> None:
+def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, backend: str, queue) -> None:
     from gnnc.backend.torch import clear_structure_cache
     from gnnc.backend.torch.csr import csr_structure
 
@@ -166,31 +203,43 @@ def main() -> None:
     p.add_argument("--features", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    p.add_argument("--backend", choices=["torch", "cpu"], default="torch",
-                   help="the primitives' backend: torch (reference) or cpu (numba kernels where it has them)")
+    p.add_argument(
+        "--backend",
+        choices=["torch", "cpu"],
+        default="torch",
+        help="the primitives' backend: torch (reference) or cpu (numba kernels where it has them)",
+    )
     args = p.parse_args()
 
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{args.threads or torch.get_num_threads()} threads, backend {args.backend}")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"{args.threads or torch.get_num_threads()} threads, backend {args.backend}"
+    )
     ctx = mp.get_context("spawn")
-    header = (f"{'primitive':<37} {'fwd naive':>9} {'fwd gnnc':>9} {'x':>5} {'f+b naive':>9} {'f+b gnnc':>9} {'x':>5} "
-              f"{'MiB fwd naive':>13} {'gnnc':>6} {'MiB f+b naive':>13} {'gnnc':>6}")
+    header = (
+        f"{'primitive':<37} {'fwd naive':>9} {'fwd gnnc':>9} {'x':>5} {'f+b naive':>9} {'f+b gnnc':>9} {'x':>5} "
+        f"{'MiB fwd naive':>13} {'gnnc':>6} {'MiB f+b naive':>13} {'gnnc':>6}"
+    )
     for name in args.datasets:
         q = ctx.Queue()
-        proc = ctx.Process(target=run_case,
-                           args=(name, args.runs, args.heads, args.features, args.seed, args.threads, args.backend,
-                                 q))
+        proc = ctx.Process(
+            target=run_case, args=(name, args.runs, args.heads, args.features, args.seed, args.threads, args.backend, q)
+        )
         proc.start()
         result = q.get()
         proc.join()
-        print(f"\n{name}: {result['nodes']:,} nodes, {result['edges']:,} edges; times in ms (median of {args.runs}), "
-              f"peak = extra resident MiB; one-off CSR build {result['csr_build_ms']:.1f} ms")
+        print(
+            f"\n{name}: {result['nodes']:,} nodes, {result['edges']:,} edges; times in ms (median of {args.runs}), "
+            f"peak = extra resident MiB; one-off CSR build {result['csr_build_ms']:.1f} ms"
+        )
         print(header)
         for r in result["rows"]:
-            print(f"{r['primitive']:<37} {r['naive_fwd_ms']:>9.1f} {r['gnnc_fwd_ms']:>9.1f} "
-                  f"{r['naive_fwd_ms'] / r['gnnc_fwd_ms']:>5.1f} {r['naive_fb_ms']:>9.1f} {r['gnnc_fb_ms']:>9.1f} "
-                  f"{r['naive_fb_ms'] / r['gnnc_fb_ms']:>5.1f} {r['naive_fwd_mib']:>13.1f} {r['gnnc_fwd_mib']:>6.1f} "
-                  f"{r['naive_fb_mib']:>13.1f} {r['gnnc_fb_mib']:>6.1f}")
+            print(
+                f"{r['primitive']:<37} {r['naive_fwd_ms']:>9.1f} {r['gnnc_fwd_ms']:>9.1f} "
+                f"{r['naive_fwd_ms'] / r['gnnc_fwd_ms']:>5.1f} {r['naive_fb_ms']:>9.1f} {r['gnnc_fb_ms']:>9.1f} "
+                f"{r['naive_fb_ms'] / r['gnnc_fb_ms']:>5.1f} {r['naive_fwd_mib']:>13.1f} {r['gnnc_fwd_mib']:>6.1f} "
+                f"{r['naive_fb_mib']:>13.1f} {r['gnnc_fb_mib']:>6.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Same as ``gnnc bench``; see bench/README.md.
 """
+
 import sys
 from pathlib import Path
 

@@ -8,6 +8,7 @@ compiled rows must run the fused softmax aggregation (the script stops otherwise
 
     python bench/softmax_forms.py --dataset cora --runs 15 --out bench/results/softmax-forms
 """
+
 from __future__ import annotations
 
 import argparse
@@ -154,19 +155,35 @@ def main() -> None:
 
 def _write(args, g, table, times) -> None:
     os.makedirs(args.out, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"commit": commit, "dataset": args.dataset, "scale": args.scale, "nodes": g.num_nodes(),
-                   "edges": g.num_edges(), "heads": args.heads, "hidden": args.hidden, "threads": torch.get_num_threads(),
-                   "ms": {f"{name} / {mode}": t for (name, mode), t in times.items()}}, f, indent=1)
+        json.dump(
+            {
+                "commit": commit,
+                "dataset": args.dataset,
+                "scale": args.scale,
+                "nodes": g.num_nodes(),
+                "edges": g.num_edges(),
+                "heads": args.heads,
+                "hidden": args.hidden,
+                "threads": torch.get_num_threads(),
+                "ms": {f"{name} / {mode}": t for (name, mode), t in times.items()},
+            },
+            f,
+            indent=1,
+        )
     with open(os.path.join(args.out, "README.md"), "w") as f:
-        f.write(f"# Hand-written edge softmax in a 2-layer, {args.heads}-head GAT, at {commit}\n\n"
-                f"    python bench/softmax_forms.py --dataset {args.dataset} --scale {args.scale} --runs {args.runs} "
-                f"--out {args.out}\n\n"
-                f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-                f"{os.cpu_count()} cores shared with other work; one training step (forward + backward), "
-                f"medians of {args.runs} steps, forms interleaved. {args.dataset} replica x{args.scale}: "
-                f"{g.num_nodes()} nodes, {g.num_edges()} edges.\n\n```\n{table}\n```\n")
+        f.write(
+            f"# Hand-written edge softmax in a 2-layer, {args.heads}-head GAT, at {commit}\n\n"
+            f"    python bench/softmax_forms.py --dataset {args.dataset} --scale {args.scale} --runs {args.runs} "
+            f"--out {args.out}\n\n"
+            f"{platform.machine()}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+            f"{os.cpu_count()} cores shared with other work; one training step (forward + backward), "
+            f"medians of {args.runs} steps, forms interleaved. {args.dataset} replica x{args.scale}: "
+            f"{g.num_nodes()} nodes, {g.num_edges()} edges.\n\n```\n{table}\n```\n"
+        )
 
 
 if __name__ == "__main__":

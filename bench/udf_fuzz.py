@@ -13,6 +13,7 @@ one designed to fall back did not (``Program.expect``); writes each failing prog
 error) to the failures folder.
 The generator and runner live in ``tests/udf_fuzz_gen.py`` (shared with the CI sample).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ BAD = ("mismatch", "crash")
 
 
 def _init_worker():
-    import torch
     import warnings
+
+    import torch
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -46,6 +48,7 @@ def _one(seed: int):
         outcome = run_program(program)
     except BaseException as err:  # noqa: BLE001 - the harness itself must survive a program
         from tests.udf_fuzz_gen import Outcome
+
         outcome = Outcome("crash", seed, f"harness: {type(err).__name__}: {err}"[:160], repr(err), program.tags)
     return outcome, program.source, unexpected(program, outcome)
 
@@ -54,8 +57,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--programs", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--skip", type=int, default=0,
-                    help="leave out the run's first SKIP programs (to split one run across processes)")
+    ap.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="leave out the run's first SKIP programs (to split one run across processes)",
+    )
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--out", help="JSON report path")
     ap.add_argument("--failures", default="udf_fuzz_failures", help="folder for failing programs' sources")
@@ -71,7 +78,7 @@ def main(argv=None) -> int:
             print(f"# unexpected: {wrong}")
         return 1 if outcome.status in BAD or wrong else 0
 
-    seeds = sample_seeds(args.seed, args.programs)[args.skip:]
+    seeds = sample_seeds(args.seed, args.programs)[args.skip :]
     counts: collections.Counter = collections.Counter()
     reasons: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     examples: dict[tuple, int] = {}
@@ -81,6 +88,7 @@ def main(argv=None) -> int:
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
+
         def tqdm(it, **_):
             return it
 
@@ -106,18 +114,36 @@ def main(argv=None) -> int:
                 for t in outcome.tags:
                     tag_fail[t] += 1
                 failures.mkdir(parents=True, exist_ok=True)
-                header = "".join(f"# {line}\n" for line in
-                                 [f"seed {outcome.seed}: {outcome.status}: {outcome.reason}", f"unexpected: {wrong}",
-                                  f"tags: {outcome.tags}", *outcome.detail.splitlines()[-30:]])
-                (failures / f"{'unexpected' if wrong else outcome.status}_{outcome.seed}.py").write_text(header + source)
+                header = "".join(
+                    f"# {line}\n"
+                    for line in [
+                        f"seed {outcome.seed}: {outcome.status}: {outcome.reason}",
+                        f"unexpected: {wrong}",
+                        f"tags: {outcome.tags}",
+                        *outcome.detail.splitlines()[-30:],
+                    ]
+                )
+                (failures / f"{'unexpected' if wrong else outcome.status}_{outcome.seed}.py").write_text(
+                    header + source
+                )
     finally:
         if pool is not None:
             pool.terminate()
     elapsed = time.time() - start
     total = sum(counts.values())
     print(f"\nprograms tried: {total} in {elapsed:.0f} s (seed {args.seed}, skip {args.skip}, jobs {args.jobs})")
-    for status in ("match", "no_plan", "mismatch", "kink", "rounding", "crash", "fallback", "both_raise",
-                   "eager_error", "unexpected"):
+    for status in (
+        "match",
+        "no_plan",
+        "mismatch",
+        "kink",
+        "rounding",
+        "crash",
+        "fallback",
+        "both_raise",
+        "eager_error",
+        "unexpected",
+    ):
         print(f"  {status:12s} {counts[status]}")
     for status in ("mismatch", "kink", "rounding", "crash", "fallback", "both_raise", "eager_error", "unexpected"):
         if reasons[status]:
@@ -129,11 +155,16 @@ def main(argv=None) -> int:
     if counts["mismatch"] or counts["crash"] or counts["unexpected"]:
         print(f"failing programs' sources: {failures}/ (rerun one: python bench/udf_fuzz.py --only SEED)")
     if args.out:
-        report = {"programs": total, "seed": args.seed, "skip": args.skip, "seconds": round(elapsed, 1),
-                  "counts": dict(counts),
-                  "reasons": {s: dict(r) for s, r in reasons.items()},
-                  "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
-                  "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+        report = {
+            "programs": total,
+            "seed": args.seed,
+            "skip": args.skip,
+            "seconds": round(elapsed, 1),
+            "counts": dict(counts),
+            "reasons": {s: dict(r) for s, r in reasons.items()},
+            "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
+            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+        }
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 1 if counts["mismatch"] or counts["crash"] or counts["unexpected"] else 0
 

@@ -4,6 +4,7 @@ rows' inputs: a hit (the source tensor compared by contents, ``gnnc.graph.value_
 
     python bench/value_caches.py mutag,bgs
 """
+
 from __future__ import annotations
 
 import statistics
@@ -17,10 +18,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import natural_udfs
-from harness import datasets
-
 from gnnc.backend.torch import index_matmul
 from gnnc.runtime import compiled, type_rows
+from harness import datasets
 
 
 def median_ms(call, repeats: int = 30) -> float:
@@ -37,17 +37,24 @@ def costs(g) -> dict:
     """{cache: (hit ms, rebuilt ms)} for one natural graph."""
     index, rel, norm, ntype = g.index, g.edata["rel_type"], g.edata["norm"], g.ndata["ntype"]
     edges, relations, types = rel.numel(), int(rel.max()) + 1, tuple(range(int(ntype.max()) + 1))
-    out = {f"{name} in internal order": (median_ms(lambda u=user: compiled._internal_order(index, u, 0, edges)),
-                                         median_ms(lambda u=user: index.from_user_order(u, 0, edges)))
-           for name, user in (("rel_type", rel), ("norm", norm))}
+    out = {
+        f"{name} in internal order": (
+            median_ms(lambda u=user: compiled._internal_order(index, u, 0, edges)),
+            median_ms(lambda u=user: index.from_user_order(u, 0, edges)),
+        )
+        for name, user in (("rel_type", rel), ("norm", norm))
+    }
     internal = compiled._internal_order(index, rel, 0, edges)
 
     def regrouped():
         index_matmul.clear_groupings()
         index_matmul.grouping(internal, relations)
+
     out["rel_type grouping"] = (median_ms(lambda: index_matmul.grouping(internal, relations)), median_ms(regrouped, 5))
-    out["ntype layout"] = (median_ms(lambda: type_rows.type_layout(ntype, types)),
-                           median_ms(lambda: type_rows._layout(ntype, types)))
+    out["ntype layout"] = (
+        median_ms(lambda: type_rows.type_layout(ntype, types)),
+        median_ms(lambda: type_rows._layout(ntype, types)),
+    )
     return out
 
 

@@ -13,6 +13,7 @@ compiled run *matches* only when a compiled plan ran; one that fell back says so
 
 Writes ``results.json`` (every run's status and the comparison) and ``README.md`` (the table).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +43,23 @@ def run(system: str, program: str, world_code: Path, folder: Path, timeout: floa
     """One worker process; its ``OUT.json`` (plus ``out``, the arrays' file), or why there is none."""
     python = str(peer.peer_python()) if system == "dgl" else sys.executable
     out = folder / f"{program}.{system}.npz"
-    env = {**os.environ, "PYTHONPATH": str(BENCH), "PYTHONDONTWRITEBYTECODE": "1", "DGLBACKEND": "pytorch",
-           "OMP_NUM_THREADS": "1"}
-    command = [python, "-m", "harness.world_worker", system, program, str(world_code),
-               str(folder / f"{program}.state.npz"), str(out)]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(BENCH),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "DGLBACKEND": "pytorch",
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [
+        python,
+        "-m",
+        "harness.world_worker",
+        system,
+        program,
+        str(world_code),
+        str(folder / f"{program}.state.npz"),
+        str(out),
+    ]
     try:
         done = subprocess.run(command, check=False, cwd=BENCH, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -61,8 +75,10 @@ def compare(ours: dict, theirs: dict, rtol: float, atol: float) -> str:
     """``match``, or what differs: a missing array, a shape, or the largest difference and where."""
     a, b = np.load(ours["out"]), np.load(theirs["out"])
     if set(a.files) != set(b.files):
-        return f"arrays differ: only gnnc {sorted(set(a.files) - set(b.files))[:3]}, " \
-               f"only DGL {sorted(set(b.files) - set(a.files))[:3]}"
+        return (
+            f"arrays differ: only gnnc {sorted(set(a.files) - set(b.files))[:3]}, "
+            f"only DGL {sorted(set(b.files) - set(a.files))[:3]}"
+        )
     worst = (0.0, "")
     for key in sorted(a.files):
         if a[key].shape != b[key].shape:
@@ -91,13 +107,17 @@ def evaluate(program, world_code: Path, folder: Path, args) -> dict:
     runs = {}
     for system in SYSTEMS:  # eager first: it writes the parameters the others load
         runs[system] = run(system, program.name, world_code, folder, args.timeout)
-    row = {"program": program.name, "project": program.project, "file": program.file,
-           "dgl": "ok" if runs["dgl"]["status"] == "ok" else f"error: {runs['dgl']['error']}",
-           "dtype": str(program.dtype).removeprefix("torch."),
-           "eager": verdict(runs["gnnc"], runs["dgl"], rtol, atol),
-           "compiled": verdict(runs["gnnc-compiled"], runs["dgl"], rtol, atol),
-           "compiled_plans": runs["gnnc-compiled"].get("compiled_plans", 0),
-           "fallbacks": runs["gnnc-compiled"].get("fallbacks", [])}
+    row = {
+        "program": program.name,
+        "project": program.project,
+        "file": program.file,
+        "dgl": "ok" if runs["dgl"]["status"] == "ok" else f"error: {runs['dgl']['error']}",
+        "dtype": str(program.dtype).removeprefix("torch."),
+        "eager": verdict(runs["gnnc"], runs["dgl"], rtol, atol),
+        "compiled": verdict(runs["gnnc-compiled"], runs["dgl"], rtol, atol),
+        "compiled_plans": runs["gnnc-compiled"].get("compiled_plans", 0),
+        "fallbacks": runs["gnnc-compiled"].get("fallbacks", []),
+    }
     if row["compiled"] == "match" and (row["fallbacks"] or not row["compiled_plans"]):
         row["compiled"] = "match, fell back" if row["fallbacks"] else "match, no compiled plan ran"
     print(f"{program.name:24} eager: {row['eager'][:70]:70} compiled: {row['compiled'][:60]}", flush=True)
@@ -105,17 +125,33 @@ def evaluate(program, world_code: Path, folder: Path, args) -> dict:
 
 
 def table(rows: list[dict], header: str) -> str:
-    lines = [header, "",
-             "| program | project | dtype | DGL 2.1 | gnnc eager | gnnc compiled | compiled plans | fallback |",
-             "|---|---|---|---|---|---|--:|---|"]
+    lines = [
+        header,
+        "",
+        "| program | project | dtype | DGL 2.1 | gnnc eager | gnnc compiled | compiled plans | fallback |",
+        "|---|---|---|---|---|---|--:|---|",
+    ]
     for r in rows:
-        cells = [r["program"], r["project"], r["dtype"], r["dgl"], r["eager"], r["compiled"], str(r["compiled_plans"]),
-                 "; ".join(r["fallbacks"])]
+        cells = [
+            r["program"],
+            r["project"],
+            r["dtype"],
+            r["dgl"],
+            r["eager"],
+            r["compiled"],
+            str(r["compiled_plans"]),
+            "; ".join(r["fallbacks"]),
+        ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     both = sum(r["eager"] == "match" and r["compiled"] == "match" for r in rows)
     eager = sum(r["eager"] == "match" for r in rows)
-    lines += ["", (f"**{both} of {len(rows)}** programs match DGL in both modes with a compiled plan run; "
-                   f"{eager} of {len(rows)} match eagerly.")]
+    lines += [
+        "",
+        (
+            f"**{both} of {len(rows)}** programs match DGL in both modes with a compiled plan run; "
+            f"{eager} of {len(rows)} match eagerly."
+        ),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -136,19 +172,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda p: evaluate(p, args.world_code.resolve(), Path(scratch), args), programs))
     seconds = time.perf_counter() - started
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
-                            text=True, cwd=BENCH).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True, text=True, cwd=BENCH
+    ).stdout.strip()
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(
-        {"commit": commit, "seconds": round(seconds), "rtol": args.rtol, "atol": args.atol, "rows": rows},
-        indent=1))
-    header = (f"# The world's DGL layer code through gnnc's DGL alias, against DGL 2.1, at {commit}\n\n"
-              f"    python bench/world_code.py --out {args.out}\n\n"
-              f"Files from `../shared/world-code`, unchanged; two SGD steps in float64, every output, input "
-              f"gradient and parameter gradient compared with DGL's (rtol {args.rtol:g}, atol {args.atol:g}; float32 "
-              f"rows rtol {FLOAT32_TOLERANCES[0]:g}, atol {FLOAT32_TOLERANCES[1]:g}); "
-              f"{round(seconds)} s. *compiled*: the model in `gnnc.compile`; it matches only when a compiled "
-              f"plan ran.")
+    (args.out / "results.json").write_text(
+        json.dumps(
+            {"commit": commit, "seconds": round(seconds), "rtol": args.rtol, "atol": args.atol, "rows": rows}, indent=1
+        )
+    )
+    header = (
+        f"# The world's DGL layer code through gnnc's DGL alias, against DGL 2.1, at {commit}\n\n"
+        f"    python bench/world_code.py --out {args.out}\n\n"
+        f"Files from `../shared/world-code`, unchanged; two SGD steps in float64, every output, input "
+        f"gradient and parameter gradient compared with DGL's (rtol {args.rtol:g}, atol {args.atol:g}; float32 "
+        f"rows rtol {FLOAT32_TOLERANCES[0]:g}, atol {FLOAT32_TOLERANCES[1]:g}); "
+        f"{round(seconds)} s. *compiled*: the model in `gnnc.compile`; it matches only when a compiled "
+        f"plan ran."
+    )
     (args.out / "README.md").write_text(table(rows, header))
     print(table(rows, "")[-200:])
 

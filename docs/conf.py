@@ -4,6 +4,7 @@ Build (warnings are errors):   python -m sphinx -W --keep-going -b html docs doc
 Run every code example:        python -m sphinx -W --keep-going -b doctest docs docs/_build/doctest
 tests/test_docs.py does both.
 """
+
 import doctest
 import os
 import sys
@@ -18,11 +19,11 @@ copyright = "gnnc contributors"  # noqa: A001
 release = version = "0.1.0"
 
 extensions = [
-    "sphinx.ext.autodoc",   # the API reference comes from the docstrings
+    "sphinx.ext.autodoc",  # the API reference comes from the docstrings
     "sphinx.ext.napoleon",
-    "sphinx.ext.doctest",   # every example on every page runs (tests/test_docs.py)
-    "myst_parser",          # Markdown: bench/results/*/table.md are included as the harness wrote them
-    "gnnc_sphinx",          # docs/_ext: CLI reference from gnnc.cli's parser, verbatim module docstrings
+    "sphinx.ext.doctest",  # every example on every page runs (tests/test_docs.py)
+    "myst_parser",  # Markdown: bench/results/*/table.md are included as the harness wrote them
+    "gnnc_sphinx",  # docs/_ext: CLI reference from gnnc.cli's parser, verbatim module docstrings
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

@@ -1,4 +1,5 @@
 """Shared pytest configuration: float64 reference checks and data location."""
+
 from pathlib import Path
 
 import pytest

@@ -8,6 +8,7 @@ graph data written without ``local_scope``, dropout and batch norm left in
 (the tests run them in eval mode). Tensors made inside a forward (labels,
 edge weights) take the default dtype, as in user code.
 """
+
 import functools
 import math
 
@@ -35,33 +36,33 @@ class GatedGCNLayer(nn.Module):
         self.dropout = dropout
 
     def edge_func(self, edges):
-        e_ij = edges.data['Ce'] + edges.src['Dh'] + edges.dst['Eh']
-        return {'e': e_ij, 'sigma': torch.sigmoid(e_ij)}
+        e_ij = edges.data["Ce"] + edges.src["Dh"] + edges.dst["Eh"]
+        return {"e": e_ij, "sigma": torch.sigmoid(e_ij)}
 
     def message_func(self, edges):
-        return {'Bh_j': edges.src['Bh'], 'sigma': edges.data['sigma']}
+        return {"Bh_j": edges.src["Bh"], "sigma": edges.data["sigma"]}
 
     def reduce_func(self, nodes):
-        Ah_i = nodes.data['Ah']
-        Bh_j = nodes.mailbox['Bh_j']
-        sigma_ij = nodes.mailbox['sigma']
+        Ah_i = nodes.data["Ah"]
+        Bh_j = nodes.mailbox["Bh_j"]
+        sigma_ij = nodes.mailbox["sigma"]
         h = Ah_i + torch.sum(sigma_ij * Bh_j, dim=1) / (torch.sum(sigma_ij, dim=1) + 1e-6)
-        return {'h': h}
+        return {"h": h}
 
     def forward(self, g, h, e):
         h_in, e_in = h, e
         with g.local_scope():
-            g.ndata['h'] = h
-            g.ndata['Ah'] = self.A(h)
-            g.ndata['Bh'] = self.B(h)
-            g.ndata['Dh'] = self.D(h)
-            g.ndata['Eh'] = self.E(h)
-            g.edata['e'] = e
-            g.edata['Ce'] = self.C(e)
+            g.ndata["h"] = h
+            g.ndata["Ah"] = self.A(h)
+            g.ndata["Bh"] = self.B(h)
+            g.ndata["Dh"] = self.D(h)
+            g.ndata["Eh"] = self.E(h)
+            g.edata["e"] = e
+            g.edata["Ce"] = self.C(e)
             g.apply_edges(self.edge_func)
             g.update_all(self.message_func, self.reduce_func)
-            h = g.ndata['h']
-            e = g.edata['e']
+            h = g.ndata["h"]
+            e = g.edata["e"]
         h = F.relu(h)
         e = F.relu(e)
         if self.residual:
@@ -92,17 +93,17 @@ class GatedGCNBuiltin(nn.Module):
 
     def forward(self, g, h, e):
         with g.local_scope():
-            g.ndata['h'], g.ndata['Ah'], g.ndata['Bh'] = h, self.A(h), self.B(h)
-            g.ndata['Dh'], g.ndata['Eh'] = self.D(h), self.E(h)
-            g.edata['e'], g.edata['Ce'] = e, self.C(e)
-            g.apply_edges(fn.u_add_v('Dh', 'Eh', 'DEh'))
-            g.edata['e'] = g.edata['DEh'] + g.edata['Ce']
-            g.edata['sigma'] = torch.sigmoid(g.edata['e'])
-            g.update_all(fn.u_mul_e('Bh', 'sigma', 'm'), fn.sum('m', 'sum_sigma_h'))
-            g.update_all(fn.copy_e('sigma', 'm'), fn.sum('m', 'sum_sigma'))
-            g.ndata['h'] = g.ndata['Ah'] + g.ndata['sum_sigma_h'] / (g.ndata['sum_sigma'] + 1e-6)
-            h = self.bn_h(g.ndata['h'])
-            return F.relu(h) + g.ndata['h'], g.edata['e']
+            g.ndata["h"], g.ndata["Ah"], g.ndata["Bh"] = h, self.A(h), self.B(h)
+            g.ndata["Dh"], g.ndata["Eh"] = self.D(h), self.E(h)
+            g.edata["e"], g.edata["Ce"] = e, self.C(e)
+            g.apply_edges(fn.u_add_v("Dh", "Eh", "DEh"))
+            g.edata["e"] = g.edata["DEh"] + g.edata["Ce"]
+            g.edata["sigma"] = torch.sigmoid(g.edata["e"])
+            g.update_all(fn.u_mul_e("Bh", "sigma", "m"), fn.sum("m", "sum_sigma_h"))
+            g.update_all(fn.copy_e("sigma", "m"), fn.sum("m", "sum_sigma"))
+            g.ndata["h"] = g.ndata["Ah"] + g.ndata["sum_sigma_h"] / (g.ndata["sum_sigma"] + 1e-6)
+            h = self.bn_h(g.ndata["h"])
+            return F.relu(h) + g.ndata["h"], g.edata["e"]
 
 
 # ---- MoNet / GMMConv, gaussian kernels in a UDF message
@@ -118,18 +119,18 @@ class GMMConvUDF(nn.Module):
         nn.init.constant_(self.inv_sigma, 1)
 
     def message(self, edges):
-        E = edges.data['pseudo'].shape[0]
-        gaussian = -0.5 * ((edges.data['pseudo'].view(E, 1, self.dim) - self.mu.view(1, self.K, self.dim)) ** 2)
+        E = edges.data["pseudo"].shape[0]
+        gaussian = -0.5 * ((edges.data["pseudo"].view(E, 1, self.dim) - self.mu.view(1, self.K, self.dim)) ** 2)
         gaussian = gaussian * (self.inv_sigma.view(1, self.K, self.dim) ** 2)
         gaussian = torch.exp(gaussian.sum(dim=-1, keepdim=True))
-        return {'m': edges.src['h'] * gaussian}
+        return {"m": edges.src["h"] * gaussian}
 
     def forward(self, g, feat, pseudo):
         with g.local_scope():
-            g.ndata['h'] = self.fc(feat).view(-1, self.K, self.out)
-            g.edata['pseudo'] = pseudo
-            g.update_all(self.message, fn.mean('m', 'h'))
-            return g.ndata['h'].sum(1) + self.bias
+            g.ndata["h"] = self.fc(feat).view(-1, self.K, self.out)
+            g.edata["pseudo"] = pseudo
+            g.update_all(self.message, fn.mean("m", "h"))
+            return g.ndata["h"].sum(1) + self.bias
 
 
 class MoNet(nn.Module):
@@ -162,18 +163,18 @@ class EdgeConvUDF(nn.Module):
         self.phi = nn.Linear(in_feat, out_feat)
 
     def message(self, edges):
-        theta_x = self.theta(edges.src['x'] - edges.dst['x'])
-        phi_x = self.phi(edges.dst['x'])
-        return {'e': theta_x + phi_x}
+        theta_x = self.theta(edges.src["x"] - edges.dst["x"])
+        phi_x = self.phi(edges.dst["x"])
+        return {"e": theta_x + phi_x}
 
     def reduce(self, nodes):
-        return {'x': torch.max(nodes.mailbox['e'], 1)[0]}
+        return {"x": torch.max(nodes.mailbox["e"], 1)[0]}
 
     def forward(self, g, x):
         with g.local_scope():
-            g.ndata['x'] = x
+            g.ndata["x"] = x
             g.update_all(self.message, self.reduce)
-            return g.ndata['x']
+            return g.ndata["x"]
 
 
 class DGCNN(nn.Module):
@@ -199,13 +200,13 @@ class GCNIIConv(nn.Module):
             deg = g.in_degrees().double().clamp(min=1)
             norm = torch.pow(deg, -0.5).unsqueeze(1)
             feat = feat * norm
-            g.ndata['h'] = feat
-            g.edata['w'] = edge_weight
-            g.update_all(fn.u_mul_e('h', 'w', 'm'), fn.sum('m', 'h'))
-            feat = g.ndata.pop('h')
+            g.ndata["h"] = feat
+            g.edata["w"] = edge_weight
+            g.update_all(fn.u_mul_e("h", "w", "m"), fn.sum("m", "h"))
+            feat = g.ndata.pop("h")
             feat = feat * norm
             feat = feat * (1 - self.alpha)
-            feat_0 = feat_0[:feat.size(0)] * self.alpha
+            feat_0 = feat_0[: feat.size(0)] * self.alpha
             rst = feat + feat_0
             rst = (1 - self.beta) * rst + self.beta * (rst @ self.weight)
             return rst
@@ -241,10 +242,10 @@ class APPNPConv(nn.Module):
             feat_0 = feat
             for _ in range(self._k):
                 feat = feat * norm
-                graph.ndata['h'] = feat
-                graph.edata['w'] = self.edge_drop(torch.ones(graph.number_of_edges(), 1))
-                graph.update_all(lambda edges: {'m': edges.src['h'] * edges.data['w']}, fn.sum('m', 'h'))
-                feat = graph.ndata.pop('h')
+                graph.ndata["h"] = feat
+                graph.edata["w"] = self.edge_drop(torch.ones(graph.number_of_edges(), 1))
+                graph.update_all(lambda edges: {"m": edges.src["h"] * edges.data["w"]}, fn.sum("m", "h"))
+                feat = graph.ndata.pop("h")
                 feat = feat * norm
                 feat = (1 - self._alpha) * feat + self._alpha * feat_0
             return feat
@@ -271,13 +272,15 @@ class APPNPApplyNodeFunc(nn.Module):
         h0 = self.lin(x)
         with g.local_scope():
             norm = g.in_degrees().double().clamp(min=1).pow(-0.5).unsqueeze(1)
-            g.ndata['norm'] = norm
-            g.ndata['h'] = h0
+            g.ndata["norm"] = norm
+            g.ndata["h"] = h0
             for _ in range(self.k):
-                g.update_all(lambda e: {'m': e.src['h'] * e.src['norm']}, fn.sum('m', 'h'),
-                             lambda nodes: {'h': (1 - self.alpha) * nodes.data['h'] * nodes.data['norm']
-                                            + self.alpha * h0})
-            return g.ndata['h']
+                g.update_all(
+                    lambda e: {"m": e.src["h"] * e.src["norm"]},
+                    fn.sum("m", "h"),
+                    lambda nodes: {"h": (1 - self.alpha) * nodes.data["h"] * nodes.data["norm"] + self.alpha * h0},
+                )
+            return g.ndata["h"]
 
 
 # ---- TAGConv and SGC: k hops in a python loop
@@ -294,20 +297,20 @@ class TAGConv(nn.Module):
             fstack = [feat]
             for _ in range(self._k):
                 rst = fstack[-1] * norm
-                graph.ndata['h'] = rst
-                graph.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))
-                rst = graph.ndata['h']
+                graph.ndata["h"] = rst
+                graph.update_all(fn.copy_u("h", "m"), fn.sum("m", "h"))
+                rst = graph.ndata["h"]
                 rst = rst * norm
                 fstack.append(rst)
             return self.lin(torch.cat(fstack, dim=-1))
 
 
 def sgc_msg(edges):
-    return {'m': edges.src['h'] * edges.src['norm']}
+    return {"m": edges.src["h"] * edges.src["norm"]}
 
 
 def sgc_reduce(nodes):
-    return {'h': nodes.mailbox['m'].sum(dim=1) * nodes.data['norm']}
+    return {"h": nodes.mailbox["m"].sum(dim=1) * nodes.data["norm"]}
 
 
 class SGConvUDF(nn.Module):
@@ -318,11 +321,11 @@ class SGConvUDF(nn.Module):
 
     def forward(self, g, x):
         with g.local_scope():
-            g.ndata['norm'] = g.in_degrees().double().clamp(min=1).pow(-0.5).unsqueeze(1)
-            g.ndata['h'] = x
+            g.ndata["norm"] = g.in_degrees().double().clamp(min=1).pow(-0.5).unsqueeze(1)
+            g.ndata["h"] = x
             for _ in range(self.k):
                 g.update_all(sgc_msg, sgc_reduce)
-            return self.fc(g.ndata['h'])
+            return self.fc(g.ndata["h"])
 
 
 class TAGNet(nn.Module):
@@ -342,25 +345,25 @@ class AGNNConv(nn.Module):
         self.beta = nn.Parameter(torch.Tensor([init_beta]))
 
     def edge_att(self, edges):
-        cos = (edges.src['norm_h'] * edges.dst['norm_h']).sum(-1, keepdim=True)
-        return {'e': self.beta * cos}
+        cos = (edges.src["norm_h"] * edges.dst["norm_h"]).sum(-1, keepdim=True)
+        return {"e": self.beta * cos}
 
     def msg(self, edges):
-        return {'e': edges.data['e'], 'h': edges.src['h']}
+        return {"e": edges.data["e"], "h": edges.src["h"]}
 
     def reduce(self, nodes):
-        e = nodes.mailbox['e']
+        e = nodes.mailbox["e"]
         e = torch.exp(e - e.max(dim=1, keepdim=True)[0])
         a = e / e.sum(dim=1, keepdim=True)
-        return {'h': (a * nodes.mailbox['h']).sum(1)}
+        return {"h": (a * nodes.mailbox["h"]).sum(1)}
 
     def forward(self, g, feat):
         with g.local_scope():
-            g.ndata['h'] = feat
-            g.ndata['norm_h'] = F.normalize(feat, p=2, dim=-1)
+            g.ndata["h"] = feat
+            g.ndata["norm_h"] = F.normalize(feat, p=2, dim=-1)
             g.apply_edges(self.edge_att)
             g.update_all(self.msg, self.reduce)
-            return g.ndata.pop('h')
+            return g.ndata.pop("h")
 
 
 class AGNN(nn.Module):
@@ -381,12 +384,14 @@ class AGNN(nn.Module):
 def src_dot_dst(src_field, dst_field, out_field):
     def func(edges):
         return {out_field: (edges.src[src_field] * edges.dst[dst_field]).sum(-1, keepdim=True)}
+
     return func
 
 
 def scaled_exp(field, scale_constant):
     def func(edges):
         return {field: torch.exp((edges.data[field] / scale_constant).clamp(-5, 5))}
+
     return func
 
 
@@ -399,18 +404,18 @@ class MultiHeadAttentionLayer(nn.Module):
         self.V = nn.Linear(in_dim, out_dim * num_heads, bias=True)
 
     def propagate_attention(self, g):
-        g.apply_edges(src_dot_dst('K_h', 'Q_h', 'score'))
-        g.apply_edges(scaled_exp('score', math.sqrt(self.out_dim)))
-        g.update_all(fn.u_mul_e('V_h', 'score', 'V_h'), fn.sum('V_h', 'wV'))
-        g.update_all(fn.copy_e('score', 'score'), fn.sum('score', 'z'))
+        g.apply_edges(src_dot_dst("K_h", "Q_h", "score"))
+        g.apply_edges(scaled_exp("score", math.sqrt(self.out_dim)))
+        g.update_all(fn.u_mul_e("V_h", "score", "V_h"), fn.sum("V_h", "wV"))
+        g.update_all(fn.copy_e("score", "score"), fn.sum("score", "z"))
 
     def forward(self, g, h):
         Q_h, K_h, V_h = self.Q(h), self.K(h), self.V(h)
-        g.ndata['Q_h'] = Q_h.view(-1, self.num_heads, self.out_dim)
-        g.ndata['K_h'] = K_h.view(-1, self.num_heads, self.out_dim)
-        g.ndata['V_h'] = V_h.view(-1, self.num_heads, self.out_dim)
+        g.ndata["Q_h"] = Q_h.view(-1, self.num_heads, self.out_dim)
+        g.ndata["K_h"] = K_h.view(-1, self.num_heads, self.out_dim)
+        g.ndata["V_h"] = V_h.view(-1, self.num_heads, self.out_dim)
         self.propagate_attention(g)
-        head_out = g.ndata['wV'] / (g.ndata['z'] + 1e-6)
+        head_out = g.ndata["wV"] / (g.ndata["z"] + 1e-6)
         return head_out
 
 
@@ -444,20 +449,20 @@ class GraphTransformer(nn.Module):
 
 # ---- NNConv (built-in u_mul_e on 3-D weights) and MPNN (UDF bmm)
 class NNConv(nn.Module):
-    def __init__(self, in_feats, out_feats, edge_func, aggregator_type='mean'):
+    def __init__(self, in_feats, out_feats, edge_func, aggregator_type="mean"):
         super().__init__()
         self._in, self._out = in_feats, out_feats
         self.edge_func = edge_func
-        self.reducer = {'sum': fn.sum, 'mean': fn.mean, 'max': fn.max}[aggregator_type]
+        self.reducer = {"sum": fn.sum, "mean": fn.mean, "max": fn.max}[aggregator_type]
         self.bias = nn.Parameter(torch.zeros(out_feats))
         self.res_fc = nn.Linear(in_feats, out_feats, bias=False)
 
     def forward(self, graph, feat, efeat):
         with graph.local_scope():
-            graph.srcdata['h'] = feat.unsqueeze(-1)
-            graph.edata['w'] = self.edge_func(efeat).view(-1, self._in, self._out)
-            graph.update_all(fn.u_mul_e('h', 'w', 'm'), self.reducer('m', 'neigh'))
-            rst = graph.dstdata['neigh'].sum(dim=1)
+            graph.srcdata["h"] = feat.unsqueeze(-1)
+            graph.edata["w"] = self.edge_func(efeat).view(-1, self._in, self._out)
+            graph.update_all(fn.u_mul_e("h", "w", "m"), self.reducer("m", "neigh"))
+            rst = graph.dstdata["neigh"].sum(dim=1)
             return rst + self.res_fc(feat) + self.bias
 
 
@@ -468,21 +473,21 @@ class NNConvUDF(nn.Module):
         self.edge_net = nn.Sequential(nn.Linear(edim, 16), nn.ReLU(), nn.Linear(16, in_feats * out_feats))
 
     def message(self, edges):
-        w = self.edge_net(edges.data['ef']).view(-1, self._in, self._out)
-        return {'m': torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze(1)}
+        w = self.edge_net(edges.data["ef"]).view(-1, self._in, self._out)
+        return {"m": torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze(1)}
 
     def forward(self, g, h, ef):
         with g.local_scope():
-            g.ndata['h'], g.edata['ef'] = h, ef
-            g.update_all(self.message, fn.sum('m', 'h'))
-            return g.ndata['h']
+            g.ndata["h"], g.edata["ef"] = h, ef
+            g.update_all(self.message, fn.sum("m", "h"))
+            return g.ndata["h"]
 
 
 class MPNN(nn.Module):
     def __init__(self, edim=3):
         super().__init__()
-        self.c1 = NNConv(IN_DIM, 5, nn.Sequential(nn.Linear(edim, 8), nn.ReLU(), nn.Linear(8, IN_DIM * 5)), 'mean')
-        self.c2 = NNConv(5, 4, nn.Linear(edim, 20), 'max')
+        self.c1 = NNConv(IN_DIM, 5, nn.Sequential(nn.Linear(edim, 8), nn.ReLU(), nn.Linear(8, IN_DIM * 5)), "mean")
+        self.c2 = NNConv(5, 4, nn.Linear(edim, 20), "max")
         self.c3 = NNConvUDF(4, 3, edim)
 
     def forward(self, g, x, e):
@@ -527,9 +532,14 @@ def scale_attenuation(h, D, avg_d):
     return h * (avg_d["log"] / math.log(D + 1))
 
 
-AGGREGATORS = {'mean': aggregate_mean, 'max': aggregate_max, 'min': aggregate_min, 'std': aggregate_std,
-               'var': aggregate_var}
-SCALERS = {'identity': scale_identity, 'amplification': scale_amplification, 'attenuation': scale_attenuation}
+AGGREGATORS = {
+    "mean": aggregate_mean,
+    "max": aggregate_max,
+    "min": aggregate_min,
+    "std": aggregate_std,
+    "var": aggregate_var,
+}
+SCALERS = {"identity": scale_identity, "amplification": scale_amplification, "attenuation": scale_attenuation}
 
 
 class PNALayer(nn.Module):
@@ -542,34 +552,35 @@ class PNALayer(nn.Module):
         self.posttrans = nn.Linear((len(aggregators) * len(scalers) + 1) * in_dim, out_dim)
 
     def pretrans_edges(self, edges):
-        z2 = torch.cat([edges.src['h'], edges.dst['h']], dim=1)
-        return {'e': self.pretrans(z2)}
+        z2 = torch.cat([edges.src["h"], edges.dst["h"]], dim=1)
+        return {"e": self.pretrans(z2)}
 
     def message_func(self, edges):
-        return {'e': edges.data['e']}
+        return {"e": edges.data["e"]}
 
     def reduce_func(self, nodes):
-        h = nodes.mailbox['e']
+        h = nodes.mailbox["e"]
         D = h.shape[-2]
         h = torch.cat([aggregate(h) for aggregate in self.aggregators], dim=1)
         h = torch.cat([scale(h, D=D, avg_d=self.avg_d) for scale in self.scalers], dim=1)
-        return {'h': h}
+        return {"h": h}
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
+            g.ndata["h"] = h
             g.apply_edges(self.pretrans_edges)
             g.update_all(self.message_func, self.reduce_func)
-            h = torch.cat([h, g.ndata['h']], dim=1)
+            h = torch.cat([h, g.ndata["h"]], dim=1)
             return self.posttrans(h)
 
 
 class PNA(nn.Module):
     def __init__(self):
         super().__init__()
-        self.l1 = PNALayer(IN_DIM, 5, ['mean', 'max', 'min', 'std'], ['identity', 'amplification', 'attenuation'],
-                           {"log": AVG_D_LOG})
-        self.l2 = PNALayer(5, 4, ['var', 'max'], ['identity', 'amplification'], {"log": AVG_D_LOG})
+        self.l1 = PNALayer(
+            IN_DIM, 5, ["mean", "max", "min", "std"], ["identity", "amplification", "attenuation"], {"log": AVG_D_LOG}
+        )
+        self.l2 = PNALayer(5, 4, ["var", "max"], ["identity", "amplification"], {"log": AVG_D_LOG})
 
     def forward(self, g, x):
         return self.l2(g, F.relu(self.l1(g, x)))
@@ -583,16 +594,19 @@ class GINEConv(nn.Module):
         self.eps = nn.Parameter(torch.DoubleTensor([init_eps]))
 
     def message(self, edges):
-        return {'m': F.relu(edges.src['hn'] + edges.data['he'])}
+        return {"m": F.relu(edges.src["hn"] + edges.data["he"])}
 
-    def forward(self, graph, node_feat, edge_feat, agg='sum'):
+    def forward(self, graph, node_feat, edge_feat, agg="sum"):
         with graph.local_scope():
-            graph.srcdata['hn'] = node_feat
-            graph.edata['he'] = edge_feat
-            red = fn.sum('m', 'neigh') if agg == 'sum' else (
-                lambda nodes: {'neigh': nodes.mailbox['m'].max(dim=1).values})
+            graph.srcdata["hn"] = node_feat
+            graph.edata["he"] = edge_feat
+            red = (
+                fn.sum("m", "neigh")
+                if agg == "sum"
+                else (lambda nodes: {"neigh": nodes.mailbox["m"].max(dim=1).values})
+            )
             graph.update_all(self.message, red)
-            rst = (1 + self.eps) * node_feat + graph.dstdata['neigh']
+            rst = (1 + self.eps) * node_feat + graph.dstdata["neigh"]
             return self.apply_func(rst)
 
 
@@ -603,7 +617,7 @@ class GINE(nn.Module):
         self.c2 = GINEConv(nn.Linear(IN_DIM, 4), init_eps=0.0)
 
     def forward(self, g, x, e):
-        return self.c2(g, F.relu(self.c1(g, x, e)), e, agg='max')
+        return self.c2(g, F.relu(self.c1(g, x, e)), e, agg="max")
 
 
 # ---- GraphSAGE: pool, gcn and a min reducer UDF
@@ -620,35 +634,37 @@ class SAGEConv(nn.Module):
     def forward(self, graph, feat):
         with graph.local_scope():
             h_self = feat = self.feat_drop(feat)
-            if self.agg == 'pool':
-                graph.srcdata['h'] = F.relu(self.fc_pool(feat))
-                graph.update_all(fn.copy_u('h', 'm'),
-                                 lambda nodes: {'neigh': torch.max(nodes.mailbox['m'], dim=1).values})
-                h_neigh = self.fc_neigh(graph.dstdata['neigh'])
+            if self.agg == "pool":
+                graph.srcdata["h"] = F.relu(self.fc_pool(feat))
+                graph.update_all(
+                    fn.copy_u("h", "m"), lambda nodes: {"neigh": torch.max(nodes.mailbox["m"], dim=1).values}
+                )
+                h_neigh = self.fc_neigh(graph.dstdata["neigh"])
                 rst = self.fc_self(h_self) + h_neigh
-            elif self.agg == 'gcn':
-                graph.srcdata['h'] = feat
-                graph.dstdata['h'] = h_self
-                graph.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'neigh'))
+            elif self.agg == "gcn":
+                graph.srcdata["h"] = feat
+                graph.dstdata["h"] = h_self
+                graph.update_all(fn.copy_u("h", "m"), fn.sum("m", "neigh"))
                 degs = graph.in_degrees().to(feat)
-                h_neigh = (graph.dstdata['neigh'] + graph.dstdata['h']) / (degs.unsqueeze(-1) + 1)
+                h_neigh = (graph.dstdata["neigh"] + graph.dstdata["h"]) / (degs.unsqueeze(-1) + 1)
                 rst = self.fc_neigh(h_neigh)
             else:  # 'min', a UDF reading the degree from the mailbox's shape
-                graph.srcdata['h'] = feat
+                graph.srcdata["h"] = feat
 
                 def red(nodes):
-                    m = nodes.mailbox['m']
+                    m = nodes.mailbox["m"]
                     deg = m.shape[1]
-                    return {'neigh': m.min(1)[0] + m.sum(1) / deg}
-                graph.update_all(fn.copy_u('h', 'm'), red)
-                rst = self.fc_self(h_self) + self.fc_neigh(graph.dstdata['neigh'])
+                    return {"neigh": m.min(1)[0] + m.sum(1) / deg}
+
+                graph.update_all(fn.copy_u("h", "m"), red)
+                rst = self.fc_self(h_self) + self.fc_neigh(graph.dstdata["neigh"])
             return rst + self.bias
 
 
 class GraphSAGE(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList([SAGEConv(IN_DIM, 8, 'pool'), SAGEConv(8, 8, 'gcn'), SAGEConv(8, 4, 'min')])
+        self.layers = nn.ModuleList([SAGEConv(IN_DIM, 8, "pool"), SAGEConv(8, 8, "gcn"), SAGEConv(8, 4, "min")])
 
     def forward(self, g, x):
         h = x
@@ -668,9 +684,9 @@ class ChebConv(nn.Module):
 
     def forward(self, graph, feat, lambda_max=None):
         def unnLaplacian(feat, D_invsqrt, graph):
-            graph.ndata['h'] = feat * D_invsqrt
-            graph.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))
-            return graph.ndata.pop('h') * D_invsqrt
+            graph.ndata["h"] = feat * D_invsqrt
+            graph.update_all(fn.copy_u("h", "m"), fn.sum("m", "h"))
+            return graph.ndata.pop("h") * D_invsqrt
 
         with graph.local_scope():
             D_invsqrt = torch.pow(graph.in_degrees().double().clamp(min=1), -0.5).unsqueeze(-1)
@@ -704,9 +720,9 @@ class Cheb(nn.Module):
 class DotPredictor(nn.Module):
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
-            g.apply_edges(fn.u_dot_v('h', 'h', 'score'))
-            return g.edata['score'][:, 0]
+            g.ndata["h"] = h
+            g.apply_edges(fn.u_dot_v("h", "h", "score"))
+            return g.edata["score"][:, 0]
 
 
 class MLPPredictor(nn.Module):
@@ -716,20 +732,20 @@ class MLPPredictor(nn.Module):
         self.W2 = nn.Linear(h_feats, 1)
 
     def apply_edges(self, edges):
-        h = torch.cat([edges.src['h'], edges.dst['h']], 1)
-        return {'score': self.W2(F.relu(self.W1(h))).squeeze(1)}
+        h = torch.cat([edges.src["h"], edges.dst["h"]], 1)
+        return {"score": self.W2(F.relu(self.W1(h))).squeeze(1)}
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
+            g.ndata["h"] = h
             g.apply_edges(self.apply_edges)
-            return g.edata['score']
+            return g.edata["score"]
 
 
 class LinkPrediction(nn.Module):
     def __init__(self):
         super().__init__()
-        self.sage = SAGEConv(IN_DIM, 8, 'gcn')
+        self.sage = SAGEConv(IN_DIM, 8, "gcn")
         self.dot, self.mlp = DotPredictor(), MLPPredictor(8)
 
     def forward(self, g, x, neg_g):
@@ -750,58 +766,59 @@ class EdgeUpdate(nn.Module):
         self.drop = nn.Dropout(0.5)
 
     def edge_update(self, edges):
-        e = edges.data['e']
-        z = torch.cat([edges.src['h'], edges.dst['h'], e], dim=-1)
+        e = edges.data["e"]
+        z = torch.cat([edges.src["h"], edges.dst["h"], e], dim=-1)
         e = e + self.drop(torch.tanh(self.lin_e(z)))
-        return {'e': e}
+        return {"e": e}
 
     def reduce(self, nodes):
-        m = nodes.mailbox['m']
+        m = nodes.mailbox["m"]
         w = torch.where(m > 0, m, 0.1 * m)  # leaky ReLU by hand
         w = w.clamp(min=-1.0, max=2.0)
         s = w.sum(1)
         s /= m.shape[1]
-        s += nodes.data['h']
-        return {'h': s}
+        s += nodes.data["h"]
+        return {"h": s}
 
     def forward(self, g, h, e):
         with g.local_scope():
-            g.ndata['h'] = h
-            g.edata['e'] = e
+            g.ndata["h"] = h
+            g.edata["e"] = e
             g.apply_edges(self.edge_update)
             g.apply_edges(self.edge_update)
-            g.update_all(fn.u_mul_e('h', 'e', 'm'), self.reduce)
-            return self.lin_n(torch.cat([g.ndata['h'], h], -1)), g.edata['e']
+            g.update_all(fn.u_mul_e("h", "e", "m"), self.reduce)
+            return self.lin_n(torch.cat([g.ndata["h"], h], -1)), g.edata["e"]
 
 
 # ---- GraphConv with EdgeWeightNorm (1-D edge weights, reversed graph)
 class EdgeWeightNorm(nn.Module):
-    def __init__(self, norm='both', eps=0.):
+    def __init__(self, norm="both", eps=0.0):
         super().__init__()
         self._norm, self._eps = norm, eps
 
     def forward(self, graph, edge_weight):
         with graph.local_scope():
-            graph.edata['_edge_w'] = edge_weight
-            if self._norm == 'both':
+            graph.edata["_edge_w"] = edge_weight
+            if self._norm == "both":
                 reversed_g = graph.reverse()
-                reversed_g.edata['_edge_w'] = edge_weight
-                reversed_g.update_all(fn.copy_e('_edge_w', 'm'), fn.sum('m', 'out_weight'))
-                degs = reversed_g.dstdata['out_weight'] + self._eps
+                reversed_g.edata["_edge_w"] = edge_weight
+                reversed_g.update_all(fn.copy_e("_edge_w", "m"), fn.sum("m", "out_weight"))
+                degs = reversed_g.dstdata["out_weight"] + self._eps
                 norm = torch.pow(degs, -0.5)
-                graph.srcdata['_src_out_w'] = norm
-            if self._norm != 'none':
-                graph.update_all(fn.copy_e('_edge_w', 'm'), fn.sum('m', 'in_weight'))
-                degs = graph.dstdata['in_weight'] + self._eps
-                norm = torch.pow(degs, -0.5) if self._norm == 'both' else 1.0 / degs
-                graph.dstdata['_dst_in_w'] = norm
-            graph.apply_edges(lambda e: {
-                '_norm_edge_weights': e.src['_src_out_w'] * e.dst['_dst_in_w'] * e.data['_edge_w']})
-            return graph.edata['_norm_edge_weights']
+                graph.srcdata["_src_out_w"] = norm
+            if self._norm != "none":
+                graph.update_all(fn.copy_e("_edge_w", "m"), fn.sum("m", "in_weight"))
+                degs = graph.dstdata["in_weight"] + self._eps
+                norm = torch.pow(degs, -0.5) if self._norm == "both" else 1.0 / degs
+                graph.dstdata["_dst_in_w"] = norm
+            graph.apply_edges(
+                lambda e: {"_norm_edge_weights": e.src["_src_out_w"] * e.dst["_dst_in_w"] * e.data["_edge_w"]}
+            )
+            return graph.edata["_norm_edge_weights"]
 
 
 class GraphConv(nn.Module):
-    def __init__(self, in_feats, out_feats, norm='both', activation=None):
+    def __init__(self, in_feats, out_feats, norm="both", activation=None):
         super().__init__()
         self._norm = norm
         self.weight = nn.Parameter(torch.Tensor(in_feats, out_feats))
@@ -811,23 +828,23 @@ class GraphConv(nn.Module):
 
     def forward(self, graph, feat, edge_weight=None):
         with graph.local_scope():
-            aggregate_fn = fn.copy_u('h', 'm')
+            aggregate_fn = fn.copy_u("h", "m")
             if edge_weight is not None:
-                graph.edata['_edge_weight'] = edge_weight
-                aggregate_fn = fn.u_mul_e('h', '_edge_weight', 'm')
+                graph.edata["_edge_weight"] = edge_weight
+                aggregate_fn = fn.u_mul_e("h", "_edge_weight", "m")
             feat_src, feat_dst = feat, feat
-            if self._norm in ['left', 'both']:
+            if self._norm in ["left", "both"]:
                 degs = graph.out_degrees().to(feat_src).clamp(min=1)
-                norm = torch.pow(degs, -0.5) if self._norm == 'both' else 1.0 / degs
+                norm = torch.pow(degs, -0.5) if self._norm == "both" else 1.0 / degs
                 shp = norm.shape + (1,) * (feat_src.dim() - 1)
                 feat_src = feat_src * torch.reshape(norm, shp)
             feat_src = torch.matmul(feat_src, self.weight)
-            graph.srcdata['h'] = feat_src
-            graph.update_all(aggregate_fn, fn.sum(msg='m', out='h'))
-            rst = graph.dstdata['h']
-            if self._norm in ['right', 'both']:
+            graph.srcdata["h"] = feat_src
+            graph.update_all(aggregate_fn, fn.sum(msg="m", out="h"))
+            rst = graph.dstdata["h"]
+            if self._norm in ["right", "both"]:
                 degs = graph.in_degrees().to(feat_dst).clamp(min=1)
-                norm = torch.pow(degs, -0.5) if self._norm == 'both' else 1.0 / degs
+                norm = torch.pow(degs, -0.5) if self._norm == "both" else 1.0 / degs
                 rst = rst * torch.reshape(norm, norm.shape + (1,) * (feat_dst.dim() - 1))
             rst = rst + self.bias
             if self._activation is not None:
@@ -838,10 +855,10 @@ class GraphConv(nn.Module):
 class WeightedGCN(nn.Module):
     def __init__(self):
         super().__init__()
-        self.ewn = EdgeWeightNorm('both')
-        self.c1 = GraphConv(IN_DIM, 8, norm='none', activation=F.relu)
-        self.c2 = GraphConv(8, 3, norm='right')
-        self.c3 = GraphConv(3, 3, norm='left')
+        self.ewn = EdgeWeightNorm("both")
+        self.c1 = GraphConv(IN_DIM, 8, norm="none", activation=F.relu)
+        self.c2 = GraphConv(8, 3, norm="right")
+        self.c3 = GraphConv(3, 3, norm="left")
 
     def forward(self, g, x, w):
         nw = self.ewn(g, w)
@@ -860,12 +877,12 @@ class DotGatConv(nn.Module):
     def forward(self, graph, feat):
         with graph.local_scope():
             feat_src = feat_dst = self.fc(feat).view(-1, self._num_heads, self._out_feats)
-            graph.srcdata.update({'ft': feat_src})
-            graph.dstdata.update({'ft': feat_dst})
-            graph.apply_edges(fn.u_dot_v('ft', 'ft', 'a'))
-            graph.edata['sa'] = edge_softmax(graph, graph.edata['a'] / self._out_feats ** 0.5)
-            graph.update_all(fn.u_mul_e('ft', 'sa', 'attn'), fn.sum('attn', 'agg_u'))
-            return graph.dstdata['agg_u'].view(-1, self._num_heads * self._out_feats), graph.edata['sa']
+            graph.srcdata.update({"ft": feat_src})
+            graph.dstdata.update({"ft": feat_dst})
+            graph.apply_edges(fn.u_dot_v("ft", "ft", "a"))
+            graph.edata["sa"] = edge_softmax(graph, graph.edata["a"] / self._out_feats**0.5)
+            graph.update_all(fn.u_mul_e("ft", "sa", "attn"), fn.sum("attn", "agg_u"))
+            return graph.dstdata["agg_u"].view(-1, self._num_heads * self._out_feats), graph.edata["sa"]
 
 
 class DotGAT(nn.Module):
@@ -891,17 +908,17 @@ class GATv2Layer(nn.Module):
         self.res = nn.Linear(in_dim, heads * out_dim, bias=False)
 
     def edge_score(self, edges):
-        e = F.leaky_relu(edges.src['el'] + edges.dst['er'], negative_slope=0.2)
-        return {'e': (e * self.attn).sum(dim=-1).unsqueeze(-1)}
+        e = F.leaky_relu(edges.src["el"] + edges.dst["er"], negative_slope=0.2)
+        return {"e": (e * self.attn).sum(dim=-1).unsqueeze(-1)}
 
     def forward(self, g, x):
         with g.local_scope():
-            g.srcdata['el'] = self.fc_src(x).view(-1, self.H, self.D)
-            g.dstdata['er'] = self.fc_dst(x).view(-1, self.H, self.D)
+            g.srcdata["el"] = self.fc_src(x).view(-1, self.H, self.D)
+            g.dstdata["er"] = self.fc_dst(x).view(-1, self.H, self.D)
             g.apply_edges(self.edge_score)
-            g.edata['a'] = self.attn_drop(edge_softmax(g, g.edata['e']))
-            g.update_all(fn.u_mul_e('el', 'a', 'm'), fn.sum('m', 'ft'))
-            rst = g.dstdata['ft'] + self.res(x).view(-1, self.H, self.D)
+            g.edata["a"] = self.attn_drop(edge_softmax(g, g.edata["e"]))
+            g.update_all(fn.u_mul_e("el", "a", "m"), fn.sum("m", "ft"))
+            rst = g.dstdata["ft"] + self.res(x).view(-1, self.H, self.D)
             return rst.flatten(1)
 
 
@@ -926,39 +943,40 @@ class HeteroRGCNLayer(nn.Module):
         self.style = style
 
     def msg(self, edges, etype):
-        return {'m': self.weight[etype](edges.src['h'])}
+        return {"m": self.weight[etype](edges.src["h"])}
 
-    def forward(self, G, feat_dict, cross='sum'):
+    def forward(self, G, feat_dict, cross="sum"):
         with G.local_scope():
             for ntype in G.ntypes:
-                G.nodes[ntype].data['h'] = feat_dict[ntype]
+                G.nodes[ntype].data["h"] = feat_dict[ntype]
             funcs = {}
             for srctype, etype, dsttype in G.canonical_etypes:
-                if self.style == 'partial':
-                    funcs[etype] = (functools.partial(self.msg, etype=etype), fn.mean('m', 'h'))
-                elif self.style == 'default':
+                if self.style == "partial":
+                    funcs[etype] = (functools.partial(self.msg, etype=etype), fn.mean("m", "h"))
+                elif self.style == "default":
                     funcs[(srctype, etype, dsttype)] = (
-                        lambda edges, etype=etype: {'m': self.weight[etype](edges.src['h'])},
-                        lambda nodes: {'h': nodes.mailbox['m'].sum(1)})
+                        lambda edges, etype=etype: {"m": self.weight[etype](edges.src["h"])},
+                        lambda nodes: {"h": nodes.mailbox["m"].sum(1)},
+                    )
                 else:
-                    funcs[etype] = (lambda edges: {'m': self.weight[etype](edges.src['h'])}, fn.max('m', 'h'))
+                    funcs[etype] = (lambda edges: {"m": self.weight[etype](edges.src["h"])}, fn.max("m", "h"))
             G.multi_update_all(funcs, cross)
-            return {nt: G.nodes[nt].data['h'] for nt in G.ntypes if 'h' in G.nodes[nt].data}
+            return {nt: G.nodes[nt].data["h"] for nt in G.ntypes if "h" in G.nodes[nt].data}
 
 
 class HeteroRGCN(nn.Module):
     def __init__(self, G):
         super().__init__()
-        self.l1 = HeteroRGCNLayer(HETERO_DIM, 6, G.etypes, 'partial')
-        self.l2 = HeteroRGCNLayer(6, 6, G.etypes, 'default')
-        self.l3 = HeteroRGCNLayer(6, 4, G.etypes, 'late')
+        self.l1 = HeteroRGCNLayer(HETERO_DIM, 6, G.etypes, "partial")
+        self.l2 = HeteroRGCNLayer(6, 6, G.etypes, "default")
+        self.l3 = HeteroRGCNLayer(6, 4, G.etypes, "late")
 
     def forward(self, G, h):
-        h1 = self.l1(G, h, 'sum')
+        h1 = self.l1(G, h, "sum")
         h1 = {k: F.leaky_relu(v) for k, v in h1.items()}
-        h2 = self.l2(G, h1, 'mean')
+        h2 = self.l2(G, h1, "mean")
         h2 = {k: torch.tanh(v) for k, v in h2.items()}
-        h3 = self.l3(G, h2, 'max')
+        h3 = self.l3(G, h2, "max")
         return h1, h2, h3
 
 
@@ -969,22 +987,22 @@ class HeteroMLPPredictor(nn.Module):
         self.W = nn.Linear(in_dims * 2, n_classes)
 
     def apply_edges(self, edges):
-        x = torch.cat([edges.src['h'], edges.dst['h']], 1)
+        x = torch.cat([edges.src["h"], edges.dst["h"]], 1)
         y = self.W(x)
-        return {'score': y}
+        return {"score": y}
 
     def forward(self, graph, h):
         with graph.local_scope():
-            graph.ndata['h'] = h
+            graph.ndata["h"] = h
             for etype in graph.canonical_etypes:
                 graph.apply_edges(self.apply_edges, etype=etype)
             for etype in graph.canonical_etypes:
-                graph.apply_edges(fn.u_dot_v('h', 'h', 'dot'), etype=etype)
+                graph.apply_edges(fn.u_dot_v("h", "h", "dot"), etype=etype)
             res = {}
             for et in graph.canonical_etypes:
-                res[('score',) + et] = graph.edges[et].data['score']
-                res[('dot',) + et] = graph.edges[et].data['dot']
-            res[('all',)] = graph.edata['score']
+                res[("score",) + et] = graph.edges[et].data["score"]
+                res[("dot",) + et] = graph.edges[et].data["dot"]
+            res[("all",)] = graph.edata["score"]
             return res
 
 
@@ -996,26 +1014,28 @@ class HeteroAttention(nn.Module):
         self.attn = nn.ParameterDict({e: nn.Parameter(torch.randn(8)) for e in G.etypes})
         self.out = nn.Linear(4, 4)
 
-    def forward(self, G, h, cross='stack'):
+    def forward(self, G, h, cross="stack"):
         with G.local_scope():
             for nt in G.ntypes:
-                G.nodes[nt].data['z'] = self.fc[nt](h[nt])
+                G.nodes[nt].data["z"] = self.fc[nt](h[nt])
             funcs = {}
-            for (s, e, d) in G.canonical_etypes:
+            for s, e, d in G.canonical_etypes:
                 a = self.attn[e]
 
                 def edge_attention(edges, a=a):
-                    z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=1)
-                    return {'e': F.leaky_relu((z2 * a).sum(-1, keepdim=True), 0.2), 'z': edges.src['z']}
+                    z2 = torch.cat([edges.src["z"], edges.dst["z"]], dim=1)
+                    return {"e": F.leaky_relu((z2 * a).sum(-1, keepdim=True), 0.2), "z": edges.src["z"]}
 
                 def reduce(nodes):
-                    alpha = torch.softmax(nodes.mailbox['e'], dim=1)
-                    return {'h': torch.sum(alpha * nodes.mailbox['z'], dim=1)}
+                    alpha = torch.softmax(nodes.mailbox["e"], dim=1)
+                    return {"h": torch.sum(alpha * nodes.mailbox["z"], dim=1)}
+
                 funcs[e] = (edge_attention, reduce)
             apply = lambda nodes: (  # noqa: E731
-                {'h': F.elu(self.out(nodes.data['h']))} if cross != 'stack' else {'h': nodes.data['h'] * 2})
+                {"h": F.elu(self.out(nodes.data["h"]))} if cross != "stack" else {"h": nodes.data["h"] * 2}
+            )
             G.multi_update_all(funcs, cross, apply)
-            return {nt: G.nodes[nt].data['h'] for nt in G.ntypes if 'h' in G.nodes[nt].data}
+            return {nt: G.nodes[nt].data["h"] for nt in G.ntypes if "h" in G.nodes[nt].data}
 
 
 class HeteroAttentionNet(nn.Module):
@@ -1024,7 +1044,7 @@ class HeteroAttentionNet(nn.Module):
         self.a, self.b = HeteroAttention(G), HeteroAttention(G)
 
     def forward(self, G, h):
-        return self.a(G, h, 'stack'), self.b(G, h, 'min')
+        return self.a(G, h, "stack"), self.b(G, h, "min")
 
 
 # ---- SAGE on a bipartite graph through srcdata/dstdata
@@ -1037,12 +1057,15 @@ class BipartiteSAGE(nn.Module):
 
     def forward(self, g, h_user, h_game, w):
         with g.local_scope():
-            g.srcdata['h'] = h_user
-            g.dstdata['h'] = h_game
-            g.edges['plays'].data['w'] = w
-            g.update_all(lambda edges: {'m': edges.src['h'] * torch.sigmoid(self.fc_e(edges.data['w']))},
-                         fn.mean('m', 'neigh'), etype='plays')
-            return self.fc_self(g.dstdata['h']) + self.fc_neigh(g.dstdata['neigh'])
+            g.srcdata["h"] = h_user
+            g.dstdata["h"] = h_game
+            g.edges["plays"].data["w"] = w
+            g.update_all(
+                lambda edges: {"m": edges.src["h"] * torch.sigmoid(self.fc_e(edges.data["w"]))},
+                fn.mean("m", "neigh"),
+                etype="plays",
+            )
+            return self.fc_self(g.dstdata["h"]) + self.fc_neigh(g.dstdata["neigh"])
 
 
 # ---- hetero GCN: u_mul_e per relation, 'stack', HAN-style semantic attention
@@ -1056,18 +1079,18 @@ class HeteroGCNSemanticAttention(nn.Module):
     def forward(self, G, feats):
         with G.local_scope():
             funcs = {}
-            for (s, e, d) in self.canon:
-                G.nodes[s].data['Wh_' + e] = self.W[e](feats[s])
+            for s, e, d in self.canon:
+                G.nodes[s].data["Wh_" + e] = self.W[e](feats[s])
                 sd = G.out_degrees(etype=(s, e, d)).double().clamp(min=1).pow(-0.5)
                 dd = G.in_degrees(etype=(s, e, d)).double().clamp(min=1).pow(-0.5)
                 su, dv = G.edges(etype=(s, e, d))
-                G.edges[(s, e, d)].data['norm'] = (sd[su] * dd[dv]).unsqueeze(1)
-                funcs[(s, e, d)] = (fn.u_mul_e('Wh_' + e, 'norm', 'm'), fn.sum('m', 'h'))
-            G.multi_update_all(funcs, 'stack')
+                G.edges[(s, e, d)].data["norm"] = (sd[su] * dd[dv]).unsqueeze(1)
+                funcs[(s, e, d)] = (fn.u_mul_e("Wh_" + e, "norm", "m"), fn.sum("m", "h"))
+            G.multi_update_all(funcs, "stack")
             out = {}
             for nt in G.ntypes:
-                if 'h' in G.nodes[nt].data:
-                    z = G.nodes[nt].data['h']  # [N, relations, F]
+                if "h" in G.nodes[nt].data:
+                    z = G.nodes[nt].data["h"]  # [N, relations, F]
                     beta = torch.softmax(self.sem(torch.tanh(z)).mean(0), dim=0)
                     out[nt] = (beta.unsqueeze(0) * z).sum(1)
             return out

@@ -1,5 +1,6 @@
 """Shared pieces of the multi-process tests: the tiny mag replica, a free localhost port, a bounded
 process group."""
+
 from __future__ import annotations
 
 import socket

@@ -4,6 +4,7 @@ Every graph made here has nodes with zero in-degree, self loops and
 multi-edges; heterogeneous ones also have an empty relation and a node type
 with a single node.
 """
+
 from __future__ import annotations
 
 import torch

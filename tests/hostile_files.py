@@ -1,6 +1,7 @@
 """Small valid graph files of every binary format, their hostile variants, and a child-process runner that
 loads files under ``RLIMIT_AS`` and reports each outcome and its peak RSS (for test_loader_limits and
 test_loader_fuzz)."""
+
 import json
 import pickle
 import struct
@@ -19,8 +20,9 @@ PLANETOID_KEYS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
 
 
 def small_graph():
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2], [1, 2, 0]),
-                          ("user", "buys", "item"): ([0, 2], [1, 0])})
+    g = gnnc.heterograph(
+        {("user", "follows", "user"): ([0, 1, 2], [1, 2, 0]), ("user", "buys", "item"): ([0, 2], [1, 0])}
+    )
     g.nodes["user"].data["h"] = torch.arange(6, dtype=torch.float32).reshape(3, 2)
     g.edges["buys"].data["w"] = torch.tensor([0.5, 2.0])
     return g
@@ -39,8 +41,10 @@ def write_npz(path):
 def write_pyg(path):
     from torch_geometric.data import Data
 
-    torch.save(Data(x=torch.randn(4, 3), y=torch.tensor([0, 1, 1, 0]),
-                    edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])), path)
+    torch.save(
+        Data(x=torch.randn(4, 3), y=torch.tensor([0, 1, 1, 0]), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])),
+        path,
+    )
     return path
 
 
@@ -51,8 +55,15 @@ def write_planetoid(root, name="toy", allx=None):
     rng = np.random.default_rng(0)
     feats = scipy.sparse.csr_matrix((rng.random((512, 5)) > 0.6).astype(np.float32))
     onehot = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 512)]
-    parts = {"x": feats[:4], "y": onehot[:4], "allx": feats[:510] if allx is None else allx, "ally": onehot[:510],
-             "tx": feats[510:], "ty": onehot[510:], "graph": {i: [(i + 1) % 512, (i + 5) % 512] for i in range(512)}}
+    parts = {
+        "x": feats[:4],
+        "y": onehot[:4],
+        "allx": feats[:510] if allx is None else allx,
+        "ally": onehot[:510],
+        "tx": feats[510:],
+        "ty": onehot[510:],
+        "graph": {i: [(i + 1) % 512, (i + 5) % 512] for i in range(512)},
+    }
     for key in PLANETOID_KEYS:
         (root / f"ind.{name}.{key}").write_bytes(pickle.dumps(parts[key], protocol=4))
     (root / f"ind.{name}.test.index").write_text("511\n510\n")
@@ -119,8 +130,13 @@ def load_in_child(cases, headroom=1 << 30, timeout=120):
     its size after imports; returns {"cases": [{"outcome", "seconds"}], "peak_rss", "peak_rss_after_imports"}
     (bytes, the child's own VmHWM)."""
     cases = [(kind, str(path)) for kind, path in cases]
-    done = subprocess.run([sys.executable, "-c", CHILD, str(headroom), json.dumps(cases)], capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(headroom), json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if done.returncode:
         raise AssertionError(f"the loader child died ({done.returncode}): {done.stderr[-2000:]}")
     return json.loads(done.stdout.splitlines()[-1])

@@ -7,6 +7,7 @@ a number left of a parameter), a GRU cell as the node update, a split of a
 FiLM projection, TransformerConv's heads with a gated root weight, and
 PointNet's relative positions.
 """
+
 import math
 
 import torch
@@ -27,19 +28,19 @@ class GENConv(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(IN_DIM, 2 * IN_DIM), nn.ReLU(), nn.Linear(2 * IN_DIM, IN_DIM))
 
     def message(self, edges):
-        return {'m': F.relu(edges.src['x'] + edges.data['e']) + 1e-7}
+        return {"m": F.relu(edges.src["x"] + edges.data["e"]) + 1e-7}
 
     def reduce(self, nodes):
-        m = nodes.mailbox['m']
+        m = nodes.mailbox["m"]
         alpha = torch.softmax(m * self.t, dim=1)
-        return {'agg': (alpha * m).sum(dim=1)}
+        return {"agg": (alpha * m).sum(dim=1)}
 
     def forward(self, g, x, e):
         with g.local_scope():
-            g.ndata['x'] = x
-            g.edata['e'] = e
+            g.ndata["x"] = x
+            g.edata["e"] = e
             g.update_all(self.message, self.reduce)
-            return self.mlp(g.ndata['agg'] + x)
+            return self.mlp(g.ndata["agg"] + x)
 
 
 class PowerMeanConv(nn.Module):
@@ -51,13 +52,13 @@ class PowerMeanConv(nn.Module):
 
     def forward(self, g, x):
         def reduce(nodes):
-            m = nodes.mailbox['m'].clamp(min=0, max=100)
-            return {'h': m.pow(self.p).mean(dim=1).pow(1.0 / self.p)}
+            m = nodes.mailbox["m"].clamp(min=0, max=100)
+            return {"h": m.pow(self.p).mean(dim=1).pow(1.0 / self.p)}
 
         with g.local_scope():
-            g.ndata['x'] = torch.sigmoid(x)
-            g.update_all(fn.copy_u('x', 'm'), reduce)
-            return g.ndata['h']
+            g.ndata["x"] = torch.sigmoid(x)
+            g.update_all(fn.copy_u("x", "m"), reduce)
+            return g.ndata["h"]
 
 
 class PointNetConv(nn.Module):
@@ -68,12 +69,15 @@ class PointNetConv(nn.Module):
         self.local_nn = nn.Sequential(nn.Linear(IN_DIM + 3, IN_DIM), nn.ReLU())
 
     def forward(self, g, x):
-        g.ndata['x'] = x
-        g.ndata['pos'] = x[:, :3] * 0.5
-        g.apply_edges(lambda edges: {'msg': self.local_nn(torch.cat([edges.src['x'],
-                                                                     edges.src['pos'] - edges.dst['pos']], dim=-1))})
-        g.update_all(fn.copy_e('msg', 'm'), fn.max('m', 'h'))
-        return g.ndata.pop('h')
+        g.ndata["x"] = x
+        g.ndata["pos"] = x[:, :3] * 0.5
+        g.apply_edges(
+            lambda edges: {
+                "msg": self.local_nn(torch.cat([edges.src["x"], edges.src["pos"] - edges.dst["pos"]], dim=-1))
+            }
+        )
+        g.update_all(fn.copy_e("msg", "m"), fn.max("m", "h"))
+        return g.ndata.pop("h")
 
 
 class GatedGraphConv(nn.Module):
@@ -86,12 +90,15 @@ class GatedGraphConv(nn.Module):
 
     def forward(self, g, x):
         with g.local_scope():
-            g.ndata['h'] = x
+            g.ndata["h"] = x
             for _ in range(2):
-                g.ndata['Wh'] = self.lin(g.ndata['h'])
-                g.update_all(fn.copy_u('Wh', 'm'), fn.sum('m', 'a'),
-                             lambda nodes: {'h': self.rnn(nodes.data['a'], nodes.data['h'])})
-            return g.ndata['h']
+                g.ndata["Wh"] = self.lin(g.ndata["h"])
+                g.update_all(
+                    fn.copy_u("Wh", "m"),
+                    fn.sum("m", "a"),
+                    lambda nodes: {"h": self.rnn(nodes.data["a"], nodes.data["h"])},
+                )
+            return g.ndata["h"]
 
 
 class FiLMConv(nn.Module):
@@ -103,17 +110,18 @@ class FiLMConv(nn.Module):
         self.film = nn.Linear(IN_DIM, 2 * IN_DIM)
 
     def message(self, edges):
-        beta, gamma = self.film(edges.dst['x']).split(IN_DIM, dim=-1)
-        return {'m': F.relu(gamma * self.lin(edges.src['x']) + beta)}
+        beta, gamma = self.film(edges.dst["x"]).split(IN_DIM, dim=-1)
+        return {"m": F.relu(gamma * self.lin(edges.src["x"]) + beta)}
 
     def forward(self, g, x):
-        g.ndata['x'] = x
-        g.update_all(self.message, lambda nodes: {'h': nodes.mailbox['m'].mean(1)})
-        return g.ndata['h']
+        g.ndata["x"] = x
+        g.update_all(self.message, lambda nodes: {"h": nodes.mailbox["m"].mean(1)})
+        return g.ndata["h"]
 
 
 class TransformerConv(nn.Module):
     """Multi-head scaled dot-product attention with a gated root weight (PyG's TransformerConv, beta=True)."""
+
     heads, channels = 2, 3
 
     def __init__(self):
@@ -125,19 +133,19 @@ class TransformerConv(nn.Module):
 
     def forward(self, g, x):
         H, C = self.heads, self.channels
-        g.ndata['q'] = self.query(x).view(-1, H, C)
-        g.ndata['k'] = self.key(x).view(-1, H, C)
-        g.ndata['v'] = self.value(x).view(-1, H, C)
+        g.ndata["q"] = self.query(x).view(-1, H, C)
+        g.ndata["k"] = self.key(x).view(-1, H, C)
+        g.ndata["v"] = self.value(x).view(-1, H, C)
 
         def message(edges):
-            return {'a': (edges.dst['q'] * edges.src['k']).sum(dim=-1) / math.sqrt(C), 'v': edges.src['v']}
+            return {"a": (edges.dst["q"] * edges.src["k"]).sum(dim=-1) / math.sqrt(C), "v": edges.src["v"]}
 
         def reduce(nodes):
-            alpha = F.softmax(nodes.mailbox['a'], dim=1)
-            return {'o': (alpha.unsqueeze(-1) * nodes.mailbox['v']).sum(dim=1)}
+            alpha = F.softmax(nodes.mailbox["a"], dim=1)
+            return {"o": (alpha.unsqueeze(-1) * nodes.mailbox["v"]).sum(dim=1)}
 
         g.update_all(message, reduce)
-        out = g.ndata['o'].reshape(-1, H * C)
+        out = g.ndata["o"].reshape(-1, H * C)
         root = self.lin_skip(x)
         beta = torch.sigmoid(self.lin_beta(torch.cat([out, root, out - root], dim=-1)))
         return beta * root + (1 - beta) * out
@@ -152,13 +160,17 @@ class LearnedTeleport(nn.Module):
 
     def forward(self, g, x):
         deg = g.in_degrees().float().clamp(min=1)
-        g.ndata['norm'] = torch.pow(deg, -0.5).unsqueeze(1)
-        g.ndata['h'], g.ndata['h0'] = x, x
+        g.ndata["norm"] = torch.pow(deg, -0.5).unsqueeze(1)
+        g.ndata["h"], g.ndata["h0"] = x, x
         for _ in range(2):
-            g.update_all(lambda edges: {'m': edges.src['h'] * edges.src['norm']}, fn.sum('m', 'agg'),
-                         lambda nodes: {'h': (1 - self.alpha) * nodes.data['agg'] * nodes.data['norm']
-                                        + self.alpha * nodes.data['h0']})
-        return g.ndata['h']
+            g.update_all(
+                lambda edges: {"m": edges.src["h"] * edges.src["norm"]},
+                fn.sum("m", "agg"),
+                lambda nodes: {
+                    "h": (1 - self.alpha) * nodes.data["agg"] * nodes.data["norm"] + self.alpha * nodes.data["h0"]
+                },
+            )
+        return g.ndata["h"]
 
 
 class LEConv(nn.Module):
@@ -166,14 +178,17 @@ class LEConv(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.lin1, self.lin2, self.lin3 = nn.Linear(IN_DIM, IN_DIM), nn.Linear(IN_DIM, IN_DIM, bias=False), \
-            nn.Linear(IN_DIM, IN_DIM)
+        self.lin1, self.lin2, self.lin3 = (
+            nn.Linear(IN_DIM, IN_DIM),
+            nn.Linear(IN_DIM, IN_DIM, bias=False),
+            nn.Linear(IN_DIM, IN_DIM),
+        )
 
     def forward(self, g, x, e):
-        g.ndata['a'], g.ndata['b'] = self.lin1(x), self.lin2(x)
-        g.edata['w'] = e[:, :1]
-        g.update_all(lambda edges: {'m': edges.data['w'] * (edges.dst['a'] - edges.src['b'])}, fn.sum('m', 'agg'))
-        return g.ndata['agg'] + self.lin3(x)
+        g.ndata["a"], g.ndata["b"] = self.lin1(x), self.lin2(x)
+        g.edata["w"] = e[:, :1]
+        g.update_all(lambda edges: {"m": edges.data["w"] * (edges.dst["a"] - edges.src["b"])}, fn.sum("m", "agg"))
+        return g.ndata["agg"] + self.lin3(x)
 
 
 class GatedAttentionReadout(nn.Module):
@@ -185,11 +200,11 @@ class GatedAttentionReadout(nn.Module):
 
     def forward(self, g, x):
         def reduce(nodes):
-            m = nodes.mailbox['m']
+            m = nodes.mailbox["m"]
             gate = torch.softmax(self.gate(m), dim=1)
             std = torch.sqrt(torch.relu(m.pow(2).mean(1) - m.mean(1).pow(2)) + 1e-5)
-            return {'h': torch.cat([(gate * m).sum(1), std, m.min(dim=1).values], dim=-1)}
+            return {"h": torch.cat([(gate * m).sum(1), std, m.min(dim=1).values], dim=-1)}
 
-        g.ndata['x'] = x
-        g.update_all(fn.copy_u('x', 'm'), reduce)
-        return g.ndata['h']
+        g.ndata["x"] = x
+        g.update_all(fn.copy_u("x", "m"), reduce)
+        return g.ndata["h"]

@@ -6,6 +6,7 @@ arrays; no gnnc message passing, batches or executor. Each function reads
 the given module's own parameters, so its result is directly comparable to
 ``module(g, x)``. All of them compute eval-mode results (no dropout).
 """
+
 from __future__ import annotations
 
 import math
@@ -100,8 +101,11 @@ def simple_hgn(module, g, x: torch.Tensor, prev_attn: torch.Tensor | None = None
     z = (x @ module.weight).reshape(n, heads, d)
     z_rel = (module.edge_emb @ module.edge_weight).reshape(module.num_rels, heads, d_e)
     a_src, a_dst, a_rel = module.attn.split([d, d, d_e], dim=-1)
-    score = ((z * a_src).sum(-1).index_select(0, src) + (z * a_dst).sum(-1).index_select(0, dst)
-             + (z_rel * a_rel).sum(-1).index_select(0, rel))
+    score = (
+        (z * a_src).sum(-1).index_select(0, src)
+        + (z * a_dst).sum(-1).index_select(0, dst)
+        + (z_rel * a_rel).sum(-1).index_select(0, rel)
+    )
     alpha = edge_softmax(F.leaky_relu(score, module.negative_slope), dst, n)
     if prev_attn is not None:
         alpha = (1 - module.beta) * alpha + module.beta * prev_attn

@@ -5,6 +5,7 @@ Each function takes a module and computes its output with plain tensor ops
 ``g.find_edges()``, using the module's own parameters; no gnnc message
 passing is involved. Modules must be in eval mode (dropout is not modelled).
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,7 @@ def scatter_sum(values: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tens
 def scatter_max(values: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
     """Elementwise max per index; rows no value goes to stay 0."""
     idx = index.view((-1,) + (1,) * (values.dim() - 1)).expand_as(values)
-    return values.new_zeros((n,) + tuple(values.shape[1:])).scatter_reduce(0, idx, values, "amax",
-                                                                             include_self=False)
+    return values.new_zeros((n,) + tuple(values.shape[1:])).scatter_reduce(0, idx, values, "amax", include_self=False)
 
 
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, n: int) -> torch.Tensor:
@@ -99,9 +99,11 @@ def gat(net, g, x):
 def gcnn_conv(conv, g, x, edge_feat):
     src, dst = _edges(g)
     n = g.num_nodes()
-    pre = (F.linear(x, conv.lin_src.weight, conv.lin_src.bias).index_select(0, src)
-           + edge_feat @ conv.lin_edge.weight.t()
-           + (x @ conv.lin_dst.weight.t()).index_select(0, dst))
+    pre = (
+        F.linear(x, conv.lin_src.weight, conv.lin_src.bias).index_select(0, src)
+        + edge_feat @ conv.lin_edge.weight.t()
+        + (x @ conv.lin_dst.weight.t()).index_select(0, dst)
+    )
     msg = F.linear(torch.relu(pre), conv.lin_msg.weight, conv.lin_msg.bias)
     h = scatter_sum(msg, dst, n)
     hidden = torch.relu(F.linear(torch.cat([h, x], 1), conv.out1.weight, conv.out1.bias))
@@ -127,7 +129,7 @@ def gmm_conv(conv, g, x, pseudo):
     z = (x @ conv.fc.weight.t()).view(-1, k, out)
     # [E, K]: Gaussian weight of every kernel on every edge
     scaled = (pseudo.unsqueeze(1) - conv.mu.unsqueeze(0)) * conv.inv_sigma.unsqueeze(0)
-    w = torch.exp(-0.5 * (scaled ** 2).sum(-1))
+    w = torch.exp(-0.5 * (scaled**2).sum(-1))
     msg = w.unsqueeze(-1) * z.index_select(0, src)
     if conv.aggregator == "max":
         h = scatter_max(msg, dst, n)

@@ -8,6 +8,7 @@ kernels; gradcheck in float64. SDDMM with every binary operator against a
 naive gather. End to end: a compiled GAT on the cpu backend equals the
 torch backend and eager.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,12 +26,22 @@ from gnnc import backend  # noqa: E402
 from gnnc.backend import cpu as cpu_backend  # noqa: E402
 from gnnc.backend import torch as torch_backend  # noqa: E402
 from gnnc.backend.cpu import interop, softmax_aggregate  # noqa: E402
+
 cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package exports the function of that name
 from gnnc.models.gat import GATConv  # noqa: E402
 
 from .graphs import random_heterograph, random_homograph  # noqa: E402
-from .test_backend_torch import (SDDMM_SHAPES, SPMM_SHAPES, check_against, check_scaled_spmm, edges,  # noqa: E402
-                                  naive_binary, naive_spmm, rand, sddmm_softmax_aggregate_bad_calls)
+from .test_backend_torch import (
+    SDDMM_SHAPES,
+    SPMM_SHAPES,
+    check_against,
+    check_scaled_spmm,
+    edges,  # noqa: E402
+    naive_binary,
+    naive_spmm,
+    rand,
+    sddmm_softmax_aggregate_bad_calls,
+)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -92,8 +103,10 @@ def test_gradcheck():
     assert torch.autograd.gradcheck(lambda l, v: cpu_backend.edge_softmax_aggregate(l, v, src, dst, n), (logits, x))
 
 
-@pytest.mark.parametrize("heads, feats, max_block, launches, dtype", [
-    (8, 8, softmax_aggregate.MAX_BLOCK, 1, torch.float32), (4, 5, 8, 3, torch.float64), (10, 1, 8, 2, torch.float32)])
+@pytest.mark.parametrize(
+    "heads, feats, max_block, launches, dtype",
+    [(8, 8, softmax_aggregate.MAX_BLOCK, 1, torch.float32), (4, 5, 8, 3, torch.float64), (10, 1, 8, 2, torch.float32)],
+)
 def test_blocks_of_wide_rows(heads, feats, max_block, launches, dtype):
     """Rows of up to MAX_BLOCK accumulators run as one launch of a generated kernel (GAT's 8 heads of 8);
     wider ones, in heads, features or both, as several blocks (shown with a smaller MAX_BLOCK). Every split
@@ -120,7 +133,7 @@ def test_blocks_cover_every_accumulator_once():
         covered = torch.zeros(heads, feats, dtype=torch.int64)
         for block in softmax_aggregate.blocks(heads, feats):
             assert block.heads * block.feats <= softmax_aggregate.MAX_BLOCK
-            covered[block.h0:block.h0 + block.heads, block.f0:block.f0 + block.feats] += 1
+            covered[block.h0 : block.h0 + block.heads, block.f0 : block.f0 + block.feats] += 1
         assert bool((covered == 1).all())
 
 
@@ -128,8 +141,9 @@ SHAPES = [(3, 4), (1, 5), (2, 5)]  # (heads, features) that the layout matrices 
 
 
 @settings(max_examples=25, deadline=None)
-@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), shape=st.sampled_from(SHAPES),
-       seed=st.integers(0, 1000))
+@given(
+    num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), shape=st.sampled_from(SHAPES), seed=st.integers(0, 1000)
+)
 def test_random_graphs(num_nodes, num_edges, shape, seed):
     heads, feats = shape
     gen = torch.Generator().manual_seed(seed)
@@ -149,8 +163,9 @@ def test_bad_input_is_named():
     with pytest.raises(IndexError, match="src"):
         cpu_backend.edge_softmax_aggregate(torch.randn(2, 1), torch.randn(3, 1, 2), src, torch.tensor([0, 1]), 3)
     with pytest.raises(TypeError, match="logits has dtype"):
-        cpu_backend.edge_softmax_aggregate(torch.randn(2, 1), torch.randn(3, 1, 2, dtype=torch.float64),
-                                           torch.tensor([0, 1]), torch.tensor([0, 1]), 3)
+        cpu_backend.edge_softmax_aggregate(
+            torch.randn(2, 1), torch.randn(3, 1, 2, dtype=torch.float64), torch.tensor([0, 1]), torch.tensor([0, 1]), 3
+        )
 
 
 # (a and b features, x features): one shape for a and b runs fused
@@ -174,9 +189,11 @@ def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None, b_in
     gradient sum in proportion to the scores it multiplies (grad_b = sum of
     grad_logit * a for mul), and large logits come from large scores.
     """
+
     def primitive(kernels):
-        return lambda a, b, x: kernels.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=slope,
-                                                               b_index=b_index)
+        return lambda a, b, x: kernels.sddmm_softmax_aggregate(
+            a, b, x, src, dst, n, op, negative_slope=slope, b_index=b_index
+        )
 
     shape = primitive(torch_backend)(a, b, x).shape
     grad = torch.randn(shape, generator=torch.Generator().manual_seed(7), dtype=dtype)
@@ -186,8 +203,9 @@ def _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype, needed=None, b_in
         torch.testing.assert_close(got, want, rtol=TOL[dtype]["rtol"], atol=TOL[dtype]["atol"] * scale)
 
 
-SSA_FORMS = ([(op, SSA_LAYOUTS[0], dtype) for op in ("add", "sub", "mul", "div") for dtype in (torch.float32, torch.float64)]
-             + [("add", layout, torch.float64) for layout in SSA_LAYOUTS[1:]])
+SSA_FORMS = [
+    (op, SSA_LAYOUTS[0], dtype) for op in ("add", "sub", "mul", "div") for dtype in (torch.float32, torch.float64)
+] + [("add", layout, torch.float64) for layout in SSA_LAYOUTS[1:]]
 
 
 @pytest.mark.parametrize("parallel", [False, True])
@@ -201,8 +219,9 @@ def test_sddmm_softmax_aggregate_matches_torch(op, layout, dtype, slope, case, p
         _ssa_against_torch(a, b, x, src, dst, n, op, slope, dtype)
 
 
-@pytest.mark.parametrize("needed", [(True, False, False), (False, True, False), (False, False, True),
-                                    (True, True, False)])
+@pytest.mark.parametrize(
+    "needed", [(True, False, False), (False, True, False), (False, False, True), (True, True, False)]
+)
 def test_sddmm_softmax_aggregate_partial_grads(needed):
     """Only the requested gradients are computed, each still right."""
     src, dst, n, a, b, x = _ssa_inputs("multi", (3,), (3, 4), "mul", torch.float64)
@@ -226,8 +245,12 @@ def test_sddmm_softmax_aggregate_saves_no_edge_tensor():
     a, b, x = (t.requires_grad_() for t in (torch.randn(n, 3), torch.randn(n, 3), torch.randn(n, 3, 4)))
 
     def edge_rows(out):
-        return [t for t in out.grad_fn.saved_tensors
-                if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
+        return [
+            t
+            for t in out.grad_fn.saved_tensors
+            if t is not None and t.is_floating_point() and t.shape[0] == src.numel()
+        ]
+
     assert not edge_rows(cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, negative_slope=0.2))
     assert edge_rows(torch_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, negative_slope=0.2))
 
@@ -258,13 +281,18 @@ def test_sddmm_softmax_aggregate_with_pair_rows_of_b_matches_torch(op, layout, d
 def test_sddmm_softmax_aggregate_with_pair_rows_partial_grads_and_no_edge_tensor(needed):
     src, dst, n = _edges("multi", 20, 400, seed=4)
     b_index, num_pairs = _pair_rows(dst, 4, seed=6)
-    a, b, x = torch.randn(n, 3, dtype=torch.float64), torch.randn(num_pairs, 3, dtype=torch.float64), \
-        torch.randn(n, 3, 4, dtype=torch.float64)
+    a, b, x = (
+        torch.randn(n, 3, dtype=torch.float64),
+        torch.randn(num_pairs, 3, dtype=torch.float64),
+        torch.randn(n, 3, 4, dtype=torch.float64),
+    )
     _ssa_against_torch(a, b, x, src, dst, n, "add", 0.2, torch.float64, list(needed), b_index=b_index)
-    out = cpu_backend.sddmm_softmax_aggregate(*(t.requires_grad_() for t in (a, b, x)), src, dst, n,
-                                              negative_slope=0.2, b_index=b_index)
-    assert not [t for t in out.grad_fn.saved_tensors
-                if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
+    out = cpu_backend.sddmm_softmax_aggregate(
+        *(t.requires_grad_() for t in (a, b, x)), src, dst, n, negative_slope=0.2, b_index=b_index
+    )
+    assert not [
+        t for t in out.grad_fn.saved_tensors if t is not None and t.is_floating_point() and t.shape[0] == src.numel()
+    ]
 
 
 @pytest.mark.parametrize("pairs", [False, True])
@@ -281,8 +309,9 @@ def test_sddmm_softmax_aggregate_backward_allocates_no_edge_tensor(pairs):
         shapes.append(tuple(shape))
         return interop.empty(shape, like, dtype)
 
-    out = cpu_backend.sddmm_softmax_aggregate(*(t.clone().requires_grad_() for t in (a, b, x)), src, dst, n,
-                                              negative_slope=0.2, b_index=b_index)
+    out = cpu_backend.sddmm_softmax_aggregate(
+        *(t.clone().requires_grad_() for t in (a, b, x)), src, dst, n, negative_slope=0.2, b_index=b_index
+    )
     with mock.patch.object(softmax_aggregate, "empty", recording_empty):
         out.backward(torch.randn_like(out))
     assert shapes and not [s for s in shapes if s[0] == src.numel()]
@@ -313,12 +342,18 @@ def test_sddmm_softmax_aggregate_gradcheck():
         a, b = rand(n, 3), rand(n, 3, positive=op == "div", seed=1)
         assert torch.autograd.gradcheck(
             lambda a, b, x: cpu_backend.sddmm_softmax_aggregate(a, b, x, src, dst, n, op, negative_slope=0.2),
-            (a, b, rand(n, 3, 4, seed=2)))
+            (a, b, rand(n, 3, 4, seed=2)),
+        )
 
 
 @settings(max_examples=25, deadline=None)
-@given(num_nodes=st.integers(1, 30), num_edges=st.integers(0, 80), op=st.sampled_from(["add", "sub", "mul", "div"]),
-       slope=st.sampled_from([None, 0.0, 0.2]), seed=st.integers(0, 1000))
+@given(
+    num_nodes=st.integers(1, 30),
+    num_edges=st.integers(0, 80),
+    op=st.sampled_from(["add", "sub", "mul", "div"]),
+    slope=st.sampled_from([None, 0.0, 0.2]),
+    seed=st.integers(0, 1000),
+)
 def test_sddmm_softmax_aggregate_random_graphs(num_nodes, num_edges, op, slope, seed):
     heads, feats = SHAPES[0]
     gen = torch.Generator().manual_seed(seed)
@@ -387,10 +422,13 @@ def test_compiled_sum_aggregations_match_eager_on_the_numba_sum(layer):
     torch.manual_seed(0)
     g = random_heterograph(seed=3) if layer in ("rgcn", "hgt") else random_homograph(40, 160, seed=5)
     width = 8 if layer == "hgt" else 6
-    model = {"gcn": lambda: GCNConv(6, 5), "sage": lambda: SAGEConv(6, 5, "mean"),
-             "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes)),
-             "gmm": lambda: GMMConv(6, 64, 2, 3, aggregator="mean"),
-             "hgt": lambda: HGTConv(8, 8, len(g.ntypes), len(g.canonical_etypes), num_heads=2)}[layer]().double()
+    model = {
+        "gcn": lambda: GCNConv(6, 5),
+        "sage": lambda: SAGEConv(6, 5, "mean"),
+        "rgcn": lambda: RGCNConv(6, 5, len(g.canonical_etypes)),
+        "gmm": lambda: GMMConv(6, 64, 2, 3, aggregator="mean"),
+        "hgt": lambda: HGTConv(8, 8, len(g.ntypes), len(g.canonical_etypes), num_heads=2),
+    }[layer]().double()
     x = torch.randn(g.num_nodes(), width, dtype=torch.float64, requires_grad=True)
     extra = (torch.rand(g.num_edges(), 2, dtype=torch.float64),) if layer == "gmm" else ()
     results = {}
@@ -448,16 +486,21 @@ def test_sddmm_matches_naive(op, shapes, dtype):
     af, bf = SDDMM_SHAPES[shapes]
     if op == "dot" and not af and not bf:
         with pytest.raises(ValueError, match="dot"):
-            cpu_backend.sddmm(torch.ones(2, dtype=dtype), torch.tensor([0]), torch.ones(2, dtype=dtype),
-                              torch.tensor([1]), op)
+            cpu_backend.sddmm(
+                torch.ones(2, dtype=dtype), torch.tensor([0]), torch.ones(2, dtype=dtype), torch.tensor([1]), op
+            )
         return
     for case in ("multi", "no_edges", "one_node"):
         ns, nd, src, dst = edges(case)
         a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
         for threshold in (0, interop.PARALLEL_MIN_WORK):
             with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
-                check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, op),
-                              lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
+                check_against(
+                    lambda a, b: cpu_backend.sddmm(a, src, b, dst, op),
+                    lambda a, b: naive_binary(op, a[src], b[dst]),
+                    [a, b],
+                    dtype,
+                )
 
 
 @pytest.mark.parametrize("width", [8, 3])
@@ -468,9 +511,12 @@ def test_sddmm_leaky_relu_epilogue(op, width):
         ns, nd, src, dst = edges("multi")
         a, b = rand(ns, 2, width, dtype=dtype), rand(nd, 2, width, dtype=dtype, seed=2)
         for slope in (0.2, 0.0):
-            check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, op, negative_slope=slope),
-                          lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
-                          [a, b], dtype)
+            check_against(
+                lambda a, b: cpu_backend.sddmm(a, src, b, dst, op, negative_slope=slope),
+                lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
+                [a, b],
+                dtype,
+            )
 
 
 def test_sddmm_bad_input_is_named():
@@ -478,7 +524,6 @@ def test_sddmm_bad_input_is_named():
         cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0, 1]), torch.randn(3, 2), torch.tensor([0, 3]), "add")
     with pytest.raises(ValueError, match="op"):
         cpu_backend.sddmm(torch.randn(3, 2), torch.tensor([0]), torch.randn(3, 2), torch.tensor([0]), "pow")
-
 
 
 @pytest.mark.parametrize("reduce", ["max", "min"])
@@ -493,38 +538,62 @@ def test_spmm_extremum_matches_naive(reduce, feat, dtype):
             x = rand(ns, *feat, dtype=dtype, ties=ties)
             for threshold in (0, interop.PARALLEL_MIN_WORK):
                 with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold):
-                    check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
-                                  lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
+                    check_against(
+                        lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
+                        lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce),
+                        [x],
+                        dtype,
+                    )
     ns, nd, src, dst = edges("multi")
     w = rand(src.numel(), *feat, dtype=dtype, seed=3)
     x = rand(ns, *feat, dtype=dtype)
-    check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
-                  lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
+    check_against(
+        lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
+        lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce),
+        [x, w],
+        dtype,
+    )
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
-@pytest.mark.parametrize("shapes", list(SPMM_SHAPES) + ["wide", "one_wide_head", "odd_width", "empty_rows",
-                                                         "wide_heads", "wide_odd_heads"])
+@pytest.mark.parametrize(
+    "shapes", list(SPMM_SHAPES) + ["wide", "one_wide_head", "odd_width", "empty_rows", "wide_heads", "wide_odd_heads"]
+)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_spmm_sum_matches_naive(reduce, shapes, dtype):
     """Weighted (per head, per element, one scalar) and plain sums and means in one numba loop over
     destinations, forward and both gradients: zero without in-edges, multi-edges, no edges, one node;
     one-thread and parallel launches; constant widths (4, 64) and run-time widths (5, 65); one head, narrow
     and wide heads; the small sizes here reach the numba loop with its size floor lowered."""
-    xf, wf = {"wide": ((8, 8), (8, 1)), "one_wide_head": ((64,), (1,)), "odd_width": ((5,), ()),
-                          "empty_rows": ((0,), ()), "wide_heads": ((2, 64), (2, 1)),
-                          "wide_odd_heads": ((3, 65), (3, 1))}.get(shapes) or SPMM_SHAPES[shapes]
+    xf, wf = {
+        "wide": ((8, 8), (8, 1)),
+        "one_wide_head": ((64,), (1,)),
+        "odd_width": ((5,), ()),
+        "empty_rows": ((0,), ()),
+        "wide_heads": ((2, 64), (2, 1)),
+        "wide_odd_heads": ((3, 65), (3, 1)),
+    }.get(shapes) or SPMM_SHAPES[shapes]
     for case in ("multi", "no_edges", "one_node"):
         ns, nd, src, dst = edges(case)
         x = rand(ns, *xf, dtype=dtype)
         w = rand(src.numel(), *wf, dtype=dtype, seed=2)
         for threshold in (0, interop.PARALLEL_MIN_WORK):
-            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), \
-                    mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
-                check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
-                              lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce), [x, w], dtype)
-                check_against(lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
-                              lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce), [x], dtype)
+            with (
+                mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold),
+                mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0),
+            ):
+                check_against(
+                    lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", reduce),
+                    lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", reduce),
+                    [x, w],
+                    dtype,
+                )
+                check_against(
+                    lambda x: cpu_backend.spmm(x, src, dst, nd, op="copy", reduce=reduce),
+                    lambda x: naive_spmm(x, src, dst, nd, None, "copy", reduce),
+                    [x],
+                    dtype,
+                )
 
 
 @pytest.mark.parametrize("sides", [("src", "dst"), ("src",), ("dst",)])
@@ -537,8 +606,10 @@ def test_scaled_spmm_in_the_numba_loop(dtype, shapes, reduce, sides):
     multi-edges, destinations without in-edges, no edges, one node; one-thread and parallel launches."""
     for case in ("multi", "no_edges", "one_node"):
         for threshold in (0, interop.PARALLEL_MIN_WORK):
-            with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), \
-                    mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
+            with (
+                mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold),
+                mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0),
+            ):
                 check_scaled_spmm(cpu_backend.scaled_spmm, case, shapes, reduce, sides, dtype)
 
 
@@ -554,8 +625,9 @@ def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
     w = rand(src.numel(), heads, seed=2).detach() if weighted else None
     with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0):
         for x, rows, cols, n in ((by_src, dst, src, nd), (by_dst, src, dst, ns)):
-            torch.testing.assert_close(cpu_spmm.head_spmm_rows(x, rows, cols, n, w), head_spmm(x, rows, cols, n, w),
-                                       **TOL[torch.float64])
+            torch.testing.assert_close(
+                cpu_spmm.head_spmm_rows(x, rows, cols, n, w), head_spmm(x, rows, cols, n, w), **TOL[torch.float64]
+            )
 
 
 @pytest.mark.parametrize("x_needs_grad", [True, False])
@@ -574,8 +646,12 @@ def test_weighted_sum_gradients_take_one_pass_over_the_sources(reduce, x_needs_g
     def counting(kernel, *args):
         launched.append(kernel)
         return interop.launch(kernel, *args)
-    with mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(cpu_spmm, "launch", counting), \
-            mock.patch.object(torch_spmm, "head_sddmm", side_effect=AssertionError("the sampled matmul ran")):
+
+    with (
+        mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0),
+        mock.patch.object(cpu_spmm, "launch", counting),
+        mock.patch.object(torch_spmm, "head_sddmm", side_effect=AssertionError("the sampled matmul ran")),
+    ):
         out = cpu_backend.scaled_spmm(x, src, dst, nd, None, scale, w, reduce)
         launched.clear()
         got = torch.autograd.grad(out, [t for t in (x, w) if t.requires_grad], torch.ones_like(out))
@@ -599,9 +675,13 @@ def test_narrow_heads_sum_in_the_numba_loop(heads, feats, dtype):
     def counting(kernel, *args):
         launched.append(kernel)
         return interop.launch(kernel, *args)
+
     for blocks in (csr.MAX_BLOCK_ENTRIES, 0):  # torch's fallback there: one block-diagonal matmul, or per head
-        with mock.patch.object(csr, "MAX_BLOCK_ENTRIES", blocks), \
-                mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0), mock.patch.object(cpu_spmm, "launch", counting):
+        with (
+            mock.patch.object(csr, "MAX_BLOCK_ENTRIES", blocks),
+            mock.patch.object(cpu_spmm, "NUMBA_SUM_MIN_ELEMENTS", 0),
+            mock.patch.object(cpu_spmm, "launch", counting),
+        ):
             _check_narrow_heads(heads, feats, dtype, launched)
 
 
@@ -609,12 +689,20 @@ def _check_narrow_heads(heads, feats, dtype, launched):
     for case in ("multi", "no_edges", "one_node"):
         ns, nd, src, dst = edges(case)
         x, w = rand(ns, heads, feats, dtype=dtype), rand(src.numel(), heads, 1, dtype=dtype, seed=2)
-        check_against(lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", "sum"),
-                      lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", "sum"), [x, w], dtype)
+        check_against(
+            lambda x, w: cpu_backend.spmm(x, src, dst, nd, w, "mul", "sum"),
+            lambda x, w: naive_spmm(x, src, dst, nd, w, "mul", "sum"),
+            [x, w],
+            dtype,
+        )
         after_spmm = len(launched)
         a, b = rand(ns, heads, feats, dtype=dtype), rand(nd, heads, feats, dtype=dtype, seed=3)
-        check_against(lambda a, b: cpu_backend.sddmm(a, src, b, dst, "dot"),
-                      lambda a, b: naive_binary("dot", a[src], b[dst]), [a, b], dtype)
+        check_against(
+            lambda a, b: cpu_backend.sddmm(a, src, b, dst, "dot"),
+            lambda a, b: naive_binary("dot", a[src], b[dst]),
+            [a, b],
+            dtype,
+        )
         if src.numel():  # forward, both gradients; then the SDDMM's two gradients
             assert after_spmm >= 3 and len(launched) - after_spmm >= 2, (case, launched)
         launched.clear()

@@ -6,6 +6,7 @@ with zero in-degree nodes, self loops, multi-edges, unsorted destinations,
 zero edges and a single node; with the CSR kernels and with the chunked
 fallback, and with chunks smaller than E.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,10 +18,20 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnnc.backend.torch import (clear_structure_cache, edge_softmax, edge_softmax_aggregate, gather_segment_matmul,
-                                head_dot, scaled_spmm, sddmm, sddmm_softmax_aggregate, segment_matmul, segment_reduce,
-                                spmm)
-from gnnc.backend.torch import csr
+from gnnc.backend.torch import (
+    clear_structure_cache,
+    csr,
+    edge_softmax,
+    edge_softmax_aggregate,
+    gather_segment_matmul,
+    head_dot,
+    scaled_spmm,
+    sddmm,
+    sddmm_softmax_aggregate,
+    segment_matmul,
+    segment_reduce,
+    spmm,
+)
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-8, atol=1e-10)}
 CASES = ["multi", "no_edges", "one_node"]
@@ -106,6 +117,7 @@ def check_against(fn, naive, inputs, dtype):
 
 # ---------- naive references (plain autograd) ----------
 
+
 def naive_reduce(msg, dst, n, op):
     """Sum/mean by index_add; max/min over a padded mailbox (ties: first = smallest edge id)."""
     feat = tuple(msg.shape[1:])
@@ -171,6 +183,7 @@ def naive_gather_segment_matmul(x, index, ptr, weight):
 
 # ---------- segment_reduce ----------
 
+
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -180,8 +193,12 @@ def test_segment_reduce_matches_naive(op, dtype, case, path):
     values = rand(dst.numel(), 3, 2, dtype=dtype, ties=op in ("max", "min"))
     with kernels(path):
         for chunk in (None, 5):
-            check_against(lambda v: segment_reduce(v, dst, n, op, chunk=chunk), lambda v: naive_reduce(v, dst, n, op),
-                          [values], dtype)
+            check_against(
+                lambda v: segment_reduce(v, dst, n, op, chunk=chunk),
+                lambda v: naive_reduce(v, dst, n, op),
+                [values],
+                dtype,
+            )
 
 
 @pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
@@ -202,6 +219,7 @@ def test_segment_max_ties_go_to_smallest_edge():
 
 
 # ---------- edge_softmax ----------
+
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -245,8 +263,12 @@ def test_spmm_matches_naive(op, reduce, shapes, path):
     w = None if op == "copy" else rand(src.numel(), *wf, ties=ties, positive=op == "div", seed=2)
     with kernels(path):
         for chunk in (None, 7):
-            check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
-                          lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float64)
+            check_against(
+                lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
+                lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce),
+                [x, w],
+                torch.float64,
+            )
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -258,8 +280,12 @@ def test_spmm_float32_and_degenerate_graphs(op, reduce, case, path):
     x = rand(ns, 3, 4, dtype=torch.float32)
     w = None if op == "copy" else rand(src.numel(), 3, 1, dtype=torch.float32, seed=2)
     with kernels(path):
-        check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=5),
-                      lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float32)
+        check_against(
+            lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=5),
+            lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce),
+            [x, w],
+            torch.float32,
+        )
 
 
 @pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min"])
@@ -269,8 +295,9 @@ def test_spmm_gradcheck(op, reduce):
     x = rand(ns, 2, 3)
     w = None if op == "copy" else rand(src.numel(), 2, 1, positive=op == "div", seed=2)
     inputs = (x,) if w is None else (x, w)
-    assert torch.autograd.gradcheck(lambda *t: spmm(t[0], src, dst, nd, t[1] if len(t) > 1 else None, op, reduce,
-                                                    chunk=3), inputs)
+    assert torch.autograd.gradcheck(
+        lambda *t: spmm(t[0], src, dst, nd, t[1] if len(t) > 1 else None, op, reduce, chunk=3), inputs
+    )
 
 
 @st.composite
@@ -281,14 +308,21 @@ def broadcast_case(draw):
     def operand():
         dropped = draw(st.integers(0, len(full)))
         return tuple(1 if draw(st.booleans()) else d for d in full[dropped:])
+
     return full, operand(), operand()
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)), shapes=broadcast_case(),
-       op=st.sampled_from(["copy", "mul", "add", "sub", "div"]), reduce=st.sampled_from(["sum", "mean", "max", "min"]),
-       chunk=st.one_of(st.none(), st.integers(1, 6)), path=st.sampled_from(PATHS), ties=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(
+    sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)),
+    shapes=broadcast_case(),
+    op=st.sampled_from(["copy", "mul", "add", "sub", "div"]),
+    reduce=st.sampled_from(["sum", "mean", "max", "min"]),
+    chunk=st.one_of(st.none(), st.integers(1, 6)),
+    path=st.sampled_from(PATHS),
+    ties=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_spmm_hypothesis(sizes, shapes, op, reduce, chunk, path, ties, seed):
     ns, nd, ne = sizes
     _, xf, wf = shapes
@@ -297,13 +331,18 @@ def test_spmm_hypothesis(sizes, shapes, op, reduce, chunk, path, ties, seed):
     x = rand(ns, *xf, ties=ties, seed=seed)
     w = None if op == "copy" else rand(ne, *wf, ties=ties, positive=op == "div", seed=seed + 1)
     with kernels(path):
-        check_against(lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
-                      lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce), [x, w], torch.float64)
+        check_against(
+            lambda x, w: spmm(x, src, dst, nd, w, op, reduce, chunk=chunk),
+            lambda x, w: naive_spmm(x, src, dst, nd, w, op, reduce),
+            [x, w],
+            torch.float64,
+        )
 
 
 def naive_scaled_spmm(x, w, src_scale, dst_scale, src, dst, n, reduce):
     def column(scale, like):
         return scale.view((-1,) + (1,) * (like.dim() - 1))
+
     scaled = x if src_scale is None else x * column(src_scale, x)
     out = naive_spmm(scaled, src, dst, n, w, "mul", reduce)
     return out if dst_scale is None else out * column(dst_scale, out)
@@ -316,13 +355,23 @@ def check_scaled_spmm(fn, case, shapes, reduce, sides, dtype):
     xf, wf = shapes
     x = rand(ns, *xf, dtype=dtype)
     w = None if wf is None else rand(src.numel(), *wf, dtype=dtype, seed=2)
-    scales = [rand(rows, dtype=dtype, seed=3 + i).detach() if side in sides else None
-              for i, (side, rows) in enumerate((("src", ns), ("dst", nd)))]
-    check_against(lambda x, w: fn(x, src, dst, nd, *scales, w, reduce),
-                  lambda x, w: naive_scaled_spmm(x, w, *scales, src, dst, nd, reduce), [x, w], dtype)
+    scales = [
+        rand(rows, dtype=dtype, seed=3 + i).detach() if side in sides else None
+        for i, (side, rows) in enumerate((("src", ns), ("dst", nd)))
+    ]
+    check_against(
+        lambda x, w: fn(x, src, dst, nd, *scales, w, reduce),
+        lambda x, w: naive_scaled_spmm(x, w, *scales, src, dst, nd, reduce),
+        [x, w],
+        dtype,
+    )
     learned = [None if s is None else s.requires_grad_() for s in scales]
-    check_against(lambda x, w, a, b: fn(x, src, dst, nd, a, b, w, reduce),
-                  lambda x, w, a, b: naive_scaled_spmm(x, w, a, b, src, dst, nd, reduce), [x, w, *learned], dtype)
+    check_against(
+        lambda x, w, a, b: fn(x, src, dst, nd, a, b, w, reduce),
+        lambda x, w, a, b: naive_scaled_spmm(x, w, a, b, src, dst, nd, reduce),
+        [x, w, *learned],
+        dtype,
+    )
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -369,8 +418,12 @@ def test_sddmm_matches_naive(op, shapes, dtype, path):
         a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
         with kernels(path):
             for chunk in (None, 6):
-                check_against(lambda a, b: sddmm(a, src, b, dst, op, chunk=chunk),
-                              lambda a, b: naive_binary(op, a[src], b[dst]), [a, b], dtype)
+                check_against(
+                    lambda a, b: sddmm(a, src, b, dst, op, chunk=chunk),
+                    lambda a, b: naive_binary(op, a[src], b[dst]),
+                    [a, b],
+                    dtype,
+                )
 
 
 @pytest.mark.parametrize("slope", [0.2, 0.0, -0.5])
@@ -383,9 +436,12 @@ def test_sddmm_leaky_relu_epilogue_matches_naive(op, shapes, slope):
         a, b = rand(ns, *af), rand(nd, *bf, positive=op == "div", seed=2)
         for path in PATHS:
             with kernels(path):
-                check_against(lambda a, b: sddmm(a, src, b, dst, op, negative_slope=slope, chunk=6),
-                              lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
-                              [a, b], torch.float64)
+                check_against(
+                    lambda a, b: sddmm(a, src, b, dst, op, negative_slope=slope, chunk=6),
+                    lambda a, b: torch.nn.functional.leaky_relu(naive_binary(op, a[src], b[dst]), slope),
+                    [a, b],
+                    torch.float64,
+                )
     ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
     a, b = rand(ns, *af), rand(nd, *bf, positive=op == "div", seed=2)
     assert torch.autograd.gradcheck(lambda a, b: sddmm(a, src, b, dst, op, negative_slope=slope, chunk=3), (a, b))
@@ -423,22 +479,34 @@ def test_edge_softmax_aggregate_matches_naive(shapes, scale, dtype, case, path):
     x = rand(ns, *xf, dtype=dtype, seed=2)
     with kernels(path):
         for chunk in (None, 7):
-            check_against(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
-                          lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd), [logits, x], dtype)
+            check_against(
+                lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
+                lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd),
+                [logits, x],
+                dtype,
+            )
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_edge_softmax_aggregate_gradcheck(path):
     ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
     with kernels(path):
-        assert torch.autograd.gradcheck(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=3),
-                                        (rand(src.numel(), 2), rand(ns, 2, 3, seed=2)))
+        assert torch.autograd.gradcheck(
+            lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=3),
+            (rand(src.numel(), 2), rand(ns, 2, 3, seed=2)),
+        )
 
 
 @settings(max_examples=50, deadline=None)
-@given(sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)), shapes=broadcast_case(),
-       scale=st.sampled_from([1.0, 1e4]), chunk=st.one_of(st.none(), st.integers(1, 6)),
-       path=st.sampled_from(PATHS), dgl_heads=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    sizes=st.tuples(st.integers(1, 7), st.integers(1, 7), st.integers(0, 25)),
+    shapes=broadcast_case(),
+    scale=st.sampled_from([1.0, 1e4]),
+    chunk=st.one_of(st.none(), st.integers(1, 6)),
+    path=st.sampled_from(PATHS),
+    dgl_heads=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_edge_softmax_aggregate_hypothesis(sizes, shapes, scale, chunk, path, dgl_heads, seed):
     ns, nd, ne = sizes
     _, xf, lf = shapes
@@ -451,22 +519,34 @@ def test_edge_softmax_aggregate_hypothesis(sizes, shapes, scale, chunk, path, dg
     logits = (scale * rand(ne, *lf, seed=seed)).detach().requires_grad_()
     x = rand(ns, *xf, seed=seed + 1)
     with kernels(path):
-        check_against(lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
-                      lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd), [logits, x], torch.float64)
+        check_against(
+            lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
+            lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd),
+            [logits, x],
+            torch.float64,
+        )
 
 
 # ---------- sddmm_softmax_aggregate ----------
 
 SSA_SHAPES = {  # a features, b features, x features
-    "heads": ((3,), (3,), (3, 4)), "gat": ((3, 1), (3, 1), (3, 4)), "single": ((), (), (4,)),
+    "heads": ((3,), (3,), (3, 4)),
+    "gat": ((3, 1), (3, 1), (3, 4)),
+    "single": ((), (), (4,)),
     "bcast": ((3, 1), (1, 4), (3, 4)),
 }
 
 
 def sddmm_softmax_aggregate_bad_calls():
     """(keyword arguments, error type, message pattern): calls every backend refuses, naming the culprit."""
-    good = dict(a=torch.randn(4, 2), b=torch.randn(2, 2), x=torch.randn(4, 2, 3), src=torch.tensor([0, 1, 3]),
-                dst=torch.tensor([1, 1, 0]), num_dst=2)
+    good = dict(
+        a=torch.randn(4, 2),
+        b=torch.randn(2, 2),
+        x=torch.randn(4, 2, 3),
+        src=torch.tensor([0, 1, 3]),
+        dst=torch.tensor([1, 1, 0]),
+        num_dst=2,
+    )
     return [
         (dict(good, b=torch.randn(4, 2)), ValueError, r"b has 4 rows, expected one per destination \(num_dst = 2\)"),
         (dict(good, b=torch.randn(2, 2, dtype=torch.float64)), TypeError, "b has dtype torch.float64"),
@@ -494,11 +574,18 @@ def test_sddmm_softmax_aggregate_matches_composition_and_naive(op, shapes, slope
     a, b = rand(ns, *af, dtype=dtype), rand(nd, *bf, dtype=dtype, positive=op == "div", seed=2)
     x = rand(ns, *xf, dtype=dtype, seed=3)
     with kernels(path):
-        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope, chunk=7),
-                      lambda a, b, x: edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=slope), x, src,
-                                                             dst, nd), [a, b, x], dtype)
-        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope),
-                      lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, slope), [a, b, x], dtype)
+        check_against(
+            lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope, chunk=7),
+            lambda a, b, x: edge_softmax_aggregate(sddmm(a, src, b, dst, op, negative_slope=slope), x, src, dst, nd),
+            [a, b, x],
+            dtype,
+        )
+        check_against(
+            lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=slope),
+            lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, slope),
+            [a, b, x],
+            dtype,
+        )
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -510,10 +597,12 @@ def test_sddmm_softmax_aggregate_reads_b_through_b_index(op, case, path):
     b_index = torch.randint(0, 5, (src.numel(),), generator=torch.Generator().manual_seed(1))
     a, b, x = rand(ns, 3), rand(5, 3, positive=op == "div", seed=2), rand(ns, 3, 4, seed=3)
     with kernels(path):
-        check_against(lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2,
-                                                              b_index=b_index),
-                      lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, 0.2, b_index),
-                      [a, b, x], torch.float64)
+        check_against(
+            lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2, b_index=b_index),
+            lambda a, b, x: naive_sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, 0.2, b_index),
+            [a, b, x],
+            torch.float64,
+        )
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
@@ -521,7 +610,8 @@ def test_sddmm_softmax_aggregate_gradcheck(op):
     ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
     inputs = (rand(ns, 2), rand(nd, 2, positive=op == "div", seed=2), rand(ns, 2, 3, seed=3))
     assert torch.autograd.gradcheck(
-        lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2, chunk=3), inputs)
+        lambda a, b, x: sddmm_softmax_aggregate(a, b, x, src, dst, nd, op, negative_slope=0.2, chunk=3), inputs
+    )
 
 
 @pytest.mark.parametrize("call", sddmm_softmax_aggregate_bad_calls())
@@ -533,6 +623,7 @@ def test_sddmm_softmax_aggregate_errors_name_the_culprit(call):
 
 # ---------- typed matmuls ----------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("ptr", [[0, 3, 3, 7, 12], [0, 12], [0, 0, 0], [0, 0]])
@@ -541,8 +632,12 @@ def test_segment_matmul_matches_naive(ptr, bias, dtype):
     x, weight = rand(n, 5, dtype=dtype), rand(len(ptr) - 1, 5, 3, dtype=dtype, seed=2)
     b = rand(len(ptr) - 1, 3, dtype=dtype, seed=3) if bias else None
     for p in (ptr, torch.tensor(ptr)):
-        check_against(lambda x, w, b: segment_matmul(x, p, w, b), lambda x, w, b: naive_segment_matmul(x, ptr, w, b),
-                      [x, weight, b], dtype)
+        check_against(
+            lambda x, w, b: segment_matmul(x, p, w, b),
+            lambda x, w, b: naive_segment_matmul(x, ptr, w, b),
+            [x, weight, b],
+            dtype,
+        )
 
 
 def test_segment_matmul_gradcheck():
@@ -558,29 +653,41 @@ def test_gather_segment_matmul_matches_naive(case, dtype):
     ptr = [0, e // 3, e // 3, e]
     x, weight = rand(ns, 5, dtype=dtype), rand(3, 5, 4, dtype=dtype, seed=2)
     for chunk in (None, 4):
-        check_against(lambda x, w: gather_segment_matmul(x, src, ptr, w, chunk=chunk),
-                      lambda x, w: naive_gather_segment_matmul(x, src, ptr, w), [x, weight], dtype)
+        check_against(
+            lambda x, w: gather_segment_matmul(x, src, ptr, w, chunk=chunk),
+            lambda x, w: naive_gather_segment_matmul(x, src, ptr, w),
+            [x, weight],
+            dtype,
+        )
 
 
 @pytest.mark.parametrize("buffer", [0, 1 << 30])
 def test_gather_segment_matmul_gradient_scattered_per_chunk_or_by_one_sparse_matmul(buffer, monkeypatch):
     from gnnc.backend.torch import typed_matmul
+
     monkeypatch.setattr(typed_matmul, "SCATTER_BUFFER_BYTES", buffer)
     gen = torch.Generator().manual_seed(4)
     src = torch.randint(0, 300, (6000,), generator=gen)  # 6000 x 64 gradient rows: the sparse kernel's size
     ptr = [0, 2500, 2500, 6000]
     x, weight = rand(300, 64, dtype=torch.float64), rand(3, 64, 8, dtype=torch.float64, seed=2)
-    check_against(lambda x, w: gather_segment_matmul(x, src, ptr, w),
-                  lambda x, w: naive_gather_segment_matmul(x, src, ptr, w), [x, weight], torch.float64)
+    check_against(
+        lambda x, w: gather_segment_matmul(x, src, ptr, w),
+        lambda x, w: naive_gather_segment_matmul(x, src, ptr, w),
+        [x, weight],
+        torch.float64,
+    )
 
 
 def test_gather_segment_matmul_gradcheck():
     ns, _, src, _ = edges("multi", num_src=5, num_edges=8)
-    assert torch.autograd.gradcheck(lambda x, w: gather_segment_matmul(x, src, [0, 4, 4, src.numel()], w, chunk=3),
-                                    (rand(ns, 3), rand(3, 3, 2, seed=2)))
+    assert torch.autograd.gradcheck(
+        lambda x, w: gather_segment_matmul(x, src, [0, 4, 4, src.numel()], w, chunk=3),
+        (rand(ns, 3), rand(3, 3, 2, seed=2)),
+    )
 
 
 # ---------- memory contract, structure cache, errors ----------
+
 
 def _saved_numels(out):
     return [t.numel() for t in out.grad_fn.saved_tensors if t is not None]
@@ -595,9 +702,11 @@ def test_backward_saves_no_edge_by_feature_tensor(path):
     with kernels(path):
         outs = [spmm(x, src, dst, nd, w, op, reduce) for op in ("mul", "add") for reduce in ("sum", "max")]
         outs += [sddmm(x, src, x, dst, op) for op in ("mul", "dot")]
-        outs += [edge_softmax_aggregate(logits, x, src, dst, nd),
-                 segment_reduce(rand(e, heads, feats), dst, nd, "max"),
-                 gather_segment_matmul(x[:, 0], src, [0, e], rand(1, feats, feats))]
+        outs += [
+            edge_softmax_aggregate(logits, x, src, dst, nd),
+            segment_reduce(rand(e, heads, feats), dst, nd, "max"),
+            gather_segment_matmul(x[:, 0], src, [0, e], rand(1, feats, feats)),
+        ]
     for out in outs:
         assert max(_saved_numels(out)) < message // 4, out.grad_fn
 
@@ -613,6 +722,7 @@ def test_sums_keep_their_operands_only_for_each_others_gradient():
 
     def keeps(t, out):
         return any(s is not None and s.data_ptr() == t.data_ptr() for s in out.grad_fn.saved_tensors)
+
     for reduce in ("sum", "mean"):
         assert not keeps(x, spmm(x, src, dst, nd, None, "copy", reduce))
         assert not keeps(x, scaled_spmm(x, src, dst, nd, scale, None, reduce=reduce))
@@ -631,8 +741,12 @@ def naive_head_dot(x, weights):
 @pytest.mark.parametrize("rows, heads, feats, k", [(7, 3, 4, 2), (5, 1, 6, 1), (1, 8, 8, 3), (0, 2, 3, 2)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_head_dot_matches_naive(rows, heads, feats, k, dtype):
-    check_against(head_dot, naive_head_dot, [rand(rows, heads, feats, dtype=dtype), rand(k, heads, feats, dtype=dtype,
-                                                                                         seed=1)], dtype)
+    check_against(
+        head_dot,
+        naive_head_dot,
+        [rand(rows, heads, feats, dtype=dtype), rand(k, heads, feats, dtype=dtype, seed=1)],
+        dtype,
+    )
 
 
 def test_head_dot_gradcheck_and_errors():
@@ -672,8 +786,9 @@ def test_cpu_structures_hold_int32_indices_where_the_ids_fit(case, with_cols):
         perm = torch.sort(dst, stable=True).indices
         assert torch.equal(s.perm.long(), perm)
         assert torch.equal(s.col.long(), perm if cols is None else cols[perm])
-        assert torch.equal(s.crow.long(), torch.cat([torch.zeros(1, dtype=torch.long),
-                                                     torch.bincount(dst, minlength=nd).cumsum(0)]))
+        assert torch.equal(
+            s.crow.long(), torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(dst, minlength=nd).cumsum(0)])
+        )
     clear_structure_cache()
 
 

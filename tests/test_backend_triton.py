@@ -17,6 +17,7 @@ reference layer compiled on the triton backend equals eager, outputs and
 gradients. Graphs are tiny:
 the interpreter runs each program as numpy operations.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,19 @@ from gnnc.backend import torch as torch_backend  # noqa: E402
 from gnnc.backend import triton as triton_backend  # noqa: E402
 from gnnc.backend.torch.csr import csr_structure  # noqa: E402
 from gnnc.backend.triton import balance, launch  # noqa: E402
-from gnnc.models import (EdgeConv, GATConv, GATv2Conv, GCNConv, GINConv, GMMConv, HGTConv, RGATConv,  # noqa: E402
-                         RGCNConv, SAGEConv, SimpleHGNConv)
+from gnnc.models import (
+    EdgeConv,
+    GATConv,
+    GATv2Conv,
+    GCNConv,
+    GINConv,
+    GMMConv,
+    HGTConv,
+    RGATConv,  # noqa: E402
+    RGCNConv,
+    SAGEConv,
+    SimpleHGNConv,
+)
 
 from .graphs import random_heterograph, random_homograph  # noqa: E402
 from .test_backend_torch import SDDMM_SHAPES, edges, rand  # noqa: E402
@@ -50,8 +62,11 @@ DEVICE = torch.device("cuda" if _CUDA and not launch.INTERPRETED else "cpu")
 RUNNABLE = launch.INTERPRETED or DEVICE.type == "cuda"
 # numpy warns of the inf - inf and exp overflows in masked-off lanes, whose values the kernels discard
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-needs_kernels = pytest.mark.skipif(not RUNNABLE, reason="triton was imported in compiled mode without a GPU; "
-                                   "test_in_interpreter_subprocess runs this file in interpreter mode")
+needs_kernels = pytest.mark.skipif(
+    not RUNNABLE,
+    reason="triton was imported in compiled mode without a GPU; "
+    "test_in_interpreter_subprocess runs this file in interpreter mode",
+)
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-9, atol=1e-10)}
 DTYPES = (torch.float32, torch.float64)
@@ -154,13 +169,13 @@ def test_balance_rule():
     """Edge-balanced where one destination has most edges, vertex-balanced on uniform degrees, with the
     programs of the interpreter (1) and of a GPU (132 multiprocessors): a moderate hub pads little, so
     only its straggling program (the GPU's case) calls for edges. Forcing wins; no edges: vertex."""
+
     def structure(dst, num_rows):
         return csr_structure(torch.as_tensor(dst), num_rows)
 
     uniform = structure(torch.arange(1024).repeat_interleave(4), 1024)
     hub = structure(hub_graph()[3].cpu(), 40)
-    moderate = structure(torch.cat([torch.zeros(100, dtype=torch.long), torch.arange(1024).repeat_interleave(4)]),
-                         1024)
+    moderate = structure(torch.cat([torch.zeros(100, dtype=torch.long), torch.arange(1024).repeat_interleave(4)]), 1024)
     gpu = 132 * balance.PROGRAMS_PER_SM
     for programs in (1, gpu):
         assert not balance.edge_balanced(uniform, 16, programs)
@@ -192,6 +207,7 @@ def test_spmm_extremum_ties_and_nan(reduce):
 
 # ---- sddmm -------------------------------------------------------------------------------------------------
 
+
 @needs_kernels
 @pytest.mark.parametrize("shapes", list(SDDMM_SHAPES))
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "dot"])
@@ -207,8 +223,7 @@ def test_sddmm_matches_torch(op, shapes):
             a = tensor(num_src, *a_feat, dtype=dtype)
             b = tensor(num_dst, *b_feat, dtype=dtype, seed=2, positive=op == "div")
             for slope in slopes:
-                same_as_torch(lambda k: lambda a, b: k.sddmm(a, src, b, dst, op, negative_slope=slope), [a, b],
-                              dtype)
+                same_as_torch(lambda k: lambda a, b: k.sddmm(a, src, b, dst, op, negative_slope=slope), [a, b], dtype)
 
 
 # ---- edge softmax, fused softmax aggregation ---------------------------------------------------------------
@@ -244,8 +259,12 @@ def test_edge_softmax_aggregate_matches_torch(case):
         for logit_feat, x_feat in SOFTMAX_LAYOUTS:
             logits = tensor(src.numel(), *logit_feat, dtype=dtype) * scale
             x = tensor(num_src, *x_feat, dtype=dtype, seed=1)
-            same_as_torch(lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst), [logits, x],
-                          dtype, large=scale > 1)
+            same_as_torch(
+                lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst),
+                [logits, x],
+                dtype,
+                large=scale > 1,
+            )
 
 
 # (a, b, x features): GAT's heads run fused; different a and b shapes, the composition
@@ -258,9 +277,13 @@ def ssa_check(op, layout, slope, dtype, case, needed=None):
     a = tensor(num_src, *a_feat, dtype=dtype) * (60.0 if scale > 1 else 1.0)  # logits ~50-100 (mul: ~60 * b)
     b = tensor(num_dst, *b_feat, dtype=dtype, seed=2, positive=op == "div")
     x = tensor(num_src, *x_feat, dtype=dtype, seed=3)
-    same_as_torch(lambda k: lambda a, b, x: k.sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op,
-                                                                      negative_slope=slope),
-                  [a, b, x], dtype, large=scale > 1, needed=needed)
+    same_as_torch(
+        lambda k: lambda a, b, x: k.sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op, negative_slope=slope),
+        [a, b, x],
+        dtype,
+        large=scale > 1,
+        needed=needed,
+    )
 
 
 @needs_kernels
@@ -284,8 +307,12 @@ def test_softmax_aggregate_partial_grads(needed):
     num_src, num_dst, src, dst = on_device("multi")
     inputs = [tensor(src.numel(), 3), tensor(num_src, 3, 4, seed=1)]
     for which in ((True, False), (False, True)):
-        same_as_torch(lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst), inputs,
-                      torch.float64, needed=list(which))
+        same_as_torch(
+            lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst),
+            inputs,
+            torch.float64,
+            needed=list(which),
+        )
 
 
 @needs_kernels
@@ -293,13 +320,17 @@ def test_fused_softmax_aggregate_saves_no_edge_tensor_and_gradchecks():
     """Backward keeps O(V) statistics besides the inputs, no [E, ...] float tensor; gradcheck in float64."""
     num_src, num_dst, src, dst = on_device("multi", num_src=6, num_dst=6, num_edges=14)
     a, b, x = tensor(num_src, 2), tensor(num_dst, 2, seed=1), tensor(num_src, 2, 3, seed=2)
-    out = triton_backend.sddmm_softmax_aggregate(*(t.requires_grad_() for t in (a, b, x)), src, dst, num_dst,
-                                                 negative_slope=0.2)
-    assert not [t for t in out.grad_fn.saved_tensors
-                if t is not None and t.is_floating_point() and t.shape[0] == src.numel()]
+    out = triton_backend.sddmm_softmax_aggregate(
+        *(t.requires_grad_() for t in (a, b, x)), src, dst, num_dst, negative_slope=0.2
+    )
+    assert not [
+        t for t in out.grad_fn.saved_tensors if t is not None and t.is_floating_point() and t.shape[0] == src.numel()
+    ]
     assert torch.autograd.gradcheck(
-        lambda a, b, x: triton_backend.sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, "mul",
-                                                               negative_slope=0.2), (a, b, x), fast_mode=True)
+        lambda a, b, x: triton_backend.sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, "mul", negative_slope=0.2),
+        (a, b, x),
+        fast_mode=True,
+    )
 
 
 @needs_kernels
@@ -311,17 +342,23 @@ def test_sums_keep_x_only_for_the_weights_gradient():
 
     def keeps_x(out):
         return any(t is not None and t.data_ptr() == x.data_ptr() for t in out.grad_fn.saved_tensors)
+
     x.requires_grad_()
     assert not keeps_x(triton_backend.spmm(x, src, dst, num_dst, w, "mul", "sum"))
     assert not keeps_x(triton_backend.spmm(x, src, dst, num_dst, None, "copy", "mean"))
     assert keeps_x(triton_backend.spmm(x, src, dst, num_dst, w.requires_grad_(), "mul", "sum"))
     assert keeps_x(triton_backend.spmm(x, src, dst, num_dst, None, "copy", "max"))
     for reduce in ("sum", "max"):
-        same_as_torch(lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, "mul", reduce), [x, w], torch.float64,
-                      needed=[True, False])
+        same_as_torch(
+            lambda k: lambda x, w: k.spmm(x, src, dst, num_dst, w, "mul", reduce),
+            [x, w],
+            torch.float64,
+            needed=[True, False],
+        )
 
 
 # ---- dense primitives -------------------------------------------------------------------------------------
+
 
 @needs_kernels
 @pytest.mark.parametrize("rows, heads, feats, k", [(37, 8, 8, 2), (5, 3, 70, 1), (0, 2, 3, 2)])
@@ -333,6 +370,7 @@ def test_head_dot_matches_torch(rows, heads, feats, k):
 
 
 # ---- selection, device rule, models ------------------------------------------------------------------------
+
 
 def test_resolve_and_device_rule():
     """``triton`` is a backend choice; ``auto`` picks it for CUDA tensors; CPU tensors run only under the
@@ -349,8 +387,10 @@ def test_resolve_and_device_rule():
             backend.resolve("triton", "cpu")
         with pytest.raises(RuntimeError, match="only under Triton's interpreter"):
             triton_backend.spmm(torch.ones(2, 1), torch.tensor([0]), torch.tensor([1]), 2)
-        with mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}), \
-                pytest.raises(RuntimeError, match="set after triton was imported"):
+        with (
+            mock.patch.dict(os.environ, {"TRITON_INTERPRET": "1"}),
+            pytest.raises(RuntimeError, match="set after triton was imported"),
+        ):
             backend.resolve("triton", "cuda")
     with mock.patch.object(launch, "INTERPRETED", True), mock.patch.dict(os.environ, {"TRITON_INTERPRET": "0"}):
         with pytest.raises(RuntimeError, match="leave it set"):
@@ -381,17 +421,19 @@ def _rels(g):
     return len(g.canonical_etypes)
 
 
-MODELS = {"gcn": (_homograph, lambda g: GCNConv(6, 5)),
-          "gat": (_homograph, lambda g: GATConv(6, 4, 3)),
-          "gatv2": (_homograph, lambda g: GATv2Conv(6, 4, 3)),
-          "sage-pool": (_homograph, lambda g: SAGEConv(6, 5, "pool")),
-          "gin-max": (_homograph, lambda g: GINConv(nn.Linear(6, 5), "max")),
-          "edgeconv": (_homograph, lambda g: EdgeConv(6, 5)),
-          "gmm": (_homograph, WithPseudo),
-          "rgcn": (lambda: random_heterograph(5), lambda g: RGCNConv(6, 5, _rels(g))),
-          "rgat": (lambda: random_heterograph(5), lambda g: RGATConv(6, 2, _rels(g), num_heads=3)),
-          "hgt": (lambda: random_heterograph(5), lambda g: HGTConv(6, 6, len(g.ntypes), _rels(g), num_heads=2)),
-          "simple-hgn": (lambda: random_heterograph(5), lambda g: SimpleHGNConv(6, 2, _rels(g), 3, num_heads=3))}
+MODELS = {
+    "gcn": (_homograph, lambda g: GCNConv(6, 5)),
+    "gat": (_homograph, lambda g: GATConv(6, 4, 3)),
+    "gatv2": (_homograph, lambda g: GATv2Conv(6, 4, 3)),
+    "sage-pool": (_homograph, lambda g: SAGEConv(6, 5, "pool")),
+    "gin-max": (_homograph, lambda g: GINConv(nn.Linear(6, 5), "max")),
+    "edgeconv": (_homograph, lambda g: EdgeConv(6, 5)),
+    "gmm": (_homograph, WithPseudo),
+    "rgcn": (lambda: random_heterograph(5), lambda g: RGCNConv(6, 5, _rels(g))),
+    "rgat": (lambda: random_heterograph(5), lambda g: RGATConv(6, 2, _rels(g), num_heads=3)),
+    "hgt": (lambda: random_heterograph(5), lambda g: HGTConv(6, 6, len(g.ntypes), _rels(g), num_heads=2)),
+    "simple-hgn": (lambda: random_heterograph(5), lambda g: SimpleHGNConv(6, 2, _rels(g), 3, num_heads=3)),
+}
 
 
 @needs_kernels
@@ -421,6 +463,11 @@ def test_in_interpreter_subprocess():
     in a fresh process that sets TRITON_INTERPRET=1 first."""
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, TRITON_INTERPRET="1")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
-                          cwd=root, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(Path(__file__))],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

@@ -3,6 +3,7 @@
 Message passing on a batch must equal message passing on each graph apart, compiled and eager; readouts
 must equal a loop over the graphs; batching and unbatching must give back every graph and feature.
 """
+
 import copy
 import warnings
 
@@ -18,8 +19,13 @@ from tests.graphs import random_heterograph, random_homograph
 
 def _homographs():
     """Graphs of a batch: zero in-degree nodes, self loops, multi-edges, one with no edges, one with one node."""
-    graphs = [random_homograph(12, 40, seed=0), gnnc.graph(([], []), num_nodes=3),
-              random_homograph(5, 9, seed=1), gnnc.graph(([0], [0]), num_nodes=1), random_homograph(8, 20, seed=2)]
+    graphs = [
+        random_homograph(12, 40, seed=0),
+        gnnc.graph(([], []), num_nodes=3),
+        random_homograph(5, 9, seed=1),
+        gnnc.graph(([0], [0]), num_nodes=1),
+        random_homograph(8, 20, seed=2),
+    ]
     gen = torch.Generator().manual_seed(0)
     for g in graphs:
         g.ndata["h"] = torch.randn(g.num_nodes(), 4, generator=gen, dtype=torch.float64)
@@ -38,8 +44,8 @@ def test_batch_puts_graphs_side_by_side_and_unbatch_gives_them_back():
     start = edge_start = 0
     for g in graphs:
         s, d = g.find_edges()
-        assert torch.equal(src[edge_start:edge_start + g.num_edges()], s + start)
-        assert torch.equal(dst[edge_start:edge_start + g.num_edges()], d + start)
+        assert torch.equal(src[edge_start : edge_start + g.num_edges()], s + start)
+        assert torch.equal(dst[edge_start : edge_start + g.num_edges()], d + start)
         start, edge_start = start + g.num_nodes(), edge_start + g.num_edges()
     for g, part in zip(graphs, gnnc.unbatch(b), strict=True):
         assert part.num_nodes() == g.num_nodes()
@@ -76,8 +82,13 @@ def test_readouts_equal_a_loop_over_the_graphs(op, weighted):
     rows = []
     for g, part in zip(graphs, x.split(b.batch_num_nodes().tolist())):
         v = part * g.ndata["w"] if weighted else part
-        rows.append(torch.zeros(4, dtype=v.dtype) if v.shape[0] == 0 else getattr(v, op)(0) if op in ("sum", "mean")
-                    else getattr(v, "amax" if op == "max" else "amin")(0))
+        rows.append(
+            torch.zeros(4, dtype=v.dtype)
+            if v.shape[0] == 0
+            else getattr(v, op)(0)
+            if op in ("sum", "mean")
+            else getattr(v, "amax" if op == "max" else "amin")(0)
+        )
     torch.testing.assert_close(got, torch.stack(rows))
     edges = gnnc.readout_edges(b, "e", op=op)
     assert edges.shape == (len(graphs), 2) and torch.equal(edges[1], torch.zeros(2, dtype=edges.dtype))
@@ -112,14 +123,15 @@ class GCNClassifier(nn.Module):
 
     def forward(self, g, in_feat):
         with g.local_scope():
-            g.ndata['h'] = in_feat
-            g.update_all(fn.copy_u('h', 'm'), fn.mean('m', 'h_N'))
-            h = F.relu(self.W1(in_feat + g.ndata['h_N']))
-            g.ndata['h'], g.ndata['h_N'] = h, torch.zeros_like(h)  # kept where a graph has no edges (as DGL)
-            g.update_all(lambda edges: {'m': edges.src['h'] * 0.5},
-                         lambda nodes: {'h_N': nodes.mailbox['m'].max(1).values})
-            g.ndata['h'] = self.W2(g.ndata['h_N'] + h)
-            return gnnc.mean_nodes(g, 'h')
+            g.ndata["h"] = in_feat
+            g.update_all(fn.copy_u("h", "m"), fn.mean("m", "h_N"))
+            h = F.relu(self.W1(in_feat + g.ndata["h_N"]))
+            g.ndata["h"], g.ndata["h_N"] = h, torch.zeros_like(h)  # kept where a graph has no edges (as DGL)
+            g.update_all(
+                lambda edges: {"m": edges.src["h"] * 0.5}, lambda nodes: {"h_N": nodes.mailbox["m"].max(1).values}
+            )
+            g.ndata["h"] = self.W2(g.ndata["h_N"] + h)
+            return gnnc.mean_nodes(g, "h")
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "eager"])
@@ -132,11 +144,13 @@ def test_a_batch_classifies_each_graph_as_it_would_alone(compiled):
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnnc.FallbackWarning)
         got = run(gnnc.batch(graphs), x)
-    grads = torch.autograd.grad((got * torch.linspace(-1, 1, got.numel(), dtype=got.dtype).view_as(got)).sum(),
-                                [x, *run.parameters()])
+    grads = torch.autograd.grad(
+        (got * torch.linspace(-1, 1, got.numel(), dtype=got.dtype).view_as(got)).sum(), [x, *run.parameters()]
+    )
     alone = torch.cat([model(g, part) for g, part in zip(graphs, x.split([g.num_nodes() for g in graphs]))])
-    expected = torch.autograd.grad((alone * torch.linspace(-1, 1, alone.numel(), dtype=alone.dtype)
-                                    .view_as(alone)).sum(), [x, *model.parameters()])
+    expected = torch.autograd.grad(
+        (alone * torch.linspace(-1, 1, alone.numel(), dtype=alone.dtype).view_as(alone)).sum(), [x, *model.parameters()]
+    )
     torch.testing.assert_close(got, alone)
     for a, e in zip(grads, expected, strict=True):
         torch.testing.assert_close(a, e)
@@ -173,40 +187,48 @@ def test_a_single_graph_is_a_batch_of_one():
 def _pair():
     """Graph one: 3 nodes, 2 edges; graph two: 1 node, a self loop; features ``h`` and ``w``."""
     one, two = gnnc.graph(([0, 1], [1, 2])), gnnc.graph(([0], [0]))
-    one.ndata["h"], one.edata["w"] = torch.tensor([1., 2., 3.]), torch.tensor([1., 2.])
-    two.ndata["h"], two.edata["w"] = torch.tensor([4.]), torch.tensor([3.])
+    one.ndata["h"], one.edata["w"] = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0])
+    two.ndata["h"], two.edata["w"] = torch.tensor([4.0]), torch.tensor([3.0])
     return one, two
 
 
 def _layout(g):
-    return ([g.batch_num_nodes().tolist(), g.batch_num_edges().tolist()], [t.tolist() for t in g.find_edges()],
-            g.ndata["h"].tolist(), g.edata["w"].tolist())
+    return (
+        [g.batch_num_nodes().tolist(), g.batch_num_edges().tolist()],
+        [t.tolist() for t in g.find_edges()],
+        g.ndata["h"].tolist(),
+        g.edata["w"].tolist(),
+    )
 
 
 def test_a_batch_of_batches_counts_every_graph():
     one, two = _pair()
     nested = gnnc.batch([two, gnnc.batch([one, two])])
     assert nested.batch_size == 3
-    assert _layout(nested) == ([[1, 3, 1], [1, 2, 1]], [[0, 1, 2, 4], [0, 2, 3, 4]], [4., 1., 2., 3., 4.],
-                               [3., 1., 2., 3.])
+    assert _layout(nested) == (
+        [[1, 3, 1], [1, 2, 1]],
+        [[0, 1, 2, 4], [0, 2, 3, 4]],
+        [4.0, 1.0, 2.0, 3.0, 4.0],
+        [3.0, 1.0, 2.0, 3.0],
+    )
     assert [_layout(g) for g in gnnc.unbatch(nested)] == [_layout(two), _layout(one), _layout(two)]
 
 
 def test_batch_chooses_features_and_skips_graphs_without_rows():
     one, two = _pair()
     chosen = gnnc.batch([one, two], ndata=["h"], edata=[])
-    assert chosen.ndata["h"].tolist() == [1., 2., 3., 4.] and "w" not in chosen.edata
+    assert chosen.ndata["h"].tolist() == [1.0, 2.0, 3.0, 4.0] and "w" not in chosen.edata
     assert list(gnnc.batch([one, two], ndata=None).ndata.keys()) == []
     empty = gnnc.graph(([], []), num_nodes=0)  # no rows: it need not have the features
-    assert gnnc.batch([empty, one, empty]).ndata["h"].tolist() == [1., 2., 3.]
+    assert gnnc.batch([empty, one, empty]).ndata["h"].tolist() == [1.0, 2.0, 3.0]
     users = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("u", "p", "g"): ([], [])})
     players = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("u", "p", "g"): ([0, 1], [0, 0])})
     users.nodes["u"].data["h"], players.nodes["u"].data["h"] = torch.zeros(3, 1), torch.ones(3, 1)
-    players.nodes["g"].data["h"], players.edges["p"].data["w"] = torch.tensor([[9.]]), torch.tensor([[1.], [2.]])
+    players.nodes["g"].data["h"], players.edges["p"].data["w"] = torch.tensor([[9.0]]), torch.tensor([[1.0], [2.0]])
     both = gnnc.batch([users, players])
-    assert both.nodes["g"].data["h"].tolist() == [[9.]] and both.edges["p"].data["w"].tolist() == [[1.], [2.]]
+    assert both.nodes["g"].data["h"].tolist() == [[9.0]] and both.edges["p"].data["w"].tolist() == [[1.0], [2.0]]
     apart = gnnc.unbatch(both)
-    assert apart[0].nodes["g"].data["h"].shape == (0, 1) and apart[1].nodes["g"].data["h"].tolist() == [[9.]]
+    assert apart[0].nodes["g"].data["h"].shape == (0, 1) and apart[1].nodes["g"].data["h"].tolist() == [[9.0]]
 
 
 def test_batch_feature_errors_say_what_differs():
@@ -215,9 +237,12 @@ def test_batch_feature_errors_say_what_differs():
         gnnc.batch([one, two], ndata="h")
     with pytest.raises(ValueError, match="node type '_N' of graph 0 has no feature 'x'"):
         gnnc.batch([one, two], ndata=["x"])
-    two.ndata["h"] = torch.tensor([[4.]])
-    with pytest.raises(ValueError, match=r"feature 'h' of node type '_N' has rows of shape \(1,\) and torch.float32 "
-                                          r"in graph 1, of shape \(\) and torch.float32 in graph 0"):
+    two.ndata["h"] = torch.tensor([[4.0]])
+    with pytest.raises(
+        ValueError,
+        match=r"feature 'h' of node type '_N' has rows of shape \(1,\) and torch.float32 "
+        r"in graph 1, of shape \(\) and torch.float32 in graph 0",
+    ):
         gnnc.batch([one, two])
     two.ndata["h"] = torch.tensor([4])
     with pytest.raises(ValueError, match="torch.int64 in graph 1"):
@@ -231,7 +256,7 @@ def test_unbatch_into_other_counts():
     b = gnnc.batch([one, two, one])
     for nodes, edges in (([4, 3], [3, 2]), (torch.tensor([4, 3]), torch.tensor([3, 2]))):
         first, second = gnnc.unbatch(b, node_split=nodes, edge_split=edges)
-        assert _layout(first) == ([[4], [3]], [[0, 1, 3], [1, 2, 3]], [1., 2., 3., 4.], [1., 2., 3.])
+        assert _layout(first) == ([[4], [3]], [[0, 1, 3], [1, 2, 3]], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0])
         assert _layout(second) == _layout(one)
     with pytest.raises(ValueError, match=r"unbatch\(node_split\)\['_N'\]: counts \[4, 2\] do not split the graph's 7"):
         gnnc.unbatch(b, node_split=[4, 2], edge_split=[3, 2])

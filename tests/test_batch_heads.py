@@ -6,6 +6,7 @@ tensors, per-head linears inside the message, multi-head views inside each head,
 that read the previous head's result. Outputs, every parameter gradient over two SGD steps and the graph's
 features after the forward must equal eager's; where the heads cannot run as one they run one by one.
 """
+
 from __future__ import annotations
 
 import sys
@@ -91,8 +92,9 @@ def _outcome(compiled) -> str:
     return next(line for line in compiled.forward_log if line.startswith("batch_heads"))
 
 
-@pytest.mark.parametrize("case", [dict(seed=0), dict(seed=1, n=1, e=1, self_loops=False), dict(seed=2, n=5, e=0),
-                                  dict(seed=3, n=60, e=500)])
+@pytest.mark.parametrize(
+    "case", [dict(seed=0), dict(seed=1, n=1, e=1, self_loops=False), dict(seed=2, n=5, e=0), dict(seed=3, n=60, e=500)]
+)
 def test_tutorial_gat_heads_run_as_one(case):
     edges = _edges(**case)
     model = TutorialGAT(6, 4, 3).double()
@@ -280,9 +282,17 @@ class WideEdgeHeads(TutorialGAT):
         return torch.cat(outs, 1).flatten(1)
 
 
-@pytest.mark.parametrize("model", [FunctionHeads(5, 4, 3), LinearMessageHeads(5, 3, 3), ViewHeads(5, 4, 2),
-                                   ScopedHeads(5, 3, 3), BuiltinHeads(5, 4, 3)],
-                         ids=["functions", "linear-message", "view-heads", "scoped", "builtins"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        FunctionHeads(5, 4, 3),
+        LinearMessageHeads(5, 3, 3),
+        ViewHeads(5, 4, 2),
+        ScopedHeads(5, 3, 3),
+        BuiltinHeads(5, 4, 3),
+    ],
+    ids=["functions", "linear-message", "view-heads", "scoped", "builtins"],
+)
 def test_other_styles_run_as_one(model):
     edges = _edges(seed=6)
     x = torch.randn(edges[2], 5, dtype=torch.float64)
@@ -338,9 +348,15 @@ class UnequalHeads(TutorialGAT):
         self.heads[1] = natural_models.GATLayer(d, 3)
 
 
-@pytest.mark.parametrize("model, why", [
-    (WideEdgeHeads(5, 2, 2), "e_mul_u would broadcast"), (ChainedHeads(5, 3), "reads 'acc'"),
-    (UnequalHeads(5), "differ in shape")], ids=["wide-edge-builtin", "chained", "unequal"])
+@pytest.mark.parametrize(
+    "model, why",
+    [
+        (WideEdgeHeads(5, 2, 2), "e_mul_u would broadcast"),
+        (ChainedHeads(5, 3), "reads 'acc'"),
+        (UnequalHeads(5), "differ in shape"),
+    ],
+    ids=["wide-edge-builtin", "chained", "unequal"],
+)
 def test_heads_that_cannot_run_as_one_run_one_by_one(model, why):
     edges = _edges(seed=7)
     x = torch.randn(edges[2], 5, dtype=torch.float64)
@@ -404,12 +420,20 @@ class Interleaved(TutorialGAT):
             elif self.between == "random code":
                 h = F.dropout(h, 0.1)
             elif self.between == "reads the graph passed again":  # maybe the same graph: it would see the last
-                extra = extra + other.ndata["z"].sum()        # head's 'z', not this one's, once the heads moved
+                extra = extra + other.ndata["z"].sum()  # head's 'z', not this one's, once the heads moved
         return torch.cat(outs, 1), extra
 
 
-@pytest.mark.parametrize("between, rewritten", [("nothing", True), ("reads result", False), ("pure code", True),
-                                               ("random code", False), ("reads the graph passed again", False)])
+@pytest.mark.parametrize(
+    "between, rewritten",
+    [
+        ("nothing", True),
+        ("reads result", False),
+        ("pure code", True),
+        ("random code", False),
+        ("reads the graph passed again", False),
+    ],
+)
 def test_pass_moves_blocks_only_past_plain_reads(between, rewritten):
     g = _graph(_edges(seed=10), torch.float32)
     graph, _ = trace(Interleaved(between), (g, torch.randn(g.num_nodes(), 4), g), {})
@@ -454,15 +478,18 @@ def test_batched_udf_equals_each_head():
     assert udf.outputs == {"e": ((2, 1), torch.float64, True), "v": ((2, 2), torch.float64, True)}
 
 
-@pytest.mark.parametrize("body", [
-    lambda self, edges: {"m": edges.src["z"].t()},  # moves rows
-    lambda self, edges: {"m": edges.src["z"] @ self.w},  # a product with no rule
-    lambda self, edges: {"m": edges.src["z"].sum()},  # over all dims
-    lambda self, edges: {"m": edges.src["z"][:edges.src["z"].shape[0] // 2]},  # a row count
-    lambda self, edges: {"m": torch.rand_like(edges.src["z"])},  # randomness
-    lambda self, edges: {"m": edges.src["z"] * torch.rand(4)},  # a draw from nothing (it would freeze)
-    lambda self, edges: {"m": edges.src["z"] * (edges.src["x"] * 1.0).shape[1]},  # maybe a row count
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda self, edges: {"m": edges.src["z"].t()},  # moves rows
+        lambda self, edges: {"m": edges.src["z"] @ self.w},  # a product with no rule
+        lambda self, edges: {"m": edges.src["z"].sum()},  # over all dims
+        lambda self, edges: {"m": edges.src["z"][: edges.src["z"].shape[0] // 2]},  # a row count
+        lambda self, edges: {"m": torch.rand_like(edges.src["z"])},  # randomness
+        lambda self, edges: {"m": edges.src["z"] * torch.rand(4)},  # a draw from nothing (it would freeze)
+        lambda self, edges: {"m": edges.src["z"] * (edges.src["x"] * 1.0).shape[1]},  # maybe a row count
+    ],
+)
 def test_batching_refuses_what_has_no_rule(body):
     class Head(nn.Module):
         def __init__(self):
@@ -473,14 +500,17 @@ def test_batching_refuses_what_has_no_rule(body):
             return body(self, edges)
 
     with pytest.raises(Unbatchable):
-        batch_udf([Head().edge, Head().edge], {("src", "z"): ((4,), torch.float32, True),
-                                               ("src", "x"): ((4,), torch.float32, False)})
+        batch_udf(
+            [Head().edge, Head().edge],
+            {("src", "z"): ((4,), torch.float32, True), ("src", "x"): ((4,), torch.float32, False)},
+        )
 
 
 @pytest.mark.parametrize("shared_input", [True, False])
 @pytest.mark.parametrize("per_head", ["weight", "bias", "both"])
 def test_linear_rule_with_shared_and_per_head_parts(shared_input, per_head):
     """``F.linear(x, W, b)`` in a UDF, each of x, W, b the same for every head or one per head."""
+
     class Head(nn.Module):
         def __init__(self, w, b):
             super().__init__()
@@ -492,8 +522,13 @@ def test_linear_rule_with_shared_and_per_head_parts(shared_input, per_head):
     torch.manual_seed(3)
     k, e, n = 3, 6, 4
     shared_w, shared_b = nn.Parameter(torch.randn(2, 4)), nn.Parameter(torch.randn(2))
-    heads = [Head(nn.Parameter(torch.randn(2, 4)) if per_head in ("weight", "both") else shared_w,
-                  nn.Parameter(torch.randn(2)) if per_head in ("bias", "both") else shared_b) for _ in range(k)]
+    heads = [
+        Head(
+            nn.Parameter(torch.randn(2, 4)) if per_head in ("weight", "both") else shared_w,
+            nn.Parameter(torch.randn(2)) if per_head in ("bias", "both") else shared_b,
+        )
+        for _ in range(k)
+    ]
     shapes = {("src", "x"): ((4,), torch.float32, False), ("src", "z"): ((4,), torch.float32, True)}
     udf = batch_udf([h.message for h in heads], shapes)
     x, z = torch.randn(e, 4), torch.randn(e, k, 4)

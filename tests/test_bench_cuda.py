@@ -1,5 +1,6 @@
 """`gnnc bench --device cuda`: the plumbing, checked without a GPU (CUDA's functions monkeypatched where
 needed), and one real run on a GPU when there is one."""
+
 import argparse
 import dataclasses
 import json
@@ -58,8 +59,10 @@ def test_cuda_settings_leave_out_the_cpu_only_systems_and_say_why(monkeypatch):
     cfg = runner.task_config(capped, "gcn", "pubmed", True)
     assert cfg["device"] == "cuda" and cfg["gpu_mem_cap_bytes"] == 2 * 2**30
     cpu = cli.settings_from(_args(["--quick"]), "test")
-    assert cpu.host_cap_bytes == cpu.mem_cap_bytes > 0 and runner.task_config(cpu, "gcn", "pubmed", True)[
-        "gpu_mem_cap_bytes"] is None
+    assert (
+        cpu.host_cap_bytes == cpu.mem_cap_bytes > 0
+        and runner.task_config(cpu, "gcn", "pubmed", True)["gpu_mem_cap_bytes"] is None
+    )
 
 
 class FakeCuda:
@@ -67,8 +70,13 @@ class FakeCuda:
 
     def __init__(self, monkeypatch, log):
         self.log, self.allocated, self.peak = log, 0, 0
-        for name in ("synchronize", "reset_peak_memory_stats", "memory_allocated", "max_memory_allocated",
-                     "get_device_name"):
+        for name in (
+            "synchronize",
+            "reset_peak_memory_stats",
+            "memory_allocated",
+            "max_memory_allocated",
+            "get_device_name",
+        ):
             monkeypatch.setattr(torch.cuda, name, getattr(self, name))
 
     def synchronize(self):
@@ -102,6 +110,7 @@ def test_timing_on_cuda_waits_for_the_gpu_and_reads_torch_cuda_memory(monkeypatc
         log.append("step")
         fake.allocate(4 * 2**20, 2**20 if not calls else 0)
         calls.append(1)
+
     res = timing.timed_calls(step, {"device": "cuda", "warmup": 1, "runs": 3, "min_runs": 3, "budget_s": 0.0})
     assert res["device"] == "Fake GPU 80GB" and len(res["times_ms"]) == 3
     assert res["retained_mib"] == 1 and res["steady_peak_mib"] == 4 and res["peak_mib"] == 5
@@ -114,29 +123,29 @@ def test_timing_on_cuda_waits_for_the_gpu_and_reads_torch_cuda_memory(monkeypatc
 def test_timing_on_cpu_reads_the_resident_set_and_never_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: pytest.fail("cuda on a cpu run"))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: pytest.fail("cuda on a cpu run"))
-    res = timing.timed_calls(lambda: torch.ones(2**20).sum(), {"warmup": 1, "runs": 2, "min_runs": 2,
-                                                                "budget_s": 0.0})
+    res = timing.timed_calls(lambda: torch.ones(2**20).sum(), {"warmup": 1, "runs": 2, "min_runs": 2, "budget_s": 0.0})
     assert res["device"] == "cpu" and res["peak_mib"] >= 0 and len(res["times_ms"]) == 2
 
 
 def test_gpu_memory_cap_is_a_fraction_of_the_gpu_and_cuda_oom_is_oom(monkeypatch):
     fractions = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda i: argparse.Namespace(total_memory=8 * 2**30, name="Fake GPU"))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: argparse.Namespace(total_memory=8 * 2**30, name="Fake GPU")
+    )
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f: fractions.append(f))
     devices.cap_gpu_memory(2 * 2**30)
     devices.cap_gpu_memory(64 * 2**30)
     assert fractions == [0.25, 1.0]
-    assert timing.failure(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))[
-        "status"] == "OOM"
+    assert timing.failure(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))["status"] == "OOM"
     assert timing.failure(RuntimeError("CUDA error: an illegal memory access"))["status"] == "ERROR"
 
 
 def test_machine_names_the_gpu_and_the_backend_compiled_runs_on(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda i: argparse.Namespace(total_memory=80 * 2**30, name="Fake GPU 80GB"))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: argparse.Namespace(total_memory=80 * 2**30, name="Fake GPU 80GB")
+    )
     info = machine.machine_info("cuda")
     assert info["device"] == "cuda" and info["gpu"] == "Fake GPU 80GB" and info["gpu_memory_gib"] == 80
     assert info["compiled_backend"] == "triton" and info["triton"]  # triton is a dev dependency
@@ -144,12 +153,32 @@ def test_machine_names_the_gpu_and_the_backend_compiled_runs_on(monkeypatch):
 
 
 def test_the_report_names_the_gpu_and_the_systems_not_run():
-    m = {"device": "cuda", "gpu": "Fake GPU 80GB", "gpu_memory_gib": 80.0, "cuda": "12.8", "triton": "3.9.0",
-         "compiled_backend": "triton", "cpu": "Some CPU", "cores": 16, "torch_threads": 16, "torch": "2.13.0",
-         "gnnc": "0", "torch_geometric": "2.8", "numba": None, "git_commit": None}
-    record = {"machine": m, "rates": {"copy_bytes_per_s": 3e12, "matmul_flops_per_s": 5e13}, "rows": [],
-              "preset": "quick", "started": "now", "settings": {"command": "gnnc bench --device cuda", "modes": []},
-              "pairings": [], "not_run": {"dgl": "runs on the CPU only: why"}}
+    m = {
+        "device": "cuda",
+        "gpu": "Fake GPU 80GB",
+        "gpu_memory_gib": 80.0,
+        "cuda": "12.8",
+        "triton": "3.9.0",
+        "compiled_backend": "triton",
+        "cpu": "Some CPU",
+        "cores": 16,
+        "torch_threads": 16,
+        "torch": "2.13.0",
+        "gnnc": "0",
+        "torch_geometric": "2.8",
+        "numba": None,
+        "git_commit": None,
+    }
+    record = {
+        "machine": m,
+        "rates": {"copy_bytes_per_s": 3e12, "matmul_flops_per_s": 5e13},
+        "rows": [],
+        "preset": "quick",
+        "started": "now",
+        "settings": {"command": "gnnc bench --device cuda", "modes": []},
+        "pairings": [],
+        "not_run": {"dgl": "runs on the CPU only: why"},
+    }
     text = report.markdown(record)
     assert text.startswith("# gnnc benchmark (quick, Fake GPU 80GB)")
     assert "Machine: GPU Fake GPU 80GB (80 GiB, CUDA 12.8, triton 3.9.0), `compiled` on gnnc's triton backend" in text
@@ -177,10 +206,21 @@ def test_a_pyg_layer_is_moved_to_the_case_device():
 @pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
 def test_a_cuda_run_times_every_system_on_the_gpu(tmp_path):
     pytest.importorskip("torch_geometric")
-    settings = runner.Settings(models=["gat", "rgcn"], datasets=["pubmed", "aifb"],
-                               systems=["eager", "compiled", "pyg"], device="cuda", quick=True, warmup=1, runs=2,
-                               min_runs=2, budget_s=1.0, timeout_s=300.0, data_root=str(tmp_path), scale=0.01,
-                               command="test")
+    settings = runner.Settings(
+        models=["gat", "rgcn"],
+        datasets=["pubmed", "aifb"],
+        systems=["eager", "compiled", "pyg"],
+        device="cuda",
+        quick=True,
+        warmup=1,
+        runs=2,
+        min_runs=2,
+        budget_s=1.0,
+        timeout_s=300.0,
+        data_root=str(tmp_path),
+        scale=0.01,
+        command="test",
+    )
     runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None)
     record = json.loads((tmp_path / "results.json").read_text())["runs"][-1]
     assert record["machine"]["gpu"] == torch.cuda.get_device_name()

@@ -1,4 +1,5 @@
 """Benchmark harness (bench/harness): the equivalence gate, runner rows and failures, the floor, `gnnc bench`."""
+
 import argparse
 import json
 import re
@@ -37,8 +38,9 @@ def _case(model: str) -> Case:
 def test_every_pyg_pairing_computes_our_function(system, model):
     pytest.importorskip("torch_geometric")
     case = _case(model)
-    verdict = equivalence.check(SYSTEMS["eager"].prepare(case), SYSTEMS[system].prepare(case), case.data.x,
-                                gradients=True)
+    verdict = equivalence.check(
+        SYSTEMS["eager"].prepare(case), SYSTEMS[system].prepare(case), case.data.x, gradients=True
+    )
     assert verdict["status"] == "ok", verdict
 
 
@@ -74,10 +76,24 @@ def test_a_differs_pairing_is_marked_and_not_checked(monkeypatch, tmp_path):
 
 def test_runner_appends_json_rows_checked_after_timing_and_writes_profiles(tmp_path):
     pytest.importorskip("torch_geometric")
-    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], modes=["training"],
-                               quick=True, warmup=1, runs=2, min_runs=2, budget_s=1.0, timeout_s=60.0,
-                               data_root=str(tmp_path), scale=0.005, threads=1, command="test",
-                               profile_dir=str(tmp_path / "profiles"), profile_calls=2)
+    settings = runner.Settings(
+        models=["gcn"],
+        datasets=["pubmed"],
+        systems=["eager", "pyg"],
+        modes=["training"],
+        quick=True,
+        warmup=1,
+        runs=2,
+        min_runs=2,
+        budget_s=1.0,
+        timeout_s=60.0,
+        data_root=str(tmp_path),
+        scale=0.005,
+        threads=1,
+        command="test",
+        profile_dir=str(tmp_path / "profiles"),
+        profile_calls=2,
+    )
     runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None)
     record = json.loads((tmp_path / "results.json").read_text())["runs"][-1]
     assert {"cpu", "cores", "torch", "gnnc", "numba", "git_commit"} <= set(record["machine"])
@@ -88,8 +104,7 @@ def test_runner_appends_json_rows_checked_after_timing_and_writes_profiles(tmp_p
         assert len(row["times_ms"]) == 2 and row["time_ms"] == pytest.approx(sum(row["times_ms"]) / 2)
         assert row["peak_mib"] >= 0 and row["nodes"] == 99 and row["edges"] == 443
         assert row["steady_peak_mib"] >= 0 and "retained_mib" in row
-    assert (eager["model"], eager["dataset"], eager["mode"], eager["system"]) == ("gcn", "pubmed", "training",
-                                                                                  "eager")
+    assert (eager["model"], eager["dataset"], eager["mode"], eager["system"]) == ("gcn", "pubmed", "training", "eager")
     assert "check" not in eager  # the oracle itself
     # Checked in its timing subprocess after two SGD steps: passes only on the restored parameters.
     assert pyg["check"]["status"] == "ok" and pyg["check"]["checked_at"] == "run size", pyg["check"]
@@ -109,6 +124,7 @@ def _fake_subprocesses(monkeypatch, answers: dict) -> list:
     def fake(task, cfg, timeout_s, mem_cap_bytes=None):
         calls.append((task.__name__, cfg))
         return answers[task.__name__](cfg)
+
     monkeypatch.setattr(runner, "run_in_subprocess", fake)
     return calls
 
@@ -116,12 +132,22 @@ def _fake_subprocesses(monkeypatch, answers: dict) -> list:
 def test_a_failed_check_after_timing_drops_the_times(monkeypatch, tmp_path):
     settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], quick=True)
     mismatch = {"status": "MISMATCH", "output_err": 3.0, "detail": "outputs differ"}
-    _fake_subprocesses(monkeypatch, {
-        "build_dataset": lambda cfg: {"status": "ok"},
-        "time_config": lambda cfg: {"status": "ok", "time_ms": 1.0, "times_ms": [1.0], "peak_mib": 2.0,
-                                    "check": dict(mismatch)}})
-    row = runner._timed(settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", "inference", "pyg",
-                        oracle_file="oracle.pt")
+    _fake_subprocesses(
+        monkeypatch,
+        {
+            "build_dataset": lambda cfg: {"status": "ok"},
+            "time_config": lambda cfg: {
+                "status": "ok",
+                "time_ms": 1.0,
+                "times_ms": [1.0],
+                "peak_mib": 2.0,
+                "check": dict(mismatch),
+            },
+        },
+    )
+    row = runner._timed(
+        settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", "inference", "pyg", oracle_file="oracle.pt"
+    )
     assert row["status"] == "MISMATCH" and row["check"] == {**mismatch, "checked_at": "run size"}
     assert not set(runner.UNTIMED_FIELDS) & set(row)
 
@@ -156,17 +182,25 @@ def test_a_saved_dataset_loads_back_equal(tmp_path):
 
 def _quick_full_gate(monkeypatch, tmp_path, oracle_status: dict, check: dict):
     settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "pyg"], quick=False)
-    calls = _fake_subprocesses(monkeypatch, {
-        "build_dataset": lambda cfg: {"status": "ok"},
-        "oracle_config": lambda cfg: {"status": oracle_status[cfg["size_quick"]], "error": "x"},
-        "check_config": lambda cfg: check})
+    calls = _fake_subprocesses(
+        monkeypatch,
+        {
+            "build_dataset": lambda cfg: {"status": "ok"},
+            "oracle_config": lambda cfg: {"status": oracle_status[cfg["size_quick"]], "error": "x"},
+            "check_config": lambda cfg: check,
+        },
+    )
     return runner.gate(settings, runner.Scratch(settings, tmp_path), "gcn", "pubmed", ["eager", "pyg"]), calls
 
 
 def test_when_the_oracle_cannot_run_at_full_size_systems_are_checked_at_quick_size(monkeypatch, tmp_path):
     ok = {"status": "ok", "output_err": 0.1, "detail": ""}
-    g, calls = _quick_full_gate(monkeypatch, tmp_path, {False: "TIMEOUT", True: "ok"},
-                                {"status": "ok", "verdicts": {"inference": ok, "training": ok}})
+    g, calls = _quick_full_gate(
+        monkeypatch,
+        tmp_path,
+        {False: "TIMEOUT", True: "ok"},
+        {"status": "ok", "verdicts": {"inference": ok, "training": ok}},
+    )
     assert g.oracle_file is None  # nothing left to check after timing
     assert g.verdicts["training"]["pyg"] == {**ok, "checked_at": "quick size"}
     (check_cfg,) = [cfg for task, cfg in calls if task == "check_config"]
@@ -181,21 +215,34 @@ def test_without_any_oracle_the_systems_are_unchecked(monkeypatch, tmp_path):
 
 def test_the_check_after_timing_catches_a_wrong_system_and_passes_a_right_one(monkeypatch, tmp_path):
     """In-process: oracle saved, then each system timed (training: SGD steps) and checked."""
+
     def scaled(factor):
         def prepare(case):
             p = SYSTEMS["eager"].prepare(case)
             return Prepared(p.module, lambda x: p.call(x) * factor, p.view)
+
         return System("scaled", "", prepare)
-    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager"], quick=True, warmup=1,
-                               runs=3, min_runs=3, data_root=str(tmp_path), scale=0.005, threads=1)
+
+    settings = runner.Settings(
+        models=["gcn"],
+        datasets=["pubmed"],
+        systems=["eager"],
+        quick=True,
+        warmup=1,
+        runs=3,
+        min_runs=3,
+        data_root=str(tmp_path),
+        scale=0.005,
+        threads=1,
+    )
     oracle = str(tmp_path / "oracle.pt")
-    worker.oracle_config(runner.task_config(settings, "gcn", "pubmed", True, modes=list(worker.MODES),
-                                            oracle_file=oracle))
+    worker.oracle_config(
+        runner.task_config(settings, "gcn", "pubmed", True, modes=list(worker.MODES), oracle_file=oracle)
+    )
     for factor, status in ((1.0, "ok"), (1.001, "MISMATCH")):
         monkeypatch.setitem(SYSTEMS, "scaled", scaled(factor))
         for mode in worker.MODES:
-            cfg = runner.task_config(settings, "gcn", "pubmed", True, system="scaled", mode=mode,
-                                     oracle_file=oracle)
+            cfg = runner.task_config(settings, "gcn", "pubmed", True, system="scaled", mode=mode, oracle_file=oracle)
             result = worker.time_config(cfg)
             assert result["status"] == "ok" and result["check"]["status"] == status, (factor, mode, result)
 
@@ -225,10 +272,10 @@ def test_floor_of_a_gcn_layer_by_hand():
 def test_floor_shape_counts_distinct_source_and_destination_relation_pairs():
     import gnnc
 
-    g = gnnc.heterograph({("a", "r", "a"): ([0, 0, 0], [0, 1, 2]), ("a", "s", "a"): ([1, 1], [0, 0])},
-                         num_nodes={"a": 3})
-    assert floor.shape_of(g, in_dim=4, params=7) == floor.Shape(3, 5, 2, src_pairs=2, dst_pairs=4, in_dim=4,
-                                                                params=7)
+    g = gnnc.heterograph(
+        {("a", "r", "a"): ([0, 0, 0], [0, 1, 2]), ("a", "s", "a"): ([1, 1], [0, 0])}, num_nodes={"a": 3}
+    )
+    assert floor.shape_of(g, in_dim=4, params=7) == floor.Shape(3, 5, 2, src_pairs=2, dst_pairs=4, in_dim=4, params=7)
 
 
 def test_gnnc_bench_parses_its_options_and_explains_a_missing_bench_folder(monkeypatch, tmp_path):
@@ -299,6 +346,7 @@ def test_a_gradient_only_mismatch_is_rechecked_at_other_jitter_points():
     def wrong_on_the_first_call():  # as a near-tie at the first jitter point would be
         calls.append(1)
         return 1.5 if len(calls) == 1 else 1.0
+
     near_tie_once = _doubling(wrong_on_the_first_call)
     first = equivalence.check(_doubling(), near_tie_once, x, seed=0, gradients=True)
     assert equivalence.only_gradients_differ(first)
@@ -319,10 +367,25 @@ def test_a_gradient_only_mismatch_is_rechecked_at_other_jitter_points():
 def test_the_table_says_when_gradients_agreed_only_at_another_jitter_point():
     from harness import report
 
-    check = {"status": "ok", "output_err": 0.1, "grad_err": 0.2, "jitter_seed": 1000, "checked_at": "run size",
-             "detail": "agreed at jitter seed 1000; at seed 0 input gradients 225x tol"}
-    row = {"model": "edgeconv", "dataset": "pubmed", "mode": "training", "system": "compiled", "status": "ok",
-           "time_ms": 1.0, "peak_mib": 1.0, "steady_peak_mib": 0.5, "check": check}
+    check = {
+        "status": "ok",
+        "output_err": 0.1,
+        "grad_err": 0.2,
+        "jitter_seed": 1000,
+        "checked_at": "run size",
+        "detail": "agreed at jitter seed 1000; at seed 0 input gradients 225x tol",
+    }
+    row = {
+        "model": "edgeconv",
+        "dataset": "pubmed",
+        "mode": "training",
+        "system": "compiled",
+        "status": "ok",
+        "time_ms": 1.0,
+        "peak_mib": 1.0,
+        "steady_peak_mib": 0.5,
+        "check": check,
+    }
     header, _, line = report.mode_table([row], "training")
     assert "| peak (MiB) | steady peak (MiB) |" in header and "| 1 | 0.5 |" in line
     assert line.endswith("| ok, err 0.2 of tol (agreed at jitter seed 1000; at seed 0 input gradients 225x tol) |")
@@ -334,14 +397,27 @@ def test_the_summary_sets_gnnc_against_the_fastest_and_leanest_matching_peer():
     ok = {"status": "ok"}
 
     def row(system, dataset, ms, mib, check=ok):
-        return {"model": "gcn", "dataset": dataset, "mode": "inference", "system": system, "status": "ok",
-                "time_ms": ms, "peak_mib": mib, "check": check}
+        return {
+            "model": "gcn",
+            "dataset": dataset,
+            "mode": "inference",
+            "system": system,
+            "status": "ok",
+            "time_ms": ms,
+            "peak_mib": mib,
+            "check": check,
+        }
 
-    rows = [row("compiled", "cora", 2.0, 10.0), row("pyg", "cora", 4.0, 20.0), row("dgl", "cora", 8.0, 5.0),
-            row("compiled", "pubmed", 6.0, 30.0), row("pyg-compile", "pubmed", 3.0, 60.0),
-            row("dgl", "pubmed", 1.0, 1.0, {"status": "DIFFERS", "detail": "other function"}),
-            row("eager", "pubmed", 0.5, 1.0),  # not a peer
-            row("compiled", "arxiv", 1.0, 1.0)]  # no peer ran: not counted
+    rows = [
+        row("compiled", "cora", 2.0, 10.0),
+        row("pyg", "cora", 4.0, 20.0),
+        row("dgl", "cora", 8.0, 5.0),
+        row("compiled", "pubmed", 6.0, 30.0),
+        row("pyg-compile", "pubmed", 3.0, 60.0),
+        row("dgl", "pubmed", 1.0, 1.0, {"status": "DIFFERS", "detail": "other function"}),
+        row("eager", "pubmed", 0.5, 1.0),  # not a peer
+        row("compiled", "arxiv", 1.0, 1.0),
+    ]  # no peer ran: not counted
     header, _, line = report.summary_table(rows, ["inference"])
     # cora: 2/4 and 10/5; pubmed: 6/3 and 30/60 (the differing DGL row and eager are no peers)
     assert line == "| GCN | inference | 2 | 1.25x | 1.25x | pubmed (pyg-compile, 2.00x) |"
@@ -354,8 +430,13 @@ def test_git_commit_follows_a_worktree_to_its_shared_refs(tmp_path):
         pytest.skip("needs the git command to build a worktree")
 
     def git(*args, cwd=tmp_path / "repo"):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     (tmp_path / "repo").mkdir()
     git("init", "-q")
@@ -374,8 +455,13 @@ def _file_mapping_kib() -> tuple[int, int]:
         for line in f:
             head = line.split()
             if "-" in head[0] and not head[0].endswith(":"):  # a mapping's header line
-                counted = len(head) >= 6 and head[1].startswith("r") and head[4] != "0" \
-                    and head[5].startswith("/") and not head[5].startswith("/dev/")
+                counted = (
+                    len(head) >= 6
+                    and head[1].startswith("r")
+                    and head[4] != "0"
+                    and head[5].startswith("/")
+                    and not head[5].startswith("/dev/")
+                )
             elif counted and head[0] == "Size:":
                 size += int(head[1])
             elif counted and head[0] == "Rss:":
@@ -398,7 +484,8 @@ def test_map_file_pages_makes_library_code_resident_in_a_forked_child():
         "    _, after = _file_mapping_kib()\n"
         "    print(size, before, after, mapped)\n"
         "    os._exit(0)\n"
-        "os.waitpid(pid, 0)\n")
+        "os.waitpid(pid, 0)\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     size, before, after, mapped = out.split()
     if mapped != "True":
@@ -439,28 +526,48 @@ class _Stopped(Exception):
 def _faked_run(monkeypatch, tmp_path, settings, stop_after=None, resume=False):
     """``runner.run`` of ``settings`` with every subprocess faked (each timed row takes 1 ms); returns the task
     names run and the saved run records."""
-    monkeypatch.setattr(runner.machine, "measure_rates", lambda device: {"copy_bytes_per_s": 1e10,
-                                                                         "matmul_flops_per_s": 1e11})
-    calls = _fake_subprocesses(monkeypatch, {
-        "build_dataset": lambda cfg: {"status": "ok"},
-        "oracle_config": lambda cfg: {"status": "ok"},
-        "time_config": lambda cfg: {"status": "ok", "time_ms": 1.0, "times_ms": [1.0], "peak_mib": 2.0,
-                                    **({"check": {"status": "ok", "output_err": 0.0}} if cfg.get("oracle_file") else {})}})
+    monkeypatch.setattr(
+        runner.machine, "measure_rates", lambda device: {"copy_bytes_per_s": 1e10, "matmul_flops_per_s": 1e11}
+    )
+    calls = _fake_subprocesses(
+        monkeypatch,
+        {
+            "build_dataset": lambda cfg: {"status": "ok"},
+            "oracle_config": lambda cfg: {"status": "ok"},
+            "time_config": lambda cfg: {
+                "status": "ok",
+                "time_ms": 1.0,
+                "times_ms": [1.0],
+                "peak_mib": 2.0,
+                **({"check": {"status": "ok", "output_err": 0.0}} if cfg.get("oracle_file") else {}),
+            },
+        },
+    )
 
     def on_row(record):
         if stop_after is not None and len(record["rows"]) == stop_after:
             raise _Stopped
+
     try:
-        runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None, on_row=on_row,
-                   resume=resume)
+        runner.run(
+            settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None, on_row=on_row, resume=resume
+        )
     except _Stopped:
         pass
     return calls, json.loads((tmp_path / "results.json").read_text())["runs"]
 
 
 def _resumable_settings(**changes) -> runner.Settings:
-    return runner.Settings(**{"models": ["gcn", "gat"], "datasets": ["pubmed"], "systems": ["eager", "pyg"],
-                              "quick": True, "command": "first", **changes})
+    return runner.Settings(
+        **{
+            "models": ["gcn", "gat"],
+            "datasets": ["pubmed"],
+            "systems": ["eager", "pyg"],
+            "quick": True,
+            "command": "first",
+            **changes,
+        }
+    )
 
 
 def test_a_resumed_run_keeps_its_rows_and_runs_only_the_configurations_left(monkeypatch, tmp_path):
@@ -479,11 +586,14 @@ def test_a_resumed_run_keeps_its_rows_and_runs_only_the_configurations_left(monk
     assert "; resumed " in report.markdown(runs[0])
 
 
-@pytest.mark.parametrize("change, why", [
-    ({"runs": 3}, "runs was 10, now 3"),
-    ({"systems": ["eager"]}, "systems was ['eager', 'pyg'], now ['eager']"),
-    ("source", "gnnc's source differs"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"runs": 3}, "runs was 10, now 3"),
+        ({"systems": ["eager"]}, "systems was ['eager', 'pyg'], now ['eager']"),
+        ("source", "gnnc's source differs"),
+    ],
+)
 def test_a_run_is_not_resumed_under_other_settings_or_another_gnnc(monkeypatch, tmp_path, change, why):
     _faked_run(monkeypatch, tmp_path, _resumable_settings(), stop_after=2)
     if change == "source":

@@ -6,6 +6,7 @@ it: the peer interpreter is faked by this one (the ``dgl`` module replaced
 by a stub where a layer is built), so the export, the launch, the verdict
 and the gate on the DGL path are covered everywhere.
 """
+
 import json
 import subprocess
 import sys
@@ -33,17 +34,30 @@ def _oracle(case: Case, path: Path, modes=("inference", "training")) -> None:
     equivalence.save_oracle({m: equivalence.evaluate(eager, x, 0, m == "training") for m in modes}, path)
 
 
-def _gate_on_peer(system: str, model: str, tmp_path: Path, monkeypatch, mode: str | None = None,
-                  modes=("inference", "training")) -> tuple[dict, dict]:
+def _gate_on_peer(
+    system: str, model: str, tmp_path: Path, monkeypatch, mode: str | None = None, modes=("inference", "training")
+) -> tuple[dict, dict]:
     """Export a tiny case, run ``system`` in the peer interpreter (timed in ``mode`` when given), judge its
     outputs with ``worker.peer_verdict``; (peer result, verdicts)."""
     case = _case(model)
     monkeypatch.setattr(worker, "_case", lambda cfg: case)  # the gate's retries rebuild this case
     _oracle(case, tmp_path / "oracle.pt", modes)
     peer.export_case(case, tmp_path / "case.npz", 0, HIDDEN)
-    cfg = {"system": system, "model": model, "dataset": "tiny", "seed": 0, "threads": 1, "warmup": 1, "runs": 2,
-           "min_runs": 2, "budget_s": 0.1, "peer_file": str(tmp_path / "case.npz"), "mode": mode,
-           "outputs_file": str(tmp_path / "outputs.npz"), "check_modes": list(modes)}
+    cfg = {
+        "system": system,
+        "model": model,
+        "dataset": "tiny",
+        "seed": 0,
+        "threads": 1,
+        "warmup": 1,
+        "runs": 2,
+        "min_runs": 2,
+        "budget_s": 0.1,
+        "peer_file": str(tmp_path / "case.npz"),
+        "mode": mode,
+        "outputs_file": str(tmp_path / "outputs.npz"),
+        "check_modes": list(modes),
+    }
     res = peer.run_config(cfg, 300, None, tmp_path)
     if res["status"] != "ok":
         return res, {}
@@ -88,20 +102,23 @@ def test_the_udf_layer_rebuilt_from_parameters_is_the_eager_layer(model):
 
 def test_the_peer_loads_gnnc_layer_files_without_gnnc(tmp_path):
     """Where gnnc is not importable (the peer's torch), the layer files load on their own."""
-    script = ("import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
-              "from harness import dgl_models\n"
-              "gm = dgl_models.gnnc_models()\n"
-              "assert gm.__name__ == '_gnnc_peer.models', gm\n"
-              "print(gm.HGTConv(8, 8, 2, 3, num_heads=2).relation_att.shape)" % str(BENCH))
+    script = (
+        "import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
+        "from harness import dgl_models\n"
+        "gm = dgl_models.gnnc_models()\n"
+        "assert gm.__name__ == '_gnnc_peer.models', gm\n"
+        "print(gm.HGTConv(8, 8, 2, 3, num_heads=2).relation_att.shape)" % str(BENCH)
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "torch.Size([3, 2, 4, 4])"
 
 
 def test_the_peer_side_of_the_harness_imports_no_gnnc():
-    script = ("import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
-              "import harness.peer_worker, harness.timing, harness.equivalence, harness.dgl_models\n"
-              "assert not any(m == 'gnnc' or m.startswith('gnnc.') for m in sys.modules if sys.modules[m])"
-              % str(BENCH))
+    script = (
+        "import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
+        "import harness.peer_worker, harness.timing, harness.equivalence, harness.dgl_models\n"
+        "assert not any(m == 'gnnc' or m.startswith('gnnc.') for m in sys.modules if sys.modules[m])" % str(BENCH)
+    )
     subprocess.run([sys.executable, "-c", script], check=True)
 
 
@@ -113,7 +130,7 @@ def _fake_peer_env(monkeypatch, tmp_path: Path, stub_dgl: str) -> None:
     (site / "dgl").mkdir(parents=True)
     (site / "dgl" / "__init__.py").write_text(stub_dgl)
     launcher = env / "bin" / "python"
-    launcher.write_text(f"#!/bin/sh\nPYTHONPATH={site}:$PYTHONPATH exec {sys.executable} \"$@\"\n")
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH={site}:$PYTHONPATH exec {sys.executable} "$@"\n')
     launcher.chmod(0o755)
     (env / peer.STAMP).write_text(json.dumps({"dgl": "stub", "torch": torch.__version__}))
     monkeypatch.setenv("GNNC_PEER_ENV", str(env))
@@ -121,11 +138,13 @@ def _fake_peer_env(monkeypatch, tmp_path: Path, stub_dgl: str) -> None:
 
 def _stub_builders(body: str) -> str:
     """A ``dgl`` stub whose import patches ``dgl_models.BUILDERS`` (the fake peer cannot build real layers)."""
-    return ("__version__ = 'stub'\n"
-            "import torch\n"
-            "from harness import dgl_models\n"
-            "from harness.case import Prepared\n"
-            "import gnnc.models as gm\n" + body)
+    return (
+        "__version__ = 'stub'\n"
+        "import torch\n"
+        "from harness import dgl_models\n"
+        "from harness.case import Prepared\n"
+        "import gnnc.models as gm\n" + body
+    )
 
 
 GNNC_GRAPH = (
@@ -139,7 +158,8 @@ GNNC_GRAPH = (
     "    for r, (s, d) in enumerate(zip(b.rel_src_type.tolist(), b.rel_dst_type.tolist())):\n"
     "        m = b.etype == r\n"
     "        data[(f'n{s:03d}', f'r{r:04d}', f'n{d:03d}')] = (b.src[m] - starts[s], b.dst[m] - starts[d])\n"
-    "    return gnnc.heterograph(data, num_nodes={f'n{t:03d}': int(c) for t, c in enumerate(counts)})\n")
+    "    return gnnc.heterograph(data, num_nodes={f'n{t:03d}': int(c) for t, c in enumerate(counts)})\n"
+)
 
 
 def _eager_builder(call: str) -> str:
@@ -149,7 +169,8 @@ def _eager_builder(call: str) -> str:
         "    layer = dgl_models.udf_layer(b.model, b.params, gm)\n"
         "    g = _graph(b)\n"
         f"    return Prepared(layer, lambda x: {call}, lambda out: out.flatten(1)[b.view_rows])\n"
-        "dgl_models.BUILDERS.update({'dgl': _build, 'dgl-udf': _build})\n")
+        "dgl_models.BUILDERS.update({'dgl': _build, 'dgl-udf': _build})\n"
+    )
 
 
 EAGER_AS_PEER = _eager_builder("layer(g, x, *b.inputs)")
@@ -176,9 +197,13 @@ def test_a_faked_peer_computing_another_function_is_a_mismatch(monkeypatch, tmp_
 
 
 def test_a_peer_that_fails_reports_the_error(monkeypatch, tmp_path):
-    _fake_peer_env(monkeypatch, tmp_path, _stub_builders(
-        "def _build(b):\n    raise ValueError('no such layer here')\n"
-        "dgl_models.BUILDERS['dgl'] = _build\n"))
+    _fake_peer_env(
+        monkeypatch,
+        tmp_path,
+        _stub_builders(
+            "def _build(b):\n    raise ValueError('no such layer here')\ndgl_models.BUILDERS['dgl'] = _build\n"
+        ),
+    )
     res, _ = _gate_on_peer("dgl", "gcn", tmp_path, monkeypatch)
     assert res["status"] == "ERROR" and "no such layer here" in res["error"]
 
@@ -187,17 +212,37 @@ def test_a_peer_past_the_timeout_is_killed(monkeypatch, tmp_path):
     _fake_peer_env(monkeypatch, tmp_path, "import time\ntime.sleep(60)\n")
     case = _case("gcn")
     peer.export_case(case, tmp_path / "case.npz", 0, HIDDEN)
-    cfg = {"system": "dgl", "model": "gcn", "dataset": "tiny", "mode": None, "peer_file": str(tmp_path / "case.npz"),
-           "outputs_file": None, "check_modes": []}
+    cfg = {
+        "system": "dgl",
+        "model": "gcn",
+        "dataset": "tiny",
+        "mode": None,
+        "peer_file": str(tmp_path / "case.npz"),
+        "outputs_file": None,
+        "check_modes": [],
+    }
     assert peer.run_config(cfg, 3, None, tmp_path)["status"] == "TIMEOUT"
 
 
 def test_the_runner_gates_a_peer_system_after_timing_and_drops_a_mismatch(monkeypatch, tmp_path):
     """The whole path through ``runner.run``: export, peer timing, verdict in a harness subprocess."""
     _fake_peer_env(monkeypatch, tmp_path, WRONG_PEER)
-    settings = runner.Settings(models=["gcn"], datasets=["pubmed"], systems=["eager", "dgl"], modes=["inference"],
-                               quick=True, warmup=1, runs=2, min_runs=2, budget_s=0.5, timeout_s=120.0,
-                               data_root=str(tmp_path), scale=0.005, threads=1, command="test")
+    settings = runner.Settings(
+        models=["gcn"],
+        datasets=["pubmed"],
+        systems=["eager", "dgl"],
+        modes=["inference"],
+        quick=True,
+        warmup=1,
+        runs=2,
+        min_runs=2,
+        budget_s=0.5,
+        timeout_s=120.0,
+        data_root=str(tmp_path),
+        scale=0.005,
+        threads=1,
+        command="test",
+    )
     runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None)
     record = json.loads((tmp_path / "results.json").read_text())["runs"][-1]
     eager, dgl = record["rows"]
@@ -210,9 +255,22 @@ def test_the_runner_gates_a_peer_system_after_timing_and_drops_a_mismatch(monkey
 
 def test_the_runner_times_a_faked_peer_that_passes(monkeypatch, tmp_path):
     _fake_peer_env(monkeypatch, tmp_path, EAGER_AS_PEER)
-    settings = runner.Settings(models=["rgcn"], datasets=["aifb"], systems=["eager", "dgl-udf"],
-                               modes=["training"], quick=True, warmup=1, runs=2, min_runs=2, budget_s=0.5,
-                               timeout_s=120.0, data_root=str(tmp_path), scale=0.02, threads=1, command="test")
+    settings = runner.Settings(
+        models=["rgcn"],
+        datasets=["aifb"],
+        systems=["eager", "dgl-udf"],
+        modes=["training"],
+        quick=True,
+        warmup=1,
+        runs=2,
+        min_runs=2,
+        budget_s=0.5,
+        timeout_s=120.0,
+        data_root=str(tmp_path),
+        scale=0.02,
+        threads=1,
+        command="test",
+    )
     runner.run(settings, runner.ResultsFile(tmp_path / "results.json"), log=lambda line: None)
     _, row = json.loads((tmp_path / "results.json").read_text())["runs"][-1]["rows"]
     assert row["status"] == "ok" and row["check"]["status"] == "ok", row
@@ -233,8 +291,19 @@ def test_gnnc_bench_without_the_peer_environment_names_the_command(monkeypatch, 
 
     monkeypatch.setenv("GNNC_PEER_ENV", str(tmp_path / "nothing-here"))
     with pytest.raises(SystemExit) as stop:
-        cli.main(["--quick", "--models", "gcn", "--datasets", "pubmed", "--systems", "dgl-udf",
-                  "--out", str(tmp_path / "out")])
+        cli.main(
+            [
+                "--quick",
+                "--models",
+                "gcn",
+                "--datasets",
+                "pubmed",
+                "--systems",
+                "dgl-udf",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
     assert "python bench/peer_env.py" in str(stop.value)
 
 
@@ -257,8 +326,9 @@ def test_pyg_under_torch_compile_computes_our_function(monkeypatch, tmp_path):
         pytest.skip(SYSTEMS["pyg-compile"].available())
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     case = _case("gcn")
-    verdict = equivalence.check(SYSTEMS["eager"].prepare(case), SYSTEMS["pyg-compile"].prepare(case), case.data.x,
-                                gradients=True)
+    verdict = equivalence.check(
+        SYSTEMS["eager"].prepare(case), SYSTEMS["pyg-compile"].prepare(case), case.data.x, gradients=True
+    )
     assert verdict["status"] == "ok", verdict
 
 

@@ -4,6 +4,7 @@ and relation slices (gnnc.graph.blocks, gnnc.graph.block).
 Every number was checked against DGL 2.1 running the same code (``import dgl``): ``create_block``,
 ``to_block(include_dst_in_src=False)``, ``block_to_graph``, degrees over DGL's side, ``"SRC/t"`` names.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -21,10 +22,15 @@ NID, EID = "_ID", "_ID"
 
 
 def _hetero():
-    g = gnnc.heterograph({("A", "AA", "A"): ([0, 2, 1, 3], [1, 3, 2, 4]), ("A", "AB", "B"): ([0, 1, 3, 1], [1, 3, 5, 6]),
-                          ("B", "BA", "A"): ([2, 3], [3, 2])})
-    g.nodes["A"].data["x"] = torch.arange(5.).unsqueeze(1)
-    g.nodes["B"].data["x"] = torch.arange(7.).unsqueeze(1) * 10
+    g = gnnc.heterograph(
+        {
+            ("A", "AA", "A"): ([0, 2, 1, 3], [1, 3, 2, 4]),
+            ("A", "AB", "B"): ([0, 1, 3, 1], [1, 3, 5, 6]),
+            ("B", "BA", "A"): ([2, 3], [3, 2]),
+        }
+    )
+    g.nodes["A"].data["x"] = torch.arange(5.0).unsqueeze(1)
+    g.nodes["B"].data["x"] = torch.arange(7.0).unsqueeze(1) * 10
     return g
 
 
@@ -75,8 +81,11 @@ def test_heterogeneous_create_block_and_its_relation_slices():
 
 
 def test_block_to_graph_holds_the_blocks_tensors():
-    b = create_block({("A", "AB", "B"): ([], []), ("B", "BA", "A"): ([], [])},
-                     num_src_nodes={"A": 5, "B": 5}, num_dst_nodes={"A": 6, "B": 4})
+    b = create_block(
+        {("A", "AB", "B"): ([], []), ("B", "BA", "A"): ([], [])},
+        num_src_nodes={"A": 5, "B": 5},
+        num_dst_nodes={"A": 6, "B": 4},
+    )
     sax, dbx, ex = torch.randn(5, 3), torch.randn(4, 6), torch.randn(0, 2)
     b.srcnodes["A"].data["x"], b.dstnodes["B"].data["x"], b.edges["AB"].data["x"] = sax, dbx, ex
     hg = block_to_graph(b)
@@ -97,8 +106,12 @@ def test_uni_bipartite_side_names_and_degrees():
     assert g.in_degrees().tolist() == [0, 1, 1, 0, 0, 1] and g.out_degrees().tolist() == [2, 1]
     with pytest.raises(KeyError):
         g.num_nodes("DST/A")
-    plays = gnnc.heterograph({("user", "follows", "user"): ([0, 0, 2, 1], [1, 2, 1, 3]),
-                              ("user", "plays", "game"): ([0, 0, 0, 1, 2], [0, 2, 3, 0, 2])})["plays"]
+    plays = gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 0, 2, 1], [1, 2, 1, 3]),
+            ("user", "plays", "game"): ([0, 0, 0, 1, 2], [0, 2, 3, 0, 2]),
+        }
+    )["plays"]
     assert not plays.is_block and plays.number_of_dst_nodes() == 4 and plays.num_src_nodes("user") == 4
     assert plays.in_degrees().tolist() == [2, 0, 2, 1] and plays.out_degrees().tolist() == [3, 1, 1, 0]
 
@@ -112,8 +125,8 @@ def _layer(b):
 
 def _created():
     b = create_block(([0, 1, 2, 3, 1], [0, 1, 1, 2, 0]), 4, 3)
-    b.srcdata["x"] = torch.tensor([[1.], [2.], [4.], [8.]])
-    b.dstdata["z"] = torch.tensor([[100.], [200.], [300.]])
+    b.srcdata["x"] = torch.tensor([[1.0], [2.0], [4.0], [8.0]])
+    b.dstdata["z"] = torch.tensor([[100.0], [200.0], [300.0]])
     return b
 
 
@@ -129,7 +142,7 @@ def test_message_passing_on_a_created_block_matches_dgl_eager_and_compiled():
 
 def test_message_passing_on_a_to_block_without_destinations_in_sources():
     g = gnnc.graph(([1, 2, 0], [2, 3, 3]))
-    g.ndata["h"] = torch.tensor([[1.], [2.], [3.], [4.]])
+    g.ndata["h"] = torch.tensor([[1.0], [2.0], [3.0], [4.0]])
     bg = gnnc.to_block(g, torch.tensor([3, 2]), include_dst_in_src=False)
     assert bg.srcdata["h"].flatten().tolist() == [2.0, 3.0, 1.0] and bg.dstdata["h"].flatten().tolist() == [4.0, 3.0]
     bg.update_all(fn.copy_u("h", "m"), fn.sum("m", "y"))
@@ -139,8 +152,8 @@ def test_message_passing_on_a_to_block_without_destinations_in_sources():
 def _short():
     """A block with fewer source (3) than destination (4) nodes."""
     b = create_block(([0, 1, 2, 0], [1, 2, 3, 3]))
-    b.srcdata["x"] = torch.tensor([[1.], [2.], [4.]])
-    b.dstdata["z"] = torch.tensor([[10.], [20.], [30.], [40.]])
+    b.srcdata["x"] = torch.tensor([[1.0], [2.0], [4.0]])
+    b.dstdata["z"] = torch.tensor([[10.0], [20.0], [30.0], [40.0]])
     return b
 
 
@@ -152,11 +165,15 @@ def _short_layer(b):
 
 
 def _short_hetero_layer():
-    h = create_block({("A", "AB", "B"): ([0, 1], [2, 0]), ("B", "BA", "A"): ([0, 0, 1], [3, 1, 0])},
-                     num_src_nodes={"A": 2, "B": 2}, num_dst_nodes={"A": 4, "B": 3})
-    h.srcnodes["A"].data["x"], h.srcnodes["B"].data["x"] = torch.tensor([[1.], [2.]]), torch.tensor([[10.], [20.]])
-    h.multi_update_all({"AB": (fn.copy_u("x", "m"), fn.sum("m", "y")),
-                        "BA": (fn.copy_u("x", "m"), fn.sum("m", "y"))}, "sum")
+    h = create_block(
+        {("A", "AB", "B"): ([0, 1], [2, 0]), ("B", "BA", "A"): ([0, 0, 1], [3, 1, 0])},
+        num_src_nodes={"A": 2, "B": 2},
+        num_dst_nodes={"A": 4, "B": 3},
+    )
+    h.srcnodes["A"].data["x"], h.srcnodes["B"].data["x"] = torch.tensor([[1.0], [2.0]]), torch.tensor([[10.0], [20.0]])
+    h.multi_update_all(
+        {"AB": (fn.copy_u("x", "m"), fn.sum("m", "y")), "BA": (fn.copy_u("x", "m"), fn.sum("m", "y"))}, "sum"
+    )
     return [h.dstnodes["A"].data["y"].flatten().tolist(), h.dstnodes["B"].data["y"].flatten().tolist()]
 
 

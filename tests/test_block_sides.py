@@ -4,6 +4,7 @@ The numbers were checked against DGL 2.1 running the same code (``import dgl``):
 ``edges.src`` from the source side and ``edges.dst`` / ``nodes.data`` from the destination side, and writes
 its results to the destination side only; compiled calls match eager with a plan that ran.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -24,7 +25,7 @@ def _block():
     destination nodes, edges 2->0, 3->0, 0->1, 4->1 (block ids)."""
     g = gnnc.graph(([0, 1, 2, 3, 4], [1, 2, 0, 1, 0]))
     b = gnnc.to_block(gnnc.in_subgraph(g, torch.tensor([0, 1])), torch.tensor([0, 1]))
-    b.srcdata["h"] = torch.arange(5.).unsqueeze(1) + 1
+    b.srcdata["h"] = torch.arange(5.0).unsqueeze(1) + 1
     return b
 
 
@@ -81,11 +82,14 @@ def test_reduce_reads_the_destination_side_only():
         b.update_all(fn.copy_u("h", "m"), lambda nodes: {"o": nodes.mailbox["m"].sum(1) + nodes.data["h"]})
 
 
-@pytest.mark.parametrize("call, expected", [
-    (lambda b: b.pull(torch.tensor([1]), fn.copy_u("h", "m"), fn.sum("m", "p")), [0.0, 6.0]),
-    (lambda b: b.send_and_recv(torch.tensor([0, 1]), fn.copy_u("h", "m"), fn.sum("m", "p")), [7.0, 0.0]),
-    (lambda b: b.push(torch.tensor([2]), fn.copy_u("h", "m"), fn.sum("m", "p")), [3.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        (lambda b: b.pull(torch.tensor([1]), fn.copy_u("h", "m"), fn.sum("m", "p")), [0.0, 6.0]),
+        (lambda b: b.send_and_recv(torch.tensor([0, 1]), fn.copy_u("h", "m"), fn.sum("m", "p")), [7.0, 0.0]),
+        (lambda b: b.push(torch.tensor([2]), fn.copy_u("h", "m"), fn.sum("m", "p")), [3.0, 0.0]),
+    ],
+)
 def test_partial_calls_write_the_destination_side(call, expected):
     b = _block()
     call(b)
@@ -120,8 +124,9 @@ def test_ndata_is_one_node_set_over_both_sides():
 
 
 def _hetero_block():
-    h = gnnc.heterograph({("a", "r", "b"): ([0, 1, 2], [0, 0, 1]), ("b", "s", "a"): ([0, 1], [1, 2]),
-                          ("a", "t", "a"): ([0, 2], [1, 1])})
+    h = gnnc.heterograph(
+        {("a", "r", "b"): ([0, 1, 2], [0, 0, 1]), ("b", "s", "a"): ([0, 1], [1, 2]), ("a", "t", "a"): ([0, 2], [1, 1])}
+    )
     seeds = {"a": torch.tensor([1]), "b": torch.tensor([0])}
     hb = gnnc.to_block(gnnc.in_subgraph(h, seeds), seeds)
     hb.srcnodes["a"].data["x"] = torch.arange(hb.num_src_nodes("a") * 2.0).view(-1, 2) + 1
@@ -132,8 +137,11 @@ def _hetero_block():
     return hb
 
 
-_RELATIONS = {"r": (fn.copy_u("x", "m"), fn.sum("m", "y")), "s": (fn.copy_u("x", "m"), fn.sum("m", "y")),
-              "t": (fn.u_add_v("x", "z", "m"), fn.max("m", "y"))}
+_RELATIONS = {
+    "r": (fn.copy_u("x", "m"), fn.sum("m", "y")),
+    "s": (fn.copy_u("x", "m"), fn.sum("m", "y")),
+    "t": (fn.u_add_v("x", "z", "m"), fn.max("m", "y")),
+}
 
 
 def _hetero_layer(hb):
@@ -161,9 +169,11 @@ def _compiled(run, *args):
 
 
 def _one_type_layer(b):
-    b.update_all(lambda e: {"m": e.src["h"] * 2 + e.dst["y"]},
-                 lambda n: {"o": n.mailbox["m"].sum(1) + n.data["y"]},
-                 lambda n: {"u": n.data["o"] * 3 + n.data["y"]})
+    b.update_all(
+        lambda e: {"m": e.src["h"] * 2 + e.dst["y"]},
+        lambda n: {"o": n.mailbox["m"].sum(1) + n.data["y"]},
+        lambda n: {"u": n.data["o"] * 3 + n.data["y"]},
+    )
     b.update_all(fn.copy_u("h", "m"), fn.mean("m", "neigh"))
     b.update_all(fn.copy_u("h", "m"), fn.sum("m", "h"))
     b.apply_edges(lambda e: {"e": e.src["h"] * e.dst["neigh"]})
@@ -172,8 +182,13 @@ def _one_type_layer(b):
 
 def test_compiled_calls_on_a_block_match_eager():
     want = _one_type_layer(_two_sided(_block()))
-    assert [_flat(t) for t in want] == [[142.0, 236.0], [3.5, 3.0], [7.0, 6.0], [1.0, 2.0, 3.0, 4.0, 5.0],
-                                        [10.5, 14.0, 3.0, 15.0]]  # DGL 2.1
+    assert [_flat(t) for t in want] == [
+        [142.0, 236.0],
+        [3.5, 3.0],
+        [7.0, 6.0],
+        [1.0, 2.0, 3.0, 4.0, 5.0],
+        [10.5, 14.0, 3.0, 15.0],
+    ]  # DGL 2.1
     got = _compiled(_one_type_layer, _two_sided(_block()))
     for w, g in zip(want, got):
         torch.testing.assert_close(g, w)

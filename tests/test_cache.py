@@ -1,4 +1,5 @@
 """Heta's miss-penalty-aware feature cache: planning, accounting, consistency, ownership, training."""
+
 import math
 
 import pytest
@@ -9,8 +10,17 @@ from torch import nn
 import gnnc
 from gnnc.data.sampler import NeighborSampler
 from gnnc.distributed import add_reverse_relations
-from gnnc.distributed.cache import (FeatureCache, Hotness, add_sparse_grad, hottest_first, measure_transfer_cost,
-                                    miss_penalty, modulo_owners, presample_hotness, split_budget)
+from gnnc.distributed.cache import (
+    FeatureCache,
+    Hotness,
+    add_sparse_grad,
+    hottest_first,
+    measure_transfer_cost,
+    miss_penalty,
+    modulo_owners,
+    presample_hotness,
+    split_budget,
+)
 from gnnc.minibatch import rgcn
 from gnnc.nn import SparseAdam, TypedEmbedding
 
@@ -49,7 +59,7 @@ def test_budget_split_follows_heta_formula_and_fills_hottest_first():
         assert plan.share_bytes == pytest.approx(want_share, rel=1e-12)
         assert plan.rows == int(want_share // footprint[t])
         ids = cache.cached_ids(t)
-        assert torch.equal(ids, torch.argsort(counts[t], descending=True)[:plan.rows])
+        assert torch.equal(ids, torch.argsort(counts[t], descending=True)[: plan.rows])
     assert cache.cache_bytes() <= budget
     # count x penalty is the same for the three types here (4 x 1, 2 x 2, 1 x 4), so they share the
     # budget in thirds: 320 bytes = 20 rows of 16, 5 of 64, 10 of 32.
@@ -57,8 +67,9 @@ def test_budget_split_follows_heta_formula_and_fills_hottest_first():
 
 
 def test_split_budget_water_fills_capped_types():
-    assert split_budget(100, {"x": 1, "y": 1, "z": 2}, {"x": 10, "y": 1000, "z": 1000}) == \
-        pytest.approx({"x": 10, "y": 30, "z": 60})
+    assert split_budget(100, {"x": 1, "y": 1, "z": 2}, {"x": 10, "y": 1000, "z": 1000}) == pytest.approx(
+        {"x": 10, "y": 30, "z": 60}
+    )
     assert split_budget(100, {"x": 0, "y": 1}, {"x": 50, "y": 500}) == {"x": 0.0, "y": 100.0}
     assert split_budget(1000, {"x": 1, "y": 3}, {"x": 10, "y": 20}) == {"x": 10.0, "y": 20.0}
     assert split_budget(0, {"x": 1}, {"x": 10}) == {"x": 0.0}
@@ -79,11 +90,11 @@ def test_never_accessed_rows_are_cached_only_after_every_accessed_row():
     hot = Hotness(counts, 1)
     penalties = dict.fromkeys(NTYPES, 1e-9)
     accessed_bytes = 50 * 16 + 100 * 64 + 100 * 32
-    cache = FeatureCache.from_hotness(hot, features, learnable, accessed_bytes - 1, ntypes=NTYPES,
-                                      penalties=penalties)
+    cache = FeatureCache.from_hotness(hot, features, learnable, accessed_bytes - 1, ntypes=NTYPES, penalties=penalties)
     assert set(cache.cached_ids("a").tolist()) <= set(range(50))
-    cache = FeatureCache.from_hotness(hot, features, learnable, accessed_bytes + 10 * 16, ntypes=NTYPES,
-                                      penalties=penalties)
+    cache = FeatureCache.from_hotness(
+        hot, features, learnable, accessed_bytes + 10 * 16, ntypes=NTYPES, penalties=penalties
+    )
     assert cache.cached_ids("a").numel() == 60
     assert set(range(50)) <= set(cache.cached_ids("a").tolist())
 
@@ -95,11 +106,13 @@ def test_zero_budget_and_budget_beyond_everything():
     penalties = dict.fromkeys(NTYPES, 1e-9)
     ids = torch.tensor([5, 99, 0, 5, 42])
     for allocation in ("heta", "hotness", "random"):
-        empty = FeatureCache.from_hotness(hot, features, learnable, 0, ntypes=NTYPES, penalties=penalties,
-                                          allocation=allocation)
+        empty = FeatureCache.from_hotness(
+            hot, features, learnable, 0, ntypes=NTYPES, penalties=penalties, allocation=allocation
+        )
         assert empty.cache_bytes() == 0
-        full = FeatureCache.from_hotness(hot, features, learnable, 10 ** 9, ntypes=NTYPES, penalties=penalties,
-                                         allocation=allocation)
+        full = FeatureCache.from_hotness(
+            hot, features, learnable, 10**9, ntypes=NTYPES, penalties=penalties, allocation=allocation
+        )
         assert full.cache_bytes() == 100 * (16 + 64 + 32)
         for cache, hits in ((empty, 0), (full, 5)):
             for t in NTYPES:
@@ -115,24 +128,29 @@ def test_hotness_and_random_allocations_stay_within_budget():
     features, learnable, counts = hand_built()
     hot = Hotness(counts, 1)
     penalties = dict.fromkeys(NTYPES, 1e-9)
-    by_hotness = FeatureCache.from_hotness(hot, features, learnable, 2000, ntypes=NTYPES, penalties=penalties,
-                                           allocation="hotness")
+    by_hotness = FeatureCache.from_hotness(
+        hot, features, learnable, 2000, ntypes=NTYPES, penalties=penalties, allocation="hotness"
+    )
     assert by_hotness.cache_bytes() <= 2000
     # Globally hottest: no uncached row is hotter than any cached row.
-    coldest_cached = min(int(counts[t][by_hotness.cached_ids(t)].min()) for t in NTYPES
-                         if by_hotness.cached_ids(t).numel())
+    coldest_cached = min(
+        int(counts[t][by_hotness.cached_ids(t)].min()) for t in NTYPES if by_hotness.cached_ids(t).numel()
+    )
     for t in NTYPES:
         uncached = torch.ones(100, dtype=torch.bool)
         uncached[by_hotness.cached_ids(t)] = False
         assert int(counts[t][uncached].max()) <= coldest_cached
-    draws = [FeatureCache.from_hotness(hot, features, learnable, 2000, ntypes=NTYPES, penalties=penalties,
-                                       allocation="random", seed=s) for s in (0, 0, 1)]
+    draws = [
+        FeatureCache.from_hotness(
+            hot, features, learnable, 2000, ntypes=NTYPES, penalties=penalties, allocation="random", seed=s
+        )
+        for s in (0, 0, 1)
+    ]
     assert all(d.cache_bytes() <= 2000 for d in draws)
     assert all(torch.equal(draws[0].cached_ids(t), draws[1].cached_ids(t)) for t in NTYPES)
     assert any(not torch.equal(draws[0].cached_ids(t), draws[2].cached_ids(t)) for t in NTYPES)
     with pytest.raises(ValueError, match="allocation must be one of"):
-        FeatureCache.from_hotness(hot, features, learnable, 10, ntypes=NTYPES, penalties=penalties,
-                                  allocation="lru")
+        FeatureCache.from_hotness(hot, features, learnable, 10, ntypes=NTYPES, penalties=penalties, allocation="lru")
 
 
 # ---------------------------------------------------------------- accounting
@@ -177,8 +195,9 @@ def test_fetch_nodes_matches_typed_embedding_layout():
     emb = TypedEmbedding({t: 100 for t in NTYPES}, 3, features=features, learnable={"c": 2})
     with torch.no_grad():
         emb.embeddings["c"].weight.copy_(learnable["c"])
-    cache = FeatureCache(features, {"c": emb.embeddings["c"].weight}, {"a": torch.arange(10), "c": torch.arange(5)},
-                         ntypes=NTYPES)
+    cache = FeatureCache(
+        features, {"c": emb.embeddings["c"].weight}, {"a": torch.arange(10), "c": torch.arange(5)}, ntypes=NTYPES
+    )
     ids = torch.tensor([250, 3, 120, 0, 205, 99, 101])
     with torch.no_grad():
         got, want = cache.fetch_nodes(ids), emb.fetch(ids)
@@ -282,10 +301,12 @@ def test_bind_takes_over_existing_optimizer_state():
         cache.bind_optimizer(opt)
     with pytest.raises(TypeError, match="SparseAdam"):
         FeatureCache(features, learnable, {"c": [1]}, ntypes=NTYPES).bind_optimizer(
-            torch.optim.SparseAdam([learnable["c"]]))
+            torch.optim.SparseAdam([learnable["c"]])
+        )
     with pytest.raises(ValueError, match="does not update the table of 'c'"):
         FeatureCache(features, learnable, {"c": [1]}, ntypes=NTYPES).bind_optimizer(
-            SparseAdam([nn.Parameter(torch.zeros(3, 2))]))
+            SparseAdam([nn.Parameter(torch.zeros(3, 2))])
+        )
 
 
 def test_gradients_received_from_elsewhere_update_each_row_where_it_lives():
@@ -301,9 +322,14 @@ def test_gradients_received_from_elsewhere_update_each_row_where_it_lives():
         ids, sent = torch.randperm(100, generator=gen)[:30], torch.randperm(100, generator=gen)[:25]
         target, received = torch.randn(30, 2, generator=gen), torch.randn(25, 2, generator=gen)
         for table, fetch, accumulate, optimizer in (
-                (reference, lambda i: F.embedding(i, reference, sparse=True),
-                 lambda i, v: add_sparse_grad(reference, i, v), ref_opt),
-                (learnable["c"], lambda i: cache.fetch("c", i), lambda i, v: cache.accumulate_grad("c", i, v), opt)):
+            (
+                reference,
+                lambda i: F.embedding(i, reference, sparse=True),
+                lambda i, v: add_sparse_grad(reference, i, v),
+                ref_opt,
+            ),
+            (learnable["c"], lambda i: cache.fetch("c", i), lambda i, v: cache.accumulate_grad("c", i, v), opt),
+        ):
             optimizer.zero_grad()
             ((fetch(ids) - target) ** 2).sum().backward()
             accumulate(sent, received)
@@ -323,9 +349,12 @@ def test_learnable_rows_have_one_owner_across_two_workers():
     features, learnable, counts = hand_built()
     hot = Hotness(counts, 1)
     owners = modulo_owners({t: 100 for t in NTYPES}, 2)
-    caches = [FeatureCache.from_hotness(hot, features, learnable, 10 ** 9, ntypes=NTYPES,
-                                        penalties=dict.fromkeys(NTYPES, 1e-9), owners=owners, rank=r)
-              for r in (0, 1)]
+    caches = [
+        FeatureCache.from_hotness(
+            hot, features, learnable, 10**9, ntypes=NTYPES, penalties=dict.fromkeys(NTYPES, 1e-9), owners=owners, rank=r
+        )
+        for r in (0, 1)
+    ]
     held = [set(c.cached_ids("c").tolist()) for c in caches]
     assert not held[0] & held[1]
     assert held[0] | held[1] == set(range(100))
@@ -334,14 +363,17 @@ def test_learnable_rows_have_one_owner_across_two_workers():
         # Read-only rows are replicated: both workers hold all of them.
         assert c.cached_ids("a").numel() == 100
     # Limited budget: each worker fills its share with its own hottest rows only.
-    small = [FeatureCache.from_hotness(hot, features, learnable, 500, ntypes=NTYPES,
-                                       penalties=dict.fromkeys(NTYPES, 1e-9), owners=owners, rank=r)
-             for r in (0, 1)]
+    small = [
+        FeatureCache.from_hotness(
+            hot, features, learnable, 500, ntypes=NTYPES, penalties=dict.fromkeys(NTYPES, 1e-9), owners=owners, rank=r
+        )
+        for r in (0, 1)
+    ]
     for r, c in enumerate(small):
         ids = c.cached_ids("c")
         assert ids.numel() > 0 and bool((ids % 2 == r).all())
         mine = torch.arange(r, 100, 2)
-        assert torch.equal(ids, mine[torch.argsort(counts["c"][mine], descending=True)][:ids.numel()])
+        assert torch.equal(ids, mine[torch.argsort(counts["c"][mine], descending=True)][: ids.numel()])
         assert c.plan["c"].count == int(counts["c"][mine].sum())
     with pytest.raises(ValueError, match="belongs to worker 1, not 0"):
         FeatureCache(features, learnable, {"c": torch.tensor([0, 1])}, ntypes=NTYPES, owners=owners, rank=0)
@@ -381,7 +413,7 @@ def test_presampling_counts_input_nodes_and_leaves_the_sampler_alone(mag):
         total += torch.bincount(manual.sample(batch)[0].src_ids, minlength=g.num_nodes())
     offsets = g.index.ntype_offsets
     for i, t in enumerate(g.ntypes):
-        assert torch.equal(hot.counts[t], total[offsets[i]:offsets[i + 1]])
+        assert torch.equal(hot.counts[t], total[offsets[i] : offsets[i + 1]])
     assert hot.num_batches == 3
     assert int(hot.counts["paper"].max()) <= 3
     # Default: two passes over the seeds.
@@ -441,8 +473,9 @@ def test_training_with_the_cache_gives_identical_parameters(mag):
     features = {"paper": g.nodes["paper"].data["feat"]}
     tables = {t: emb.embeddings[t].weight for t in learnable_types}
     total = sum(x.numel() * x.element_size() for x in [*features.values(), *tables.values()])
-    cache = FeatureCache.build(sampler, features, tables, total // 4, "cpu", 4, train, batch_size=40,
-                               penalties=dict.fromkeys(g.ntypes, 1e-9))
+    cache = FeatureCache.build(
+        sampler, features, tables, total // 4, "cpu", 4, train, batch_size=40, penalties=dict.fromkeys(g.ntypes, 1e-9)
+    )
     cache.bind_optimizer(sparse)
     losses = run(emb, model, dense, sparse, sampler, fetch=cache.fetch_nodes, after_step=cache.write_back)
     assert losses == ref_losses
@@ -464,8 +497,9 @@ def test_cuda_cache_serves_store_rows_and_trains_identically():
     reference = nn.Parameter(learnable["c"].detach().clone())
     ref_opt = SparseAdam([reference], lr=0.1)
     ref_rows = train_steps(reference, ref_opt, lambda ids: F.embedding(ids, reference, sparse=True))
-    cache = FeatureCache.from_hotness(Hotness(counts, 1), features, learnable, 3000, "cuda", ntypes=NTYPES,
-                                      penalties=dict.fromkeys(NTYPES, 1e-9))
+    cache = FeatureCache.from_hotness(
+        Hotness(counts, 1), features, learnable, 3000, "cuda", ntypes=NTYPES, penalties=dict.fromkeys(NTYPES, 1e-9)
+    )
     assert miss_penalty(features["b"], "cuda", 10, learnable=False) > 0
     opt = SparseAdam([learnable["c"]], lr=0.1)
     cache.bind_optimizer(opt)

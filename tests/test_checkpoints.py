@@ -1,5 +1,6 @@
 """Checkpoint generations (gnnc.checkpoints): sha256 per file, the previous generation as a fallback,
 errors that name the file and the cause, the directory checked before a run spends an epoch."""
+
 import os
 import re
 
@@ -21,8 +22,9 @@ def save(directory, epoch, value):
 
 def load(directory):
     def read(record):
-        (name, entry), = record["files"].items()
+        ((name, entry),) = record["files"].items()
         return checkpoints.read_file(directory / name, entry)
+
     return checkpoints.newest_whole(directory, read)
 
 
@@ -40,8 +42,12 @@ def tensor_offset(path, value):
 def test_two_generations_are_kept_and_older_ones_removed(tmp_path):
     for epoch in (1, 2, 3):
         save(tmp_path, epoch, epoch)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["gen2.pt", "gen3.pt", "manifest-epoch2.json",
-                                                          "manifest-epoch3.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "gen2.pt",
+        "gen3.pt",
+        "manifest-epoch2.json",
+        "manifest-epoch3.json",
+    ]
     assert load(tmp_path)["epoch"] == 3
 
 
@@ -54,8 +60,9 @@ def test_a_flipped_float_is_caught_and_the_previous_generation_used(tmp_path):
     assert state["epoch"] == 1 and torch.equal(state["w"], torch.ones(256))
 
 
-@pytest.mark.parametrize("cut, cause", [(100, r"truncated \(100 of \d+ bytes\)"), (0, r"truncated \(0 of"),
-                                        (None, "missing")])
+@pytest.mark.parametrize(
+    "cut, cause", [(100, r"truncated \(100 of \d+ bytes\)"), (0, r"truncated \(0 of"), (None, "missing")]
+)
 def test_a_truncated_empty_or_missing_file_is_named_with_its_cause(tmp_path, cut, cause):
     save(tmp_path, 1, 1.0)
     path = tmp_path / "gen1.pt"

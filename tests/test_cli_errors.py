@@ -1,5 +1,6 @@
 """The ``gnnc`` command without surprises (issue 18): one-line failures with their fix, exit code 2, no traceback;
 ``--version``; help and defaults; the one data-location rule; ``gnnc datasets``; bench output as rows arrive."""
+
 import argparse
 import importlib.metadata
 import json
@@ -76,12 +77,14 @@ def test_a_missing_output_folder_is_one_line(tmp_path, capsys):
 def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(monkeypatch, capsys):
     def broken(args):
         raise RuntimeError("something\ninside broke")
+
     parser = cli.build_parser
 
     def patched():
         p = parser()
         _commands(p)["datasets"].set_defaults(func=broken)
         return p
+
     monkeypatch.setattr(cli, "build_parser", patched)
     code, _, err = run(["datasets"], capsys)
     assert_one_line_failure(code, err, "RuntimeError: something inside broke", "--debug", "GNNC_DEBUG=1")
@@ -166,8 +169,12 @@ def test_tests_bench_and_cli_share_the_one_rule(tmp_path, monkeypatch):
     assert default_data_root(tmp_path / "x") == tmp_path / "x"
     # Nothing else reads $GNNC_DATA or spells out ../shared/data itself.
     pattern = re.compile(r"environ(\.get)?[\[(]\s*['\"]GNNC_DATA|['\"]shared['\"]\s*/\s*['\"]data['\"]")
-    offenders = [str(f.relative_to(REPO)) for folder in ("src", "tests", "bench") for f in (REPO / folder).rglob("*.py")
-                 if f.name not in ("paths.py", Path(__file__).name) and pattern.search(f.read_text())]
+    offenders = [
+        str(f.relative_to(REPO))
+        for folder in ("src", "tests", "bench")
+        for f in (REPO / folder).rglob("*.py")
+        if f.name not in ("paths.py", Path(__file__).name) and pattern.search(f.read_text())
+    ]
     assert offenders == []
 
 
@@ -216,12 +223,12 @@ def test_minibatch_trains_cora_replica_and_refuses_the_bare_name_of_the_real_fil
 
 
 def test_partition_prints_its_scale_before_and_the_bytes_written_after(tmp_path, capsys):
-    code, out, _ = run(["partition", "mag", "--scale", "0.001", "--parts", "2", "--out", str(tmp_path / "p")],
-                       capsys)
+    code, out, _ = run(["partition", "mag", "--scale", "0.001", "--parts", "2", "--out", str(tmp_path / "p")], capsys)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("mag-replica: synthetic replica at scale 0.001 (0.1% of the published size), "
-                               "about 1,940")
+    assert lines[0].startswith(
+        "mag-replica: synthetic replica at scale 0.001 (0.1% of the published size), about 1,940"
+    )
     assert re.search(rf"[\d.]+ MiB in {re.escape(str(tmp_path / 'p'))}$", lines[-1])
 
 
@@ -247,13 +254,15 @@ def test_bench_writes_table_and_plots_after_every_row_and_survives_an_interrupt(
 
     monkeypatch.setattr(runner, "run_in_subprocess", fake)
     monkeypatch.setattr(machine, "measure_rates", lambda device: {"copy_bytes_per_s": 1e9, "matmul_flops_per_s": 1e9})
-    code, _, err = run(["bench", "--quick", "--models", "gcn", "--datasets", "pubmed", "--systems", "eager",
-                        "--out", str(out)], capsys)
+    code, _, err = run(
+        ["bench", "--quick", "--models", "gcn", "--datasets", "pubmed", "--systems", "eager", "--out", str(out)], capsys
+    )
     assert code == 130 and err.strip().endswith("gnnc bench: interrupted")
     table = (out / "table.md").read_text()
     assert table.count("| eager |") == 1 and "| 1.5 |" in table
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["results.json", "table.md"] + (["inference.png"] if _has_matplotlib() else []))
+        ["results.json", "table.md"] + (["inference.png"] if _has_matplotlib() else [])
+    )
 
 
 def _has_matplotlib() -> bool:

@@ -1,4 +1,5 @@
 """gnnc.backend.cpu.codegen: generated kernel sources land in the kernel folder and numba caches them."""
+
 from __future__ import annotations
 
 import os
@@ -12,15 +13,15 @@ pytest.importorskip("numba")
 
 from gnnc.backend.cpu import codegen  # noqa: E402
 
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     def twice_sum(bounds, x, out):
         for c in prange(bounds.shape[0] - 1):
             for r in range(bounds[c], bounds[c + 1]):
                 out[r] = 2 * x[r]
-''')
+""")
 
 # Runs in a fresh process: compiles (or loads) a generated kernel and reports numba's cache hits.
-CHILD = textwrap.dedent('''
+CHILD = textwrap.dedent("""
     import numba, numpy as np
     from gnnc.backend.cpu import codegen
     fn = codegen.load_function("twice_sum", SOURCE)
@@ -28,7 +29,7 @@ CHILD = textwrap.dedent('''
     out = np.zeros(4)
     kernel(np.array([0, 4]), np.arange(4.0), out)
     print(out.tolist(), sum(kernel.stats.cache_hits.values()), fn.__module__)
-''')
+""")
 
 
 def test_kernel_folder_follows_the_environment(tmp_path, monkeypatch):
@@ -50,13 +51,16 @@ def test_a_file_in_place_of_the_kernel_folder_is_named(tmp_path, monkeypatch):
 def test_the_second_process_loads_the_compiled_kernel_from_the_disk_cache(tmp_path):
     env = {**os.environ, "GNNC_KERNEL_DIR": str(tmp_path)}
     script = f"SOURCE = {SOURCE!r}\n" + CHILD
-    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                           env=env).stdout.split() for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env
+        ).stdout.split()
+        for _ in range(2)
+    ]
     assert runs[0][:4] == runs[1][:4] == ["[0.0,", "2.0,", "4.0,", "6.0]"]
     assert runs[0][4] == "0" and int(runs[1][4]) > 0  # compiled once, then loaded
     assert runs[0][5].startswith("gnnc_generated_twice_sum_")
     assert len(list(tmp_path.glob("twice_sum_*.py"))) == 1
-
 
 
 def test_a_change_to_the_inlined_helpers_gives_kernels_new_files(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 """The MP-DFG compiler against the eager executor (the oracle), forward and backward."""
+
 import re
 import subprocess
 import sys
@@ -13,7 +14,6 @@ from hypothesis import strategies as st
 import gnnc
 import gnnc.function as fn
 from gnnc import models
-from gnnc.ir import ops
 from gnnc.runtime import compiled, cost, recompute
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -21,7 +21,9 @@ from tests.graphs import random_heterograph, random_homograph
 
 def _homo_graphs():
     return [random_homograph(12, 40, seed) for seed in (0, 1)] + [
-        gnnc.graph(([0], [0]), num_nodes=1), gnnc.graph(([], []), num_nodes=5)]
+        gnnc.graph(([0], [0]), num_nodes=1),
+        gnnc.graph(([], []), num_nodes=5),
+    ]
 
 
 def _hetero_graphs():
@@ -107,8 +109,9 @@ def _hetero_model(name, g):
 
 
 @pytest.mark.parametrize("name", sorted(HETERO))
-@pytest.mark.parametrize("off", ["compact", "linear_reorder", "reorder", "fuse", "split_concat", "typed_linear",
-                                 "recompute"])
+@pytest.mark.parametrize(
+    "off", ["compact", "linear_reorder", "reorder", "fuse", "split_concat", "typed_linear", "recompute"]
+)
 def test_heterogeneous_models_match_eager_with_each_optimization_off(name, off):
     g = random_heterograph(3)
     torch.manual_seed(3)
@@ -127,8 +130,7 @@ def test_models_match_eager_with_every_marked_value_rebuilt_in_backward(name, mo
     else:
         g = random_heterograph(2)
         torch.manual_seed(2)
-        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64,
-                                                             requires_grad=True)]
+        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)]
     assert_compiled_matches_eager(model, g, inputs, 1e-6, 1e-9)
     if name == "hgt":  # k, q, v and the update's GELU and linear are rebuilt, not kept
         assert len(rebuilt) >= 5
@@ -143,8 +145,7 @@ def test_second_order_gradients_stop_with_a_clear_error_never_silently_wrong(nam
         model, inputs = HOMO[name]().double(), _inputs(name, g, torch.float64)
     else:
         g = random_heterograph(2)
-        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64,
-                                                             requires_grad=True)]
+        model, inputs = _hetero_model(name, g), [torch.randn(g.num_nodes(), 4, dtype=torch.float64, requires_grad=True)]
     out = _outputs(gnnc.compile(model, backend=backend)(g, *inputs))[0]
     with pytest.raises(RuntimeError, match="second-order gradients .* cannot go through a compiled"):
         torch.autograd.grad(out.pow(2).sum(), inputs[0], create_graph=True)
@@ -202,6 +203,7 @@ def test_autotune_times_each_candidate_once_per_graph_and_keeps_the_fastest():
         def go():
             calls.append(name)
             time.sleep(delay)
+
         return go
 
     block, runs = Block(), {"slow": run("slow", 0.05), "fast": run("fast", 0.0)}
@@ -219,7 +221,11 @@ def test_autotuned_models_match_eager(name):
     assert_compiled_matches_eager(_hetero_model(name, g), g, [x], 1e-6, 1e-9, autotune=True)
     tuned = graph_context(g, None).__dict__["_autotuned"]
     assert len(tuned) == 1 and next(iter(tuned.values())) in (
-        cost.TRANSFORM_FIRST, cost.AGGREGATE_FIRST, cost.BY_SOURCE, cost.BY_DESTINATION)
+        cost.TRANSFORM_FIRST,
+        cost.AGGREGATE_FIRST,
+        cost.BY_SOURCE,
+        cost.BY_DESTINATION,
+    )
     text = gnnc.explain(_hetero_model(name, g), g, x.detach(), autotune=True)
     assert f"* {next(iter(tuned.values()))}" in text  # explain marks the measured choice
 
@@ -257,7 +263,7 @@ def test_explain_shows_the_cost_models_candidates_and_choice():
     assert "-- cost model on this graph (* chosen):" in text
     lines = text.splitlines()
     at = lines.index("-- cost model on this graph (* chosen):")
-    candidates = [line for line in lines[at + 2:at + 4]]
+    candidates = [line for line in lines[at + 2 : at + 4]]
     assert sum(line.lstrip().startswith("*") for line in candidates) == 1
     assert all("FLOPs" in line and "bytes" in line for line in candidates)
 
@@ -319,8 +325,10 @@ def test_compile_flag_on_a_single_call():
 def test_multi_update_all_compiled():
     g = random_heterograph(7)
     g.ndata_all["h"] = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
-    funcs = {"follows": (lambda e: {"m": torch.tanh(e.src["h"])}, lambda nb: {"o": nb.mailbox["m"].sum(1)}),
-             "liked_by": (fn.copy_u("h", "m"), fn.mean("m", "o"))}
+    funcs = {
+        "follows": (lambda e: {"m": torch.tanh(e.src["h"])}, lambda nb: {"o": nb.mailbox["m"].sum(1)}),
+        "liked_by": (fn.copy_u("h", "m"), fn.mean("m", "o")),
+    }
     g.multi_update_all(funcs, "sum")
     eager = g.nodes["user"].data["o"]
     g.multi_update_all(funcs, "sum", compile=True)
@@ -345,11 +353,15 @@ def test_data_dependent_control_flow_falls_back_with_one_warning():
     torch.testing.assert_close(g.ndata["comp"], g.ndata["eager"])
 
 
-@pytest.mark.parametrize("message, reduce", [
-    (fn.copy_u("label", "m"), fn.sum("m", "out")),
-    (lambda e: {"m": e.src["label"] * 2}, lambda n: {"out": n.mailbox["m"].max(1).values}),
-    (lambda e: {"m": e.src["label"] + e.dst["label"]}, lambda n: {"out": n.mailbox["m"].sum(1)}),
-], ids=["builtin_sum", "udf_max", "udf_u_add_v_sum"])
+@pytest.mark.parametrize(
+    "message, reduce",
+    [
+        (fn.copy_u("label", "m"), fn.sum("m", "out")),
+        (lambda e: {"m": e.src["label"] * 2}, lambda n: {"out": n.mailbox["m"].max(1).values}),
+        (lambda e: {"m": e.src["label"] + e.dst["label"]}, lambda n: {"out": n.mailbox["m"].sum(1)}),
+    ],
+    ids=["builtin_sum", "udf_max", "udf_u_add_v_sum"],
+)
 def test_integer_messages_fall_back_once_with_the_fix_named(message, reduce):
     """Label counting: the primitives compute in floating point; the plan falls back when it is built (one
     warning, cached), never compiling again on every call."""
@@ -414,8 +426,7 @@ def _masked_write(e):
     return {"m": h}
 
 
-@pytest.mark.parametrize("udf, hint", [(_draws_sized_by_the_batch, "h.shape[0]"),
-                                       (_masked_write, "x[mask] = ...")])
+@pytest.mark.parametrize("udf, hint", [(_draws_sized_by_the_batch, "h.shape[0]"), (_masked_write, "x[mask] = ...")])
 def test_untraceable_idioms_fall_back_with_a_message_in_the_users_terms(udf, hint):
     g = random_homograph(12, 40, 30)
     g.ndata["h"] = torch.randn(12, 3)
@@ -432,7 +443,7 @@ def _cumulative(x):
 def test_unregistered_operator_falls_back_then_register_rule_compiles():
     g = random_homograph(12, 40, 9)
     g.ndata["h"] = torch.randn(12, 3)
-    message = (lambda e: {"m": torch.special.i0e(e.src["h"])})  # elementwise, but no rule knows it
+    message = lambda e: {"m": torch.special.i0e(e.src["h"])}  # elementwise, but no rule knows it
     g.update_all(message, fn.sum("m", "eager"))
     with pytest.warns(gnnc.FallbackWarning, match="i0e"):
         g.update_all(message, fn.sum("m", "comp"), compile=True)
@@ -448,7 +459,7 @@ def test_unregistered_operator_falls_back_then_register_rule_compiles():
 def test_reduce_over_all_rows_is_rejected_not_miscompiled():
     g = random_homograph(12, 40, 10)
     g.ndata["h"] = torch.randn(12, 3)
-    message = (lambda e: {"m": e.src["h"] - e.src["h"].mean(0)})  # mixes edges: not a Dense row op
+    message = lambda e: {"m": e.src["h"] - e.src["h"].mean(0)}  # mixes edges: not a Dense row op
     g.update_all(message, fn.sum("m", "eager"))
     with pytest.warns(gnnc.FallbackWarning, match="dim 0"):
         g.update_all(message, fn.sum("m", "comp"), compile=True)
@@ -456,10 +467,10 @@ def test_reduce_over_all_rows_is_rejected_not_miscompiled():
 
 
 ROW_INDEXINGS = {
-    "permuted_rows": lambda perm: (lambda e: {"m": e.src["h"][perm]}),
-    "index_select_rows": lambda perm: (lambda e: {"m": e.src["h"].index_select(0, perm)}),
-    "first_row": lambda perm: (lambda e: {"m": e.src["h"] * e.src["h"][0]}),
-    "rows_of_a_slice": lambda perm: (lambda e: {"m": e.data["w"][perm, :2]}),
+    "permuted_rows": lambda perm: lambda e: {"m": e.src["h"][perm]},
+    "index_select_rows": lambda perm: lambda e: {"m": e.src["h"].index_select(0, perm)},
+    "first_row": lambda perm: lambda e: {"m": e.src["h"] * e.src["h"][0]},
+    "rows_of_a_slice": lambda perm: lambda e: {"m": e.data["w"][perm, :2]},
 }
 
 
@@ -484,7 +495,9 @@ _W4 = torch.randn(4, 4, generator=_GEN, dtype=torch.float64)
 _COLUMN = torch.randn(4, 1, generator=_GEN, dtype=torch.float64)
 _SOFTMAX_ROWS, _SOFTMAX_LAST, _LOG_SOFTMAX = torch.nn.Softmax(0), torch.nn.Softmax(-1), torch.nn.LogSoftmax(1)
 _LAYER_NORM = torch.nn.LayerNorm(4, dtype=torch.float64)
-_GRU, _LSTM, _RNN = (cell(4, 4, dtype=torch.float64) for cell in (torch.nn.GRUCell, torch.nn.LSTMCell, torch.nn.RNNCell))
+_GRU, _LSTM, _RNN = (
+    cell(4, 4, dtype=torch.float64) for cell in (torch.nn.GRUCell, torch.nn.LSTMCell, torch.nn.RNNCell)
+)
 _BILINEAR = torch.nn.Bilinear(4, 4, 4, dtype=torch.float64)
 
 # Message UDFs (on the source's h [N, 4], s [N], z [N, 2, 4] and the destination's h) with an operator that
@@ -535,46 +548,65 @@ ROW_WISE_MESSAGES = {
     "batched_matmul": lambda h, s, z, hd: (hd.unsqueeze(1) @ z.transpose(1, 2)).squeeze(1),
     "linear": lambda h, s, z, hd: torch.nn.functional.linear(h, _W4) + _LAYER_NORM(hd),
     "softmax_modules_dim1": lambda h, s, z, hd: _LOG_SOFTMAX(h) * _SOFTMAX_LAST(hd),
-    "normalize_features": lambda h, s, z, hd: torch.nn.functional.normalize(h) + torch.nn.functional.normalize(
-        hd, p=1.0, dim=-1),
+    "normalize_features": lambda h, s, z, hd: (
+        torch.nn.functional.normalize(h) + torch.nn.functional.normalize(hd, p=1.0, dim=-1)
+    ),
     "layer_norm_features": lambda h, s, z, hd: torch.nn.functional.layer_norm(h, (4,)),
-    "einsum_row_wise": lambda h, s, z, hd: (torch.einsum("ef,fg->eg", h, _W4)
-                                            + torch.einsum("...f,...f", h, hd)[:, None]),
+    "einsum_row_wise": lambda h, s, z, hd: (
+        torch.einsum("ef,fg->eg", h, _W4) + torch.einsum("...f,...f", h, hd)[:, None]
+    ),
     "index_features": lambda h, s, z, hd: z[:, 0] * z[..., 1].sum(-1, keepdim=True) + h[:, None, 1:].squeeze(1)[:, :1],
     "chunk_features": lambda h, s, z, hd: h.chunk(2, 1)[0] * hd.split(2, dim=-1)[1],
     "cat_and_stack_features": lambda h, s, z, hd: torch.cat([h, hd], -1) + torch.stack([h, hd], 1).flatten(1),
     "expand_and_repeat": lambda h, s, z, hd: s.unsqueeze(-1).expand_as(h) * h.repeat(1, 2)[:, :4],
     "broadcast_shared_row": lambda h, s, z, hd: torch.max(h * _W4[:1], hd) + torch.unsqueeze(s, -1),
     "like_constructors": lambda h, s, z, hd: h * torch.ones_like(hd) + torch.zeros_like(h) + torch.full_like(h, 0.5),
-    "nan_to_num_addcmul_lerp": lambda h, s, z, hd: torch.addcmul(torch.nan_to_num(h, posinf=1.0), h, hd, value=0.5)
-    + torch.lerp(h, hd, 0.25) + h.lerp(hd, s.unsqueeze(-1)),
+    "nan_to_num_addcmul_lerp": lambda h, s, z, hd: (
+        torch.addcmul(torch.nan_to_num(h, posinf=1.0), h, hd, value=0.5)
+        + torch.lerp(h, hd, 0.25)
+        + h.lerp(hd, s.unsqueeze(-1))
+    ),
     "glu_features": lambda h, s, z, hd: torch.nn.functional.glu(torch.cat([h, hd], -1)) * 2.0,
     "recurrent_cells_and_bilinear": lambda h, s, z, hd: _GRU(h, hd) + _LSTM(h)[1] + _RNN(hd, h) + _BILINEAR(h, hd),
-    "number_left_of_a_shared_tensor": lambda h, s, z, hd: (1 - _COLUMN[0]) * h + 2 ** _COLUMN[1] / hd.exp()
-    + 1.0 / (_COLUMN[2] ** 2 + h.abs()) + torch.rsub(h, 1.5) * (3 + _COLUMN[3]),
-    "view_as_std_var": lambda h, s, z, hd: z.flatten(1)[:, :4].view_as(h) * h.std(-1, keepdim=True)
-    + torch.var(hd, dim=1, keepdim=True),
-    "flip_roll_narrow_features": lambda h, s, z, hd: h.flip(-1) * torch.flip(hd, [1]) + z.flip(1, 2)[:, 0]
-    + torch.roll(h, 1, 1) + h.roll(shifts=(1, 2), dims=(1, -1)) + h.narrow(1, 1, 2).repeat(1, 2)
-    + torch.narrow(z, -1, 0, 4)[:, 1],
-    "tensor_split_softmin_features": lambda h, s, z, hd: torch.cat(torch.tensor_split(h, [1, 3], dim=1)[::-1], 1)
-    * torch.nn.functional.softmin(hd, dim=-1) + torch.nn.functional.softmin(z, 1).sum(1),
+    "number_left_of_a_shared_tensor": lambda h, s, z, hd: (
+        (1 - _COLUMN[0]) * h
+        + 2 ** _COLUMN[1] / hd.exp()
+        + 1.0 / (_COLUMN[2] ** 2 + h.abs())
+        + torch.rsub(h, 1.5) * (3 + _COLUMN[3])
+    ),
+    "view_as_std_var": lambda h, s, z, hd: (
+        z.flatten(1)[:, :4].view_as(h) * h.std(-1, keepdim=True) + torch.var(hd, dim=1, keepdim=True)
+    ),
+    "flip_roll_narrow_features": lambda h, s, z, hd: (
+        h.flip(-1) * torch.flip(hd, [1])
+        + z.flip(1, 2)[:, 0]
+        + torch.roll(h, 1, 1)
+        + h.roll(shifts=(1, 2), dims=(1, -1))
+        + h.narrow(1, 1, 2).repeat(1, 2)
+        + torch.narrow(z, -1, 0, 4)[:, 1]
+    ),
+    "tensor_split_softmin_features": lambda h, s, z, hd: (
+        torch.cat(torch.tensor_split(h, [1, 3], dim=1)[::-1], 1) * torch.nn.functional.softmin(hd, dim=-1)
+        + torch.nn.functional.softmin(z, 1).sum(1)
+    ),
 }
 
 
 def _node_features(g):
     gen = torch.Generator().manual_seed(1)
     n = g.num_nodes()
-    return [torch.randn(n, 4, generator=gen, dtype=torch.float64).requires_grad_(),
-            (torch.rand(n, generator=gen, dtype=torch.float64) + 0.5).requires_grad_(),
-            torch.randn(n, 2, 4, generator=gen, dtype=torch.float64).requires_grad_()]
+    return [
+        torch.randn(n, 4, generator=gen, dtype=torch.float64).requires_grad_(),
+        (torch.rand(n, generator=gen, dtype=torch.float64) + 0.5).requires_grad_(),
+        torch.randn(n, 2, 4, generator=gen, dtype=torch.float64).requires_grad_(),
+    ]
 
 
 def _message_values_and_grads(g, body, **compile_flag):
     """Each node's sum of ``body``'s messages, and the gradients of a weighted sum of it w.r.t. h, s and z."""
     h, s, z = feats = _node_features(g)
     g.ndata["h"], g.ndata["s"], g.ndata["z"] = h, s, z
-    message = (lambda e: {"m": body(e.src["h"], e.src["s"], e.src["z"], e.dst["h"])})
+    message = lambda e: {"m": body(e.src["h"], e.src["s"], e.src["z"], e.dst["h"])}
     g.update_all(message, fn.sum("m", "o"), **compile_flag)
     out = g.ndata["o"]
     loss = (out * torch.linspace(-1.0, 2.0, out.numel(), dtype=out.dtype).view_as(out)).sum()
@@ -615,8 +647,11 @@ def test_a_table_read_by_an_edge_feature_is_a_lookup_in_any_spelling():
     g = random_homograph(12, 40, 12)
     g.edata["t"] = torch.randint(0, 4, (g.num_edges(),))
     table = torch.randn(4, 3, dtype=torch.float64)
-    for read in (lambda e: table[e.data["t"]], lambda e: table.index_select(0, e.data["t"]),
-                 lambda e: torch.index_select(table, 0, e.data["t"])):
+    for read in (
+        lambda e: table[e.data["t"]],
+        lambda e: table.index_select(0, e.data["t"]),
+        lambda e: torch.index_select(table, 0, e.data["t"]),
+    ):
         g.apply_edges(lambda e: {"m": read(e)})
         want = g.edata["m"]
         with warnings.catch_warnings():
@@ -628,7 +663,7 @@ def test_a_table_read_by_an_edge_feature_is_a_lookup_in_any_spelling():
 def test_unlowerable_reduce_keeps_buckets_and_stays_correct():
     g = random_homograph(12, 40, 11)
     g.ndata["h"] = torch.randn(12, 3)
-    reduce = (lambda nb: {"o": nb.mailbox["m"].sort(dim=1).values[:, 0]})  # sort over the degree dim
+    reduce = lambda nb: {"o": nb.mailbox["m"].sort(dim=1).values[:, 0]}  # sort over the degree dim
     g.update_all(fn.copy_u("h", "m"), reduce)
     eager = g.ndata["o"]
     g.update_all(fn.copy_u("h", "m"), reduce, compile=True)
@@ -707,7 +742,7 @@ def test_random_udf_programs_compile_to_the_eager_result(program, seed, hetero):
 def test_dim_taking_functions_on_a_mailbox_are_not_treated_as_elementwise():
     g = random_homograph(12, 40, 12)
     g.ndata["h"] = torch.randn(12, 3)
-    reduce = (lambda nb: {"o": torch.flatten(torch.unsqueeze(nb.mailbox["m"], 2), 2).sum(1)})
+    reduce = lambda nb: {"o": torch.flatten(torch.unsqueeze(nb.mailbox["m"], 2), 2).sum(1)}
     g.update_all(fn.copy_u("h", "m"), reduce)
     eager = g.ndata["o"]
     g.update_all(fn.copy_u("h", "m"), reduce, compile=True)
@@ -733,18 +768,24 @@ def test_graph_with_as_many_edges_as_nodes_and_real_row_counts_in_shapes():
         assert_compiled_matches_eager(HOMO[name]().double(), g, _inputs(name, g, torch.float64), 1e-6, 1e-9)
     with compiled.recording() as plans, torch.no_grad():
         gnnc.compile(HOMO["gat"]().double())(g, _inputs("gat", g, torch.float64)[0])
-    rows = {n.meta["shape"][0] for p in plans for n in p.dfg.graph.nodes
-            if n.meta.get("shape") and n.meta.get("res") in ("V", "E")}
+    rows = {
+        n.meta["shape"][0]
+        for p in plans
+        for n in p.dfg.graph.nodes
+        if n.meta.get("shape") and n.meta.get("res") in ("V", "E")
+    }
     assert rows == {n}
 
 
 def test_compiling_does_not_import_torch_dynamo():
     """torch._dynamo (with sympy) costs ~1 s and ~80 MiB per process: tracing and shape propagation avoid it."""
-    code = ("import sys, torch, gnnc\n"
-            "from gnnc.models import GATConv\n"
-            "g = gnnc.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)\n"
-            "gnnc.compile(GATConv(4, 2, 2), backend='torch')(g, torch.randn(3, 4)).sum().backward()\n"
-            "print(sorted(m for m in ('torch._dynamo', 'sympy', 'networkx') if m in sys.modules))\n")
+    code = (
+        "import sys, torch, gnnc\n"
+        "from gnnc.models import GATConv\n"
+        "g = gnnc.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)\n"
+        "gnnc.compile(GATConv(4, 2, 2), backend='torch')(g, torch.randn(3, 4)).sum().backward()\n"
+        "print(sorted(m for m in ('torch._dynamo', 'sympy', 'networkx') if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -756,14 +797,15 @@ def test_a_random_draw_from_no_batch_value_falls_back_instead_of_freezing():
     g.ndata["h"] = torch.randn(3, 4)
     outs = []
     for _ in range(2):
-        with pytest.warns(gnnc.FallbackWarning, match="rand draws random numbers") if not outs else \
-                warnings.catch_warnings():
-            g.update_all(lambda edges: {"m": edges.src["h"] * torch.rand(4)}, gnnc.function.sum("m", "o"),
-                         compile=True)
+        with (
+            pytest.warns(gnnc.FallbackWarning, match="rand draws random numbers")
+            if not outs
+            else warnings.catch_warnings()
+        ):
+            g.update_all(lambda edges: {"m": edges.src["h"] * torch.rand(4)}, gnnc.function.sum("m", "o"), compile=True)
         outs.append(g.ndata["o"].clone())
     assert not torch.equal(outs[0], outs[1])
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnnc.FallbackWarning)
-        g.update_all(lambda edges: {"m": edges.src["h"] * torch.ones(4)}, gnnc.function.sum("m", "o"),
-                     compile=True)
+        g.update_all(lambda edges: {"m": edges.src["h"] * torch.ones(4)}, gnnc.function.sum("m", "o"), compile=True)
     torch.testing.assert_close(g.ndata["o"], g.ndata["h"][[2, 0, 1]])

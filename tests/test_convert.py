@@ -1,4 +1,5 @@
 """Converters: edge lists, SciPy, networkx and PyG, both directions."""
+
 import sys
 
 import numpy as np
@@ -72,8 +73,10 @@ def test_from_edge_list_accepts_pairs_arrays_and_empty_input():
 
 def test_heterograph_edge_lists_are_local_per_relation_and_global_whole():
     g = random_heterograph(3)
-    rebuilt = gnnc.heterograph({rel: tuple(g.to_edge_list(rel).T) for rel in g.canonical_etypes},
-                               num_nodes={t: g.num_nodes(t) for t in g.ntypes})
+    rebuilt = gnnc.heterograph(
+        {rel: tuple(g.to_edge_list(rel).T) for rel in g.canonical_etypes},
+        num_nodes={t: g.num_nodes(t) for t in g.ntypes},
+    )
     same_structure(g, rebuilt)
     assert g.to_edge_list("empty").shape == (0, 2)
     assert set(g.to_edge_list("tagged")[:, 1].tolist()) == {0}
@@ -82,12 +85,15 @@ def test_heterograph_edge_lists_are_local_per_relation_and_global_whole():
     assert int(whole.max()) >= g.num_nodes("user")  # global ids reach past the first type
 
 
-@pytest.mark.parametrize("edges, num_nodes, message", [
-    ([(0, 1), (2, -1)], None, r"row 1: node id -1 is negative"),
-    ([(0, 1), (5, 2)], 4, r"row 1: node id 5 is not below num_nodes=4"),
-    (torch.zeros(2, 7, dtype=torch.int64), None, r"shape \[E, 2\].*transpose"),
-    ([(0.5, 1.0)], None, r"integer node ids"),
-])
+@pytest.mark.parametrize(
+    "edges, num_nodes, message",
+    [
+        ([(0, 1), (2, -1)], None, r"row 1: node id -1 is negative"),
+        ([(0, 1), (5, 2)], 4, r"row 1: node id 5 is not below num_nodes=4"),
+        (torch.zeros(2, 7, dtype=torch.int64), None, r"shape \[E, 2\].*transpose"),
+        ([(0.5, 1.0)], None, r"integer node ids"),
+    ],
+)
 def test_from_edge_list_rejects_bad_ids_and_shapes(edges, num_nodes, message):
     with pytest.raises(ValueError, match=message):
         convert.from_edge_list(edges, num_nodes=num_nodes)
@@ -276,9 +282,15 @@ def test_pyg_data_round_trip(seed):
 def test_from_pyg_data_keeps_node_and_edge_tensors_and_drops_graph_level():
     pyg = pytest.importorskip("torch_geometric.data")
     edge_index = torch.tensor([[0, 2, 2, 1, 1], [1, 0, 0, 1, 3]])
-    data = pyg.Data(x=torch.randn(4, 3), y=torch.tensor([0, 1, 1, 0]), edge_index=edge_index,
-                    edge_attr=torch.randn(5, 2), val_mask=torch.tensor([True, False, True, False]),
-                    u=torch.randn(1, 7), name="toy")
+    data = pyg.Data(
+        x=torch.randn(4, 3),
+        y=torch.tensor([0, 1, 1, 0]),
+        edge_index=edge_index,
+        edge_attr=torch.randn(5, 2),
+        val_mask=torch.tensor([True, False, True, False]),
+        u=torch.randn(1, 7),
+        name="toy",
+    )
     g = convert.from_pyg(data)
     assert edge_pairs(g) == [(0, 1), (2, 0), (2, 0), (1, 1), (1, 3)]
     assert sorted(g.ndata) == ["val_mask", "x", "y"] and list(g.edata) == ["edge_attr"]

@@ -1,4 +1,5 @@
 """gnnc.data: synthetic replicas, Planetoid / KG / edge-list / npz loaders."""
+
 from __future__ import annotations
 
 import io
@@ -36,8 +37,22 @@ def edges_of(g):
 # ------------------------------------------------------------------ registry
 def test_registry_lists_every_dataset_with_consistent_figures():
     names = [info.name for info in D.list_datasets()]
-    assert names == ["cora", "pubmed", "ppi", "arxiv", "reddit", "proteins", "aifb", "mutag", "bgs",
-                     "am", "biokg", "fb15k", "mag", "wikikg2"]
+    assert names == [
+        "cora",
+        "pubmed",
+        "ppi",
+        "arxiv",
+        "reddit",
+        "proteins",
+        "aifb",
+        "mutag",
+        "bgs",
+        "am",
+        "biokg",
+        "fb15k",
+        "mag",
+        "wikikg2",
+    ]
     for info in D.list_datasets():
         assert info.kind in ("homogeneous", "heterogeneous") and info.paper
         if info.ntype_counts is not None:
@@ -89,8 +104,11 @@ def test_hetero_schema_depends_on_seed_not_scale():
     small, large = D.synthetic("bgs", 0.01, seed=7), D.synthetic("bgs", 0.02, seed=7)
     assert small.graph.canonical_etypes == large.graph.canonical_etypes
     assert small.target_ntype == large.target_ntype
-    ratio = [large.graph.num_edges(k) / max(small.graph.num_edges(k), 1) for k in small.graph.canonical_etypes
-             if small.graph.num_edges(k) >= 200]
+    ratio = [
+        large.graph.num_edges(k) / max(small.graph.num_edges(k), 1)
+        for k in small.graph.canonical_etypes
+        if small.graph.num_edges(k) >= 200
+    ]
     assert ratio and all(1.8 < r < 2.2 for r in ratio)
     other = D.synthetic("bgs", 0.01, seed=8)
     assert other.graph.canonical_etypes != small.graph.canonical_etypes
@@ -118,8 +136,12 @@ def test_synthetic_features_do_not_depend_on_the_type_order():
     """Drawn in the schema's order: the values gnnc gave when graphs kept that order (before DGL's)."""
     g = D.synthetic("mag", 0.001, seed=0, feat_dim=4).graph
     first = {t: [round(v, 4) for v in g.nodes[t].data["feat"][0].tolist()] for t in g.ntypes}
-    assert first == {"author": [-0.5293, 2.1058, -0.0602, 0.2427], "field_of_study": [0.6296, 0.6181, -0.0953, 2.0561],
-                     "institution": [-1.0564, 0.0115, -0.3046, -1.1709], "paper": [-0.044, 1.8343, 1.0176, 3.3133]}
+    assert first == {
+        "author": [-0.5293, 2.1058, -0.0602, 0.2427],
+        "field_of_study": [0.6296, 0.6181, -0.0953, 2.0561],
+        "institution": [-1.0564, 0.0115, -0.3046, -1.1709],
+        "paper": [-0.044, 1.8343, 1.0176, 3.3133],
+    }
 
 
 def test_mag_schema():
@@ -127,8 +149,12 @@ def test_mag_schema():
     ds = D.synthetic("mag", scale, seed=0, feat_dim=16)
     g = ds.graph
     assert g.ntypes == ["author", "field_of_study", "institution", "paper"]  # DGL's order, as its ogbn-mag
-    assert g.canonical_etypes == [("author", "affiliated_with", "institution"), ("author", "writes", "paper"),
-                                  ("paper", "cites", "paper"), ("paper", "has_topic", "field_of_study")]
+    assert g.canonical_etypes == [
+        ("author", "affiliated_with", "institution"),
+        ("author", "writes", "paper"),
+        ("paper", "cites", "paper"),
+        ("paper", "has_topic", "field_of_study"),
+    ]
     info = D.DATASETS["mag"]
     for t, count in info.ntype_counts:
         assert abs(g.num_nodes(t) - count * scale) <= 1
@@ -259,7 +285,10 @@ def test_fb15k237_with_inverse_relations(shared_data):
     g = kg.graph
     assert kg.name == "FB15k-237" and (kg.num_entities, kg.num_relations) == (14541, 237)
     assert {s: t.shape for s, t in kg.triples.items()} == {
-        "train": (272115, 3), "valid": (17535, 3), "test": (20466, 3)}
+        "train": (272115, 3),
+        "valid": (17535, 3),
+        "test": (20466, 3),
+    }
     assert g.ntypes == ["entity"] and g.num_nodes() == 14541
     assert len(g.canonical_etypes) == 474 and g.num_edges() == 620_232
     rel = kg.relations[5]
@@ -343,13 +372,16 @@ def test_edge_list_round_trip(tmp_path):
     assert D.load_edge_list(path, delimiter=",").num_nodes() == 4
 
 
-@pytest.mark.parametrize("text, message", [
-    ("0 1\n1 2 3\n", r"line 2: expected 2 columns"),
-    ("0 1\n\n1 x\n", r"line 3: node id 'x' is not an integer"),
-    ("0 1.5\n", r"line 1: node id '1.5' is not an integer"),
-    ("0 1\n-1 2\n", r"line 2: node id -1 is negative"),
-    ("0 1\n1 7\n", r"line 2: node id 7 is not below num_nodes=5"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0 1\n1 2 3\n", r"line 2: expected 2 columns"),
+        ("0 1\n\n1 x\n", r"line 3: node id 'x' is not an integer"),
+        ("0 1.5\n", r"line 1: node id '1.5' is not an integer"),
+        ("0 1\n-1 2\n", r"line 2: node id -1 is negative"),
+        ("0 1\n1 7\n", r"line 2: node id 7 is not below num_nodes=5"),
+    ],
+)
 def test_edge_list_errors_name_file_and_line(tmp_path, text, message):
     path = tmp_path / "bad.txt"
     path.write_text(text)
@@ -415,8 +447,10 @@ def legacy_order_graph():
     """A graph in the type order gnnc kept before it followed DGL's (the dict's: 'user' before 'item',
     'follows' before 'buys'), built below ``heterograph`` as files written then hold it; features whole
     and per type, and type parameters."""
-    relations = [(("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
-                 (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0]))]
+    relations = [
+        (("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
+        (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0])),
+    ]
     g = Graph._build(["user", "item"], [3, 2], relations, "cpu")
     g.ndata_all["id"] = torch.arange(5)  # the users' rows first
     g.nodes["item"].data["price"] = torch.tensor([1.5, 2.5])

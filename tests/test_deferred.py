@@ -5,6 +5,7 @@ it computed stores it unwritten; every way of reading it must see exactly
 what eager apply_edges stores (user edge order), and a compiled update_all
 that reads it fuses it into its aggregation.
 """
+
 import contextlib
 import warnings
 
@@ -73,9 +74,11 @@ def test_fused_consumer_matches_eager_forward_and_backward(backend):
         with g.local_scope():
             g.ndata["z"] = z * 1.0
             g.apply_edges(_scores, compile=compile_)
-            g.update_all(lambda e: {"m": e.src["z"], "e": e.data["e"]},
-                         lambda n: {"h": (torch.softmax(n.mailbox["e"], 1) * n.mailbox["m"]).sum(1)},
-                         compile=compile_)
+            g.update_all(
+                lambda e: {"m": e.src["z"], "e": e.data["e"]},
+                lambda n: {"h": (torch.softmax(n.mailbox["e"], 1) * n.mailbox["m"]).sum(1)},
+                compile=compile_,
+            )
             return g.ndata["h"]
 
     want = layer(False)
@@ -162,8 +165,11 @@ def _aggregate(g, backend=None):
     """update_all reading ``p``: compiled with ``backend``, eager when None."""
     options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
     with options:
-        g.update_all(lambda e: {"m": e.data["p"] * e.src["z"]}, lambda nb: {"h": nb.mailbox["m"].sum(1)},
-                     compile=backend is not None)
+        g.update_all(
+            lambda e: {"m": e.data["p"] * e.src["z"]},
+            lambda nb: {"h": nb.mailbox["m"].sum(1)},
+            compile=backend is not None,
+        )
     return g.ndata["h"]
 
 
@@ -182,8 +188,11 @@ def test_internal_order_result_feeds_a_compiled_call_unpermuted_and_reads_back_i
         warnings.simplefilter("error", FallbackWarning)
         torch.testing.assert_close(_aggregate(g, backend), want_h)  # builds the plan
         permuted = []
-        monkeypatch.setattr(g.index, "from_user_order", lambda x, *a: permuted.append(x) or type(g.index)
-                            .from_user_order(g.index, x, *a))
+        monkeypatch.setattr(
+            g.index,
+            "from_user_order",
+            lambda x, *a: permuted.append(x) or type(g.index).from_user_order(g.index, x, *a),
+        )
         torch.testing.assert_close(_aggregate(g, backend), want_h)
     assert not permuted  # the plan reads p in internal order as it is
     assert isinstance(g._estore.peek_whole("p"), InternalOrderEdges)
@@ -239,8 +248,9 @@ def test_parameters_count_as_held_tensors_for_deferral(monkeypatch):
 
     model = _ParamScores()
     seen, real = [], deferral.wrap
-    monkeypatch.setattr(deferral, "wrap", lambda deferred, ctx, held, *rest: seen.append(held)
-                        or real(deferred, ctx, held, *rest))
+    monkeypatch.setattr(
+        deferral, "wrap", lambda deferred, ctx, held, *rest: seen.append(held) or real(deferred, ctx, held, *rest)
+    )
     g = _unsorted_graph()
     _features(g)
     gnnc.compile(model)(g)

@@ -1,5 +1,6 @@
 """gnnc.compat.dgl: ``import dgl`` resolves to gnnc only after install(), never over a real DGL, and
 uninstall() leaves sys.modules as it found it."""
+
 import importlib
 import importlib.util
 import sys
@@ -73,13 +74,12 @@ def test_missing_dgl_api_is_missing_not_stubbed(clean):
 def test_uninstall_leaves_no_dgl_module(clean):
     meta_path = list(sys.meta_path)
     alias.install()
-    import dgl.nn.pytorch
 
     alias.uninstall()
     assert not _dgl_modules() and sys.meta_path == meta_path and not alias.is_installed()
     assert not hasattr(gnnc.nn, "pytorch")
     with pytest.raises(ImportError):
-        import dgl
+        pass
 
 
 def test_refuses_to_shadow_an_importable_dgl(clean, fake_dgl):

@@ -4,6 +4,7 @@ The models are DGL's tutorials (heterograph RGCN, GAT) and examples (GatedGraphC
 ``dgl`` renamed ``gnnc`` and nothing else changed; compiled runs must equal eager
 runs, outputs and gradients, and must not fall back.
 """
+
 import functools
 import math
 import warnings
@@ -37,20 +38,23 @@ def _acm_like(seed=0):
     def rand(s, d, m):
         return torch.randint(0, sizes[s], (m,), generator=gen), torch.randint(0, sizes[d], (m,), generator=gen)
 
-    return gnnc.heterograph({("paper", "pa", "author"): rand("paper", "author", 30),
-                             ("author", "ap", "paper"): rand("author", "paper", 30),
-                             ("paper", "pf", "field"): rand("paper", "field", 16),
-                             ("field", "fp", "paper"): rand("field", "paper", 16)}, sizes)
+    return gnnc.heterograph(
+        {
+            ("paper", "pa", "author"): rand("paper", "author", 30),
+            ("author", "ap", "paper"): rand("author", "paper", 30),
+            ("paper", "pf", "field"): rand("paper", "field", 16),
+            ("field", "fp", "paper"): rand("field", "paper", 16),
+        },
+        sizes,
+    )
 
 
 # ------------------------------------------------------------ DGL tutorial: heterograph RGCN (5_hetero)
 class HeteroRGCNLayer(nn.Module):
     def __init__(self, in_size, out_size, etypes):
-        super(HeteroRGCNLayer, self).__init__()
+        super().__init__()
         # W_r for each relation
-        self.weight = nn.ModuleDict({
-            name: nn.Linear(in_size, out_size) for name in etypes
-        })
+        self.weight = nn.ModuleDict({name: nn.Linear(in_size, out_size) for name in etypes})
 
     def forward(self, G, feat_dict):
         # The input is a dictionary of node features for each type
@@ -59,21 +63,20 @@ class HeteroRGCNLayer(nn.Module):
             # Compute W_r * h
             Wh = self.weight[etype](feat_dict[srctype])
             # Save it in graph for message passing
-            G.nodes[srctype].data['Wh_%s' % etype] = Wh
+            G.nodes[srctype].data["Wh_%s" % etype] = Wh
             # Specify per-relation message passing functions: (message_func, reduce_func).
-            funcs[etype] = (fn.copy_u('Wh_%s' % etype, 'm'), fn.mean('m', 'h'))
+            funcs[etype] = (fn.copy_u("Wh_%s" % etype, "m"), fn.mean("m", "h"))
         # Trigger message passing of multiple types.
-        G.multi_update_all(funcs, 'sum')
+        G.multi_update_all(funcs, "sum")
         # return the updated node feature dictionary
-        return {ntype: G.nodes[ntype].data['h'] for ntype in G.ntypes}
+        return {ntype: G.nodes[ntype].data["h"] for ntype in G.ntypes}
 
 
 class HeteroRGCN(nn.Module):
     def __init__(self, G, in_size, hidden_size, out_size):
-        super(HeteroRGCN, self).__init__()
+        super().__init__()
         # Use trainable node embeddings as featureless inputs.
-        embed_dict = {ntype: nn.Parameter(torch.Tensor(G.number_of_nodes(ntype), in_size))
-                      for ntype in G.ntypes}
+        embed_dict = {ntype: nn.Parameter(torch.Tensor(G.number_of_nodes(ntype), in_size)) for ntype in G.ntypes}
         for key, embed in embed_dict.items():
             nn.init.xavier_uniform_(embed)
         self.embed = nn.ParameterDict(embed_dict)
@@ -86,13 +89,13 @@ class HeteroRGCN(nn.Module):
         h_dict = {k: F.leaky_relu(h) for k, h in h_dict.items()}
         h_dict = self.layer2(G, h_dict)
         # get paper logits
-        return h_dict['paper']
+        return h_dict["paper"]
 
 
 # ------------------------------------------------------------ DGL tutorial: GAT (9_gat)
 class GATLayer(nn.Module):
     def __init__(self, g, in_dim, out_dim):
-        super(GATLayer, self).__init__()
+        super().__init__()
         self.g = g
         # equation (1)
         self.fc = nn.Linear(in_dim, out_dim, bias=False)
@@ -102,42 +105,42 @@ class GATLayer(nn.Module):
 
     def reset_parameters(self):
         """Reinitialize learnable parameters."""
-        gain = nn.init.calculate_gain('relu')
+        gain = nn.init.calculate_gain("relu")
         nn.init.xavier_normal_(self.fc.weight, gain=gain)
         nn.init.xavier_normal_(self.attn_fc.weight, gain=gain)
 
     def edge_attention(self, edges):
         # edge UDF for equation (2)
-        z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=1)
+        z2 = torch.cat([edges.src["z"], edges.dst["z"]], dim=1)
         a = self.attn_fc(z2)
-        return {'e': F.leaky_relu(a)}
+        return {"e": F.leaky_relu(a)}
 
     def message_func(self, edges):
         # message UDF for equation (3) & (4)
-        return {'z': edges.src['z'], 'e': edges.data['e']}
+        return {"z": edges.src["z"], "e": edges.data["e"]}
 
     def reduce_func(self, nodes):
         # reduce UDF for equation (3) & (4)
         # equation (3)
-        alpha = F.softmax(nodes.mailbox['e'], dim=1)
+        alpha = F.softmax(nodes.mailbox["e"], dim=1)
         # equation (4)
-        h = torch.sum(alpha * nodes.mailbox['z'], dim=1)
-        return {'h': h}
+        h = torch.sum(alpha * nodes.mailbox["z"], dim=1)
+        return {"h": h}
 
     def forward(self, h):
         # equation (1)
         z = self.fc(h)
-        self.g.ndata['z'] = z
+        self.g.ndata["z"] = z
         # equation (2)
         self.g.apply_edges(self.edge_attention)
         # equation (3) & (4)
         self.g.update_all(self.message_func, self.reduce_func)
-        return self.g.ndata.pop('h')
+        return self.g.ndata.pop("h")
 
 
 class MultiHeadGATLayer(nn.Module):
-    def __init__(self, g, in_dim, out_dim, num_heads, merge='cat'):
-        super(MultiHeadGATLayer, self).__init__()
+    def __init__(self, g, in_dim, out_dim, num_heads, merge="cat"):
+        super().__init__()
         self.heads = nn.ModuleList()
         for i in range(num_heads):
             self.heads.append(GATLayer(g, in_dim, out_dim))
@@ -145,7 +148,7 @@ class MultiHeadGATLayer(nn.Module):
 
     def forward(self, h):
         head_outs = [attn_head(h) for attn_head in self.heads]
-        if self.merge == 'cat':
+        if self.merge == "cat":
             # concat on the output feature dimension (dim=1)
             return torch.cat(head_outs, dim=1)
         else:
@@ -155,7 +158,7 @@ class MultiHeadGATLayer(nn.Module):
 
 class GAT(nn.Module):
     def __init__(self, g, in_dim, hidden_dim, out_dim, num_heads):
-        super(GAT, self).__init__()
+        super().__init__()
         self.layer1 = MultiHeadGATLayer(g, in_dim, hidden_dim, num_heads)
         # Be aware that the input dimension is hidden_dim*num_heads since
         # multiple head outputs are concatenated together. Also, only
@@ -196,8 +199,9 @@ def test_hetero_rgcn_tutorial_compiled_equals_eager():
 def test_gat_tutorial_compiled_equals_eager():
     torch.manual_seed(0)
     g = random_homograph(num_nodes=20, num_edges=70)
-    _assert_compiled_equals_eager(GAT(g, in_dim=5, hidden_dim=4, out_dim=3, num_heads=2),
-                                  torch.randn(20, 5, requires_grad=True))
+    _assert_compiled_equals_eager(
+        GAT(g, in_dim=5, hidden_dim=4, out_dim=3, num_heads=2), torch.randn(20, 5, requires_grad=True)
+    )
 
 
 # ------------------------------------------------------------ keyword names
@@ -220,9 +224,11 @@ def test_update_all_dgl_keywords_equal_positional(compile_):
     g.update_all(_msg, _red, _upd, compile=compile_)
     want = g.ndata["h2"]
     assert "h" not in g.ndata  # as DGL: with an update, only its results are written
-    for call in (lambda: g.update_all(message_func=_msg, reduce_func=_red, apply_node_func=_upd, compile=compile_),
-                 lambda: g.update_all(_msg, reduce_func=_red, update=_upd, compile=compile_),
-                 lambda: g.update_all(message=_msg, reduce=_red, apply_node_func=_upd, compile=compile_)):
+    for call in (
+        lambda: g.update_all(message_func=_msg, reduce_func=_red, apply_node_func=_upd, compile=compile_),
+        lambda: g.update_all(_msg, reduce_func=_red, update=_upd, compile=compile_),
+        lambda: g.update_all(message=_msg, reduce=_red, apply_node_func=_upd, compile=compile_),
+    ):
         del g.ndata["h2"]
         call()
         torch.testing.assert_close(g.ndata["h2"], want)
@@ -247,8 +253,9 @@ def test_multi_update_all_dgl_signature(compile_):
     funcs = {"likes": (fn.copy_u("x", "m"), fn.sum("m", "h")), "follows": (fn.copy_u("x", "m"), fn.max("m", "h"))}
     g.multi_update_all(funcs, "sum", compile=compile_)
     want_item, want_user = g.nodes["item"].data["h"], g.nodes["user"].data["h"]
-    g.multi_update_all(etype_dict=funcs, cross_reducer="sum", apply_node_func=lambda n: {"h": n.data["h"] * 3},
-                       compile=compile_)
+    g.multi_update_all(
+        etype_dict=funcs, cross_reducer="sum", apply_node_func=lambda n: {"h": n.data["h"] * 3}, compile=compile_
+    )
     torch.testing.assert_close(g.nodes["item"].data["h"], want_item * 3)
     torch.testing.assert_close(g.nodes["user"].data["h"], want_user * 3)
     g.multi_update_all(funcs, "sum", lambda n: {"h": -n.data["h"]}, compile=compile_)  # DGL's third positional
@@ -285,12 +292,14 @@ def test_a_reduce_keeping_the_degree_dim_and_relations_of_different_widths_are_n
         warnings.simplefilter("ignore", gnnc.FallbackWarning)
         with pytest.raises(ValueError, match=r"returned 'o' of shapes \{1: \(2, 1, 2\), 2: \(1, 2, 2\)\} by in-degree"):
             g.update_all(fn.copy_u("h", "m"), lambda nodes: {"o": nodes.mailbox["m"]}, compile=compile_)
-    hg = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("i", "b", "u"): ([0], [0])},
-                          num_nodes={"u": 3, "i": 1})
+    hg = gnnc.heterograph({("u", "f", "u"): ([0, 1], [1, 2]), ("i", "b", "u"): ([0], [0])}, num_nodes={"u": 3, "i": 1})
     hg.nodes["u"].data["h"], hg.nodes["i"].data["h"] = torch.randn(3, 4), torch.randn(1, 5)
     with pytest.raises(ValueError, match=r"'sum': relations into node type 'u' produced 'o' of different shapes"):
-        hg.multi_update_all({"f": (fn.copy_u("h", "m"), fn.sum("m", "o")), "b": (fn.copy_u("h", "m"), fn.sum("m", "o"))},
-                            "sum", compile=compile_)
+        hg.multi_update_all(
+            {"f": (fn.copy_u("h", "m"), fn.sum("m", "o")), "b": (fn.copy_u("h", "m"), fn.sum("m", "o"))},
+            "sum",
+            compile=compile_,
+        )
 
 
 def test_unknown_or_doubled_keyword_is_a_type_error_naming_it():
@@ -320,9 +329,10 @@ def test_srcdata_dstdata_are_ndata_with_one_node_type():
 
 
 def test_srcdata_dstdata_on_a_unibipartite_graph_are_the_side_types():
-    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 2], [1, 0, 1]),
-                          ("developer", "develops", "game"): ([0, 1], [0, 1])},
-                         {"user": 3, "developer": 2, "game": 2})
+    g = gnnc.heterograph(
+        {("user", "plays", "game"): ([0, 1, 2], [1, 0, 1]), ("developer", "develops", "game"): ([0, 1], [0, 1])},
+        {"user": 3, "developer": 2, "game": 2},
+    )
     assert g.is_unibipartite and g.srctypes == ["developer", "user"] and g.dsttypes == ["game"]  # sorted (DGL)
     g.dstdata["h"] = torch.ones(2, 1)
     assert torch.equal(g.nodes["game"].data["h"], torch.ones(2, 1))
@@ -356,8 +366,9 @@ def test_feature_on_source_type_only_read_by_relation(compile_):
     g = random_heterograph()
     x = torch.randn(g.num_nodes("user"), 3)
     g.nodes["user"].data["Wh_likes"] = x
-    g.update_all(fn.copy_u("Wh_likes", "m"), fn.sum("m", "h"), lambda n: {"h2": n.data["h"] * 2},
-                 etype="likes", compile=compile_)
+    g.update_all(
+        fn.copy_u("Wh_likes", "m"), fn.sum("m", "h"), lambda n: {"h2": n.data["h"] * 2}, etype="likes", compile=compile_
+    )
     src, dst = g.edges(etype="likes")
     want = torch.zeros(g.num_nodes("item"), 3).index_add(0, dst, x[src])
     torch.testing.assert_close(g.nodes["item"].data["h2"], want * 2)
@@ -372,8 +383,9 @@ def test_missing_feature_names_feature_and_node_type(compile_):
     with pytest.raises(KeyError, match=r"'y'.*type 'user'"):
         g.multi_update_all({"likes": (fn.copy_u("y", "m"), fn.sum("m", "h"))}, "sum", compile=compile_)
     with pytest.raises(KeyError, match=r"'x'.*type 'item'"):
-        g.update_all(fn.copy_u("x", "m"), lambda n: {"h": n.mailbox["m"].sum(1) + n.data["x"]}, etype="likes",
-                     compile=compile_)
+        g.update_all(
+            fn.copy_u("x", "m"), lambda n: {"h": n.mailbox["m"].sum(1) + n.data["x"]}, etype="likes", compile=compile_
+        )
 
 
 def test_widths_differing_between_the_relation_ends_fall_back_to_eager():
@@ -397,7 +409,7 @@ class GatedGraphConv(nn.Module):
     with ``apply_edges`` on that type's edge ids, then a GRU cell."""
 
     def __init__(self, in_feats, out_feats, n_steps, n_etypes):
-        super(GatedGraphConv, self).__init__()
+        super().__init__()
         self._out_feats, self._n_steps, self._n_etypes = out_feats, n_steps, n_etypes
         self.linears = nn.ModuleList([nn.Linear(out_feats, out_feats) for _ in range(n_etypes)])
         self.gru = nn.GRUCell(out_feats, out_feats, bias=True)
@@ -407,13 +419,13 @@ class GatedGraphConv(nn.Module):
             zero_pad = feat.new_zeros((feat.shape[0], self._out_feats - feat.shape[1]))
             feat = torch.cat([feat, zero_pad], -1)
             for _ in range(self._n_steps):
-                graph.ndata['h'] = feat
+                graph.ndata["h"] = feat
                 for i in range(self._n_etypes):
                     eids = torch.nonzero(etypes == i, as_tuple=False).view(-1)
                     if len(eids) > 0:
-                        graph.apply_edges(lambda edges: {'W_e*h': self.linears[i](edges.src['h'])}, eids)
-                graph.update_all(fn.copy_e('W_e*h', 'm'), fn.sum('m', 'a'))
-                a = graph.ndata.pop('a')
+                        graph.apply_edges(lambda edges: {"W_e*h": self.linears[i](edges.src["h"])}, eids)
+                graph.update_all(fn.copy_e("W_e*h", "m"), fn.sum("m", "a"))
+                a = graph.ndata.pop("a")
                 feat = self.gru(a, feat)
             return feat
 
@@ -502,7 +514,7 @@ class HGTLayer(nn.Module):
     einsum'd relation matrices, ``edge_softmax`` on each slice, a mean over relations."""
 
     def __init__(self, in_dim, out_dim, node_dict, edge_dict, n_heads, dropout=0.2, use_norm=False):
-        super(HGTLayer, self).__init__()
+        super().__init__()
         self.in_dim, self.out_dim = in_dim, out_dim
         self.node_dict, self.edge_dict = node_dict, edge_dict
         self.num_types, self.num_relations = len(node_dict), len(edge_dict)
@@ -549,11 +561,13 @@ class HGTLayer(nn.Module):
                 sub_graph.dstdata["q"] = q
                 sub_graph.srcdata["v_%d" % e_id] = v
                 sub_graph.apply_edges(fn.v_dot_u("q", "k", "t"))
-                attn_score = (sub_graph.edata.pop("t").sum(-1) * relation_pri / self.sqrt_dk)
+                attn_score = sub_graph.edata.pop("t").sum(-1) * relation_pri / self.sqrt_dk
                 attn_score = edge_softmax(sub_graph, attn_score, norm_by="dst")
                 sub_graph.edata["t"] = attn_score.unsqueeze(-1)
-            G.multi_update_all({etype: (fn.u_mul_e("v_%d" % e_id, "t", "m"), fn.sum("m", "t"))
-                                for etype, e_id in edge_dict.items()}, cross_reducer="mean")
+            G.multi_update_all(
+                {etype: (fn.u_mul_e("v_%d" % e_id, "t", "m"), fn.sum("m", "t")) for etype, e_id in edge_dict.items()},
+                cross_reducer="mean",
+            )
             new_h = {}
             for ntype in G.ntypes:
                 n_id = node_dict[ntype]
@@ -570,8 +584,15 @@ class _HGTOutputs(nn.Module):
 
     def __init__(self, G, dim):
         super().__init__()
-        self.layer = HGTLayer(dim, dim, {t: i for i, t in enumerate(G.ntypes)},
-                              {e: i for i, e in enumerate(G.etypes)}, n_heads=2, dropout=0.0, use_norm=True)
+        self.layer = HGTLayer(
+            dim,
+            dim,
+            {t: i for i, t in enumerate(G.ntypes)},
+            {e: i for i, e in enumerate(G.etypes)},
+            n_heads=2,
+            dropout=0.0,
+            use_norm=True,
+        )
 
     def forward(self, G, h_paper, h_author, h_field):
         out = self.layer(G, {"paper": h_paper, "author": h_author, "field": h_field})
@@ -628,9 +649,9 @@ class HeteroDotProductPredictor(nn.Module):
         # h contains the node representations for each node type computed from the GNN defined
         # in the node classification section (Section 5.1).
         with graph.local_scope():
-            graph.ndata['h'] = h
-            graph.apply_edges(fn.u_dot_v('h', 'h', 'score'), etype=etype)
-            return graph.edges[etype].data['score']
+            graph.ndata["h"] = h
+            graph.apply_edges(fn.u_dot_v("h", "h", "score"), etype=etype)
+            return graph.edges[etype].data["score"]
 
 
 @pytest.mark.parametrize("compile_", [False, True])
@@ -661,6 +682,7 @@ def test_dict_feature_write_errors_name_the_type_or_rows():
 # DGL 0.5-0.7's layer, unchanged but for ``th`` -> ``torch``: its message function reads ``etypes``, a tensor with
 # one entry per edge id, bound with functools.partial: the UDF must see edges in edge-id order, as DGL gives them.
 
+
 def bmm_maybe_select(A, B, index):
     if A.dtype == torch.int64 and len(A.shape) == 1:
         B = B.view(-1, B.shape[2])
@@ -670,6 +692,7 @@ def bmm_maybe_select(A, B, index):
         BB = B.index_select(0, index)
         return torch.bmm(A.unsqueeze(1), BB).squeeze()
 
+
 class RelGraphConv(nn.Module):
     def __init__(self, in_feat, out_feat, num_rels, num_bases=None, bias=True, activation=None, self_loop=False):
         super().__init__()
@@ -677,17 +700,17 @@ class RelGraphConv(nn.Module):
         self.num_bases = num_bases if num_bases is not None and 0 < num_bases <= num_rels else num_rels
         self.bias, self.activation, self.self_loop = bias, activation, self_loop
         self.weight = nn.Parameter(torch.Tensor(self.num_bases, self.in_feat, self.out_feat))
-        nn.init.xavier_uniform_(self.weight, gain=nn.init.calculate_gain('relu'))
+        nn.init.xavier_uniform_(self.weight, gain=nn.init.calculate_gain("relu"))
         if self.num_bases < self.num_rels:
             self.w_comp = nn.Parameter(torch.Tensor(self.num_rels, self.num_bases))
-            nn.init.xavier_uniform_(self.w_comp, gain=nn.init.calculate_gain('relu'))
+            nn.init.xavier_uniform_(self.w_comp, gain=nn.init.calculate_gain("relu"))
         self.message_func = self.basis_message_func
         if self.bias:
             self.h_bias = nn.Parameter(torch.Tensor(out_feat))
             nn.init.zeros_(self.h_bias)
         if self.self_loop:
             self.loop_weight = nn.Parameter(torch.Tensor(in_feat, out_feat))
-            nn.init.xavier_uniform_(self.loop_weight, gain=nn.init.calculate_gain('relu'))
+            nn.init.xavier_uniform_(self.loop_weight, gain=nn.init.calculate_gain("relu"))
 
     def basis_message_func(self, edges, etypes):
         if self.num_bases < self.num_rels:
@@ -695,21 +718,21 @@ class RelGraphConv(nn.Module):
             weight = torch.matmul(self.w_comp, weight).view(self.num_rels, self.in_feat, self.out_feat)
         else:
             weight = self.weight
-        h = edges.src['h']
+        h = edges.src["h"]
         msg = bmm_maybe_select(h, weight, etypes)
-        if 'norm' in edges.data:
-            msg = msg * edges.data['norm']
-        return {'msg': msg}
+        if "norm" in edges.data:
+            msg = msg * edges.data["norm"]
+        return {"msg": msg}
 
     def forward(self, g, feat, etypes, norm=None):
         with g.local_scope():
-            g.srcdata['h'] = feat
+            g.srcdata["h"] = feat
             if norm is not None:
-                g.edata['norm'] = norm
+                g.edata["norm"] = norm
             if self.self_loop:
-                loop_message = torch.matmul(feat[:g.number_of_dst_nodes()], self.loop_weight)
-            g.update_all(functools.partial(self.message_func, etypes=etypes), fn.sum(msg='msg', out='h'))
-            node_repr = g.dstdata['h']
+                loop_message = torch.matmul(feat[: g.number_of_dst_nodes()], self.loop_weight)
+            g.update_all(functools.partial(self.message_func, etypes=etypes), fn.sum(msg="msg", out="h"))
+            node_repr = g.dstdata["h"]
             if self.bias:
                 node_repr = node_repr + self.h_bias
             if self.self_loop:
@@ -730,8 +753,9 @@ def test_dgl05_rel_graph_conv_reads_its_edge_types_in_edge_id_order(bases):
     x = torch.randn(n, 8, dtype=torch.float64)
     w = conv.weight if bases is None else (conv.w_comp @ conv.weight.view(bases, -1)).view(r, 8, 4)
     msg = torch.bmm(x[src].unsqueeze(1), w[etypes]).squeeze(1) * norm
-    want = torch.relu(torch.zeros(n, 4, dtype=torch.float64).index_add_(0, dst, msg) + conv.h_bias
-                      + x @ conv.loop_weight)
+    want = torch.relu(
+        torch.zeros(n, 4, dtype=torch.float64).index_add_(0, dst, msg) + conv.h_bias + x @ conv.loop_weight
+    )
     torch.testing.assert_close(conv(g, x, etypes, norm), want)
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", gnnc.FallbackWarning)  # its dtype branch is resolved on the graph
@@ -742,7 +766,8 @@ def test_dgl05_rel_graph_conv_reads_its_edge_types_in_edge_id_order(bases):
 def _per_edge_closure_model(scale):
     class Scaled(nn.Module):
         def forward(self, g, etype=None):
-            g.update_all(lambda edges: {'m': edges.src['h'] * scale}, fn.sum('m', 'o'), etype=etype)
+            g.update_all(lambda edges: {"m": edges.src["h"] * scale}, fn.sum("m", "o"), etype=etype)
+
     return Scaled()
 
 
@@ -752,28 +777,27 @@ def test_a_tensor_with_a_row_per_edge_reached_from_the_udf_compiles_in_edge_id_o
     src, dst, _ = g.edges("all")
     scale = torch.randn(g.num_edges(), 1, dtype=torch.float64)
     h = torch.randn(12, 5, dtype=torch.float64, requires_grad=True)
-    g.ndata['h'] = h
+    g.ndata["h"] = h
     want = torch.zeros(12, 5, dtype=torch.float64).index_add(0, dst, h[src] * scale)
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnnc.FallbackWarning)
         gnnc.compile(_per_edge_closure_model(scale), backend=backend)(g)  # no fallback: it compiles
-    torch.testing.assert_close(g.ndata['o'], want)
-    torch.testing.assert_close(torch.autograd.grad(g.ndata['o'].sum(), h)[0],
-                               torch.autograd.grad(want.sum(), h)[0])
+    torch.testing.assert_close(g.ndata["o"], want)
+    torch.testing.assert_close(torch.autograd.grad(g.ndata["o"].sum(), h)[0], torch.autograd.grad(want.sum(), h)[0])
 
 
 def test_a_tensor_with_a_row_per_edge_of_one_relation():
     g = random_heterograph(4)
-    rel = ('user', 'follows', 'user')
+    rel = ("user", "follows", "user")
     src, dst = g.edges(etype=rel)
     scale = torch.randn(g.num_edges(rel), 1, dtype=torch.float64)
-    h = torch.randn(g.num_nodes('user'), 3, dtype=torch.float64)
-    g.nodes['user'].data['h'] = h
+    h = torch.randn(g.num_nodes("user"), 3, dtype=torch.float64)
+    g.nodes["user"].data["h"] = h
     want = torch.zeros_like(h).index_add(0, dst, h[src] * scale)
     for compile_ in (False, True):
         model = _per_edge_closure_model(scale)
         (gnnc.compile(model) if compile_ else model)(g, etype=rel)
-        torch.testing.assert_close(g.nodes['user'].data['o'], want)
+        torch.testing.assert_close(g.nodes["user"].data["o"], want)
 
 
 def test_edges_takes_dgl_forms_and_orders():
@@ -826,8 +850,9 @@ def test_send_and_recv_updates_only_the_destinations_of_the_edges(hetero):
     eids = torch.tensor([5, 0, 3, 3, 7])  # unsorted, repeated
     before = g.nodes[key[2]].data["old"].clone()
     expected = _reference_on_edges(g, key, eids, _weighted_message, _max_reduce)["old"]
-    g.send_and_recv(eids, _weighted_message, _max_reduce, lambda n: {"old": n.data["old"] + 1},
-                    etype=key if hetero else None)
+    g.send_and_recv(
+        eids, _weighted_message, _max_reduce, lambda n: {"old": n.data["old"] + 1}, etype=key if hetero else None
+    )
     got = g.nodes[key[2]].data["old"]
     receivers = g.find_edges(key)[1][eids].unique()
     others = torch.ones(got.shape[0], dtype=torch.bool)
@@ -840,8 +865,9 @@ def test_pull_reduces_over_all_in_edges_and_gives_zeros_without_any():
     g = random_homograph(12, 40, seed=3)  # nodes 9.. receive nothing
     _typed_features(g)
     g.ndata["new"] = torch.full((12, 3), 7.0, dtype=torch.float64)
-    everything = _reference_on_edges(g, g.canonical_etypes[0], torch.arange(g.num_edges()), fn.u_mul_e("h", "w", "m"),
-                                     fn.sum("m", "new"))["new"]
+    everything = _reference_on_edges(
+        g, g.canonical_etypes[0], torch.arange(g.num_edges()), fn.u_mul_e("h", "w", "m"), fn.sum("m", "new")
+    )["new"]
     g.pull([2, 10, 2], message_func=fn.u_mul_e("h", "w", "m"), reduce_func=fn.sum("m", "new"))
     torch.testing.assert_close(g.ndata["new"][2], everything[2])
     assert torch.equal(g.ndata["new"][10], torch.zeros(3, dtype=torch.float64))

@@ -10,6 +10,7 @@ also has an empty relation and a one-node type). Outputs and the gradients of
 the inputs and of every parameter must agree, before and after each of two
 SGD steps, and every compiled call must run a compiled plan, never fall back.
 """
+
 import copy
 import warnings
 
@@ -38,8 +39,10 @@ def user_game_graph():
     """One relation 'plays' (user -> game), unsorted, with multi-edges; the last two games receive nothing."""
     gen = torch.Generator().manual_seed(4)
     users, games = torch.randint(0, 15, (50,), generator=gen), torch.randint(0, 8, (50,), generator=gen)
-    return gnnc.heterograph({('user', 'plays', 'game'): (torch.cat([users, users[:3]]), torch.cat([games, games[:3]]))},
-                            {'user': 15, 'game': 10})
+    return gnnc.heterograph(
+        {("user", "plays", "game"): (torch.cat([users, users[:3]]), torch.cat([games, games[:3]]))},
+        {"user": 15, "game": 10},
+    )
 
 
 def _random_leaf(gen, *shape):
@@ -54,6 +57,7 @@ def node_and_edge_features(edge_dim):
     def make(g):
         gen = torch.Generator().manual_seed(1)
         return [_random_leaf(gen, g.num_nodes(), models.IN_DIM), _random_leaf(gen, g.num_edges(), edge_dim)]
+
     return make
 
 
@@ -71,8 +75,10 @@ def node_features_and_1d_edge_weights(g):
 
 def node_features_and_negative_graph(g):
     gen = torch.Generator().manual_seed(7)
-    negative = gnnc.graph((torch.randint(0, NUM_NODES, (80,), generator=gen),
-                           torch.randint(0, NUM_NODES, (80,), generator=gen)), num_nodes=NUM_NODES)
+    negative = gnnc.graph(
+        (torch.randint(0, NUM_NODES, (80,), generator=gen), torch.randint(0, NUM_NODES, (80,), generator=gen)),
+        num_nodes=NUM_NODES,
+    )
     return node_features(g) + [negative]
 
 
@@ -83,9 +89,11 @@ def typed_node_features(g):
 
 def user_game_features(g):
     gen = torch.Generator().manual_seed(5)
-    return [_random_leaf(gen, g.num_nodes('user'), models.HETERO_DIM),
-            _random_leaf(gen, g.num_nodes('game'), models.HETERO_DIM),
-            torch.rand(g.num_edges(), 1, generator=gen).requires_grad_()]
+    return [
+        _random_leaf(gen, g.num_nodes("user"), models.HETERO_DIM),
+        _random_leaf(gen, g.num_nodes("game"), models.HETERO_DIM),
+        torch.rand(g.num_edges(), 1, generator=gen).requires_grad_(),
+    ]
 
 
 # test id -> (make the graph, make the model on that graph, make the inputs on that graph)
@@ -111,8 +119,7 @@ EXAMPLES = {
     "DotGAT": (homograph, lambda g: models.DotGAT(), node_features),
     "GATv2": (homograph, lambda g: models.GATv2(), node_features),
     "HeteroRGCN_multi_update_all": (heterograph, models.HeteroRGCN, typed_node_features),
-    "HeteroMLPPredictor": (heterograph, lambda g: models.HeteroMLPPredictor(models.HETERO_DIM, 3),
-                           typed_node_features),
+    "HeteroMLPPredictor": (heterograph, lambda g: models.HeteroMLPPredictor(models.HETERO_DIM, 3), typed_node_features),
     "HeteroAttention_stack_min": (heterograph, models.HeteroAttentionNet, typed_node_features),
     "HeteroGCN_stack_semantic_attention": (heterograph, models.HeteroGCNSemanticAttention, typed_node_features),
     "BipartiteSAGE_srcdata_dstdata": (user_game_graph, lambda g: models.BipartiteSAGE(), user_game_features),
@@ -166,8 +173,9 @@ def _outputs_and_gradients(module, call, make_graph, make_inputs):
     wrt = {f"input {i}": t for i, t in enumerate(leaves)} | dict(module.named_parameters())
     outputs = _tensors(call(graph, *inputs))
     grads = torch.autograd.grad(_loss(outputs), list(wrt.values()), allow_unused=True)
-    return [o.detach() for o in outputs], {name: torch.zeros_like(t) if g is None else g
-                                           for (name, t), g in zip(wrt.items(), grads)}
+    return [o.detach() for o in outputs], {
+        name: torch.zeros_like(t) if g is None else g for (name, t), g in zip(wrt.items(), grads)
+    }
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -190,8 +198,9 @@ def test_compiled_model_matches_eager(name):
         for i, (a, e) in enumerate(zip(actual, expected)):
             torch.testing.assert_close(a, e, msg=lambda m: f"after {step} SGD steps, output {i}: {m}")
         for key, e in expected_grads.items():
-            torch.testing.assert_close(actual_grads[key], e,
-                                       msg=lambda m: f"after {step} SGD steps, gradient of {key}: {m}")
+            torch.testing.assert_close(
+                actual_grads[key], e, msg=lambda m: f"after {step} SGD steps, gradient of {key}: {m}"
+            )
         if step < SGD_STEPS:
             for sgd, module, grads in ((eager_sgd, eager, expected_grads), (compiled_sgd, model, actual_grads)):
                 for param_name, param in module.named_parameters():

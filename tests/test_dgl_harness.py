@@ -1,5 +1,6 @@
 """bench/dgl_tests.py on a stand-in DGL test tree: outcomes classified, compiled plans counted, report written
 (compiled mode only: eager mode differs by the plugin's wrapper alone)."""
+
 import json
 import subprocess
 import sys
@@ -7,7 +8,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-_TESTS = '''
+_TESTS = """
 import dgl
 import dgl.function as fn
 import pytest
@@ -33,23 +34,43 @@ def test_gpu():
 @pytest.mark.skip(reason="too slow for DGL's CI")
 def test_dgl_skip():
     pass
-'''
+"""
 
 
 def test_harness_classifies_and_counts_compiled_plans(tmp_path):
     common = tmp_path / "dgl" / "tests" / "python" / "common"
     common.mkdir(parents=True)
     (common / "test_standin.py").write_text(_TESTS)
-    (common / "test_broken.py").write_text("import dgl.no_such_module\n\n\ndef test_a():\n    pass\n\n\ndef test_b():\n"
-                                           "    pass\n")
+    (common / "test_broken.py").write_text(
+        "import dgl.no_such_module\n\n\ndef test_a():\n    pass\n\n\ndef test_b():\n    pass\n"
+    )
     out = tmp_path / "out"
-    subprocess.run([sys.executable, str(REPO / "bench" / "dgl_tests.py"), "--dgl-tests", str(tmp_path / "dgl"),
-                    "--mode", "compiled", "--files", "python/common/test_standin.py", "python/common/test_broken.py",
-                    "--out", str(out)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "dgl_tests.py"),
+            "--dgl-tests",
+            str(tmp_path / "dgl"),
+            "--mode",
+            "compiled",
+            "--files",
+            "python/common/test_standin.py",
+            "python/common/test_broken.py",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     results = json.loads((out / "results.json").read_text())
     tests = results["files"]["python/common/test_standin.py"]["compiled"]["tests"]
     assert {name: t["category"] for name, t in tests.items()} == {
-        "test_update_all": "passed", "test_missing_api": "failed", "test_gpu": "n/a", "test_dgl_skip": "skipped"}
+        "test_update_all": "passed",
+        "test_missing_api": "failed",
+        "test_gpu": "n/a",
+        "test_dgl_skip": "skipped",
+    }
     assert "no_such_api" in tests["test_missing_api"]["reason"] and tests["test_gpu"]["reason"] == "GPU only"
     assert tests["test_update_all"]["compiled_plans"] >= 1 and not tests["test_update_all"]["fallbacks"]
     broken = results["files"]["python/common/test_broken.py"]["compiled"]
@@ -63,13 +84,31 @@ def test_harness_classifies_and_counts_compiled_plans(tmp_path):
 def test_a_sample_runs_the_same_few_parametrizations_of_each_test_and_counts_the_rest(tmp_path):
     common = tmp_path / "dgl" / "tests" / "python" / "common"
     common.mkdir(parents=True)
-    (common / "test_many.py").write_text("import pytest\n\n\n@pytest.mark.parametrize('k', range(5))\n"
-                                         "def test_k(k):\n    pass\n\n\ndef test_one():\n    pass\n")
+    (common / "test_many.py").write_text(
+        "import pytest\n\n\n@pytest.mark.parametrize('k', range(5))\n"
+        "def test_k(k):\n    pass\n\n\ndef test_one():\n    pass\n"
+    )
 
     def ran(out):
-        subprocess.run([sys.executable, str(REPO / "bench" / "dgl_tests.py"), "--dgl-tests", str(tmp_path / "dgl"),
-                        "--mode", "eager", "--sample", "2", "--files", "python/common/test_many.py",
-                        "--out", str(out)], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "bench" / "dgl_tests.py"),
+                "--dgl-tests",
+                str(tmp_path / "dgl"),
+                "--mode",
+                "eager",
+                "--sample",
+                "2",
+                "--files",
+                "python/common/test_many.py",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         tests = json.loads((out / "results.json").read_text())["files"]["python/common/test_many.py"]["eager"]
         return {name: t["category"] for name, t in tests["tests"].items()}
 

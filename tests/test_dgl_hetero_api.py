@@ -1,5 +1,6 @@
 """DGL's graph API that its heterograph tests use (issue 40): adjacency tensors, ``adj``, the metagraph's
 networkx reading, the bipartite constructors. Expected values were printed by DGL 2.1 for the same calls."""
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -29,8 +30,9 @@ def test_adj_tensors_empty_edge_ids_mean_edge_id_order():
 
 
 def test_adj_of_one_relation():
-    hg = gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]),
-                           ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])})
+    hg = gnnc.heterograph(
+        {("user", "follows", "user"): ([0, 1], [1, 2]), ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])}
+    )
     a = hg.adj("plays")
     assert a.indices().tolist() == [[0, 1, 2, 1], [0, 0, 1, 1]] and a.val.tolist() == [1.0] * 4
     assert a.shape == (3, 2)
@@ -66,8 +68,7 @@ def _bipartite_nx():
 
 
 def test_bipartite_from_networkx_matches_dgl():
-    g = gnnc.graph.bipartite_from_networkx(_bipartite_nx(), "u", "e", "v", u_attrs=["f"], v_attrs=["f"],
-                                           e_attrs=["w"])
+    g = gnnc.graph.bipartite_from_networkx(_bipartite_nx(), "u", "e", "v", u_attrs=["f"], v_attrs=["f"], e_attrs=["w"])
     assert (g.ntypes, g.num_nodes("u"), g.num_nodes("v")) == (["u", "v"], 2, 3)
     assert [t.tolist() for t in g.edges()] == [[1, 0, 0], [0, 1, 2]]
     assert g.edata["w"].flatten().tolist() == [5.0, 6.0, 7.0]
@@ -85,7 +86,7 @@ def test_bipartite_from_networkx_refuses_an_edge_against_the_sides():
 
 
 def test_bipartite_from_scipy_matches_dgl():
-    m = ssp.csr_matrix((np.array([.5, .25, 2.]), (np.array([2, 0, 2]), np.array([1, 3, 0]))), shape=(3, 4))
+    m = ssp.csr_matrix((np.array([0.5, 0.25, 2.0]), (np.array([2, 0, 2]), np.array([1, 3, 0]))), shape=(3, 4))
     g = gnnc.graph.bipartite_from_scipy(m, "u", "e", "v", eweight_name="w", idtype=torch.int32)
     assert (g.num_nodes("u"), g.num_nodes("v")) == (3, 4)
     assert [t.tolist() for t in g.edges()] == [[0, 2, 2], [3, 0, 1]] and g.idtype == torch.int32

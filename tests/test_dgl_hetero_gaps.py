@@ -2,6 +2,7 @@
 ``_etype2canonical``, ``filter_nodes`` / ``filter_edges``, the batch's ``ntype`` / ``canonical_etype``,
 ``to_heterogeneous(metagraph=...)``, ``to_homogeneous``'s feature rule, feature casts, ``formats()`` and
 ``dgl.utils.is_sorted_srcdst``. Expected values were printed by DGL 2.1 for the same calls."""
+
 import warnings
 
 import networkx as nx
@@ -15,14 +16,19 @@ from gnnc.graph.casts import to_half
 
 
 def _games(idtype=torch.int64):
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]),
-                          ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1]),
-                          ("user", "wishes", "game"): ([0, 2], [1, 0]),
-                          ("developer", "develops", "game"): ([0, 1], [0, 1])}, idtype=idtype)
-    g.nodes["user"].data["h"] = torch.arange(15.).view(3, 5)
-    g.nodes["game"].data["h"] = torch.arange(10.).view(2, 5) + 100
-    g.edges["plays"].data["e"] = torch.arange(8.).view(4, 2)
-    g.edges["wishes"].data["e"] = -torch.arange(4.).view(2, 2)
+    g = gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 1], [1, 2]),
+            ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1]),
+            ("user", "wishes", "game"): ([0, 2], [1, 0]),
+            ("developer", "develops", "game"): ([0, 1], [0, 1]),
+        },
+        idtype=idtype,
+    )
+    g.nodes["user"].data["h"] = torch.arange(15.0).view(3, 5)
+    g.nodes["game"].data["h"] = torch.arange(10.0).view(2, 5) + 100
+    g.edges["plays"].data["e"] = torch.arange(8.0).view(4, 2)
+    g.edges["wishes"].data["e"] = -torch.arange(4.0).view(2, 2)
     g.edges["wishes"].data["f"] = torch.ones(2, 3)
     return g
 
@@ -49,9 +55,10 @@ def test_wildcard_slice_flattens_relations_as_dgl():
 
 
 def test_wildcard_slice_of_one_relation_is_its_view_and_same_types_make_one_node_type():
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2], [1, 2, 3]),
-                          ("user", "knows", "user"): ([0, 2], [2, 3])})
-    g.ndata["x"] = torch.arange(4.)
+    g = gnnc.heterograph(
+        {("user", "follows", "user"): ([0, 1, 2], [1, 2, 3]), ("user", "knows", "user"): ([0, 2], [2, 3])}
+    )
+    g.ndata["x"] = torch.arange(4.0)
     fg = g["user", :, :]
     assert fg.canonical_etypes == [("user", "follows+knows", "user")]
     assert [t.tolist() for t in fg.edges()] == [[0, 1, 2, 0, 2], [1, 2, 3, 2, 3]]
@@ -67,8 +74,13 @@ def test_wildcard_slice_of_one_relation_is_its_view_and_same_types_make_one_node
 
 def test_wildcard_slice_of_a_block_is_refused_where_it_would_flatten():
     """DGL's flattened block counts its destination nodes per side (4 here); gnnc refuses rather than differ."""
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]), ("user", "plays", "game"): ([0, 1], [0, 1]),
-                          ("user", "wishes", "game"): ([0, 2], [1, 0])})
+    g = gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 1], [1, 2]),
+            ("user", "plays", "game"): ([0, 1], [0, 1]),
+            ("user", "wishes", "game"): ([0, 2], [1, 0]),
+        }
+    )
     block = gnnc.to_block(g, {"game": torch.tensor([0, 1]), "user": torch.tensor([1, 2])})
     assert block["user", :, "user"].num_edges() == block.num_edges("follows")  # one relation: its view
     with pytest.raises(NotImplementedError, match="several relations of a block"):
@@ -91,10 +103,14 @@ def test_relation_view_finds_edges_by_id():
 
 
 def test_filter_nodes_and_edges_match_dgl():
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
-                          ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])})
-    g.nodes["user"].data["h"] = torch.tensor([1., -2., 3., -4.])
-    g.edges["plays"].data["w"] = torch.tensor([0.5, -1., 2., -3.])
+    g = gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
+            ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1]),
+        }
+    )
+    g.nodes["user"].data["h"] = torch.tensor([1.0, -2.0, 3.0, -4.0])
+    g.edges["plays"].data["w"] = torch.tensor([0.5, -1.0, 2.0, -3.0])
     assert g.filter_nodes(lambda n: n.data["h"] > 0, ntype="user").tolist() == [0, 2]
     assert g.filter_nodes(lambda n: n.data["h"] > 0, [1, 2, 3], ntype="user").tolist() == [2]
     assert g.filter_edges(lambda e: e.data["w"] > 0, etype="plays").tolist() == [0, 2]
@@ -112,13 +128,18 @@ def _typed_udfs(seen):
     def reduce(nodes):
         seen.append(nodes.ntype)
         return {"y": nodes.mailbox["m"].sum(1) + (1 if nodes.ntype == "game" else 0)}
+
     return message, reduce
 
 
 def test_udfs_read_their_batch_types_and_compile_falls_back_for_them():
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
-                          ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1])})
-    g.nodes["user"].data["h"] = torch.tensor([1., -2., 3., -4.])
+    g = gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 1, 2, 3], [1, 2, 3, 0]),
+            ("user", "plays", "game"): ([0, 1, 2, 1], [0, 0, 1, 1]),
+        }
+    )
+    g.nodes["user"].data["h"] = torch.tensor([1.0, -2.0, 3.0, -4.0])
     seen = []
     g.update_all(*_typed_udfs(seen), etype="plays")
     g.apply_nodes(lambda n: seen.append(n.ntype) or {}, ntype="user")
@@ -136,7 +157,7 @@ def test_to_heterogeneous_takes_dgls_metagraph():
     g = gnnc.graph(([0, 1, 2, 0], [1, 2, 0, 2]))
     g.ndata["_TYPE"] = torch.tensor([0, 1, 0])
     g.edata["_TYPE"] = torch.tensor([0, 1, 0, 0])
-    g.edata["e"] = torch.tensor([1., 2., 3., 4.])
+    g.edata["e"] = torch.tensor([1.0, 2.0, 3.0, 4.0])
     mg = nx.MultiDiGraph([("a", "b", "r"), ("b", "a", "s"), ("a", "a", "r"), ("b", "b", "r")])
     inferred = gnnc.to_heterogeneous(g, ["a", "b"], ["r", "s"])
     given = gnnc.to_heterogeneous(g, ["a", "b"], ["r", "s"], metagraph=mg)
@@ -147,7 +168,6 @@ def test_to_heterogeneous_takes_dgls_metagraph():
         assert [t.tolist() for t in hg.edges(etype=("a", "r", "a"))] == [[1, 0], [0, 1]]
         assert hg.edges[("a", "r", "a")].data["e"].tolist() == [3.0, 4.0]
         assert hg.edges[("a", "r", "a")].data["_ID"].tolist() == [2, 3]
-
 
 
 def test_to_heterogeneous_refuses_a_metagraph_when_names_repeat():
@@ -163,12 +183,12 @@ def test_to_homogeneous_combines_features_as_dgl():
     """DGL reads the features on the types with nodes: a type without nodes need not hold them, and one a
     later type lacks is dropped; two row shapes raise."""
     g = gnnc.heterograph({("A", "x", "B"): ([0, 1], [1, 0]), ("B", "y", "C"): ([], [])}, {"A": 2, "B": 2, "C": 0})
-    g.nodes["A"].data["f"] = torch.tensor([1., 2.])
-    g.nodes["B"].data["f"] = torch.tensor([3., 4.])
-    g.nodes["A"].data["only"] = torch.tensor([5., 6.])
+    g.nodes["A"].data["f"] = torch.tensor([1.0, 2.0])
+    g.nodes["B"].data["f"] = torch.tensor([3.0, 4.0])
+    g.nodes["A"].data["only"] = torch.tensor([5.0, 6.0])
     assert gnnc.to_homogeneous(g, ndata=["f"]).ndata["f"].tolist() == [1, 2, 3, 4]
     assert sorted(gnnc.to_homogeneous(g, ndata=["f", "only"]).ndata) == ["_ID", "_TYPE", "f"]
-    g.nodes["B"].data["f"] = torch.tensor([[3.], [4.]])
+    g.nodes["B"].data["f"] = torch.tensor([[3.0], [4.0]])
     with pytest.raises(ValueError, match="Cannot concatenate column f"):
         gnnc.to_homogeneous(g, ndata=["f"])
 
@@ -179,8 +199,11 @@ def test_casts_touch_floating_features_of_a_copy():
     g.ndata["i"] = torch.ones(2, dtype=torch.int32)
     g.edata["b"] = torch.ones(1)
     half = to_half(g)
-    assert (half.ndata["a"].dtype, half.ndata["i"].dtype, half.edata["b"].dtype) == (torch.float16, torch.int32,
-                                                                                     torch.float16)
+    assert (half.ndata["a"].dtype, half.ndata["i"].dtype, half.edata["b"].dtype) == (
+        torch.float16,
+        torch.int32,
+        torch.float16,
+    )
     assert g.ndata["a"].dtype == torch.float64
 
 

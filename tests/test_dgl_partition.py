@@ -2,6 +2,7 @@
 
 Expected ids and orders were printed by DGL 2.1 on the same graph.
 """
+
 import pytest
 import torch
 
@@ -19,15 +20,23 @@ def _graph():
 
 def _summary(sub):
     src, dst = sub.edges()
-    return (src.tolist(), dst.tolist(), {k: v.tolist() for k, v in sub.ndata.items()},
-            {k: v.tolist() for k, v in sub.edata.items()})
+    return (
+        src.tolist(),
+        dst.tolist(),
+        {k: v.tolist() for k, v in sub.ndata.items()},
+        {k: v.tolist() for k, v in sub.edata.items()},
+    )
 
 
 def test_partition_without_halo_keeps_inner_edges_only():
     subs, nids, eids = partition.partition_graph_with_halo(_graph(), PARTS, 0)
     assert nids is None and eids is None and list(subs) == [0, 1, 2]
-    assert _summary(subs[1]) == ([0, 0], [1, 2], {"_ID": [1, 2, 6], "inner_node": [1, 1, 1], "part_id": [1, 1, 1]},
-                                 {"_ID": [1, 13], "inner_edge": [1, 1]})
+    assert _summary(subs[1]) == (
+        [0, 0],
+        [1, 2],
+        {"_ID": [1, 2, 6], "inner_node": [1, 1, 1], "part_id": [1, 1, 1]},
+        {"_ID": [1, 13], "inner_edge": [1, 1]},
+    )
     assert subs[0].ndata["inner_node"].dtype == torch.int32 and subs[0].edata["inner_edge"].dtype == torch.int8
 
 
@@ -36,11 +45,20 @@ def test_partition_with_two_hops_and_reshuffle_matches_dgl():
     assert nids.tolist() == [0, 3, 7, 1, 2, 6, 4, 5]
     assert eids.tolist() == [7, 8, 2, 11, 6, 0, 9, 1, 5, 12, 13, 3, 4, 10]
     assert _summary(subs[2]) == (
-        [2, 0, 3, 5, 4, 4, 5, 1, 1], [0, 1, 1, 3, 3, 2, 2, 6, 7],
-        {"_ID": [6, 7, 1, 0, 4, 2, 3, 5], "inner_node": [1, 1, 0, 0, 0, 0, 0, 0],
-         "part_id": [2, 2, 0, 0, 1, 0, 1, 1], "orig_id": [4, 5, 3, 0, 2, 7, 1, 6]},
-        {"_ID": [11, 12, 13, 0, 1, 2, 3, 6, 8], "inner_edge": [1, 1, 1, 0, 0, 0, 0, 0, 0],
-         "orig_id": [3, 4, 10, 7, 8, 2, 11, 9, 5]})
+        [2, 0, 3, 5, 4, 4, 5, 1, 1],
+        [0, 1, 1, 3, 3, 2, 2, 6, 7],
+        {
+            "_ID": [6, 7, 1, 0, 4, 2, 3, 5],
+            "inner_node": [1, 1, 0, 0, 0, 0, 0, 0],
+            "part_id": [2, 2, 0, 0, 1, 0, 1, 1],
+            "orig_id": [4, 5, 3, 0, 2, 7, 1, 6],
+        },
+        {
+            "_ID": [11, 12, 13, 0, 1, 2, 3, 6, 8],
+            "inner_edge": [1, 1, 1, 0, 0, 0, 0, 0, 0],
+            "orig_id": [3, 4, 10, 7, 8, 2, 11, 9, 5],
+        },
+    )
 
 
 def test_reorder_nodes_renumbers_and_records_old_ids():

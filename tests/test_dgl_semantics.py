@@ -3,6 +3,7 @@
 Each expectation was checked against DGL 2.1 itself; here they are written as plain torch oracles. The
 compiled variants prove a compiled plan ran (``recording``) and fail on any fallback.
 """
+
 import warnings
 
 import pytest
@@ -69,8 +70,12 @@ def test_update_all_with_an_update_writes_only_its_results(compile):
     g.ndata["x"] = x
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", FallbackWarning)
-        g.update_all(lambda e: {"m": e.src["x"]}, lambda n: {"s": n.mailbox["m"].sum(1)},
-                     lambda n: {"y": n.data["s"] * 2 + n.data["x"]}, compile=compile)
+        g.update_all(
+            lambda e: {"m": e.src["x"]},
+            lambda n: {"s": n.mailbox["m"].sum(1)},
+            lambda n: {"y": n.data["s"] * 2 + n.data["x"]},
+            compile=compile,
+        )
     assert sorted(g.ndata.keys()) == ["x", "y"]
     torch.testing.assert_close(g.ndata["y"], torch.tensor([[0.0], [1.0], [4.0], [7.0], [4.0]]))
     assert [p.module is not None for p in plans] == ([True] if compile else [])
@@ -86,8 +91,11 @@ def test_initializers_fill_the_rows_a_call_leaves_unset():
     g.set_n_initializer(twos, "x")
     h = torch.randn(5, 3)
     g.ndata["h"] = h
-    g.update_all(lambda e: {"m": e.src["h"]}, lambda n: {"x": n.data["h"] + n.mailbox["m"].sum(1)},
-                 lambda n: {"x": n.data["x"] * 2})
+    g.update_all(
+        lambda e: {"m": e.src["h"]},
+        lambda n: {"x": n.data["h"] + n.mailbox["m"].sum(1)},
+        lambda n: {"x": n.data["x"] * 2},
+    )
     torch.testing.assert_close(g.ndata["x"][1:], torch.full((4, 3), 4.0))
     torch.testing.assert_close(g.ndata["x"][0], 2 * h.sum(0))
     g.pull([0], fn.copy_u("h", "m"), fn.sum("m", "y"))
@@ -119,13 +127,17 @@ def test_send_and_recv_takes_node_pairs_as_dgl():
 
 
 def test_multi_update_all_merges_the_relations_that_produced_a_key_and_runs_per_relation_updates():
-    g = gnnc.heterograph({("a", "x", "b"): ([0, 1], [0, 0]), ("a", "y", "b"): ([], []),
-                          ("b", "z", "b"): ([0], [1])})
+    g = gnnc.heterograph({("a", "x", "b"): ([0, 1], [0, 0]), ("a", "y", "b"): ([], []), ("b", "z", "b"): ([0], [1])})
     g.nodes["a"].data["h"] = torch.tensor([[1.0], [2.0]])
     g.nodes["b"].data["h"] = torch.tensor([[5.0], [7.0]])
-    g.multi_update_all({"x": (fn.copy_u("h", "m"), fn.sum("m", "s")),
-                        "y": (lambda e: {"m": e.src["h"]}, lambda n: {"s": n.mailbox["m"].sum(1)}),
-                        "z": (fn.copy_u("h", "m"), fn.sum("m", "s"), lambda n: {"s": n.data["s"] * 10})}, "sum")
+    g.multi_update_all(
+        {
+            "x": (fn.copy_u("h", "m"), fn.sum("m", "s")),
+            "y": (lambda e: {"m": e.src["h"]}, lambda n: {"s": n.mailbox["m"].sum(1)}),
+            "z": (fn.copy_u("h", "m"), fn.sum("m", "s"), lambda n: {"s": n.data["s"] * 10}),
+        },
+        "sum",
+    )
     # 'y' has no edges: its reduce UDF gives nothing, and only x and z (updated per relation) are summed
     assert g.nodes["b"].data["s"].flatten().tolist() == [3.0, 50.0]
 
@@ -168,8 +180,9 @@ def _zeroing_reduce(nodes):
 
 def _edge_graph():
     gen = torch.Generator().manual_seed(3)
-    g = gnnc.graph((torch.randint(0, 12, (40,), generator=gen), torch.randint(0, 12, (40,), generator=gen)),
-                   num_nodes=12)
+    g = gnnc.graph(
+        (torch.randint(0, 12, (40,), generator=gen), torch.randint(0, 12, (40,), generator=gen)), num_nodes=12
+    )
     g.ndata["h"] = torch.randn(12, 3, generator=gen, dtype=torch.float64)
     g.edata["e"] = torch.randn(40, 3, generator=gen, dtype=torch.float64)
     return g
@@ -256,8 +269,15 @@ def test_graph_data_in_dgls_forms():
 def test_queries_return_ids_of_the_graphs_idtype():
     g = gnnc.graph((torch.tensor([0, 1, 1], dtype=torch.int32), torch.tensor([1, 2, 2], dtype=torch.int32)))
     assert g.idtype == torch.int32 and gnnc.graph(([0], [1]), idtype=torch.int32).idtype == torch.int32
-    results = [*g.edges(form="all"), g.nodes(), g.in_degrees(), g.edge_ids([1], [2]), *g.find_edges([2]),
-               *g.in_edges([2], form="all"), g.local_var().nodes()]
+    results = [
+        *g.edges(form="all"),
+        g.nodes(),
+        g.in_degrees(),
+        g.edge_ids([1], [2]),
+        *g.find_edges([2]),
+        *g.in_edges([2], form="all"),
+        g.local_var().nodes(),
+    ]
     assert all(t.dtype == torch.int32 for t in results)
     wide = g.long()
     assert wide.idtype == torch.int64 and wide.edges()[0].dtype == torch.int64 and wide.int().idtype == torch.int32
@@ -303,8 +323,13 @@ def test_calls_without_etype_on_heterographs_run_per_relation_as_dgl(compile):
     one.nodes["U"].data["x"] = torch.tensor([[1.0], [2.0], [3.0]])
     one.update_all(fn.copy_u("x", "m"), fn.sum("m", "y"), compile=compile)
     assert one.nodes["V"].data["y"].flatten().tolist() == [0.0, 1.0, 2.0, 3.0] and "y" not in one.nodes["U"].data
-    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 1], [0, 0, 1]), ("dev", "makes", "game"): ([0], [1]),
-                          ("user", "follows", "user"): ([0], [1])})
+    g = gnnc.heterograph(
+        {
+            ("user", "plays", "game"): ([0, 1, 1], [0, 0, 1]),
+            ("dev", "makes", "game"): ([0], [1]),
+            ("user", "follows", "user"): ([0], [1]),
+        }
+    )
     g.nodes["user"].data["h"] = torch.tensor([[1.0], [2.0]])
     g.nodes["dev"].data["h"] = torch.tensor([[10.0]])  # the games have no 'h'
     g.update_all(fn.copy_u("h", "m"), fn.max("m", "y"), compile=compile)
@@ -336,6 +361,9 @@ def test_partial_calls_on_an_int32_graph_compile():
     with warnings.catch_warnings(), recording() as plans:
         warnings.simplefilter("error", FallbackWarning)
         with compiling({}):
-            g.pull(torch.tensor([1], dtype=torch.int32), lambda e: {"m": e.src["h"] * 2},
-                   lambda n: {"s": n.mailbox["m"].sum(1)})
+            g.pull(
+                torch.tensor([1], dtype=torch.int32),
+                lambda e: {"m": e.src["h"] * 2},
+                lambda n: {"s": n.mailbox["m"].sum(1)},
+            )
     assert g.ndata["s"].flatten().tolist() == [0.0, 2.0, 0.0] and plans and plans[0].module is not None

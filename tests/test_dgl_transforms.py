@@ -2,6 +2,7 @@
 
 Every expected value below was printed by DGL 2.1 on the same graphs.
 """
+
 import warnings
 
 import pytest
@@ -28,8 +29,10 @@ def _data(view):
     return {k: v.tolist() for k, v in view.items()}
 
 
-@pytest.mark.parametrize("aggregator, w", [("arbitrary", [1.0, 2.0, 4.0, 7.0]), ("sum", [1.0, 5.0, 15.0, 7.0]),
-                                           ("mean", [1.0, 2.5, 5.0, 7.0])])
+@pytest.mark.parametrize(
+    "aggregator, w",
+    [("arbitrary", [1.0, 2.0, 4.0, 7.0]), ("sum", [1.0, 5.0, 15.0, 7.0]), ("mean", [1.0, 2.5, 5.0, 7.0])],
+)
 def test_to_simple_merges_parallel_edges(aggregator, w):
     g = _multigraph()
     simple, mapping = derived.to_simple(g, writeback_mapping=True, copy_edata=True, aggregator=aggregator)
@@ -64,9 +67,14 @@ def test_reverse_copies_edge_features_only_when_asked():
 
 def test_line_graph_without_backtracking_and_khop():
     g = _multigraph()
-    assert _edges(derived.line_graph(g, backtracking=False)) == ([0, 0, 1, 1, 1, 2, 2, 2, 3, 4, 5],
-                                                                 [1, 2, 3, 4, 5, 3, 4, 5, 0, 0, 0])
-    assert _edges(derived.khop_graph(g, 2)) == ([0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3], [2, 2, 0, 0, 0, 0, 0, 0, 1, 1, 1, 3])
+    assert _edges(derived.line_graph(g, backtracking=False)) == (
+        [0, 0, 1, 1, 1, 2, 2, 2, 3, 4, 5],
+        [1, 2, 3, 4, 5, 3, 4, 5, 0, 0, 0],
+    )
+    assert _edges(derived.khop_graph(g, 2)) == (
+        [0, 0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3],
+        [2, 2, 0, 0, 0, 0, 0, 0, 1, 1, 1, 3],
+    )
     assert derived.khop_adj(g, 3).tolist() == [[6.0, 0, 0, 0], [0, 6.0, 0, 0], [0, 0, 6.0, 0], [0, 0, 0, 1.0]]
     assert derived.norm_by_dst(g).tolist() == pytest.approx([1.0, 0.5, 0.5, 1 / 3, 1 / 3, 1 / 3, 1.0])
     assert derived.laplacian_lambda_max(derived.to_bidirected(g)) == [pytest.approx(1.5)]
@@ -91,9 +99,15 @@ def test_metapath_reachable_graph():
 
 
 def test_compact_graphs_orders_preserved_nodes_first():
-    g = gnnc.heterograph({("game", "wished-by", "user"): ([6, 5], [7, 7]), ("user", "follow", "user"): ([1, 3], [3, 5]),
-                          ("user", "plays", "game"): ([2, 3, 2], [4, 4, 5])}, {"game": 10, "user": 20},
-                         idtype=torch.int32)
+    g = gnnc.heterograph(
+        {
+            ("game", "wished-by", "user"): ([6, 5], [7, 7]),
+            ("user", "follow", "user"): ([1, 3], [3, 5]),
+            ("user", "plays", "game"): ([2, 3, 2], [4, 4, 5]),
+        },
+        {"game": 10, "user": 20},
+        idtype=torch.int32,
+    )
     g.nodes["user"].data["x"] = torch.arange(20.0)
     g.edges["plays"].data["w"] = torch.tensor([1.0, 2.0, 3.0])
     out = relabel.compact_graphs(g, always_preserve={"game": torch.tensor([7, 4], dtype=torch.int32)})
@@ -106,13 +120,33 @@ def test_compact_graphs_orders_preserved_nodes_first():
     assert list(first.nodes["user"].data) == [] and first.num_nodes("game") == 3
 
 
-@pytest.mark.parametrize("options, edges, eids, nids", [
-    ({"edge_permute_algo": "dst"}, ([2, 2, 2, 0, 1, 1, 3], [0, 0, 0, 1, 2, 2, 3]), [3, 4, 5, 0, 1, 2, 6], [0, 1, 2, 3]),
-    ({"node_permute_algo": "rcmk"}, ([0, 1, 1, 2, 2, 2, 3], [0, 2, 2, 3, 3, 3, 1]), [6, 1, 2, 3, 4, 5, 0], [3, 1, 2, 0]),
-    ({"node_permute_algo": "custom", "edge_permute_algo": "custom",
-      "permute_config": {"nodes_perm": [2, 0, 3, 1], "edges_perm": [6, 5, 4, 3, 2, 1, 0]}},
-     ([2, 0, 0, 0, 3, 3, 1], [2, 1, 1, 1, 0, 0, 3]), [6, 5, 4, 3, 2, 1, 0], [2, 0, 3, 1]),
-])
+@pytest.mark.parametrize(
+    "options, edges, eids, nids",
+    [
+        (
+            {"edge_permute_algo": "dst"},
+            ([2, 2, 2, 0, 1, 1, 3], [0, 0, 0, 1, 2, 2, 3]),
+            [3, 4, 5, 0, 1, 2, 6],
+            [0, 1, 2, 3],
+        ),
+        (
+            {"node_permute_algo": "rcmk"},
+            ([0, 1, 1, 2, 2, 2, 3], [0, 2, 2, 3, 3, 3, 1]),
+            [6, 1, 2, 3, 4, 5, 0],
+            [3, 1, 2, 0],
+        ),
+        (
+            {
+                "node_permute_algo": "custom",
+                "edge_permute_algo": "custom",
+                "permute_config": {"nodes_perm": [2, 0, 3, 1], "edges_perm": [6, 5, 4, 3, 2, 1, 0]},
+            },
+            ([2, 0, 0, 0, 3, 3, 1], [2, 1, 1, 1, 0, 0, 3]),
+            [6, 5, 4, 3, 2, 1, 0],
+            [2, 0, 3, 1],
+        ),
+    ],
+)
 def test_reorder_graph(options, edges, eids, nids):
     g = _multigraph()
     out = relabel.reorder_graph(g, **options)

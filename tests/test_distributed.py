@@ -5,6 +5,7 @@ trains a few steps of each case and saves what it saw; the tests compare
 that with ``MinibatchTrainer`` (single process, float64) on the same keyed
 blocks. Every process has a deadline.
 """
+
 import json
 import os
 import socket
@@ -19,8 +20,7 @@ from gnnc.checkpoints import manifest_name
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
 from gnnc.distributed.comm import Comm, GradSync, backend_for, peer_machines
 from gnnc.distributed.launch import torchrun_command, worker_args
-from gnnc.distributed.raf import (KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward,
-                                  schema_graph)
+from gnnc.distributed.raf import KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward, schema_graph
 from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.frontend.message_passing import compiling
 from gnnc.minibatch import STAGES, MinibatchTrainer
@@ -50,9 +50,12 @@ def _snapshot(trainer) -> dict:
     """Parameters, dense gradients and (stored rows of) table gradients of a trainer."""
     named = dict(trainer.model.named_parameters())
     named.update({f"projections.{k}": v for k, v in trainer.inputs.projections.named_parameters()})
-    out = {"params": {k: v.detach().clone() for k, v in named.items()},
-           "grads": {k: None if v.grad is None else v.grad.clone() for k, v in named.items()},
-           "tables": {}, "table_grads": {}}
+    out = {
+        "params": {k: v.detach().clone() for k, v in named.items()},
+        "grads": {k: None if v.grad is None else v.grad.clone() for k, v in named.items()},
+        "tables": {},
+        "table_grads": {},
+    }
     for t, table in trainer.inputs.tables.items():
         ids = torch.nonzero(trainer.inputs.local_row[t] >= 0).squeeze(1)
         rows = trainer.inputs.local_row[t][ids]
@@ -76,11 +79,11 @@ def _case_worker(rank, world, port, out_dir, cases):
         options = dict(num_classes=CLASSES, hidden=HIDDEN, dtype=torch.float64, compiled=case["compiled"])
         if case["mode"] == "raf":
             trainer = RAFTrainer(comm, parts, case["model"], FANOUTS, BATCH, LR, SEED, **options)
-            batches = [trainer.split_ids["train"][k * BATCH:(k + 1) * BATCH] for k in range(2)]
+            batches = [trainer.split_ids["train"][k * BATCH : (k + 1) * BATCH] for k in range(2)]
         else:
             trainer = VanillaTrainer(comm, parts, case["model"], FANOUTS, BATCH, LR, SEED, target="paper", **options)
             own = trainer.split_ids["train"]
-            batches = [own[:15 + 10 * rank], own[30:30 + 20 - 5 * rank]]  # uneven on purpose
+            batches = [own[: 15 + 10 * rank], own[30 : 30 + 20 - 5 * rank]]  # uneven on purpose
         steps = []
         for seeds in batches:
             first = len(comm.meter.steps)
@@ -92,8 +95,7 @@ def _case_worker(rank, world, port, out_dir, cases):
 
 
 def _run_group(world, cases, out_dir):
-    spawn_group(_case_worker, world, (world, free_port(), str(out_dir), cases), DEADLINE_S,
-                f"{world}-process group")
+    spawn_group(_case_worker, world, (world, free_port(), str(out_dir), cases), DEADLINE_S, f"{world}-process group")
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +115,7 @@ def groups(partition_dirs, tmp_path_factory):
 
     def load(name, world):
         return [torch.load(out / f"{name}-{r}.pt", weights_only=False) for r in range(world)]
+
     return load
 
 
@@ -137,9 +140,15 @@ def reference(dataset, model: str, seed_batches) -> list:
         grads = {k: None if v.grad is None else v.grad.clone() for k, v in named.items()}
         trainer.dense_opt.step()
         trainer.sparse_opt.step()
-        steps.append(dict(loss=loss.item(), grads=grads, table_grads=table_grads,
-                          params={k: v.detach().clone() for k, v in named.items()},
-                          tables={t: w.detach().clone() for t, w in tables.items()}))
+        steps.append(
+            dict(
+                loss=loss.item(),
+                grads=grads,
+                table_grads=table_grads,
+                params={k: v.detach().clone() for k, v in named.items()},
+                tables={t: w.detach().clone() for t, w in tables.items()},
+            )
+        )
     return steps
 
 
@@ -157,8 +166,9 @@ def assert_matches(ranks, ref_steps):
                 if want["grads"][name] is None:
                     assert got["grads"][name] is None, f"{where} {name}"
                 else:
-                    torch.testing.assert_close(got["grads"][name][keep], want["grads"][name][keep], **TOL,
-                                               msg=f"{where} grad {name}")
+                    torch.testing.assert_close(
+                        got["grads"][name][keep], want["grads"][name][keep], **TOL, msg=f"{where} grad {name}"
+                    )
             for t, (ids, rows) in got["tables"].items():
                 torch.testing.assert_close(rows, want["tables"][t][ids], **TOL, msg=f"{where} table {t}")
                 want_grad = want["table_grads"][t]
@@ -247,8 +257,9 @@ def test_every_seed_edge_is_drawn_by_exactly_one_rank(dataset):
     samplers = []
     for r, part in enumerate(parts.parts):
         local, eids = schema_graph(parts.schema, part)
-        samplers.append(PartitionSampler(local, FANOUTS, "paper", plan.roots[r], *plan.shares[r], seed=2,
-                                         parent_eids=eids))
+        samplers.append(
+            PartitionSampler(local, FANOUTS, "paper", plan.roots[r], *plan.shares[r], seed=2, parent_eids=eids)
+        )
         samplers[-1].step = 1
 
     def seed_edges(block):  # (relation, source, seed) of the edges into seeds, parent ids
@@ -300,10 +311,22 @@ def test_initial_modules_are_the_minibatch_trainers(dataset):
     trainer = MinibatchTrainer(dataset, "hgt", FANOUTS, BATCH, LR, 5, hidden=HIDDEN)
     g = trainer.g
     learnable = [t for t in g.ntypes if t != "paper"]
-    embedding, model = initial_modules(schema_graph(g.metagraph()), "hgt", HIDDEN, CLASSES, 2,
-                                       {t: 8 for t in g.ntypes}, learnable, None, 5, torch.float32)
-    for a, b in zip(list(model.parameters()) + list(embedding.parameters()),
-                    list(trainer.model.parameters()) + list(trainer.embedding.parameters())):
+    embedding, model = initial_modules(
+        schema_graph(g.metagraph()),
+        "hgt",
+        HIDDEN,
+        CLASSES,
+        2,
+        {t: 8 for t in g.ntypes},
+        learnable,
+        None,
+        5,
+        torch.float32,
+    )
+    for a, b in zip(
+        list(model.parameters()) + list(embedding.parameters()),
+        list(trainer.model.parameters()) + list(trainer.embedding.parameters()),
+    ):
         assert torch.equal(a, b)
 
 
@@ -336,8 +359,7 @@ def test_backend_follows_the_device():
 
 
 def test_peer_machines_names_the_addresses_in_a_gloo_error():
-    error = ("[gloo/transport/tcp/pair.cc:534] Connection closed by peer [198.18.0.2]:40123 "
-             "(local [127.0.0.1]:5000)")
+    error = "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [198.18.0.2]:40123 (local [127.0.0.1]:5000)"
     found = peer_machines(error)
     assert found.startswith("; peer ") and found.endswith("(198.18.0.2)") and "127.0.0.1" not in found
     assert peer_machines("Timed out waiting 5000ms for recv operation to complete") == ""
@@ -373,15 +395,38 @@ launch.worker_main(sys.argv[1:])
 @pytest.mark.parametrize("fault,timeout,world", [("os._exit(17)", 20, 3), ("import time; time.sleep(600)", 5, 2)])
 def test_a_dead_or_stuck_worker_ends_the_others_with_a_clear_error(partition_dirs, fault, timeout, world):
     port = free_port()
-    args = worker_args(partition_dirs[f"meta{world}"], "raf", "rgcn", FANOUTS, BATCH, 1, LR, HIDDEN, SEED,
-                       ["non-target"], CLASSES, "paper", timeout, evaluate=False)
+    args = worker_args(
+        partition_dirs[f"meta{world}"],
+        "raf",
+        "rgcn",
+        FANOUTS,
+        BATCH,
+        1,
+        LR,
+        HIDDEN,
+        SEED,
+        ["non-target"],
+        CLASSES,
+        "paper",
+        timeout,
+        evaluate=False,
+    )
     code = DYING_WORKER.format(fault=fault)
     procs = []
     for rank in range(world):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            WORLD_SIZE=str(world),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            OMP_NUM_THREADS="1",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
     try:
         for rank in [r for r in range(world) if r != 1]:
             _, err = procs[rank].communicate(timeout=60 + timeout)
@@ -399,13 +444,30 @@ def test_a_dead_or_stuck_worker_ends_the_others_with_a_clear_error(partition_dir
 
 def test_torchrun_launch_trains_and_reports(partition_dirs, tmp_path):
     report = tmp_path / "report.json"
-    args = worker_args(partition_dirs["meta2"], "raf", "rgcn", FANOUTS, 128, 1, LR, HIDDEN, SEED, ["non-target"],
-                       CLASSES, "paper", 60, report=report, compiled=True, checkpoint=tmp_path / "checkpoint",
-                       cache_fraction=0.2)
+    args = worker_args(
+        partition_dirs["meta2"],
+        "raf",
+        "rgcn",
+        FANOUTS,
+        128,
+        1,
+        LR,
+        HIDDEN,
+        SEED,
+        ["non-target"],
+        CLASSES,
+        "paper",
+        60,
+        report=report,
+        compiled=True,
+        checkpoint=tmp_path / "checkpoint",
+        cache_fraction=0.2,
+    )
     cmd = torchrun_command(2, args)
     assert cmd[1:4] == ["-m", "torch.distributed.run", "--nproc-per-node=2"] and "--standalone" in cmd
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=DEADLINE_S, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "epoch 1/1" in done.stdout and "MiB/step" in done.stdout and "all ranks: cache hit" in done.stdout
     epoch = json.loads(report.read_text())["epochs"][0]

@@ -7,6 +7,7 @@ checkpoint to two epochs, with the feature cache; one epoch with the cache.
 Every worker saves its epoch records and final state; the tests compare them.
 The group has a deadline.
 """
+
 import json
 import os
 import shutil
@@ -35,16 +36,34 @@ DEADLINE_S = 90
 def partition_dirs(dataset, tmp_path_factory):
     g = add_reverse_relations(dataset.graph)
     root = tmp_path_factory.mktemp("parts")
-    splits = {"meta2": meta_partition(g, "paper", 2, len(FANOUTS)), "metis2": metis_partition(g, 2, 0),
-              "metis1": metis_partition(g, 1, 0)}
+    splits = {
+        "meta2": meta_partition(g, "paper", 2, len(FANOUTS)),
+        "metis2": metis_partition(g, 2, 0),
+        "metis1": metis_partition(g, 1, 0),
+    }
     for name, split in splits.items():
         save_partitions(split, root / name)
     return {name: root / name for name in splits}
 
 
 def argv(partition_dirs, mode, epochs, **options):
-    return worker_args(partition_dirs[PARTS[mode]], mode, MODELS[mode], FANOUTS, BATCH, epochs, LR, HIDDEN, SEED,
-                       ["non-target"], CLASSES, "paper", 60, dtype="float64", **options)
+    return worker_args(
+        partition_dirs[PARTS[mode]],
+        mode,
+        MODELS[mode],
+        FANOUTS,
+        BATCH,
+        epochs,
+        LR,
+        HIDDEN,
+        SEED,
+        ["non-target"],
+        CLASSES,
+        "paper",
+        60,
+        dtype="float64",
+        **options,
+    )
 
 
 # ----------------------------------------------------------- worker side
@@ -84,15 +103,20 @@ def runs(partition_dirs, tmp_path_factory):
     checkpoints = {mode: out / f"checkpoint-{mode}" for mode in MODELS}
     plan = []
     for mode in MODELS:
-        plan += [(f"{mode}-straight", argv(partition_dirs, mode, 2)),
-                 (f"{mode}-first", argv(partition_dirs, mode, 1, checkpoint=checkpoints[mode])),
-                 (f"{mode}-resumed", argv(partition_dirs, mode, 2, checkpoint=checkpoints[mode], resume=True,
-                                          cache_fraction=CACHE_FRACTION)),
-                 (f"{mode}-cached", argv(partition_dirs, mode, 1, cache_fraction=CACHE_FRACTION))]
+        plan += [
+            (f"{mode}-straight", argv(partition_dirs, mode, 2)),
+            (f"{mode}-first", argv(partition_dirs, mode, 1, checkpoint=checkpoints[mode])),
+            (
+                f"{mode}-resumed",
+                argv(partition_dirs, mode, 2, checkpoint=checkpoints[mode], resume=True, cache_fraction=CACHE_FRACTION),
+            ),
+            (f"{mode}-cached", argv(partition_dirs, mode, 1, cache_fraction=CACHE_FRACTION)),
+        ]
     spawn_group(_worker, 2, (2, free_port(), str(out), plan), DEADLINE_S, "the 2-process group")
 
     def load(name):
         return [torch.load(out / f"{name}-{r}.pt", weights_only=False) for r in range(2)]
+
     load.checkpoints = checkpoints
     return load
 
@@ -113,8 +137,12 @@ def test_resumed_run_repeats_the_uninterrupted_run(runs, mode):
         assert [r["epoch"] for r in got] == [1, 2]
         assert torch.equal(losses(got), losses(want)), f"rank {rank}"
         for a, b in zip(got, want):
-            assert (a["loss"], a["train_acc"], a["val_acc"], a["test_acc"]) == \
-                (b["loss"], b["train_acc"], b["val_acc"], b["test_acc"])
+            assert (a["loss"], a["train_acc"], a["val_acc"], a["test_acc"]) == (
+                b["loss"],
+                b["train_acc"],
+                b["val_acc"],
+                b["test_acc"],
+            )
         state, want_state = resumed[rank]["state"], straight[rank]["state"]
         assert state.keys() == want_state.keys()
         for name, value in want_state.items():
@@ -130,8 +158,9 @@ def test_checkpoint_directory_holds_one_file_per_rank_and_a_manifest(runs):
         assert manifest["config"]["model"] == MODELS[mode] and manifest["config"]["dtype"] == "torch.float64"
         # Epoch 2 and the generation before it; no temporary file is left.
         previous = ["manifest-epoch1.json", "epoch1-dense.pt", "epoch1-rank0.pt", "epoch1-rank1.pt"]
-        assert sorted(p.name for p in directory.iterdir()) == sorted(["manifest-epoch2.json", manifest["dense"],
-                                                                     *manifest["ranks"], *previous])
+        assert sorted(p.name for p in directory.iterdir()) == sorted(
+            ["manifest-epoch2.json", manifest["dense"], *manifest["ranks"], *previous]
+        )
         assert sorted(manifest["files"]) == sorted([manifest["dense"], *manifest["ranks"]])
 
 
@@ -157,8 +186,19 @@ def test_the_cache_changes_no_value_and_counts_hits_per_node_type(runs, mode):
 def test_resume_with_another_world_size_fails_naming_it(runs, partition_dirs):
     from gnnc.distributed import load_partitions
 
-    one = VanillaTrainer(Comm.local(), load_partitions(partition_dirs["metis1"]), MODELS["vanilla"], FANOUTS, BATCH,
-                         LR, SEED, num_classes=CLASSES, target="paper", hidden=HIDDEN, dtype=torch.float64)
+    one = VanillaTrainer(
+        Comm.local(),
+        load_partitions(partition_dirs["metis1"]),
+        MODELS["vanilla"],
+        FANOUTS,
+        BATCH,
+        LR,
+        SEED,
+        num_classes=CLASSES,
+        target="paper",
+        hidden=HIDDEN,
+        dtype=torch.float64,
+    )
     with pytest.raises(ValueError, match="world size: checkpoint 2, this run 1"):
         load_checkpoint(one, runs.checkpoints["vanilla"])
 
@@ -188,9 +228,27 @@ def test_a_corrupt_rank_file_resumes_from_the_previous_generation(partition_dirs
     parts = load_partitions(partition_dirs["metis1"])
 
     def run(epochs, **options):
-        args = worker_parser().parse_args(worker_args(
-            partition_dirs["metis1"], "vanilla", MODELS["vanilla"], FANOUTS, BATCH, epochs, LR, HIDDEN, SEED,
-            ["non-target"], CLASSES, "paper", 60, dtype="float64", checkpoint=tmp_path, evaluate=False, **options))
+        args = worker_parser().parse_args(
+            worker_args(
+                partition_dirs["metis1"],
+                "vanilla",
+                MODELS["vanilla"],
+                FANOUTS,
+                BATCH,
+                epochs,
+                LR,
+                HIDDEN,
+                SEED,
+                ["non-target"],
+                CLASSES,
+                "paper",
+                60,
+                dtype="float64",
+                checkpoint=tmp_path,
+                evaluate=False,
+                **options,
+            )
+        )
         return run_worker(Comm.local(), parts, args)[1]
 
     straight = run(2)

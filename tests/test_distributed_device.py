@@ -1,6 +1,7 @@
 """``gnnc train --dist --device cuda``: which device and backend a worker picks, the usage errors that stop a
 run before any process starts, checkpoint state on the CPU; on GPUs, RAF and vanilla runs end to end whose
 losses equal the CPU run's and whose checkpoints load on the CPU."""
+
 import json
 import os
 import subprocess
@@ -48,8 +49,11 @@ def test_init_from_env_joins_on_the_workers_device(monkeypatch, device, local_ra
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.setdefault("current", str(d)))
-    monkeypatch.setattr(comm.dist, "init_process_group",
-                        lambda backend, timeout, device_id: calls.update(backend=backend, bound=device_id))
+    monkeypatch.setattr(
+        comm.dist,
+        "init_process_group",
+        lambda backend, timeout, device_id: calls.update(backend=backend, bound=device_id),
+    )
     monkeypatch.setattr(comm.dist.distributed_c10d, "_set_pg_timeout", lambda timeout: None)
     monkeypatch.setattr(comm, "Comm", lambda timeout_s: "joined")
     assert init_from_env(60, device=device) == "joined"
@@ -82,15 +86,22 @@ def _error_line(capsys) -> str:
 def test_dist_on_cuda_without_cuda_stops_before_any_process(monkeypatch, capsys, launched):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["train", "--dist", "--device", "cuda"]) == 2
-    assert _error_line(capsys).startswith("gnnc train: error: --device cuda needs an NVIDIA GPU, but "
-                                          "torch.cuda.is_available() is False here")
+    assert _error_line(capsys).startswith(
+        "gnnc train: error: --device cuda needs an NVIDIA GPU, but torch.cuda.is_available() is False here"
+    )
     assert launched == []
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--device", "cuda:1"], "--dist takes --device cpu or cuda (each worker then uses GPU LOCAL_RANK), not 'cuda:1'"),
-    (["--device", "cuda", "--nproc", "3"], "--nproc 3 exceeds the 2 GPU(s) here; lower --nproc"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["--device", "cuda:1"],
+            "--dist takes --device cpu or cuda (each worker then uses GPU LOCAL_RANK), not 'cuda:1'",
+        ),
+        (["--device", "cuda", "--nproc", "3"], "--nproc 3 exceeds the 2 GPU(s) here; lower --nproc"),
+    ],
+)
 def test_dist_devices_the_workers_cannot_have_are_usage_errors(monkeypatch, capsys, launched, argv, message):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
@@ -114,7 +125,7 @@ def test_the_device_reaches_every_workers_command_line(monkeypatch, meta2, devic
     monkeypatch.setattr(launch.subprocess, "call", lambda cmd: started.append(cmd) or 0)
     assert cli.main(["train", "--dist", "--partitions", str(meta2), "--fanouts", "3", "3", "--device", device]) == 0
     (cmd,) = started
-    worker = cmd[cmd.index(launch.WORKER_MODULE) + 1:]
+    worker = cmd[cmd.index(launch.WORKER_MODULE) + 1 :]
     assert worker_parser().parse_args(worker).device == device
 
 
@@ -133,17 +144,50 @@ def test_checkpoint_state_keeps_cpu_tensors_and_state_dict_metadata():
 # float32 on the GPU vs the CPU. Measured on the CPU: perturbing the weights by 1e-6 (relative) after every
 # step moves these losses by < 2e-7; leaving out the gradient sum over ranks, by 4e-4 to 8e-2.
 LOSS_TOL = dict(rel=1e-4)
-COMMON = ["--dataset", "mag", "--model", "rgcn", "--fanouts", "3", "3", "--batch-size", "128", "--hidden", "8",
-          "--lr", "0.02", "--dist-timeout", "120"]
+COMMON = [
+    "--dataset",
+    "mag",
+    "--model",
+    "rgcn",
+    "--fanouts",
+    "3",
+    "3",
+    "--batch-size",
+    "128",
+    "--hidden",
+    "8",
+    "--lr",
+    "0.02",
+    "--dist-timeout",
+    "120",
+]
 DEADLINE_S = 300
 
 
 def _gnnc_train(mode: str, parts, nproc: int, device: str, epochs: int, *extra) -> str:
     """stdout of ``gnnc train --dist`` with these settings, which must succeed."""
-    argv = [sys.executable, "-m", "gnnc.cli", "train", "--dist", "--mode", mode, "--nproc", str(nproc),
-            "--partitions", str(parts), "--device", device, "--epochs", str(epochs), *COMMON, *map(str, extra)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    argv = [
+        sys.executable,
+        "-m",
+        "gnnc.cli",
+        "train",
+        "--dist",
+        "--mode",
+        mode,
+        "--nproc",
+        str(nproc),
+        "--partitions",
+        str(parts),
+        "--device",
+        device,
+        "--epochs",
+        str(epochs),
+        *COMMON,
+        *map(str, extra),
+    ]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=DEADLINE_S, env=dict(os.environ, OMP_NUM_THREADS="1")
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -164,8 +208,16 @@ def _tensors(obj):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 1, reason="needs a CUDA GPU")
-@pytest.mark.parametrize("nproc", [pytest.param(1), pytest.param(2, marks=pytest.mark.skipif(
-    GPUS < 2, reason="two workers need two GPUs (NCCL refuses two ranks on one GPU)"))])
+@pytest.mark.parametrize(
+    "nproc",
+    [
+        pytest.param(1),
+        pytest.param(
+            2,
+            marks=pytest.mark.skipif(GPUS < 2, reason="two workers need two GPUs (NCCL refuses two ranks on one GPU)"),
+        ),
+    ],
+)
 @pytest.mark.parametrize("mode", ["raf", "vanilla"])
 def test_cuda_run_resumed_with_the_cache_has_the_cpu_runs_losses(tmp_path, mode, nproc):
     """Two epochs on the CPU; on the GPUs one epoch with a checkpoint, then a resume with the feature cache.
@@ -175,8 +227,9 @@ def test_cuda_run_resumed_with_the_cache_has_the_cpu_runs_losses(tmp_path, mode,
     cpu, gpu, checkpoint = tmp_path / "cpu.json", tmp_path / "gpu.json", tmp_path / "checkpoint"
     _gnnc_train(mode, parts, nproc, "cpu", 2, "--report", cpu)
     _gnnc_train(mode, parts, nproc, "cuda", 1, "--checkpoint", checkpoint)
-    out = _gnnc_train(mode, parts, nproc, "cuda", 2, "--checkpoint", checkpoint, "--resume", "--cache-fraction", 0.25,
-                      "--report", gpu)
+    out = _gnnc_train(
+        mode, parts, nproc, "cuda", 2, "--checkpoint", checkpoint, "--resume", "--cache-fraction", 0.25, "--report", gpu
+    )
     assert "resumed from" in out and "all ranks: cache hit" in out
     assert json.loads(gpu.read_text())["device"] == "cuda"
     want = _losses(cpu)

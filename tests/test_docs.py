@@ -8,6 +8,7 @@
   extras must exist, named files must exist; a code block in any other language fails the test;
 - README.md's example runs, and its two set-up commands are the ones CI and the docs use.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,9 +35,26 @@ SHELL_LANGUAGES = {"console", "bash", "shell", "sh"}
 
 
 def _sphinx(builder: str, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", builder,
-                           str(DOCS), str(out / builder), "-d", str(out / f"doctrees-{builder}")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            builder,
+            str(DOCS),
+            str(out / builder),
+            "-d",
+            str(out / f"doctrees-{builder}"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_html_builds_without_warnings(tmp_path):
@@ -74,7 +92,7 @@ def _blocks(path: Path):
             continue
         indent = len(m.group(1)) if m else len(line) - len(line.lstrip())
         body = []
-        for nxt in lines[i + 1:]:
+        for nxt in lines[i + 1 :]:
             if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
                 break
             body.append(nxt)
@@ -127,7 +145,7 @@ def _check_command(cmd: str, where: str) -> None:
         extras = _extras()
         for arg in args[1:]:
             m = re.fullmatch(r"\.\[([\w,-]+)\]", arg)
-            for extra in (m.group(1).split(",") if m else []):
+            for extra in m.group(1).split(",") if m else []:
                 assert extra in extras, f"{where}: `{cmd}` names extra {extra!r}, not in pyproject.toml"
     elif prog == "python":
         if args[:2] == ["-m", "sphinx"]:
@@ -164,7 +182,7 @@ def test_readme_example_runs_and_setup_commands_hold():
     assert len(examples[0].strip().splitlines()) <= 15, "README.md: keep the example to 15 lines"
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(examples[0], str(README), "exec"), {"__name__": "readme_example"})  # noqa: S102
-    assert 'pip install -e . && gnnc demo' in text
+    assert "pip install -e . && gnnc demo" in text
     assert 'pip install -e ".[dev]" && pytest -q' in text
     for page in re.findall(r"\]\((docs/[^)#]+)", text):
         assert (ROOT / page).is_file(), f"README.md links to {page}, which does not exist"

@@ -3,6 +3,7 @@
 The server serves files the test writes (synthetic Planetoid-format sets from ``hostile_files``, or the
 real ones from ../shared/data when present), honours HTTP Range, and can cut a transfer midway.
 """
+
 import dataclasses
 import hashlib
 import json
@@ -82,8 +83,9 @@ def _synthetic(tmp_path, httpd, name: str) -> dict:
 def pinned(name: str, digests: dict) -> sources.Source:
     """``SOURCES[name]`` pinned to ``digests`` (synthetic files standing in for the real ones)."""
     source = sources.SOURCES[name]
-    return dataclasses.replace(source, files=tuple(dataclasses.replace(f, sha256=digests[f.path])
-                                                   for f in source.files))
+    return dataclasses.replace(
+        source, files=tuple(dataclasses.replace(f, sha256=digests[f.path]) for f in source.files)
+    )
 
 
 def _pin(monkeypatch, name: str, digests: dict) -> None:
@@ -152,7 +154,8 @@ def test_the_command_downloads_into_the_data_folder(tmp_path, server, monkeypatc
     assert main(["datasets", "download", "citeseer", "--mirror", url]) == 0
     assert f"citeseer: 8 files in {tmp_path / 'data'}, sha256 checked" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "data" / "planetoid").iterdir()) == sorted(
-        f"ind.citeseer.{p}" for p in sources.PLANETOID_PARTS)
+        f"ind.citeseer.{p}" for p in sources.PLANETOID_PARTS
+    )
 
 
 def test_the_real_files_match_their_pins(tmp_path, server, shared_data):
@@ -191,8 +194,9 @@ def test_a_missing_dataset_is_downloaded_by_the_class_as_in_dgl(tmp_path, server
     _pin(monkeypatch, "cora", _synthetic(tmp_path, httpd, "cora"))
     monkeypatch.setenv(downloads.MIRROR_ENV, url)
     g = CoraGraphDataset(raw_dir=tmp_path / "data", verbose=False)[0]
-    assert g.num_nodes() == 512 and torch.allclose(g.ndata["feat"].sum(1)[g.ndata["feat"].sum(1) > 0],
-                                                   torch.tensor(1.0))
+    assert g.num_nodes() == 512 and torch.allclose(
+        g.ndata["feat"].sum(1)[g.ndata["feat"].sum(1) > 0], torch.tensor(1.0)
+    )
 
 
 # a child: pin cora to the served synthetic files, run the download command, then the tutorial under the alias
@@ -234,8 +238,15 @@ def test_dgl_tutorials_run_unchanged_on_downloaded_data(tmp_path, server, script
     url, httpd = server
     digests = _synthetic(tmp_path, httpd, "cora")
     env = {**os.environ, "GNNC_DATA": str(tmp_path / "data"), "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", _BOOT, json.dumps(digests), url, str(TUTORIALS / script), mode],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _BOOT, json.dumps(digests), url, str(TUTORIALS / script), mode],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"cora: 8 files in {tmp_path / 'data'}" in done.stdout
     assert "In epoch 95, loss:" in done.stdout
@@ -263,8 +274,13 @@ def test_missing_files_name_the_download_command_and_a_clean_path(no_default_dat
     with pytest.raises(DataNotFoundError) as err:
         load_planetoid("cora", tmp_path / "nowhere")
     assert str(err.value).endswith(f"or none to use {no_default_data / 'planetoid'} (the per-user default)")
-    done = subprocess.run([sys.executable, str(REPO / "examples" / "train_cora.py"), "--data-dir",
-                           str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "train_cora.py"), "--data-dir", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("train_cora.py: Planetoid folder for 'cora' not found")

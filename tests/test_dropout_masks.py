@@ -3,6 +3,7 @@
 A lowered reduce UDF runs its dropout once over all edges where eager draws one mask per degree bucket;
 with determinism on, the plan draws bucket by bucket in eager's order (``runtime.bucket_order``).
 """
+
 import warnings
 
 import pytest

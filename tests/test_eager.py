@@ -1,4 +1,5 @@
 """Eager executor against direct scatter formulas (written without gnnc)."""
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -41,7 +42,10 @@ def softmax_oracle(src, dst, logits, values, n):
 
 graphs = st.builds(
     lambda n, m, seed: random_homograph(num_nodes=n, num_edges=m, seed=seed),
-    st.integers(1, 14), st.integers(0, 40), st.integers(0, 10_000))
+    st.integers(1, 14),
+    st.integers(0, 40),
+    st.integers(0, 10_000),
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -133,9 +137,11 @@ def test_gradients_flow_through_udfs():
     def run(x, w):
         with g.local_scope():
             g.ndata["h"] = x
-            g.update_all(lambda e: {"m": torch.tanh(e.src["h"] @ w) * e.dst["h"]},
-                         lambda nb: {"r": torch.softmax(nb.mailbox["m"], 1).mul(nb.mailbox["m"]).sum(1)},
-                         lambda nb: {"o": nb.data["r"] * 2 + nb.data["h"]})
+            g.update_all(
+                lambda e: {"m": torch.tanh(e.src["h"] @ w) * e.dst["h"]},
+                lambda nb: {"r": torch.softmax(nb.mailbox["m"], 1).mul(nb.mailbox["m"]).sum(1)},
+                lambda nb: {"o": nb.data["r"] * 2 + nb.data["h"]},
+            )
             return g.ndata["o"]
 
     assert torch.autograd.gradcheck(run, (x, w))
@@ -150,8 +156,13 @@ def test_binary_builtins_match_manual(name):
     g.ndata["x"], g.edata["w"] = x, w
     sides = {"u": x[src], "v": x[dst], "e": w}
     lhs, op, rhs = name.split("_")
-    ops = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-           "dot": lambda a, b: (a * b).sum(-1, keepdim=True)}
+    ops = {
+        "add": torch.add,
+        "sub": torch.sub,
+        "mul": torch.mul,
+        "div": torch.div,
+        "dot": lambda a, b: (a * b).sum(-1, keepdim=True),
+    }
     g.apply_edges(getattr(fn, name)("w" if lhs == "e" else "x", "w" if rhs == "e" else "x", "out"))
     torch.testing.assert_close(g.edata["out"], ops[op](sides[lhs], sides[rhs]))
 
@@ -175,8 +186,10 @@ def test_heterograph_update_all_reduces_over_all_relations():
     x = torch.randn(n, dtype=torch.float64)
     src, dst = g.find_edges()
     g.ndata_all["x"] = x
-    g.update_all(lambda e: {"e": e.src["x"] * e.dst["x"], "v": e.src["x"].unsqueeze(1)},
-                 lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["v"]).sum(1)})
+    g.update_all(
+        lambda e: {"e": e.src["x"] * e.dst["x"], "v": e.src["x"].unsqueeze(1)},
+        lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["v"]).sum(1)},
+    )
     torch.testing.assert_close(g.ndata_all["o"], softmax_oracle(src, dst, x[src] * x[dst], x.unsqueeze(1), n))
 
 
@@ -186,23 +199,34 @@ def test_multi_update_all_cross_reducers(cross):
     x = torch.randn(g.num_nodes(), 2, dtype=torch.float64)
     g.ndata_all["h"] = x
     g.nodes["item"].data["out"] = torch.full((7, 2), 7.0, dtype=torch.float64)
-    funcs = {"follows": (fn.copy_u("h", "m"), fn.sum("m", "out")),
-             ("item", "liked_by", "user"): (lambda e: {"m": e.src["h"] * 2}, lambda nb: {"out": nb.mailbox["m"].max(1).values}),
-             "empty": (fn.copy_u("h", "m"), fn.mean("m", "out"))}
+    funcs = {
+        "follows": (fn.copy_u("h", "m"), fn.sum("m", "out")),
+        ("item", "liked_by", "user"): (
+            lambda e: {"m": e.src["h"] * 2},
+            lambda nb: {"out": nb.mailbox["m"].max(1).values},
+        ),
+        "empty": (fn.copy_u("h", "m"), fn.mean("m", "out")),
+    }
     g.multi_update_all(funcs, cross)
     first_user = g.index.ntype_offsets[g.ntype_id("user")]
     users = slice(first_user, first_user + g.num_nodes("user"))
     per_rel = []
-    relations = sorted((("follows", "sum", 1), ("liked_by", "max", 2), ("empty", "mean", 1)),
-                       key=lambda item: g.etype_id(item[0]))  # DGL stacks in relation order
+    relations = sorted(
+        (("follows", "sum", 1), ("liked_by", "max", 2), ("empty", "mean", 1)), key=lambda item: g.etype_id(item[0])
+    )  # DGL stacks in relation order
     for rel, how, mul in relations:
         r = g.etype_id(rel)
         s, d = g.find_edges()
         s, d = s[g.edge_type_ids() == r], d[g.edge_type_ids() == r]
         per_rel.append(scatter_oracle(s, d, x * mul, g.num_nodes(), how)[users])
     stacked = torch.stack(per_rel, 1)
-    expected = {"sum": stacked.sum(1), "mean": stacked.mean(1), "max": stacked.max(1).values,
-                "min": stacked.min(1).values, "stack": stacked}[cross]
+    expected = {
+        "sum": stacked.sum(1),
+        "mean": stacked.mean(1),
+        "max": stacked.max(1).values,
+        "min": stacked.min(1).values,
+        "stack": stacked,
+    }[cross]
     torch.testing.assert_close(g.nodes["user"].data["out"], expected)
     # node types no relation in the dict targets keep their previous value
     assert bool((g.nodes["item"].data["out"] == 7.0).all())

@@ -6,6 +6,7 @@ gradients of the node features and parameters, and the node features
 themselves after the call must agree. Where the compiled plan cannot keep
 eager's meaning the call must fall back with a FallbackWarning, never differ.
 """
+
 import contextlib
 import warnings
 
@@ -14,7 +15,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-import gnnc
 import gnnc.function as fn
 from gnnc.runtime.compiled import FallbackWarning
 from tests.graphs import random_homograph
@@ -114,12 +114,16 @@ def _viewed_then_written(edges):
 BUCKET_VIEWS = ("a mailbox", "node data in a reduce")
 REFUSED = {
     "a mailbox": (fn.copy_u("h", "m"), lambda nodes: {"o": F.relu(nodes.mailbox["m"], inplace=True).sum(1)}),
-    "node data in a reduce": (fn.copy_u("h", "m"),
-                              lambda nodes: {"o": nodes.mailbox["m"].sum(1) + nodes.data["h"].mul_(2)}),
+    "node data in a reduce": (
+        fn.copy_u("h", "m"),
+        lambda nodes: {"o": nodes.mailbox["m"].sum(1) + nodes.data["h"].mul_(2)},
+    ),
     "a view taken before": (_viewed_then_written, fn.sum("m", "o")),
     "a slice": (lambda e: {"m": (lambda x: (x[:, :1].relu_(), x)[1])(e.src["h"] * 1)}, fn.sum("m", "o")),
-    "item assignment": (lambda e: {"m": (lambda x: (x.__setitem__(x < 0, 0.0), x)[1])(e.src["h"] * 1)},
-                        fn.sum("m", "o")),
+    "item assignment": (
+        lambda e: {"m": (lambda x: (x.__setitem__(x < 0, 0.0), x)[1])(e.src["h"] * 1)},
+        fn.sum("m", "o"),
+    ),
 }
 
 
@@ -202,8 +206,9 @@ def test_parametrized_weight_norm_compiles_and_trains():
     opt = torch.optim.SGD(lin.parameters(), lr=0.1)
 
     def run(g, flag):
-        g.update_all(lambda e: {"m": lin(torch.cat([e.src["h"], e.dst["h"]], -1)[:, :D])}, fn.sum("m", "o"),
-                     compile=flag)
+        g.update_all(
+            lambda e: {"m": lin(torch.cat([e.src["h"], e.dst["h"]], -1)[:, :D])}, fn.sum("m", "o"), compile=flag
+        )
         return g.ndata["o"]
 
     for step in range(2):
@@ -244,6 +249,7 @@ def test_custom_autograd_functions_keep_their_backward(form):
         if form == "pre-bound":
             return {"m": PRE_BOUND(edges.src["h"]) * edges.data["w"]}
         import tests.test_eager_semantics as here
+
         return {"m": here._StraightThroughClamp.apply(edges.src["h"] * 2)}
 
     def run(g, flag):

@@ -3,6 +3,7 @@ stored in the graph where eager (and DGL) store it, in eager's order; elsewhere 
 
 The fixed numbers were checked against DGL 2.1 (``import dgl`` in the peer interpreter, same graph and UDFs).
 """
+
 import functools
 import re
 import warnings
@@ -65,8 +66,10 @@ def test_the_gated_gcn_layer_compiles_with_eagers_values_and_gradients(edge_only
     h = torch.randn(14, D, dtype=torch.float64, requires_grad=True)
     e = torch.randn(g.num_edges(), D, dtype=torch.float64, requires_grad=True)
     if edge_only:  # the edge-feature-only variant: the gate reads node features alone
-        layer.message = lambda edges: (edges.data.__setitem__("e", edges.src["Dh"] + edges.dst["Eh"]),
-                                       {"Bh_j": edges.src["Bh"], "e_ij": edges.data["e"]})[1]
+        layer.message = lambda edges: (
+            edges.data.__setitem__("e", edges.src["Dh"] + edges.dst["Eh"]),
+            {"Bh_j": edges.src["Bh"], "e_ij": edges.data["e"]},
+        )[1]
     fast = gnnc.compile(layer)
     results = []
     for run in (lambda: layer(g, h, e), lambda: _compiled_plans_ran(lambda: fast(g, h, e))):
@@ -74,8 +77,13 @@ def test_the_gated_gcn_layer_compiles_with_eagers_values_and_gradients(edge_only
             p.grad = None
         out_h, out_e = run()
         (out_h.pow(2).sum() + (out_e * torch.linspace(0, 1, D, dtype=torch.float64)).sum()).backward()
-        results.append([out_h.detach(), out_e.detach(), *(p.grad.clone() for p in (h, e, *layer.parameters())
-                                                          if p.grad is not None)])
+        results.append(
+            [
+                out_h.detach(),
+                out_e.detach(),
+                *(p.grad.clone() for p in (h, e, *layer.parameters()) if p.grad is not None),
+            ]
+        )
     assert len(results[0]) == len(results[1])
     for want, got in zip(*results):
         torch.testing.assert_close(got, want)
@@ -111,8 +119,14 @@ def test_writes_are_stored_in_dgls_order(flag):
     assert g.edata["x"][:, 0].tolist() == [0.0, 40.0, 80.0, 120.0, 40.0, 0.0]
     assert g.edata["a"][:, 1].tolist() == [4.0, 8.0, 12.0, 8.0, 6.0, 6.0]
     run(lambda: g.update_all(_reads_then_writes, lambda nodes: {"s": nodes.mailbox["m"].sum(1)}, compile=flag))
-    assert g.edata["e"].tolist() == [[102.0, 104.0], [106.0, 108.0], [110.0, 112.0], [106.0, 108.0],
-                                     [104.0, 106.0], [104.0, 106.0]]
+    assert g.edata["e"].tolist() == [
+        [102.0, 104.0],
+        [106.0, 108.0],
+        [110.0, 112.0],
+        [106.0, 108.0],
+        [104.0, 106.0],
+        [104.0, 106.0],
+    ]
     assert g.ndata["s"].tolist() == [[106.0, 108.0], [206.0, 210.0], [210.0, 214.0], [110.0, 112.0]]
 
 
@@ -160,10 +174,12 @@ def test_partial_calls_keep_the_write_to_the_call_as_dgl():
 
 
 def _relation_calls(g, flag):
-    g.apply_edges(lambda e: (e.data.__setitem__("k", e.src["h"] * 3), {"q": e.src["h"]})[1], etype="likes",
-                  compile=flag)
-    g.multi_update_all({"likes": (_marking, fn.sum("m", "o")), "follows": (_marking, fn.sum("m", "o"))}, "sum",
-                       compile=flag)
+    g.apply_edges(
+        lambda e: (e.data.__setitem__("k", e.src["h"] * 3), {"q": e.src["h"]})[1], etype="likes", compile=flag
+    )
+    g.multi_update_all(
+        {"likes": (_marking, fn.sum("m", "o")), "follows": (_marking, fn.sum("m", "o"))}, "sum", compile=flag
+    )
 
 
 def test_a_relations_write_is_stored_in_that_relation_only():
@@ -176,8 +192,15 @@ def test_a_relations_write_is_stored_in_that_relation_only():
         else:
             _relation_calls(g, flag)
         assert "k" not in g.edges["follows"].data
-        outs.append([g.edges["likes"].data["k"], g.edges["likes"].data["z"], g.edges["follows"].data["z"],
-                     g.nodes["item"].data["o"], g.nodes["user"].data["o"]])
+        outs.append(
+            [
+                g.edges["likes"].data["k"],
+                g.edges["likes"].data["z"],
+                g.edges["follows"].data["z"],
+                g.nodes["item"].data["o"],
+                g.nodes["user"].data["o"],
+            ]
+        )
     for want, got in zip(*outs):
         torch.testing.assert_close(got, want)
     src = g.find_edges(etype="likes")[0]
@@ -186,17 +209,26 @@ def test_a_relations_write_is_stored_in_that_relation_only():
 
 def test_a_write_eager_refuses_raises_eagers_error_when_compiled():
     g, table = _small_graph(), torch.ones(3, 2)
-    with pytest.warns(FallbackWarning, match="not one row per edge"), \
-            pytest.raises(ValueError, match=r"edges.data\['p'\] = ...: expected a tensor of 6 rows"):
+    with (
+        pytest.warns(FallbackWarning, match="not one row per edge"),
+        pytest.raises(ValueError, match=r"edges.data\['p'\] = ...: expected a tensor of 6 rows"),
+    ):
         g.apply_edges(lambda e: (e.data.__setitem__("p", table), {"q": e.src["h"]})[1], compile=True)
 
 
-@pytest.mark.parametrize("udfs, said", [
-    ((lambda e: (e.src.__setitem__("h", e.src["h"] * 2), {"m": e.src["h"]})[1], fn.sum("m", "o")),
-     r"edges.src\['h'\] = ...: this space of a UDF's batch is read-only"),
-    ((fn.copy_u("h", "m"), lambda n: (n.data.__setitem__("k", n.mailbox["m"].sum(1)), {"o": n.data["k"]})[1]),
-     r"nodes.data\['k'\] = ...: eager keeps a node UDF's write in its batch only"),
-])
+@pytest.mark.parametrize(
+    "udfs, said",
+    [
+        (
+            (lambda e: (e.src.__setitem__("h", e.src["h"] * 2), {"m": e.src["h"]})[1], fn.sum("m", "o")),
+            r"edges.src\['h'\] = ...: this space of a UDF's batch is read-only",
+        ),
+        (
+            (fn.copy_u("h", "m"), lambda n: (n.data.__setitem__("k", n.mailbox["m"].sum(1)), {"o": n.data["k"]})[1]),
+            r"nodes.data\['k'\] = ...: eager keeps a node UDF's write in its batch only",
+        ),
+    ],
+)
 def test_other_writes_into_the_batch_fall_back_saying_what_they_are(udfs, said):
     g = _small_graph()
     with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,5 @@
 """Per-type input embeddings and the lazy, per-row SparseAdam."""
+
 import pytest
 import torch
 from torch import nn
@@ -59,9 +60,9 @@ def test_from_graph_and_type_errors():
         emb.fetch(torch.tensor([17]))
 
 
-ALWAYS = [0, 1, 2]      # touched at every step
-SOMETIMES = [5, 6, 7]   # touched at some steps
-NEVER = [8, 9]          # never touched
+ALWAYS = [0, 1, 2]  # touched at every step
+SOMETIMES = [5, 6, 7]  # touched at some steps
+NEVER = [8, 9]  # never touched
 
 
 def touched_rows(step):
@@ -109,18 +110,18 @@ def test_sparse_adam_matches_dense_adam_on_rows_touched_every_step():
     assert not state["exp_avg"][NEVER].any() and not state["exp_avg_sq"][NEVER].any()
     # A row touched now and then follows Adam run on its touching steps only.
     for r in SOMETIMES:
-        row = nn.Parameter(weight[r:r + 1].clone())
+        row = nn.Parameter(weight[r : r + 1].clone())
         row_adam = torch.optim.Adam([row], lr=0.05, foreach=False)
         touches = 0
         for g in grads:
             if g[r].any():
-                row.grad = g[r:r + 1].clone()
+                row.grad = g[r : r + 1].clone()
                 row_adam.step()
                 touches += 1
         assert 0 < touches < 6
         assert state["step"][r] == touches
-        assert torch.equal(sparse_w[r:r + 1], row.detach())
-        assert not torch.equal(sparse_w[r:r + 1], dense.detach()[r:r + 1]), "dense Adam decays idle rows"
+        assert torch.equal(sparse_w[r : r + 1], row.detach())
+        assert not torch.equal(sparse_w[r : r + 1], dense.detach()[r : r + 1]), "dense Adam decays idle rows"
 
 
 def test_sparse_adam_state_dict_resumes_exactly():

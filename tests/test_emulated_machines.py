@@ -18,6 +18,7 @@ its machine, and the checkpoint must still be the one before the fault (the
 fault hit mid-epoch). The epochs of the chained runs, read from each
 checkpoint and the last report, equal the reference's losses exactly.
 """
+
 import json
 import sys
 import time
@@ -28,14 +29,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import emulated_machines  # noqa: E402 - bench/ is no package
 from emulated_jobs import start_job, wait_job  # noqa: E402
-
 from gnnc.distributed import add_reverse_relations, meta_partition, save_partitions  # noqa: E402
 from gnnc.distributed.checkpoint import read_manifest  # noqa: E402
 
 from .distributed_fixtures import dataset  # noqa: F401,E402 - a fixture
 
-pytestmark = pytest.mark.skipif(emulated_machines.unavailable() is not None,
-                                reason=str(emulated_machines.unavailable()))
+pytestmark = pytest.mark.skipif(
+    emulated_machines.unavailable() is not None, reason=str(emulated_machines.unavailable())
+)
 
 MACHINES, NPROC, EPOCHS = 2, 2, 4
 TIMEOUT_S, GRACE_S = 8, 12
@@ -43,8 +44,27 @@ RUN_DEADLINE_S = 180
 
 
 def options(parts, epochs, checkpoint=None, resume=False, report=None):
-    out = ["--dataset", "mag", "--model", "rgcn", "--partitions", parts, "--fanouts", 3, 3, "--batch-size", 16,
-           "--hidden", 8, "--epochs", epochs, "--lr", 0.02, "--dist-timeout", TIMEOUT_S]
+    out = [
+        "--dataset",
+        "mag",
+        "--model",
+        "rgcn",
+        "--partitions",
+        parts,
+        "--fanouts",
+        3,
+        3,
+        "--batch-size",
+        16,
+        "--hidden",
+        8,
+        "--epochs",
+        epochs,
+        "--lr",
+        0.02,
+        "--dist-timeout",
+        TIMEOUT_S,
+    ]
     if checkpoint:
         out += ["--checkpoint", checkpoint]
     if resume:
@@ -78,11 +98,16 @@ def runs(dataset, tmp_path_factory):
     out = {}
     with emulated_machines.EmulatedMachines(MACHINES, rate="1gbit") as cluster:
         job = start_job(cluster, NPROC, options(parts, EPOCHS, report=root / "straight.json"), root / "straight")
-        out["straight"] = {"status": wait_job(job, RUN_DEADLINE_S), "job": job,
-                           "report": json.loads((root / "straight.json").read_text())}
-        faults = [("killed", 1, False, lambda: cluster.kill_machine(1)),
-                  ("cut", 2, True, lambda: cluster.cut_link(1)),
-                  ("slow", 3, True, lambda: cluster.shape_link(1, "8kbit"))]
+        out["straight"] = {
+            "status": wait_job(job, RUN_DEADLINE_S),
+            "job": job,
+            "report": json.loads((root / "straight.json").read_text()),
+        }
+        faults = [
+            ("killed", 1, False, lambda: cluster.kill_machine(1)),
+            ("cut", 2, True, lambda: cluster.cut_link(1)),
+            ("slow", 3, True, lambda: cluster.shape_link(1, "8kbit")),
+        ]
         for name, epoch, resume, fault in faults:
             job = start_job(cluster, NPROC, options(parts, EPOCHS, checkpoint, resume), root / name)
             _wait_for_epoch(checkpoint, epoch, job)
@@ -93,14 +118,22 @@ def runs(dataset, tmp_path_factory):
                 status = wait_job(job, TIMEOUT_S + GRACE_S)
             except TimeoutError as err:
                 pytest.fail(f"{name}: {err}")
-            out[name] = {"status": status, "job": job, "epoch": read_manifest(checkpoint)["epoch"],
-                         "after_fault_s": {i: job.ended[i] - at for i in survivors},
-                         "records": _checkpoint_records(checkpoint)}
+            out[name] = {
+                "status": status,
+                "job": job,
+                "epoch": read_manifest(checkpoint)["epoch"],
+                "after_fault_s": {i: job.ended[i] - at for i in survivors},
+                "records": _checkpoint_records(checkpoint),
+            }
             cluster.restore_link(1)
-        job = start_job(cluster, NPROC, options(parts, EPOCHS, checkpoint, True, root / "resumed.json"),
-                        root / "resumed")
-        out["resumed"] = {"status": wait_job(job, RUN_DEADLINE_S), "job": job,
-                          "report": json.loads((root / "resumed.json").read_text())}
+        job = start_job(
+            cluster, NPROC, options(parts, EPOCHS, checkpoint, True, root / "resumed.json"), root / "resumed"
+        )
+        out["resumed"] = {
+            "status": wait_job(job, RUN_DEADLINE_S),
+            "job": job,
+            "report": json.loads((root / "resumed.json").read_text()),
+        }
     return out
 
 

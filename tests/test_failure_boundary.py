@@ -7,6 +7,7 @@ numbers): a plain layer with UDFs (per-call stages), DGL's GAT tutorial with a l
 (``batch_heads``), HGT-style per-type masks around a call (``type_masks``), a layer in a local scope
 (``release_features``, ``scope_deferral``), and R-GCN on a heterograph (the cost model).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,7 +23,6 @@ from torch import nn
 
 import gnnc
 import gnnc.passes
-from gnnc import function as fn
 from gnnc.backend.cpu import interop
 from gnnc.frontend import forward
 from gnnc.ir import ops
@@ -89,8 +89,11 @@ def _scoped():
 
 def _rgcn():
     g = random_heterograph(seed=1)
-    return RGCNConv(6, 5, len(g.canonical_etypes)).double(), lambda: random_heterograph(seed=1), \
-        torch.randn(g.num_nodes(), 6, dtype=torch.float64)
+    return (
+        RGCNConv(6, 5, len(g.canonical_etypes)).double(),
+        lambda: random_heterograph(seed=1),
+        torch.randn(g.num_nodes(), 6, dtype=torch.float64),
+    )
 
 
 MODELS = {"plain": _plain, "gat": _gat, "per_type": _per_type, "scoped": _scoped, "rgcn": _rgcn}
@@ -105,10 +108,8 @@ STAGES = {
     "forward pass type_masks": ("per_type", (COMPILE_MODULE, "FORWARD_PASSES", "type_masks"), "model"),
     "forward pass merge_linears": ("gat", (COMPILE_MODULE, "FORWARD_PASSES", "merge_linears"), "model"),
     "forward pass batch_heads": ("gat", (COMPILE_MODULE, "FORWARD_PASSES", "batch_heads"), "model"),
-    "forward pass release_features": ("scoped", (COMPILE_MODULE, "FORWARD_PASSES", "release_features"),
-                                      "model"),
-    "forward pass scope_deferral": ("scoped", (COMPILE_MODULE, "FORWARD_PASSES", "scope_deferral"),
-                                    "model"),
+    "forward pass release_features": ("scoped", (COMPILE_MODULE, "FORWARD_PASSES", "release_features"), "model"),
+    "forward pass scope_deferral": ("scoped", (COMPILE_MODULE, "FORWARD_PASSES", "scope_deferral"), "model"),
     "forward pass batch_heads at run time": ("gat", (head_blocks, "_program"), "model"),
     "forward pass type_masks at run time": ("per_type", (type_rows, "_shortcut"), "model"),
     "forward pass release_features at run time": ("scoped", (scope_release, "_keep_only"), "model"),
@@ -141,6 +142,7 @@ def _patch(monkeypatch, where, inject: bool) -> list:
             if inject and len(calls) == 1:
                 raise Injected("injected")
             return original(*args, **kwargs)
+
         return entry
 
     if len(where) == 2:
@@ -234,9 +236,17 @@ class ForwardError(natural_models.MultiHeadGATLayer):
         return super().forward(g, h)[:, :2] + torch.ones(3, dtype=torch.float64)
 
 
-@pytest.mark.parametrize("kind, failing", [(MissingFeature, None), (WrongShape, None), (ForwardError, None),
-                                           (MissingFeature, "tracing"), (WrongShape, "tracing"),
-                                           (ForwardError, "capture")])
+@pytest.mark.parametrize(
+    "kind, failing",
+    [
+        (MissingFeature, None),
+        (WrongShape, None),
+        (ForwardError, None),
+        (MissingFeature, "tracing"),
+        (WrongShape, "tracing"),
+        (ForwardError, "capture"),
+    ],
+)
 def test_the_users_own_error_is_raised_as_eager_raises_it(kind, failing, monkeypatch):
     """With ``failing``, a stage also fails first: the user's own error wins over the stage's failure."""
     model = kind(4, 3, 2).double() if kind is ForwardError else kind()
@@ -278,10 +288,12 @@ def test_a_failed_replay_leaves_the_graph_as_it_found_it(monkeypatch):
 
 def test_a_fallback_warning_reaches_code_run_by_exec_without_a_module_name():
     """Sphinx's doctests run code in globals whose ``__name__`` is None: warn_explicit dropped the warning."""
-    source = ("box = lambda n: n.mailbox['m']\n"
-              "g.update_all(lambda e: {'m': e.src['h']},\n"
-              "             lambda n: {'s': box(n).sum(1) if box(n).sum() > 0 else box(n).max(1).values},\n"
-              "             compile=True)\n")
+    source = (
+        "box = lambda n: n.mailbox['m']\n"
+        "g.update_all(lambda e: {'m': e.src['h']},\n"
+        "             lambda n: {'s': box(n).sum(1) if box(n).sum() > 0 else box(n).max(1).values},\n"
+        "             compile=True)\n"
+    )
     g = gnnc.graph(([0, 1, 2], [1, 2, 0]))
     g.ndata["h"] = torch.ones(3, 2)
     with warnings.catch_warnings(record=True) as caught:

@@ -1,6 +1,7 @@
 """gnnc's one-pass dropout (issue 45: GCN on Cora was slower compiled, its time in torch's input dropout):
 the kernel's distribution, scale, gradient and special values; the forward pass that puts it into compiled
 forwards; eager's masks under torch.use_deterministic_algorithms."""
+
 from __future__ import annotations
 
 import warnings

@@ -1,4 +1,5 @@
 """gnnc.backend.cpu.fastexp.vexp against the exact exponential, called as the kernels call it."""
+
 from __future__ import annotations
 
 import platform
@@ -83,6 +84,7 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64")
 @intrinsic
 def _mxcsr(typingctx, clear):
     """MXCSR before the call; with ``clear`` its exception flags (bits 0-5) are reset."""
+
     def codegen(context, builder, signature, args):
         slot = builder.alloca(ir.IntType(32))
         ptr = builder.bitcast(slot, ir.IntType(8).as_pointer())

@@ -5,6 +5,7 @@ homogeneous graph), a linear per head (DGL's GAT tutorial), plain tensor weights
 Each compiled forward and its parameter gradients must equal eager's; where capture cannot be sound it must
 be refused and the forward run as written.
 """
+
 from __future__ import annotations
 
 import sys
@@ -76,9 +77,16 @@ def _same(compiled, model, g, x, steps=1, seed=None, tol=1e-5):
         opt.step()
 
 
-@pytest.mark.parametrize("case", [
-    dict(seed=0), dict(seed=1, missing_type=1), dict(seed=2, n=1, e=1, self_loops=False), dict(seed=3, types=1),
-    dict(seed=4, types=5, n=60, e=400)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(seed=0),
+        dict(seed=1, missing_type=1),
+        dict(seed=2, n=1, e=1, self_loops=False),
+        dict(seed=3, types=1),
+        dict(seed=4, types=5, n=60, e=400),
+    ],
+)
 def test_masked_per_type_hgt_is_rewritten_and_matches_eager(case):
     torch.manual_seed(case["seed"])
     g = _graph(**case)
@@ -119,14 +127,17 @@ def test_tutorial_gat_heads_share_one_matmul():
     x = torch.randn(g.num_nodes(), 8, dtype=torch.float64)
     compiled = gnnc.compile(model)
     _same(compiled, model, g, x, steps=2)
-    assert compiled.forward_log[0] == \
-        "merge_linears: 3 linears on x1 (model.heads.0.fc, model.heads.1.fc, model.heads.2.fc) -> one matmul 8 x 12"
+    assert (
+        compiled.forward_log[0]
+        == "merge_linears: 3 linears on x1 (model.heads.0.fc, model.heads.1.fc, model.heads.2.fc) -> one matmul 8 x 12"
+    )
     assert compiled.forward_log[1].startswith("batch_heads: 3 blocks")
 
 
 def _scaled_exp(field, scale):
     def func(edges):
         return {field: torch.exp((edges.data[field] / scale).clamp(-5, 5))}
+
     return func
 
 
@@ -242,8 +253,9 @@ def test_tensor_factories_with_traced_sizes_are_captured(factory):
     _same(compiled, model, g, x, steps=2)
     assert any(line.startswith("type_masks") for line in compiled.forward_log)
     bigger = _graph(n=55, seed=12, types=3)  # the sizes are the call's, not the first call's
-    torch.testing.assert_close(compiled(bigger, torch.ones(55, 4, dtype=torch.float64)),
-                               model(bigger, torch.ones(55, 4, dtype=torch.float64)))
+    torch.testing.assert_close(
+        compiled(bigger, torch.ones(55, 4, dtype=torch.float64)), model(bigger, torch.ones(55, 4, dtype=torch.float64))
+    )
 
 
 # ----------------------------------------------------------------------------- refused captures
@@ -307,10 +319,17 @@ class ChecksGraphType(MaskedHGT):
         return super().forward(g, h)
 
 
-@pytest.mark.parametrize("kind,why", [
-    (NoGrad, "no_grad"), (Branch, "not captured"), (KeepsInput, "changes the model's state"),
-    (ListsInputs, "changes the model's state"),
-    (ClosureOverTracedValue, "closure made in forward"), (GraphInternals, "batch_size")])
+@pytest.mark.parametrize(
+    "kind,why",
+    [
+        (NoGrad, "no_grad"),
+        (Branch, "not captured"),
+        (KeepsInput, "changes the model's state"),
+        (ListsInputs, "changes the model's state"),
+        (ClosureOverTracedValue, "closure made in forward"),
+        (GraphInternals, "batch_size"),
+    ],
+)
 def test_unsound_forwards_run_as_written(kind, why):
     g = _graph(seed=11)
     model = kind(8, 8, 3, 4, 2).double()
@@ -323,9 +342,13 @@ def test_unsound_forwards_run_as_written(kind, why):
 
 
 # fast_dropout leaves their dropout of p = 0 (the identity) as it is
-@pytest.mark.parametrize("kind,applies", [(ChecksGraphType, ["merge_linears", "release_features", "scope_deferral",
-                                                             "type_masks"]),
-                                          (InPlace, ["release_features"])])  # in-place writes: not regrouped
+@pytest.mark.parametrize(
+    "kind,applies",
+    [
+        (ChecksGraphType, ["merge_linears", "release_features", "scope_deferral", "type_masks"]),
+        (InPlace, ["release_features"]),
+    ],
+)  # in-place writes: not regrouped
 def test_forwards_checking_the_graph_type_or_writing_in_place_still_compile(kind, applies):
     g = _graph(seed=12)
     model = kind(8, 8, 3, 4, 2).double()
@@ -418,6 +441,7 @@ class UserStyles(nn.Module):
         g.ndata["a"], g.ndata["b"] = self.fa(x), self.fb(x)
         g.update_all(global_message, gnnc.function.sum("m", "s"))
         for k in range(2):
+
             def message(edges, k=k, mod=self.per_call[k]):
                 return {"m": mod(edges.src["b"]) * (k + 1)}
 

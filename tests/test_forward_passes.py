@@ -1,12 +1,14 @@
 """The forward passes (graph_reads, type_masks, merge_linears) as pure functions on captured fx graphs, and
 the run-time rows they call (``gnnc.runtime.type_rows``) against the masks they replace."""
+
 from __future__ import annotations
 
 import operator
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import gnnc
@@ -17,8 +19,7 @@ from gnnc.runtime.type_rows import finish_rows, split_rows, type_layout, write_r
 
 def _g(n=12, types=3, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    g = gnnc.graph((torch.randint(0, n, (30,), generator=gen), torch.randint(0, n, (30,), generator=gen)),
-                   num_nodes=n)
+    g = gnnc.graph((torch.randint(0, n, (30,), generator=gen), torch.randint(0, n, (30,), generator=gen)), num_nodes=n)
     g.ndata["ntype"] = torch.randint(0, types, (n,), generator=gen)
     return g
 
@@ -125,8 +126,9 @@ class Heads(nn.Module):
         return torch.cat(outs, 1)
 
 
-@pytest.mark.parametrize("bias,groups", [((False, False, False), [3]), ((True, False, True), [2]),
-                                         ((True, False, False), [2])])
+@pytest.mark.parametrize(
+    "bias,groups", [((False, False, False), [3]), ((True, False, True), [2]), ((True, False, False), [2])]
+)
 def test_merge_linears_groups_by_input_and_bias(bias, groups):
     model = Heads(bias)
     g, x = _g(), torch.randn(12, 4)
@@ -169,8 +171,15 @@ def _fill(out, layout, which, values):
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(0, 40), k=st.integers(1, 5), spread=st.integers(-2, 7), seed=st.integers(0, 1000),
-       width=st.integers(1, 3), grad=st.booleans(), buffer_grad=st.booleans())
+@given(
+    n=st.integers(0, 40),
+    k=st.integers(1, 5),
+    spread=st.integers(-2, 7),
+    seed=st.integers(0, 1000),
+    width=st.integers(1, 3),
+    grad=st.booleans(),
+    buffer_grad=st.booleans(),
+)
 def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad, buffer_grad):
     gen = torch.Generator().manual_seed(seed)
     types = torch.randint(-1, max(spread, 0) + 1, (n,), generator=gen)
@@ -180,8 +189,10 @@ def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad, buffer_
     parts = split_rows(x, layout)
     for i, c in enumerate(consts):
         assert torch.equal(parts[i], x[types == c])
-    values = [torch.randn(int((types == c).sum()), width, generator=gen, dtype=torch.float64).requires_grad_(grad)
-              for c in consts]
+    values = [
+        torch.randn(int((types == c).sum()), width, generator=gen, dtype=torch.float64).requires_grad_(grad)
+        for c in consts
+    ]
     base = torch.randn(n, width, generator=gen, dtype=torch.float64).requires_grad_(grad and buffer_grad)
     expected = base * 2  # a buffer with a gradient of its own: the rows no type writes keep it
     for c, v in zip(consts, values):
@@ -191,11 +202,16 @@ def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad, buffer_
     assert torch.equal(out, expected)
     if grad and n:
         weight = torch.randn(n, width, generator=gen, dtype=torch.float64)
-        ours = torch.autograd.grad((out * weight).sum() + sum((parts[i] * i).sum() for i in range(len(consts))),
-                                   [x, *values, base][:len(values) + 1 + buffer_grad], allow_unused=True)
-        ref = torch.autograd.grad((expected * weight).sum() + sum((x[types == c] * i).sum()
-                                                                  for i, c in enumerate(consts)),
-                                  [x, *values, base][:len(values) + 1 + buffer_grad], allow_unused=True)
+        ours = torch.autograd.grad(
+            (out * weight).sum() + sum((parts[i] * i).sum() for i in range(len(consts))),
+            [x, *values, base][: len(values) + 1 + buffer_grad],
+            allow_unused=True,
+        )
+        ref = torch.autograd.grad(
+            (expected * weight).sum() + sum((x[types == c] * i).sum() for i, c in enumerate(consts)),
+            [x, *values, base][: len(values) + 1 + buffer_grad],
+            allow_unused=True,
+        )
         for a, b in zip(ours, ref):
             assert (a is None and b is None) or torch.equal(a, b)
 
@@ -204,8 +220,11 @@ def test_split_and_fill_equal_the_masks(n, k, spread, seed, width, grad, buffer_
 def test_fill_broadcasts_and_refuses_as_item_assignment_does(grad):
     types = torch.tensor([0, 1, 0, 2, 1])
     layout = type_layout(types, (0, 1, 2))
-    values = (torch.tensor([[1.5, 2.5]], requires_grad=grad), 7,
-              torch.tensor([[[3.0, 4.0]]], requires_grad=grad))  # a row, a number, leading 1s
+    values = (
+        torch.tensor([[1.5, 2.5]], requires_grad=grad),
+        7,
+        torch.tensor([[[3.0, 4.0]]], requires_grad=grad),
+    )  # a row, a number, leading 1s
     expected = torch.zeros(5, 2)
     for c, v in enumerate(values):
         expected[types == c] = v
@@ -218,8 +237,10 @@ def test_fill_broadcasts_and_refuses_as_item_assignment_does(grad):
     assert str(ours.value) == str(eager.value)
 
 
-@pytest.mark.parametrize("types", [torch.tensor([[0, 1], [1, 0]]), torch.tensor([0.0, 1.0, 1.0, 0.0]),
-                                   torch.tensor([True, False, True, False])])
+@pytest.mark.parametrize(
+    "types",
+    [torch.tensor([[0, 1], [1, 0]]), torch.tensor([0.0, 1.0, 1.0, 0.0]), torch.tensor([True, False, True, False])],
+)
 def test_other_type_tensors_compute_the_masks_as_written(types):
     x = torch.randn(*types.shape, 3)
     layout = type_layout(types, (0, 1))

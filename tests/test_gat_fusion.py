@@ -7,6 +7,7 @@ the fused aggregation, and GATConv's forward ran edge_softmax and a separate agg
 capture for nothing. A dropout that draws masks (training, p > 0) keeps what it compiled to before both:
 edge_softmax, the dropout on the edges and the aggregation, without degree buckets.
 """
+
 import warnings
 
 import pytest

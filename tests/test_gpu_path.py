@@ -1,6 +1,7 @@
 """The GPU path outside the kernels: ``g.to(device)`` leaves nothing on the old device, ``gnnc explain``
 names the backend and the device it was asked for; on a GPU, compiled models on ``g.to("cuda")`` equal
 the CPU's, on the triton backend."""
+
 import os
 import subprocess
 import sys
@@ -80,8 +81,13 @@ def test_explain_cli_names_the_backend_it_runs():
     """``--backend triton`` on the CPU runs the Triton plan under the interpreter and says so per call."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    run = subprocess.run([sys.executable, "-m", "gnnc.cli", "explain", "--model", "gcn", "--backend", "triton"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "gnnc.cli", "explain", "--model", "gcn", "--backend", "triton"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     calls = [line for line in run.stdout.splitlines() if line.startswith("== call")]
     assert calls and all(line.endswith("[backend triton]") for line in calls), calls
@@ -93,8 +99,10 @@ def test_explain_cli_without_a_gpu_says_so_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["explain", "--device", "cuda"]) == 2
     err = capsys.readouterr().err
-    assert err == f"gnnc explain: error: --device cuda needs an NVIDIA GPU, but torch.cuda.is_available() is " \
-                  f"False here (torch {torch.__version__})\n"
+    assert (
+        err == f"gnnc explain: error: --device cuda needs an NVIDIA GPU, but torch.cuda.is_available() is "
+        f"False here (torch {torch.__version__})\n"
+    )
     assert main(["explain", "--model", "gcn", "--backend", "torch"]) == 0
     assert "[backend torch]" in capsys.readouterr().out
 

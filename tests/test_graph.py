@@ -1,4 +1,5 @@
 """Graph storage: id space, internal order, CSR caches, features, validation."""
+
 import pytest
 import torch
 
@@ -42,7 +43,7 @@ def test_relation_ids_kept_as_int32_and_given_out_as_int64():
     src, dst = g.edges()
     offsets = 0
     for r, rel in enumerate(g.canonical_etypes):
-        assert bool((ids[offsets:offsets + g.num_edges(rel)] == r).all())
+        assert bool((ids[offsets : offsets + g.num_edges(rel)] == r).all())
         offsets += g.num_edges(rel)
     key = ids * g.num_nodes() + dst
     want = torch.bincount(key)[key]
@@ -64,7 +65,7 @@ def test_csr_and_permutations_consistent():
     indptr, eids = idx.in_csr
     assert torch.equal(indptr.diff(), g.in_degrees())
     for v in range(g.num_nodes()):
-        assert bool((idx.dst[eids[indptr[v]:indptr[v + 1]]] == v).all())
+        assert bool((idx.dst[eids[indptr[v] : indptr[v + 1]]] == v).all())
     indptr, eids = idx.out_csr
     assert torch.equal(indptr.diff(), g.out_degrees())
     assert bool((idx.src[eids] == torch.repeat_interleave(torch.arange(g.num_nodes()), indptr.diff())).all())
@@ -111,7 +112,7 @@ def test_whole_features_sliced_per_type_and_per_relation():
     assert g.edges["follows"].data["w"][0].item() == lo
     g.edges["likes"].data["w"] = torch.zeros(g.num_edges("likes"))
     likes = g.index.rel_offsets[g.etype_id("likes")]
-    assert g.edata_all["w"][likes: likes + g.num_edges("likes")].abs().sum() == 0
+    assert g.edata_all["w"][likes : likes + g.num_edges("likes")].abs().sum() == 0
     assert g.edata_all["w"][lo].item() == lo
 
 

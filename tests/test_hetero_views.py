@@ -3,6 +3,7 @@ feature reads follow DGL globally"), and gnnc's concatenated views ``ndata_all``
 
 The expected numbers, keys and dicts are DGL 2.1's, printed by the same programs run with ``import dgl``.
 """
+
 import warnings
 
 import pytest
@@ -15,9 +16,13 @@ GAME = ("user", "plays", "game"), ("developer", "develops", "game")
 
 
 def _graph():
-    return gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]),
-                             ("user", "plays", "game"): ([0, 1, 2], [0, 0, 1]),
-                             ("developer", "develops", "game"): ([0, 1], [0, 1])})
+    return gnnc.heterograph(
+        {
+            ("user", "follows", "user"): ([0, 1], [1, 2]),
+            ("user", "plays", "game"): ([0, 1, 2], [0, 0, 1]),
+            ("developer", "develops", "game"): ([0, 1], [0, 1]),
+        }
+    )
 
 
 def _lists(by_type: dict) -> dict:
@@ -88,14 +93,20 @@ def test_one_node_type_reads_tensors_and_refuses_dicts_several_relations_read_di
 
 def test_ndata_all_and_edata_all_concatenate_types_in_order():
     g = _graph()  # node types developer (2), game (2), user (3); relations develops, follows, plays
-    g.ndata["h"] = {"developer": torch.tensor([1.0, 2.0]), "game": torch.tensor([3.0, 4.0]),
-                    "user": torch.tensor([5.0, 6.0, 7.0])}
+    g.ndata["h"] = {
+        "developer": torch.tensor([1.0, 2.0]),
+        "game": torch.tensor([3.0, 4.0]),
+        "user": torch.tensor([5.0, 6.0, 7.0]),
+    }
     assert g.ndata_all["h"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     g.ndata_all["z"] = torch.arange(7.0)
     assert _lists(g.ndata["z"]) == {"developer": [0.0, 1.0], "game": [2.0, 3.0], "user": [4.0, 5.0, 6.0]}
     g.edata_all["w"] = torch.arange(7.0)
-    assert _lists(g.edata["w"]) == {("developer", "develops", "game"): [0.0, 1.0],
-                                    ("user", "follows", "user"): [2.0, 3.0], ("user", "plays", "game"): [4.0, 5.0, 6.0]}
+    assert _lists(g.edata["w"]) == {
+        ("developer", "develops", "game"): [0.0, 1.0],
+        ("user", "follows", "user"): [2.0, 3.0],
+        ("user", "plays", "game"): [4.0, 5.0, 6.0],
+    }
     g.nodes["user"].data["u"] = torch.ones(3)
     with pytest.raises(KeyError, match=r"read it per type: g.ndata\['u'\] gives \{type: tensor\}"):
         g.ndata_all["u"]

@@ -5,6 +5,7 @@ a per-row reference, and DGL's entity-classification RGCN layer (closure
 weights, basis decomposition computed in ``forward``) compiled against
 eager, forward and gradients.
 """
+
 import warnings
 
 import pytest
@@ -56,8 +57,7 @@ MESSAGE_FORMS = {
     # HGT's per-relation, per-head matrices: [E, H, 1, K] @ [E, H, K, M]
     "heads_matmul_squeeze2": lambda e: {"m": torch.matmul(e.src["xh"].unsqueeze(2), WH[e.data["t"]]).squeeze(2)},
     "heads_at_squeeze-2": lambda e: {"m": (e.dst["xh"].unsqueeze(-2) @ WH[e.data["t"]]).squeeze(-2)},
-    "heads_edge_rows_squeeze_no_dim": lambda e: {
-        "m": e.data["yh"].unsqueeze(-2).matmul(WH[e.data["t"]]).squeeze()},
+    "heads_edge_rows_squeeze_no_dim": lambda e: {"m": e.data["yh"].unsqueeze(-2).matmul(WH[e.data["t"]]).squeeze()},
 }
 EXPECTED_OP = {"edge_rows": ops.index_matmul, "heads_edge_rows_squeeze_no_dim": ops.index_matmul}
 
@@ -98,14 +98,13 @@ NOT_MATCHED = {
     # squeeze of another dim, a row embedding (no matmul), a 2-D index, a contraction over the other dim
     "squeeze2": lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(2).sum(1)},
     "row_embedding": lambda e: {"m": e.src["x"] * W[e.data["t"]][:, :, 0]},
-    "index_2d": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1),
-                                             W[e.data["t"].unsqueeze(1)]).squeeze(2).squeeze(1)},
+    "index_2d": lambda e: {
+        "m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1), W[e.data["t"].unsqueeze(1)]).squeeze(2).squeeze(1)
+    },
     "einsum_transposed": lambda e: {"m": torch.einsum("bo,bio->bi", e.src["x"][:, :M], W[e.data["t"]])},
     # heads broadcast against the weight's (x [E, 1, 1, K] @ [E, H, K, M]); the head dim squeezed instead
-    "heads_broadcast": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1),
-                                                    WH[e.data["t"]]).squeeze(2)},
-    "heads_squeeze1": lambda e: {"m": torch.matmul(e.src["xh"][:, :1].unsqueeze(2),
-                                                   WH[e.data["t"]][:, :1]).squeeze(1)},
+    "heads_broadcast": lambda e: {"m": torch.matmul(e.src["x"].unsqueeze(1).unsqueeze(1), WH[e.data["t"]]).squeeze(2)},
+    "heads_squeeze1": lambda e: {"m": torch.matmul(e.src["xh"][:, :1].unsqueeze(2), WH[e.data["t"]][:, :1]).squeeze(1)},
 }
 
 
@@ -268,25 +267,25 @@ class RGCNLayer(nn.Module):
         form = self.form
 
         def message_func(edges):
-            w = weight[edges.data['rel_type']]
+            w = weight[edges.data["rel_type"]]
             if form == "bmm":
-                msg = torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze()
+                msg = torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze()
             elif form == "matmul":
-                msg = torch.matmul(edges.src['h'].unsqueeze(1), w).squeeze(1)
+                msg = torch.matmul(edges.src["h"].unsqueeze(1), w).squeeze(1)
             else:
-                msg = torch.einsum('bi,bio->bo', edges.src['h'], w)
-            msg = msg * edges.data['norm']
-            return {'msg': msg}
+                msg = torch.einsum("bi,bio->bo", edges.src["h"], w)
+            msg = msg * edges.data["norm"]
+            return {"msg": msg}
 
         def apply_func(nodes):
-            h = nodes.data['h']
+            h = nodes.data["h"]
             if self.bias is not None:
                 h = h + self.bias
             if self.activation:
                 h = self.activation(h)
-            return {'h': h}
+            return {"h": h}
 
-        g.update_all(message_func, fn.sum(msg='msg', out='h'), apply_func, etype=etype)
+        g.update_all(message_func, fn.sum(msg="msg", out="h"), apply_func, etype=etype)
 
 
 def _rgcn_graph(seed, num_rels, num_nodes=24, num_edges=90, dtype=torch.float64):
@@ -324,8 +323,7 @@ def _compare(model, g, x, params, backend="torch", **options):
 def test_dgl_rgcn_layer_compiles_to_a_typed_aggregation_and_matches_eager(seed, bases, form):
     num_rels = 6
     torch.manual_seed(seed)
-    model = RGCNLayer(K, M, num_rels, num_bases=bases, bias=seed % 2 == 0, activation=torch.relu,
-                      form=form).double()
+    model = RGCNLayer(K, M, num_rels, num_bases=bases, bias=seed % 2 == 0, activation=torch.relu, form=form).double()
     g = _rgcn_graph(seed, num_rels)
     x = torch.randn(g.num_nodes(), K, dtype=torch.float64)
     plans = _compare(model, g, x, list(model.parameters()))
@@ -472,17 +470,22 @@ class HGTAttention(nn.Module):
         self.out_dim = heads * d_k
 
     def edge_attention(self, edges):
-        etype = edges.data['rel_type']
-        key = torch.matmul(edges.src['k'].unsqueeze(2), self.relation_att[etype]).squeeze(2)
-        att = (edges.dst['q'] * key).sum(dim=-1) * self.relation_pri[etype]
-        val = torch.matmul(edges.src['v'].unsqueeze(2), self.relation_msg[etype]).squeeze(2)
-        return {'a': att, 'v': val}
+        etype = edges.data["rel_type"]
+        key = torch.matmul(edges.src["k"].unsqueeze(2), self.relation_att[etype]).squeeze(2)
+        att = (edges.dst["q"] * key).sum(dim=-1) * self.relation_pri[etype]
+        val = torch.matmul(edges.src["v"].unsqueeze(2), self.relation_msg[etype]).squeeze(2)
+        return {"a": att, "v": val}
 
     def forward(self, g):
         g.apply_edges(self.edge_attention)
-        g.update_all(lambda e: {'v': e.data['v'], 'a': e.data['a']},
-                     lambda nb: {'h': torch.sum(torch.softmax(nb.mailbox['a'], 1).unsqueeze(-1) * nb.mailbox['v'],
-                                                1).view(-1, self.out_dim)})
+        g.update_all(
+            lambda e: {"v": e.data["v"], "a": e.data["a"]},
+            lambda nb: {
+                "h": torch.sum(torch.softmax(nb.mailbox["a"], 1).unsqueeze(-1) * nb.mailbox["v"], 1).view(
+                    -1, self.out_dim
+                )
+            },
+        )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -528,10 +531,10 @@ class _TypedAggregation(nn.Module):
         weight = self.weight
 
         def message(edges):
-            msg = torch.bmm(edges.src['h'].unsqueeze(1), weight[edges.data['rel_type']]).squeeze()
-            return {'m': msg * edges.data['norm'] if self.with_norm else msg}
+            msg = torch.bmm(edges.src["h"].unsqueeze(1), weight[edges.data["rel_type"]]).squeeze()
+            return {"m": msg * edges.data["norm"] if self.with_norm else msg}
 
-        g.update_all(message, getattr(fn, self.reduce)('m', 'h'))
+        g.update_all(message, getattr(fn, self.reduce)("m", "h"))
 
 
 def _forced_order(monkeypatch, order):
@@ -548,8 +551,9 @@ def _forced_order(monkeypatch, order):
 @pytest.mark.parametrize("negative", [False, True])
 @pytest.mark.parametrize("backend", ["torch", "cpu"])
 @pytest.mark.parametrize("retype", [True, False])
-def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(order, reduce, with_norm, negative, backend,
-                                                                    retype, monkeypatch):
+def test_typed_message_and_sum_fuse_and_match_eager_in_either_order(
+    order, reduce, with_norm, negative, backend, retype, monkeypatch
+):
     ran = _forced_order(monkeypatch, order)
     torch.manual_seed(0)
     model = _TypedAggregation(reduce, with_norm)
@@ -568,8 +572,9 @@ def test_typed_aggregation_regroups_the_block_once_per_type_tensor(monkeypatch):
     model = _TypedAggregation("sum", True)
     g = _rgcn_graph(4, R)
     built, real = [], GraphIndex.from_relation_blocks
-    monkeypatch.setattr(GraphIndex, "from_relation_blocks",
-                        classmethod(lambda cls, *a: built.append(1) or real.__func__(cls, *a)))
+    monkeypatch.setattr(
+        GraphIndex, "from_relation_blocks", classmethod(lambda cls, *a: built.append(1) or real.__func__(cls, *a))
+    )
     compiled = gnnc.compile(model, backend="torch")
     outs = []
     for step in range(3):
@@ -589,7 +594,7 @@ def test_typed_aggregation_on_one_node_and_on_no_edges():
     model = _TypedAggregation("mean", True)
     for src, dst, n in (([0, 0], [0, 0], 1), ([], [], 3)):
         g = gnnc.graph((torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64)), num_nodes=n)
-        g.edata["rel_type"] = torch.tensor([1, 4][:len(src)], dtype=torch.int64)
+        g.edata["rel_type"] = torch.tensor([1, 4][: len(src)], dtype=torch.int64)
         g.edata["norm"] = torch.rand(len(src), 1, dtype=torch.float64)
         _compare(model, g, torch.randn(n, K, dtype=torch.float64), [model.weight])
 
@@ -605,13 +610,12 @@ def test_typed_aggregation_fuses_a_one_wide_message_with_the_norm_on_either_side
 
         def forward(self, g):
             def message(edges):
-                msg = torch.bmm(edges.src['h'].unsqueeze(1), self.weight[edges.data['rel_type']]).squeeze(1)
-                return {'m': edges.data['norm'] * msg}
+                msg = torch.bmm(edges.src["h"].unsqueeze(1), self.weight[edges.data["rel_type"]]).squeeze(1)
+                return {"m": edges.data["norm"] * msg}
 
-            g.update_all(message, fn.sum('m', 'h'))
+            g.update_all(message, fn.sum("m", "h"))
 
     g = _rgcn_graph(6, R)
     for retype, fused in ((True, ops.etype_spmm), (False, ops.index_spmm)):
-        plans = _compare(NormFirst(), g, torch.randn(g.num_nodes(), K, dtype=torch.float64), [weight],
-                         retype=retype)
+        plans = _compare(NormFirst(), g, torch.randn(g.num_nodes(), K, dtype=torch.float64), [weight], retype=retype)
         assert fused in [n.target for n in plans[0].dfg.graph.nodes]

@@ -1,5 +1,6 @@
 """Generated kernel files a user can trust (issue 41, item 1): a kernel runs the source gnnc generated,
 whatever lies in the kernel folder, and a folder someone else can write is refused."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,11 +25,14 @@ from gnnc.runtime import compiled
 from tests.graphs import random_homograph
 
 LAST_LINE = "        out[r] *= 3\n"
-SOURCE = textwrap.dedent('''
+SOURCE = (
+    textwrap.dedent("""
     def thrice(bounds, x, out):
         for r in range(bounds[0], bounds[-1]):
             out[r] = x[r]
-''') + LAST_LINE
+""")
+    + LAST_LINE
+)
 
 
 @pytest.fixture
@@ -57,7 +61,7 @@ def _kernel_file(folder):
 def test_a_truncated_kernel_file_is_rewritten(kernels):
     path = _kernel_file(kernels)
     whole = path.read_bytes()
-    path.write_bytes(whole[:-len(LAST_LINE)])  # cut where the rest still parses: out = x, not 3 x
+    path.write_bytes(whole[: -len(LAST_LINE)])  # cut where the rest still parses: out = x, not 3 x
     assert _reload() == [0.0, 3.0, 6.0, 9.0]
     assert path.read_bytes() == whole
 
@@ -101,8 +105,12 @@ def _forget_loaded_kernels():
     """This process's kernels and plans, which earlier tests may have loaded from a folder that was fine then
     (a kernel already loaded is not read from the folder again, so the refusal would not show)."""
     codegen.load_function.cache_clear()
-    for builder in (softmax_aggregate._forward_kernel, softmax_aggregate.logit_grad_kernel,
-                    softmax_aggregate.source_grad_kernel, softmax_aggregate.part_kernel):
+    for builder in (
+        softmax_aggregate._forward_kernel,
+        softmax_aggregate.logit_grad_kernel,
+        softmax_aggregate.source_grad_kernel,
+        softmax_aggregate.part_kernel,
+    ):
         builder.cache_clear()
     compiled.clear_cache()
 
@@ -153,6 +161,7 @@ def test_a_refused_folder_runs_eagerly_with_a_warning(shared_fallback, monkeypat
 
 def test_numba_caches_generated_kernels_only_in_the_kernel_folder(kernels, tmp_path, monkeypatch):
     """numba's cache files are pickles it loads: they live in the private kernel folder or nowhere."""
+
     def run():
         codegen.load_function.cache_clear()
         out = np.zeros(4)

@@ -3,6 +3,7 @@
 DGL's test backend sums with ``x.sum(dim, keepdims=keepdims)``; the passes matched only ``keepdim``, so a
 compiled plan dropped the kept dim of ``sum(-1, keepdims=True)`` (an [E] result where eager gives [E, 1]).
 """
+
 import warnings
 
 import pytest
@@ -14,10 +15,16 @@ from gnnc.runtime.compiled import recording
 
 CALLS = {
     "edge dot, keepdims": ("apply_edges", lambda e: {"m": (e.src["x"] * e.dst["x"]).sum(-1, keepdims=True)}, None),
-    "mailbox sum, keepdims": ("update_all", lambda e: {"m": e.src["x"]},
-                              lambda n: {"m": n.mailbox["m"].sum(1, keepdims=True)}),
-    "mailbox amax, axis and keepdims": ("update_all", lambda e: {"m": e.src["x"] * e.data["w"]},
-                                        lambda n: {"m": torch.amax(n.mailbox["m"], axis=1, keepdims=True)}),
+    "mailbox sum, keepdims": (
+        "update_all",
+        lambda e: {"m": e.src["x"]},
+        lambda n: {"m": n.mailbox["m"].sum(1, keepdims=True)},
+    ),
+    "mailbox amax, axis and keepdims": (
+        "update_all",
+        lambda e: {"m": e.src["x"] * e.data["w"]},
+        lambda n: {"m": torch.amax(n.mailbox["m"], axis=1, keepdims=True)},
+    ),
 }
 
 

@@ -3,6 +3,7 @@ flips and huge values written over 8-byte fields of a small valid file, a fixed 
 is loaded in one child process under RLIMIT_AS (1 GiB above its size after imports): no case may hang, crash
 or allocate past that bound; each either loads (a flipped bit inside data that keeps the structure valid
 cannot be detected in formats without a checksum) or is refused with a ValueError naming the file."""
+
 import random
 import shutil
 import struct
@@ -34,7 +35,7 @@ def mutations(data: bytes, rng: random.Random):
     for _ in range(HUGE):
         at = rng.randrange(0, len(data) - 8) & ~7
         huge = bytearray(data)
-        huge[at:at + 8] = struct.pack("<Q", rng.choice(HUGE_VALUES))
+        huge[at : at + 8] = struct.pack("<Q", rng.choice(HUGE_VALUES))
         yield f"huge{at}", bytes(huge)
 
 
@@ -64,10 +65,12 @@ def planetoid_cases(root, folder, rng):
 def fuzz_report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
     rng = random.Random(SEED)
-    cases = (single_file_cases("dgl", write_dgl(tmp / "g.bin", ("coo", "csr", "csc")), tmp / "dgl", rng)
-             + single_file_cases("npz", write_npz(tmp / "g.npz"), tmp / "npz", rng)
-             + single_file_cases("pyg", write_pyg(tmp / "g.pt"), tmp / "pyg", rng)
-             + planetoid_cases(write_planetoid(tmp / "toy"), tmp / "planetoid", rng))
+    cases = (
+        single_file_cases("dgl", write_dgl(tmp / "g.bin", ("coo", "csr", "csc")), tmp / "dgl", rng)
+        + single_file_cases("npz", write_npz(tmp / "g.npz"), tmp / "npz", rng)
+        + single_file_cases("pyg", write_pyg(tmp / "g.pt"), tmp / "pyg", rng)
+        + planetoid_cases(write_planetoid(tmp / "toy"), tmp / "planetoid", rng)
+    )
     report = load_in_child(cases, headroom=1 << 30, timeout=240)
     return [(kind, path, r) for (kind, path), r in zip(cases, report["cases"])]
 
@@ -78,9 +81,12 @@ def test_every_mutation_loads_or_is_refused_with_a_value_error_naming_the_file(f
     assert len(results) == (CUTS + FLIPS + HUGE) * (2 if kind == "planetoid" else 1)
     crashes = [(path.name, r["outcome"]) for path, r in results if r["outcome"].startswith("CRASH")]
     assert not crashes, crashes
-    unnamed = [(path, r["outcome"]) for path, r in results
-               if r["outcome"].startswith("ValueError") and str(path.parent if kind == "planetoid" else path)
-               not in r["outcome"]]
+    unnamed = [
+        (path, r["outcome"])
+        for path, r in results
+        if r["outcome"].startswith("ValueError")
+        and str(path.parent if kind == "planetoid" else path) not in r["outcome"]
+    ]
     assert not unnamed, unnamed
     assert max(r["seconds"] for _, r in results) < 5
     refused = sum(r["outcome"] != "loaded" for _, r in results)

@@ -1,5 +1,6 @@
 """Loaders validate before they allocate (issue 41 item 5): each case a hostile or careless file gives a
 ValueError naming the file, without the allocation it asks for."""
+
 import gzip
 import io
 import struct
@@ -105,10 +106,15 @@ def test_a_planetoid_matrix_of_50k_by_50k_is_refused_before_densifying(tmp_path)
 
 
 def test_hostile_files_stay_within_a_memory_bound_in_a_child_under_rlimit_as(tmp_path):
-    cases = [("dgl", dgl_with_indptr_end(tmp_path / "indptr.bin", 1 << 28)),
-             ("planetoid", write_planetoid(tmp_path / "big", allx=scipy.sparse.csr_matrix(
-                 (50_000, 50_000), dtype=np.float32)) / "toy.x"),
-             ("ogb", _ogb(tmp_path / "long", edges="0,1\n" * 2_000_000, edge_count="1\n"))]
+    cases = [
+        ("dgl", dgl_with_indptr_end(tmp_path / "indptr.bin", 1 << 28)),
+        (
+            "planetoid",
+            write_planetoid(tmp_path / "big", allx=scipy.sparse.csr_matrix((50_000, 50_000), dtype=np.float32))
+            / "toy.x",
+        ),
+        ("ogb", _ogb(tmp_path / "long", edges="0,1\n" * 2_000_000, edge_count="1\n")),
+    ]
     report = load_in_child(cases, headroom=512 * MiB)
     assert [c["outcome"].split(":")[0] for c in report["cases"]] == ["ValueError"] * 3, report
     assert report["peak_rss"] - report["peak_rss_after_imports"] < 64 * MiB, report
@@ -129,7 +135,7 @@ def test_a_truncated_pyg_file_is_a_value_error_naming_it(tmp_path, keep):
     buf = io.BytesIO()
     torch.save(Data(x=torch.randn(100, 8), edge_index=torch.tensor([[0, 1], [1, 2]])), buf)
     data = buf.getvalue()
-    (tmp_path / "cut.pt").write_bytes(data[:int(len(data) * keep)])
+    (tmp_path / "cut.pt").write_bytes(data[: int(len(data) * keep)])
     with pytest.raises(ValueError, match=r"cut\.pt: not a readable torch\.save file"):
         load_pyg_file(tmp_path / "cut.pt")
 

@@ -1,4 +1,5 @@
 """Loaders for downloaded graph formats: OGB raw folders, PyG torch.save files, dgl.save_graphs files."""
+
 import gzip
 import struct
 
@@ -110,10 +111,12 @@ def _mag(tmp_path):
     raw = root / "raw"
     counts = {"author": 3, "field_of_study": 2, "institution": 1, "paper": 4}
     _csv(raw / "num-node-dict.csv.gz", [list(counts.values())], header=list(counts))
-    rels = {("author", "affiliated_with", "institution"): [(0, 0), (2, 0)],
-            ("author", "writes", "paper"): [(0, 0), (1, 1), (2, 3), (0, 2)],
-            ("paper", "cites", "paper"): [(1, 0), (2, 0), (3, 1)],
-            ("paper", "has_topic", "field_of_study"): [(0, 1), (3, 0)]}
+    rels = {
+        ("author", "affiliated_with", "institution"): [(0, 0), (2, 0)],
+        ("author", "writes", "paper"): [(0, 0), (1, 1), (2, 3), (0, 2)],
+        ("paper", "cites", "paper"): [(1, 0), (2, 0), (3, 1)],
+        ("paper", "has_topic", "field_of_study"): [(0, 1), (3, 0)],
+    }
     _csv(raw / "triplet-type-list.csv.gz", list(rels))
     for k, (rel, edges) in enumerate(rels.items()):
         folder = raw / "relations" / "___".join(rel)
@@ -169,8 +172,14 @@ def test_ogb_heterogeneous_errors(tmp_path):
 def test_ogb_binary_papers100m_layout(tmp_path):
     raw = tmp_path / "papers100M-bin" / "raw"
     raw.mkdir(parents=True)
-    np.savez(raw / "data.npz", edge_index=np.array(EDGES).T, num_nodes_list=np.array([5]),
-             num_edges_list=np.array([6]), node_feat=FEAT, node_year=np.arange(5)[:, None])
+    np.savez(
+        raw / "data.npz",
+        edge_index=np.array(EDGES).T,
+        num_nodes_list=np.array([5]),
+        num_edges_list=np.array([6]),
+        node_feat=FEAT,
+        node_year=np.arange(5)[:, None],
+    )
     np.savez(raw / "node-label.npz", node_label=np.array([[1.0], [np.nan], [0.0], [np.nan], [2.0]]))
     _csv(tmp_path / "papers100M-bin" / "split" / "time" / "train.csv.gz", [[0], [4]])
     _csv(tmp_path / "papers100M-bin" / "split" / "time" / "valid.csv.gz", [[2]])
@@ -184,9 +193,13 @@ def test_ogb_binary_papers100m_layout(tmp_path):
 def test_pyg_data_file(tmp_path):
     from torch_geometric.data import Data
 
-    data = Data(x=torch.randn(4, 3), edge_index=torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]]),
-                edge_attr=torch.randn(5, 2), y=torch.tensor([0, 1, 1, 0]),
-                train_mask=torch.tensor([True, False, True, False]))
+    data = Data(
+        x=torch.randn(4, 3),
+        edge_index=torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]]),
+        edge_attr=torch.randn(5, 2),
+        y=torch.tensor([0, 1, 1, 0]),
+        train_mask=torch.tensor([True, False, True, False]),
+    )
     torch.save(data, tmp_path / "g.pt")
     for g in (load_pyg_file(tmp_path / "g.pt"), load_graph_file(tmp_path / "g.pt")):
         assert g.num_nodes() == 4 and g.num_edges() == 5
@@ -227,9 +240,10 @@ def test_pyg_file_refuses_other_classes(tmp_path):
 
 # ------------------------------------------------------------------ DGL
 def _hetero_graph():
-    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1, 2], [1, 2, 0]),
-                          ("user", "buys", "item"): ([2, 0, 1, 2], [1, 0, 0, 3])},
-                         num_nodes={"user": 3, "item": 4})
+    g = gnnc.heterograph(
+        {("user", "follows", "user"): ([0, 1, 2], [1, 2, 0]), ("user", "buys", "item"): ([2, 0, 1, 2], [1, 0, 0, 3])},
+        num_nodes={"user": 3, "item": 4},
+    )
     g.nodes["user"].data["h"] = torch.randn(3, 2)
     g.nodes["item"].data["price"] = torch.tensor([1.5, 2.0, 0.5, 4.0], dtype=torch.float64)
     g.nodes["item"].data["mask"] = torch.tensor([True, False, True, True])
@@ -268,9 +282,9 @@ def test_dgl_file_layout_landmarks(tmp_path):
     assert struct.unpack("<3Q", raw[8:32]) == (2, 2, 1) and raw[32:4096] == bytes(4064)
     start = struct.unpack("<Q", raw[4096:4104])[0]
     assert start == 4112 and struct.unpack("<Q", raw[4104:4112])[0] == 0  # no labels
-    assert struct.unpack("<Q", raw[start:start + 8])[0] == HETERO_MAGIC
+    assert struct.unpack("<Q", raw[start : start + 8])[0] == HETERO_MAGIC
     size = struct.unpack("<Q", raw[-8:])[0]
-    assert struct.unpack("<2Q", raw[-8 - size:-8]) == (1, start)  # graph offsets, read from the end
+    assert struct.unpack("<2Q", raw[-8 - size : -8]) == (1, start)  # graph offsets, read from the end
     g = load_graph_file(tmp_path / "g.bin")
     assert g.num_edges() == 1
 
@@ -293,7 +307,7 @@ def test_dgl_file_errors(tmp_path):
     ring = (tmp_path / "ring.bin").read_bytes()
     counts = struct.pack("<QqQQ", 1, 3, 1, 0)  # node counts [3], then one node type without tensors
     at = ring.rfind(counts)
-    (tmp_path / "ring.bin").write_bytes(ring[:at] + struct.pack("<QqQQ", 1, 2, 1, 0) + ring[at + 32:])
+    (tmp_path / "ring.bin").write_bytes(ring[:at] + struct.pack("<QqQQ", 1, 2, 1, 0) + ring[at + 32 :])
     with pytest.raises(ValueError, match=r"ring\.bin, byte \d+: node types, .* the relations' node counts do not"):
         load_dgl_graphs(tmp_path / "ring.bin")
     write_dgl_graphs(tmp_path / "two.bin", [_hetero_graph(), _hetero_graph()])

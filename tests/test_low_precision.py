@@ -8,6 +8,7 @@ torch's reductions accumulate in float32), so each is measured against the float
 off by at most four times eager's error plus a few units of the dtype's rounding, and overflows to inf or
 nan in the same places as eager (float16 AGNN overflows in both).
 """
+
 import copy
 import warnings
 
@@ -21,8 +22,19 @@ from tests import test_dgl_examples as examples
 
 # models whose eager run works under autocast and with half-precision parameters (the others compute their
 # degree norms with ``.double()``, which eager rejects too)
-MODELS = ("GatedGCN_builtin", "EdgeConv_DGCNN", "AGNN", "GraphTransformer", "NNConv_MPNN", "PNA", "DotGAT",
-          "GATv2", "HeteroRGCN_multi_update_all", "HeteroAttention_stack_min", "BipartiteSAGE_srcdata_dstdata")
+MODELS = (
+    "GatedGCN_builtin",
+    "EdgeConv_DGCNN",
+    "AGNN",
+    "GraphTransformer",
+    "NNConv_MPNN",
+    "PNA",
+    "DotGAT",
+    "GATv2",
+    "HeteroRGCN_multi_update_all",
+    "HeteroAttention_stack_min",
+    "BipartiteSAGE_srcdata_dstdata",
+)
 HALF = (torch.bfloat16, torch.float16)
 
 
@@ -35,8 +47,9 @@ def test_auto_picks_the_torch_backend_for_half_precision():
 
 @pytest.mark.skipif(not backend.cpu_available(), reason="needs numba")
 def test_asking_for_the_kernels_in_half_precision_names_the_dtype():
-    with pytest.raises(ValueError, match="backend 'cpu' computes in float32 and float64; this call computes in "
-                                         "bfloat16"):
+    with pytest.raises(
+        ValueError, match="backend 'cpu' computes in float32 and float64; this call computes in bfloat16"
+    ):
         backend.resolve("cpu", "cpu", {torch.bfloat16})
 
 
@@ -72,7 +85,8 @@ def test_compiled_is_as_close_to_float64_as_eager(name, how, dtype):
         torch.manual_seed(0)
         reference_model = make_model(make_graph()).double().eval()
     expected, expected_grads = examples._outputs_and_gradients(
-        reference_model, reference_model, make_graph, lambda g: [_cast(v, torch.float64) for v in make_inputs(g)])
+        reference_model, reference_model, make_graph, lambda g: [_cast(v, torch.float64) for v in make_inputs(g)]
+    )
     model = copy.deepcopy(reference_model).to(torch.float32 if how == "autocast" else dtype)
     options = {"autocast": dtype} if how == "autocast" else {"cast": dtype}
     eager_out, eager_grads = _run(model, model, make_graph, make_inputs, **options)
@@ -82,8 +96,9 @@ def test_compiled_is_as_close_to_float64_as_eager(name, how, dtype):
         compiled_out, compiled_grads = _run(compiled.model, compiled, make_graph, make_inputs, **options)
     assert plans and all(plan.dfg is not None for plan in plans)
     eps = torch.finfo(dtype).eps
-    pairs = list(zip(compiled_out, eager_out, expected)) + \
-        [(compiled_grads[k], eager_grads[k], expected_grads[k]) for k in expected_grads]
+    pairs = list(zip(compiled_out, eager_out, expected)) + [
+        (compiled_grads[k], eager_grads[k], expected_grads[k]) for k in expected_grads
+    ]
     for i, (c, e, ref) in enumerate(pairs):
         assert c.dtype == e.dtype
         assert torch.equal(c.isfinite(), e.isfinite()), f"value {i}: inf or nan elsewhere than eager's"

@@ -1,4 +1,5 @@
 """Mini-batch trainer: breakdown, learning, exact resume; compiled blocks equal eager and reuse plans."""
+
 import gc
 import weakref
 
@@ -50,13 +51,19 @@ def test_resume_reproduces_uninterrupted_run(mag, straight, tmp_path):
     first = train_minibatch(mag, "rgcn", epochs=1, checkpoint_dir=tmp_path, **SMALL, **OPTIONS)
     assert first.losses == straight.losses[:1]
     resumed = train_minibatch(mag, "rgcn", epochs=2, checkpoint_dir=tmp_path, resume=True, **SMALL, **OPTIONS)
-    assert torch.equal(torch.tensor(resumed.losses, dtype=torch.float64),
-                       torch.tensor(straight.losses, dtype=torch.float64))
+    assert torch.equal(
+        torch.tensor(resumed.losses, dtype=torch.float64), torch.tensor(straight.losses, dtype=torch.float64)
+    )
     for a, b in zip(params(resumed), params(straight)):
         assert torch.equal(a, b)
     for a, b in zip(resumed.epochs, straight.epochs):
-        assert (a.epoch, a.loss, a.train_acc, a.val_acc, a.test_acc) == (b.epoch, b.loss, b.train_acc,
-                                                                         b.val_acc, b.test_acc)
+        assert (a.epoch, a.loss, a.train_acc, a.val_acc, a.test_acc) == (
+            b.epoch,
+            b.loss,
+            b.train_acc,
+            b.val_acc,
+            b.test_acc,
+        )
     # The breakdown covers every stage; the model learns.
     for stats in straight.epochs:
         assert list(stats.times) == list(STAGES) and all(t >= 0 for t in stats.times.values())
@@ -109,8 +116,20 @@ def test_other_builders_train_one_epoch(mag, name):
 
 
 def test_cli_entry_prints_the_breakdown(capsys, tmp_path):
-    assert run_cli("mag", scale=0.001, fanouts=[1, 1], batch_size=256, epochs=1, hidden=4,
-                   learnable=["non-target"], checkpoint_dir=tmp_path, progress=False) == 0
+    assert (
+        run_cli(
+            "mag",
+            scale=0.001,
+            fanouts=[1, 1],
+            batch_size=256,
+            epochs=1,
+            hidden=4,
+            learnable=["non-target"],
+            checkpoint_dir=tmp_path,
+            progress=False,
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert all(stage in out for stage in STAGES) and "final: val" in out
     assert (tmp_path / "epoch1.pt").is_file() and (tmp_path / "manifest-epoch1.json").is_file()
@@ -129,8 +148,10 @@ def forward_backward(model, blocks, x, weight):
 
 
 @pytest.mark.parametrize("name", list(MODEL_BUILDERS))
-@pytest.mark.parametrize("graph_seed, fanouts, target", [(0, [2, 3], "user"), (1, [-1, 2], "item"),
-                                                          (2, [3, 0], "user"), (3, [1, 2, 4], "item")])
+@pytest.mark.parametrize(
+    "graph_seed, fanouts, target",
+    [(0, [2, 3], "user"), (1, [-1, 2], "item"), (2, [3, 0], "user"), (3, [1, 2, 4], "item")],
+)
 def test_compiled_blocks_match_eager(name, graph_seed, fanouts, target):
     """Forward and gradients of the compiled stack on sampled blocks equal the eager executor's."""
     g = random_heterograph(graph_seed, sizes={"user": 12, "item": 10, "tag": 1}, edges_per_relation=40)

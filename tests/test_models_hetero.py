@@ -5,10 +5,11 @@ output and the gradients w.r.t. every parameter and every input must match
 ``tests/reference_hetero.py`` on random heterographs, a homogeneous graph
 and graphs without edges.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -32,8 +33,7 @@ def _graph(name: str) -> gnnc.Graph:
     if name == "homo":
         return random_homograph(num_nodes=12, num_edges=40, seed=3)
     if name == "no_edges_hetero":
-        return gnnc.heterograph({("a", "r", "b"): ([], []), ("b", "s", "a"): ([], [])},
-                                num_nodes={"a": 3, "b": 2})
+        return gnnc.heterograph({("a", "r", "b"): ([], []), ("b", "s", "a"): ([], [])}, num_nodes={"a": 3, "b": 2})
     assert name == "no_edges_homo"
     return gnnc.graph(([], []), num_nodes=5)
 
@@ -62,11 +62,13 @@ CASES = {
     "rgcn_bare": Case(lambda g: RGCNConv(IN, 5, _rels(g), self_loop=False, bias=False), ref.rgcn),
     "rgat": Case(lambda g: RGATConv(IN, 4, _rels(g), num_heads=2, negative_slope=0.1), ref.rgat),
     "hgt": Case(lambda g: HGTConv(IN, IN, _types(g), _rels(g), num_heads=2), ref.hgt),
-    "hgt_norm": Case(lambda g: HGTConv(IN, IN, _types(g), _rels(g), num_heads=3, dropout=0.5,
-                                       use_norm=True), ref.hgt),
+    "hgt_norm": Case(lambda g: HGTConv(IN, IN, _types(g), _rels(g), num_heads=3, dropout=0.5, use_norm=True), ref.hgt),
     "simple_hgn": Case(lambda g: SimpleHGNConv(IN, 4, _rels(g), edge_dim=3, num_heads=2), ref.simple_hgn),
-    "simple_hgn_prev": Case(lambda g: SimpleHGNConv(IN, 4, _rels(g), edge_dim=3, num_heads=2,
-                                                    residual=False, beta=0.3), ref.simple_hgn, prev_attn=True),
+    "simple_hgn_prev": Case(
+        lambda g: SimpleHGNConv(IN, 4, _rels(g), edge_dim=3, num_heads=2, residual=False, beta=0.3),
+        ref.simple_hgn,
+        prev_attn=True,
+    ),
 }
 ATTENTION = ["rgat", "hgt", "hgt_norm", "simple_hgn", "simple_hgn_prev"]
 
@@ -82,8 +84,7 @@ def _setup(case: Case, g, seed: int, scale: float = 1.0):
     x = scale * torch.randn(g.num_nodes(), IN, generator=gen, dtype=torch.float64)
     inputs = [x.requires_grad_()]
     if case.prev_attn:
-        inputs.append(torch.rand(g.num_edges(), module.num_heads, generator=gen,
-                                 dtype=torch.float64).requires_grad_())
+        inputs.append(torch.rand(g.num_edges(), module.num_heads, generator=gen, dtype=torch.float64).requires_grad_())
     return module, inputs
 
 
@@ -122,8 +123,7 @@ def _compare(case: Case, g, seed: int, scale: float = 1.0):
     atol = max(ATOL, 1e-12 * largest)
     for name, gr in grads.items():
         assert torch.isfinite(gr).all(), f"gradient of {name} is not finite"
-        torch.testing.assert_close(gr, ref_grads[name], rtol=RTOL, atol=atol,
-                                   msg=lambda m: f"gradient of {name}: {m}")
+        torch.testing.assert_close(gr, ref_grads[name], rtol=RTOL, atol=atol, msg=lambda m: f"gradient of {name}: {m}")
 
 
 @pytest.mark.parametrize("graph", GRAPHS)

@@ -4,10 +4,11 @@ Everything runs in float64 and eval mode; outputs and gradients (w.r.t.
 every parameter, the node features and the edge inputs) must match
 ``tests/reference_homo.py`` to rtol 1e-6.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -146,7 +147,7 @@ def test_gcn_conv_normalization_by_hand():
     with torch.no_grad():
         conv.weight.fill_(1.0)
     x = torch.tensor([[1.0], [2.0], [4.0]], dtype=torch.float64)
-    s = 2 ** -0.5
+    s = 2**-0.5
     want = torch.tensor([[s * 2.0], [0.0], [s * 1.0 + s * s * 2.0]], dtype=torch.float64)
     torch.testing.assert_close(conv(g, x), want)
 

@@ -8,6 +8,7 @@ equals an independent plain-torch reference (index_select / index_add /
 scatter_reduce over ``g.find_edges()``). Graphs, parameter redrawing and
 inputs are those of ``test_models_homo``.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -87,8 +88,10 @@ def ref_gatv2(conv, g, x):
 def ref_appnp(conv, g, x):
     src, dst = g.find_edges()
     n = g.num_nodes()
-    coef = (torch.bincount(src, minlength=n).clamp(min=1).to(x.dtype).rsqrt()[src]
-            * torch.bincount(dst, minlength=n).clamp(min=1).to(x.dtype).rsqrt()[dst])
+    coef = (
+        torch.bincount(src, minlength=n).clamp(min=1).to(x.dtype).rsqrt()[src]
+        * torch.bincount(dst, minlength=n).clamp(min=1).to(x.dtype).rsqrt()[dst]
+    )
     h = x
     for _ in range(conv.k):
         h = (1 - conv.alpha) * scatter_sum(coef.view((-1,) + (1,) * (x.dim() - 1)) * h[src], dst, n) + conv.alpha * x
@@ -109,8 +112,9 @@ CASES = {
     "gin_max": Case(lambda: GINConv(None, "max", learn_eps=True), ref_gin),
     "gin_sum_edge_weight": Case(lambda: GINConv(nn.Linear(IN, 2), "sum"), ref_gin, edge_dim=1),
     "gatv2": Case(lambda: GATv2Conv(IN, 4, 3, activation=F.elu), ref_gatv2),
-    "gatv2_shared_residual": Case(lambda: GATv2Conv(IN, 2, 2, negative_slope=0.1, residual=True,
-                                                    share_weights=True), ref_gatv2),
+    "gatv2_shared_residual": Case(
+        lambda: GATv2Conv(IN, 2, 2, negative_slope=0.1, residual=True, share_weights=True), ref_gatv2
+    ),
     "gatv2_no_bias_identity_residual": Case(lambda: GATv2Conv(IN, 3, 2, residual=True, bias=False), ref_gatv2),
     "appnp": Case(lambda: APPNPConv(3, 0.1), ref_appnp),
 }
@@ -142,8 +146,12 @@ def test_eager_matches_reference(case_name, graph_name):
     case, g = CASES[case_name], GRAPHS[graph_name]()
     module = build(case)
     args = [g] + inputs(case, g)
-    assert_same(module, output_and_grads(module, module, args),
-                output_and_grads(lambda *a: case.reference(module, *a), module, args), "eager vs reference")
+    assert_same(
+        module,
+        output_and_grads(module, module, args),
+        output_and_grads(lambda *a: case.reference(module, *a), module, args),
+        "eager vs reference",
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -154,8 +162,12 @@ def test_compiled_matches_eager(case_name, graph_name, backend):
     module = build(case)
     args = [g] + inputs(case, g)
     compiled = gnnc.compile(module, backend=backend)
-    assert_same(module, output_and_grads(compiled, module, args), output_and_grads(module, module, args),
-                f"compiled ({backend}) vs eager")
+    assert_same(
+        module,
+        output_and_grads(compiled, module, args),
+        output_and_grads(module, module, args),
+        f"compiled ({backend}) vs eager",
+    )
 
 
 @pytest.mark.parametrize("backend", [None, *BACKENDS])
@@ -168,8 +180,12 @@ def test_gatv2_large_logits(case_name, backend):
     assert logits.abs().max() > 800, "case too mild: naive exp of these logits would not overflow float64"
     run = module if backend is None else gnnc.compile(module, backend=backend)
     want = case.reference if backend is None else (lambda m, *a: m(*a))
-    assert_same(module, output_and_grads(run, module, [g, x]),
-                output_and_grads(lambda *a: want(module, *a), module, [g, x]), f"large logits ({backend})")
+    assert_same(
+        module,
+        output_and_grads(run, module, [g, x]),
+        output_and_grads(lambda *a: want(module, *a), module, [g, x]),
+        f"large logits ({backend})",
+    )
 
 
 def test_zero_in_degree_nodes():
@@ -224,8 +240,8 @@ def test_edge_softmax_per_relation_and_errors():
     as_tuple = gnnc.ops.edge_softmax(g, tuple(parts.values()))
     for i, key in enumerate(g.canonical_etypes):
         lo = sum(g.num_edges(k) for k in g.canonical_etypes[:i])
-        torch.testing.assert_close(by_name[key], whole[lo:lo + g.num_edges(key)])  # keyed by canonical relation
-        torch.testing.assert_close(as_tuple[i], whole[lo:lo + g.num_edges(key)])
+        torch.testing.assert_close(by_name[key], whole[lo : lo + g.num_edges(key)])  # keyed by canonical relation
+        torch.testing.assert_close(as_tuple[i], whole[lo : lo + g.num_edges(key)])
     with pytest.raises(ValueError, match="missing"):
         gnnc.ops.edge_softmax(g, {"likes": parts[g.canonical_etypes[0]]})
     with pytest.raises(ValueError, match="num_edges"):
@@ -265,8 +281,12 @@ def test_edge_softmax_in_dgl_style_layer(graph_name, backend):
     dgl_style = DGLStyleGATv2(conv)
     run = dgl_style if backend is None else gnnc.compile(dgl_style, backend=backend)
     args = [g] + inputs(case, g, scale=30.0)
-    assert_same(conv, output_and_grads(run, conv, args), output_and_grads(conv, conv, args),
-                f"DGL-style GATv2 ({backend}) vs GATv2Conv")
+    assert_same(
+        conv,
+        output_and_grads(run, conv, args),
+        output_and_grads(conv, conv, args),
+        f"DGL-style GATv2 ({backend}) vs GATv2Conv",
+    )
 
 
 def test_function_module_exports_only_builtins():

@@ -1,6 +1,7 @@
 """Graph mutation (DGL's ``add_nodes`` / ``add_edges`` / ``remove_nodes`` / ``remove_edges`` and the functional
 forms): DGL 2.1's semantics, and no state derived from the old structure survives a mutation — compiled calls
 between mutations give eager's numbers, by compiled plans on the new structure."""
+
 import warnings
 
 import pytest
@@ -26,8 +27,10 @@ class _Attention(torch.nn.Module):
         with g.local_scope():
             g.ndata["z"] = self.lin(x)
             g.apply_edges(lambda e: {"e": torch.nn.functional.leaky_relu((e.src["z"] + e.dst["z"]).sum(-1, True))})
-            g.update_all(lambda e: {"m": e.src["z"], "e": e.data["e"]},
-                         lambda n: {"h": (torch.softmax(n.mailbox["e"], 1) * n.mailbox["m"]).sum(1)})
+            g.update_all(
+                lambda e: {"m": e.src["z"], "e": e.data["e"]},
+                lambda n: {"h": (torch.softmax(n.mailbox["e"], 1) * n.mailbox["m"]).sum(1)},
+            )
             return g.ndata["h"]
 
 
@@ -41,8 +44,7 @@ class _RelationSum(torch.nn.Module):
     def forward(self, g, x):
         with g.local_scope():
             g.nodes["user"].data["z"] = self.lin(x)
-            g.update_all(lambda e: {"m": e.src["z"] * 2.0}, lambda n: {"h": n.mailbox["m"].sum(1)},
-                         etype="follows")
+            g.update_all(lambda e: {"m": e.src["z"] * 2.0}, lambda n: {"h": n.mailbox["m"].sum(1)}, etype="follows")
             return g.nodes["user"].data["h"]
 
 
@@ -62,9 +64,14 @@ def test_compiled_calls_between_mutations_give_eagers_numbers(backend):
     g = random_homograph(12, 40, seed=1)
     model, gen = _Attention(), torch.Generator().manual_seed(0)
     compiled = gnnc.compile(model, backend=backend)  # one model, its plans reused on every structure
-    mutations = [lambda: None, lambda: g.add_edges([0, 3, 12], [5, 13, 2]), lambda: g.remove_nodes([1, 7]),
-                 lambda: g.add_nodes(3), lambda: g.remove_edges(torch.arange(0, 20, 3)),
-                 lambda: g.add_edges(torch.arange(g.num_nodes()), torch.arange(g.num_nodes()))]
+    mutations = [
+        lambda: None,
+        lambda: g.add_edges([0, 3, 12], [5, 13, 2]),
+        lambda: g.remove_nodes([1, 7]),
+        lambda: g.add_nodes(3),
+        lambda: g.remove_edges(torch.arange(0, 20, 3)),
+        lambda: g.add_edges(torch.arange(g.num_nodes()), torch.arange(g.num_nodes())),
+    ]
     sizes = []
     for mutate in mutations:
         mutate()
@@ -80,9 +87,13 @@ def test_compiled_relation_calls_between_mutations_give_eagers_numbers(backend):
     model, gen = _RelationSum(), torch.Generator().manual_seed(0)
     compiled = gnnc.compile(model, backend=backend)
     follows = ("user", "follows", "user")
-    mutations = [lambda: None, lambda: g.add_edges([0, 1], [2, g.num_nodes("user")], etype=follows),
-                 lambda: g.remove_nodes([0, 2], ntype="user"), lambda: g.remove_edges([0, 1, 2], etype=follows),
-                 lambda: g.add_nodes(2, ntype="user")]
+    mutations = [
+        lambda: None,
+        lambda: g.add_edges([0, 1], [2, g.num_nodes("user")], etype=follows),
+        lambda: g.remove_nodes([0, 2], ntype="user"),
+        lambda: g.remove_edges([0, 1, 2], etype=follows),
+        lambda: g.add_nodes(2, ntype="user"),
+    ]
     for mutate in mutations:
         mutate()
         x = torch.randn(g.num_nodes("user"), 4, generator=gen, dtype=torch.float64)
@@ -110,8 +121,10 @@ def test_an_edge_result_left_unwritten_is_computed_on_the_structure_it_was_made_
         with g.local_scope():
             g.apply_edges(udf, compile=False)
             want = g.edata["e"]
-        for mutate, rows in ((lambda h: h.remove_edges(removed), want[keep]),
-                             (lambda h: h.add_edges([1], [2]), torch.cat([want, want.new_zeros(1, 1)]))):
+        for mutate, rows in (
+            (lambda h: h.remove_edges(removed), want[keep]),
+            (lambda h: h.add_edges([1], [2]), torch.cat([want, want.new_zeros(1, 1)])),
+        ):
             h = g.clone()
             h.apply_edges(udf, compile=True)
             assert isinstance(h._estore.peek_whole("e"), kind)
@@ -166,8 +179,10 @@ def test_removal_drops_incident_edges_and_features_and_store_ids_keeps_old_ids()
 
 
 def test_heterograph_mutation_by_type():
-    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 1, 2], [0, 0, 1, 1]),
-                          ("dev", "makes", "game"): ([0, 1], [0, 1])}, idtype=torch.int32)
+    g = gnnc.heterograph(
+        {("user", "plays", "game"): ([0, 1, 1, 2], [0, 0, 1, 1]), ("dev", "makes", "game"): ([0, 1], [0, 1])},
+        idtype=torch.int32,
+    )
     g.nodes["user"].data["h"] = torch.tensor([1, 1, 1])
     g.nodes["game"].data["h"] = torch.tensor([2, 2])
     g.edges["plays"].data["h"] = torch.tensor([1, 2, 3, 4])
@@ -175,7 +190,9 @@ def test_heterograph_mutation_by_type():
     assert g.num_nodes("game") == 4 and g.num_nodes("dev") == 2 and g.nodes["game"].data["h"].tolist() == [2, 2, 0, 0]
     assert g.edges["plays"].data["h"].tolist() == [1, 2, 3, 4, 0, 0] and g.num_edges("makes") == 2
     g.remove_nodes(0, ntype="game", store_ids=True)
-    assert g.num_edges("plays") == 4 and g.num_edges("makes") == 1 and g.edges["plays"].data["h"].tolist() == [3, 4, 0, 0]
+    assert (
+        g.num_edges("plays") == 4 and g.num_edges("makes") == 1 and g.edges["plays"].data["h"].tolist() == [3, 4, 0, 0]
+    )
     assert g.nodes["game"].data["_ID"].tolist() == [1, 2, 3] and g.nodes["user"].data["_ID"].tolist() == [0, 1, 2]
     assert g.nodes["game"].data["_ID"].dtype == torch.int32 and g.edges["makes"].data["_ID"].tolist() == [1]
     src, dst = g.edges(etype="plays")
@@ -207,7 +224,8 @@ def test_mutation_errors_name_the_culprit():
         g.add_nodes(-1, ntype="user")
     assert g.num_nodes("user") == 2 and g.num_edges() == 3  # a refused mutation changes nothing
     block = gnnc.data.sampler.NeighborSampler(random_heterograph(seed=0), [2], "user", seed=0).sample(
-        torch.tensor([0]))[0]
+        torch.tensor([0])
+    )[0]
     with pytest.raises(TypeError, match="a block cannot be mutated"):
         block.add_nodes(1, ntype="user")
 
@@ -239,8 +257,14 @@ def test_functional_forms_return_new_graphs_and_leave_theirs():
     assert gnnc.remove_nodes(g, [0]).num_nodes() == 2
     assert gnnc.remove_edges(g, [0, 1]).num_edges() == 1
     looped = gnnc.add_self_loop(g, fill_data="mean")
-    assert looped.edges()[0].tolist() == [0, 1, 2, 0, 1, 2] and looped.edata["w"].flatten().tolist() == \
-        [1, 2, 4, 0, 1.5, 4]
+    assert looped.edges()[0].tolist() == [0, 1, 2, 0, 1, 2] and looped.edata["w"].flatten().tolist() == [
+        1,
+        2,
+        4,
+        0,
+        1.5,
+        4,
+    ]
     named = gnnc.add_self_loop(g, edge_feat_names=[], fill_data=5.0)
     assert named.edata["w"].flatten().tolist() == [1, 2, 4, 0, 0, 0]  # not named: the initializer's rows
     assert gnnc.add_self_loop(g).edata["w"].flatten().tolist() == [1, 2, 4, 1, 1, 1]

@@ -4,6 +4,7 @@ Also the regressions of issue 13 (per-relation default-argument closures,
 stale tensors after rebinding, reduce UDFs reading what they overwrite,
 built-in binary messages) and the plan cache's key, one component at a time.
 """
+
 import functools
 import traceback
 import warnings
@@ -46,8 +47,12 @@ def _both(run, g, params=()):
             warnings.simplefilter("error", FallbackWarning)
             out = run(g, flag)
         out.pow(2).sum().backward()
-        results.append((out.detach(), [torch.zeros_like(p) if p.grad is None else p.grad.clone()
-                                        for p in (g.ndata_all["h"], *params)]))
+        results.append(
+            (
+                out.detach(),
+                [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in (g.ndata_all["h"], *params)],
+            )
+        )
     (eager, eager_grads), (fast, fast_grads) = results
     torch.testing.assert_close(fast, eager)
     for a, b in zip(fast_grads, eager_grads):
@@ -58,6 +63,7 @@ def _sum_update(message):
     def run(g, flag):
         g.update_all(message, fn.sum("m", "o"), compile=flag)
         return g.ndata["o"]
+
     return run
 
 
@@ -95,6 +101,7 @@ def test_partial_default_arguments_and_closures():
 
     def with_default(edges, w=weight):
         return {"m": edges.src["h"] @ w}
+
     _both(_sum_update(with_default), g, [weight])
     _both(_sum_update(lambda edges: {"m": torch.tanh(edges.src["h"] @ weight)}), g, [weight])
 
@@ -109,6 +116,7 @@ class _Container(nn.Module):
     def forward(self, g, flag):
         def message(edges):
             return {"m": self.by_name["x"](edges.src["h"]) + self.listed[1](edges.dst["h"]) * self.plain["scale"]}
+
         g.update_all(message, fn.max("m", "o"), compile=flag)
         return g.ndata["o"]
 
@@ -127,14 +135,17 @@ def test_per_relation_default_argument_closures_get_their_own_plans():
     def run(g, flag):
         funcs = {}
         for k, etype in enumerate(g.canonical_etypes):
+
             def message(edges, k=k):
                 return {"m": layers[k](edges.src["h"])}
 
             def reduce(nodes):
                 return {"z": nodes.mailbox["m"].sum(1)}
+
             funcs[etype] = (message, reduce)
         g.multi_update_all(funcs, "sum", compile=flag)
         return g.ndata_all["z"]
+
     _both(run, g, list(layers.parameters()))
 
 
@@ -168,6 +179,7 @@ def test_rebound_parameters_of_bound_modules_are_read_live():
     def run(g):
         g.update_all(lambda e: {"m": layer(e.src["h"])}, fn.sum("m", "o"), compile=True)
         return g.ndata["o"]
+
     run(g)
     layer.weight = nn.Parameter(torch.randn(D, D, dtype=torch.float64))
     expected = (g.ndata["h"] @ layer.weight.T + layer.bias).detach()
@@ -188,8 +200,10 @@ def test_tensors_derived_inside_the_udf_from_closure_tensors_stay_live():
         def message(edges):
             embed = weight.view(-1, D)  # derived inside the UDF: must not be frozen at trace time
             return {"m": edges.src["h"] @ embed[D:] + embed[0]}
+
         g.update_all(message, fn.sum("m", "o"), compile=flag)
         return g.ndata["o"]
+
     for _ in range(3):
         _both(run, g, [weight])
         run(g, True).sum().backward()
@@ -211,9 +225,14 @@ def test_appnp_teleport_term_closed_over_by_the_node_udf(seed):
         with g.local_scope():
             g.ndata["z"] = h0
             for _ in range(3):
-                g.update_all(fn.u_mul_e("z", "w", "m"), fn.sum("m", "z"),
-                             lambda nodes: {"z": 0.9 * nodes.data["z"] + 0.1 * h0}, compile=flag)
+                g.update_all(
+                    fn.u_mul_e("z", "w", "m"),
+                    fn.sum("m", "z"),
+                    lambda nodes: {"z": 0.9 * nodes.data["z"] + 0.1 * h0},
+                    compile=flag,
+                )
             return g.ndata["z"]
+
     _both(run, g, list(lin.parameters()))
 
 
@@ -229,12 +248,22 @@ def test_a_per_type_tensor_closed_over_by_a_relations_node_udf(seed):
     def run(g, flag):
         with g.local_scope():
             item0, user0 = lin(g.nodes["item"].data["h"]), lin(g.nodes["user"].data["h"])
-            g.update_all(fn.copy_u("h", "m"), fn.sum("m", "o"), lambda nodes: {"o": nodes.data["o"] + item0},
-                         etype="likes", compile=flag)
-            g.update_all(lambda e: {"m": e.src["h"] * e.dst["h"]}, fn.mean("m", "o"),
-                         lambda nodes: {"o": torch.tanh(nodes.data["o"]) * user0 + nodes.data["h"]},
-                         etype="follows", compile=flag)
+            g.update_all(
+                fn.copy_u("h", "m"),
+                fn.sum("m", "o"),
+                lambda nodes: {"o": nodes.data["o"] + item0},
+                etype="likes",
+                compile=flag,
+            )
+            g.update_all(
+                lambda e: {"m": e.src["h"] * e.dst["h"]},
+                fn.mean("m", "o"),
+                lambda nodes: {"o": torch.tanh(nodes.data["o"]) * user0 + nodes.data["h"]},
+                etype="follows",
+                compile=flag,
+            )
             return torch.cat([g.nodes["item"].data["o"], g.nodes["user"].data["o"]])
+
     _both(run, g, list(lin.parameters()))
 
 
@@ -254,34 +283,41 @@ def _reduced(message, reduce):
     def run(g, flag):
         g.update_all(message, getattr(fn, reduce)("m", "o"), compile=flag)
         return g.ndata["o"]
+
     return run
 
 
-@pytest.mark.parametrize("message, reduce", [
-    # reorder moved ``x.dtype`` (a dtype, not rows) as if it were node rows to gather
-    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "sum"),
-    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "max"),
-    (lambda e: {"m": e.src["h"] * (e.src["h"] > 0).to(dtype=e.src["h"].dtype)}, "mean"),
-    # a float32 mask times float64 features: fused kernels were handed operands of two dtypes
-    (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"]).float()}, "sum"),
-    (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).float()}, "max"),
-])
+@pytest.mark.parametrize(
+    "message, reduce",
+    [
+        # reorder moved ``x.dtype`` (a dtype, not rows) as if it were node rows to gather
+        (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "sum"),
+        (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).to(e.src["h"].dtype)}, "max"),
+        (lambda e: {"m": e.src["h"] * (e.src["h"] > 0).to(dtype=e.src["h"].dtype)}, "mean"),
+        # a float32 mask times float64 features: fused kernels were handed operands of two dtypes
+        (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"]).float()}, "sum"),
+        (lambda e: {"m": e.src["h"] * (e.dst["h"] > 0).float()}, "max"),
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_mask_cast_in_the_message_compiles(message, reduce, seed):
     _both(_reduced(message, reduce), _graph(seed))
 
 
-@pytest.mark.parametrize("message, reduce", [
-    # float times bool: the fused spmm or SDDMM was handed the bool operand as is
-    (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"])}, "sum"),
-    (lambda e: {"m": (e.src["h"] > e.dst["h"]) * e.src["h"]}, "mean"),
-    (lambda e: {"m": e.src["h"] * e.dst["hb"]}, "max"),
-    (fn.u_mul_e("h", "b", "m"), "sum"),
-    (fn.u_mul_v("h", "hb", "m"), "min"),
-    # float times int, float64 times float32
-    (fn.u_mul_e("h", "t", "m"), "mean"),
-    (lambda e: {"m": e.src["h"] * e.data["w32"]}, "sum"),
-])
+@pytest.mark.parametrize(
+    "message, reduce",
+    [
+        # float times bool: the fused spmm or SDDMM was handed the bool operand as is
+        (lambda e: {"m": e.src["h"] * (e.src["h"] > e.dst["h"])}, "sum"),
+        (lambda e: {"m": (e.src["h"] > e.dst["h"]) * e.src["h"]}, "mean"),
+        (lambda e: {"m": e.src["h"] * e.dst["hb"]}, "max"),
+        (fn.u_mul_e("h", "b", "m"), "sum"),
+        (fn.u_mul_v("h", "hb", "m"), "min"),
+        # float times int, float64 times float32
+        (fn.u_mul_e("h", "t", "m"), "mean"),
+        (lambda e: {"m": e.src["h"] * e.data["w32"]}, "sum"),
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_float_features_times_a_mask_or_another_dtype_compile_as_torch_promotes(message, reduce, seed):
     _both(_reduced(message, reduce), _masked_graph(seed))
@@ -290,31 +326,70 @@ def test_float_features_times_a_mask_or_another_dtype_compile_as_torch_promotes(
 # Row-wise operators users reach for besides the common ones: each compiled without a fallback (``_both``
 # turns one into an error) and equal to eager, values and gradients. Rounding ones (floor, round, ...) have
 # zero gradients; the feature is still differentiated through the other term.
-@pytest.mark.parametrize("message", [
-    lambda e: {"m": torch.chunk(e.src["h"], 2, dim=-1)[0] * torch.sigmoid(torch.chunk(e.dst["h"], 2, -1)[1])},
-    lambda e: {"m": torch.cat(torch.split(e.src["h"], [1, D - 1], dim=1)[::-1], 1)},
-    lambda e: {"m": torch.split(e.src["h"], 2, -1)[1].repeat(1, 2)},
-    lambda e: {"m": e.src["h"] + torch.floor(e.dst["h"]) + torch.ceil(e.src["h"]) + torch.round(e.dst["h"])
-               + torch.trunc(e.src["h"])},
-    lambda e: {"m": torch.tan(torch.tanh(e.src["h"])) + torch.atan(e.dst["h"]) + torch.sinh(e.src["h"])
-               + torch.cosh(e.dst["h"] * 0.5)},
-    lambda e: {"m": torch.exp2(torch.tanh(e.src["h"])) + torch.log2(1 + e.dst["h"].abs())
-               + torch.log10(2 + e.src["h"].abs())},
-    lambda e: {"m": torch.clamp_min(e.src["h"], 0.1) * torch.clamp_max(e.dst["h"], 0.2)},
-    lambda e: {"m": e.src["h"] * torch.logical_and(e.src["h"] > 0, torch.logical_not(e.dst["h"] > 0))
-               + e.dst["h"] * torch.logical_or(e.src["h"] > 0, e.dst["h"] < -1)},
-    lambda e: {"m": F.relu6(4 * e.src["h"]) + F.hardswish(e.dst["h"]) + F.hardsigmoid(e.src["h"])
-               + F.logsigmoid(e.dst["h"]) + F.softsign(e.src["h"]) + F.tanhshrink(e.dst["h"])},
-    lambda e: {"m": e.src["h"].sin() * e.dst["h"].cos() + e.src["h"].tanh().tan() + e.dst["h"].atan()
-               + e.src["h"].erf() + e.dst["h"].sign() * e.src["h"]},
-    lambda e: {"m": e.src["h"].log1p().nan_to_num() + e.dst["h"].expm1() + e.src["h"].floor()
-               + e.dst["h"].ceil() + e.src["h"].round() + e.dst["h"].trunc()},
-    lambda e: {"m": e.src["h"].maximum(e.dst["h"]) - e.src["h"].minimum(e.dst["h"] * 2)
-               + e.src["h"].clamp_min(0).clamp_max(1) + e.dst["h"].tanh().exp2() + e.src["h"].abs().log2()
-               .clamp_min(-4)},
-    lambda e: {"m": e.src["h"] * (e.src["h"] > 0).logical_and(e.dst["h"] < 0).logical_or(e.src["h"] > 1)
-               .logical_not()},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        lambda e: {"m": torch.chunk(e.src["h"], 2, dim=-1)[0] * torch.sigmoid(torch.chunk(e.dst["h"], 2, -1)[1])},
+        lambda e: {"m": torch.cat(torch.split(e.src["h"], [1, D - 1], dim=1)[::-1], 1)},
+        lambda e: {"m": torch.split(e.src["h"], 2, -1)[1].repeat(1, 2)},
+        lambda e: {
+            "m": e.src["h"]
+            + torch.floor(e.dst["h"])
+            + torch.ceil(e.src["h"])
+            + torch.round(e.dst["h"])
+            + torch.trunc(e.src["h"])
+        },
+        lambda e: {
+            "m": torch.tan(torch.tanh(e.src["h"]))
+            + torch.atan(e.dst["h"])
+            + torch.sinh(e.src["h"])
+            + torch.cosh(e.dst["h"] * 0.5)
+        },
+        lambda e: {
+            "m": torch.exp2(torch.tanh(e.src["h"]))
+            + torch.log2(1 + e.dst["h"].abs())
+            + torch.log10(2 + e.src["h"].abs())
+        },
+        lambda e: {"m": torch.clamp_min(e.src["h"], 0.1) * torch.clamp_max(e.dst["h"], 0.2)},
+        lambda e: {
+            "m": e.src["h"] * torch.logical_and(e.src["h"] > 0, torch.logical_not(e.dst["h"] > 0))
+            + e.dst["h"] * torch.logical_or(e.src["h"] > 0, e.dst["h"] < -1)
+        },
+        lambda e: {
+            "m": F.relu6(4 * e.src["h"])
+            + F.hardswish(e.dst["h"])
+            + F.hardsigmoid(e.src["h"])
+            + F.logsigmoid(e.dst["h"])
+            + F.softsign(e.src["h"])
+            + F.tanhshrink(e.dst["h"])
+        },
+        lambda e: {
+            "m": e.src["h"].sin() * e.dst["h"].cos()
+            + e.src["h"].tanh().tan()
+            + e.dst["h"].atan()
+            + e.src["h"].erf()
+            + e.dst["h"].sign() * e.src["h"]
+        },
+        lambda e: {
+            "m": e.src["h"].log1p().nan_to_num()
+            + e.dst["h"].expm1()
+            + e.src["h"].floor()
+            + e.dst["h"].ceil()
+            + e.src["h"].round()
+            + e.dst["h"].trunc()
+        },
+        lambda e: {
+            "m": e.src["h"].maximum(e.dst["h"])
+            - e.src["h"].minimum(e.dst["h"] * 2)
+            + e.src["h"].clamp_min(0).clamp_max(1)
+            + e.dst["h"].tanh().exp2()
+            + e.src["h"].abs().log2().clamp_min(-4)
+        },
+        lambda e: {
+            "m": e.src["h"] * (e.src["h"] > 0).logical_and(e.dst["h"] < 0).logical_or(e.src["h"] > 1).logical_not()
+        },
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_less_common_row_wise_operators_compile(message, seed):
     _both(_sum_update(message), _graph(seed))
@@ -326,11 +401,14 @@ def _circular_correlation(a, b):
 
 
 # FFTs along a feature dim work row by row: complex values inside a message compile as torch calls.
-@pytest.mark.parametrize("message", [
-    lambda e: {"m": _circular_correlation(e.src["h"], e.dst["h"])},
-    lambda e: {"m": torch.fft.ifft(torch.fft.fft(e.src["h"], dim=1).conj() * e.dst["h"], dim=-1).real},
-    lambda e: {"m": torch.fft.irfft(torch.fft.rfft(e.src["h"], norm="ortho"), D, norm="ortho").mul(e.dst["h"])},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        lambda e: {"m": _circular_correlation(e.src["h"], e.dst["h"])},
+        lambda e: {"m": torch.fft.ifft(torch.fft.fft(e.src["h"], dim=1).conj() * e.dst["h"], dim=-1).real},
+        lambda e: {"m": torch.fft.irfft(torch.fft.rfft(e.src["h"], norm="ortho"), D, norm="ortho").mul(e.dst["h"])},
+    ],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fft_along_features_compiles(message, seed):
     _both(_sum_update(message), _graph(seed))
@@ -351,8 +429,11 @@ def _factory_message(e):
     h = e.src["h"]
     pad = torch.zeros(h.shape[0], 2, dtype=h.dtype)
     gate = h.new_ones(h.size(0), 1) * 0.5 + torch.full((h.shape[0], 1), 0.25, dtype=h.dtype, device=h.device)
-    return {"m": torch.cat([h * gate, pad], 1)[:, :D] + e.dst["h"].new_zeros(e.dst["h"].shape) + torch.ones(
-        h.size()[0], D, dtype=h.dtype) * e.dst["h"]}
+    return {
+        "m": torch.cat([h * gate, pad], 1)[:, :D]
+        + e.dst["h"].new_zeros(e.dst["h"].shape)
+        + torch.ones(h.size()[0], D, dtype=h.dtype) * e.dst["h"]
+    }
 
 
 def _factory_reduce(nodes):
@@ -368,14 +449,24 @@ def _factory_update(nodes):
 
 
 def _graph_of(kind):
-    g = {"random": lambda: random_homograph(12, 40, 3), "one node": lambda: gnnc.graph(([0], [0]), num_nodes=1),
-         "no edges": lambda: gnnc.graph(([], []), num_nodes=3)}[kind]()
+    g = {
+        "random": lambda: random_homograph(12, 40, 3),
+        "one node": lambda: gnnc.graph(([0], [0]), num_nodes=1),
+        "no edges": lambda: gnnc.graph(([], []), num_nodes=3),
+    }[kind]()
     g.ndata["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
     return g
 
 
-@pytest.mark.parametrize("reduce, update", [(fn.sum("m", "o"), None), (fn.max("m", "o"), _factory_update),
-                                            (_factory_reduce, None), (_factory_reduce, _factory_update)])
+@pytest.mark.parametrize(
+    "reduce, update",
+    [
+        (fn.sum("m", "o"), None),
+        (fn.max("m", "o"), _factory_update),
+        (_factory_reduce, None),
+        (_factory_reduce, _factory_update),
+    ],
+)
 @pytest.mark.parametrize("graph", ["random", "one node", "no edges"])
 def test_tensors_sized_by_the_batch_rows_compile(reduce, update, graph):
     g = _graph_of(graph)
@@ -385,6 +476,7 @@ def test_tensors_sized_by_the_batch_rows_compile(reduce, update, graph):
         g.ndata["o"] = start  # as DGL, a reduce UDF is not called without edges: o stays, the update reads it
         g.update_all(_factory_message, reduce, update, compile=flag)
         return g.ndata["o"]
+
     _both(run, g, [start])
 
 
@@ -394,19 +486,23 @@ def test_tensors_sized_by_the_batch_rows_in_every_relation_of_a_heterograph():
     g.ndata_all["h"] = torch.randn(g.num_nodes(), D, dtype=torch.float64, requires_grad=True)
 
     def run(g, flag):
-        g.multi_update_all({etype: (_factory_message, _factory_reduce) for etype in g.canonical_etypes}, "sum",
-                           compile=flag)
+        g.multi_update_all(
+            {etype: (_factory_message, _factory_reduce) for etype in g.canonical_etypes}, "sum", compile=flag
+        )
         return g.ndata_all["o"]
+
     _both(run, g)
 
 
 def test_a_tensor_sized_by_the_rows_and_filled_in_place_gives_eagers_numbers():
     """``z = zeros(rows, d); z[:, :2] = ...`` (compiled or run eagerly, never other numbers)."""
+
     def message(e):
         h = e.src["h"]
         z = torch.zeros(h.shape[0], D, dtype=h.dtype)
         z[:, :2] = h[:, :2] * e.dst["h"][:, 2:]
         return {"m": z}
+
     g = _graph()
     out = []
     for flag in (False, True):
@@ -433,11 +529,13 @@ def test_a_failing_builtin_call_names_the_users_line(monkeypatch):
 
     def broken(dfg):
         raise RuntimeError("broken pass")
+
     monkeypatch.setattr(gnnc.passes, "PIPELINE", gnnc.passes.PIPELINE + (("broken", broken),))
     g = _graph()
 
     def call():
         g.update_all(fn.u_mul_e("h", "w", "m"), fn.sum("m", "o"), compile=True)
+
     with pytest.warns(FallbackWarning) as record:
         call()
     (message,) = [str(w.message) for w in record]
@@ -460,8 +558,9 @@ def _scaled_if_present_update(nodes):
 def test_a_node_udf_asking_which_node_features_exist_is_answered_from_node_data(stage):
     """``'scale' in nodes.data`` was answered from the edge features: False with a node feature 'scale', True
     with only an edge feature of that name. Node feature present, absent (an edge one of that name), present."""
-    reduce, update = ((_scaled_if_present_reduce, None) if stage == "reduce"
-                      else (fn.sum("m", "o"), _scaled_if_present_update))
+    reduce, update = (
+        (_scaled_if_present_reduce, None) if stage == "reduce" else (fn.sum("m", "o"), _scaled_if_present_update)
+    )
     for present in (True, False, True):
         g = _graph()
         if present:
@@ -472,6 +571,7 @@ def test_a_node_udf_asking_which_node_features_exist_is_answered_from_node_data(
         def run(g, flag):
             g.update_all(fn.copy_u("h", "m"), reduce, update, compile=flag)
             return g.ndata["o"]
+
         _both(run, g)
 
 
@@ -495,6 +595,7 @@ def test_an_update_function_sees_what_its_reduce_returned(update, builtin):
         with g.local_scope():
             g.update_all(fn.copy_u("h", "m"), reduce, update, compile=flag)
             return g.ndata["o"]
+
     _both(run, _graph())
 
 
@@ -516,6 +617,7 @@ def test_node_udfs_that_read_the_feature_they_overwrite(stage):
             else:
                 g.update_all(fn.copy_u("h", "m"), fn.sum("m", "s"), update, compile=flag)
             return g.ndata["h"]
+
     _both(run, g, list(lin.parameters()))
 
 
@@ -541,6 +643,7 @@ def _traces_after(call):
 def _make_closure(value):
     def message(edges):
         return {"m": edges.src["h"] * value}
+
     return message
 
 
@@ -555,6 +658,7 @@ def test_cache_key_covers_closure_values_defaults_and_globals(monkeypatch):
 
     def with_default(edges, k=1.0):
         return {"m": edges.src["h"] * k}
+
     update(with_default)
     with_default.__defaults__ = (5.0,)
     assert _traces_after(lambda: update(with_default)) == 1
@@ -598,11 +702,12 @@ def test_a_shape_error_reports_the_users_shapes_and_line():
 
     def message(edges):
         return {"m": layer(edges.src["h"])}
+
     with pytest.raises(RuntimeError) as info:
         g.update_all(message, fn.sum("m", "o"), compile=True)
     assert "4x16 and 8x4" in str(info.value)
     text = "".join(traceback.format_exception(info.value))
-    assert "return {\"m\": layer(edges.src[\"h\"])}" in text and "1039" not in text
+    assert 'return {"m": layer(edges.src["h"])}' in text and "1039" not in text
 
 
 def test_a_shape_error_in_the_node_udf_is_the_users_error_with_no_fallback_warning():
@@ -614,17 +719,23 @@ def test_a_shape_error_in_the_node_udf_is_the_users_error_with_no_fallback_warni
     with warnings.catch_warnings():
         warnings.simplefilter("error", FallbackWarning)
         with pytest.raises(RuntimeError, match=r"4x16 and 8x2"):
-            g.update_all(fn.copy_u("h", "m"), fn.sum("m", "o"), lambda nodes: {"o": layer(nodes.data["o"])},
-                         compile=True)
+            g.update_all(
+                fn.copy_u("h", "m"), fn.sum("m", "o"), lambda nodes: {"o": layer(nodes.data["o"])}, compile=True
+            )
     assert "o" not in g.ndata
 
 
 def test_a_message_scaled_by_its_row_count_compiles():
     """``x * x.shape[0]``: the size read off an edge tensor was taken for an edge weight to fuse."""
+
     def run(g, flag):
-        g.update_all(lambda e: {"m": e.src["h"] * e.src["h"].shape[0]}, lambda nodes: {"o": nodes.mailbox["m"].sum(1)},
-                     compile=flag)
+        g.update_all(
+            lambda e: {"m": e.src["h"] * e.src["h"].shape[0]},
+            lambda nodes: {"o": nodes.mailbox["m"].sum(1)},
+            compile=flag,
+        )
         return g.ndata["o"]
+
     _both(run, _graph())
 
 
@@ -635,6 +746,7 @@ def test_a_deferred_sddmm_whose_operand_is_a_module_call():
     def run(g, flag):
         g.apply_edges(lambda e: {"a": F.leaky_relu(e.src["h"] - lin(e.dst["h"]), 0.1)}, compile=flag)
         return g.edata["a"]
+
     _both(run, _graph(), list(lin.parameters()))
 
 
@@ -646,6 +758,7 @@ def test_a_plan_that_failed_once_is_rebuilt_not_kept_eager():
 
     def message(edges):
         return {"m": torch.bmm(edges.src["h"].unsqueeze(1), weight[edges.data["rel"]]).squeeze(1)}
+
     with pytest.raises(IndexError):
         g.update_all(message, fn.sum("m", "o"), compile=True)
     g.edata["rel"] = torch.arange(g.num_edges()) % 3
@@ -671,21 +784,28 @@ def _graph_in(dtype):
 
 def _plan_ran(run):
     """``run(g, flag)``, asserting that its compiled call ran a compiled plan."""
+
     def checked(g, flag):
         with compiled.recording() as plans:
             out = run(g, flag)
         assert not flag or any(p.dfg is not None for p in plans), "no compiled plan ran"
         return out
+
     return checked
 
 
-@pytest.mark.parametrize("message", [
-    lambda e: {"m": e.src["h"] / np.float64(2.0)},
-    lambda e: {"m": np.float32(1.7) * e.src["h"] - np.int64(3)},  # numpy on the left defers to the tensor
-    lambda e: {"m": torch.exp((e.src["h"] * e.dst["h"] / np.sqrt(D)).clamp(np.float32(-5), 5))},  # graph transformer
-    lambda e: {"m": e.src["h"] * np.bool_(True) + e.src["h"].abs() ** np.float32(1.5)},
-    lambda e: {"m": e.src["h"] * NP_SCALE},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        lambda e: {"m": e.src["h"] / np.float64(2.0)},
+        lambda e: {"m": np.float32(1.7) * e.src["h"] - np.int64(3)},  # numpy on the left defers to the tensor
+        lambda e: {
+            "m": torch.exp((e.src["h"] * e.dst["h"] / np.sqrt(D)).clamp(np.float32(-5), 5))
+        },  # graph transformer
+        lambda e: {"m": e.src["h"] * np.bool_(True) + e.src["h"].abs() ** np.float32(1.5)},
+        lambda e: {"m": e.src["h"] * NP_SCALE},
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_numpy_scalars_in_a_message_compile_as_the_numbers_torch_reads(message, dtype):
     """A float32 feature divided by np.float64(2.0) stays float32, as eager's torch keeps it."""
@@ -700,21 +820,26 @@ def _pna_degree_scalers(nodes):
     return {"o": torch.cat([h * (np.log(degree + 1) / AVG_D["log"]), h * (AVG_D["log"] / np.log(degree + 1))], 1)}
 
 
-@pytest.mark.parametrize("reduce", [lambda nodes: {"o": nodes.mailbox["m"].sum(1) * np.float32(0.5)},
-                                    _pna_degree_scalers])
+@pytest.mark.parametrize(
+    "reduce", [lambda nodes: {"o": nodes.mailbox["m"].sum(1) * np.float32(0.5)}, _pna_degree_scalers]
+)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_numpy_in_a_reduce_udf_compiles(reduce, dtype):
     def run(g, flag):
         g.update_all(fn.copy_u("h", "m"), reduce, compile=flag)
         return g.ndata["o"]
+
     _both(_plan_ran(run), _graph_in(dtype))
 
 
-@pytest.mark.parametrize("message", [
-    lambda e: {"m": e.src["h"] * torch.from_numpy(NP_ROW)},
-    lambda e: {"m": e.src["h"] + torch.tensor(NP_ROW)},  # float32 features + a float64 row: float64, as torch
-    lambda e: {"m": e.src["h"] * torch.as_tensor(NP_ROW.astype(np.float32))},
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        lambda e: {"m": e.src["h"] * torch.from_numpy(NP_ROW)},
+        lambda e: {"m": e.src["h"] + torch.tensor(NP_ROW)},  # float32 features + a float64 row: float64, as torch
+        lambda e: {"m": e.src["h"] * torch.as_tensor(NP_ROW.astype(np.float32))},
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_numpy_arrays_made_tensors_in_a_message_compile(message, dtype):
     _both(_plan_ran(_sum_update(message)), _graph_in(dtype))
@@ -729,6 +854,7 @@ def test_a_tensor_times_a_numpy_array_runs_as_eager_runs_it():
 
     def message(e):
         return {"m": e.src["h"] * NP_ROW}
+
     g.update_all(message, fn.sum("m", "o"))
     expected = g.ndata["o"]
     with pytest.warns(FallbackWarning, match="numpy array.*torch.from_numpy"):
@@ -746,6 +872,7 @@ def test_a_changed_numpy_constant_retraces(monkeypatch):
 
     def scaled_by(value):
         return lambda e: {"m": e.src["h"] * torch.tensor([value])}
+
     update(scaled_by(2.0))
     assert g.ndata["o"].dtype == torch.float32
     assert _traces_after(lambda: update(scaled_by(np.float64(2.0)))) == 1
@@ -755,6 +882,7 @@ def test_a_changed_numpy_constant_retraces(monkeypatch):
 
     def message(e):
         return {"m": e.src["h"] * torch.tensor(row) * torch.tensor(NP_SCALE)}
+
     update(message)
     row *= 3.0
     assert _traces_after(lambda: update(message)) == 1
@@ -789,8 +917,10 @@ class _MixedIdioms(nn.Module):
             g.apply_edges(self.attention)
 
             def message(edges, w=self.w):
-                return {"v": torch.matmul(edges.data["k"].unsqueeze(-2), w[edges.data["t"]]).squeeze(-2),
-                        "e": edges.data["e"]}
+                return {
+                    "v": torch.matmul(edges.data["k"].unsqueeze(-2), w[edges.data["t"]]).squeeze(-2),
+                    "e": edges.data["e"],
+                }
 
             def reduce(nodes):
                 alpha = torch.softmax(nodes.mailbox["e"], 1).unsqueeze(-1)
@@ -953,9 +1083,11 @@ def test_batch_norm_in_a_message_mlp_compiles_in_eval_and_runs_eagerly_in_traini
     g = _graph()
 
     def run(g, flag):
-        g.update_all(lambda e: {"m": mlp(torch.cat([e.dst["h"], e.src["h"] - e.dst["h"]], -1))}, fn.max("m", "o"),
-                     compile=flag)
+        g.update_all(
+            lambda e: {"m": mlp(torch.cat([e.dst["h"], e.src["h"] - e.dst["h"]], -1))}, fn.max("m", "o"), compile=flag
+        )
         return g.ndata["o"]
+
     if not training:
         _both(run, g, list(mlp.parameters()))
         return
@@ -975,8 +1107,11 @@ def test_the_result_of_a_compiled_aggregation_can_be_written_in_place(reduce, ed
     for compile_ in (False, True):
         g.ndata["x"] = x * 1.0
         g.edata["a"] = torch.linspace(-2.0, 2.0, g.num_edges(), dtype=torch.float64).unsqueeze(1)
-        g.update_all(lambda edges: {"m": torch.sigmoid(edges.data["a"]) * edges.src["x"] + edges.dst["x"]},
-                     reduce("m", "h"), compile=compile_)
+        g.update_all(
+            lambda edges: {"m": torch.sigmoid(edges.data["a"]) * edges.src["x"] + edges.dst["x"]},
+            reduce("m", "h"),
+            compile=compile_,
+        )
         h = g.ndata["h"]
         h.mul_(2.0)
         grads.append(torch.autograd.grad(h.square().sum(), [x])[0])

@@ -1,6 +1,7 @@
 """``gnnc.ops``: DGL's ``dgl.ops`` operators (gspmm, gsddmm, the segment operators, gather_mm, edge_softmax
 with eids) with DGL 2.1's values and gradients. The literal numbers were printed by DGL 2.1 on the same
 inputs (the peer environment's ``import dgl``)."""
+
 import math
 import warnings
 
@@ -19,8 +20,8 @@ INF = math.inf
 def small():
     """4 nodes, edges 0->1, 1->2, 1->2, 2->0 (node 3 has no in-edge); x = arange, w = 1..4."""
     g = gnnc.graph(([0, 1, 1, 2], [1, 2, 2, 0]), num_nodes=4)
-    x = torch.arange(8.).view(4, 2).requires_grad_()
-    w = torch.arange(1., 5.).view(4, 1).requires_grad_()
+    x = torch.arange(8.0).view(4, 2).requires_grad_()
+    w = torch.arange(1.0, 5.0).view(4, 1).requires_grad_()
     return g, x, w
 
 
@@ -38,9 +39,13 @@ DGL_SPMM = {
     ("mul", "min"): ([[16, 20], [0, 1], [4, 6], [INF, INF]], [[1, 1], [2, 2], [4, 4], [0, 0]], [[1], [5], [0], [9]]),
     ("copy_rhs", "min"): ([[4], [1], [2], [INF]], None, [[1], [1], [0], [1]]),
     ("add", "mean"): ([[8, 9], [1, 2], [4.5, 5.5], [0, 0]], [[1, 1], [1, 1], [1, 1], [0, 0]], [[2], [1], [1], [2]]),
-    ("mul", "mean"): ([[16, 20], [0, 1], [5, 7.5], [0, 0]], [[1, 1], [2.5, 2.5], [4, 4], [0, 0]], [[1], [2.5], [2.5], [9]]),
+    ("mul", "mean"): (
+        [[16, 20], [0, 1], [5, 7.5], [0, 0]],
+        [[1, 1], [2.5, 2.5], [4, 4], [0, 0]],
+        [[1], [2.5], [2.5], [9]],
+    ),
     ("copy_lhs", "mean"): ([[4, 5], [0, 1], [2, 3], [0, 0]], [[1, 1], [1, 1], [1, 1], [0, 0]], None),
-    ("copy_rhs", "mean"): ([[4], [1], [2.5], [0]], None, [[1], [.5], [.5], [1]]),
+    ("copy_rhs", "mean"): ([[4], [1], [2.5], [0]], None, [[1], [0.5], [0.5], [1]]),
 }
 
 
@@ -122,13 +127,13 @@ def test_half_precision_keeps_dtype():
 
 
 def test_segment_reduce_and_softmax_match_dgl():
-    seglen, value = torch.tensor([1, 0, 3]), torch.arange(4.)
+    seglen, value = torch.tensor([1, 0, 3]), torch.arange(4.0)
     assert ops.segment_reduce(seglen, value, "max").tolist() == [0, 0, 3]
     assert ops.segment_reduce(seglen, value, "mean").tolist() == [0, 0, 2]
     assert ops.segment_reduce(seglen, value).tolist() == [0, 0, 6]
     torch.testing.assert_close(ops.segment_softmax(seglen, value), torch.tensor([1.0, 0.0900306, 0.2447285, 0.6652410]))
     with pytest.raises(ValueError, match="sums to 4"):
-        ops.segment_reduce(seglen, torch.arange(5.))
+        ops.segment_reduce(seglen, torch.arange(5.0))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -137,14 +142,18 @@ def test_segment_mm_and_gather_mm_gradients(dtype):
     a = torch.rand(20, 4, dtype=dtype, requires_grad=True)
     b = torch.rand(5, 4, 3, dtype=dtype, requires_grad=True)
     seglen = torch.tensor([6, 0, 9, 5, 0], dtype=torch.int32)
-    want = torch.cat([a[lo:lo + n] @ b[i] for i, (lo, n) in enumerate(zip([0, 6, 6, 15, 20], seglen.tolist()))])
+    want = torch.cat([a[lo : lo + n] @ b[i] for i, (lo, n) in enumerate(zip([0, 6, 6, 15, 20], seglen.tolist()))])
     torch.testing.assert_close(ops.segment_mm(a, b, seglen), want)
     idx = torch.randint(0, 5, (20,))
     got = ops.gather_mm(a, b, idx_b=idx)
     ref = torch.bmm(a.unsqueeze(1), b[idx]).squeeze(1)
     torch.testing.assert_close(got, ref)
     dc = torch.rand(20, 3, dtype=dtype)
-    assert torch.autograd.gradcheck(lambda a, b: ops.gather_mm(a, b, idx_b=idx), (a, b)) if dtype == torch.float64 else True
+    assert (
+        torch.autograd.gradcheck(lambda a, b: ops.gather_mm(a, b, idx_b=idx), (a, b))
+        if dtype == torch.float64
+        else True
+    )
     grads = torch.autograd.grad(got, (a, b), dc)
     torch.testing.assert_close(grads, torch.autograd.grad(ref, (a, b), dc))
     with pytest.raises(ValueError, match=r"idx_b must lie in \[0, 5\)"):
@@ -155,11 +164,12 @@ def test_edge_softmax_eids_matches_dgl():
     g = gnnc.graph(([0, 1, 2, 1, 3, 0], [1, 1, 2, 2, 2, 0]), num_nodes=4)
     eids = torch.tensor([4, 0, 3, 1])
     for norm_by, want, want_grad in (
-            ("dst", [0.5825702, 0.4174298, 0.4174298, 0.5825702], [-0.4863642, -0.4863643, 0.4863643, 0.4863644]),
-            ("src", [1.0, 1.0, 0.6607563, 0.3392436], [0.0, 0.0, -0.2241573, 0.2241575])):
-        x = (torch.arange(6.).view(6, 1) / 3)[eids].requires_grad_()
+        ("dst", [0.5825702, 0.4174298, 0.4174298, 0.5825702], [-0.4863642, -0.4863643, 0.4863643, 0.4863644]),
+        ("src", [1.0, 1.0, 0.6607563, 0.3392436], [0.0, 0.0, -0.2241573, 0.2241575]),
+    ):
+        x = (torch.arange(6.0).view(6, 1) / 3)[eids].requires_grad_()
         out = ops.edge_softmax(g, x, eids=eids, norm_by=norm_by)
-        (out * torch.arange(1., 5.).view(4, 1)).sum().backward()
+        (out * torch.arange(1.0, 5.0).view(4, 1)).sum().backward()
         torch.testing.assert_close(out.flatten(), torch.tensor(want))
         torch.testing.assert_close(x.grad.flatten(), torch.tensor(want_grad))
     assert ops.edge_softmax(g, torch.rand(2, 1), torch.tensor([1, 2], dtype=torch.int32)).flatten().tolist() == [1, 1]

@@ -2,6 +2,7 @@
 (``gnnc.backend.cpu.rebuilt_pair_softmax_aggregate``, ``ops.etype_sddmm_softmax_aggregate``): the values and
 gradients of the composition it replaces, nothing of the table's size kept or made whole in backward, exact
 zeros where one edge takes all the weight, and compiled RGAT layers equal to eager with it on and off."""
+
 from __future__ import annotations
 
 from unittest import mock
@@ -34,8 +35,13 @@ def _typed_edges(case: str, num_nodes: int = 11, num_rels: int = 3, num_edges: i
         empty = torch.zeros(0, dtype=torch.long)
         return empty, empty, empty, num_nodes, num_rels
     if case == "one_node":
-        return torch.zeros(4, dtype=torch.long), torch.zeros(4, dtype=torch.long), torch.zeros(4, dtype=torch.long), \
-            1, 1
+        return (
+            torch.zeros(4, dtype=torch.long),
+            torch.zeros(4, dtype=torch.long),
+            torch.zeros(4, dtype=torch.long),
+            1,
+            1,
+        )
     rel = torch.randint(0, num_rels, (num_edges,), generator=gen)
     rel[rel == 1] = 0
     src = torch.randint(0, num_nodes, (num_edges,), generator=gen)
@@ -73,32 +79,62 @@ def _both(t, heads, feats, op, slope):
 def _rebuilt(leaves, t, heads, feats, op, slope):
     pairs = t["pairs"]
     return cpu_backend.rebuilt_pair_softmax_aggregate(
-        leaves["a"], leaves["b"], leaves["x"], leaves["weight"], pairs.node, pairs.rel_ptr, (heads, feats),
-        pairs.edge_pair, t["dst"], t["n"], op, negative_slope=slope, b_index=t["b_index"])
+        leaves["a"],
+        leaves["b"],
+        leaves["x"],
+        leaves["weight"],
+        pairs.node,
+        pairs.rel_ptr,
+        (heads, feats),
+        pairs.edge_pair,
+        t["dst"],
+        t["n"],
+        op,
+        negative_slope=slope,
+        b_index=t["b_index"],
+    )
 
 
 def _composition(leaves, t, heads, feats, op, slope):
     pairs = t["pairs"]
     z = torch_backend.gather_segment_matmul(leaves["x"], pairs.node, pairs.rel_ptr, leaves["weight"])
-    return torch_backend.sddmm_softmax_aggregate(leaves["a"], leaves["b"], z.view(-1, heads, feats),
-                                                 pairs.edge_pair, t["dst"], t["n"], op, negative_slope=slope,
-                                                 b_index=t["b_index"])
+    return torch_backend.sddmm_softmax_aggregate(
+        leaves["a"],
+        leaves["b"],
+        z.view(-1, heads, feats),
+        pairs.edge_pair,
+        t["dst"],
+        t["n"],
+        op,
+        negative_slope=slope,
+        b_index=t["b_index"],
+    )
 
 
 @pytest.mark.parametrize("case", ["multi", "shuffled", "no_edges", "one_node", "large_logits"])
 # b by destination or per pair; (3, 4) float64 is a shape the cpu backend's own tests compile kernels for;
 # (3, 50) runs as two blocks of heads and features
-@pytest.mark.parametrize("heads, feats, op, slope, pair_b", [(3, 4, "add", 0.2, False), (3, 4, "add", 0.2, True),
-                                                            (3, 4, "mul", None, True), (3, 50, "add", 0.0, True)])
+@pytest.mark.parametrize(
+    "heads, feats, op, slope, pair_b",
+    [(3, 4, "add", 0.2, False), (3, 4, "add", 0.2, True), (3, 4, "mul", None, True), (3, 50, "add", 0.0, True)],
+)
 @pytest.mark.parametrize("part_bytes", [1, 200, 1 << 26])  # backward's parts: a row, a few, whole relations
 def test_same_values_and_gradients_as_the_composition(heads, feats, op, slope, pair_b, case, part_bytes):
     """Forward and the gradients of a, b, x and the weight, float64, on two threads (b's rows summed from two
     ranges)."""
-    t = _inputs("multi" if case == "large_logits" else case, heads, feats, op, pair_b,
-                scale=300.0 if case == "large_logits" else 1.0)
-    with mock.patch.object(pair_softmax_aggregate, "PART_BYTES", part_bytes), \
-            mock.patch.object(pair_softmax_aggregate, "FORWARD_PART_BYTES", 3 * part_bytes), \
-            mock.patch.object(interop, "PARALLEL_MIN_WORK", 0):
+    t = _inputs(
+        "multi" if case == "large_logits" else case,
+        heads,
+        feats,
+        op,
+        pair_b,
+        scale=300.0 if case == "large_logits" else 1.0,
+    )
+    with (
+        mock.patch.object(pair_softmax_aggregate, "PART_BYTES", part_bytes),
+        mock.patch.object(pair_softmax_aggregate, "FORWARD_PART_BYTES", 3 * part_bytes),
+        mock.patch.object(interop, "PARALLEL_MIN_WORK", 0),
+    ):
         (got, got_leaves), (want, want_leaves) = _both(t, heads, feats, op, slope)
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
         # large logits: the gradient of a sum, one value broadcast (read as it is, not copied)
@@ -130,11 +166,16 @@ def test_nothing_of_the_table_size_is_kept_and_its_gradient_exists_a_part_at_a_t
         made.append(tuple(shape))
         return interop.empty(shape, like, dtype)
 
-    with mock.patch.object(pair_softmax_aggregate, "PART_BYTES", 5 * heads * feats * 8), \
-            mock.patch.object(pair_softmax_aggregate, "empty", recording_empty):
+    with (
+        mock.patch.object(pair_softmax_aggregate, "PART_BYTES", 5 * heads * feats * 8),
+        mock.patch.object(pair_softmax_aggregate, "empty", recording_empty),
+    ):
         (out, _), _ = _both(t, heads, feats, "add", 0.2)
-        assert not [s for s in out.grad_fn.saved_tensors
-                    if s is not None and s.is_floating_point() and s.numel() >= rows * heads * feats]
+        assert not [
+            s
+            for s in out.grad_fn.saved_tensors
+            if s is not None and s.is_floating_point() and s.numel() >= rows * heads * feats
+        ]
         made.clear()
         out.backward(torch.ones_like(out))
     tables = [s for s in made if len(s) == 3]
@@ -154,10 +195,13 @@ def test_saturated_softmax_has_exactly_zero_logit_gradient(heads, feats, dtype):
     b = torch.zeros(n, heads, dtype=dtype, requires_grad=True)
     x = (rand(n, 6, seed=3) * 1e3).to(dtype)
     weight = rand(1, 6, heads * feats, seed=5).to(dtype)
-    with mock.patch.object(pair_softmax_aggregate, "PART_BYTES", 37 * heads * feats * 8), \
-            mock.patch.object(pair_softmax_aggregate, "FORWARD_PART_BYTES", 60 * heads * feats * 8):
-        out = cpu_backend.rebuilt_pair_softmax_aggregate(a, b, x, weight, torch.arange(n), [0, n], (heads, feats),
-                                                         src, dst, n)
+    with (
+        mock.patch.object(pair_softmax_aggregate, "PART_BYTES", 37 * heads * feats * 8),
+        mock.patch.object(pair_softmax_aggregate, "FORWARD_PART_BYTES", 60 * heads * feats * 8),
+    ):
+        out = cpu_backend.rebuilt_pair_softmax_aggregate(
+            a, b, x, weight, torch.arange(n), [0, n], (heads, feats), src, dst, n
+        )
         out.backward(rand(n, heads, feats, seed=4).to(dtype))
     assert bool((b.grad == 0).all()) and bool((a.grad[100:] == 0).all())
 
@@ -170,8 +214,9 @@ def every_table_rebuilt(monkeypatch):
     monkeypatch.setattr(pair_softmax_aggregate, "FORWARD_PART_BYTES", 100)
     calls = []
     kernel = cpu_backend.rebuilt_pair_softmax_aggregate
-    monkeypatch.setattr(cpu_backend, "rebuilt_pair_softmax_aggregate",
-                        lambda *a, **k: calls.append(1) or kernel(*a, **k))
+    monkeypatch.setattr(
+        cpu_backend, "rebuilt_pair_softmax_aggregate", lambda *a, **k: calls.append(1) or kernel(*a, **k)
+    )
     return calls
 
 
@@ -216,9 +261,19 @@ def test_a_weight_of_the_wrong_shape_is_named():
     t = _inputs("multi", 3, 4, "add", True)
     pairs = t["pairs"]
     with pytest.raises(ValueError, match=r"weight must be \[R, K, M\] = \[3, 5, 12\]"):
-        cpu_backend.rebuilt_pair_softmax_aggregate(t["a"], t["b"], t["x"], t["weight"][:, :4], pairs.node,
-                                                   pairs.rel_ptr, (3, 4), pairs.edge_pair, t["dst"], t["n"],
-                                                   b_index=t["b_index"])
+        cpu_backend.rebuilt_pair_softmax_aggregate(
+            t["a"],
+            t["b"],
+            t["x"],
+            t["weight"][:, :4],
+            pairs.node,
+            pairs.rel_ptr,
+            (3, 4),
+            pairs.edge_pair,
+            t["dst"],
+            t["n"],
+            b_index=t["b_index"],
+        )
 
 
 class _PlainTensorRGAT(torch.nn.Module):

@@ -1,4 +1,5 @@
 """Partitioning: Heta meta-partitioning, edge-cut baselines, on-disk format."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,11 +12,28 @@ import pytest
 import torch
 
 import gnnc
-from gnnc.distributed import (MetaTree, WeightedMetagraph, add_reverse_relations, build_metatree, edge_cut,
-                              edge_cut_partition, load_partitions, lpt_assign, meta_partition, metis_owner,
-                              metis_partition, metatree_from_metapaths, plan_meta_partitions, random_owner,
-                              random_partition, replica_counts, save_partitions, split_metatree, target_share,
-                              typed_subgraph)
+from gnnc.distributed import (
+    MetaTree,
+    WeightedMetagraph,
+    add_reverse_relations,
+    build_metatree,
+    edge_cut,
+    edge_cut_partition,
+    load_partitions,
+    lpt_assign,
+    meta_partition,
+    metatree_from_metapaths,
+    metis_owner,
+    metis_partition,
+    plan_meta_partitions,
+    random_owner,
+    random_partition,
+    replica_counts,
+    save_partitions,
+    split_metatree,
+    target_share,
+    typed_subgraph,
+)
 from gnnc.distributed.partition_cli import add_partition_parser
 from gnnc.distributed.partition_io import FILES, MANIFEST
 
@@ -27,9 +45,18 @@ REV_WRITES, REV_TOPIC, REV_AFFIL = (P, "rev_writes", A), (F, "rev_has_topic", P)
 
 # ogbn-mag's published counts with 'cites' in both directions, as Heta uses them (Figure 6).
 OGBN_MAG = WeightedMetagraph(
-    {P: 736_389, A: 1_134_649, I: 8_740, F: 59_965}, {P: 0, A: 0, I: 0, F: 0},
-    {WRITES: 7_145_660, CITES: 2 * 5_416_271, HAS_TOPIC: 7_505_078, AFFIL: 1_043_998,
-     REV_WRITES: 7_145_660, REV_TOPIC: 7_505_078, REV_AFFIL: 1_043_998})
+    {P: 736_389, A: 1_134_649, I: 8_740, F: 59_965},
+    {P: 0, A: 0, I: 0, F: 0},
+    {
+        WRITES: 7_145_660,
+        CITES: 2 * 5_416_271,
+        HAS_TOPIC: 7_505_078,
+        AFFIL: 1_043_998,
+        REV_WRITES: 7_145_660,
+        REV_TOPIC: 7_505_078,
+        REV_AFFIL: 1_043_998,
+    },
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +88,9 @@ def test_reverse_relations_of_mag(mag):
 
 
 def test_reverse_relations_keep_edge_features_and_multiplicities():
-    g = gnnc.heterograph({("u", "f", "u"): ([0, 0, 1, 2], [1, 1, 0, 2]), ("u", "to", "v"): ([0, 1], [1, 0])},
-                         num_nodes={"u": 3, "v": 2})
+    g = gnnc.heterograph(
+        {("u", "f", "u"): ([0, 0, 1, 2], [1, 1, 0, 2]), ("u", "to", "v"): ([0, 1], [1, 0])}, num_nodes={"u": 3, "v": 2}
+    )
     g.edges[("u", "f", "u")].data["w"] = torch.tensor([1.0, 2.0, 3.0, 4.0])
     g.edges[("u", "to", "v")].data["w"] = torch.tensor([5.0, 6.0])
     g.etype_data["p"] = torch.tensor([[10.0], [20.0]])
@@ -102,11 +130,15 @@ def test_weighted_metagraph_of_graph(mag):
 def test_metatree_of_ogbn_mag_is_figure_6():
     tree = build_metatree(OGBN_MAG, P, depth=2)
     leaf = lambda rel: MetaTree(rel[0], rel)  # noqa: E731
-    expected = MetaTree(P, None, (
-        MetaTree(A, WRITES, (leaf(REV_WRITES), leaf(REV_AFFIL))),
-        MetaTree(P, CITES, (leaf(WRITES), leaf(CITES), leaf(REV_TOPIC))),
-        MetaTree(F, REV_TOPIC, (leaf(HAS_TOPIC),)),
-    ))
+    expected = MetaTree(
+        P,
+        None,
+        (
+            MetaTree(A, WRITES, (leaf(REV_WRITES), leaf(REV_AFFIL))),
+            MetaTree(P, CITES, (leaf(WRITES), leaf(CITES), leaf(REV_TOPIC))),
+            MetaTree(F, REV_TOPIC, (leaf(HAS_TOPIC),)),
+        ),
+    )
     assert tree == expected
     assert MetaTree.from_json(json.loads(json.dumps(tree.to_json()))) == tree
     weights = {s.child.relation: s.weight for s in split_metatree(tree, OGBN_MAG)}
@@ -125,12 +157,15 @@ def test_metatree_of_ogbn_mag_is_figure_6():
 
 
 def test_metatree_depth_one_and_metapaths():
-    assert build_metatree(OGBN_MAG, P, 1) == MetaTree(P, None, tuple(MetaTree(r[0], r) for r in
-                                                                   (WRITES, CITES, REV_TOPIC)))
-    tree = metatree_from_metapaths(OGBN_MAG, P, [["writes", "rev_writes"], ["writes", "rev_affiliated_with"],
-                                                 [REV_TOPIC]])
-    assert tree == MetaTree(P, None, (MetaTree(A, WRITES, (MetaTree(P, REV_WRITES), MetaTree(I, REV_AFFIL))),
-                                      MetaTree(F, REV_TOPIC)))
+    assert build_metatree(OGBN_MAG, P, 1) == MetaTree(
+        P, None, tuple(MetaTree(r[0], r) for r in (WRITES, CITES, REV_TOPIC))
+    )
+    tree = metatree_from_metapaths(
+        OGBN_MAG, P, [["writes", "rev_writes"], ["writes", "rev_affiliated_with"], [REV_TOPIC]]
+    )
+    assert tree == MetaTree(
+        P, None, (MetaTree(A, WRITES, (MetaTree(P, REV_WRITES), MetaTree(I, REV_AFFIL))), MetaTree(F, REV_TOPIC))
+    )
     with pytest.raises(ValueError, match="does not end at 'author'"):
         metatree_from_metapaths(OGBN_MAG, P, [["writes", "cites"]])
     with pytest.raises(KeyError, match="unknown target"):
@@ -241,7 +276,7 @@ def _check_edge_cut(g, pg, owner):
     offsets = dict(zip(g.ntypes, np.cumsum([0] + [g.num_nodes(t) for t in g.ntypes])[:-1].tolist()))
     for t in g.ntypes:  # every node owned exactly once, by the part the owner array names
         lo = offsets[t]
-        assert torch.equal(pg.owner(t), owner[lo:lo + g.num_nodes(t)])
+        assert torch.equal(pg.owner(t), owner[lo : lo + g.num_nodes(t)])
     for rel in g.canonical_etypes:
         s, _, d = rel
         src, dst = g.find_edges(rel)
@@ -301,7 +336,7 @@ def test_metis_edge_cut(mag):
     counts = torch.bincount(owner, minlength=2)
     assert int(counts.max()) <= 1.05 * mag.num_nodes() / 2
     heavy = torch.ones(mag.num_nodes(), dtype=torch.int64)
-    heavy[:mag.num_nodes(P)] = 20  # papers weigh 20: METIS balances weight, not nodes
+    heavy[: mag.num_nodes(P)] = 20  # papers weigh 20: METIS balances weight, not nodes
     weighted = metis_owner(mag, 2, seed=0, node_weights=heavy)
     loads = torch.bincount(weighted, weights=heavy.double(), minlength=2)
     assert float(loads.max()) <= 1.05 * float(heavy.sum()) / 2
@@ -324,8 +359,13 @@ def test_typed_subgraph_rejects_edges_to_dropped_nodes(mag):
 def _same(a, b):
     assert (a.method, a.schema, a.params, a.num_parts) == (b.method, b.schema, b.params, b.num_parts)
     for p, q in zip(a.parts, b.parts):
-        assert (p.part_id, p.relations, p.node_counts, p.num_owned, p.info) == \
-               (q.part_id, q.relations, q.node_counts, q.num_owned, q.info)
+        assert (p.part_id, p.relations, p.node_counts, p.num_owned, p.info) == (
+            q.part_id,
+            q.relations,
+            q.node_counts,
+            q.num_owned,
+            q.info,
+        )
         for rel in p.relations:
             assert all(torch.equal(x, y) for x, y in zip(p.graph.find_edges(rel), q.graph.find_edges(rel)))
             assert torch.equal(p.edge_ids[rel], q.edge_ids[rel])
@@ -374,6 +414,7 @@ def _set_checksum(out, part, role):
 
     def fix(m):
         m["parts"][part]["files"][role]["sha256"] = _sha256(out / f"part{part}" / FILES[role])
+
     _edit_manifest(out, fix)
 
 
@@ -408,6 +449,7 @@ def test_load_schema_mismatch(saved, tmp_path):
 
     def shrink_parent(m):
         m["schema"]["ntypes"] = [[t, 1] for t, _ in m["schema"]["ntypes"]]
+
     _edit_manifest(out2, shrink_parent)
     with pytest.raises(ValueError, match=r"part0/graph\.npz: node type .* does not fit the parent"):
         load_partitions(out2)
@@ -467,8 +509,21 @@ def test_load_wrong_format_or_version(saved, tmp_path):
 def test_partition_command(tmp_path, capsys):
     parser = argparse.ArgumentParser(prog="gnnc")
     add_partition_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["partition", "mag", "--scale", "0.001", "--method", "meta", "--parts", "2",
-                              "--add-reverse", "--out", str(tmp_path / "out")])
+    args = parser.parse_args(
+        [
+            "partition",
+            "mag",
+            "--scale",
+            "0.001",
+            "--method",
+            "meta",
+            "--parts",
+            "2",
+            "--add-reverse",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "boundary {'paper'" in text and "balance (max/mean)" in text

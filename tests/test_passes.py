@@ -1,7 +1,8 @@
 """Each pass alone on small MP-DFGs: the pattern is rewritten and the meaning is kept."""
+
 import operator
-from unittest import mock
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 import torch
@@ -12,10 +13,24 @@ from gnnc.ir import ops
 from gnnc.ir.mpdfg import build_apply_edges, build_update_all
 from gnnc.ir.rules import InferenceFailure, infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (compact, cse, dce, distribute, fuse, inplace, linear_reorder, lower_aggregation, node_scales,
-                         recompute, reorder, shared_dot, split_concat, typed_linear)
-from gnnc.runtime import recompute as recompute_runtime
+from gnnc.passes import (
+    compact,
+    cse,
+    dce,
+    distribute,
+    fuse,
+    inplace,
+    linear_reorder,
+    lower_aggregation,
+    node_scales,
+    recompute,
+    reorder,
+    shared_dot,
+    split_concat,
+    typed_linear,
+)
 from gnnc.passes.nodes import is_call
+from gnnc.runtime import recompute as recompute_runtime
 from gnnc.runtime.compiled import bind_inputs
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
@@ -71,20 +86,23 @@ def test_lower_aggregation_replaces_buckets_with_segment_operators():
     _check(dfg, out, inputs)
 
 
-@pytest.mark.parametrize("finish, zeroed", [
-    (lambda s: s.flatten(1), False),
-    (lambda s: torch.relu(s).flatten(1) * 2.0, False),
-    (lambda s: torch.nn.functional.leaky_relu(s, 0.2).unsqueeze(1), False),
-    (lambda s: (s / 0.5).tanh(), False),
-    (lambda s: s.view(-1, 8), False),  # the probe keeps the row count: each row is one input row
-    (lambda s: torch.reshape(torch.relu(s), (-1, 4, 2)), False),
-    (lambda s: s.reshape(s.shape[0], 8), True),  # a size read from the value: not proven
-    (lambda s: s.unsqueeze(-1), True),  # a negative dim could name the rows
-    (lambda s: s + 1, True),
-    (lambda s: torch.sigmoid(s), True),
-    (lambda s: s * float("inf"), True),
-    (lambda s: s / 0.0, True),
-])
+@pytest.mark.parametrize(
+    "finish, zeroed",
+    [
+        (lambda s: s.flatten(1), False),
+        (lambda s: torch.relu(s).flatten(1) * 2.0, False),
+        (lambda s: torch.nn.functional.leaky_relu(s, 0.2).unsqueeze(1), False),
+        (lambda s: (s / 0.5).tanh(), False),
+        (lambda s: s.view(-1, 8), False),  # the probe keeps the row count: each row is one input row
+        (lambda s: torch.reshape(torch.relu(s), (-1, 4, 2)), False),
+        (lambda s: s.reshape(s.shape[0], 8), True),  # a size read from the value: not proven
+        (lambda s: s.unsqueeze(-1), True),  # a negative dim could name the rows
+        (lambda s: s + 1, True),
+        (lambda s: torch.sigmoid(s), True),
+        (lambda s: s * float("inf"), True),
+        (lambda s: s / 0.0, True),
+    ],
+)
 def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_differ(finish, zeroed):
     g = _graph()  # the last quarter of the nodes has no in-edges: eager fills their rows with zeros
     msg = lambda e: {"m": e.src["z"]}  # noqa: E731
@@ -179,7 +197,8 @@ def test_typed_linear_removes_per_edge_weight_copies():
     g.etype_data["We"] = torch.randn(5, 4, 4, dtype=torch.float64)
     msg = lambda e: {  # noqa: E731
         "a": torch.bmm(e.src["x"].unsqueeze(1), e.srctype["Wn"]).squeeze(1),
-        "b": torch.bmm(e.src["x"].unsqueeze(1), e.type["We"]).squeeze(1)}
+        "b": torch.bmm(e.src["x"].unsqueeze(1), e.type["We"]).squeeze(1),
+    }
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = dce(typed_linear(dfg))
@@ -202,8 +221,10 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     def msg(e):
         z_src = torch.bmm(e.src["x"].unsqueeze(1), e.type["W"]).squeeze(1).view(-1, 2, 3)
         z_dst = torch.bmm(e.dst["x"].unsqueeze(1), e.type["W"]).squeeze(1).view(-1, 2, 3)
-        return {"e": torch.nn.functional.leaky_relu((torch.cat([z_src, z_dst], -1) * e.type["a"]).sum(-1), 0.2),
-                "z": z_src}
+        return {
+            "e": torch.nn.functional.leaky_relu((torch.cat([z_src, z_dst], -1) * e.type["a"]).sum(-1), 0.2),
+            "z": z_src,
+        }
 
     red = lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["z"]).sum(1)}  # noqa: E731
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
@@ -215,8 +236,9 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     targets = _targets(out)
     # source rows for the messages; the scores of both sides with the attention folded into W
     assert ops.etype_gather_matmul not in targets and targets.count(ops.etype_pair_matmul) == 3
-    folded = [n for n in out.graph.nodes
-              if n.target is ops.etype_pair_matmul and is_call(n.args[2], ops.fold_attention)]
+    folded = [
+        n for n in out.graph.nodes if n.target is ops.etype_pair_matmul and is_call(n.args[2], ops.fold_attention)
+    ]
     assert sorted(n.args[3] for n in folded) == ["dst", "src"]
     assert all(n.meta["shape"][1:] == (2,) for n in folded)  # [pairs, H], not [pairs, H*D]
     assert ops.pair_etype_rows not in targets
@@ -262,7 +284,9 @@ def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     targets = _targets(out)
     assert targets.count(ops.etype_bilinear_dot) == 1 and ops.etype_pair_head_matmul not in targets
     # the factors went onto the relation matrices: nothing per edge but the scores
-    assert (ops.scale_heads in targets) == FOLDED[scaling] and (ops.gather_etype in targets) == (scaling == "other dtype")
+    assert (ops.scale_heads in targets) == FOLDED[scaling] and (ops.gather_etype in targets) == (
+        scaling == "other dtype"
+    )
     _check(dfg, out, inputs)
 
 
@@ -358,13 +382,16 @@ def _scaled_plan(g, msg, red):
     return dfg, out, inputs
 
 
-@pytest.mark.parametrize("udf, sides", [
-    ((lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}, fn.sum("m", "o")), "source and destination"),
-    ((lambda e: {"m": e.src["x"] * e.src["c"]}, fn.mean("m", "o")), "source"),
-    ((lambda e: {"m": e.dst["c"] * (e.src["x"] * e.data["w"])}, fn.sum("m", "o")), "destination"),
-    ((lambda e: {"m": e.src["x"]}, lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]}), "destination"),
-    ((lambda e: {"m": e.src["z"] * e.src["c3"]}, fn.sum("m", "o")), "source"),  # heads: [N, 1, 1]
-])
+@pytest.mark.parametrize(
+    "udf, sides",
+    [
+        ((lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}, fn.sum("m", "o")), "source and destination"),
+        ((lambda e: {"m": e.src["x"] * e.src["c"]}, fn.mean("m", "o")), "source"),
+        ((lambda e: {"m": e.dst["c"] * (e.src["x"] * e.data["w"])}, fn.sum("m", "o")), "destination"),
+        ((lambda e: {"m": e.src["x"]}, lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]}), "destination"),
+        ((lambda e: {"m": e.src["z"] * e.src["c3"]}, fn.sum("m", "o")), "source"),  # heads: [N, 1, 1]
+    ],
+)
 def test_node_scales_fold_one_value_per_node_into_the_sum(udf, sides):
     """GCN's normalisation in the styles users write it (both factors in the message, one, a weighted message,
     the destination factor in the reduce UDF) becomes one scaled_spmm with no product left; same values and
@@ -390,8 +417,9 @@ def test_node_scales_keep_unreached_destinations_zero_under_an_infinite_scale():
     deg = g.in_degrees().to(torch.float64)
     assert (deg == 0).any()
     g.ndata["c"] = deg.pow(-0.5).unsqueeze(1)
-    dfg, out, inputs = _scaled_plan(g, lambda e: {"m": e.src["x"]},
-                                    lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]})
+    dfg, out, inputs = _scaled_plan(
+        g, lambda e: {"m": e.src["x"]}, lambda nb: {"o": nb.mailbox["m"].sum(1) * nb.data["c"]}
+    )
     assert ops.scaled_spmm in _targets(out) and ops.zero_unreached not in _targets(out)
     _check(dfg, out, inputs)
     _check_grads(dfg, out, inputs)
@@ -407,6 +435,7 @@ def test_node_scales_leave_factors_that_are_not_one_value_per_node():
     def read_twice(nb):
         s = nb.mailbox["m"].sum(1)
         return {"h": s * nb.data["n"], "k": s + 1.0}
+
     g.ndata["n"] = torch.rand(10, 1, dtype=torch.float64)
     dfg, out, inputs = _scaled_plan(g, lambda e: {"m": e.src["x"]}, read_twice)
     assert ops.scaled_spmm not in _targets(out)
@@ -418,8 +447,11 @@ def test_scaled_spmm_runs_scales_it_cannot_fold_as_the_composition():
     g = _graph()
     ctx = graph_context(g, None)
     x = g.ndata["x"]
-    for s, d in ((torch.rand(10, 1, dtype=torch.float32), None), (None, torch.rand(1, 1, dtype=torch.float64)),
-                 (torch.rand(10, 1, dtype=torch.float64), torch.rand(10, 1, dtype=torch.float64))):
+    for s, d in (
+        (torch.rand(10, 1, dtype=torch.float32), None),
+        (None, torch.rand(1, 1, dtype=torch.float64)),
+        (torch.rand(10, 1, dtype=torch.float64), torch.rand(10, 1, dtype=torch.float64)),
+    ):
         got = ops.scaled_spmm(ctx, x, None, "copy", "sum", s, d)
         want = ops.spmm(ctx, x if s is None else x * s, None, "copy", "sum")
         torch.testing.assert_close(got, want if d is None else ops.zero_unreached(ctx, want * d))
@@ -443,9 +475,11 @@ def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():
 
 def test_distribute_leaves_a_sum_with_other_users_and_sums_without_broadcasts():
     g = _graph()
+
     def msg(e):
         d = e.src["x"] - e.dst["x"]
         return {"l": d @ W, "d": d}
+
     dfg = build_apply_edges(trace_udf(msg))
     _prepare(g, dfg, (msg,))
     assert not any("distribute" in line for line in distribute(dfg).log)
@@ -475,9 +509,11 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
     g = _graph()
     g.ndata["c"] = torch.randn(10, 3, dtype=torch.float64)
     F = torch.nn.functional
-    msg = lambda e: {"a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2),  # noqa: E731
-                     "r": torch.relu(e.src["c"] * e.dst["c"]),
-                     "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1)}
+    msg = lambda e: {
+        "a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2),  # noqa: E731
+        "r": torch.relu(e.src["c"] * e.dst["c"]),
+        "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1),
+    }
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     fused = dce(fuse(dfg))
@@ -500,7 +536,7 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
     lowered = lower_aggregation(dfg)
     annotate(lowered)
     once = fuse(lowered)  # builds the SDDMM and the softmax aggregation; as in the pipeline, a second
-    annotate(once)        # run (on the annotated result) folds the first into the second
+    annotate(once)  # run (on the annotated result) folds the first into the second
     fused = dce(fuse(once))
     targets = _targets(fused)
     assert ops.sddmm_softmax_aggregate in targets
@@ -512,8 +548,10 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
         logits = e.src["s"] * e.dst["s"]
         return {"m": e.src["z"], "l": logits, "k": logits}
 
-    red2 = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1),  # noqa: E731
-                       "p": nb.mailbox["k"].max(1).values}
+    red2 = lambda nb: {
+        "o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1),  # noqa: E731
+        "p": nb.mailbox["k"].max(1).values,
+    }
     dfg = build_update_all(trace_udf(shared), trace_udf(red2), None)
     inputs, annotate = _prepare(g, dfg, (shared, red2, None))
     lowered = lower_aggregation(dfg)
@@ -528,9 +566,13 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
 def test_shared_dot_turns_product_and_sum_into_one_matmul():
     g = _graph()
     head = A[:, :4]  # [2, 4]: one row per head
-    msg = lambda e: {"a": (e.src["z"] * head).sum(-1, keepdim=True),  # noqa: E731
-                     "b": (A[0, :4] * e.src["x"]).sum(-1),  # broadcast weight, one head
-                     "c": (e.src["z"] * e.data["w"].unsqueeze(-1)).sum(-1)}  # not shared: untouched
+    msg = (
+        lambda e: {
+            "a": (e.src["z"] * head).sum(-1, keepdim=True),  # noqa: E731
+            "b": (A[0, :4] * e.src["x"]).sum(-1),  # broadcast weight, one head
+            "c": (e.src["z"] * e.data["w"].unsqueeze(-1)).sum(-1),
+        }
+    )  # not shared: untouched
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -544,8 +586,12 @@ def test_shared_dot_takes_weights_with_leading_size_one_dims():
     """DGL's GATConv keeps ``attn_l`` as [1, H, F]: its leading 1 broadcasts against the rows."""
     g = _graph()
     attn_l = A[:, :4].unsqueeze(0)  # [1, 2, 4]
-    msg = lambda e: {"a": (e.src["z"] * attn_l).sum(-1),  # noqa: E731
-                     "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True)}  # [1, 4] vs [E, 4]
+    msg = (
+        lambda e: {
+            "a": (e.src["z"] * attn_l).sum(-1),  # noqa: E731
+            "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True),
+        }
+    )  # [1, 4] vs [E, 4]
     # ([1, 1, 4] * [E, 4]: a dim before the rows, rejected by inference: ROWS_MOVED["broadcast_size_one_dims"])
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
@@ -578,6 +624,7 @@ def _check_both_ends_in_one_dot(g, msg):
 
 def test_shared_dot_moves_parameters_read_after_the_first_product():
     """A module's parameters are read where the UDF reads them: attn_r after the source half's dot."""
+
     class Attention(torch.nn.Module):
         def __init__(self):
             super().__init__()
@@ -595,8 +642,11 @@ def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_row
 
     def msg(e):
         product = e.src["z"] * A[:, :4]
-        return {"p": product, "s": product.sum(-1),
-                "x": (e.src["x"][:, None, :] * A[:, :4]).sum(-1)}  # the weight expands x: [E, 1, 4] -> [E, 2, 4]
+        return {
+            "p": product,
+            "s": product.sum(-1),
+            "x": (e.src["x"][:, None, :] * A[:, :4]).sum(-1),
+        }  # the weight expands x: [E, 1, 4] -> [E, 2, 4]
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
@@ -673,9 +723,11 @@ def test_inference_rejects_operators_that_move_graph_rows(op):
 
 def _check_grads(dfg_before, dfg_after, inputs):
     """Both graphs give the same gradients of a nonlinear loss w.r.t. every floating-point input."""
+
     def grads(dfg):
-        leaves = [x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                  for x in inputs]
+        leaves = [
+            x.detach().requires_grad_() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+        ]
         loss = sum((v * v).sum() for v in _run(dfg, leaves).values())
         return torch.autograd.grad(loss, [x for x in leaves if isinstance(x, torch.Tensor) and x.requires_grad])
 
@@ -694,8 +746,11 @@ def _merges(dfg):
 def test_shared_dot_merges_products_that_read_the_same_rows():
     g = _graph()
     wa, wb, wc = (torch.randn(shape, dtype=torch.float64) for shape in ((2, 4), (4,), (1, 4)))
-    msg = lambda e: {"a": (e.src["z"] * wa).sum(-1, keepdim=True), "b": (e.src["z"] * wb).sum(-1),  # noqa: E731
-                     "c": (wc * e.src["z"]).sum(-1)}
+    msg = lambda e: {
+        "a": (e.src["z"] * wa).sum(-1, keepdim=True),
+        "b": (e.src["z"] * wb).sum(-1),  # noqa: E731
+        "c": (wc * e.src["z"]).sum(-1),
+    }
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -736,8 +791,11 @@ def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
 def test_shared_dot_does_not_merge_other_rows_or_dtypes():
     g = _graph()
     wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4)
-    msg = lambda e: {"s": (e.src["z"] * wa).sum(-1), "d": (e.dst["z"] * wa).sum(-1),  # noqa: E731
-                     "f": (e.src["z"].float() * wb).sum(-1)}
+    msg = lambda e: {
+        "s": (e.src["z"] * wa).sum(-1),
+        "d": (e.dst["z"] * wa).sum(-1),  # noqa: E731
+        "f": (e.src["z"].float() * wb).sum(-1),
+    }
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -773,7 +831,9 @@ def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_ran
     assert not returned & set(marked)
     monkeypatch.setattr(recompute_runtime, "MIN_SHARE", 0)
     rebuilt = []
-    monkeypatch.setattr(recompute_runtime, "_rebuilt", lambda note, f=recompute_runtime._rebuilt: rebuilt.append(1) or f(note))
+    monkeypatch.setattr(
+        recompute_runtime, "_rebuilt", lambda note, f=recompute_runtime._rebuilt: rebuilt.append(1) or f(note)
+    )
     with recompute_runtime.saving():
         _check_grads(_seeded(dfg), _seeded(out), inputs)
     assert rebuilt
@@ -824,6 +884,7 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     def read_twice(nb):
         s = nb.mailbox["m"].sum(1)
         return {"h": s + 1.0, "k": s * 2.0}
+
     dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, read_twice)
     assert not [n for n in out.graph.nodes if is_call(n, ops.in_place)]
     with torch.no_grad():
@@ -831,6 +892,7 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
 
     def exp_then_bias(nb):  # exp keeps its result for backward: written only where nothing records
         return {"h": torch.exp(nb.mailbox["m"].sum(1)) + 1.0}
+
     dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, exp_then_bias)
     assert [n.args[3] for n in out.graph.nodes if is_call(n, ops.in_place)] == [False]
     _check_grads(dfg, out, inputs)
@@ -838,6 +900,7 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     def relu_in_place(nb):  # F.relu(t, True) returns t itself (traced as inplace=True): never written
         s = nb.mailbox["m"].sum(1)
         return {"h": torch.nn.functional.relu(s, True) + 1.0, "k": s * 2.0}
+
     dfg, out, inputs = _inplace_plan(g, lambda e: {"m": e.src["x"]}, relu_in_place)
     assert not [n for n in out.graph.nodes if is_call(n, ops.in_place)]
 
@@ -845,10 +908,13 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
 @pytest.mark.parametrize("case", ["written", "grows", "promotes", "recorded", "integer_division"])
 def test_in_place_op_writes_into_its_operand_only_when_that_is_exact(case):
     a = torch.arange(6, dtype=torch.float64).reshape(2, 3) + 1
-    b = {"written": torch.full((3,), 2.0, dtype=torch.float64), "grows": torch.ones(4, 2, 3, dtype=torch.float64),
-         "promotes": torch.full((3,), 2.0, dtype=torch.complex128),
-         "recorded": torch.full((3,), 2.0, dtype=torch.float64, requires_grad=True),
-         "integer_division": torch.full((3,), 2, dtype=torch.int64)}[case]
+    b = {
+        "written": torch.full((3,), 2.0, dtype=torch.float64),
+        "grows": torch.ones(4, 2, 3, dtype=torch.float64),
+        "promotes": torch.full((3,), 2.0, dtype=torch.complex128),
+        "recorded": torch.full((3,), 2.0, dtype=torch.float64, requires_grad=True),
+        "integer_division": torch.full((3,), 2, dtype=torch.int64),
+    }[case]
     if case == "promotes":
         a = a.float()
     op = "mul"
@@ -874,6 +940,7 @@ def test_in_place_op_under_autograd_writes_only_adds_into_results_no_backward_ke
         if case == "leaf":
             return x
         return (x * 2.0)[:, :] if case == "view" else x * 2.0
+
     a = a_of(x)
     got = ops.in_place(op, a, b, case != "saved")
     written = got.data_ptr() == a.data_ptr() and got is a
@@ -881,6 +948,7 @@ def test_in_place_op_under_autograd_writes_only_adds_into_results_no_backward_ke
     want = {"add": torch.add, "sub": torch.sub, "mul": torch.mul}[op](a_of(x), b)
     torch.testing.assert_close(got, want)
     leaves = [x, b]
-    for g_got, g_want in zip(torch.autograd.grad((got * got).sum(), leaves),
-                             torch.autograd.grad((want * want).sum(), leaves)):
+    for g_got, g_want in zip(
+        torch.autograd.grad((got * got).sum(), leaves), torch.autograd.grad((want * want).sum(), leaves)
+    ):
         torch.testing.assert_close(g_got, g_want)

@@ -1,6 +1,7 @@
 """Quiet, honest output (issue 45): --quiet on every command, TQDM_DISABLE, no bar when stderr is not a
 terminal (one line per epoch instead), the demo's spread and busy-machine warning, and ``gnnc train``
 compiling by default."""
+
 from __future__ import annotations
 
 import os
@@ -26,10 +27,19 @@ def _loud(monkeypatch):
 def gnnc(*argv, env=None, timeout=600) -> subprocess.CompletedProcess:
     """``gnnc argv`` in a child process with pipes for stdout and stderr (not terminals)."""
     environ = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
-    environ.update(PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
-                   OMP_NUM_THREADS="1", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "gnnc.cli", *argv], capture_output=True, text=True, env=environ,
-                          timeout=timeout, check=False)
+    environ.update(
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]),
+        OMP_NUM_THREADS="1",
+        **(env or {}),
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "gnnc.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture
@@ -161,7 +171,8 @@ def test_no_leaked_semaphore_warnings_from_subprocesses_without_bars(tmp_path):
     script.write_text(CHILD)
     env = {k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
     assert done.returncode == 0 and "child exit -9" in done.stdout, done.stderr
     assert "resource_tracker" not in done.stderr and "leaked semaphore" not in done.stderr, done.stderr

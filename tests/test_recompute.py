@@ -1,5 +1,6 @@
 """Values rebuilt in backward (``gnnc.runtime.recompute``): same gradients as keeping them, nothing kept
 alive, in-place changes caught, other saved-tensor hooks respected."""
+
 import copy
 
 import pytest
@@ -87,9 +88,13 @@ class _PlainTensors(torch.nn.Module):
 
     def forward(self, g, h):
         g.ndata["h"] = h
-        g.update_all(_global_message, lambda nodes: {"m": nodes.mailbox["m"].mean(1)},
-                     lambda nodes: {"h": torch.tanh(self.lin(torch.cat([nodes.data["h"] @ self.w,
-                                                                        nodes.data["m"]], -1))) * nodes.data["h"]})
+        g.update_all(
+            _global_message,
+            lambda nodes: {"m": nodes.mailbox["m"].mean(1)},
+            lambda nodes: {
+                "h": torch.tanh(self.lin(torch.cat([nodes.data["h"] @ self.w, nodes.data["m"]], -1))) * nodes.data["h"]
+            },
+        )
         return g.ndata.pop("h")
 
 

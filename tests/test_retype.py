@@ -5,6 +5,7 @@ by ``edges.data['rel_type']`` inside the UDFs, attention in two calls
 (``apply_edges`` then ``update_all`` with a mailbox softmax). Every graph has
 zero in-degree nodes, self loops, multi-edges and a relation without edges.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,15 +42,15 @@ class TwoCallAttention(nn.Module):
     def forward(self, g, h):
         with g.local_scope():
             self.set_inputs(g, h)
-            g.ndata['o'] = h.new_zeros(h.shape[0], HEADS * OUT) + h.sum() * 0  # kept without edges (as DGL)
+            g.ndata["o"] = h.new_zeros(h.shape[0], HEADS * OUT) + h.sum() * 0  # kept without edges (as DGL)
             g.apply_edges(self.edge_attention)
-            g.update_all(lambda edges: {'z': edges.data['z'], 'e': edges.data['e']}, self.reduce)
-            return g.ndata['o']
+            g.update_all(lambda edges: {"z": edges.data["z"], "e": edges.data["e"]}, self.reduce)
+            return g.ndata["o"]
 
     @staticmethod
     def reduce(nodes):
-        alpha = F.softmax(nodes.mailbox['e'], dim=1)
-        return {'o': torch.sum(alpha.unsqueeze(-1) * nodes.mailbox['z'], dim=1).view(-1, HEADS * OUT)}
+        alpha = F.softmax(nodes.mailbox["e"], dim=1)
+        return {"o": torch.sum(alpha.unsqueeze(-1) * nodes.mailbox["z"], dim=1).view(-1, HEADS * OUT)}
 
 
 class RGAT(TwoCallAttention):
@@ -62,14 +63,14 @@ class RGAT(TwoCallAttention):
 
     @staticmethod
     def set_inputs(g, h):
-        g.ndata['h'] = h
+        g.ndata["h"] = h
 
     def edge_attention(self, edges):
-        w = self.weight[edges.data['rel_type']]
-        z_src = torch.bmm(edges.src['h'].unsqueeze(1), w).squeeze(1).view(-1, HEADS, OUT)
-        z_dst = torch.bmm(edges.dst['h'].unsqueeze(1), w).squeeze(1).view(-1, HEADS, OUT)
-        e = (torch.cat([z_src, z_dst], dim=-1) * self.attn[edges.data['rel_type']]).sum(-1)
-        return {'e': F.leaky_relu(e, 0.2), 'z': z_src}
+        w = self.weight[edges.data["rel_type"]]
+        z_src = torch.bmm(edges.src["h"].unsqueeze(1), w).squeeze(1).view(-1, HEADS, OUT)
+        z_dst = torch.bmm(edges.dst["h"].unsqueeze(1), w).squeeze(1).view(-1, HEADS, OUT)
+        e = (torch.cat([z_src, z_dst], dim=-1) * self.attn[edges.data["rel_type"]]).sum(-1)
+        return {"e": F.leaky_relu(e, 0.2), "z": z_src}
 
 
 class HGTAttention(TwoCallAttention):
@@ -83,14 +84,14 @@ class HGTAttention(TwoCallAttention):
 
     @staticmethod
     def set_inputs(g, h):
-        g.ndata['k'], g.ndata['q'], g.ndata['v'] = (t.reshape(-1, HEADS, OUT) for t in h.chunk(3, dim=1))
+        g.ndata["k"], g.ndata["q"], g.ndata["v"] = (t.reshape(-1, HEADS, OUT) for t in h.chunk(3, dim=1))
 
     def edge_attention(self, edges):
-        etype = edges.data['rel_type']
-        key = torch.matmul(edges.src['k'].unsqueeze(2), self.relation_att[etype]).squeeze(2)
-        att = (edges.dst['q'] * key).sum(dim=-1) * self.relation_pri[etype] / math.sqrt(OUT)
-        val = torch.matmul(edges.src['v'].unsqueeze(2), self.relation_msg[etype]).squeeze(2)
-        return {'e': att, 'z': val}
+        etype = edges.data["rel_type"]
+        key = torch.matmul(edges.src["k"].unsqueeze(2), self.relation_att[etype]).squeeze(2)
+        att = (edges.dst["q"] * key).sum(dim=-1) * self.relation_pri[etype] / math.sqrt(OUT)
+        val = torch.matmul(edges.src["v"].unsqueeze(2), self.relation_msg[etype]).squeeze(2)
+        return {"e": att, "z": val}
 
 
 class TypedSum(nn.Module):
@@ -103,10 +104,14 @@ class TypedSum(nn.Module):
 
     def forward(self, g, h):
         with g.local_scope():
-            g.ndata['h'] = h
-            g.update_all(lambda e: {'m': torch.bmm(e.src['h'].unsqueeze(1), self.weight[e.data['rel_type']])
-                                    .squeeze(1) * e.data['norm']}, getattr(fn, self.reduce)('m', 'o'))
-            return g.ndata['o']
+            g.ndata["h"] = h
+            g.update_all(
+                lambda e: {
+                    "m": torch.bmm(e.src["h"].unsqueeze(1), self.weight[e.data["rel_type"]]).squeeze(1) * e.data["norm"]
+                },
+                getattr(fn, self.reduce)("m", "o"),
+            )
+            return g.ndata["o"]
 
 
 def _width(model):
@@ -170,7 +175,7 @@ def test_typed_sum_runs_on_the_regrouped_block(reduce):
 def test_one_node_and_no_edges():
     for src, dst, n in (([0, 0], [0, 0], 1), ([], [], 3)):
         g = gnnc.graph((torch.tensor(src, dtype=torch.int64), torch.tensor(dst, dtype=torch.int64)), num_nodes=n)
-        g.edata["rel_type"] = torch.tensor([1, 3][:len(src)], dtype=torch.int64)
+        g.edata["rel_type"] = torch.tensor([1, 3][: len(src)], dtype=torch.int64)
         g.edata["norm"] = torch.rand(len(src), 1, dtype=torch.float64)
         for model in (RGAT(), TypedSum(), HGTAttention()):
             _compare(model, g)
@@ -187,10 +192,12 @@ def test_a_max_reduce_keeps_the_edge_order():
 
         def forward(self, g, h):
             with g.local_scope():
-                g.ndata['h'] = h
-                g.update_all(lambda e: {'m': torch.bmm(e.src['h'].unsqueeze(1), self.weight[e.data['rel_type']])
-                                        .squeeze(1)}, fn.max('m', 'o'))
-                return g.ndata['o']
+                g.ndata["h"] = h
+                g.update_all(
+                    lambda e: {"m": torch.bmm(e.src["h"].unsqueeze(1), self.weight[e.data["rel_type"]]).squeeze(1)},
+                    fn.max("m", "o"),
+                )
+                return g.ndata["o"]
 
     g = _graph(5)
     plans = _compare(TypedMax(), g, x=torch.randint(0, 2, (g.num_nodes(), IN)).double())
@@ -201,7 +208,7 @@ def test_user_reads_of_deferred_values_come_back_in_user_order():
     model = RGAT()
     h = torch.randn(16, IN, dtype=torch.float64)
     g_eager, g_comp = _graph(6), _graph(6)
-    g_eager.ndata['h'] = g_comp.ndata['h'] = h
+    g_eager.ndata["h"] = g_comp.ndata["h"] = h
     g_eager.apply_edges(model.edge_attention)
     g_comp.apply_edges(model.edge_attention, compile=True)
     for k in ("e", "z"):
@@ -219,11 +226,10 @@ def test_in_place_change_of_the_users_tensor_after_apply_edges():
         with g.local_scope():
             model.set_inputs(g, h.clone())
             g.apply_edges(model.edge_attention, compile=compile_)
-            g.ndata['k'].mul_(2)
-            g.ndata['q'].add_(1)
-            g.update_all(lambda edges: {'z': edges.data['z'], 'e': edges.data['e']}, model.reduce,
-                         compile=compile_)
-            results.append(g.ndata['o'])
+            g.ndata["k"].mul_(2)
+            g.ndata["q"].add_(1)
+            g.update_all(lambda edges: {"z": edges.data["z"], "e": edges.data["e"]}, model.reduce, compile=compile_)
+            results.append(g.ndata["o"])
     torch.testing.assert_close(results[1], results[0])
 
 
@@ -237,12 +243,12 @@ def test_values_from_two_regroupings_read_by_one_call():
 
     def run(compile_, second_types):
         with g.local_scope():
-            g.ndata['h'] = h
-            g.apply_edges(lambda e: {'z': model.edge_attention(e)['z']}, compile=compile_)
-            g.edata['rel_type'] = second_types
-            g.apply_edges(lambda e: {'e': model.edge_attention(e)['e']}, compile=compile_)
-            g.update_all(lambda e: {'z': e.data['z'], 'e': e.data['e']}, model.reduce, compile=compile_)
-            return g.ndata['o']
+            g.ndata["h"] = h
+            g.apply_edges(lambda e: {"z": model.edge_attention(e)["z"]}, compile=compile_)
+            g.edata["rel_type"] = second_types
+            g.apply_edges(lambda e: {"e": model.edge_attention(e)["e"]}, compile=compile_)
+            g.update_all(lambda e: {"z": e.data["z"], "e": e.data["e"]}, model.reduce, compile=compile_)
+            return g.ndata["o"]
 
     for types in (other, g.edata["rel_type"]):
         torch.testing.assert_close(run(True, types), run(False, types))

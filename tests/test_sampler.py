@@ -1,4 +1,5 @@
 """Heterogeneous neighbor sampler: block invariants, randomness, and models on blocks."""
+
 import warnings
 
 import pytest
@@ -33,9 +34,9 @@ def check_block(parent, block, dst_global, fanout):
     assert torch.equal(block.dst_ids, dst_global)
     offsets = block.index.ntype_offsets
     for t, n_dst in enumerate(block.num_dst_per_type):
-        prefix = src_ids[offsets[t]:offsets[t] + n_dst]
+        prefix = src_ids[offsets[t] : offsets[t] + n_dst]
         assert torch.equal(prefix, dst_global[parent.node_type_ids()[dst_global] == t])
-        rest = src_ids[offsets[t] + n_dst:offsets[t + 1]]
+        rest = src_ids[offsets[t] + n_dst : offsets[t + 1]]
         assert bool((rest[1:] > rest[:-1]).all()), "non-destination sources are sorted by parent id"
     # Every sampled edge is a parent edge of the same relation, taken once.
     eids = block.parent_eids
@@ -55,7 +56,7 @@ def check_block(parent, block, dst_global, fanout):
         local_dst = local_dst - parent.index.ntype_offsets[parent.ntype_id(dt)]
         degree = parent.in_degrees(etype=rel)[local_dst]
         want = degree if fanout < 0 else degree.clamp(max=fanout)
-        got = block.in_degrees(etype=rel)[:local_dst.numel()]
+        got = block.in_degrees(etype=rel)[: local_dst.numel()]
         assert torch.equal(got, want), rel
 
 
@@ -80,9 +81,14 @@ def test_block_invariants(fanouts, target, seeds):
 
 
 @settings(max_examples=30, deadline=None)
-@given(graph_seed=st.integers(0, 10_000), users=st.integers(1, 25), items=st.integers(1, 25),
-       edges=st.integers(0, 200), fanouts=st.lists(st.integers(-1, 6), min_size=1, max_size=3),
-       data=st.data())
+@given(
+    graph_seed=st.integers(0, 10_000),
+    users=st.integers(1, 25),
+    items=st.integers(1, 25),
+    edges=st.integers(0, 200),
+    fanouts=st.lists(st.integers(-1, 6), min_size=1, max_size=3),
+    data=st.data(),
+)
 def test_block_invariants_on_random_graphs(graph_seed, users, items, edges, fanouts, data):
     g = random_heterograph(graph_seed, sizes={"user": users, "item": items, "tag": 1}, edges_per_relation=edges)
     target = data.draw(st.sampled_from(["user", "item", "tag"]))
@@ -139,13 +145,14 @@ def test_every_subset_is_equally_likely(floyd_max, monkeypatch):
     """Degree 6, fanout 3: each of the 20 subsets of in-edges comes up equally often, by either draw."""
     monkeypatch.setattr(sampler_module, "FLOYD_MAX_FANOUT", floyd_max)
     n, d, k = 2000, 6, 3
-    g = gnnc.heterograph({("a", "r", "b"): (torch.arange(n * d), torch.arange(n).repeat_interleave(d))},
-                         num_nodes={"a": n * d, "b": n})
+    g = gnnc.heterograph(
+        {("a", "r", "b"): (torch.arange(n * d), torch.arange(n).repeat_interleave(d))}, num_nodes={"a": n * d, "b": n}
+    )
     block = NeighborSampler(g, [k], "b", seed=11).sample(torch.arange(n))[0]
     slots = (block.parent_eids % d).view(n, k)
     assert torch.equal(block.parent_eids // d, torch.arange(n).repeat_interleave(k))
     assert bool((slots[:, 1:] > slots[:, :-1]).all()), "distinct, in parent order"
-    counts = torch.bincount((2 ** slots).sum(1), minlength=2 ** d)
+    counts = torch.bincount((2**slots).sum(1), minlength=2**d)
     seen = counts[counts > 0].double()
     assert seen.numel() == 20
     chi2 = float(((seen - n / 20) ** 2 / (n / 20)).sum())
@@ -157,10 +164,9 @@ def test_sorted_key_draw_keeps_block_invariants(monkeypatch):
     sample_and_check(big_heterograph(1), [3, 2], "user", torch.tensor([4, 0, 11, 29, 7]))
 
 
-@pytest.mark.parametrize("n_type, n_dst, n_cand", [(50, 10, 200), (1000, 3, 5), (20, 0, 0), (20, 20, 40),
-                                                    (30, 0, 12)])
+@pytest.mark.parametrize("n_type, n_dst, n_cand", [(50, 10, 200), (1000, 3, 5), (20, 0, 0), (20, 20, 40), (30, 0, 12)])
 def test_local_ids_by_table_equal_local_ids_by_sorting(n_type, n_dst, n_cand, monkeypatch):
-    monkeypatch.setattr(sampler_module, "DENSE_IDS_FACTOR", 10 ** 9)  # always the table
+    monkeypatch.setattr(sampler_module, "DENSE_IDS_FACTOR", 10**9)  # always the table
     gen = torch.Generator().manual_seed(n_type + n_dst)
     lo = 7
     dst = torch.randperm(n_type, generator=gen)[:n_dst] + lo
@@ -265,14 +271,14 @@ class SAGEConvForBoth(torch.nn.Module):
 
     def forward(self, graph, h):
         if graph.is_block:
-            h_dst = h[:graph.number_of_dst_nodes()]
+            h_dst = h[: graph.number_of_dst_nodes()]
         else:
             h_dst = h
         with graph.local_scope():
-            graph.srcdata['h'] = h
-            graph.dstdata['h'] = h_dst
-            graph.update_all(gnnc.function.copy_u('h', 'm'), gnnc.function.mean('m', 'h_neigh'))
-            return F.relu(self.W(torch.cat([graph.dstdata['h'], graph.dstdata['h_neigh']], 1)))
+            graph.srcdata["h"] = h
+            graph.dstdata["h"] = h_dst
+            graph.update_all(gnnc.function.copy_u("h", "m"), gnnc.function.mean("m", "h_neigh"))
+            return F.relu(self.W(torch.cat([graph.dstdata["h"], graph.dstdata["h_neigh"]], 1)))
 
 
 @pytest.mark.parametrize("compile_", [False, True])

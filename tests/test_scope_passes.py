@@ -1,5 +1,6 @@
 """The forward passes on local scopes: release_features (features nothing reads again are dropped at the
 scope's last message-passing call) and scope_deferral (apply_edges results may hold the call's inputs)."""
+
 from __future__ import annotations
 
 import operator
@@ -115,8 +116,9 @@ def test_compiled_forward_and_gradients_equal_eager_and_the_graph_is_left_as_it_
         ref = model(g, x)
         torch.testing.assert_close(out, ref)
         params = list(model.parameters())
-        for a, b in zip(torch.autograd.grad(out.square().sum(), params),
-                        torch.autograd.grad(ref.square().sum(), params)):
+        for a, b in zip(
+            torch.autograd.grad(out.square().sum(), params), torch.autograd.grad(ref.square().sum(), params)
+        ):
             torch.testing.assert_close(a, b)
         assert set(g.ndata) == set(before) and not len(g.edata)
         for k, v in before.items():

@@ -3,6 +3,7 @@
 Each form is compiled against eager on graphs with zero in-degree nodes, self loops and multi-edges, with
 large logits, forward and backward, and the plan must hold the fused aggregation and no degree buckets.
 """
+
 import warnings
 
 import pytest
@@ -116,9 +117,13 @@ def _other_reduce(body):
     def run(g, z, e, compile):
         with g.local_scope():
             g.ndata["z"], g.edata["e"] = z, e
-            g.update_all(lambda edges: {"z": edges.src["z"], "e": edges.data["e"]},
-                         lambda nodes: {"h": body(nodes.mailbox["e"], nodes.mailbox["z"])}, compile=compile)
+            g.update_all(
+                lambda edges: {"z": edges.src["z"], "e": edges.data["e"]},
+                lambda nodes: {"h": body(nodes.mailbox["e"], nodes.mailbox["z"])},
+                compile=compile,
+            )
             return g.ndata["h"]
+
     return run
 
 
@@ -129,8 +134,9 @@ OTHERS = {
     "centred": lambda e, z: ((e - e.mean(1, keepdim=True)).pow(2).unsqueeze(-1) * z).sum(1),
     "max_keepdim_out": lambda e, z: e.max(1, keepdim=True).values.squeeze(1) + z.sum(1).sum(-1),
     # not a softmax: the exp divided by the sum of another exp
-    "mismatched_sum": lambda e, z: ((torch.exp(e) / torch.exp(e - e.amax(1, keepdim=True)).sum(1, keepdim=True))
-                                    .unsqueeze(-1) * z).sum(1),
+    "mismatched_sum": lambda e, z: (
+        (torch.exp(e) / torch.exp(e - e.amax(1, keepdim=True)).sum(1, keepdim=True)).unsqueeze(-1) * z
+    ).sum(1),
     # softmax over a feature dim: stays the plain softmax on edges
     "feature_dim": lambda e, z: (torch.exp(e) / torch.exp(e).sum(-1, keepdim=True)).unsqueeze(-1).mul(z).sum(1),
 }
@@ -149,10 +155,14 @@ def test_keepdim_reductions_and_log_softmax_over_degrees_lower_to_segment_operat
         torch.testing.assert_close(a, b)
 
 
-@pytest.mark.parametrize("body", [
-    lambda e, z: (F.softmax(e, dim=1, dtype=torch.float64).unsqueeze(-1) * z).sum(1),
-    lambda e, z: e.sum(1, dtype=torch.float64) + z.sum(1).sum(-1),
-], ids=["softmax", "sum"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda e, z: (F.softmax(e, dim=1, dtype=torch.float64).unsqueeze(-1) * z).sum(1),
+        lambda e, z: e.sum(1, dtype=torch.float64) + z.sum(1).sum(-1),
+    ],
+    ids=["softmax", "sum"],
+)
 def test_a_reduction_over_degrees_with_a_dtype_keeps_it(body):
     """The segment operators take no dtype: a reduction asking for one keeps its degree buckets (eager's dtype)."""
     g, z, e = _inputs(3, 1.0, torch.float32)

@@ -1,5 +1,6 @@
 """DGL 2.1's subgraph extraction and ``to_block`` (gnnc.graph.subgraph), checked against DGL's documented results
 and orders; message passing on a block writes the destination rows, eager and compiled."""
+
 import warnings
 
 import pytest
@@ -47,8 +48,10 @@ def test_edge_subgraph_numbers_nodes_by_first_appearance():
 
 
 def test_heterograph_subgraphs_take_dicts_and_keep_every_type():
-    g = gnnc.heterograph({("user", "plays", "game"): ([0, 1, 1, 2], [0, 0, 2, 1]),
-                          ("user", "follows", "user"): ([0, 1, 1], [1, 2, 2])}, idtype=torch.int32)
+    g = gnnc.heterograph(
+        {("user", "plays", "game"): ([0, 1, 1, 2], [0, 0, 2, 1]), ("user", "follows", "user"): ([0, 1, 1], [1, 2, 2])},
+        idtype=torch.int32,
+    )
     g.edges["plays"].data["w"] = torch.arange(4.0)
     sg = gnnc.node_subgraph(g, {"user": [1, 2]})
     assert sg.num_nodes("game") == 0 and sg.num_edges("follows") == 2 and sg.idtype == torch.int32

@@ -1,5 +1,6 @@
 """First compiled calls from several threads at once (a server warming models lazily in a thread pool): each
 thread's trace acts in its own thread only, so every call gives eager's numbers by a compiled plan."""
+
 from __future__ import annotations
 
 import threading
@@ -43,16 +44,22 @@ class Natural(nn.Module):
 
 def _model(i, d):
     torch.manual_seed(i)
-    kinds = (lambda: Natural(d, "attention"), lambda: Natural(d, "linear"), lambda: gnnc.models.GATConv(d, 2, 4),
-             lambda: gnnc.models.SAGEConv(d, 8, "mean"), lambda: gnnc.models.GCNConv(d, 8))
+    kinds = (
+        lambda: Natural(d, "attention"),
+        lambda: Natural(d, "linear"),
+        lambda: gnnc.models.GATConv(d, 2, 4),
+        lambda: gnnc.models.SAGEConv(d, 8, "mean"),
+        lambda: gnnc.models.GCNConv(d, 8),
+    )
     return kinds[i % len(kinds)]()
 
 
 def _graph(i, d=8):
     gen = torch.Generator().manual_seed(i)
     n = 40 + i
-    g = gnnc.graph((torch.randint(0, n, (160,), generator=gen), torch.randint(0, n, (160,), generator=gen)),
-                   num_nodes=n)
+    g = gnnc.graph(
+        (torch.randint(0, n, (160,), generator=gen), torch.randint(0, n, (160,), generator=gen)), num_nodes=n
+    )
     return g, torch.randn(n, d, generator=gen)
 
 

@@ -1,4 +1,5 @@
 """End-to-end: GCN and GAT trained through the eager executor and the compiler reach published Cora accuracy."""
+
 from gnnc import data
 from gnnc.training import planetoid_experiment
 

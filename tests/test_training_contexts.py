@@ -8,6 +8,7 @@
 - ``torch.compile`` around a compiled model: dynamo stops at each message-passing call (gnnc's runtime is
   opaque to it) instead of tracing gnnc's internals.
 """
+
 import copy
 import warnings
 
@@ -70,8 +71,9 @@ def test_gnnc_layer_trains_on_a_graph_first_evaluated_in_inference_mode(model):
     for o, r in zip(outs, ref_outs):
         torch.testing.assert_close(o, r, rtol=hetero.RTOL, atol=hetero.ATOL)
     for name, gr in grads.items():
-        torch.testing.assert_close(gr, ref_grads[name], rtol=hetero.RTOL, atol=1e-9,
-                                   msg=lambda m: f"gradient of {name}: {m}")
+        torch.testing.assert_close(
+            gr, ref_grads[name], rtol=hetero.RTOL, atol=1e-9, msg=lambda m: f"gradient of {name}: {m}"
+        )
 
 
 def test_degrees_read_in_inference_mode_do_not_stop_training():
@@ -104,8 +106,14 @@ def test_dgl_example_under_gradient_checkpointing(name, warm):
     compiled = gnnc.compile(copy.deepcopy(reference))
     if warm:
         examples._outputs_and_gradients(compiled.model, compiled, make_graph, make_inputs)
-    _assert_matches_eager(compiled.model, lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False),
-                          make_graph, make_inputs, reference, make_graph)
+    _assert_matches_eager(
+        compiled.model,
+        lambda g, *xs: checkpoint(compiled, g, *xs, use_reentrant=False),
+        make_graph,
+        make_inputs,
+        reference,
+        make_graph,
+    )
 
 
 @pytest.mark.parametrize("name", ["DotGAT", "HeteroRGCN_multi_update_all", "PNA"])

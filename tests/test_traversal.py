@@ -1,5 +1,6 @@
 """Traversal frontiers and propagation along them (``gnnc.graph.traversal``, ``gnnc.frontend.propagate``),
 against DGL 2.1's documented results and a tree-LSTM step written out in torch."""
+
 import pytest
 import torch
 
@@ -51,8 +52,14 @@ def _add(nodes):
     return {"x": nodes.data["x"] + nodes.mailbox["m"].sum(1)}
 
 
-@pytest.mark.parametrize("options, want", [({}, [1, 2, 3, 4, 5]), ({"has_reverse_edge": True}, [1, 3, 5, 7, 9]),
-                                           ({"has_nontree_edge": True}, [3, 5, 7, 9, 5])])
+@pytest.mark.parametrize(
+    "options, want",
+    [
+        ({}, [1, 2, 3, 4, 5]),
+        ({"has_reverse_edge": True}, [1, 3, 5, 7, 9]),
+        ({"has_nontree_edge": True}, [3, 5, 7, 9, 5]),
+    ],
+)
 def test_propagation_along_dfs_edges(options, want):
     g = _path()
     g.ndata["x"] = torch.ones(5, 2)
@@ -136,8 +143,9 @@ def test_compiled_tree_lstm_runs_each_frontiers_plan_and_matches_eager():
     children = torch.arange(1, 15)
     g = gnnc.graph((children, (children - 1) // 2), num_nodes=15)  # a complete binary tree, edges to parents
     model = ChildSumTreeLSTM(4).double()
-    inputs = [torch.randn(15, 12, dtype=torch.float64, requires_grad=True)] + \
-             [torch.randn(15, 4, dtype=torch.float64) for _ in range(2)]
+    inputs = [torch.randn(15, 12, dtype=torch.float64, requires_grad=True)] + [
+        torch.randn(15, 4, dtype=torch.float64) for _ in range(2)
+    ]
     want = model(g, *inputs)
     want_grads = torch.autograd.grad(want.square().sum(), [inputs[0], *model.parameters()])
     with warnings.catch_warnings(), recording() as plans:

@@ -1,5 +1,6 @@
 """Type order is DGL's: node types sorted by name, relations by canonical triple, whatever order the dicts
 give (issue 40). Every expected value below is what DGL 2.1 gives for the same program."""
+
 from __future__ import annotations
 
 import warnings
@@ -18,10 +19,12 @@ from gnnc.graph.homogeneous import EID, ETYPE, NID, NTYPE
 from gnnc.runtime.compiled import recording
 
 # given in neither sorted order, nor num_nodes in the relations' order
-DATA = {("user", "plays", "game"): ([0, 1, 2], [0, 0, 1]),
-        ("user", "follows", "user"): ([0, 1], [1, 2]),
-        ("developer", "develops", "game"): ([0, 1], [1, 1]),
-        ("game", "attracts", "user"): ([1], [2])}
+DATA = {
+    ("user", "plays", "game"): ([0, 1, 2], [0, 0, 1]),
+    ("user", "follows", "user"): ([0, 1], [1, 2]),
+    ("developer", "develops", "game"): ([0, 1], [1, 1]),
+    ("game", "attracts", "user"): ([1], [2]),
+}
 NUM_NODES = {"user": 3, "game": 2, "developer": 2}
 WEIGHT = {"plays": 1.0, "follows": 2.0, "develops": 3.0, "attracts": 4.0}
 
@@ -36,8 +39,12 @@ def unsorted_graph():
 def test_types_and_type_ids_are_in_dgl_order():
     g = unsorted_graph()
     assert g.ntypes == ["developer", "game", "user"]
-    assert g.canonical_etypes == [("developer", "develops", "game"), ("game", "attracts", "user"),
-                                  ("user", "follows", "user"), ("user", "plays", "game")]
+    assert g.canonical_etypes == [
+        ("developer", "develops", "game"),
+        ("game", "attracts", "user"),
+        ("user", "follows", "user"),
+        ("user", "plays", "game"),
+    ]
     assert g.etypes == ["develops", "attracts", "follows", "plays"]
     assert [g.ntype_id(t) for t in ("user", "game", "developer")] == [2, 1, 0]
     assert [g.etype_id(e) for e in ("plays", "follows", "develops", "attracts")] == [3, 2, 0, 1]
@@ -45,8 +52,15 @@ def test_types_and_type_ids_are_in_dgl_order():
 
 
 def test_num_nodes_order_and_relation_order_do_not_matter():
-    g = gnnc.heterograph({("b", "x", "a"): ([0], [0]), ("a", "y", "b"): ([0], [0]), ("a", "x", "b"): ([0], [0]),
-                          ("a", "a", "a"): ([0], [0])}, num_nodes={"b": 3, "a": 2})
+    g = gnnc.heterograph(
+        {
+            ("b", "x", "a"): ([0], [0]),
+            ("a", "y", "b"): ([0], [0]),
+            ("a", "x", "b"): ([0], [0]),
+            ("a", "a", "a"): ([0], [0]),
+        },
+        num_nodes={"b": 3, "a": 2},
+    )
     assert g.ntypes == ["a", "b"] and (g.num_nodes("a"), g.num_nodes("b")) == (2, 3)
     assert g.canonical_etypes == [("a", "a", "a"), ("a", "x", "b"), ("a", "y", "b"), ("b", "x", "a")]
     # sorted by the whole triple, not by relation name
@@ -75,8 +89,13 @@ class StackedRelations(nn.Module):
 
     def forward(self, g):
         with g.local_scope():
-            funcs = {e: (lambda edges, w=WEIGHT[e]: {"m": edges.src["x"] * w},
-                         lambda nodes: {"z": nodes.mailbox["m"].sum(1)}) for e in g.etypes}
+            funcs = {
+                e: (
+                    lambda edges, w=WEIGHT[e]: {"m": edges.src["x"] * w},
+                    lambda nodes: {"z": nodes.mailbox["m"].sum(1)},
+                )
+                for e in g.etypes
+            }
             g.multi_update_all(funcs, "stack")
             return g.nodes["game"].data["z"].squeeze(-1), g.nodes["user"].data["z"].squeeze(-1)
 
@@ -87,8 +106,9 @@ class WeightByTypeId(nn.Module):
     def forward(self, h):
         table = torch.tensor([1.0, 2.0, 3.0, 4.0])
         with h.local_scope():
-            h.update_all(lambda e: {"m": e.src["x"] * table[e.data[ETYPE]].unsqueeze(1)},
-                         lambda n: {"y": n.mailbox["m"].sum(1)})
+            h.update_all(
+                lambda e: {"m": e.src["x"] * table[e.data[ETYPE]].unsqueeze(1)}, lambda n: {"y": n.mailbox["m"].sum(1)}
+            )
             return h.ndata["y"].squeeze(-1)
 
 
@@ -118,8 +138,10 @@ def test_type_ids_of_to_homogeneous_index_a_table_as_dgl(mode):
 
 def test_dgl_file_written_in_another_type_order_loads_by_name(tmp_path):
     """A file lists its types by name in the order it was written (gnnc wrote the dict's order before)."""
-    relations = [(("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
-                 (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0]))]
+    relations = [
+        (("user", "follows", "user"), torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0])),
+        (("user", "buys", "item"), torch.tensor([2, 0]), torch.tensor([1, 0])),
+    ]
     old = Graph._build(["user", "item"], [3, 2], relations, "cpu")
     old.nodes["user"].data["h"] = torch.tensor([1.0, 2.0, 3.0])
     old.edges["buys"].data["w"] = torch.tensor([5.0, 6.0])
@@ -133,8 +155,12 @@ def test_dgl_file_written_in_another_type_order_loads_by_name(tmp_path):
 def reversed_graph():
     """DGL's reverse keeps the parent's relation order, so its reversed triples are not sorted."""
     g = unsorted_graph().reverse()
-    assert g.canonical_etypes == [("game", "develops", "developer"), ("user", "attracts", "game"),
-                                  ("user", "follows", "user"), ("game", "plays", "user")]
+    assert g.canonical_etypes == [
+        ("game", "develops", "developer"),
+        ("user", "attracts", "game"),
+        ("user", "follows", "user"),
+        ("game", "plays", "user"),
+    ]
     return g
 
 
@@ -163,5 +189,6 @@ def test_typed_subgraph_of_a_graph_whose_relations_are_not_sorted_keeps_type_par
     g = reversed_graph()
     g.etype_data["p"] = torch.tensor([0.0, 1.0, 2.0, 3.0])  # develops, attracts, follows, plays
     sub = typed_subgraph(g, g.ntypes, g.canonical_etypes)
-    assert {rel: float(sub.etype_data["p"][sub.etype_id(rel)]) for rel in sub.canonical_etypes} == \
-        {rel: float(g.etype_data["p"][g.etype_id(rel)]) for rel in g.canonical_etypes}
+    assert {rel: float(sub.etype_data["p"][sub.etype_id(rel)]) for rel in sub.canonical_etypes} == {
+        rel: float(g.etype_data["p"][g.etype_id(rel)]) for rel in g.canonical_etypes
+    }

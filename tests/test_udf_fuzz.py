@@ -16,6 +16,7 @@ The long run is ``python bench/udf_fuzz.py --programs 20000 --seed 0 --jobs 2``.
 A program that fails here prints its seed and source; rerun it with
 ``python bench/udf_fuzz.py --only SEED``.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -44,13 +45,15 @@ KNOWN: dict[int, str] = {}
 
 
 def _report(outcome: Outcome, source: str, wrong: str | None = None) -> str:
-    return (f"seed {outcome.seed}: {outcome.status}: {outcome.reason}\n{wrong or ''}\n{outcome.detail}\n"
-            f"--- program source (rerun: python bench/udf_fuzz.py --only {outcome.seed}) ---\n{source}")
+    return (
+        f"seed {outcome.seed}: {outcome.status}: {outcome.reason}\n{wrong or ''}\n{outcome.detail}\n"
+        f"--- program source (rerun: python bench/udf_fuzz.py --only {outcome.seed}) ---\n{source}"
+    )
 
 
 def _params():
     for i in range(0, len(RUN), CHUNK):
-        chunk = [s for s in RUN[i:i + CHUNK] if s not in KNOWN]
+        chunk = [s for s in RUN[i : i + CHUNK] if s not in KNOWN]
         yield pytest.param(chunk, id=f"seeds{chunk[0]}-{chunk[-1]}")
     for seed, why in KNOWN.items():
         yield pytest.param([seed], id=f"known{seed}", marks=pytest.mark.xfail(strict=True, reason=why))
@@ -72,7 +75,7 @@ def test_fuzz_sample_compiled_equals_eager(seeds):
 # Programs of the long runs that found a compiler bug, fixed since: seed -> what it found.
 FOUND = {
     500001509189: "edge softmax's backward as alpha g - alpha t: a saturated mailbox softmax (large inputs) gave "
-                  "float64 gradients 1e-6 off eager's alpha (g - t)",
+    "float64 gradients 1e-6 off eager's alpha (g - t)",
 }
 
 
@@ -123,19 +126,67 @@ def test_sample_covers_every_style():
     tags = set()
     for seed in SAMPLE:
         tags.update(generate(seed).tags)
-    for needed in ["udf:method", "udf:lambda", "udf:nested", "udf:default", "udf:global", "udf:partial",
-                   "helper", "store:moduledict", "store:modulelist", "store:pydict", "store:tensor_attr",
-                   "store:global_param", "overwrite", "typed:bmm", "typed:basis_bmm", "typed:embed_index",
-                   "typed:emb_node", "fam:gat", "fam:gat_mh", "fam:builtin", "fam:apply_edges",
-                   "hetero_style:default", "hetero_style:partial", "hetero_style:lambda_default",
-                   "mailbox_softmax", "large_inputs", "tied_inputs", "scalar_attr", "mixed_compile",
-                   "relational:rgcn", "relational:rgat", "relational:hgt", "typed_attention:rgat",
-                   "typed_attention:hgt", "typed_attention:max", "typed:closure_types", "feature_branch",
-                   "fam:head_blocks", "head_blocks:local_scope", "head_blocks:builtins", "head_blocks:chained",
-                   "fam:layers", "layers:pop", "layers:update", "layers:scope", "layers:shared_instance",
-                   "layers:shared_submodule", "layers:prev_feature", "layers:unrolled", "fam:partial", "partial:pull",
-                   "partial:push", "partial:send_and_recv", "partial:pairs", "partial:apply_edges", "partial:update",
-                   "partial:prop", "partial:initializer", "fam:large"]:
+    for needed in [
+        "udf:method",
+        "udf:lambda",
+        "udf:nested",
+        "udf:default",
+        "udf:global",
+        "udf:partial",
+        "helper",
+        "store:moduledict",
+        "store:modulelist",
+        "store:pydict",
+        "store:tensor_attr",
+        "store:global_param",
+        "overwrite",
+        "typed:bmm",
+        "typed:basis_bmm",
+        "typed:embed_index",
+        "typed:emb_node",
+        "fam:gat",
+        "fam:gat_mh",
+        "fam:builtin",
+        "fam:apply_edges",
+        "hetero_style:default",
+        "hetero_style:partial",
+        "hetero_style:lambda_default",
+        "mailbox_softmax",
+        "large_inputs",
+        "tied_inputs",
+        "scalar_attr",
+        "mixed_compile",
+        "relational:rgcn",
+        "relational:rgat",
+        "relational:hgt",
+        "typed_attention:rgat",
+        "typed_attention:hgt",
+        "typed_attention:max",
+        "typed:closure_types",
+        "feature_branch",
+        "fam:head_blocks",
+        "head_blocks:local_scope",
+        "head_blocks:builtins",
+        "head_blocks:chained",
+        "fam:layers",
+        "layers:pop",
+        "layers:update",
+        "layers:scope",
+        "layers:shared_instance",
+        "layers:shared_submodule",
+        "layers:prev_feature",
+        "layers:unrolled",
+        "fam:partial",
+        "partial:pull",
+        "partial:push",
+        "partial:send_and_recv",
+        "partial:pairs",
+        "partial:apply_edges",
+        "partial:update",
+        "partial:prop",
+        "partial:initializer",
+        "fam:large",
+    ]:
         assert needed in tags, needed
 
 
@@ -149,8 +200,7 @@ def _scale_compiled_outputs(monkeypatch, factor: float):
         out = real(kind, udfs, g, rel, options)
         if out is None:
             return out
-        return {k: v * factor if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                for k, v in out.items()}
+        return {k: v * factor if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in out.items()}
 
     monkeypatch.setattr(compiled, "run", off)
 
@@ -218,8 +268,16 @@ def make_graph(i=0):
 
 
 def test_a_relu_kink_on_tied_inputs_is_told_apart():
-    program = Program(710002136475, KINK_PROGRAM, ["tied_inputs"], width=3, scale=1.0, use_compile_wrapper=False,
-                      steps=2, tied_inputs=True)
+    program = Program(
+        710002136475,
+        KINK_PROGRAM,
+        ["tied_inputs"],
+        width=3,
+        scale=1.0,
+        use_compile_wrapper=False,
+        steps=2,
+        tied_inputs=True,
+    )
     outcome = run_program(program)
     assert outcome.status == "kink", _report(outcome, program.source)
 

@@ -1,6 +1,7 @@
 """Values gnnc keeps from a user's tensor (edge scalars in internal order, type groupings, per-type row
 layouts) follow writes torch does not count: through ``.numpy()`` views and ``.data``. After such a write
 between two compiled calls, the compiled call gives eager's numbers, by a compiled plan."""
+
 from __future__ import annotations
 
 import warnings

@@ -56,6 +56,7 @@ Outcomes: ``match``; ``no_plan``; ``mismatch`` (silent wrong result: the worst);
 
 Used by ``tests/test_udf_fuzz.py`` (CI sample) and ``bench/udf_fuzz.py`` (long run).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -102,8 +103,15 @@ class Src:
     def __init__(self, rng: random.Random, numpy_rng: random.Random):
         self.rng = rng
         self.numpy_rng = numpy_rng  # its own stream: the other draws keep their sequence
-        self.header = ["import functools", "import torch", "import torch.nn as nn",
-                       "import torch.nn.functional as F", "import gnnc", "import gnnc.function as fn", ""]
+        self.header = [
+            "import functools",
+            "import torch",
+            "import torch.nn as nn",
+            "import torch.nn.functional as F",
+            "import gnnc",
+            "import gnnc.function as fn",
+            "",
+        ]
         self.globals: list[str] = []
         self.init: list[str] = []
         self.fwd: list[str] = []
@@ -128,8 +136,9 @@ class Src:
         self.tag("numpy_scalar")
         if "import numpy as np" not in self.header:
             self.header.insert(len(self.header) - 1, "import numpy as np")
-        return self.numpy_rng.choice([f"np.float32({value!r})", f"np.float64({value!r})",
-                                      f"np.sqrt({value * value!r})"])
+        return self.numpy_rng.choice(
+            [f"np.float32({value!r})", f"np.float64({value!r})", f"np.sqrt({value * value!r})"]
+        )
 
     def tag(self, t: str) -> None:
         if t not in self.tags:
@@ -138,11 +147,13 @@ class Src:
     def text(self) -> str:
         if self.rng.random() < 0.15:  # some calls eager inside a compiled forward
             self.tag("mixed_compile")
-            self.fwd = [line.replace("compile=C", "compile=None") if self.rng.random() < 0.4 else line
-                        for line in self.fwd]
+            self.fwd = [
+                line.replace("compile=C", "compile=None") if self.rng.random() < 0.4 else line for line in self.fwd
+            ]
         if any("random_heterograph" in line for line in self.graph):  # several types: gnnc's whole-graph views
-            self.fwd, self.methods, self.funcs = ([_WHOLE_VIEW.sub(r"\1_all", line) for line in lines]
-                                                  for lines in (self.fwd, self.methods, self.funcs))
+            self.fwd, self.methods, self.funcs = (
+                [_WHOLE_VIEW.sub(r"\1_all", line) for line in lines] for lines in (self.fwd, self.methods, self.funcs)
+            )
         out = list(self.header)
         out += self.globals + [""]
         out += self.funcs
@@ -170,7 +181,7 @@ def _new_weight_expr(w: Weight, plain_tensor: bool = False) -> str:
     if w.kind == "linear":
         return f"nn.Linear({w.i}, {w.o}, bias={w.bias})"
     shape = {"matrix": f"{w.i}, {w.o}", "vector": f"{w.o}", "typed": f"{w.r}, {w.i}, {w.o}"}[w.kind]
-    scale = f" * {1 / (w.i ** 0.5):.4f}" if w.kind != "vector" else " * 0.5"
+    scale = f" * {1 / (w.i**0.5):.4f}" if w.kind != "vector" else " * 0.5"
     if plain_tensor:
         return f"(torch.randn({shape}){scale}).requires_grad_()"
     return f"nn.Parameter(torch.randn({shape}){scale})"
@@ -219,8 +230,9 @@ class Binder:
         if how == "tensor_attr":
             src.init.append(f"self.{name} = {_new_weight_expr(w, plain_tensor=True)}")
             src.leaves.append(f"model.{name}")
-            src.rebind.append(f"model.{name} = (model.{name}.detach() + 0.05 * torch.randn_like(model.{name}))"
-                              ".requires_grad_()")
+            src.rebind.append(
+                f"model.{name} = (model.{name}.detach() + 0.05 * torch.randn_like(model.{name})).requires_grad_()"
+            )
             return f"self.{name}"
         if how == "moduledict":
             if "md" not in self.containers:
@@ -258,8 +270,9 @@ class Binder:
         src.globals.append(f"{name} = {_new_weight_expr(w, plain_tensor=plain)}")
         if plain and rng.random() < 0.5:
             src.tag("global_tensor_rebound")
-            src.rebind.append(f"globals()['{name}'] = ({name}.detach() + 0.05 * torch.randn_like({name}))"
-                              ".requires_grad_()")
+            src.rebind.append(
+                f"globals()['{name}'] = ({name}.detach() + 0.05 * torch.randn_like({name})).requires_grad_()"
+            )
         src.tag("store:global_tensor" if plain else "store:global_param")
         src.leaves.append(f"*{name}.parameters()" if w.kind == "linear" else name)
         return name
@@ -299,8 +312,16 @@ def basis_typed(src: Src, binder: Binder, r: int, i: int, o: int) -> str:
     return local
 
 
-def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tuple[str, str]],
-               ret: str, weights: list[tuple[str, Weight]], base: str) -> str:
+def render_udf(
+    src: Src,
+    binder: Binder,
+    placement: str,
+    arg: str,
+    body: list[tuple[str, str]],
+    ret: str,
+    weights: list[tuple[str, Weight]],
+    base: str,
+) -> str:
     """Define one UDF; return the expression naming it in forward.
 
     ``body`` is ``[(var, expr)]`` and ``ret`` the returned dict expression; ``{W0}``... in them are
@@ -374,8 +395,9 @@ def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tu
         src.funcs += [f"def {helper}({', '.join(free)}):", f"    return {ret}", ""]
         ret = f"{helper}({', '.join(free)})"
     if placement == "method":
-        src.methods.append("\n".join([f"def {name}(self, {arg}):"] + ["    " + l for l in lines]
-                                     + [f"    return {ret}"]))
+        src.methods.append(
+            "\n".join([f"def {name}(self, {arg}):"] + ["    " + l for l in lines] + [f"    return {ret}"])
+        )
         return f"self.{name}"
     if placement in ("global", "partial"):
         sig = ", ".join([arg] + [p for p in (kw.split("=")[0] for kw in partial_kw)])
@@ -400,11 +422,26 @@ def render_udf(src: Src, binder: Binder, placement: str, arg: str, body: list[tu
 
 # --------------------------------------------------------------------------- expression chains
 
-UNARY = ["torch.tanh({a})", "torch.sigmoid({a})", "torch.relu({a})", "F.leaky_relu({a}, 0.2)",
-         "torch.exp(torch.tanh({a}))", "({a} * 0.5)", "F.elu({a})", "(-{a})",
-         "({a} * 1.0).clamp_(-3.0, 3.0)", "F.leaky_relu({a} + 0.0, 0.1, inplace=True)"]  # in place, on a fresh tensor
-BINARY = ["({a} + {b})", "({a} * {b})", "({a} - {b})", "({a} / (1.0 + {b}.abs()))",
-          "torch.maximum({a}, {b})", "({a} / (1.0 + torch.sigmoid({b})))"]
+UNARY = [
+    "torch.tanh({a})",
+    "torch.sigmoid({a})",
+    "torch.relu({a})",
+    "F.leaky_relu({a}, 0.2)",
+    "torch.exp(torch.tanh({a}))",
+    "({a} * 0.5)",
+    "F.elu({a})",
+    "(-{a})",
+    "({a} * 1.0).clamp_(-3.0, 3.0)",
+    "F.leaky_relu({a} + 0.0, 0.1, inplace=True)",
+]  # in place, on a fresh tensor
+BINARY = [
+    "({a} + {b})",
+    "({a} * {b})",
+    "({a} - {b})",
+    "({a} / (1.0 + {b}.abs()))",
+    "torch.maximum({a}, {b})",
+    "({a} / (1.0 + torch.sigmoid({b})))",
+]
 
 
 def chain(rng, operands: list[str], steps: int, start: list[str] | None = None) -> str:
@@ -422,13 +459,16 @@ def chain(rng, operands: list[str], steps: int, start: list[str] | None = None) 
 
 # --------------------------------------------------------------------------- graphs
 
+
 def graph_lines(rng, hetero: bool) -> list[str]:
     if hetero:
         sizes = {"user": rng.randint(2, 10), "item": rng.randint(1, 8), "tag": 1}
         epr = rng.choice([0, 3, 10, 10, 25, 25])
-        return ["from tests.graphs import random_heterograph",
-                f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={sizes!r}, "
-                f"edges_per_relation={epr} + i * {rng.choice([0, 0, 3])})"]
+        return [
+            "from tests.graphs import random_heterograph",
+            f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={sizes!r}, "
+            f"edges_per_relation={epr} + i * {rng.choice([0, 0, 3])})",
+        ]
     shape = rng.random()
     if shape < 0.07:
         return ["return gnnc.graph(([0], [0]), num_nodes=1)"]
@@ -438,8 +478,10 @@ def graph_lines(rng, hetero: bool) -> list[str]:
         return [f"return gnnc.graph(([], []), num_nodes={rng.randint(2, 6)})"]
     n, m = rng.randint(2, 20), rng.randint(1, 60)
     grow = rng.choice([0, 0, 1, 3])  # a later step may run on another graph of the same schema
-    return ["from tests.graphs import random_homograph",
-            f"return random_homograph({n} + i * {grow}, {m} + i * {grow}, {rng.randint(0, 10**6)} + i * {grow})"]
+    return [
+        "from tests.graphs import random_homograph",
+        f"return random_homograph({n} + i * {grow}, {m} + i * {grow}, {rng.randint(0, 10**6)} + i * {grow})",
+    ]
 
 
 # --------------------------------------------------------------------------- families
@@ -477,7 +519,8 @@ def _msg_body(rng, d, weights, allow_edge=True):
         ph = f"W{len(weights)}"
         weights.append((ph, Weight("scalar", 0, 0)))
         expr = rng.choice(["({e}) * {s}", "{s} * ({e})", "F.leaky_relu({e}, {s} * 0.1)", "({e}) / {s}"]).format(
-            e=expr, s="{" + ph + "}")
+            e=expr, s="{" + ph + "}"
+        )
     body.append(("t2", expr))
     if rng.random() < 0.1:  # an in-place add seen through a second name (eager: both names see it)
         src_tag = rng.choice(["edges.src['h']", "edges.dst['h']"])
@@ -487,8 +530,17 @@ def _msg_body(rng, d, weights, allow_edge=True):
 
 
 def _reduce_stmt(rng, box: str) -> str:
-    return rng.choice([f"{box}.sum(1)", f"{box}.mean(1)", f"{box}.max(1).values", f"torch.max({box}, 1)[0]",
-                       f"{box}.min(1).values", f"torch.sum({box}, dim=1)", f"torch.mean({box}, dim=1)"])
+    return rng.choice(
+        [
+            f"{box}.sum(1)",
+            f"{box}.mean(1)",
+            f"{box}.max(1).values",
+            f"torch.max({box}, 1)[0]",
+            f"{box}.min(1).values",
+            f"torch.sum({box}, dim=1)",
+            f"torch.mean({box}, dim=1)",
+        ]
+    )
 
 
 def _begin(src: Src, family: str, hetero_p: float) -> tuple[random.Random, int]:
@@ -507,15 +559,26 @@ def family_homo(src: Src, binder: Binder) -> None:
     """update_all with UDF message / reduce / update on a homogeneous graph."""
     rng, d = _begin(src, "homo", 0.15)
     w_edge = rng.choice([1, d])
-    src.fwd.append(f"g.edata['w'] = torch.rand(g.num_edges(), {w_edge}, generator=torch.Generator().manual_seed(3)) + 0.1")
+    src.fwd.append(
+        f"g.edata['w'] = torch.rand(g.num_edges(), {w_edge}, generator=torch.Generator().manual_seed(3)) + 0.1"
+    )
     weights: list = []
     body, out = _msg_body(rng, d, weights)
     msg_keys = {"m": out}
     softmax = rng.random() < 0.3
     if softmax:
-        body.append(("t3", rng.choice(["(t2 * edges.dst['h']).sum(-1, keepdim=True)",
-                                       "F.leaky_relu((edges.src['h'] + edges.dst['h']).sum(-1, keepdim=True))",
-                                       "t2"])))
+        body.append(
+            (
+                "t3",
+                rng.choice(
+                    [
+                        "(t2 * edges.dst['h']).sum(-1, keepdim=True)",
+                        "F.leaky_relu((edges.src['h'] + edges.dst['h']).sum(-1, keepdim=True))",
+                        "t2",
+                    ]
+                ),
+            )
+        )
         msg_keys["e"] = "t3"
     ret = "{" + ", ".join(f"'{k}': {v}" for k, v in msg_keys.items()) + "}"
     placement = rng.choice(Binder.PLACEMENTS)
@@ -531,8 +594,10 @@ def family_homo(src: Src, binder: Binder) -> None:
     if out_key == "h":
         src.tag("overwrite")
     if softmax:
-        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
-                 ("t2", "torch.sum(t1 * nodes.mailbox['m'], dim=1)")]
+        rbody = [
+            ("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+            ("t2", "torch.sum(t1 * nodes.mailbox['m'], dim=1)"),
+        ]
         src.tag("mailbox_softmax")
     else:
         rbody = [("t2", _reduce_stmt(rng, "nodes.mailbox['m']"))]
@@ -556,16 +621,32 @@ def family_homo(src: Src, binder: Binder) -> None:
     upd = None
     if rng.random() < 0.3:
         uweights: list = []
-        ubody = [("t1", chain(rng, [f"nodes.data['{out_key}']", "nodes.data['h']" if out_key != "h" else
-                                    f"nodes.data['{out_key}']"], rng.randint(1, 2)))]
+        ubody = [
+            (
+                "t1",
+                chain(
+                    rng,
+                    [f"nodes.data['{out_key}']", "nodes.data['h']" if out_key != "h" else f"nodes.data['{out_key}']"],
+                    rng.randint(1, 2),
+                ),
+            )
+        ]
         if rng.random() < 0.4:
             w = Weight("linear", d, d)
             uweights.append(("W0", w))
             ubody.append(("t2", "{W0}(t1)"))
         else:
             ubody.append(("t2", "t1"))
-        upd = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", ubody,
-                         "{" + f"'{out_key}': t2" + "}", uweights, "update")
+        upd = render_udf(
+            src,
+            binder,
+            rng.choice(Binder.PLACEMENTS),
+            "nodes",
+            ubody,
+            "{" + f"'{out_key}': t2" + "}",
+            uweights,
+            "update",
+        )
         src.tag("update")
     kw = rng.random() < 0.3
     if upd is None:
@@ -588,10 +669,14 @@ def family_gat(src: Src, binder: Binder) -> None:
         src.fwd.append(f"z = {fc}(x)")
         src.fwd.append("g.ndata['z'] = z")
         weights = [("W0", Weight("linear", 2 * d, 1, bias=False))]
-        body = [("t1", "torch.cat([edges.src['z'], edges.dst['z']], dim=1)"), ("t2", "{W0}(t1)"),
-                ("t3", "F.leaky_relu(t2)" if rng.random() < 0.7 else "F.leaky_relu(t2, 0.2)")]
-        ea = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t3}", weights,
-                        "edge_attention")
+        body = [
+            ("t1", "torch.cat([edges.src['z'], edges.dst['z']], dim=1)"),
+            ("t2", "{W0}(t1)"),
+            ("t3", "F.leaky_relu(t2)" if rng.random() < 0.7 else "F.leaky_relu(t2, 0.2)"),
+        ]
+        ea = render_udf(
+            src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t3}", weights, "edge_attention"
+        )
     else:
         src.fwd.append(f"z = {fc}(x).view(-1, {heads}, {d})")
         src.fwd.append("g.ndata['z'] = z")
@@ -606,14 +691,15 @@ def family_gat(src: Src, binder: Binder) -> None:
             src.tag("builtin_apply_edges")
         else:
             body = [("t1", "F.leaky_relu(edges.src['el'] + edges.dst['er'], 0.2)")]
-            ea = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t1}", [],
-                            "edge_attention")
+            ea = render_udf(
+                src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'e': t1}", [], "edge_attention"
+            )
     src.fwd.append(f"g.apply_edges({ea}, compile=C)")
     mbody = [("t1", "edges.src['z']"), ("t2", "edges.data['e']")]
-    mf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", mbody, "{'z': t1, 'e': t2}", [],
-                    "message_func")
-    rbody = [("t1", "F.softmax(nodes.mailbox['e'], dim=1)"),
-             ("t2", "torch.sum(t1 * nodes.mailbox['z'], dim=1)")]
+    mf = render_udf(
+        src, binder, rng.choice(Binder.PLACEMENTS), "edges", mbody, "{'z': t1, 'e': t2}", [], "message_func"
+    )
+    rbody = [("t1", "F.softmax(nodes.mailbox['e'], dim=1)"), ("t2", "torch.sum(t1 * nodes.mailbox['z'], dim=1)")]
     if heads > 1 and rng.random() < 0.5:
         rbody.append(("t3", "t2.flatten(1)"))
     else:
@@ -641,13 +727,21 @@ def family_builtin(src: Src, binder: Binder) -> None:
     ew = rng.choice([1, d])
     if rng.random() < 0.4:
         weights: list = []
-        body = [("t1", f"torch.sigmoid((edges.src['h'] * edges.dst['p']).sum(-1, keepdim=True))" if ew == 1
-                 else "torch.sigmoid(edges.src['h'] - edges.dst['p'])")]
+        body = [
+            (
+                "t1",
+                "torch.sigmoid((edges.src['h'] * edges.dst['p']).sum(-1, keepdim=True))"
+                if ew == 1
+                else "torch.sigmoid(edges.src['h'] - edges.dst['p'])",
+            )
+        ]
         ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'w': t1}", weights, "edge_w")
         src.fwd.append(f"g.apply_edges({ae}, compile=C)")
         src.tag("apply_edges_chain")
     else:
-        src.fwd.append(f"g.edata['w'] = torch.rand(g.num_edges(), {ew}, generator=torch.Generator().manual_seed(5)) + 0.1")
+        src.fwd.append(
+            f"g.edata['w'] = torch.rand(g.num_edges(), {ew}, generator=torch.Generator().manual_seed(5)) + 0.1"
+        )
     kind = rng.random()
     if kind < 0.25:
         m = rng.choice(["fn.copy_u('p', 'm')", "fn.copy_e('w', 'm')", "fn.copy_src('h', 'm')"])
@@ -666,8 +760,16 @@ def family_builtin(src: Src, binder: Binder) -> None:
     if rng.random() < 0.75:
         r = f"fn.{rng.choice(['sum', 'mean', 'max', 'min'])}('m', 'o')"
     else:
-        r = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes",
-                       [("t1", _reduce_stmt(rng, "nodes.mailbox['m']"))], "{'o': t1}", [], "reduce")
+        r = render_udf(
+            src,
+            binder,
+            rng.choice(Binder.PLACEMENTS),
+            "nodes",
+            [("t1", _reduce_stmt(rng, "nodes.mailbox['m']"))],
+            "{'o': t1}",
+            [],
+            "reduce",
+        )
     src.fwd.append(f"g.update_all({m}, {r}, compile=C)")
     src.fwd.append("return g.ndata['o']")
 
@@ -677,9 +779,9 @@ def family_typed(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "typed", 0.0)
     o = rng.choice(WIDTHS)
     R, T = rng.randint(1, 4), rng.randint(1, 3)
-    src.fwd.append(f"gen = torch.Generator().manual_seed(11)")
+    src.fwd.append("gen = torch.Generator().manual_seed(11)")
     src.fwd.append(f"g.edata['rel_type'] = torch.randint(0, {R}, (g.num_edges(),), generator=gen)")
-    src.fwd.append(f"g.edata['norm'] = torch.rand(g.num_edges(), 1, generator=gen) + 0.1")
+    src.fwd.append("g.edata['norm'] = torch.rand(g.num_edges(), 1, generator=gen) + 0.1")
     src.fwd.append(f"g.ndata['type'] = torch.randint(0, {T}, (g.num_nodes(),), generator=gen)")
     form = rng.choice(["bmm", "bmm", "embed_index", "basis_bmm", "closure_types"])
     placement = rng.choice(Binder.PLACEMENTS)
@@ -705,16 +807,24 @@ def family_typed(src: Src, binder: Binder) -> None:
         body = [("t1", f"edges.data['rel_type'] * {d} + edges.src['id']"), ("t2", "{W0}[t1]")]
     else:
         index = "{T0}" if form == "closure_types" else "edges.data['rel_type']"
-        body = [("t1", "{W0}.index_select(0, " + index + ")" if form == "closure_types" else "{W0}[" + index + "]"),
-                ("t2", rng.choice(["torch.bmm(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
-                                   "torch.matmul(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
-                                   "(edges.src['h'].unsqueeze(-1) * t1).sum(1)"]))]
+        body = [
+            ("t1", "{W0}.index_select(0, " + index + ")" if form == "closure_types" else "{W0}[" + index + "]"),
+            (
+                "t2",
+                rng.choice(
+                    [
+                        "torch.bmm(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
+                        "torch.matmul(edges.src['h'].unsqueeze(1), t1).squeeze(1)",
+                        "(edges.src['h'].unsqueeze(-1) * t1).sum(1)",
+                    ]
+                ),
+            ),
+        ]
     branch = rng.random()
     if branch < 0.4:
         body.append(("t3", "t2 * edges.data['norm']"))
     elif branch < 0.6:  # DGL's RelGraphConv: branches on the features the graph holds, resolved per graph
-        body.append(("t3", "t2 * edges.data['norm'] if 'norm' in edges.data and edges.src['h'].dim() == 2 "
-                           "else t2"))
+        body.append(("t3", "t2 * edges.data['norm'] if 'norm' in edges.data and edges.src['h'].dim() == 2 else t2"))
         src.tag("feature_branch")
     else:
         body.append(("t3", "t2"))
@@ -739,8 +849,13 @@ def family_typed(src: Src, binder: Binder) -> None:
 def family_hetero(src: Src, binder: Binder) -> None:
     """multi_update_all with per-relation (message, reduce) made in a loop: default args, partial, closures."""
     rng, d = _begin(src, "hetero", 1.0)
-    rels = ["('user', 'likes', 'item')", "('item', 'tagged', 'tag')", "('tag', 'empty', 'user')",
-            "('user', 'follows', 'user')", "('item', 'liked_by', 'user')"]
+    rels = [
+        "('user', 'likes', 'item')",
+        "('item', 'tagged', 'tag')",
+        "('tag', 'empty', 'user')",
+        "('user', 'follows', 'user')",
+        "('item', 'liked_by', 'user')",
+    ]
     chosen = [r for r in rels if rng.random() < 0.7] or [rels[3]]
     src.fwd.append(f"rels = [{', '.join(chosen)}]")
     n = len(chosen)
@@ -774,41 +889,50 @@ def family_hetero(src: Src, binder: Binder) -> None:
     src.fwd += red_def
     src.fwd.append("funcs = {}")
     if style == "default":
-        src.fwd += ["for k, rel in enumerate(rels):",
-                    "    def message(edges, k=k):",
-                    f"        return {{'m': {m_expr}}}",
-                    f"    funcs[rel] = (message, {red})"]
+        src.fwd += [
+            "for k, rel in enumerate(rels):",
+            "    def message(edges, k=k):",
+            f"        return {{'m': {m_expr}}}",
+            f"    funcs[rel] = (message, {red})",
+        ]
     elif style == "lambda_default":
-        src.fwd += ["for k, rel in enumerate(rels):",
-                    f"    funcs[rel] = (lambda edges, k=k: {{'m': {m_expr}}}, {red})"]
+        src.fwd += ["for k, rel in enumerate(rels):", f"    funcs[rel] = (lambda edges, k=k: {{'m': {m_expr}}}, {red})"]
     elif style == "partial":
         gname = src.name("rel_message")
         m_g = m_expr.replace("self.", "model.")
         src.funcs += [f"def {gname}(edges, model, k):", f"    return {{'m': {m_g}}}", ""]
-        src.fwd += ["for k, rel in enumerate(rels):",
-                    f"    funcs[rel] = (functools.partial({gname}, model=self, k=k), {red})"]
+        src.fwd += [
+            "for k, rel in enumerate(rels):",
+            f"    funcs[rel] = (functools.partial({gname}, model=self, k=k), {red})",
+        ]
     elif style == "factory":
-        src.fwd += ["def make(k):",
-                    "    def message(edges):",
-                    f"        return {{'m': {m_expr}}}",
-                    "    return message",
-                    "for k, rel in enumerate(rels):",
-                    f"    funcs[rel] = (make(k), {red})"]
+        src.fwd += [
+            "def make(k):",
+            "    def message(edges):",
+            f"        return {{'m': {m_expr}}}",
+            "    return message",
+            "for k, rel in enumerate(rels):",
+            f"    funcs[rel] = (make(k), {red})",
+        ]
     elif style == "etype":  # one call per relation with etype=, an apply_edges edge weight first
-        src.fwd += ["outs = []",
-                    "for k, rel in enumerate(rels):",
-                    "    def edge_w(edges, k=k):",
-                    "        return {'a': torch.sigmoid((" + m_expr + " * edges.dst['h']).sum(-1, keepdim=True))}",
-                    "    g.apply_edges(edge_w, etype=rel, compile=C)",
-                    f"    g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}, etype=rel, compile=C)",
-                    "    outs.append(g.nodes[rel[2]].data['o'])",
-                    "return tuple(outs)"]
+        src.fwd += [
+            "outs = []",
+            "for k, rel in enumerate(rels):",
+            "    def edge_w(edges, k=k):",
+            "        return {'a': torch.sigmoid((" + m_expr + " * edges.dst['h']).sum(-1, keepdim=True))}",
+            "    g.apply_edges(edge_w, etype=rel, compile=C)",
+            f"    g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}, etype=rel, compile=C)",
+            "    outs.append(g.nodes[rel[2]].data['o'])",
+            "return tuple(outs)",
+        ]
         return
     else:  # DGL heterograph tutorial: per-relation projected features read by fn.copy_u
         xproj = acc.format(x="x")
-        src.fwd += ["for k, rel in enumerate(rels):",
-                    f"    g.ndata['Wh_%s' % rel[1]] = {xproj}",
-                    f"    funcs[rel] = (fn.copy_u('Wh_%s' % rel[1], 'm'), {red})"]
+        src.fwd += [
+            "for k, rel in enumerate(rels):",
+            f"    g.ndata['Wh_%s' % rel[1]] = {xproj}",
+            f"    funcs[rel] = (fn.copy_u('Wh_%s' % rel[1], 'm'), {red})",
+        ]
     cross = rng.choice(["sum", "mean", "max", "min", "stack"])
     src.fwd.append(f"g.multi_update_all(funcs, {cross!r}, compile=C)")
     src.fwd.append("dst = sorted({rel[2] for rel in rels})")
@@ -823,8 +947,13 @@ def family_relational(src: Src, binder: Binder) -> None:
     dh = rng.choice([2, 3])
     kind = rng.choice(["rgcn", "rgat", "hgt"])
     src.tag(f"relational:{kind}")
-    mm = rng.choice(["torch.bmm({x}.unsqueeze(1), {w}).squeeze(1)", "torch.matmul({x}.unsqueeze(1), {w}).squeeze(1)",
-                     "({x}.unsqueeze(1) @ {w}).squeeze(1)"])
+    mm = rng.choice(
+        [
+            "torch.bmm({x}.unsqueeze(1), {w}).squeeze(1)",
+            "torch.matmul({x}.unsqueeze(1), {w}).squeeze(1)",
+            "({x}.unsqueeze(1) @ {w}).squeeze(1)",
+        ]
+    )
     if kind == "rgcn":
         w = binder.model_attr(Weight("typed", d, d, r=R), "W")
         src.fwd.append(f"g.etype_data['W'] = {w}")
@@ -839,29 +968,52 @@ def family_relational(src: Src, binder: Binder) -> None:
         src.fwd += [f"g.etype_data['W'] = {w}", f"g.etype_data['a'] = {a}"]
         zs = mm.format(x="edges.src['h']", w="edges.type['W']") + f".view(-1, {heads}, {dh})"
         zd = mm.format(x="edges.dst['h']", w="edges.type['W']") + f".view(-1, {heads}, {dh})"
-        body = [("t1", zs), ("t2", zd),
-                ("t3", "F.leaky_relu(torch.sum(torch.cat([t1, t2], dim=-1) * edges.type['a'], dim=-1), 0.2)")]
+        body = [
+            ("t1", zs),
+            ("t2", zd),
+            ("t3", "F.leaky_relu(torch.sum(torch.cat([t1, t2], dim=-1) * edges.type['a'], dim=-1), 0.2)"),
+        ]
         ret = "{'e': t3, 'z': t1}"
-        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
-                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)")]
+        rbody = [
+            ("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+            ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)"),
+        ]
     else:
         k = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "k")
         q = binder.model_attr(Weight("linear", d, heads * dh, bias=False), "q")
         watt = binder.model_attr(Weight("typed", heads * dh, dh, r=R), "Watt")
         pri = binder.model_attr(Weight("typed", heads, 1, r=R), "pri")  # HGT's priority per relation and head
-        src.fwd += [f"g.ndata['k'] = {k}(x).view(-1, {heads}, 1, {dh})", f"g.ndata['q'] = {q}(x).view(-1, {heads}, {dh})",
-                    f"g.etype_data['Watt'] = {watt}.view({R}, {heads}, {dh}, {dh})",
-                    f"g.etype_data['pri'] = {pri}.view({R}, {heads})"]
-        body = [("t1", "torch.matmul(edges.src['k'], edges.type['Watt']).squeeze(2)"),
-                ("t2", "torch.sum(t1 * edges.dst['q'], dim=-1)"
-                 + rng.choice(["", " / 2.0", " * edges.type['pri'] / 2.0", " * edges.type['pri'][:, :1]"])),
-                ("t3", "edges.src['k'].squeeze(2)")]
+        src.fwd += [
+            f"g.ndata['k'] = {k}(x).view(-1, {heads}, 1, {dh})",
+            f"g.ndata['q'] = {q}(x).view(-1, {heads}, {dh})",
+            f"g.etype_data['Watt'] = {watt}.view({R}, {heads}, {dh}, {dh})",
+            f"g.etype_data['pri'] = {pri}.view({R}, {heads})",
+        ]
+        body = [
+            ("t1", "torch.matmul(edges.src['k'], edges.type['Watt']).squeeze(2)"),
+            (
+                "t2",
+                "torch.sum(t1 * edges.dst['q'], dim=-1)"
+                + rng.choice(["", " / 2.0", " * edges.type['pri'] / 2.0", " * edges.type['pri'][:, :1]"]),
+            ),
+            ("t3", "edges.src['k'].squeeze(2)"),
+        ]
         ret = "{'e': t2, 'v': t3}"
-        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
-                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['v'], dim=1).flatten(1)")]
+        rbody = [
+            ("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+            ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['v'], dim=1).flatten(1)"),
+        ]
     msg = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, ret, [], "message")
-    red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'o': t1}" if kind == "rgcn"
-                     else "{'o': t2}", [], "reduce")
+    red = render_udf(
+        src,
+        binder,
+        rng.choice(Binder.PLACEMENTS),
+        "nodes",
+        rbody,
+        "{'o': t1}" if kind == "rgcn" else "{'o': t2}",
+        [],
+        "reduce",
+    )
     src.fwd.append(f"g.update_all({msg}, {red}, compile=C)")
     src.fwd.append("return g.ndata['o']")
 
@@ -873,17 +1025,21 @@ def family_typed_attention(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "typed_attention", 0.0)
     R, heads, dh = rng.randint(1, 4), rng.choice([1, 2]), rng.choice([2, 3])
     low = -R if rng.random() < 0.3 else 0
-    src.fwd += ["gen = torch.Generator().manual_seed(13)",
-                f"g.edata['rel_type'] = torch.randint({low}, {R}, (g.num_edges(),), generator=gen)"]
+    src.fwd += [
+        "gen = torch.Generator().manual_seed(13)",
+        f"g.edata['rel_type'] = torch.randint({low}, {R}, (g.num_edges(),), generator=gen)",
+    ]
     kind = rng.choice(["rgat", "hgt"])
     src.tag(f"typed_attention:{kind}")
     mm = rng.choice(["torch.bmm({x}.unsqueeze(1), {w}).squeeze(1)", "torch.matmul({x}.unsqueeze(1), {w}).squeeze(1)"])
     if kind == "rgat":
         weights = [("W0", Weight("typed", d, heads * dh, r=R)), ("W1", Weight("typed", heads, 2 * dh, r=R))]
-        body = [("t1", "{W0}[edges.data['rel_type']]"),
-                ("t2", mm.format(x="edges.src['h']", w="t1") + f".view(-1, {heads}, {dh})"),
-                ("t3", mm.format(x="edges.dst['h']", w="t1") + f".view(-1, {heads}, {dh})"),
-                ("t4", "F.leaky_relu((torch.cat([t2, t3], dim=-1) * {W1}[edges.data['rel_type']]).sum(-1), 0.2)")]
+        body = [
+            ("t1", "{W0}[edges.data['rel_type']]"),
+            ("t2", mm.format(x="edges.src['h']", w="t1") + f".view(-1, {heads}, {dh})"),
+            ("t3", mm.format(x="edges.dst['h']", w="t1") + f".view(-1, {heads}, {dh})"),
+            ("t4", "F.leaky_relu((torch.cat([t2, t3], dim=-1) * {W1}[edges.data['rel_type']]).sum(-1), 0.2)"),
+        ]
         ret = "{'e': t4, 'z': t2}"
     else:
         for name in ("k", "q", "v"):
@@ -898,10 +1054,15 @@ def family_typed_attention(src: Src, binder: Binder) -> None:
         tables.append(src.name("pri"))
         src.fwd.append(f"{tables[-1]} = {pri}.view({R}, {heads})")
         weights = [("W0", tables[0]), ("W1", tables[1]), ("W2", tables[2])]
-        body = [("t1", "torch.matmul(edges.src['k'].unsqueeze(2), {W0}[edges.data['rel_type']]).squeeze(2)"),
-                ("t2", "(edges.dst['q'] * t1).sum(dim=-1)"
-                 + rng.choice(["", " / 2.0", " * {W2}[edges.data['rel_type']] / 2.0"])),
-                ("t3", "torch.matmul(edges.src['v'].unsqueeze(2), {W1}[edges.data['rel_type']]).squeeze(2)")]
+        body = [
+            ("t1", "torch.matmul(edges.src['k'].unsqueeze(2), {W0}[edges.data['rel_type']]).squeeze(2)"),
+            (
+                "t2",
+                "(edges.dst['q'] * t1).sum(dim=-1)"
+                + rng.choice(["", " / 2.0", " * {W2}[edges.data['rel_type']] / 2.0"]),
+            ),
+            ("t3", "torch.matmul(edges.src['v'].unsqueeze(2), {W1}[edges.data['rel_type']]).squeeze(2)"),
+        ]
         ret = "{'e': t2, 'z': t3}"
     ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, ret, weights, "edge_attention")
     src.fwd.append(f"g.apply_edges({ae}, compile=C)")
@@ -911,11 +1072,20 @@ def family_typed_attention(src: Src, binder: Binder) -> None:
     else:
         mf = rng.choice(["lambda edges: {'z': edges.data['z'], 'e': edges.data['e']}", "copy"])
         if mf == "copy":
-            mf = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges",
-                            [("t1", "edges.data['z']"), ("t2", "edges.data['e']")], "{'z': t1, 'e': t2}", [],
-                            "message")
-        rbody = [("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
-                 ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)")]
+            mf = render_udf(
+                src,
+                binder,
+                rng.choice(Binder.PLACEMENTS),
+                "edges",
+                [("t1", "edges.data['z']"), ("t2", "edges.data['e']")],
+                "{'z': t1, 'e': t2}",
+                [],
+                "message",
+            )
+        rbody = [
+            ("t1", "torch.softmax(nodes.mailbox['e'], dim=1)"),
+            ("t2", "torch.sum(t1.unsqueeze(-1) * nodes.mailbox['z'], dim=1).flatten(1)"),
+        ]
         red = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "nodes", rbody, "{'o': t2}", [], "reduce")
         src.fwd.append(f"g.update_all({mf}, {red}, compile=C)")
     src.fwd.append("return g.ndata['o'], g.edata['e']" if rng.random() < 0.3 else "return g.ndata['o']")
@@ -926,8 +1096,7 @@ def family_apply_edges(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "apply_edges", 0.15)
     weights: list = []
     body, out = _msg_body(rng, d, weights, allow_edge=False)
-    ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'a': " + out + "}", weights,
-                    "edge_fn")
+    ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'a': " + out + "}", weights, "edge_fn")
     src.fwd.append(f"g.apply_edges({ae}, compile=C)")
     if rng.random() < 0.4:
         src.fwd.append("return g.edata['a']")
@@ -951,9 +1120,12 @@ def family_forward_code(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "forward_code", 0.0)
     T, unwritten = rng.randint(1, 3), rng.random() < 0.3
     *head, last = src.graph
-    src.graph = head + [last.replace("return ", "g = ", 1),
-                        f"g.ndata['ntype'] = torch.randint(0, {T + unwritten}, (g.num_nodes(),), "
-                        f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))", "return g"]
+    src.graph = head + [
+        last.replace("return ", "g = ", 1),
+        f"g.ndata['ntype'] = torch.randint(0, {T + unwritten}, (g.num_nodes(),), "
+        f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))",
+        "return g",
+    ]
     style = rng.choice(["masks", "masks", "heads", "both"])
     src.tag(f"forward_code:{style}")
     if style == "heads":
@@ -974,10 +1146,11 @@ def family_forward_code(src: Src, binder: Binder) -> None:
         lists = []
         for b in buffers:
             lists.append(src.name("lins"))
-            src.init.append(f"self.{lists[-1]} = nn.ModuleList([nn.Linear({d}, {d}, bias={rng.random() < 0.5}) "
-                            f"for _ in range({T})])")
-        src.fwd += [f"for t in range({T}):",
-                    "    mask = " + ("ntype == t" if once else "g.ndata['ntype'] == t")]
+            src.init.append(
+                f"self.{lists[-1]} = nn.ModuleList([nn.Linear({d}, {d}, bias={rng.random() < 0.5}) "
+                f"for _ in range({T})])"
+            )
+        src.fwd += [f"for t in range({T}):", "    mask = " + ("ntype == t" if once else "g.ndata['ntype'] == t")]
         src.fwd += [f"    {b}[mask] = self.{lins}[t](x[mask])" for b, lins in zip(buffers, lists)]
         if blocker == "read":
             src.fwd.append(f"    acc = acc + {buffers[0]}.sum()")
@@ -987,27 +1160,44 @@ def family_forward_code(src: Src, binder: Binder) -> None:
     if style in ("heads", "both"):
         heads = src.name("fcs")
         K, dh = rng.choice([2, 3]), rng.choice([2, 3])
-        src.init.append(f"self.{heads} = nn.ModuleList([nn.Linear({d}, {dh}, bias={rng.random() < 0.5}) "
-                        f"for _ in range({K})])")
-        src.fwd += ["outs = []", f"for fc in self.{heads}:",
-                    f"    g.ndata['z'] = fc({out})",
-                    "    g.update_all(lambda edges: {'m': edges.src['z'] * torch.sigmoid(edges.dst['z'].sum(-1, "
-                    "keepdim=True))}, fn.sum('m', 'o'), compile=C)",
-                    "    outs.append(g.ndata.pop('o'))", "o = torch.cat(outs, 1)"]
+        src.init.append(
+            f"self.{heads} = nn.ModuleList([nn.Linear({d}, {dh}, bias={rng.random() < 0.5}) for _ in range({K})])"
+        )
+        src.fwd += [
+            "outs = []",
+            f"for fc in self.{heads}:",
+            f"    g.ndata['z'] = fc({out})",
+            "    g.update_all(lambda edges: {'m': edges.src['z'] * torch.sigmoid(edges.dst['z'].sum(-1, "
+            "keepdim=True))}, fn.sum('m', 'o'), compile=C)",
+            "    outs.append(g.ndata.pop('o'))",
+            "o = torch.cat(outs, 1)",
+        ]
         width = K * dh
     else:
-        src.fwd += [f"g.ndata['h'] = {out}", rng.choice([
-            "g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'o'), compile=C)",
-            "g.update_all(lambda edges: {'m': edges.src['h'] * edges.dst['h']}, fn.mean('m', 'o'), compile=C)"]),
-            "o = g.ndata['o']"]
+        src.fwd += [
+            f"g.ndata['h'] = {out}",
+            rng.choice(
+                [
+                    "g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'o'), compile=C)",
+                    "g.update_all(lambda edges: {'m': edges.src['h'] * edges.dst['h']}, fn.mean('m', 'o'), compile=C)",
+                ]
+            ),
+            "o = g.ndata['o']",
+        ]
     if style != "heads" and rng.random() < 0.4:  # a second per-type loop, HGT's gated skip
         a, skip = src.name("a"), src.name("skip")
-        src.init += [f"self.{a} = nn.ModuleList([nn.Linear({width}, {d}) for _ in range({T})])",
-                     f"self.{skip} = nn.Parameter(torch.randn({T}))"]
-        src.fwd += ["res = torch.zeros_like(x)", f"for t in range({T}):", "    mask = g.ndata['ntype'] == t",
-                    f"    alpha = torch.sigmoid(self.{skip}[t])",
-                    f"    res[mask] = F.gelu(self.{a}[t](o[mask])) * alpha + x[mask] * (1 - alpha)",
-                    "o = res"]
+        src.init += [
+            f"self.{a} = nn.ModuleList([nn.Linear({width}, {d}) for _ in range({T})])",
+            f"self.{skip} = nn.Parameter(torch.randn({T}))",
+        ]
+        src.fwd += [
+            "res = torch.zeros_like(x)",
+            f"for t in range({T}):",
+            "    mask = g.ndata['ntype'] == t",
+            f"    alpha = torch.sigmoid(self.{skip}[t])",
+            f"    res[mask] = F.gelu(self.{a}[t](o[mask])) * alpha + x[mask] * (1 - alpha)",
+            "o = res",
+        ]
     src.fwd.append("return o")
 
 
@@ -1021,8 +1211,11 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     in a local scope, and heads that read the previous head's result."""
     rng, d = _begin(src, "head_blocks", 0.0)
     *head, last = src.graph  # the edge weight comes with the graph (a tensor made in forward stops capture)
-    src.graph = head + [last.replace("return ", "g = ", 1), "g.edata['w'] = torch.rand(g.num_edges(), 1, "
-                        "generator=torch.Generator().manual_seed(5)) + 0.1", "return g"]
+    src.graph = head + [
+        last.replace("return ", "g = ", 1),
+        "g.edata['w'] = torch.rand(g.num_edges(), 1, generator=torch.Generator().manual_seed(5)) + 0.1",
+        "return g",
+    ]
     K, dh = rng.choice([2, 3]), rng.choice(WIDTHS)
     head = src.name("Head")
     init = [f"self.fc = nn.Linear({d}, {dh}, bias={rng.random() < 0.3})"]
@@ -1031,15 +1224,24 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     src.tag(f"head_blocks:{form}")
     if form == "linear":
         init.append(f"self.attn = nn.Linear({2 * dh}, 1, bias={rng.random() < 0.3})")
-        edge = ["z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=" + rng.choice(["1", "-1"]) + ")",
-                f"return {{'e': F.leaky_relu(self.attn(z2){slope})}}"]
+        edge = [
+            "z2 = torch.cat([edges.src['z'], edges.dst['z']], dim=" + rng.choice(["1", "-1"]) + ")",
+            f"return {{'e': F.leaky_relu(self.attn(z2){slope})}}",
+        ]
     elif form == "vectors":
         init += [f"self.al = nn.Parameter(torch.randn({dh}) * 0.5)", f"self.ar = nn.Parameter(torch.randn({dh}) * 0.5)"]
-        edge = ["e = (edges.src['z'] * self.al).sum(-1, keepdim=True) + (edges.dst['z'] * self.ar).sum(dim=-1, "
-                "keepdim=True)", f"return {{'e': F.leaky_relu(e{slope})}}"]
+        edge = [
+            "e = (edges.src['z'] * self.al).sum(-1, keepdim=True) + (edges.dst['z'] * self.ar).sum(dim=-1, "
+            "keepdim=True)",
+            f"return {{'e': F.leaky_relu(e{slope})}}",
+        ]
     else:
-        expr = chain(rng, ["edges.src['z']", "edges.dst['z']", "edges.data['w']"], rng.randint(1, 3),
-                     ["edges.src['z']", "edges.dst['z']"])
+        expr = chain(
+            rng,
+            ["edges.src['z']", "edges.dst['z']", "edges.data['w']"],
+            rng.randint(1, 3),
+            ["edges.src['z']", "edges.dst['z']"],
+        )
         edge = [f"return {{'e': ({expr}).sum(-1, keepdim=True)}}"]
     shared = rng.random() < 0.25
     if shared:  # one module for all heads, reached as a global
@@ -1047,8 +1249,10 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
         src.globals.append(f"{gname} = nn.Linear({dh}, {dh})")
         src.leaves.append(f"*{gname}.parameters()")
         src.tag("head_blocks:shared_global")
-    msg_value = rng.choice(["edges.src['z']", "edges.src['z'] * edges.data['w']", "self.W(edges.src['z'])"] +
-                           ([f"{gname}(edges.src['z'])"] if shared else []))
+    msg_value = rng.choice(
+        ["edges.src['z']", "edges.src['z'] * edges.data['w']", "self.W(edges.src['z'])"]
+        + ([f"{gname}(edges.src['z'])"] if shared else [])
+    )
     if "self.W" in msg_value:
         init.append(f"self.W = nn.Linear({dh}, {dh}, bias={rng.random() < 0.5})")
         src.tag("head_blocks:linear_message")
@@ -1059,9 +1263,10 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     message = [f"return {{'z': {msg_value}, 'e': edges.data['e']}}"]
     out_key = rng.choice(["h", "o"])
     if rng.random() < 0.6:
-        reduce = ["alpha = " + rng.choice(["F.softmax(nodes.mailbox['e'], dim=1)",
-                                           "torch.softmax(nodes.mailbox['e'], 1)"]),
-                  f"return {{'{out_key}': torch.sum(alpha * nodes.mailbox['z'], dim=1)}}"]
+        reduce = [
+            "alpha = " + rng.choice(["F.softmax(nodes.mailbox['e'], dim=1)", "torch.softmax(nodes.mailbox['e'], 1)"]),
+            f"return {{'{out_key}': torch.sum(alpha * nodes.mailbox['z'], dim=1)}}",
+        ]
     else:
         plain = _reduce_stmt(rng, "nodes.mailbox['z']")
         reduce = [f"return {{'{out_key}': {plain} * torch.sigmoid(nodes.mailbox['e'].mean(1))}}"]
@@ -1077,21 +1282,40 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     if not chained and rng.random() < 0.25:  # built-ins per head, the edge weight shared by all heads
         src.tag("head_blocks:builtins")
         message, reduce = None, None
-        builtins = rng.choice(["fn.u_mul_e('z', 'w', 'm')", "fn.copy_u('z', 'm')", "fn.e_mul_u('e', 'z', 'm')",
-                               "fn.u_add_v('z', 'z', 'm')"]) + f", fn.{rng.choice(['sum', 'mean', 'max'])}('m', " \
+        builtins = (
+            rng.choice(
+                [
+                    "fn.u_mul_e('z', 'w', 'm')",
+                    "fn.copy_u('z', 'm')",
+                    "fn.e_mul_u('e', 'z', 'm')",
+                    "fn.u_add_v('z', 'z', 'm')",
+                ]
+            )
+            + f", fn.{rng.choice(['sum', 'mean', 'max'])}('m', "
             f"'{out_key}')"
+        )
         calls.append(f"g.update_all({builtins}" + (", self.update_func" if update else "") + ", compile=C)")
     elif update is None:
         calls.append("g.update_all(self.message_func, self.reduce_func, compile=C)")
     else:
-        calls.append(rng.choice(["g.update_all(self.message_func, self.reduce_func, self.update_func, compile=C)",
-                                 "g.update_all(message_func=self.message_func, reduce_func=self.reduce_func, "
-                                 "apply_node_func=self.update_func, compile=C)"]))
+        calls.append(
+            rng.choice(
+                [
+                    "g.update_all(self.message_func, self.reduce_func, self.update_func, compile=C)",
+                    "g.update_all(message_func=self.message_func, reduce_func=self.reduce_func, "
+                    "apply_node_func=self.update_func, compile=C)",
+                ]
+            )
+        )
     result = f"g.ndata.pop('{out_key}')" if read == "pop" else f"g.ndata['{out_key}']"
     lines = [f"class {head}(nn.Module):", "    def __init__(self):", "        super().__init__()"]
     lines += ["        " + line for line in init] + [""]
-    for name, body in (("edge_attention", edge), ("message_func", message), ("reduce_func", reduce),
-                       ("update_func", update)):
+    for name, body in (
+        ("edge_attention", edge),
+        ("message_func", message),
+        ("reduce_func", reduce),
+        ("update_func", update),
+    ):
         if body is not None:
             lines += [f"    def {name}(self, {'edges' if name in ('edge_attention', 'message_func') else 'nodes'}):"]
             lines += ["        " + line for line in body] + [""]
@@ -1104,14 +1328,24 @@ def family_head_blocks(src: Src, binder: Binder) -> None:
     lines += ["    def forward(self, g, h, C=None):"] + ["        " + line for line in body] + [""]
     src.funcs += lines
     if reduce is not None:  # a reduce UDF writes nothing on a graph without edges (DGL): give it one edge
-        src.graph = [re.sub(r"gnnc\.graph\(\(\[\], \[\]\), num_nodes=\d+\)", "gnnc.graph(([0], [0]), num_nodes=1)", line)
-                     for line in src.graph]
+        src.graph = [
+            re.sub(r"gnnc\.graph\(\(\[\], \[\]\), num_nodes=\d+\)", "gnnc.graph(([0], [0]), num_nodes=1)", line)
+            for line in src.graph
+        ]
     src.init.append(f"self.heads = nn.ModuleList([{head}() for _ in range({K})])")
     if chained:
         src.fwd.append(f"g.ndata['acc'] = x.new_zeros(x.shape[0], {dh})")
     src.fwd.append("outs = [head(g, x, C) for head in self.heads]")
-    src.fwd.append(rng.choice(["return torch.cat(outs, dim=1)", "return torch.cat(outs, -1)",
-                               "return torch.stack(outs, 1).flatten(1)", "return torch.mean(torch.stack(outs), 0)"]))
+    src.fwd.append(
+        rng.choice(
+            [
+                "return torch.cat(outs, dim=1)",
+                "return torch.cat(outs, -1)",
+                "return torch.stack(outs, 1).flatten(1)",
+                "return torch.mean(torch.stack(outs), 0)",
+            ]
+        )
+    )
 
 
 def family_scope_code(src: Src, binder: Binder) -> None:
@@ -1125,23 +1359,39 @@ def family_scope_code(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "scope_code", 0.0)
     k, q, v = (src.name(n) for n in ("k", "q", "v"))
     src.init += [f"self.{n} = nn.Linear({d}, {d}, bias={rng.random() < 0.5})" for n in (k, q, v)]
-    score = rng.choice(["(edges.src['k'] * edges.dst['q']).sum(-1, keepdim=True)",
-                        "edges.src['k'][:, :1] + edges.dst['q'][:, :1]", "edges.src['k'] + edges.dst['q']"])
+    score = rng.choice(
+        [
+            "(edges.src['k'] * edges.dst['q']).sum(-1, keepdim=True)",
+            "edges.src['k'][:, :1] + edges.dst['q'][:, :1]",
+            "edges.src['k'] + edges.dst['q']",
+        ]
+    )
     edge_out = rng.choice(["{'a': %s, 'v': edges.src['v']}", "{'a': %s}", "{'a': %s, 'v': edges.src['v'] * 2.0}"])
     src.funcs += ["def edge_attention(edges):", f"    return {edge_out % score}", ""]
     uses_v = "'v'" in edge_out
     message = "edges.data['v']" if uses_v else "edges.src['v']"
-    src.funcs += ["def message(edges):",
-                  f"    return {{'m': torch.sigmoid(edges.data['a']) * {message} + edges.src['k']}}", ""]
+    src.funcs += [
+        "def message(edges):",
+        f"    return {{'m': torch.sigmoid(edges.data['a']) * {message} + edges.src['k']}}",
+        "",
+    ]
     blocker = rng.choice([None] * 6 + ["in_place", "eager", "again"])
     if blocker:
         src.tag(f"scope_code:{blocker}")
-    body = [f"g.ndata['k'], g.ndata['q'], g.ndata['v'] = self.{k}(x), self.{q}(x), self.{v}(x)",
-            "g.apply_edges(edge_attention, compile=C)"]
+    body = [
+        f"g.ndata['k'], g.ndata['q'], g.ndata['v'] = self.{k}(x), self.{q}(x), self.{v}(x)",
+        "g.apply_edges(edge_attention, compile=C)",
+    ]
     if blocker == "eager":
         body.append("g.apply_edges(lambda edges: {'b': edges.data['a'] * 0.5}, compile=False)")
-    body.append(rng.choice(["g.update_all(message, fn.sum('m', 't'), compile=C)",
-                            "g.update_all(message, fn.mean('m', 't'), compile=C)"]))
+    body.append(
+        rng.choice(
+            [
+                "g.update_all(message, fn.sum('m', 't'), compile=C)",
+                "g.update_all(message, fn.mean('m', 't'), compile=C)",
+            ]
+        )
+    )
     if blocker == "again":
         body.append("g.apply_edges(lambda edges: {'c': edges.src['t'] * edges.dst['t']}, compile=C)")
     reads = rng.choice([["t"], ["t", "q"], ["t", "v"], ["t", "k", "v"]])
@@ -1157,13 +1407,21 @@ def family_scope_code(src: Src, binder: Binder) -> None:
     if rng.random() < 0.3:  # HGT's per-type skip after the calls
         T = rng.randint(2, 3)
         *head, last = src.graph
-        src.graph = head + [last.replace("return ", "g = ", 1),
-                            f"g.ndata['ntype'] = torch.randint(0, {T}, (g.num_nodes(),), "
-                            f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))", "return g"]
+        src.graph = head + [
+            last.replace("return ", "g = ", 1),
+            f"g.ndata['ntype'] = torch.randint(0, {T}, (g.num_nodes(),), "
+            f"generator=torch.Generator().manual_seed({rng.randint(0, 10**6)}))",
+            "return g",
+        ]
         a = src.name("a")
         src.init.append(f"self.{a} = nn.ModuleList([nn.Linear({d}, {d}) for _ in range({T})])")
-        body += ["res = torch.zeros_like(x)", f"for t in range({T}):", "    mask = g.ndata['ntype'] == t",
-                 f"    res[mask] = F.gelu(self.{a}[t](o[mask])) + x[mask]", "o = res"]
+        body += [
+            "res = torch.zeros_like(x)",
+            f"for t in range({T}):",
+            "    mask = g.ndata['ntype'] == t",
+            f"    res[mask] = F.gelu(self.{a}[t](o[mask])) + x[mask]",
+            "o = res",
+        ]
         src.tag("scope_code:per_type")
     src.fwd += ["with g.local_scope():"] + ["    " + line for line in body] + ["    return o"]
 
@@ -1212,16 +1470,23 @@ def family_layers(src: Src, binder: Binder) -> None:
     if msg.startswith("fn."):
         methods.pop("message_func")
     if body == "update":
-        methods["update_func"] = ["nodes", "return {'h': " + rng.choice(
-            ["torch.tanh(nodes.data['c']) + nodes.data['h']", "self.W(nodes.data['c'] + nodes.data['h'])"]) + "}"]
+        methods["update_func"] = [
+            "nodes",
+            "return {'h': "
+            + rng.choice(["torch.tanh(nodes.data['c']) + nodes.data['h']", "self.W(nodes.data['c'] + nodes.data['h'])"])
+            + "}",
+        ]
         call = f"g.update_all({msg}, {red}, self.update_func, compile=C)"
     else:
         call = f"g.update_all({msg}, {red}, compile=C)"
     fwd = ["g.ndata['h'] = h", call]
     if body == "scope":
         init.append(f"self.out = nn.Linear({2 * d}, {d})")
-        fwd = ["with g.local_scope():"] + ["    " + line for line in fwd] + \
-            ["    return self.out(torch.cat([h, g.ndata['neigh']], 1))"]
+        fwd = (
+            ["with g.local_scope():"]
+            + ["    " + line for line in fwd]
+            + ["    return self.out(torch.cat([h, g.ndata['neigh']], 1))"]
+        )
     else:
         fwd.append(rng.choice(["return g.ndata.pop('h')", "return g.ndata['h']"]))
     lines = [f"class {layer}(nn.Module):", f"    def __init__(self{shared_arg}):", "        super().__init__()"]
@@ -1262,13 +1527,15 @@ def family_layers(src: Src, binder: Binder) -> None:
 def _dag_lines(rng) -> list[str]:
     """A DAG (tree-LSTM's trees: each node's edge to an earlier parent, maybe extra edges to earlier nodes)."""
     n, extra, seed = rng.randint(3, 12), rng.choice([0, 0, 3, 8]), rng.randint(0, 10**6)
-    return ["gen = torch.Generator().manual_seed(" + f"{seed} + i)",
-            f"n = {n} + i",
-            "child = torch.arange(1, n)",
-            "parent = (torch.rand(n - 1, generator=gen) * child).long()",
-            f"more = torch.randint(1, n, ({extra},), generator=gen)",
-            "to = (torch.rand(more.shape[0], generator=gen) * more).long()",
-            "return gnnc.graph((torch.cat([child, more]), torch.cat([parent, to])), num_nodes=n)"]
+    return [
+        "gen = torch.Generator().manual_seed(" + f"{seed} + i)",
+        f"n = {n} + i",
+        "child = torch.arange(1, n)",
+        "parent = (torch.rand(n - 1, generator=gen) * child).long()",
+        f"more = torch.randint(1, n, ({extra},), generator=gen)",
+        "to = (torch.rand(more.shape[0], generator=gen) * more).long()",
+        "return gnnc.graph((torch.cat([child, more]), torch.cat([parent, to])), num_nodes=n)",
+    ]
 
 
 def family_partial(src: Src, binder: Binder) -> None:
@@ -1281,12 +1548,22 @@ def family_partial(src: Src, binder: Binder) -> None:
     rng, d = _begin(src, "partial", 0.0)
     form = rng.choice(["pull", "send_and_recv", "pairs", "push", "apply_edges", "prop"])
     src.tag(f"partial:{form}")
-    src.graph = _dag_lines(rng) if form == "prop" else [  # python ids below name existing nodes and edges
-        "from tests.graphs import random_homograph",
-        f"return random_homograph({rng.randint(4, 16)} + i, {rng.randint(5, 40)} + i, {rng.randint(0, 10**6)} + i)"]
+    src.graph = (
+        _dag_lines(rng)
+        if form == "prop"
+        else [  # python ids below name existing nodes and edges
+            "from tests.graphs import random_homograph",
+            f"return random_homograph({rng.randint(4, 16)} + i, {rng.randint(5, 40)} + i, {rng.randint(0, 10**6)} + i)",
+        ]
+    )
     src.init.append(f"self.W = nn.Linear({d}, {d}, bias={rng.random() < 0.5})")
-    msg = rng.choice(["lambda edges: {'m': self.W(edges.src['h'])}", "fn.copy_u('h', 'm')",
-                      "lambda edges: {'m': edges.src['h'] * torch.sigmoid(edges.dst['h'])}"])
+    msg = rng.choice(
+        [
+            "lambda edges: {'m': self.W(edges.src['h'])}",
+            "fn.copy_u('h', 'm')",
+            "lambda edges: {'m': edges.src['h'] * torch.sigmoid(edges.dst['h'])}",
+        ]
+    )
     udf_reduce = rng.random() < 0.6
     update = rng.random() < 0.4
     key = "c" if update else rng.choice(["o", "h"])
@@ -1316,9 +1593,13 @@ def family_partial(src: Src, binder: Binder) -> None:
     elif form in ("send_and_recv", "pairs", "apply_edges"):
         eids = "[0, 2, 3, 4]" if ids == "py" else "torch.arange(1, g.num_edges(), 2)"
         if form == "apply_edges":
-            src.fwd += [("g.apply_edges(lambda edges: {'a': torch.sigmoid((edges.src['h'] * edges.dst['h']).sum(-1, "
-                         f"keepdim=True))}}, {eids})"),
-                        f"g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}" + (f", {upd}" if update else "") + ")"]
+            src.fwd += [
+                (
+                    "g.apply_edges(lambda edges: {'a': torch.sigmoid((edges.src['h'] * edges.dst['h']).sum(-1, "
+                    f"keepdim=True))}}, {eids})"
+                ),
+                f"g.update_all(fn.u_mul_e('h', 'a', 'm'), {red}" + (f", {upd}" if update else "") + ")",
+            ]
             if rng.random() < 0.3:
                 src.fwd.append(f"return g.ndata['{out}'], g.edata['a']")
                 return
@@ -1360,8 +1641,10 @@ def family_large(src: Src, binder: Binder) -> None:
     rng = src.rng
     n, m = rng.randint(1500, 3000), rng.randint(25000, 40000)
     big_homo = f"return random_homograph({n}, {m}, {rng.randint(0, 10**6)} + i)"
-    big_hetero = (f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={{'user': {n // 2}, 'item': {n // 3}, "
-                  f"'tag': 1}}, edges_per_relation={m // 3})")
+    big_hetero = (
+        f"return random_heterograph({rng.randint(0, 10**6)} + i, sizes={{'user': {n // 2}, 'item': {n // 3}, "
+        f"'tag': 1}}, edges_per_relation={m // 3})"
+    )
     lines = []
     for line in src.graph:
         if line.startswith("return random_heterograph"):
@@ -1377,10 +1660,17 @@ def family_large(src: Src, binder: Binder) -> None:
     src.options.update(dtype="float32", threads=2, small_parts=True, tied_inputs=False)
 
 
-FAMILIES = {"homo": (family_homo, 4), "gat": (family_gat, 2), "builtin": (family_builtin, 2),
-            "typed": (family_typed, 2), "hetero": (family_hetero, 2), "apply_edges": (family_apply_edges, 2),
-            "relational": (family_relational, 2), "typed_attention": (family_typed_attention, 2),
-            "forward_code": (family_forward_code, 2)}
+FAMILIES = {
+    "homo": (family_homo, 4),
+    "gat": (family_gat, 2),
+    "builtin": (family_builtin, 2),
+    "typed": (family_typed, 2),
+    "hetero": (family_hetero, 2),
+    "apply_edges": (family_apply_edges, 2),
+    "relational": (family_relational, 2),
+    "typed_attention": (family_typed_attention, 2),
+    "forward_code": (family_forward_code, 2),
+}
 HEAD_BLOCKS_SHARE = 0.08  # added later, drawn from its own stream: other seeds keep their programs
 SCOPE_CODE_SHARE = 0.06  # likewise
 LAYERS_SHARE, PARTIAL_SHARE, LARGE_SHARE = 0.06, 0.06, 0.03  # likewise, each from its own stream
@@ -1388,9 +1678,11 @@ NUMPY_SCALAR_SHARE = 0.3  # of the python float scalars UDFs read, written as nu
 
 
 OPTIMIZER_SHARE = {"sgd": 0.4, "sgd_momentum": 0.3, "adam": 0.3}  # drawn from their own stream
-OPTIMIZERS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.05),
-              "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
-              "adam": lambda ps: torch.optim.Adam(ps, lr=0.01)}
+OPTIMIZERS = {
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=0.05),
+    "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=0.01),
+}
 # Program.expect -> the outcomes that keep that promise ("match" is a compiled plan that ran and matched).
 EXPECTATIONS = {
     "plan": ("match", "kink", "rounding"),  # at least one compiled plan runs, nothing falls back
@@ -1424,11 +1716,19 @@ def generate(seed: int) -> Program:
     binder = Binder(src)
     names = list(FAMILIES)
     fam = rng.choices(names, weights=[FAMILIES[n][1] for n in names])[0]
-    family = family_head_blocks if random.Random(f"head_blocks{seed}").random() < HEAD_BLOCKS_SHARE else \
-        family_scope_code if random.Random(f"scope_code{seed}").random() < SCOPE_CODE_SHARE else FAMILIES[fam][0]
+    family = (
+        family_head_blocks
+        if random.Random(f"head_blocks{seed}").random() < HEAD_BLOCKS_SHARE
+        else family_scope_code
+        if random.Random(f"scope_code{seed}").random() < SCOPE_CODE_SHARE
+        else FAMILIES[fam][0]
+    )
     if family is FAMILIES[fam][0]:
-        for later, share in ((family_layers, LAYERS_SHARE), (family_partial, PARTIAL_SHARE),
-                             (family_large, LARGE_SHARE)):
+        for later, share in (
+            (family_layers, LAYERS_SHARE),
+            (family_partial, PARTIAL_SHARE),
+            (family_large, LARGE_SHARE),
+        ):
             if random.Random(f"{later.__name__}{seed}").random() < share:
                 family = later
                 break
@@ -1440,12 +1740,29 @@ def generate(seed: int) -> Program:
     scale = 1.0 if rng.random() < 0.8 else rng.choice([30.0, 300.0])
     if scale != 1.0:
         src.tag("large_inputs")
-    steps = 3 if any(t.startswith("store:tensor_attr") or t.startswith("derived") or t == "basis" or
-                     t.startswith("scalar") or t == "embed_view" or t == "global_tensor_rebound"
-                     for t in src.tags) else 2
-    compile_wrapper = rng.random() < 0.3 or any(t in src.tags for t in  # passes; partial calls have no compile=
-                                                 ("fam:forward_code", "fam:head_blocks", "fam:scope_code",
-                                                  "fam:layers", "fam:partial"))
+    steps = (
+        3
+        if any(
+            t.startswith("store:tensor_attr")
+            or t.startswith("derived")
+            or t == "basis"
+            or t.startswith("scalar")
+            or t == "embed_view"
+            or t == "global_tensor_rebound"
+            for t in src.tags
+        )
+        else 2
+    )
+    compile_wrapper = rng.random() < 0.3 or any(
+        t in src.tags
+        for t in (  # passes; partial calls have no compile=
+            "fam:forward_code",
+            "fam:head_blocks",
+            "fam:scope_code",
+            "fam:layers",
+            "fam:partial",
+        )
+    )
     tied = scale == 1.0 and rng.random() < 0.15  # drawn last: programs of earlier seeds keep their text
     if tied:
         src.tag("tied_inputs")
@@ -1467,19 +1784,30 @@ def _guard_reads(src: Src) -> None:
     """On a graph that may have a block without edges (no edges at all, or a heterograph's empty relation), a
     reduce UDF writes nothing there (as DGL): its output is read only where it exists."""
     graph = "\n".join(src.graph)
-    if "gnnc.graph(([], [])" not in graph and "random_heterograph" not in graph or \
-            not any("mailbox" in line for line in src.fwd + src.funcs + src.methods):
+    if (
+        "gnnc.graph(([], [])" not in graph
+        and "random_heterograph" not in graph
+        or not any("mailbox" in line for line in src.fwd + src.funcs + src.methods)
+    ):
         return
-    src.fwd = [re.sub(r"(g\.ndata|g\.nodes\[(?:[^\[\]]|\[[^\]]*\])+\]\.data)\['o'\](?!\s*=[^=])",
-                      r"(\1['o'] if 'o' in \1 else x.new_zeros(0))", line) for line in src.fwd]
+    src.fwd = [
+        re.sub(
+            r"(g\.ndata|g\.nodes\[(?:[^\[\]]|\[[^\]]*\])+\]\.data)\['o'\](?!\s*=[^=])",
+            r"(\1['o'] if 'o' in \1 else x.new_zeros(0))",
+            line,
+        )
+        for line in src.fwd
+    ]
 
 
 def _no_mean_across_relations(src: Src) -> None:
     """A whole-heterograph update_all cannot reduce with a built-in mean (DGL refuses it: mean within and
     across relations differ); there the generator's mean is a sum."""
     if any("random_heterograph" in line for line in src.graph):
-        src.fwd = [line.replace("fn.mean(", "fn.sum(") if "g.update_all(" in line and "etype=" not in line
-                   else line for line in src.fwd]
+        src.fwd = [
+            line.replace("fn.mean(", "fn.sum(") if "g.update_all(" in line and "etype=" not in line else line
+            for line in src.fwd
+        ]
 
 
 def _input_width(text: str) -> int:
@@ -1521,8 +1849,12 @@ class Outcome:
 def _normalize_reason(msg: str) -> str:
     msg = re.sub(r"\(?/[^\s():]+:\d+(?: \([^)]*\))?\)?", "<loc>", msg)
     msg = re.sub(r"udf_fuzz_prog_\w+", "<prog>", msg)
-    msg = re.sub(r"\b(message|reduce|update|edge_fn|edge_attention|leaky|message_func|reduce_func|edge_w|"
-                 r"_helper|rel_message|G?W|w|d|p|wb|embed|basis|comp)\d+\b", r"\1N", msg)
+    msg = re.sub(
+        r"\b(message|reduce|update|edge_fn|edge_attention|leaky|message_func|reduce_func|edge_w|"
+        r"_helper|rel_message|G?W|w|d|p|wb|embed|basis|comp)\d+\b",
+        r"\1N",
+        msg,
+    )
     msg = re.sub(r"%\w+", "%x", msg)
     msg = msg.replace("gnnc could not compile this call and runs it eagerly: ", "")
     return msg[:160]
@@ -1576,13 +1908,23 @@ def run_program(program: Program, clear_cache: bool = True) -> Outcome:
             compiled_rt.clear_cache()
             with _settings(twin):
                 if _run(twin, gnnc, compiled_rt).status in ("match", "no_plan", "fallback", "rounding"):
-                    return Outcome("rounding", program.seed, outcome.reason,
-                                   f"float32 only: the same program in float64 matches:\n{outcome.detail}", outcome.tags)
+                    return Outcome(
+                        "rounding",
+                        program.seed,
+                        outcome.reason,
+                        f"float32 only: the same program in float64 matches:\n{outcome.detail}",
+                        outcome.tags,
+                    )
         if outcome.status in ("mismatch", "rounding") and program.tied_inputs:
             compiled_rt.clear_cache()
             if _run(program, gnnc, compiled_rt, jitter=KINK_JITTER).status in ("match", "no_plan", "fallback"):
-                return Outcome("kink", program.seed, outcome.reason,
-                               f"matches with inputs jittered by {KINK_JITTER:g}:\n{outcome.detail}", outcome.tags)
+                return Outcome(
+                    "kink",
+                    program.seed,
+                    outcome.reason,
+                    f"matches with inputs jittered by {KINK_JITTER:g}:\n{outcome.detail}",
+                    outcome.tags,
+                )
         return outcome
 
 
@@ -1593,8 +1935,13 @@ def _settings(program: Program):
     from gnnc.backend.cpu import pair_softmax_aggregate as pairs
     from gnnc.runtime import recompute
 
-    saved = (torch.get_default_dtype(), torch.get_num_threads(), recompute.MIN_SHARE, pairs.PART_BYTES,
-             pairs.FORWARD_PART_BYTES)
+    saved = (
+        torch.get_default_dtype(),
+        torch.get_num_threads(),
+        recompute.MIN_SHARE,
+        pairs.PART_BYTES,
+        pairs.FORWARD_PART_BYTES,
+    )
     torch.set_default_dtype(getattr(torch, program.dtype))
     if program.threads:
         torch.set_num_threads(program.threads)
@@ -1621,16 +1968,18 @@ def unexpected(program: Program, outcome: Outcome) -> str | None:
 
 
 KINK_JITTER = 1e-7
-MCA_PRECISION, MCA_RUNS = 2.0 ** -50, 3
+MCA_PRECISION, MCA_RUNS = 2.0**-50, 3
 
 # Ops that round nothing (data movement, selection, comparison): left unperturbed, also because backward
 # formulas such as the eager max reduce's ``m == best`` rely on their outputs being exact copies.
-_EXACT_OPS = frozenset("""
+_EXACT_OPS = frozenset(
+    """
     amax amin max min maximum minimum scatter_reduce index_reduce argmax argmin sort topk relu threshold
     threshold_backward clamp clamp_min clamp_max hardtanh where masked_fill copy clone cat stack index_select
     gather scatter index index_put new_zeros zeros_like ones_like full_like empty_like fill zero
     constant_pad_nd neg abs sign _to_copy lift_fresh detach alias view_copy repeat expand_copy
-""".split())
+""".split()
+)
 
 
 class _MonteCarloArithmetic(TorchDispatchMode):
@@ -1644,8 +1993,11 @@ class _MonteCarloArithmetic(TorchDispatchMode):
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         schema = func._schema
-        if (func.overloadpacket.__name__ in _EXACT_OPS or schema.is_mutable
-                or any(r.alias_info is not None for r in schema.returns)):
+        if (
+            func.overloadpacket.__name__ in _EXACT_OPS
+            or schema.is_mutable
+            or any(r.alias_info is not None for r in schema.returns)
+        ):
             return out
         return tree_map(self._perturb, out)
 
@@ -1720,8 +2072,9 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
         mod = eager_side.mod
         g_eager, g_comp = mod.make_graph(0), comp_side.mod.make_graph(0)
     except Exception as err:  # noqa: BLE001 - a generator bug: report, do not count
-        return Outcome("eager_error", program.seed, f"build: {type(err).__name__}: {err}"[:200],
-                       traceback.format_exc(), tags)
+        return Outcome(
+            "eager_error", program.seed, f"build: {type(err).__name__}: {err}"[:200], traceback.format_exc(), tags
+        )
     model, comp_model = eager_side.model, comp_side.model
     runner = gnnc.compile(comp_model) if program.use_compile_wrapper else None
     fallbacks: list[str] = []
@@ -1751,25 +2104,42 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
                 return Outcome("both_raise", program.seed, e_err[:200], traceback.format_exc(), tags)
             return Outcome("eager_error", program.seed, e_err[:200], traceback.format_exc(), tags)
         try:
-            with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()), \
-                    compiled_rt.recording() as recorded:
+            with (
+                warnings.catch_warnings(record=True) as caught,
+                contextlib.redirect_stderr(io.StringIO()),
+                compiled_rt.recording() as recorded,
+            ):
                 warnings.simplefilter("always", gnnc.FallbackWarning)
                 c_out = _as_tuple(runner(g_comp, x, None) if runner is not None else comp_model(g_comp, x, True))
                 c_grads = _grads(c_out, loss_w, c_params)
-            fallbacks += [_normalize_reason(str(w.message)) for w in caught
-                          if issubclass(w.category, gnnc.FallbackWarning)]
+            fallbacks += [
+                _normalize_reason(str(w.message)) for w in caught if issubclass(w.category, gnnc.FallbackWarning)
+            ]
             plans += sum(plan.module is not None for plan in recorded)
         except Exception as err:  # noqa: BLE001
-            return Outcome("crash", program.seed, _normalize_reason(f"{type(err).__name__}: {err}"),
-                           f"step {step}\n" + traceback.format_exc(), tags)
+            return Outcome(
+                "crash",
+                program.seed,
+                _normalize_reason(f"{type(err).__name__}: {err}"),
+                f"step {step}\n" + traceback.format_exc(),
+                tags,
+            )
         try:
             _compare(e_out, c_out, f"step {step} forward")
             _compare(e_grads, c_grads, f"step {step} grad")
         except AssertionError as err:
-            if not jitter and program.dtype == "float64" and _within_rounding_noise(
-                    model, mod, step, x, loss_w, params, e_out, c_out, e_grads, c_grads):
-                return Outcome("rounding", program.seed, str(err).splitlines()[0][:160],
-                               f"within eager's own rounding noise (Monte Carlo arithmetic):\n{err}", tags)
+            if (
+                not jitter
+                and program.dtype == "float64"
+                and _within_rounding_noise(model, mod, step, x, loss_w, params, e_out, c_out, e_grads, c_grads)
+            ):
+                return Outcome(
+                    "rounding",
+                    program.seed,
+                    str(err).splitlines()[0][:160],
+                    f"within eager's own rounding noise (Monte Carlo arithmetic):\n{err}",
+                    tags,
+                )
             names = [f"param{i}" for i in range(len(params) - 1)] + ["x"]
             detail = str(err)
             m = re.match(r"step \d+ grad\[(\d+)\]", detail)
@@ -1783,8 +2153,9 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
                 for mine, theirs in zip(comp_side.params(x)[:-1], eager_side.params(x)[:-1]):
                     mine.copy_(theirs)
     if fallbacks:
-        return Outcome("fallback", program.seed, sorted(set(fallbacks))[0], "\n".join(sorted(set(fallbacks))), tags,
-                       plans)
+        return Outcome(
+            "fallback", program.seed, sorted(set(fallbacks))[0], "\n".join(sorted(set(fallbacks))), tags, plans
+        )
     return Outcome("match" if plans else "no_plan", program.seed, tags=tags, plans=plans)
 
 

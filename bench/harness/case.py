@@ -1,8 +1,10 @@
 """One (model, dataset) pair ready to run, and a system's runnable form of it (imports no gnnc)."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -24,7 +26,7 @@ class Case:
     device: str = "cpu"
 
     @classmethod
-    def build(cls, model: ModelSpec, data: BenchData, seed: int, device: str = "cpu") -> "Case":
+    def build(cls, model: ModelSpec, data: BenchData, seed: int, device: str = "cpu") -> Case:
         """The layer is built on the CPU under ``seed`` (the same parameters on every device), then graph,
         features and layer are moved to ``device`` and the extra inputs computed there."""
         torch.manual_seed(seed)

@@ -8,6 +8,7 @@ replicas by ``QUICK_SCALES`` (their schema does not depend on the scale) and
 takes from FB15k-237 only the validation triples among its 2,000 entities of
 highest degree there (all 474 relations kept, some empty).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,19 +45,27 @@ class DatasetSpec:
     default: bool = True  # in a run that names no datasets (the large replicas are asked for by name)
 
 
-DATASETS = {spec.name: spec for spec in (
-    DatasetSpec("cora", HOMOGENEOUS, "Planetoid Cora (real), 1,433-wide bag-of-words features"),
-    DatasetSpec("pubmed", HOMOGENEOUS, "replica of Pubmed, 64-wide features"),
-    DatasetSpec("arxiv", HOMOGENEOUS, "replica of ogbn-arxiv, 64-wide features"),
-    DatasetSpec("aifb", HETEROGENEOUS, "replica of AIFB (104 relations), 64-wide features"),
-    DatasetSpec("mutag", HETEROGENEOUS, "replica of MUTAG (50 relations), 64-wide features"),
-    DatasetSpec("bgs", HETEROGENEOUS, "replica of BGS (122 relations), 64-wide features"),
-    DatasetSpec("fb15k", HETEROGENEOUS, "FB15k-237 (real) with inverse relations (474), random 64-wide features"),
-    DatasetSpec("mag", HETEROGENEOUS, "replica of ogbn-mag (4 node types, 4 relations), 64-wide features",
-                default=False),
-    DatasetSpec("mag-rev", HETEROGENEOUS, "replica of ogbn-mag with reverse relations (7; cites made symmetric), "
-                "64-wide features", default=False),
-)}
+DATASETS = {
+    spec.name: spec
+    for spec in (
+        DatasetSpec("cora", HOMOGENEOUS, "Planetoid Cora (real), 1,433-wide bag-of-words features"),
+        DatasetSpec("pubmed", HOMOGENEOUS, "replica of Pubmed, 64-wide features"),
+        DatasetSpec("arxiv", HOMOGENEOUS, "replica of ogbn-arxiv, 64-wide features"),
+        DatasetSpec("aifb", HETEROGENEOUS, "replica of AIFB (104 relations), 64-wide features"),
+        DatasetSpec("mutag", HETEROGENEOUS, "replica of MUTAG (50 relations), 64-wide features"),
+        DatasetSpec("bgs", HETEROGENEOUS, "replica of BGS (122 relations), 64-wide features"),
+        DatasetSpec("fb15k", HETEROGENEOUS, "FB15k-237 (real) with inverse relations (474), random 64-wide features"),
+        DatasetSpec(
+            "mag", HETEROGENEOUS, "replica of ogbn-mag (4 node types, 4 relations), 64-wide features", default=False
+        ),
+        DatasetSpec(
+            "mag-rev",
+            HETEROGENEOUS,
+            "replica of ogbn-mag with reverse relations (7; cites made symmetric), 64-wide features",
+            default=False,
+        ),
+    )
+}
 DEFAULT_DATASETS = [name for name, spec in DATASETS.items() if spec.default]
 
 
@@ -124,6 +133,8 @@ def fb15k_quick_graph(kg: gdata.KGDataset) -> Graph:
     heads, rels, tails = new_id[heads[kept]], rels[kept], new_id[tails[kept]]
     entity = gdata.kg.ENTITY
     forward = {(entity, name, entity): (heads[rels == r], tails[rels == r]) for r, name in enumerate(kg.relations)}
-    inverse = {(entity, name + gdata.kg.INVERSE_SUFFIX, entity): (tails[rels == r], heads[rels == r])
-               for r, name in enumerate(kg.relations)}
+    inverse = {
+        (entity, name + gdata.kg.INVERSE_SUFFIX, entity): (tails[rels == r], heads[rels == r])
+        for r, name in enumerate(kg.relations)
+    }
     return heterograph({**forward, **inverse}, num_nodes={entity: keep.numel()})

@@ -9,6 +9,7 @@ its high-water mark ``max_memory_allocated`` reset at every ``settle``. Imports
 torch and the harness's stdlib-only modules but not gnnc (the peer interpreter
 times with it too).
 """
+
 from __future__ import annotations
 
 import gc
@@ -27,9 +28,11 @@ def missing(device: str) -> str | None:
         return f"unknown device {device!r}; choose one of {', '.join(DEVICES)}"
     if device == "cuda" and not torch.cuda.is_available():
         build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        return (f"--device cuda needs an NVIDIA GPU, but torch.cuda.is_available() is False here (torch "
-                f"{torch.__version__}, {build}); run on a GPU machine with a CUDA build of torch, or leave "
-                f"--device out to time on the CPU")
+        return (
+            f"--device cuda needs an NVIDIA GPU, but torch.cuda.is_available() is False here (torch "
+            f"{torch.__version__}, {build}); run on a GPU machine with a CUDA build of torch, or leave "
+            f"--device out to time on the CPU"
+        )
     return None
 
 

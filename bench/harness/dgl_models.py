@@ -21,6 +21,7 @@ Two systems:
   edge (or node) by its type id, ``W[etype]``, as a DGL user writes such a
   UDF (Graphiler's DGL-UDF baselines do the same).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,38 +49,62 @@ class Note:
 
 
 DGL = {
-    "gcn": Note("GraphConv", "dgl.nn.GraphConv(norm='both', allow_zero_in_degree=True): the same out-/in-degree "
-                "normalisation as ours; weight and bias copied"),
-    "gat": Note("GATConv", "dgl.nn.GATConv(heads=8, allow_zero_in_degree=True): fc copied, attn_l / attn_r the "
-                "source / destination halves of our attn, bias flattened"),
-    "edgeconv": Note("EdgeConv", "dgl.nn.EdgeConv(allow_zero_in_degree=True) computes max theta(x_v - x_u) + "
-                     "phi(x_v): ours W [x_v ; x_u - x_v] + b split as phi = (W_1, b), theta = (-W_2, 0)"),
-    "gmm": Note("GMMConv", "dgl.nn.GMMConv(aggregator_type='mean', allow_zero_in_degree=True): fc, mu, "
-                "inv_sigma and bias copied (ours follows DGL's semantics)"),
-    "rgcn": Note("RelGraphConv", "dgl.nn.RelGraphConv(regularizer=None, self_loop=True) on the homogeneous "
-                 "graph with per-edge relation ids (edges sorted by relation, presorted=True); fed the per-edge "
-                 "norm 1/c_{v,r}, computed on every call as our layer does"),
-    "rgat": Note("HeteroGraphConv(GATConv)", "dgl.nn.HeteroGraphConv({r: GATConv(heads=8, bias=False)}, "
-                 "aggregate='sum') on a heterograph, fc_r = W_r, attn_l / attn_r our a_r halves",
-                 differs="softmax within each relation, then a sum over relations; ours (and PyG's "
-                         "across-relation RGATConv) normalise over all in-edges of a node"),
-    "hgt": Note("HGTConv", "dgl.nn.HGTConv(head_size=8, heads=8, dropout=0, use_norm=False) on the homogeneous "
-                "graph with node and edge type ids; k/q/v/a, relation_att/msg/pri and skip copied",
-                differs="no GELU before the output projection and no biases in its typed linears (k, q, v, "
-                        "a); ours (DGL's HGT example, PyG's HGTConv) has both"),
+    "gcn": Note(
+        "GraphConv",
+        "dgl.nn.GraphConv(norm='both', allow_zero_in_degree=True): the same out-/in-degree "
+        "normalisation as ours; weight and bias copied",
+    ),
+    "gat": Note(
+        "GATConv",
+        "dgl.nn.GATConv(heads=8, allow_zero_in_degree=True): fc copied, attn_l / attn_r the "
+        "source / destination halves of our attn, bias flattened",
+    ),
+    "edgeconv": Note(
+        "EdgeConv",
+        "dgl.nn.EdgeConv(allow_zero_in_degree=True) computes max theta(x_v - x_u) + "
+        "phi(x_v): ours W [x_v ; x_u - x_v] + b split as phi = (W_1, b), theta = (-W_2, 0)",
+    ),
+    "gmm": Note(
+        "GMMConv",
+        "dgl.nn.GMMConv(aggregator_type='mean', allow_zero_in_degree=True): fc, mu, "
+        "inv_sigma and bias copied (ours follows DGL's semantics)",
+    ),
+    "rgcn": Note(
+        "RelGraphConv",
+        "dgl.nn.RelGraphConv(regularizer=None, self_loop=True) on the homogeneous "
+        "graph with per-edge relation ids (edges sorted by relation, presorted=True); fed the per-edge "
+        "norm 1/c_{v,r}, computed on every call as our layer does",
+    ),
+    "rgat": Note(
+        "HeteroGraphConv(GATConv)",
+        "dgl.nn.HeteroGraphConv({r: GATConv(heads=8, bias=False)}, "
+        "aggregate='sum') on a heterograph, fc_r = W_r, attn_l / attn_r our a_r halves",
+        differs="softmax within each relation, then a sum over relations; ours (and PyG's "
+        "across-relation RGATConv) normalise over all in-edges of a node",
+    ),
+    "hgt": Note(
+        "HGTConv",
+        "dgl.nn.HGTConv(head_size=8, heads=8, dropout=0, use_norm=False) on the homogeneous "
+        "graph with node and edge type ids; k/q/v/a, relation_att/msg/pri and skip copied",
+        differs="no GELU before the output projection and no biases in its typed linears (k, q, v, "
+        "a); ours (DGL's HGT example, PyG's HGTConv) has both",
+    ),
 }
 
-DGL_UDF = {model: Note("update_all(UDFs)", note) for model, note in {
-    "gcn": "our GCNConv.forward on a DGL graph: DGL runs its message and reduce UDFs (degree-bucketed mailbox)",
-    "gat": "our GATConv.forward on a DGL graph: apply_edges(attention UDF), then update_all(message, reduce)",
-    "edgeconv": "our EdgeConv.forward on a DGL graph: the MLP runs inside the message UDF, per edge",
-    "gmm": "our GMMConv.forward on a DGL graph: Gaussian weights inside the message UDF",
-    "rgcn": "our RGCNConv.forward on DGL's homogeneous graph: edges.type['W'] is W[etype], a per-edge "
-            "[in, out] matrix gathered for bmm (how a DGL user writes it)",
-    "rgat": "our RGATConv.forward on DGL's homogeneous graph: per-edge W[etype] and a[etype] gathered",
-    "hgt": "our HGTConv.forward on DGL's homogeneous graph: per-edge typed k/q/v weights and relation maps "
-           "gathered by type id, update UDF per node",
-}.items()}
+DGL_UDF = {
+    model: Note("update_all(UDFs)", note)
+    for model, note in {
+        "gcn": "our GCNConv.forward on a DGL graph: DGL runs its message and reduce UDFs (degree-bucketed mailbox)",
+        "gat": "our GATConv.forward on a DGL graph: apply_edges(attention UDF), then update_all(message, reduce)",
+        "edgeconv": "our EdgeConv.forward on a DGL graph: the MLP runs inside the message UDF, per edge",
+        "gmm": "our GMMConv.forward on a DGL graph: Gaussian weights inside the message UDF",
+        "rgcn": "our RGCNConv.forward on DGL's homogeneous graph: edges.type['W'] is W[etype], a per-edge "
+        "[in, out] matrix gathered for bmm (how a DGL user writes it)",
+        "rgat": "our RGATConv.forward on DGL's homogeneous graph: per-edge W[etype] and a[etype] gathered",
+        "hgt": "our HGTConv.forward on DGL's homogeneous graph: per-edge typed k/q/v weights and relation maps "
+        "gathered by type id, update UDF per node",
+    }.items()
+}
 
 
 @dataclass
@@ -109,26 +134,50 @@ class Bundle:
         return int(self.ntype.max()) + 1 if self.num_nodes else 1
 
     @classmethod
-    def load(cls, path: Path) -> "Bundle":
+    def load(cls, path: Path) -> Bundle:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: torch.from_numpy(z[k].copy()) for k in z.files}
         model = bytes(arrays.pop("model").numpy()).decode()
-        params = {k[len("param."):]: arrays.pop(k) for k in list(arrays) if k.startswith("param.")}
+        params = {k[len("param.") :]: arrays.pop(k) for k in list(arrays) if k.startswith("param.")}
         inputs = [arrays.pop(f"input.{i}") for i in range(sum(k.startswith("input.") for k in arrays))]
-        take = {k: arrays.pop(k) for k in ("x", "src", "dst", "etype", "ntype", "rel_src_type", "rel_dst_type",
-                                          "view_rows")}
-        return cls(model, num_nodes=int(arrays.pop("num_nodes")), inputs=inputs, params=params, arrays=arrays,
-                   **take)
+        take = {
+            k: arrays.pop(k) for k in ("x", "src", "dst", "etype", "ntype", "rel_src_type", "rel_dst_type", "view_rows")
+        }
+        return cls(model, num_nodes=int(arrays.pop("num_nodes")), inputs=inputs, params=params, arrays=arrays, **take)
 
 
-def export(path: Path, model: str, x, src, dst, num_nodes: int, etype, ntype, rel_src_type, rel_dst_type,
-           view_rows, inputs, params: dict, **arrays) -> None:
+def export(
+    path: Path,
+    model: str,
+    x,
+    src,
+    dst,
+    num_nodes: int,
+    etype,
+    ntype,
+    rel_src_type,
+    rel_dst_type,
+    view_rows,
+    inputs,
+    params: dict,
+    **arrays,
+) -> None:
     """Write a ``Bundle`` as a plain ``.npz`` (numpy arrays only: both torch versions read it)."""
-    out = {"model": np.frombuffer(model.encode(), dtype=np.uint8), "x": x, "src": src, "dst": dst,
-           "num_nodes": np.int64(num_nodes), "etype": etype, "ntype": ntype, "rel_src_type": rel_src_type,
-           "rel_dst_type": rel_dst_type, "view_rows": view_rows,
-           **{f"input.{i}": t for i, t in enumerate(inputs)}, **{f"param.{k}": t for k, t in params.items()},
-           **arrays}
+    out = {
+        "model": np.frombuffer(model.encode(), dtype=np.uint8),
+        "x": x,
+        "src": src,
+        "dst": dst,
+        "num_nodes": np.int64(num_nodes),
+        "etype": etype,
+        "ntype": ntype,
+        "rel_src_type": rel_src_type,
+        "rel_dst_type": rel_dst_type,
+        "view_rows": view_rows,
+        **{f"input.{i}": t for i, t in enumerate(inputs)},
+        **{f"param.{k}": t for k, t in params.items()},
+        **arrays,
+    }
     np.savez(path, **{k: v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in out.items()})
 
 
@@ -142,6 +191,7 @@ def gnnc_models(folder: Path = GNNC_MODELS) -> types.ModuleType:
     DGL's)."""
     try:
         import gnnc.models as gm
+
         return gm
     except ImportError:
         pass
@@ -152,8 +202,15 @@ def gnnc_models(folder: Path = GNNC_MODELS) -> types.ModuleType:
             package.__path__ = [str(path)]
             sys.modules[package_name] = package
     package = sys.modules[name]
-    for sub, cls in (("gcn", "GCNConv"), ("gat", "GATConv"), ("edgeconv", "EdgeConv"), ("monet", "GMMConv"),
-                     ("rgcn", "RGCNConv"), ("rgat", "RGATConv"), ("hgt", "HGTConv")):
+    for sub, cls in (
+        ("gcn", "GCNConv"),
+        ("gat", "GATConv"),
+        ("edgeconv", "EdgeConv"),
+        ("monet", "GMMConv"),
+        ("rgcn", "RGCNConv"),
+        ("rgat", "RGATConv"),
+        ("hgt", "HGTConv"),
+    ):
         setattr(package, cls, getattr(importlib.import_module(f"{name}.{sub}"), cls))
     return package
 
@@ -202,7 +259,7 @@ class _TypeView:
 class _Edges:
     """A DGL ``EdgeBatch`` plus ``type``, ``srctype``, ``dsttype`` (gnnc's UDF interface)."""
 
-    def __init__(self, edges, graph: "UDFGraph"):
+    def __init__(self, edges, graph: UDFGraph):
         self.src, self.dst, self.data = edges.src, edges.dst, edges.data
         self._edges, self._graph = edges, graph
 
@@ -222,7 +279,7 @@ class _Edges:
 class _Nodes:
     """A DGL ``NodeBatch`` plus ``type`` (gnnc's UDF interface)."""
 
-    def __init__(self, nodes, graph: "UDFGraph"):
+    def __init__(self, nodes, graph: UDFGraph):
         self.data, self._nodes, self._graph = nodes.data, nodes, graph
 
     @property
@@ -366,8 +423,9 @@ def build_dgl(b: Bundle) -> Prepared:
         call = lambda x: conv(g, x)  # noqa: E731
     elif m == "gmm":
         kernels, pseudo_dim = p["mu"].shape
-        conv = dglnn.GMMConv(p["fc.weight"].shape[1], p["bias"].shape[0], pseudo_dim, kernels, "mean",
-                             allow_zero_in_degree=True)
+        conv = dglnn.GMMConv(
+            p["fc.weight"].shape[1], p["bias"].shape[0], pseudo_dim, kernels, "mean", allow_zero_in_degree=True
+        )
         for name in ("fc.weight", "mu", "inv_sigma", "bias"):
             conv.get_parameter(name).copy_(p[name])
         (pseudo,) = b.inputs
@@ -388,8 +446,7 @@ def build_dgl(b: Bundle) -> Prepared:
         ntypes, fin, out = p["k_weight"].shape
         rels, heads = p["relation_pri"].shape
         conv = dglnn.HGTConv(fin, out // heads, heads, ntypes, rels, dropout=0.0, use_norm=False)
-        for ours, theirs in (("k", conv.linear_k), ("q", conv.linear_q), ("v", conv.linear_v),
-                             ("a", conv.linear_a)):
+        for ours, theirs in (("k", conv.linear_k), ("q", conv.linear_q), ("v", conv.linear_v), ("a", conv.linear_a)):
             theirs.W.copy_(p[f"{ours}_weight"])
         for h in range(heads):
             conv.relation_att[h].W.copy_(p["relation_att"][:, h])
@@ -433,8 +490,12 @@ def _rgat(b: Bundle) -> Prepared:
 
     def call(x):
         out = layer(g, {f"n{t}": x[lo:hi] for t, (lo, hi) in enumerate(bounds)})
-        return torch.cat([out[f"n{t}"].flatten(1) if f"n{t}" in out else x.new_zeros(hi - lo, heads * c)
-                          for t, (lo, hi) in enumerate(bounds)])
+        return torch.cat(
+            [
+                out[f"n{t}"].flatten(1) if f"n{t}" in out else x.new_zeros(hi - lo, heads * c)
+                for t, (lo, hi) in enumerate(bounds)
+            ]
+        )
 
     return Prepared(layer, call, _view(b))
 

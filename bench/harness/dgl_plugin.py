@@ -11,6 +11,7 @@ the skip reason, "when": the phase it came from}``, in compiled mode with ``"com
 ``"fallback_plans"`` and ``"fallbacks"`` (the first line of each FallbackWarning). A module that fails to
 collect gives ``{"nodeid": <file>, "outcome": "collection error", "message": ...}``.
 """
+
 from __future__ import annotations
 
 import json
@@ -84,7 +85,8 @@ def pytest_runtest_call(item):
     _pending.setdefault(item.nodeid, {}).update(
         compiled_plans=sum(plan.module is not None for plan in plans),
         fallback_plans=sum(plan.module is None for plan in plans),
-        fallbacks=[first_line(w.message) for w in caught if issubclass(w.category, FallbackWarning)])
+        fallbacks=[first_line(w.message) for w in caught if issubclass(w.category, FallbackWarning)],
+    )
 
 
 def pytest_runtest_logreport(report):
@@ -103,5 +105,11 @@ def pytest_runtest_logreport(report):
 
 def pytest_collectreport(report):
     if report.failed:
-        _write({"nodeid": report.nodeid, "outcome": "collection error", "when": "collect",
-                "message": _error_line(report.longrepr)})
+        _write(
+            {
+                "nodeid": report.nodeid,
+                "outcome": "collection error",
+                "when": "collect",
+                "message": _error_line(report.longrepr),
+            }
+        )

@@ -6,6 +6,7 @@ A test is ``passed``; ``failed`` (a failure or an error in setup or teardown, wi
 A module that cannot be collected is one ``failed`` record, counted once per test function of its file.
 ``not run``: left out of a sampled run (``bench/dgl_tests.py --sample``).
 """
+
 from __future__ import annotations
 
 import collections
@@ -16,17 +17,25 @@ from pathlib import Path
 _GPU = re.compile(r"gpu|cuda|\buva\b", re.IGNORECASE)
 _OTHER_BACKEND = re.compile(r"mxnet|tensorflow|\btf\b", re.IGNORECASE)
 
-_FORMATS = ("DGL's sparse-format switch (g.formats(), create_formats_()): gnnc builds the per-relation "
-            "structures its kernels need itself and has no format to choose")
-_GRAPH_INDEX = ("DGL's C++ graph index (g._graph: a HeteroGraphIndex with its own formats, metagraph object and "
-                "per-type-id queries): gnnc's structure is its GraphIndex; the public API the test reaches through it "
-                "(is_unibipartite, reverse) is gnnc's")
-_LAZY_FRAMES = ("DGL's lazy feature frames (g._node_frames[t]._columns[k].storage holding the parent's rows until "
-                "first read): gnnc's features are plain tensors, taken when the subgraph is made")
-_WHOLE_GRAPH_CALL = ("gnnc's whole-graph heterogeneous call: update_all / apply_edges / apply_nodes without etype "
-                     "(ntype) on a graph of several relations run the UDF over every relation (typed UDFs reading "
-                     "edges.srctype / edges.type: docs/hetero.rst), where DGL raises DGLError; the test expects that "
-                     "error (the rest of the test passes in both modes with those checks left out)")
+_FORMATS = (
+    "DGL's sparse-format switch (g.formats(), create_formats_()): gnnc builds the per-relation "
+    "structures its kernels need itself and has no format to choose"
+)
+_GRAPH_INDEX = (
+    "DGL's C++ graph index (g._graph: a HeteroGraphIndex with its own formats, metagraph object and "
+    "per-type-id queries): gnnc's structure is its GraphIndex; the public API the test reaches through it "
+    "(is_unibipartite, reverse) is gnnc's"
+)
+_LAZY_FRAMES = (
+    "DGL's lazy feature frames (g._node_frames[t]._columns[k].storage holding the parent's rows until "
+    "first read): gnnc's features are plain tensors, taken when the subgraph is made"
+)
+_WHOLE_GRAPH_CALL = (
+    "gnnc's whole-graph heterogeneous call: update_all / apply_edges / apply_nodes without etype "
+    "(ntype) on a graph of several relations run the UDF over every relation (typed UDFs reading "
+    "edges.srctype / edges.type: docs/hetero.rst), where DGL raises DGLError; the test expects that "
+    "error (the rest of the test passes in both modes with those checks left out)"
+)
 # (file, test function) -> why gnnc deliberately lacks what the test exercises
 EXCLUDED: dict[tuple[str, str], str] = {
     ("python/common/test_heterograph.py", "test_graph_index_is_unibipartite"): _GRAPH_INDEX,
@@ -104,8 +113,7 @@ def _tally(results: dict) -> dict:
                 if mode == "compiled":
                     counts["ran a compiled plan"] += record.get("compiled_plans", 0) > 0
                     counts["fell back"] += bool(record.get("fallbacks"))
-            table[rel][mode] = {"status": run["status"], "seconds": run["seconds"], "tests": tests,
-                                "counts": counts}
+            table[rel][mode] = {"status": run["status"], "seconds": run["seconds"], "tests": tests, "counts": counts}
     return table
 
 
@@ -133,33 +141,56 @@ def _counter_lines(counter: collections.Counter, limit: int | None = None) -> li
 def render(results: dict, table: dict) -> str:
     names = results["modes"]
     columns = _columns(names)
-    lines = [f"# DGL 2.1.0's tests against gnnc at {results['commit']}", "",
-             f"    {results['command']}", "",
-             (f"DGL's tests from `{results['dgl_tests']}`, one pytest process per file and mode, run through "
-             f"`gnnc.compat.dgl` (bench/dgl_tests.py); {results['seconds']:.0f} s in all. *compiled*: every "
-             "message-passing call of a test runs under `compiling({})`; *ran a compiled plan*: tests in which "
-             "at least one call ran a compiled plan; *fell back*: tests in which a call raised a "
-             "`FallbackWarning` (it then ran eagerly). A file that fails to collect counts each of its test "
-             "functions as one failure (its parametrizations are unknown)."
-             + (f" A sample: at most {results['sample']} parametrizations of each test function ran (the same "
-                "ones every time); the rest count as *not run*." if results.get("sample") else "")), "",
-             "| file | " + " | ".join(f"{mode} {col}" for mode, col in columns) + " | notes |",
-             "|---|" + "--:|" * len(columns) + "---|"]
+    lines = [
+        f"# DGL 2.1.0's tests against gnnc at {results['commit']}",
+        "",
+        f"    {results['command']}",
+        "",
+        (
+            f"DGL's tests from `{results['dgl_tests']}`, one pytest process per file and mode, run through "
+            f"`gnnc.compat.dgl` (bench/dgl_tests.py); {results['seconds']:.0f} s in all. *compiled*: every "
+            "message-passing call of a test runs under `compiling({})`; *ran a compiled plan*: tests in which "
+            "at least one call ran a compiled plan; *fell back*: tests in which a call raised a "
+            "`FallbackWarning` (it then ran eagerly). A file that fails to collect counts each of its test "
+            "functions as one failure (its parametrizations are unknown)."
+            + (
+                f" A sample: at most {results['sample']} parametrizations of each test function ran (the same "
+                "ones every time); the rest count as *not run*."
+                if results.get("sample")
+                else ""
+            )
+        ),
+        "",
+        "| file | " + " | ".join(f"{mode} {col}" for mode, col in columns) + " | notes |",
+        "|---|" + "--:|" * len(columns) + "---|",
+    ]
     total = collections.Counter()
     for rel, modes in table.items():
         cells = [str(modes[mode]["counts"][col]) if mode in modes else "" for mode, col in columns]
         total.update({(mode, col): modes[mode]["counts"][col] for mode, col in columns if mode in modes})
         notes = [f"{mode}: {run['status']}" for mode, run in modes.items() if run["status"] != "ok"]
-        notes += sorted({t["reason"] for run in modes.values() for t in run["tests"].values()
-                         if t["outcome"] == "collection error"})
-        lines.append(f"| `{rel.removeprefix('python/common/')}` | " + " | ".join(cells) + " | "
-                     + "; ".join(notes) + " |")
+        notes += sorted(
+            {t["reason"] for run in modes.values() for t in run["tests"].values() if t["outcome"] == "collection error"}
+        )
+        lines.append(
+            f"| `{rel.removeprefix('python/common/')}` | " + " | ".join(cells) + " | " + "; ".join(notes) + " |"
+        )
     lines += ["| **total** | " + " | ".join(f"**{total[c]}**" for c in columns) + " | |", ""]
     for mode in names:
-        lines += [f"## Not applicable ({mode})", "", *_counter_lines(_grouped(table, mode, "n/a")), "",
-                  f"## Skipped by DGL itself ({mode})", "", *_counter_lines(_grouped(table, mode, "skipped")), "",
-                  f"## Top failure causes ({mode}): failed tests, by the API missing or the first error line", "",
-                  *_counter_lines(_grouped(table, mode, "failed"), 40), ""]
+        lines += [
+            f"## Not applicable ({mode})",
+            "",
+            *_counter_lines(_grouped(table, mode, "n/a")),
+            "",
+            f"## Skipped by DGL itself ({mode})",
+            "",
+            *_counter_lines(_grouped(table, mode, "skipped")),
+            "",
+            f"## Top failure causes ({mode}): failed tests, by the API missing or the first error line",
+            "",
+            *_counter_lines(_grouped(table, mode, "failed"), 40),
+            "",
+        ]
     if "compiled" in names and "eager" in names:
         lines += _compiled_sections(table)
     return "\n".join(lines)
@@ -178,17 +209,28 @@ def _compiled_sections(table: dict) -> list[str]:
                 only_compiled.append(f"- `{rel}::{name}`: {cause(test['reason'])}")
             elif test["category"] == "passed" and test.get("fallbacks") and not test.get("compiled_plans"):
                 through_fallback.append(f"- `{rel}::{name}`: {cause(test['fallbacks'][0])}")
-    return ["## Pass eagerly, fail compiled", "", *(only_compiled or ["- none"]), "",
-            "## Passed compiled only through a fallback (no compiled plan ran)", "",
-            *(through_fallback or ["- none"]), "",
-            "## Fallback causes (compiled): FallbackWarnings, by first line", "",
-            *_counter_lines(fallbacks, 30), ""]
+    return [
+        "## Pass eagerly, fail compiled",
+        "",
+        *(only_compiled or ["- none"]),
+        "",
+        "## Passed compiled only through a fallback (no compiled plan ran)",
+        "",
+        *(through_fallback or ["- none"]),
+        "",
+        "## Fallback causes (compiled): FallbackWarnings, by first line",
+        "",
+        *_counter_lines(fallbacks, 30),
+        "",
+    ]
 
 
 def write_report(results: dict, out: Path) -> None:
     """``results.json`` (runs and every classified test) and ``README.md`` in ``out``."""
     table = _tally(results)
-    files = {rel: {mode: {k: v for k, v in run.items() if k != "counts"} for mode, run in modes.items()}
-             for rel, modes in table.items()}
+    files = {
+        rel: {mode: {k: v for k, v in run.items() if k != "counts"} for mode, run in modes.items()}
+        for rel, modes in table.items()
+    }
     (out / "results.json").write_text(json.dumps({**results, "files": files}, indent=1) + "\n")
     (out / "README.md").write_text(render(results, table))

@@ -15,10 +15,12 @@ pick different winners there, so their outputs agree and their input
 gradients do not. When only the gradients differ, ``recheck`` tries further
 independent jitter points; a system with wrong gradients disagrees at all.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -93,13 +95,15 @@ def compare(got, expected, rtol: float = RTOL) -> dict:
     worst = max(verdict["output_err"], verdict.get("grad_err", 0.0))
     if worst > 1:
         which = "outputs" if verdict["output_err"] > 1 else "input gradients"
-        verdict.update(status="MISMATCH", detail=f"{which} differ beyond rtol {rtol:g} "
-                                                 f"(worst error {worst:.3g}x tolerance)")
+        verdict.update(
+            status="MISMATCH", detail=f"{which} differ beyond rtol {rtol:g} (worst error {worst:.3g}x tolerance)"
+        )
     return verdict
 
 
-def check(reference: Prepared, other: Prepared, x: torch.Tensor, seed: int = 0, gradients: bool = False,
-          rtol: float = RTOL) -> dict:
+def check(
+    reference: Prepared, other: Prepared, x: torch.Tensor, seed: int = 0, gradients: bool = False, rtol: float = RTOL
+) -> dict:
     """``compare`` of ``other`` against ``reference`` at the jittered ``x``."""
     x = check_input(x, seed)
     return compare(evaluate(other, x, seed, gradients), evaluate(reference, x, seed, gradients), rtol)
@@ -110,8 +114,7 @@ def only_gradients_differ(verdict: dict) -> bool:
     return verdict["status"] == "MISMATCH" and verdict["output_err"] <= 1 and verdict.get("grad_err", 0.0) > 1
 
 
-def recheck(reference: Prepared, other: Prepared, x: torch.Tensor, seed: int, first: dict,
-            rtol: float = RTOL) -> dict:
+def recheck(reference: Prepared, other: Prepared, x: torch.Tensor, seed: int, first: dict, rtol: float = RTOL) -> dict:
     """``first`` (a gradient check at jitter seed ``seed``), or, when only its input gradients differ,
     the first verdict that passes at up to ``RETRY_POINTS`` further jitter points (with
     ``jitter_seed`` and a detail naming the first failure); ``first`` if none passes."""
@@ -130,7 +133,10 @@ def recheck_with(first: dict, seed: int, check_at: Callable[[int], dict]) -> dic
     for point in retry_seeds(seed):
         again = check_at(point)
         if again["status"] == "ok":
-            return {**again, "jitter_seed": point,
-                    "detail": f"agreed at jitter seed {point}; at seed {seed} input gradients "
-                              f"{first['grad_err']:.3g}x tol, outputs agreeing: a near-tie of a max or min"}
+            return {
+                **again,
+                "jitter_seed": point,
+                "detail": f"agreed at jitter seed {point}; at seed {seed} input gradients "
+                f"{first['grad_err']:.3g}x tol, outputs agreeing: a near-tie of a max or min",
+            }
     return {**first, "detail": f"{first['detail']}; also at {RETRY_POINTS} further jitter points"}

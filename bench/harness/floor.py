@@ -5,6 +5,7 @@ shape: N nodes, E edges, R relations, S distinct (source, relation) pairs,
 D distinct (destination, relation) pairs, input width f, and the model
 widths of ``models``. Floor time = max(bytes / copy bandwidth, FLOPs / matmul rate).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +61,12 @@ def _forward_flops(model: str, s: Shape) -> float:
     if model == "rgcn":
         return 2 * N * f * d + min(2 * S * f * d + 2 * E * d, 2 * E * f + 2 * D * f * d)
     if model == "rgat":
-        return (2 * R * f * d + 2 * (S + D) * f * H + 5 * E * H
-                + min(2 * S * f * d + 2 * E * d, 2 * E * H * f + 2 * D * f * d))
+        return (
+            2 * R * f * d
+            + 2 * (S + D) * f * H
+            + 5 * E * H
+            + min(2 * S * f * d + 2 * E * d, 2 * E * H * f + 2 * D * f * d)
+        )
     if model == "hgt":
         return 6 * N * f * d + 4 * min(S, D) * d * C + 4 * E * d + 4 * E * H + 2 * N * d * d + 4 * N * d
     raise KeyError(f"no floor formula for model {model!r}")

@@ -5,6 +5,7 @@ for importing torch; starting it before any configuration forks keeps it out
 of the configurations' peak memory, like the imports. The kernels a
 configuration loads or compiles still count.
 """
+
 try:
     import numba
 except ImportError:  # no numba: nothing to start

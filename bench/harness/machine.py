@@ -1,5 +1,6 @@
 """What machine a run used (the GPU too with ``--device cuda``), and its measured copy bandwidth and matmul
 rate on the run's device."""
+
 from __future__ import annotations
 
 import hashlib
@@ -42,7 +43,7 @@ def git_commit(repo: Path = REPO) -> str | None:
         head = (git / "HEAD").read_text().strip()
         if not head.startswith("ref: "):
             return head
-        ref = head[len("ref: "):]
+        ref = head[len("ref: ") :]
         for loose in (git / ref, common / ref):
             if loose.exists():
                 return loose.read_text().strip()
@@ -58,6 +59,7 @@ def gnnc_source_digest() -> str:
     """SHA-256 of the imported gnnc package's Python files (relative paths and contents): what a run
     measured, also from an uncommitted tree or an installed copy, where the git commit cannot tell."""
     import gnnc
+
     root = Path(gnnc.__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
@@ -70,11 +72,16 @@ def gpu_info() -> dict:
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     try:
         import triton
+
         triton_version = triton.__version__
     except ImportError:
         triton_version = None
-    return {"gpu": props.name, "gpu_memory_gib": props.total_memory / 2**30, "cuda": torch.version.cuda,
-            "triton": triton_version}
+    return {
+        "gpu": props.name,
+        "gpu_memory_gib": props.total_memory / 2**30,
+        "cuda": torch.version.cuda,
+        "triton": triton_version,
+    }
 
 
 def machine_info(device: str = "cpu") -> dict:
@@ -86,23 +93,39 @@ def machine_info(device: str = "cpu") -> dict:
     try:
         import torch_geometric
         import torch_geometric.typing as pyg_typing
+
         pyg = torch_geometric.__version__
         # PyG falls back to plain torch without these compiled extensions.
-        extensions = {"pyg_lib": pyg_typing.WITH_PYG_LIB, "torch_scatter": pyg_typing.WITH_TORCH_SCATTER,
-                      "torch_sparse": pyg_typing.WITH_TORCH_SPARSE}
+        extensions = {
+            "pyg_lib": pyg_typing.WITH_PYG_LIB,
+            "torch_scatter": pyg_typing.WITH_TORCH_SCATTER,
+            "torch_sparse": pyg_typing.WITH_TORCH_SPARSE,
+        }
     except ImportError:
         pyg, extensions = None, {}
     try:
         import numba  # gnnc.compile's CPU kernels when present
+
         numba_version = numba.__version__
     except ImportError:
         numba_version = None
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "torch": torch.__version__, "gnnc": gnnc.__version__,
-            "torch_geometric": pyg, "pyg_extensions": extensions, "numba": numba_version,
-            "git_commit": git_commit(), "gnnc_source": gnnc_source_digest(),
-            "platform": platform.platform(), "device": device, "compiled_backend": backend.resolve("auto", device),
-            **(gpu_info() if device == "cuda" else {})}
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gnnc": gnnc.__version__,
+        "torch_geometric": pyg,
+        "pyg_extensions": extensions,
+        "numba": numba_version,
+        "git_commit": git_commit(),
+        "gnnc_source": gnnc_source_digest(),
+        "platform": platform.platform(),
+        "device": device,
+        "compiled_backend": backend.resolve("auto", device),
+        **(gpu_info() if device == "cuda" else {}),
+    }
 
 
 def _best_seconds(fn, repeats: int, clock) -> float:
@@ -130,5 +153,7 @@ def measure_rates(device: str = "cpu") -> dict:
     """Achievable memory bandwidth (large copy: bytes read + written per second) and fp32 matmul FLOP/s on
     ``device``, timed on its meter's clock (on cuda: after the GPU's queued work)."""
     clock = devices.meter(device).now
-    return {"copy_bytes_per_s": _copy_bytes_per_s(device, clock),
-            "matmul_flops_per_s": _matmul_flops_per_s(device, clock)}
+    return {
+        "copy_bytes_per_s": _copy_bytes_per_s(device, clock),
+        "matmul_flops_per_s": _matmul_flops_per_s(device, clock),
+    }

@@ -7,10 +7,11 @@ compute PyG's (see ``pyg_models`` for the PyG side and its notes).
 Homogeneous models run on the homogeneous datasets, relational models on
 the heterogeneous ones.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
@@ -65,22 +66,40 @@ def _rgat(data: BenchData) -> nn.Module:
     return layer
 
 
-MODELS = {spec.name: spec for spec in (
-    ModelSpec("gcn", "GCN", HOMOGENEOUS, lambda d: gm.GCNConv(d.x.shape[1], HIDDEN)),
-    ModelSpec("gat", "GAT", HOMOGENEOUS, lambda d: gm.GATConv(d.x.shape[1], HEAD_DIM, num_heads=HEADS),
-              view=lambda out, d: out.flatten(1)),
-    ModelSpec("edgeconv", "EdgeConv", HOMOGENEOUS, lambda d: gm.EdgeConv(d.x.shape[1], HIDDEN)),
-    ModelSpec("gmm", "GMM (MoNet)", HOMOGENEOUS,
-              lambda d: gm.GMMConv(d.x.shape[1], HIDDEN, PSEUDO_DIM, KERNELS, aggregator="mean"),
-              inputs=lambda d: (gmm_pseudo(d),)),
-    ModelSpec("rgcn", "RGCN", HETEROGENEOUS,
-              lambda d: gm.RGCNConv(d.x.shape[1], HIDDEN, num_rels=len(d.graph.etypes))),
-    ModelSpec("rgat", "RGAT", HETEROGENEOUS, _rgat),
-    ModelSpec("hgt", "HGT", HETEROGENEOUS,
-              lambda d: gm.HGTConv(d.x.shape[1], HIDDEN, len(d.graph.ntypes), len(d.graph.etypes),
-                                   num_heads=HEADS, use_norm=False),
-              view=lambda out, d: out[destination_rows(d.graph)]),
-)}
+MODELS = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("gcn", "GCN", HOMOGENEOUS, lambda d: gm.GCNConv(d.x.shape[1], HIDDEN)),
+        ModelSpec(
+            "gat",
+            "GAT",
+            HOMOGENEOUS,
+            lambda d: gm.GATConv(d.x.shape[1], HEAD_DIM, num_heads=HEADS),
+            view=lambda out, d: out.flatten(1),
+        ),
+        ModelSpec("edgeconv", "EdgeConv", HOMOGENEOUS, lambda d: gm.EdgeConv(d.x.shape[1], HIDDEN)),
+        ModelSpec(
+            "gmm",
+            "GMM (MoNet)",
+            HOMOGENEOUS,
+            lambda d: gm.GMMConv(d.x.shape[1], HIDDEN, PSEUDO_DIM, KERNELS, aggregator="mean"),
+            inputs=lambda d: (gmm_pseudo(d),),
+        ),
+        ModelSpec(
+            "rgcn", "RGCN", HETEROGENEOUS, lambda d: gm.RGCNConv(d.x.shape[1], HIDDEN, num_rels=len(d.graph.etypes))
+        ),
+        ModelSpec("rgat", "RGAT", HETEROGENEOUS, _rgat),
+        ModelSpec(
+            "hgt",
+            "HGT",
+            HETEROGENEOUS,
+            lambda d: gm.HGTConv(
+                d.x.shape[1], HIDDEN, len(d.graph.ntypes), len(d.graph.etypes), num_heads=HEADS, use_norm=False
+            ),
+            view=lambda out, d: out[destination_rows(d.graph)],
+        ),
+    )
+}
 
 
 def datasets_for(model: str, dataset_names) -> list[str]:

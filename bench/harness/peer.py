@@ -14,6 +14,7 @@ another ``.npz``. The verdict is given back here, in a harness subprocess
 (``worker.peer_verdict``), by the same ``equivalence`` code against the
 same eager oracle, so the gate on the DGL path is the gate everywhere.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,10 @@ def missing() -> str | None:
     """None when the peer environment is built, else one line saying how to build it."""
     if peer_python() is not None:
         return None
-    return (f"its peer environment (DGL 2.1 on torch 2.2) is not built at {default_env_path()}; build it once "
-            f"with `{BUILD_COMMAND}` (about 2.5 GB downloaded; GNNC_PEER_ENV picks another folder)")
+    return (
+        f"its peer environment (DGL 2.1 on torch 2.2) is not built at {default_env_path()}; build it once "
+        f"with `{BUILD_COMMAND}` (about 2.5 GB downloaded; GNNC_PEER_ENV picks another folder)"
+    )
 
 
 def export_case(case, path: Path, seed: int, width: int) -> None:
@@ -78,8 +81,22 @@ def export_case(case, path: Path, seed: int, width: int) -> None:
     for k, point in enumerate([seed, *equivalence.retry_seeds(seed)]):
         arrays[f"check_x.{k}"] = equivalence.check_input(data.x, point)
         arrays[f"upstream.{k}"] = equivalence.upstream_gradient((view_rows.numel(), width), point)
-    dgl_models.export(path, case.model.name, data.x, src, dst, n, etype, ntype, rel_src, rel_dst, view_rows,
-                      list(case.inputs), {k: v for k, v in case.eager.state_dict().items()}, **arrays)
+    dgl_models.export(
+        path,
+        case.model.name,
+        data.x,
+        src,
+        dst,
+        n,
+        etype,
+        ntype,
+        rel_src,
+        rel_dst,
+        view_rows,
+        list(case.inputs),
+        {k: v for k, v in case.eager.state_dict().items()},
+        **arrays,
+    )
 
 
 def run_config(cfg: dict, timeout_s: float, mem_cap_bytes: int | None, folder: Path) -> dict:
@@ -96,8 +113,14 @@ def run_config(cfg: dict, timeout_s: float, mem_cap_bytes: int | None, folder: P
     if cfg.get("threads"):  # DGL's own kernels use OpenMP threads, torch's intra-op pool too
         env["OMP_NUM_THREADS"] = str(cfg["threads"])
     with open(log_file, "w") as log:
-        proc = subprocess.Popen([str(python), "-m", "harness.peer_worker", str(cfg_file)], cwd=BENCH, env=env,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(python), "-m", "harness.peer_worker", str(cfg_file)],
+            cwd=BENCH,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout_s)
         except subprocess.TimeoutExpired:

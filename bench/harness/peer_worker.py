@@ -9,6 +9,7 @@ points (the jittered inputs and upstream gradients the export holds) for
 ``worker.peer_verdict`` to judge. Its result goes to ``cfg["result_file"]``
 as JSON; a failure anywhere is a result too (OOM or ERROR). Imports no gnnc.
 """
+
 from __future__ import annotations
 
 import copy
@@ -33,8 +34,9 @@ def _outputs(prepared, b: Bundle, modes: list[str]) -> dict:
         gradients = mode == "training"
         try:
             for k in range(points if gradients else 1):
-                got, grad = equivalence.evaluate(prepared, b.arrays[f"check_x.{k}"], 0, gradients,
-                                                 upstream=b.arrays[f"upstream.{k}"])
+                got, grad = equivalence.evaluate(
+                    prepared, b.arrays[f"check_x.{k}"], 0, gradients, upstream=b.arrays[f"upstream.{k}"]
+                )
                 out[f"{mode}.out.{k}"] = got.detach().numpy()
                 if grad is not None:
                     out[f"{mode}.grad.{k}"] = grad.detach().numpy()

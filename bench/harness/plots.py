@@ -3,6 +3,7 @@
 One PNG per mode; one panel per model; failed configurations (OOM,
 TIMEOUT, MISMATCH, ...) get their status written where their bar would be.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,6 +19,7 @@ COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
 def plot_mode(record: dict, mode: str, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -44,15 +46,24 @@ def plot_mode(record: dict, mode: str, path: Path) -> None:
                 if row["status"] == "ok":
                     ax.bar(x, row["time_ms"], width, color=color[system])
                 else:
-                    ax.text(x, low * 1.3, row["status"], rotation=90, ha="center", va="bottom",
-                            fontsize=7, color="#c00000", fontweight="bold")
+                    ax.text(
+                        x,
+                        low * 1.3,
+                        row["status"],
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        color="#c00000",
+                        fontweight="bold",
+                    )
         ax.set_yscale("log")
         ax.set_ylim(low, high)
         ax.set_xticks(range(len(datasets)), datasets, fontsize=8)
         ax.set_title(MODELS[model].title, fontsize=10)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="y", which="major", alpha=0.3)
-    for ax in list(axes.flat)[len(models):]:
+    for ax in list(axes.flat)[len(models) :]:
         ax.axis("off")
     axes[0][0].set_ylabel("ms (log)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=color[s]) for s in systems]

@@ -1,4 +1,5 @@
 """Process memory from ``/proc/self/status`` (Linux), its high-water mark, and a memory cap."""
+
 from __future__ import annotations
 
 import ctypes

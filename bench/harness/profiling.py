@@ -11,6 +11,7 @@ time, listed as its own line, so a table adds up to its wall time.
 Files: ``<folder>/<model>-<dataset>-<mode>.txt``, one section per system
 in run order, so the systems of one table row can be read side by side.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,9 +37,12 @@ def profile_calls(step, calls: int = DEFAULT_CALLS, rows: int = DEFAULT_ROWS) ->
             step()
         wall = time.perf_counter() - start
     ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    return {"calls": calls, "wall_ms": 1e3 * wall / calls,
-            "operator_ms": sum(e.self_cpu_time_total for e in ops) / 1e3 / calls,
-            "operators": [[e.key, e.self_cpu_time_total / 1e3 / calls, e.count / calls] for e in ops[:rows]]}
+    return {
+        "calls": calls,
+        "wall_ms": 1e3 * wall / calls,
+        "operator_ms": sum(e.self_cpu_time_total for e in ops) / 1e3 / calls,
+        "operators": [[e.key, e.self_cpu_time_total / 1e3 / calls, e.count / calls] for e in ops[:rows]],
+    }
 
 
 def _ms(x: float) -> str:
@@ -53,20 +57,27 @@ def format_section(system: str, time_ms: float, profile: dict) -> str:
     ``{"status", "error"}``, which the section states instead of a table.
     """
     if profile["status"] != "ok":
-        return f"== {system}: median {_ms(time_ms)} ms timed; no profile: {profile['status']}: " \
-               f"{profile.get('error', '')}"
+        return (
+            f"== {system}: median {_ms(time_ms)} ms timed; no profile: {profile['status']}: {profile.get('error', '')}"
+        )
     wall, total = profile["wall_ms"], profile["operator_ms"]
-    lines = [f"== {system}: median {_ms(time_ms)} ms timed; {profile['calls']} profiled calls, "
-             f"{_ms(wall)} ms per call under the profiler"]
+    lines = [
+        f"== {system}: median {_ms(time_ms)} ms timed; {profile['calls']} profiled calls, "
+        f"{_ms(wall)} ms per call under the profiler"
+    ]
     if profile.get("fixed_mmap"):
-        lines.append("   (profiled with every allocation over 128 KiB mmapped, after the default allocator's "
-                     "profile ran out of memory: memory-touching operators cost more than when timed)")
+        lines.append(
+            "   (profiled with every allocation over 128 KiB mmapped, after the default allocator's "
+            "profile ran out of memory: memory-touching operators cost more than when timed)"
+        )
     lines.append(f"{'self ms/call':>12}  {'share':>6}  {'calls/call':>10}  operator")
     for name, self_ms, count in profile["operators"]:
         lines.append(f"{self_ms:12.3f}  {self_ms / wall:6.1%}  {count:10.1f}  {name}")
     outside = wall - total
-    lines.append(f"{outside:12.3f}  {outside / wall:6.1%}  {'':>10}  (outside any recorded operator: Python, "
-                 f"dispatch, kernels called outside one)")
+    lines.append(
+        f"{outside:12.3f}  {outside / wall:6.1%}  {'':>10}  (outside any recorded operator: Python, "
+        f"dispatch, kernels called outside one)"
+    )
     lines.append(f"{total:12.3f}  {total / wall:6.1%}  {'':>10}  (all operators, self time)")
     return "\n".join(lines)
 

@@ -7,11 +7,12 @@ outside the timed region. ``note`` says how the two sides were configured to
 agree; a pairing whose functions cannot be made equal carries ``differs``
 (why), and only then is its equivalence gate skipped.
 """
+
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -78,8 +79,9 @@ def _gmm(case: Case) -> Prepared:
     from torch_geometric.nn import GMMConv
 
     ours, ei, (pseudo,) = case.eager, _edge_index(case), case.inputs
-    conv = GMMConv(ours.fc.in_features, ours.out_dim, dim=PSEUDO_DIM, kernel_size=KERNELS, aggr="mean",
-                   root_weight=False)
+    conv = GMMConv(
+        ours.fc.in_features, ours.out_dim, dim=PSEUDO_DIM, kernel_size=KERNELS, aggr="mean", root_weight=False
+    )
     conv.root = None  # PyG 2.8's forward reads self.root, which root_weight=False never sets
     conv.g.copy_(ours.fc.weight.T)
     conv.mu.copy_(ours.mu)
@@ -100,6 +102,7 @@ def _rgcn(layer: str):
         conv.root.copy_(ours.loop_weight)
         conv.bias.copy_(ours.bias)
         return Prepared(conv, lambda x: conv(x, ei, etype), lambda out: out)
+
     return build
 
 
@@ -109,8 +112,15 @@ def _rgat(case: Case) -> Prepared:
 
     ours, g = case.eager, case.data.graph
     ei, etype = _edge_index(case), g.edge_type_ids()
-    conv = RGATConv(ours.in_dim, HEAD_DIM, num_relations=ours.num_rels, heads=HEADS, bias=False,
-                    attention_mechanism="across-relation", attention_mode="additive-self-attention")
+    conv = RGATConv(
+        ours.in_dim,
+        HEAD_DIM,
+        num_relations=ours.num_rels,
+        heads=HEADS,
+        bias=False,
+        attention_mechanism="across-relation",
+        attention_mode="additive-self-attention",
+    )
     conv.weight.copy_(ours.weight)
     # q scores the destination, k the source; block-diagonal so head h reads only its own columns.
     conv.q.zero_()
@@ -137,7 +147,7 @@ def _hgt(case: Case) -> Prepared:
         kqv.bias.copy_(torch.cat([ours.k_bias[i], ours.q_bias[i], ours.v_bias[i]]))
         conv.out_lin.lins[t].weight.copy_(ours.a_weight[i].T)
         conv.out_lin.lins[t].bias.copy_(ours.a_bias[i])
-        conv.skip[t].copy_(ours.skip[i:i + 1])
+        conv.skip[t].copy_(ours.skip[i : i + 1])
     for j, key in enumerate(keys):
         conv.p_rel["__".join(key)].copy_(ours.relation_pri[j].unsqueeze(0))
     # PyG's per-(head, relation) maps are indexed head * num_relations + relation.
@@ -154,23 +164,42 @@ def _hgt(case: Case) -> Prepared:
 
 
 PYG = {
-    "gcn": Pairing("GCNConv", _gcn, "PyG GCNConv(normalize=False, add_self_loops=False) fed the per-edge norm "
-                   "1/sqrt(deg_out(u) deg_in(v)) of our layer, computed on every call (PyG's own gcn_norm "
-                   "uses the source's in-degree, which differs on directed graphs)"),
+    "gcn": Pairing(
+        "GCNConv",
+        _gcn,
+        "PyG GCNConv(normalize=False, add_self_loops=False) fed the per-edge norm "
+        "1/sqrt(deg_out(u) deg_in(v)) of our layer, computed on every call (PyG's own gcn_norm "
+        "uses the source's in-degree, which differs on directed graphs)",
+    ),
     "gat": Pairing("GATConv", _gat, "PyG GATConv(heads=8, add_self_loops=False)"),
     "edgeconv": Pairing("EdgeConv", _edgeconv, "PyG EdgeConv(aggr='max') around a copy of our MLP"),
-    "gmm": Pairing("GMMConv", _gmm, "PyG GMMConv(aggr='mean', root_weight=False) with sigma = 1/inv_sigma; "
-                   "ours aggregator='mean' (PyG's default)"),
-    "rgcn": Pairing("RGCNConv", _rgcn("RGCNConv"), "PyG RGCNConv(aggr='mean'): mean per relation, as our "
-                    "1/c_{v,r}; loops over relations"),
-    "rgat": Pairing("RGATConv", _rgat, "PyG RGATConv(across-relation, additive, bias=False) has one attention "
-                    "vector for all relations: ours starts with its per-relation attention tied; PyG's q, k "
-                    "made block-diagonal so heads do not mix"),
-    "hgt": Pairing("HGTConv", _hgt, "PyG HGTConv: no LayerNorm (ours use_norm=False); PyG outputs only node "
-                   "types that some relation points to, so the gate compares those rows"),
+    "gmm": Pairing(
+        "GMMConv",
+        _gmm,
+        "PyG GMMConv(aggr='mean', root_weight=False) with sigma = 1/inv_sigma; ours aggregator='mean' (PyG's default)",
+    ),
+    "rgcn": Pairing(
+        "RGCNConv",
+        _rgcn("RGCNConv"),
+        "PyG RGCNConv(aggr='mean'): mean per relation, as our 1/c_{v,r}; loops over relations",
+    ),
+    "rgat": Pairing(
+        "RGATConv",
+        _rgat,
+        "PyG RGATConv(across-relation, additive, bias=False) has one attention "
+        "vector for all relations: ours starts with its per-relation attention tied; PyG's q, k "
+        "made block-diagonal so heads do not mix",
+    ),
+    "hgt": Pairing(
+        "HGTConv",
+        _hgt,
+        "PyG HGTConv: no LayerNorm (ours use_norm=False); PyG outputs only node "
+        "types that some relation points to, so the gate compares those rows",
+    ),
 }
 
 PYG_FAST = {
-    "rgcn": Pairing("FastRGCNConv", _rgcn("FastRGCNConv"), "PyG FastRGCNConv(aggr='mean'): one weight "
-                    "matrix gathered per edge"),
+    "rgcn": Pairing(
+        "FastRGCNConv", _rgcn("FastRGCNConv"), "PyG FastRGCNConv(aggr='mean'): one weight matrix gathered per edge"
+    ),
 }

@@ -20,6 +20,7 @@ one that exceeds the memory cap (or is killed by the kernel) as OOM; a
 mismatching or unverifiable system is recorded and its times are never
 reported.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -43,8 +44,16 @@ from .systems import REFERENCE, SYSTEMS
 # what torch.fx imports on gnnc.compile's first trace (about 0.2 s); gnnc.backend.cpu imports numba
 # (skipped without it), gnnc.backend.triton imports triton (the compiled backend on CUDA; skipped without it);
 # harness.jit_runtime starts numba's compiler.
-FORKSERVER_PRELOAD = ["torch", "torch_geometric", "gnnc", "harness.worker", "torch.export._trace",
-                      "gnnc.backend.cpu", "gnnc.backend.triton", "harness.jit_runtime"]
+FORKSERVER_PRELOAD = [
+    "torch",
+    "torch_geometric",
+    "gnnc",
+    "harness.worker",
+    "torch.export._trace",
+    "gnnc.backend.cpu",
+    "gnnc.backend.triton",
+    "harness.jit_runtime",
+]
 TIMED = ("ok", "DIFFERS")  # gate verdicts that let a system be timed
 PROFILE_EXTRA_BYTES, PROFILE_PEAK_FACTOR = 4 * 2**30, 4  # a profile may add 4 GiB (records) + 4x the peak
 
@@ -118,10 +127,16 @@ def validate(s: Settings) -> None:
     if why:
         raise SystemExit(f"gnnc bench: {why}")
     if s.device != "cpu" and s.profile_dir:
-        raise SystemExit(f"gnnc bench: --profile reads CPU operator times and caps the address space, so it "
-                         f"runs with --device cpu only; leave --profile out with --device {s.device}")
-    for kind, names, known in (("model", s.models, MODELS), ("dataset", s.datasets, DATASETS),
-                               ("system", s.systems, SYSTEMS), ("mode", s.modes, worker.MODES)):
+        raise SystemExit(
+            f"gnnc bench: --profile reads CPU operator times and caps the address space, so it "
+            f"runs with --device cpu only; leave --profile out with --device {s.device}"
+        )
+    for kind, names, known in (
+        ("model", s.models, MODELS),
+        ("dataset", s.datasets, DATASETS),
+        ("system", s.systems, SYSTEMS),
+        ("mode", s.modes, worker.MODES),
+    ):
         unknown = [n for n in names if n not in known]
         if unknown:
             raise SystemExit(f"gnnc bench: unknown {kind}(s) {unknown}; known: {', '.join(known)}")
@@ -134,19 +149,35 @@ def validate(s: Settings) -> None:
     for name in s.datasets:
         missing = missing_files(name, Path(s.data_root))
         if missing:
-            raise SystemExit(f"gnnc bench: dataset {name!r} needs {missing}; set GNNC_DATA (or --data-dir) "
-                             f"to the folder holding planetoid/ and kg/, or leave {name} out of --datasets")
+            raise SystemExit(
+                f"gnnc bench: dataset {name!r} needs {missing}; set GNNC_DATA (or --data-dir) "
+                f"to the folder holding planetoid/ and kg/, or leave {name} out of --datasets"
+            )
 
 
 def task_config(s: Settings, model: str | None, dataset: str, size_quick: bool, **extra) -> dict:
     """The dict a worker task reads; ``size_quick``: the task's data is at the quick size (the quick scale,
     also in a run whose ``--scale`` sets the replicas' size: the gate's fallback oracle)."""
     scale = None if size_quick and not s.quick else s.scale
-    return {"model": model, "dataset": dataset, "seed": s.seed, "data_root": s.data_root, "scale": scale,
-            "size_quick": size_quick, "threads": s.threads, "warmup": s.warmup, "runs": s.runs,
-            "min_runs": s.min_runs, "budget_s": s.budget_s, "profile_calls": s.profile_calls,
-            "profile_rows": profiling.DEFAULT_ROWS, "scratch": s.scratch_dir, "device": s.device,
-            "gpu_mem_cap_bytes": s.mem_cap_bytes if s.device != "cpu" else None, **extra}
+    return {
+        "model": model,
+        "dataset": dataset,
+        "seed": s.seed,
+        "data_root": s.data_root,
+        "scale": scale,
+        "size_quick": size_quick,
+        "threads": s.threads,
+        "warmup": s.warmup,
+        "runs": s.runs,
+        "min_runs": s.min_runs,
+        "budget_s": s.budget_s,
+        "profile_calls": s.profile_calls,
+        "profile_rows": profiling.DEFAULT_ROWS,
+        "scratch": s.scratch_dir,
+        "device": s.device,
+        "gpu_mem_cap_bytes": s.mem_cap_bytes if s.device != "cpu" else None,
+        **extra,
+    }
 
 
 class Scratch:
@@ -174,8 +205,7 @@ class Scratch:
 
     def task(self, model: str, dataset: str, size_quick: bool, **extra) -> dict:
         """``task_config`` with the saved dataset of that size."""
-        return task_config(self.s, model, dataset, size_quick, data_file=self.data_file(dataset, size_quick),
-                           **extra)
+        return task_config(self.s, model, dataset, size_quick, data_file=self.data_file(dataset, size_quick), **extra)
 
     def oracle_file(self, model: str, dataset: str, size_quick: bool) -> str:
         return str(self.folder / f"oracle-{model}-{dataset}-{'quick' if size_quick else 'full'}.pt")
@@ -186,11 +216,14 @@ class Scratch:
         key = (model, dataset, size_quick)
         if key not in self.peer_files:
             path = self.folder / f"peer-{model}-{dataset}-{'quick' if size_quick else 'full'}.npz"
-            res = run_in_subprocess(worker.export_peer, self.task(model, dataset, size_quick, path=str(path)),
-                                    self.s.timeout_s, self.s.host_cap_bytes)
+            res = run_in_subprocess(
+                worker.export_peer,
+                self.task(model, dataset, size_quick, path=str(path)),
+                self.s.timeout_s,
+                self.s.host_cap_bytes,
+            )
             self.peer_files[key] = str(path) if res["status"] == "ok" else None
-            self.peer_described[key] = {k: v for k, v in res.items() if k != "status"} if res["status"] == "ok" \
-                else res
+            self.peer_described[key] = {k: v for k, v in res.items() if k != "status"} if res["status"] == "ok" else res
         return self.peer_files[key]
 
 
@@ -247,9 +280,14 @@ def gate(s: Settings, scratch: Scratch, model: str, dataset: str, systems: list[
                 cfg = scratch.task(model, dataset, True, system=name, modes=s.modes, oracle_file=path)
                 found = launch(s, scratch, worker.check_config, cfg)
                 for mode in s.modes:
-                    verdict = found["verdicts"][mode] if found["status"] == "ok" else \
-                        {"status": "UNCHECKED", "detail": f"the check could not run: {found['status']}: "
-                                                          f"{found.get('error', '')}"}
+                    verdict = (
+                        found["verdicts"][mode]
+                        if found["status"] == "ok"
+                        else {
+                            "status": "UNCHECKED",
+                            "detail": f"the check could not run: {found['status']}: {found.get('error', '')}",
+                        }
+                    )
                     verdicts[mode][name] = {**verdict, "checked_at": "quick size"}
             return Gate(verdicts)
     detail = f"the eager oracle could not run: {res['status']}: {res.get('error', '')}"
@@ -289,8 +327,10 @@ class ResultsFile:
             try:
                 self.runs = json.loads(path.read_text())["runs"]
             except (ValueError, KeyError, TypeError) as err:
-                raise SystemExit(f"gnnc bench: {path} is not a results file of this harness ({err}); "
-                                 f"move it away or choose another --out") from None
+                raise SystemExit(
+                    f"gnnc bench: {path} is not a results file of this harness ({err}); "
+                    f"move it away or choose another --out"
+                ) from None
 
     def append(self, run: dict) -> None:
         self.runs.append(run)
@@ -310,8 +350,13 @@ def pairings(pairs) -> list[dict]:
         for name in systems:
             p = SYSTEMS[name].pairing(model)
             if p is not None:
-                out[(name, model)] = {"system": name, "model": model, "layer": p.layer, "note": p.note,
-                                      "differs": p.differs}
+                out[(name, model)] = {
+                    "system": name,
+                    "model": model,
+                    "layer": p.layer,
+                    "note": p.note,
+                    "differs": p.differs,
+                }
     return list(out.values())
 
 
@@ -332,18 +377,31 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
         found = scratch.peer_described[key]
         return {"status": found["status"], "error": f"exporting the case for the peer: {found.get('error', '')}"}
     check_modes = ([cfg["mode"]] if cfg.get("oracle_file") else []) if timed else list(cfg["modes"])
-    outputs = str(scratch.folder / f"outputs-{cfg['system']}-{cfg['model']}-{cfg['dataset']}-"
-                                   f"{cfg.get('mode') or 'check'}.npz") if check_modes else None
-    run = {**cfg, "peer_file": peer_file, "mode": cfg.get("mode") if timed else None, "outputs_file": outputs,
-           "check_modes": check_modes}
+    outputs = (
+        str(
+            scratch.folder / f"outputs-{cfg['system']}-{cfg['model']}-{cfg['dataset']}-{cfg.get('mode') or 'check'}.npz"
+        )
+        if check_modes
+        else None
+    )
+    run = {
+        **cfg,
+        "peer_file": peer_file,
+        "mode": cfg.get("mode") if timed else None,
+        "outputs_file": outputs,
+        "check_modes": check_modes,
+    }
     res = {**scratch.peer_described[key], **peer.run_config(run, s.timeout_s, s.host_cap_bytes, scratch.folder)}
     if res["status"] != "ok" or outputs is None:
         return res
-    judged = run_in_subprocess(worker.peer_verdict, {**cfg, "outputs_file": outputs, "modes": check_modes},
-                               s.timeout_s, s.host_cap_bytes)
+    judged = run_in_subprocess(
+        worker.peer_verdict, {**cfg, "outputs_file": outputs, "modes": check_modes}, s.timeout_s, s.host_cap_bytes
+    )
     if judged["status"] != "ok":
-        verdicts = {m: {"status": judged["status"], "detail": f"the check could not run: {judged.get('error', '')}"}
-                    for m in check_modes}
+        verdicts = {
+            m: {"status": judged["status"], "detail": f"the check could not run: {judged.get('error', '')}"}
+            for m in check_modes
+        }
     else:
         verdicts = judged["verdicts"]
     if timed:
@@ -352,8 +410,9 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
     return {"status": "ok", "verdicts": verdicts}
 
 
-def _timed(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str,
-           oracle_file: str | None) -> dict:
+def _timed(
+    s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str, oracle_file: str | None
+) -> dict:
     """One configuration timed in its own subprocess (and checked there when ``oracle_file`` is given).
 
     A failed check turns the row into that failure: its times are dropped,
@@ -383,16 +442,32 @@ def _profile(s: Settings, scratch: Scratch, row: dict) -> dict:
     extra = PROFILE_EXTRA_BYTES + PROFILE_PEAK_FACTOR * int(row["peak_mib"] * 2**20)
     res = {}
     for fixed_mmap in (False, True):
-        cfg = scratch.task(row["model"], row["dataset"], s.quick, system=row["system"], mode=row["mode"],
-                           fixed_mmap=fixed_mmap, profile_extra_bytes=extra)
+        cfg = scratch.task(
+            row["model"],
+            row["dataset"],
+            s.quick,
+            system=row["system"],
+            mode=row["mode"],
+            fixed_mmap=fixed_mmap,
+            profile_extra_bytes=extra,
+        )
         res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.host_cap_bytes)
         if res["status"] != "OOM":
             break
     return res
 
 
-def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, system: str, g: Gate,
-         rates: dict, profiles: profiling.ProfileFiles | None) -> dict:
+def _row(
+    s: Settings,
+    scratch: Scratch,
+    model: str,
+    dataset: str,
+    mode: str,
+    system: str,
+    g: Gate,
+    rates: dict,
+    profiles: profiling.ProfileFiles | None,
+) -> dict:
     """One configuration's row: timed in its own subprocess unless the gate stopped it."""
     row = {"model": model, "dataset": dataset, "mode": mode, "system": system}
     verdict = g.verdicts[mode].get(system)
@@ -413,8 +488,11 @@ def _row(s: Settings, scratch: Scratch, model: str, dataset: str, mode: str, sys
 def not_run(s: Settings) -> dict[str, str]:
     """Why each registered system left out of ``s.systems`` cannot run on ``s.device`` here (those that
     could run but were not asked for are not listed)."""
-    return {name: why for name, system in SYSTEMS.items()
-            if name not in s.systems and (why := system.missing(s.device)) is not None}
+    return {
+        name: why
+        for name, system in SYSTEMS.items()
+        if name not in s.systems and (why := system.missing(s.device)) is not None
+    }
 
 
 def _now() -> str:
@@ -454,10 +532,11 @@ def _resumed(s: Settings, results: ResultsFile) -> dict:
     record = results.runs[-1]
     why = resume_refusal(record, s)
     if why:
-        raise SystemExit(f"gnnc bench: --resume: the last run in {results.path} (started {record['started']}) "
-                         f"cannot be resumed: {why}. Leave --resume out to start a new run")
-    record.setdefault("resumed", []).append({"at": _now(), "command": s.command,
-                                             "git_commit": machine.git_commit()})
+        raise SystemExit(
+            f"gnnc bench: --resume: the last run in {results.path} (started {record['started']}) "
+            f"cannot be resumed: {why}. Leave --resume out to start a new run"
+        )
+    record.setdefault("resumed", []).append({"at": _now(), "command": s.command, "git_commit": machine.git_commit()})
     results.save()
     return record
 
@@ -481,11 +560,24 @@ def run(s: Settings, results: ResultsFile, log=print, on_row=None, resume: bool 
     else:
         log(f"measuring copy bandwidth and matmul rate; then {total} configurations")
         rates = machine.measure_rates(s.device)
-        record = {"started": _now(), "preset": "quick" if s.quick else "full", "settings": asdict(s),
-                  "machine": machine.machine_info(s.device), "rates": rates, "pairings": pairings(pairs),
-                  "systems": {name: {"description": SYSTEMS[name].description, "peer": SYSTEMS[name].peer,
-                                     "compiles": SYSTEMS[name].compiles} for name in s.systems},
-                  "not_run": not_run(s), "rows": []}
+        record = {
+            "started": _now(),
+            "preset": "quick" if s.quick else "full",
+            "settings": asdict(s),
+            "machine": machine.machine_info(s.device),
+            "rates": rates,
+            "pairings": pairings(pairs),
+            "systems": {
+                name: {
+                    "description": SYSTEMS[name].description,
+                    "peer": SYSTEMS[name].peer,
+                    "compiles": SYSTEMS[name].compiles,
+                }
+                for name in s.systems
+            },
+            "not_run": not_run(s),
+            "rows": [],
+        }
         if any(SYSTEMS[name].peer for name in s.systems):
             record["machine"]["peer"] = peer.stamp()
         results.append(record)

@@ -11,12 +11,13 @@ are PyG's built-ins, ``pyg-compile`` the same under ``torch.compile``; ``dgl`` (
 ``dgl-udf`` (our UDFs run by DGL) run in the peer interpreter (``harness.peer``). Adding a system is
 one ``register`` call.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -72,8 +73,14 @@ def _pyg_missing() -> str | None:
 
 
 def _pyg_system(name: str, table: dict[str, Pairing], description: str) -> System:
-    return System(name, description, lambda case: table[case.model.name].build(case),
-                  supports=table.__contains__, available=_pyg_missing, pairing=table.get)
+    return System(
+        name,
+        description,
+        lambda case: table[case.model.name].build(case),
+        supports=table.__contains__,
+        available=_pyg_missing,
+        pairing=table.get,
+    )
 
 
 def _compile_missing() -> str | None:
@@ -97,29 +104,67 @@ def _peer_prepare(case: Case) -> Prepared:
 
 def _dgl_system(name: str, notes: dict[str, dgl_models.Note], description: str) -> System:
     table = {m: Pairing(n.layer, _peer_prepare, n.note, n.differs) for m, n in notes.items()}
-    return System(name, description, _peer_prepare, supports=table.__contains__, available=peer.missing,
-                  pairing=table.get, peer=True,
-                  cpu_only="the peer environment holds DGL 2.1's PyPI wheel, a CPU-only build")
+    return System(
+        name,
+        description,
+        _peer_prepare,
+        supports=table.__contains__,
+        available=peer.missing,
+        pairing=table.get,
+        peer=True,
+        cpu_only="the peer environment holds DGL 2.1's PyPI wheel, a CPU-only build",
+    )
 
 
-register(System(REFERENCE, "gnnc eager UDF executor (the semantic oracle)",
-                lambda case: prepared_like_eager(case.eager, case)))
-register(System("compiled", "gnnc.compile(layer), default backend (numba on CPU if installed, triton on CUDA)",
-                lambda case: prepared_like_eager(gnnc.compile(case.eager), case), compiles=True))
-register(System("compiled-torch", "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
-                lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case),
-                compiles=True))
+register(
+    System(
+        REFERENCE, "gnnc eager UDF executor (the semantic oracle)", lambda case: prepared_like_eager(case.eager, case)
+    )
+)
+register(
+    System(
+        "compiled",
+        "gnnc.compile(layer), default backend (numba on CPU if installed, triton on CUDA)",
+        lambda case: prepared_like_eager(gnnc.compile(case.eager), case),
+        compiles=True,
+    )
+)
+register(
+    System(
+        "compiled-torch",
+        "gnnc.compile(layer, backend='torch'): the reference primitives on torch ops",
+        lambda case: prepared_like_eager(gnnc.compile(case.eager, backend="torch"), case),
+        compiles=True,
+    )
+)
 # Passes whose effect the ablation systems measure (Hector's two optimizations, and recomputation in backward).
 ABLATIONS = ("compact", "linear_reorder", "recompute")
 for _pass in ABLATIONS:
-    register(System(f"compiled-no-{_pass.replace('_', '-')}", f"gnnc.compile(layer, {_pass}=False)",
-                    lambda case, off=_pass: prepared_like_eager(gnnc.compile(case.eager, **{off: False}), case),
-                    compiles=True, default=False))
+    register(
+        System(
+            f"compiled-no-{_pass.replace('_', '-')}",
+            f"gnnc.compile(layer, {_pass}=False)",
+            lambda case, off=_pass: prepared_like_eager(gnnc.compile(case.eager, **{off: False}), case),
+            compiles=True,
+            default=False,
+        )
+    )
 register(_pyg_system("pyg", PYG, "PyG built-in layer"))
 register(_pyg_system("pyg-fast", PYG_FAST, "PyG's alternative built-in (FastRGCNConv)"))
-register(System("pyg-compile", "PyG built-in layer under torch.compile (inductor: C++ on CPU, Triton on CUDA)",
-                _compiled_pyg,
-                supports=PYG.__contains__, available=_compile_missing, pairing=PYG.get, compiles=True))
+register(
+    System(
+        "pyg-compile",
+        "PyG built-in layer under torch.compile (inductor: C++ on CPU, Triton on CUDA)",
+        _compiled_pyg,
+        supports=PYG.__contains__,
+        available=_compile_missing,
+        pairing=PYG.get,
+        compiles=True,
+    )
+)
 register(_dgl_system("dgl", dgl_models.DGL, "DGL 2.1 built-in layer (peer interpreter, torch 2.2)"))
-register(_dgl_system("dgl-udf", dgl_models.DGL_UDF, "our layer's UDFs run by DGL 2.1's update_all "
-                     "(peer interpreter, torch 2.2)"))
+register(
+    _dgl_system(
+        "dgl-udf", dgl_models.DGL_UDF, "our layer's UDFs run by DGL 2.1's update_all (peer interpreter, torch 2.2)"
+    )
+)

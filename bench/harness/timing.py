@@ -7,6 +7,7 @@ stdlib-only modules but not gnnc, so the peer interpreter (``peer_worker``,
 DGL on its own torch) times its systems with exactly the code the harness's
 own configurations use.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -46,6 +47,7 @@ def make_step(prepared, x: torch.Tensor, mode: str):
         def step():
             with torch.no_grad():
                 prepared.call(x)
+
         return step
     if mode != "training":
         raise ValueError(f"unknown mode {mode!r}; use one of {MODES}")
@@ -56,6 +58,7 @@ def make_step(prepared, x: torch.Tensor, mode: str):
         opt.zero_grad(set_to_none=True)
         sum(t.sum() for t in _tensors(prepared.call(x))).backward()
         opt.step()
+
     return step
 
 
@@ -102,8 +105,15 @@ def timed_calls(step, cfg: dict) -> dict:
     times = measure(step, cfg["warmup"], cfg["runs"], cfg["min_runs"], cfg["budget_s"], meter.now)
     steady_kib = meter.peak() - settled
     retained_kib = settled - before
-    return {"status": "ok", "time_ms": 1e3 * statistics.median(times), "times_ms": [1e3 * t for t in times],
-            "first_call_ms": first_ms,
-            "peak_mib": max(warm_peak_kib, retained_kib + steady_kib) / 1024, "steady_peak_mib": steady_kib / 1024,
-            "retained_mib": retained_kib / 1024, "libraries_mapped": libraries_mapped,
-            "threads": torch.get_num_threads(), "device": meter.name()}
+    return {
+        "status": "ok",
+        "time_ms": 1e3 * statistics.median(times),
+        "times_ms": [1e3 * t for t in times],
+        "first_call_ms": first_ms,
+        "peak_mib": max(warm_peak_kib, retained_kib + steady_kib) / 1024,
+        "steady_peak_mib": steady_kib / 1024,
+        "retained_mib": retained_kib / 1024,
+        "libraries_mapped": libraries_mapped,
+        "threads": torch.get_num_threads(),
+        "device": meter.name(),
+    }

@@ -7,6 +7,7 @@ status OOM and any other exception status ERROR, so a failing
 configuration is recorded, never a crash of the run. Task configs are plain
 dicts (see ``runner.task_config``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -78,9 +79,15 @@ def _prepare(system: str, case: Case) -> Prepared:
 def _describe(case: Case) -> dict:
     g = case.data.graph
     params = sum(p.numel() for p in case.eager.parameters())
-    return {"size": case.data.size, "nodes": g.num_nodes(), "edges": g.num_edges(),
-            "relations": len(g.etypes), "node_types": len(g.ntypes), "in_dim": case.data.x.shape[1],
-            "shape": dataclasses.asdict(floor.shape_of(g, case.data.x.shape[1], params))}
+    return {
+        "size": case.data.size,
+        "nodes": g.num_nodes(),
+        "edges": g.num_edges(),
+        "relations": len(g.etypes),
+        "node_types": len(g.ntypes),
+        "in_dim": case.data.x.shape[1],
+        "shape": dataclasses.asdict(floor.shape_of(g, case.data.x.shape[1], params)),
+    }
 
 
 def oracle_config(cfg: dict) -> dict:
@@ -89,8 +96,10 @@ def oracle_config(cfg: dict) -> dict:
     case = _case(cfg)
     x = equivalence.check_input(case.data.x, cfg["seed"])
     eager = _prepare(REFERENCE, case)
-    equivalence.save_oracle({mode: equivalence.evaluate(eager, x, cfg["seed"], mode == "training")
-                             for mode in cfg["modes"]}, Path(cfg["oracle_file"]))
+    equivalence.save_oracle(
+        {mode: equivalence.evaluate(eager, x, cfg["seed"], mode == "training") for mode in cfg["modes"]},
+        Path(cfg["oracle_file"]),
+    )
     return {"status": "ok", **_describe(case)}
 
 
@@ -164,8 +173,11 @@ def profile_config(cfg: dict) -> dict:
     if cfg["fixed_mmap"]:
         procfs.fix_mmap_threshold()
     procfs.cap_memory(cfg["profile_extra_bytes"])
-    return {"status": "ok", "fixed_mmap": cfg["fixed_mmap"],
-            **profiling.profile_calls(step, cfg["profile_calls"], cfg["profile_rows"])}
+    return {
+        "status": "ok",
+        "fixed_mmap": cfg["fixed_mmap"],
+        **profiling.profile_calls(step, cfg["profile_calls"], cfg["profile_rows"]),
+    }
 
 
 def export_peer(cfg: dict) -> dict:
@@ -201,8 +213,10 @@ def peer_verdict(cfg: dict) -> dict:
             verdicts[mode] = failed
             continue
         if f"{mode}.error" in outputs:
-            verdicts[mode] = {"status": bytes(outputs[f"{mode}.status"]).decode(),
-                              "detail": bytes(outputs[f"{mode}.error"]).decode()}
+            verdicts[mode] = {
+                "status": bytes(outputs[f"{mode}.status"]).decode(),
+                "detail": bytes(outputs[f"{mode}.error"]).decode(),
+            }
         else:
             first = equivalence.compare(_peer_result(outputs, mode, 0), oracle[mode])
             points = equivalence.retry_seeds(cfg["seed"])
@@ -213,8 +227,10 @@ def peer_verdict(cfg: dict) -> dict:
                     case = _case(cfg)
                     eager = _prepare(REFERENCE, case)
                 x = equivalence.check_input(case.data.x, point)
-                return equivalence.compare(_peer_result(outputs, mode, 1 + points.index(point)),
-                                           equivalence.evaluate(eager, x, point, True))
+                return equivalence.compare(
+                    _peer_result(outputs, mode, 1 + points.index(point)), equivalence.evaluate(eager, x, point, True)
+                )
+
             verdicts[mode] = equivalence.recheck_with(first, cfg["seed"], check_at)
         if verdicts[mode]["status"] != "ok":
             failed = verdicts[mode]

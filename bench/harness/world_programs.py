@@ -9,6 +9,7 @@ stand-in folder from ``world_stubs`` when the file imports a helper the folder l
 inputs come from a seeded ``numpy.random.RandomState``, so both interpreters build the same ones; the
 float inputs are float64 and take part in the gradient check.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -57,17 +58,21 @@ def homogeneous(dgl, rng, self_loops=False):
 
 def node_input(run=lambda model, g, x: model(g, x["h"]), self_loops=False):
     """Inputs of a layer called ``model(g, h)``."""
+
     def inputs(dgl, rng):
         g = homogeneous(dgl, rng, self_loops)
         return g, {"h": floats(rng, N, D)}, run
+
     return inputs
 
 
 def node_edge_input(edge_width=D, run=lambda model, g, x: model(g, x["h"], x["e"])):
     """Inputs of a layer called ``model(g, h, e)`` with edge features ``edge_width`` wide."""
+
     def inputs(dgl, rng):
         g = homogeneous(dgl, rng)
         return g, {"h": floats(rng, N, D), "e": floats(rng, g.num_edges(), edge_width)}, run
+
     return inputs
 
 
@@ -83,12 +88,14 @@ def bgnn(name, file, build, inputs):
 def graphtransformer(name, file, inputs):
     def build(m, g):
         return m.GraphTransformerLayer(D, D, 2, dropout=0.0, layer_norm=True, batch_norm=True)
+
     return Program(name, "graphtransformer", f"{GT}/{file}.py", file, GT, build, inputs)
 
 
 def example(name, folder, file, build, inputs, stubs=None, dtype=torch.float64):
-    return Program(name, "dgl examples", f"{EX}/{folder}/{file}.py", file, f"{EX}/{folder}", build, inputs,
-                   stubs, dtype)
+    return Program(
+        name, "dgl examples", f"{EX}/{folder}/{file}.py", file, f"{EX}/{folder}", build, inputs, stubs, dtype
+    )
 
 
 def pna_inputs(dgl, rng):
@@ -145,18 +152,24 @@ def ngcf_build(m, g):
 
 def ngcf_inputs(dgl, rng):
     src, dst = user_item_edges(rng)
-    g = dgl.heterograph({("user", "ui", "item"): (src, dst), ("item", "iu", "user"): (dst, src),
-                         ("user", "self", "user"): (torch.arange(USERS), torch.arange(USERS)),
-                         ("item", "self", "item"): (torch.arange(ITEMS), torch.arange(ITEMS))},
-                        num_nodes_dict={"user": USERS, "item": ITEMS})
+    g = dgl.heterograph(
+        {
+            ("user", "ui", "item"): (src, dst),
+            ("item", "iu", "user"): (dst, src),
+            ("user", "self", "user"): (torch.arange(USERS), torch.arange(USERS)),
+            ("item", "self", "item"): (torch.arange(ITEMS), torch.arange(ITEMS)),
+        },
+        num_nodes_dict={"user": USERS, "item": ITEMS},
+    )
     tensors = {"user": floats(rng, USERS, D), "item": floats(rng, ITEMS, D)}
     return g, tensors, lambda model, g, x: tuple(model(g, {"user": x["user"], "item": x["item"]}).values())
 
 
 def gas_inputs(dgl, rng):
     src, dst = user_item_edges(rng)
-    g = dgl.heterograph({("u", "forward", "v"): (src, dst), ("v", "backward", "u"): (dst, src)},
-                        num_nodes_dict={"u": USERS, "v": ITEMS})
+    g = dgl.heterograph(
+        {("u", "forward", "v"): (src, dst), ("v", "backward", "u"): (dst, src)}, num_nodes_dict={"u": USERS, "v": ITEMS}
+    )
     tensors = {"e": floats(rng, 60, D), "u": floats(rng, USERS, D), "v": floats(rng, ITEMS, D)}
     return g, tensors, lambda model, g, x: model(g, x["e"], x["u"], x["v"])
 
@@ -181,8 +194,7 @@ class _SudokuUpdate(torch.nn.Module):
         self.cell = torch.nn.LSTMCell(2 * D, D)
 
     def forward(self, nodes):
-        h, c = self.cell(torch.cat([nodes.data["x"], nodes.data["m"]], -1),
-                         (nodes.data["rnn_h"], nodes.data["rnn_c"]))
+        h, c = self.cell(torch.cat([nodes.data["x"], nodes.data["m"]], -1), (nodes.data["rnn_h"], nodes.data["rnn_c"]))
         return {"h": h, "rnn_h": h, "rnn_c": c}
 
 
@@ -201,6 +213,7 @@ def rrn_inputs(dgl, rng):
         g.ndata["rnn_h"] = torch.zeros(N, D, dtype=torch.float64)
         g.ndata["rnn_c"] = torch.zeros(N, D, dtype=torch.float64)
         return model(g)
+
     return g, tensors, run
 
 
@@ -238,8 +251,14 @@ def capsule_inputs(dgl, rng):
 
 
 def compgcn(comp):
-    return example(f"compgcn-{comp}", "compGCN", "models", lambda m, g: m.CompGraphConv(D, D, comp, True, 0.0),
-                   compgcn_inputs, stubs="compgcn")
+    return example(
+        f"compgcn-{comp}",
+        "compGCN",
+        "models",
+        lambda m, g: m.CompGraphConv(D, D, comp, True, 0.0),
+        compgcn_inputs,
+        stubs="compgcn",
+    )
 
 
 def tree_lstm(cell):
@@ -247,68 +266,166 @@ def tree_lstm(cell):
 
 
 PROGRAMS = [
-    bgnn("gatedgcn", "gated_gcn_layer", lambda m, g: m.GatedGCNLayer(D, D, 0.0, True, residual=True),
-         node_edge_input()),
-    bgnn("gatedgcn-edge-only", "gated_gcn_layer",
-         lambda m, g: m.GatedGCNLayerEdgeFeatOnly(D, D, 0.0, True, residual=True), node_edge_input()),
-    bgnn("gatedgcn-isotropic", "gated_gcn_layer",
-         lambda m, g: m.GatedGCNLayerIsotropic(D, D, 0.0, True, residual=True), node_edge_input()),
-    bgnn("gat-builtin", "gat_layer", lambda m, g: m.GATLayer(D, D // 2, 2, 0.0, True, residual=True),
-         node_input(self_loops=True)),
+    bgnn(
+        "gatedgcn", "gated_gcn_layer", lambda m, g: m.GatedGCNLayer(D, D, 0.0, True, residual=True), node_edge_input()
+    ),
+    bgnn(
+        "gatedgcn-edge-only",
+        "gated_gcn_layer",
+        lambda m, g: m.GatedGCNLayerEdgeFeatOnly(D, D, 0.0, True, residual=True),
+        node_edge_input(),
+    ),
+    bgnn(
+        "gatedgcn-isotropic",
+        "gated_gcn_layer",
+        lambda m, g: m.GatedGCNLayerIsotropic(D, D, 0.0, True, residual=True),
+        node_edge_input(),
+    ),
+    bgnn(
+        "gat-builtin",
+        "gat_layer",
+        lambda m, g: m.GATLayer(D, D // 2, 2, 0.0, True, residual=True),
+        node_input(self_loops=True),
+    ),
     bgnn("gat-custom", "gat_layer", lambda m, g: m.CustomGATLayer(D, D // 2, 2, 0.0, True), node_edge_input()),
-    bgnn("gat-edge-repr", "gat_layer", lambda m, g: m.CustomGATLayerEdgeReprFeat(D, D // 2, 2, 0.0, True),
-         node_edge_input()),
-    bgnn("gat-isotropic", "gat_layer", lambda m, g: m.CustomGATLayerIsotropic(D, D // 2, 2, 0.0, True),
-         node_edge_input()),
+    bgnn(
+        "gat-edge-repr",
+        "gat_layer",
+        lambda m, g: m.CustomGATLayerEdgeReprFeat(D, D // 2, 2, 0.0, True),
+        node_edge_input(),
+    ),
+    bgnn(
+        "gat-isotropic", "gat_layer", lambda m, g: m.CustomGATLayerIsotropic(D, D // 2, 2, 0.0, True), node_edge_input()
+    ),
     bgnn("gcn", "gcn_layer", lambda m, g: m.GCNLayer(D, D, F.relu, 0.0, True, residual=True), node_input()),
-    bgnn("gin", "gin_layer",
-         lambda m, g: m.GINLayer(m.ApplyNodeFunc(m.MLP(2, D, D, D)), "sum", 0.0, True, residual=True,
-                              learn_eps=True), node_input()),
-    bgnn("monet", "gmm_layer", lambda m, g: m.GMMLayer(D, D, 2, 3, "sum", 0.0, True, residual=True),
-         node_edge_input(2, run=lambda model, g, x: model(g, x["h"], torch.sigmoid(x["e"])))),
-    bgnn("sage-maxpool", "graphsage_layer",
-         lambda m, g: m.GraphSageLayer(D, D, F.relu, 0.0, "maxpool", True, residual=True), node_input()),
-    bgnn("sage-mean", "graphsage_layer",
-         lambda m, g: m.GraphSageLayer(D, D, F.relu, 0.0, "mean", True, residual=True), node_input()),
-    bgnn("sage-edge-repr", "graphsage_layer",
-         lambda m, g: m.GraphSageLayerEdgeReprFeat(D, D, F.relu, 0.0, "maxpool", True, residual=True),
-         node_edge_input()),
+    bgnn(
+        "gin",
+        "gin_layer",
+        lambda m, g: m.GINLayer(m.ApplyNodeFunc(m.MLP(2, D, D, D)), "sum", 0.0, True, residual=True, learn_eps=True),
+        node_input(),
+    ),
+    bgnn(
+        "monet",
+        "gmm_layer",
+        lambda m, g: m.GMMLayer(D, D, 2, 3, "sum", 0.0, True, residual=True),
+        node_edge_input(2, run=lambda model, g, x: model(g, x["h"], torch.sigmoid(x["e"]))),
+    ),
+    bgnn(
+        "sage-maxpool",
+        "graphsage_layer",
+        lambda m, g: m.GraphSageLayer(D, D, F.relu, 0.0, "maxpool", True, residual=True),
+        node_input(),
+    ),
+    bgnn(
+        "sage-mean",
+        "graphsage_layer",
+        lambda m, g: m.GraphSageLayer(D, D, F.relu, 0.0, "mean", True, residual=True),
+        node_input(),
+    ),
+    bgnn(
+        "sage-edge-repr",
+        "graphsage_layer",
+        lambda m, g: m.GraphSageLayerEdgeReprFeat(D, D, F.relu, 0.0, "maxpool", True, residual=True),
+        node_edge_input(),
+    ),
     graphtransformer("graph-transformer", "graph_transformer_layer", node_input()),
     graphtransformer("graph-transformer-edge", "graph_transformer_edge_layer", node_edge_input()),
-    Program("pna", "pna", "pna/models/dgl/pna_layer.py", "models.dgl.pna_layer", "pna",
-            lambda m, g: m.PNALayer(D, D, "mean max min std", "identity amplification attenuation",
-                                 {"log": 1.5}, 0.0, True, True, towers=2, residual=True, edge_features=True,
-                                 edge_dim=4),
-            pna_inputs, stubs="pna"),
-    Program("pna-simple", "pna", "pna/models/dgl/pna_layer.py", "models.dgl.pna_layer", "pna",
-            lambda m, g: m.PNASimpleLayer(D, D, "mean max min std", "identity amplification attenuation",
-                                       {"log": 1.5}, 0.0, True, True),
-            node_input(), stubs="pna"),
-    Program("attentivefp", "dgl-lifesci", "dgl-lifesci/python/dgllife/model/gnn/attentivefp.py", "attentivefp",
-            "dgl-lifesci/python/dgllife/model/gnn", lambda m, g: m.AttentiveFPGNN(D, 4, 2, D, 0.0),
-            node_edge_input(4)),
+    Program(
+        "pna",
+        "pna",
+        "pna/models/dgl/pna_layer.py",
+        "models.dgl.pna_layer",
+        "pna",
+        lambda m, g: m.PNALayer(
+            D,
+            D,
+            "mean max min std",
+            "identity amplification attenuation",
+            {"log": 1.5},
+            0.0,
+            True,
+            True,
+            towers=2,
+            residual=True,
+            edge_features=True,
+            edge_dim=4,
+        ),
+        pna_inputs,
+        stubs="pna",
+    ),
+    Program(
+        "pna-simple",
+        "pna",
+        "pna/models/dgl/pna_layer.py",
+        "models.dgl.pna_layer",
+        "pna",
+        lambda m, g: m.PNASimpleLayer(
+            D, D, "mean max min std", "identity amplification attenuation", {"log": 1.5}, 0.0, True, True
+        ),
+        node_input(),
+        stubs="pna",
+    ),
+    Program(
+        "attentivefp",
+        "dgl-lifesci",
+        "dgl-lifesci/python/dgllife/model/gnn/attentivefp.py",
+        "attentivefp",
+        "dgl-lifesci/python/dgllife/model/gnn",
+        lambda m, g: m.AttentiveFPGNN(D, 4, 2, D, 0.0),
+        node_edge_input(4),
+    ),
     example("arma", "arma", "model", lambda m, g: m.ARMAConv(D, D, 2, 2, activation=F.relu), node_input()),
-    example("grand", "grand", "model", lambda m, g: m.GRAND(D, D, 3, S=1, K=3),
-            node_input(run=lambda model, g, x: model(g, x["h"], training=False)), dtype=torch.float32),
+    example(
+        "grand",
+        "grand",
+        "model",
+        lambda m, g: m.GRAND(D, D, 3, S=1, K=3),
+        node_input(run=lambda model, g, x: model(g, x["h"], training=False)),
+        dtype=torch.float32,
+    ),
     *[compgcn(comp) for comp in ("sub", "mul", "ccorr")],
-    example("proteins-gat", "ogb/ogbn-proteins", "models", lambda m, g: m.GATConv(D, 4, D // 2, n_heads=2),
-            proteins_gat_inputs),
-    example("deepergcn-genconv", "deepergcn", "layers",
-            lambda m, g: m.GENConv(D, D, "softmax", learn_beta=True, msg_norm=True, learn_msg_scale=True),
-            deepergcn_inputs, stubs="deepergcn"),
-    example("gnn-film", "GNN-FiLM", "main", lambda m, g: m.GNNFiLMLayer(D, D, ["r0", "r1", "r2"], 0.0),
-            film_inputs, stubs="film"),
+    example(
+        "proteins-gat",
+        "ogb/ogbn-proteins",
+        "models",
+        lambda m, g: m.GATConv(D, 4, D // 2, n_heads=2),
+        proteins_gat_inputs,
+    ),
+    example(
+        "deepergcn-genconv",
+        "deepergcn",
+        "layers",
+        lambda m, g: m.GENConv(D, D, "softmax", learn_beta=True, msg_norm=True, learn_msg_scale=True),
+        deepergcn_inputs,
+        stubs="deepergcn",
+    ),
+    example(
+        "gnn-film",
+        "GNN-FiLM",
+        "main",
+        lambda m, g: m.GNNFiLMLayer(D, D, ["r0", "r1", "r2"], 0.0),
+        film_inputs,
+        stubs="film",
+    ),
     example("ngcf", "NGCF/NGCF", "model", ngcf_build, ngcf_inputs),
-    example("care-gnn", "caregnn", "model",
-            lambda m, g: m.CAREConv(D, D, 2, [("_N", r, "_N") for r in ("r0", "r1", "r2")], activation=F.relu),
-            care_inputs),
+    example(
+        "care-gnn",
+        "caregnn",
+        "model",
+        lambda m, g: m.CAREConv(D, D, 2, [("_N", r, "_N") for r in ("r0", "r1", "r2")], activation=F.relu),
+        care_inputs,
+    ),
     example("gas", "gas", "model", lambda m, g: m.GASConv(D, D, D, D, D, D, activation=F.relu), gas_inputs),
     example("dagnn", "dagnn", "main", lambda m, g: m.DAGNNConv(D, 3), node_input(), stubs="dagnn"),
     example("rrn", "rrn", "rrn", rrn_build, rrn_inputs),
     example("tree-lstm", "tree_lstm", "tree_lstm", tree_lstm("nary"), tree_lstm_inputs),
     example("tree-lstm-childsum", "tree_lstm", "tree_lstm", tree_lstm("childsum"), tree_lstm_inputs),
-    example("capsule-routing", "capsule", "DGLDigitCapsule",
-            lambda m, g: m.DGLDigitCapsuleLayer(in_nodes_dim=8, in_nodes=12, out_nodes=4, out_nodes_dim=4),
-            capsule_inputs),
+    example(
+        "capsule-routing",
+        "capsule",
+        "DGLDigitCapsule",
+        lambda m, g: m.DGLDigitCapsuleLayer(in_nodes_dim=8, in_nodes=12, out_nodes=4, out_nodes_dim=4),
+        capsule_inputs,
+    ),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}

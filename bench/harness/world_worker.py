@@ -11,6 +11,7 @@ went: ``status`` ok or error (with the exception and the world-code line it came
 plans that ran and the fallbacks. Imports gnnc only in the gnnc systems, so it runs in the peer interpreter
 too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -109,8 +110,10 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
     compiled = system == "gnnc-compiled"
     if system.startswith("gnnc"):
         from gnnc.compat import dgl as alias
+
         alias.install()
     import dgl
+
     if system == "dgl":
         legacy_names(dgl.function)
     torch.set_default_dtype(BY_NAME[name].dtype)  # tensors a layer makes itself (th.zeros, th.Tensor) too
@@ -128,6 +131,7 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
             if compiled:
                 import gnnc
                 from gnnc.runtime.compiled import recording
+
                 model = gnnc.compile(model)
                 with recording() as plans:
                     arrays = train(model, params, run, graph, tensors)
@@ -135,12 +139,16 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
                 arrays = train(model, params, run, graph, tensors)
         np.savez(out, **arrays)
     except Exception as error:  # noqa: BLE001 - a program that fails is a result: its row says how
-        meta = {"status": "error", "error": f"{type(error).__name__}: {first_line(str(error))}",
-                "where": world_line(error.__traceback__)}
+        meta = {
+            "status": "error",
+            "error": f"{type(error).__name__}: {first_line(str(error))}",
+            "where": world_line(error.__traceback__),
+        }
     if compiled:
         meta["compiled_plans"] = sum(p.module is not None for p in plans)
-        meta["fallbacks"] = sorted({first_line(str(w.message)) for w in caught
-                                    if w.category.__name__ == "FallbackWarning"})
+        meta["fallbacks"] = sorted(
+            {first_line(str(w.message)) for w in caught if w.category.__name__ == "FallbackWarning"}
+        )
     Path(out + ".json").write_text(json.dumps(meta))
 
 

@@ -3,6 +3,7 @@
 Everything here renders text it did not write (help strings, docstrings other code owns) without parsing it
 as reST, so an edit elsewhere cannot break the warnings-as-errors build.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@
 to the source tree (``<repo>/src/gnnc`` -> ``<repo>/bench``) and says so
 clearly when it is absent, as in a wheel install.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,12 @@ def _harness_cli(folder: Path):
 
 
 def _missing(args):
-    raise SystemExit(f"gnnc bench: the benchmark suite lives in the repository's bench/ folder, which is not "
-                     f"installed with the package (looked for {bench_dir() / 'harness'}). Run it from a "
-                     f"source checkout: git clone the gnnc repository, pip install -e '.[bench]', then "
-                     f"gnnc bench --quick")
+    raise SystemExit(
+        f"gnnc bench: the benchmark suite lives in the repository's bench/ folder, which is not "
+        f"installed with the package (looked for {bench_dir() / 'harness'}). Run it from a "
+        f"source checkout: git clone the gnnc repository, pip install -e '.[bench]', then "
+        f"gnnc bench --quick"
+    )
 
 
 def add_bench_parser(subparsers) -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ Write failures are OSErrors naming the file and the cause (disk full,
 permission, read-only file system); ``check_writable`` finds them before a
 run spends an epoch.
 """
+
 from __future__ import annotations
 
 import errno
@@ -31,9 +32,14 @@ from pathlib import Path
 import torch
 
 _MANIFEST = re.compile(r"manifest-epoch(\d+)\.json")
-_CAUSES = {errno.ENOSPC: "disk full (no space left on device)", errno.EDQUOT: "disk quota exceeded",
-           errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-           errno.EROFS: "read-only file system", errno.ENOTDIR: "a path component is not a directory"}
+_CAUSES = {
+    errno.ENOSPC: "disk full (no space left on device)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only file system",
+    errno.ENOTDIR: "a path component is not a directory",
+}
 
 
 class CheckpointError(ValueError):
@@ -222,5 +228,6 @@ def newest_whole(directory, read):
 def fall_back(problem: CheckpointError, previous: Path | None) -> None:
     """Warn that ``problem`` sends the resume to the generation of ``previous`` (None: there is none)."""
     if previous is not None:
-        warnings.warn(CheckpointWarning(f"resume: {problem}; using the previous generation ({previous.name})"),
-                      stacklevel=3)
+        warnings.warn(
+            CheckpointWarning(f"resume: {problem}; using the previous generation ({previous.name})"), stacklevel=3
+        )

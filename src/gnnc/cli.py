@@ -9,6 +9,7 @@ every command; their synthetic replicas are named as such (``cora-replica``,
 and size. Every failure is one line on stderr naming the culprit and the
 fix, exit code 2; ``--debug`` or ``GNNC_DEBUG=1`` shows the traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,15 +63,24 @@ def cmd_demo(args) -> int:
         rows.append((name, ds.name, g.num_nodes(), g.num_edges(), len(g.canonical_etypes), *timings, gap))
     busy = busy_warning() or busy  # at the end too: the load average lags
     if busy:
-        print(f"gnnc demo: {busy}; rerun on an idle machine, or with fewer threads (OMP_NUM_THREADS=1)",
-              file=sys.stderr, flush=True)
-    print(f"gnnc demo: eager UDF executor vs gnnc.compile, {torch.get_num_threads()} CPU threads; ms per call, "
-          f"median (interquartile range) of {args.runs} runs after a warm-up")
-    print(f"{'model':<18} {'graph':<7} {'nodes':>7} {'edges':>7} {'rels':>4} | {'eager fwd':>17} "
-          f"{'compiled':>17} {'speedup':>7} | {'eager f+b':>17} {'compiled':>17} {'speedup':>7} | max |diff|")
+        print(
+            f"gnnc demo: {busy}; rerun on an idle machine, or with fewer threads (OMP_NUM_THREADS=1)",
+            file=sys.stderr,
+            flush=True,
+        )
+    print(
+        f"gnnc demo: eager UDF executor vs gnnc.compile, {torch.get_num_threads()} CPU threads; ms per call, "
+        f"median (interquartile range) of {args.runs} runs after a warm-up"
+    )
+    print(
+        f"{'model':<18} {'graph':<7} {'nodes':>7} {'edges':>7} {'rels':>4} | {'eager fwd':>17} "
+        f"{'compiled':>17} {'speedup':>7} | {'eager f+b':>17} {'compiled':>17} {'speedup':>7} | max |diff|"
+    )
     for model, graph, n, e, r, efwd, eb, cfwd, cb, gap in rows:
-        print(f"{model:<18} {graph:<7} {n:>7,} {e:>7,} {r:>4} | {efwd!s:>17} {cfwd!s:>17} "
-              f"{efwd.median / cfwd.median:>6.1f}x | {eb!s:>17} {cb!s:>17} {eb.median / cb.median:>6.1f}x | {gap:.1e}")
+        print(
+            f"{model:<18} {graph:<7} {n:>7,} {e:>7,} {r:>4} | {efwd!s:>17} {cfwd!s:>17} "
+            f"{efwd.median / cfwd.median:>6.1f}x | {eb!s:>17} {cb!s:>17} {eb.median / cb.median:>6.1f}x | {gap:.1e}"
+        )
     return 0
 
 
@@ -81,15 +91,24 @@ def cmd_datasets(args) -> int:
     print("Synthetic replicas (gnnc.data.synthetic(name, scale=1.0, seed=0)); full-scale figures:")
     print(f"  {'name':<16} {'kind':<14} {'nodes':>11} {'edges':>12} {'ntypes':>6} {'rels':>5} {'feat':>5}  source")
     for d in data.list_datasets():
-        print(f"  {label(d.name):<16} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
-              f"{d.num_relations:>5} {d.feat_dim:>5}  {d.paper}")
+        print(
+            f"  {label(d.name):<16} {d.kind:<14} {d.num_nodes:>11,} {d.num_edges:>12,} {d.num_ntypes:>6} "
+            f"{d.num_relations:>5} {d.feat_dim:>5}  {d.paper}"
+        )
     root = paths.data_root(args.data_dir)
-    print(f"Real-data loaders (files under {paths.describe_root(args.data_dir)}); as a graph name, cora and "
-          f"citeseer mean these files in every command (their replicas: cora-replica, citeseer-replica):")
+    print(
+        f"Real-data loaders (files under {paths.describe_root(args.data_dir)}); as a graph name, cora and "
+        f"citeseer mean these files in every command (their replicas: cora-replica, citeseer-replica):"
+    )
     for d in REAL_DATASETS.values():
         missing = d.missing(root)
-        state = "found" if not missing else "absent" if len(missing) == len(d.files) else \
-            f"incomplete, missing {', '.join(Path(m).name for m in missing)}"
+        state = (
+            "found"
+            if not missing
+            else "absent"
+            if len(missing) == len(d.files)
+            else f"incomplete, missing {', '.join(Path(m).name for m in missing)}"
+        )
         print(f"  {d.name:<10} gnnc.data.{d.loader:<15} {d.pattern:<24} {state:<7} {d.figures}")
     return 0
 
@@ -115,8 +134,11 @@ def synthetic_replica(name: str, scale: float, command: str, **options):
 
     name = _check_synthetic(name, command)
     info = data.get_info(name)
-    print(f"{label(name)}: synthetic replica at {scale_note(scale)}, about {round(info.num_nodes * scale):,} nodes and "
-          f"{round(info.num_edges * scale):,} edges; --scale changes it", flush=True)
+    print(
+        f"{label(name)}: synthetic replica at {scale_note(scale)}, about {round(info.num_nodes * scale):,} nodes and "
+        f"{round(info.num_edges * scale):,} edges; --scale changes it",
+        flush=True,
+    )
     return data.synthetic(name, scale=scale, **options)
 
 
@@ -147,8 +169,10 @@ def load_graph(spec: str, scale: float, data_dir: str | None, command: str = "in
         return data.load_kg(spec).graph
     if is_replica(spec):
         return synthetic_replica(spec, scale, command).graph
-    raise UsageError(f"unknown graph {spec!r}: give a synthetic name ({', '.join(data.DATASETS)}), "
-                     f"{'/'.join(REAL_DATASETS)}, or an existing .npz / KG path (`gnnc datasets` lists them)")
+    raise UsageError(
+        f"unknown graph {spec!r}: give a synthetic name ({', '.join(data.DATASETS)}), "
+        f"{'/'.join(REAL_DATASETS)}, or an existing .npz / KG path (`gnnc datasets` lists them)"
+    )
 
 
 def _features(store) -> str:
@@ -162,8 +186,10 @@ def cmd_info(args) -> int:
     print(g.metagraph())
     deg = g.in_degrees().double()
     if deg.numel():
-        print(f"in-degree: min {int(deg.min())}, mean {deg.mean():.2f}, max {int(deg.max())}, "
-              f"zero in-degree nodes {int((deg == 0).sum()):,}")
+        print(
+            f"in-degree: min {int(deg.min())}, mean {deg.mean():.2f}, max {int(deg.max())}, "
+            f"zero in-degree nodes {int((deg == 0).sum()):,}"
+        )
     if g.is_homogeneous:
         print(f"node features: {_features(g.ndata)}; edge features: {_features(g.edata)}")
     else:
@@ -177,8 +203,10 @@ def cmd_info(args) -> int:
 def require_device(device: str) -> None:
     """UsageError unless ``device`` can run here: a CUDA device needs ``torch.cuda.is_available()``."""
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {device} needs an NVIDIA GPU, but torch.cuda.is_available() is False here "
-                         f"(torch {torch.__version__})")
+        raise UsageError(
+            f"--device {device} needs an NVIDIA GPU, but torch.cuda.is_available() is False here "
+            f"(torch {torch.__version__})"
+        )
 
 
 def check_dist_device(device: str, nproc: int) -> None:
@@ -188,8 +216,10 @@ def check_dist_device(device: str, nproc: int) -> None:
         raise UsageError(f"--dist takes --device cpu or cuda (each worker then uses GPU LOCAL_RANK), not {device!r}")
     require_device(device)
     if device == "cuda" and nproc > torch.cuda.device_count():
-        raise UsageError(f"--device cuda gives each worker a GPU of its own, but --nproc {nproc} exceeds the "
-                         f"{torch.cuda.device_count()} GPU(s) here; lower --nproc")
+        raise UsageError(
+            f"--device cuda gives each worker a GPU of its own, but --nproc {nproc} exceeds the "
+            f"{torch.cuda.device_count()} GPU(s) here; lower --nproc"
+        )
 
 
 def cmd_train(args) -> int:
@@ -205,27 +235,48 @@ def cmd_train(args) -> int:
             raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
         dataset = _check_synthetic(args.dataset or "mag", "train --minibatch")
         if args.model not in (None, "rgcn", "rgat", "hgt"):
-            raise UsageError(f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
-                             "for full-batch gcn/gat on cora or citeseer")
-        return run_cli(dataset, scale=args.scale, model=args.model, fanouts=args.fanouts,
-                       batch_size=args.batch_size, epochs=args.epochs, lr=args.lr, hidden=args.hidden,
-                       seed=args.seed, learnable=args.learnable, checkpoint_dir=args.checkpoint,
-                       resume=args.resume, device=args.device, compiled=args.compile)
+            raise UsageError(
+                f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
+                "for full-batch gcn/gat on cora or citeseer"
+            )
+        return run_cli(
+            dataset,
+            scale=args.scale,
+            model=args.model,
+            fanouts=args.fanouts,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            lr=args.lr,
+            hidden=args.hidden,
+            seed=args.seed,
+            learnable=args.learnable,
+            checkpoint_dir=args.checkpoint,
+            resume=args.resume,
+            device=args.device,
+            compiled=args.compile,
+        )
     from . import data
     from .training import planetoid_experiment
 
     dataset, model = args.dataset or "cora", args.model or "gcn"
     if dataset not in ("cora", "citeseer") or model not in ("gcn", "gat"):
-        raise UsageError(f"full-batch training takes --dataset cora/citeseer and --model gcn/gat, not "
-                         f"{dataset}/{model}; add --minibatch for the synthetic graphs and rgcn/rgat/hgt")
+        raise UsageError(
+            f"full-batch training takes --dataset cora/citeseer and --model gcn/gat, not "
+            f"{dataset}/{model}; add --minibatch for the synthetic graphs and rgcn/rgat/hgt"
+        )
     folder = _real_path(dataset, args.data_dir)
     ds = data.load_planetoid(dataset, folder)
-    print(f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
-          f"{ds.graph.num_edges():,} edges", flush=True)
+    print(
+        f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
+        f"{ds.graph.num_edges():,} edges",
+        flush=True,
+    )
     result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
-    print(f"{model.upper()} on {dataset} ({'compiled' if args.compile else 'eager: --no-compile'}): test accuracy "
-          f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
-          f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)")
+    print(
+        f"{model.upper()} on {dataset} ({'compiled' if args.compile else 'eager: --no-compile'}): test accuracy "
+        f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
+        f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)"
+    )
     return 0
 
 
@@ -267,14 +318,17 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
         lines = []
         for line in text.splitlines():
-            lead = indent + line[:len(line) - len(line.lstrip())]
+            lead = indent + line[: len(line) - len(line.lstrip())]
             lines.append(textwrap.fill(line.strip(), width, initial_indent=lead, subsequent_indent=lead) or "")
         return "\n".join(lines)
 
     def _get_help_string(self, action):
         help_ = action.help or ""
-        if any(action.default is v for v in (None, False, argparse.SUPPRESS)) or "default" in help_ \
-                or not action.option_strings:
+        if (
+            any(action.default is v for v in (None, False, argparse.SUPPRESS))
+            or "default" in help_
+            or not action.option_strings
+        ):
             return help_
         default = " ".join(map(str, action.default)) if isinstance(action.default, list) else "%(default)s"
         return f"{help_} (default: {default})"
@@ -293,17 +347,25 @@ class Parser(argparse.ArgumentParser):
 
 def _number(kind, low, high=None, low_open=False):
     """An argparse type: ``kind`` within [low, high] (``low_open``: above low); the message says the range."""
+
     def parse(text):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") \
-                from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") from None
         if value < low or (low_open and value == low) or (high is not None and value > high):
-            bound = f"in ({low:g}, {high:g}]" if low_open and high is not None else \
-                f"above {low:g}" if low_open else f"at least {low:g}" if high is None else f"in [{low:g}, {high:g}]"
+            bound = (
+                f"in ({low:g}, {high:g}]"
+                if low_open and high is not None
+                else f"above {low:g}"
+                if low_open
+                else f"at least {low:g}"
+                if high is None
+                else f"in [{low:g}, {high:g}]"
+            )
             raise argparse.ArgumentTypeError(f"{text} is out of range: it must be {bound}")
         return value
+
     parse.__name__ = kind.__name__
     return parse
 
@@ -328,17 +390,27 @@ def _version() -> str:
         return f"{__version__} (not installed)"
 
 
-RULE_LINES = "\n  ".join(("--data-dir DIR", "$GNNC_DATA", "../shared/data beside a source checkout, when present",
-                             "~/.cache/gnnc/data ($XDG_CACHE_HOME/gnnc/data), the per-user default"))
+RULE_LINES = "\n  ".join(
+    (
+        "--data-dir DIR",
+        "$GNNC_DATA",
+        "../shared/data beside a source checkout, when present",
+        "~/.cache/gnnc/data ($XDG_CACHE_HOME/gnnc/data), the per-user default",
+    )
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="gnnc", description="GNN UDF compiler: compile message-passing UDFs; demos, datasets, "
-                                        "training, partitioning and benchmarks.",
-               epilog=f"real data (cora, citeseer, FB15k-237, WN18RR) is read from the first of:\n  {RULE_LINES}\n"
-                      f"failures print one line and exit with code 2; --debug or {DEBUG_ENV}=1 shows the traceback")
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
-                   help="print gnnc's version and exit")
+    p = Parser(
+        prog="gnnc",
+        description="GNN UDF compiler: compile message-passing UDFs; demos, datasets, "
+        "training, partitioning and benchmarks.",
+        epilog=f"real data (cora, citeseer, FB15k-237, WN18RR) is read from the first of:\n  {RULE_LINES}\n"
+        f"failures print one line and exit with code 2; --debug or {DEBUG_ENV}=1 shows the traceback",
+    )
+    p.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print gnnc's version and exit"
+    )
     p.add_argument("--debug", action="store_true", help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
     p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -352,8 +424,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the graphs and the models")
     demo.set_defaults(func=cmd_demo)
 
-    ds = sub.add_parser("datasets", help="list synthetic generators and real-data loaders, and which files exist; "
-                                         "`gnnc datasets download NAME` fetches a real dataset")
+    ds = sub.add_parser(
+        "datasets",
+        help="list synthetic generators and real-data loaders, and which files exist; "
+        "`gnnc datasets download NAME` fetches a real dataset",
+    )
     ds.add_argument("--data-dir", help=DATA_DIR_HELP)
     add_download_arguments(ds, cmd_datasets)
 
@@ -364,18 +439,26 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=cmd_info)
 
     train = sub.add_parser("train", help="train GCN/GAT on Planetoid, or mini-batch R-GCN/R-GAT/HGT (--minibatch)")
-    train.add_argument("--model", choices=["gcn", "gat", "rgcn", "rgat", "hgt"], default=None,
-                       help="default gcn; rgcn with --minibatch")
-    train.add_argument("--dataset", default=None,
-                       help="the real cora or citeseer (default cora); with --minibatch a synthetic replica "
-                            "(default mag)")
+    train.add_argument(
+        "--model",
+        choices=["gcn", "gat", "rgcn", "rgat", "hgt"],
+        default=None,
+        help="default gcn; rgcn with --minibatch",
+    )
+    train.add_argument(
+        "--dataset",
+        default=None,
+        help="the real cora or citeseer (default cora); with --minibatch a synthetic replica (default mag)",
+    )
     train.add_argument("--data-dir", help=DATA_DIR_HELP)
     train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
-    train.add_argument("--epochs", type=POSITIVE, default=None,
-                       help="default: the model's recipe (3 with --minibatch)")
-    train.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                       help="run the model through gnnc.compile (the default; --no-compile runs the eager "
-                            "executor)")
+    train.add_argument("--epochs", type=POSITIVE, default=None, help="default: the model's recipe (3 with --minibatch)")
+    train.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the model through gnnc.compile (the default; --no-compile runs the eager executor)",
+    )
     mb = train.add_argument_group("mini-batch training")
     mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
     mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")
@@ -383,50 +466,85 @@ def build_parser() -> argparse.ArgumentParser:
     mb.add_argument("--batch-size", type=POSITIVE, default=1024, help="seed nodes per mini-batch")
     mb.add_argument("--hidden", type=POSITIVE, default=64, help="hidden width")
     mb.add_argument("--lr", type=POSITIVE_FLOAT, default=0.01, help="learning rate")
-    mb.add_argument("--learnable", nargs="+", default=["non-target"], metavar="NTYPE",
-                    help="types with learnable embeddings: non-target (default), missing, or type names")
+    mb.add_argument(
+        "--learnable",
+        nargs="+",
+        default=["non-target"],
+        metavar="NTYPE",
+        help="types with learnable embeddings: non-target (default), missing, or type names",
+    )
     mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
     mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
-    mb.add_argument("--device", default="cpu",
-                    help="torch device to train on; with --dist cpu (gloo) or cuda (worker LOCAL_RANK on GPU "
-                         "LOCAL_RANK, NCCL)")
-    dist = train.add_argument_group("distributed training (--dist: torchrun workers; gloo, or NCCL with "
-                                    "--device cuda)")
-    dist.add_argument("--dist", action="store_true", help="train across worker processes: RAF on meta "
-                      "partitions or the vanilla data-parallel baseline")
+    mb.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device to train on; with --dist cpu (gloo) or cuda (worker LOCAL_RANK on GPU LOCAL_RANK, NCCL)",
+    )
+    dist = train.add_argument_group("distributed training (--dist: torchrun workers; gloo, or NCCL with --device cuda)")
+    dist.add_argument(
+        "--dist",
+        action="store_true",
+        help="train across worker processes: RAF on meta partitions or the vanilla data-parallel baseline",
+    )
     dist.add_argument("--nproc", type=POSITIVE, default=2, help="worker processes on this machine")
-    dist.add_argument("--mode", choices=["raf", "vanilla"], default="raf",
-                      help="raf: relation-aggregation-first on meta partitions; vanilla: data-parallel baseline")
-    dist.add_argument("--partition", choices=["metis", "random"], default="metis",
-                      help="vanilla: edge-cut partitioning (RAF always uses meta partitions)")
-    dist.add_argument("--partitions", metavar="DIR",
-                      help="partitions written by gnnc partition (default: partition the replica into a temporary "
-                           "directory)")
-    dist.add_argument("--shared-learnable", choices=["owner", "replicate"], default="owner",
-                      help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
-                           "or are copied per partition (Heta)")
-    dist.add_argument("--dist-timeout", type=POSITIVE_FLOAT, default=300.0,
-                      help="seconds a worker waits for its peers")
+    dist.add_argument(
+        "--mode",
+        choices=["raf", "vanilla"],
+        default="raf",
+        help="raf: relation-aggregation-first on meta partitions; vanilla: data-parallel baseline",
+    )
+    dist.add_argument(
+        "--partition",
+        choices=["metis", "random"],
+        default="metis",
+        help="vanilla: edge-cut partitioning (RAF always uses meta partitions)",
+    )
+    dist.add_argument(
+        "--partitions",
+        metavar="DIR",
+        help="partitions written by gnnc partition (default: partition the replica into a temporary directory)",
+    )
+    dist.add_argument(
+        "--shared-learnable",
+        choices=["owner", "replicate"],
+        default="owner",
+        help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
+        "or are copied per partition (Heta)",
+    )
+    dist.add_argument("--dist-timeout", type=POSITIVE_FLOAT, default=300.0, help="seconds a worker waits for its peers")
     dist.add_argument("--nnodes", type=POSITIVE, default=1, help="machines; run the same command on each")
     dist.add_argument("--node-rank", type=NON_NEGATIVE, default=0, help="this machine's index among --nnodes")
     dist.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous address for several machines")
-    dist.add_argument("--report", metavar="FILE",
-                      help="rank 0 writes every worker's per-epoch losses, seconds, bytes and cache counts as JSON")
-    dist.add_argument("--cache-fraction", type=_number(float, 0.0), default=0.0, metavar="F",
-                      help="Heta's feature cache on every worker, F times the bytes of the rows it stores, built "
-                           "from pre-sampling (default 0: no cache); --checkpoint DIR [--resume] work with --dist too")
+    dist.add_argument(
+        "--report",
+        metavar="FILE",
+        help="rank 0 writes every worker's per-epoch losses, seconds, bytes and cache counts as JSON",
+    )
+    dist.add_argument(
+        "--cache-fraction",
+        type=_number(float, 0.0),
+        default=0.0,
+        metavar="F",
+        help="Heta's feature cache on every worker, F times the bytes of the rows it stores, built "
+        "from pre-sampling (default 0: no cache); --checkpoint DIR [--resume] work with --dist too",
+    )
     train.set_defaults(func=cmd_train)
 
     exp = sub.add_parser("explain", help="show the MP-DFG of a reference model before and after optimization")
     exp.add_argument("--model", choices=EXPLAIN_MODELS, default="gat", help="reference model to explain")
-    exp.add_argument("--graph", default="cora-replica",
-                     help="synthetic replica to trace on (`gnnc datasets` lists them)")
+    exp.add_argument(
+        "--graph", default="cora-replica", help="synthetic replica to trace on (`gnnc datasets` lists them)"
+    )
     exp.add_argument("--scale", type=SCALE, default=0.05, help="replica scale (the graph's size sets the FLOPs shown)")
     exp.add_argument("--feat-dim", type=POSITIVE, default=16, help="input feature width")
     exp.add_argument("--dot", metavar="FILE", help="also write the optimized graphs as Graphviz dot here")
-    exp.add_argument("--backend", choices=BACKENDS, default="auto",
-                     help="backend of the plans (auto: numba on CPU, triton on CUDA); triton on the CPU runs under "
-                          "Triton's interpreter: TRITON_INTERPRET=1 gnnc explain --backend triton")
+    exp.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="backend of the plans (auto: numba on CPU, triton on CUDA); triton on the CPU runs under "
+        "Triton's interpreter: TRITON_INTERPRET=1 gnnc explain --backend triton",
+    )
     exp.add_argument("--device", default="cpu", help="device of the graph and the model, e.g. cuda")
     exp.set_defaults(func=cmd_explain)
 
@@ -437,8 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(sub)
     for command in sub.choices.values():
         if command.prefix_chars == "-":  # the stand-in bench parser of a wheel install takes anything
-            command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                                 help=f"show the traceback of a failure (also {DEBUG_ENV}=1)")
+            command.add_argument(
+                "--debug",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help=f"show the traceback of a failure (also {DEBUG_ENV}=1)",
+            )
             if "--quiet" not in command._option_string_actions:  # bench's harness has its own
                 command.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
@@ -478,8 +600,11 @@ def main(argv=None) -> int:
         if debug:
             raise
         text = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"{prog}: error: {type(err).__name__}: {_one_line(text)} (rerun with --debug or {DEBUG_ENV}=1 "
-              f"for the traceback)", file=sys.stderr)
+        print(
+            f"{prog}: error: {type(err).__name__}: {_one_line(text)} (rerun with --debug or {DEBUG_ENV}=1 "
+            f"for the traceback)",
+            file=sys.stderr,
+        )
         return 2
 
 

@@ -1,4 +1,5 @@
 """``gnnc.compile``: run a model's message passing through the MP-DFG compiler."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -37,8 +38,12 @@ class CompiledModule(nn.Module):
             return self._forwards(self.model, args, kwargs)
 
 
-def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # noqa: A001
-            **options) -> CompiledModule:
+def compile(
+    model: nn.Module,
+    backend: str = "auto",
+    autotune: bool = False,  # noqa: A001
+    **options,
+) -> CompiledModule:
     """A module computing the same function as ``model`` with compiled message passing.
 
     ``backend``: ``auto`` (numba kernels on CPU when numba is installed,
@@ -53,8 +58,7 @@ def compile(model: nn.Module, backend: str = "auto", autotune: bool = False,  # 
     names = {name for name, _ in (*PIPELINE, *FORWARD_PASSES)}
     unknown = set(options) - names
     if unknown:
-        raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: "
-                        f"{sorted(names)}")
+        raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: {sorted(names)}")
     return CompiledModule(model, {"backend": backend, **options, **({"autotune": True} if autotune else {})})
 
 
@@ -85,11 +89,18 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
             continue
         sections.append(f"== call {i}: {plan.call} [backend {plan.backend}]")
         before, after = estimate(plan.initial), estimate(plan.dfg)
-        sections += ["-- MP-DFG as written (residency, movement, shape, source):", format_dfg(plan.initial),
-                     "-- after optimization:", format_dfg(plan.dfg), "-- passes:"]
+        sections += [
+            "-- MP-DFG as written (residency, movement, shape, source):",
+            format_dfg(plan.initial),
+            "-- after optimization:",
+            format_dfg(plan.dfg),
+            "-- passes:",
+        ]
         sections += [f"   {line}" for line in plan.dfg.log] or ["   (none fired)"]
-        sections.append(f"-- estimate: {before['flops']:,} -> {after['flops']:,} FLOPs; intermediates "
-                        f"{before['intermediate_bytes']:,} -> {after['intermediate_bytes']:,} bytes")
+        sections.append(
+            f"-- estimate: {before['flops']:,} -> {after['flops']:,} FLOPs; intermediates "
+            f"{before['intermediate_bytes']:,} -> {after['intermediate_bytes']:,} bytes"
+        )
         choices = cost_choices(plan.dfg, plan.context)
         if choices:
             sections += ["-- cost model on this graph (* chosen):"] + choices

@@ -9,6 +9,7 @@ first runs the same work eagerly, so that an error of the user's own is raised a
 eager succeeds it issues one ``FallbackWarning`` naming the stage and the user's line (``fell_back``) and
 returns eager's result.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,9 +60,13 @@ def failure(err: BaseException, default: str) -> str:
     return f"{stage_of(err, default)} failed ({type(err).__name__}: {lines[0][:200]})"
 
 
-_LIBRARIES = (*(os.path.dirname(os.path.abspath(init)) + os.sep  # gnnc's and torch's folders
-                for init in (__file__, torch.__file__)),
-              os.path.abspath(contextlib.__file__))  # a stage used as a decorator calls through it
+_LIBRARIES = (
+    *(
+        os.path.dirname(os.path.abspath(init)) + os.sep  # gnnc's and torch's folders
+        for init in (__file__, torch.__file__)
+    ),
+    os.path.abspath(contextlib.__file__),
+)  # a stage used as a decorator calls through it
 _GENERATED = ("<eval_with_key>", "<gnnc capture>")  # fx's code of a captured forward, and capture's wrapper
 
 
@@ -69,8 +74,10 @@ def _user_frame():
     """The innermost frame of the user's code running now: outside gnnc, torch and the code they generate
     (a message-passing call's line in the user's forward, or the call of a compiled model)."""
     frame = sys._getframe(1)
-    while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARIES)
-                                 or frame.f_code.co_filename.startswith(_GENERATED)):
+    while frame is not None and (
+        os.path.abspath(frame.f_code.co_filename).startswith(_LIBRARIES)
+        or frame.f_code.co_filename.startswith(_GENERATED)
+    ):
         frame = frame.f_back
     return frame
 
@@ -92,10 +99,15 @@ def fell_back(what: str, where: str | None = None) -> str:
         warnings.warn(message, FallbackWarning, stacklevel=2)
     else:
         # a module name of None (code run by exec, as Sphinx's doctests) makes warn_explicit drop the warning
-        warnings.warn_explicit(message, FallbackWarning, frame.f_code.co_filename, frame.f_lineno,
-                               module=frame.f_globals.get("__name__") or "__main__",
-                               registry=frame.f_globals.setdefault("__warningregistry__", {}),
-                               module_globals=frame.f_globals)
+        warnings.warn_explicit(
+            message,
+            FallbackWarning,
+            frame.f_code.co_filename,
+            frame.f_lineno,
+            module=frame.f_globals.get("__name__") or "__main__",
+            registry=frame.f_globals.setdefault("__warningregistry__", {}),
+            module_globals=frame.f_globals,
+        )
     return message
 
 

@@ -6,6 +6,7 @@ binary message (e.g. ``u_mul_e('h', 'w', 'm')``) and the reducers ``sum``,
 executor can run it) that also records what it computes, so executors and
 the compiler can recognise it and use a dedicated kernel.
 """
+
 from dataclasses import dataclass as _dataclass
 
 import torch as _torch
@@ -142,8 +143,20 @@ def min(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
     return BuiltinReduce("min", msg, out)
 
 
-__all__ = ["BuiltinMessage", "BuiltinReduce", "copy_u", "copy_e", "copy_src", "copy_edge", "src_mul_edge",
-           "sum", "mean", "max", "min", *_BINARY_NAMES]
+__all__ = [
+    "BuiltinMessage",
+    "BuiltinReduce",
+    "copy_u",
+    "copy_e",
+    "copy_src",
+    "copy_edge",
+    "src_mul_edge",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    *_BINARY_NAMES,
+]
 
 
 def __dir__():

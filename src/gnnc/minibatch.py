@@ -19,6 +19,7 @@ the history, so a resumed run continues with exactly the losses an
 uninterrupted one has.
 ``run_cli`` is the ``gnnc train --minibatch`` command.
 """
+
 from __future__ import annotations
 
 import re
@@ -82,8 +83,7 @@ def rgat(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) 
 
 def hgt(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) -> LayerStack:
     """HGT: ``num_layers`` HGTConv, then a linear head."""
-    layers = [HGTConv(hidden, hidden, len(g.ntypes), len(g.canonical_etypes), num_heads)
-              for _ in range(num_layers)]
+    layers = [HGTConv(hidden, hidden, len(g.ntypes), len(g.canonical_etypes), num_heads) for _ in range(num_layers)]
     return LayerStack(layers, head=nn.Linear(hidden, num_classes))
 
 
@@ -110,9 +110,11 @@ class EpochStats:
 
     def format(self, epochs: int) -> str:
         stages = "  ".join(f"{s} {self.times[s]:.2f}s" for s in STAGES)
-        return (f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
-                f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  "
-                f"| train {self.train_seconds:.2f}s  eval {self.eval_seconds:.2f}s")
+        return (
+            f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
+            f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  "
+            f"| train {self.train_seconds:.2f}s  eval {self.eval_seconds:.2f}s"
+        )
 
 
 @dataclass
@@ -145,10 +147,24 @@ class MinibatchTrainer:
     the plain model either way, so checkpoints of both modes are alike.
     """
 
-    def __init__(self, dataset, model_builder, fanouts, batch_size: int, lr: float, seed: int, *,
-                 hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
-                 learnable="non-target", add_reverse: bool = True, dtype=torch.float32, device="cpu",
-                 compiled: bool = True):
+    def __init__(
+        self,
+        dataset,
+        model_builder,
+        fanouts,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        *,
+        hidden: int = 64,
+        embed_dim: int | None = None,
+        embed_lr: float | None = None,
+        learnable="non-target",
+        add_reverse: bool = True,
+        dtype=torch.float32,
+        device="cpu",
+        compiled: bool = True,
+    ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.device = torch.device(device)
@@ -185,10 +201,19 @@ class MinibatchTrainer:
         self.history: list[EpochStats] = []
         self.losses: list[list[float]] = []
         self.config = {
-            "dataset": dataset.name, "num_nodes": [g.num_nodes(t) for t in g.ntypes],
-            "relations": [list(k) for k in g.canonical_etypes], "fanouts": self.fanouts,
-            "batch_size": batch_size, "lr": lr, "embed_lr": embed_lr, "seed": seed, "hidden": hidden,
-            "embed_dim": embed_dim, "learnable": learnable_types, "model": model_name, "dtype": str(dtype),
+            "dataset": dataset.name,
+            "num_nodes": [g.num_nodes(t) for t in g.ntypes],
+            "relations": [list(k) for k in g.canonical_etypes],
+            "fanouts": self.fanouts,
+            "batch_size": batch_size,
+            "lr": lr,
+            "embed_lr": embed_lr,
+            "seed": seed,
+            "hidden": hidden,
+            "embed_dim": embed_dim,
+            "learnable": learnable_types,
+            "model": model_name,
+            "dtype": str(dtype),
         }
 
     # ------------------------------------------------------------------ steps
@@ -201,8 +226,16 @@ class MinibatchTrainer:
         times, losses, train_acc = self._train_epoch(progress)
         start = time.perf_counter()
         val_acc, test_acc = self.evaluate("val", progress), self.evaluate("test", progress)
-        stats = EpochStats(self.epoch, sum(losses) / len(losses), train_acc, val_acc, test_acc, len(losses),
-                           times, time.perf_counter() - start)
+        stats = EpochStats(
+            self.epoch,
+            sum(losses) / len(losses),
+            train_acc,
+            val_acc,
+            test_acc,
+            len(losses),
+            times,
+            time.perf_counter() - start,
+        )
         self.history.append(stats)
         self.losses.append(losses)
         return stats
@@ -259,8 +292,9 @@ class MinibatchTrainer:
         self.eval_sampler.manual_seed(self.seed * 1_000_003 + 2 * self.epoch + (split == "test"))
         correct = 0
         batches = ids.split(self.batch_size)
-        for seeds in shown.bar(batches, desc=f"evaluating {split}", unit="batch", leave=False,
-                               disable=len(batches) < 2 or not progress):
+        for seeds in shown.bar(
+            batches, desc=f"evaluating {split}", unit="batch", leave=False, disable=len(batches) < 2 or not progress
+        ):
             blocks = self._blocks(self.eval_sampler, seeds)
             logits = self.run_model(blocks, self.embedding(blocks[0].src_ids))
             correct += int((logits.argmax(-1) == self.labels.index_select(0, seeds.to(self.device))).sum())
@@ -269,18 +303,23 @@ class MinibatchTrainer:
     # ------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:
         return {
-            "version": CHECKPOINT_VERSION, "config": self.config, "epoch": self.epoch,
-            "model": self.model.state_dict(), "embedding": self.embedding.state_dict(),
+            "version": CHECKPOINT_VERSION,
+            "config": self.config,
+            "epoch": self.epoch,
+            "model": self.model.state_dict(),
+            "embedding": self.embedding.state_dict(),
             "dense_opt": self.dense_opt.state_dict(),
             "sparse_opt": None if self.sparse_opt is None else self.sparse_opt.state_dict(),
             **random_state(self.sampler, self.shuffle),
-            "history": [asdict(s) for s in self.history], "losses": self.losses,
+            "history": [asdict(s) for s in self.history],
+            "losses": self.losses,
         }
 
     def load_state_dict(self, state: dict) -> None:
         if state.get("version") != CHECKPOINT_VERSION:
-            raise ValueError(f"checkpoint format version {state.get('version')!r}; this gnnc reads "
-                             f"version {CHECKPOINT_VERSION}")
+            raise ValueError(
+                f"checkpoint format version {state.get('version')!r}; this gnnc reads version {CHECKPOINT_VERSION}"
+            )
         diff = config_differences(state["config"], self.config)
         if diff:
             raise ValueError("checkpoint was written by a different run configuration:\n  " + "\n  ".join(diff))
@@ -302,8 +341,12 @@ class MinibatchTrainer:
         name = f"epoch{self.epoch}.pt"
         checkpoints.retire(directory, self.epoch)
         entry = checkpoints.write_file(self.state_dict(), directory / name)
-        record = {"format": "gnnc-minibatch-checkpoint", "version": CHECKPOINT_VERSION, "epoch": self.epoch,
-                  "files": {name: entry}}
+        record = {
+            "format": "gnnc-minibatch-checkpoint",
+            "version": CHECKPOINT_VERSION,
+            "epoch": self.epoch,
+            "files": {name: entry},
+        }
         return checkpoints.commit(directory, self.epoch, record, CHECKPOINT_FILE)
 
     def load(self, directory) -> None:
@@ -311,7 +354,7 @@ class MinibatchTrainer:
         directory = Path(directory)
 
         def read(record):
-            (name, entry), = record["files"].items()
+            ((name, entry),) = record["files"].items()
             return checkpoints.read_file(directory / name, entry)
 
         self.load_state_dict(checkpoints.newest_whole(directory, read))
@@ -372,9 +415,19 @@ def _learnable_types(g, target: str, learnable) -> list[str]:
     return [t for t in g.ntypes if t in set(learnable)]  # graph order, so checkpoints compare equal
 
 
-def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: int, lr: float, seed: int,
-                    checkpoint_dir=None, resume: bool = False, progress: bool = True,
-                    **options) -> MinibatchResult:
+def train_minibatch(
+    dataset,
+    model_builder,
+    fanouts,
+    batch_size: int,
+    epochs: int,
+    lr: float,
+    seed: int,
+    checkpoint_dir=None,
+    resume: bool = False,
+    progress: bool = True,
+    **options,
+) -> MinibatchResult:
     """Mini-batch node classification on ``dataset.target_ntype``; see the module docstring.
 
     ``options`` go to ``MinibatchTrainer`` (hidden, embed_dim, embed_lr,
@@ -402,10 +455,24 @@ def train_minibatch(dataset, model_builder, fanouts, batch_size: int, epochs: in
     return MinibatchResult(trainer.history, trainer.losses, trainer.model, trainer.embedding)
 
 
-def run_cli(dataset: str | None = None, *, scale: float = 0.01, model: str | None = None, fanouts=(25, 20),
-            batch_size: int = 1024, epochs: int | None = None, lr: float = 0.01, hidden: int = 64, seed: int = 0,
-            learnable="non-target", checkpoint_dir=None, resume: bool = False, device: str = "cpu",
-            compiled: bool = True, progress: bool = True) -> int:
+def run_cli(
+    dataset: str | None = None,
+    *,
+    scale: float = 0.01,
+    model: str | None = None,
+    fanouts=(25, 20),
+    batch_size: int = 1024,
+    epochs: int | None = None,
+    lr: float = 0.01,
+    hidden: int = 64,
+    seed: int = 0,
+    learnable="non-target",
+    checkpoint_dir=None,
+    resume: bool = False,
+    device: str = "cpu",
+    compiled: bool = True,
+    progress: bool = True,
+) -> int:
     """``gnnc train --minibatch``: train on a synthetic replica and print the per-epoch breakdown.
 
     None picks the defaults (dataset mag, model rgcn, 3 epochs); ``learnable``
@@ -417,19 +484,37 @@ def run_cli(dataset: str | None = None, *, scale: float = 0.01, model: str | Non
         learnable = learnable[0]
     ds = synthetic(dataset, scale=scale, seed=seed)
     g = ds.graph
-    print(f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
-          f"target {ds.target_ntype!r}; {model} {'compiled' if compiled else 'eager (--no-compile)'}, "
-          f"fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}")
-    result = train_minibatch(ds, model, list(fanouts), batch_size, epochs, lr, seed, checkpoint_dir, resume,
-                             progress, hidden=hidden, learnable=learnable, device=device, compiled=compiled)
+    print(
+        f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
+        f"target {ds.target_ntype!r}; {model} {'compiled' if compiled else 'eager (--no-compile)'}, "
+        f"fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}"
+    )
+    result = train_minibatch(
+        ds,
+        model,
+        list(fanouts),
+        batch_size,
+        epochs,
+        lr,
+        seed,
+        checkpoint_dir,
+        resume,
+        progress,
+        hidden=hidden,
+        learnable=learnable,
+        device=device,
+        compiled=compiled,
+    )
     if not result.epochs:
         print("nothing trained")
         return 0
     header = f"{'epoch':>5} {'loss':>8} {'val':>6} {'test':>6} " + " ".join(f"{s:>16}" for s in STAGES)
     print(header)
     for s in result.epochs:
-        print(f"{s.epoch:>5} {s.loss:>8.4f} {s.val_acc * 100:>5.1f}% {s.test_acc * 100:>5.1f}% "
-              + " ".join(f"{s.times[k]:>15.3f}s" for k in STAGES))
+        print(
+            f"{s.epoch:>5} {s.loss:>8.4f} {s.val_acc * 100:>5.1f}% {s.test_acc * 100:>5.1f}% "
+            + " ".join(f"{s.times[k]:>15.3f}s" for k in STAGES)
+        )
     final = result.final
     print(f"final: val {final.val_acc * 100:.1f}%, test {final.test_acc * 100:.1f}% after {final.epoch} epochs")
     return 0

@@ -5,6 +5,7 @@ or "false", as tqdm reads it). Bars appear only when stderr is a terminal: piped
 ``line`` calls (one per epoch, say) instead of carriage-return updates. Bars and lines go to stderr unless
 a caller names stdout for per-epoch results.
 """
+
 from __future__ import annotations
 
 import os

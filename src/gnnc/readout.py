@@ -9,6 +9,7 @@ the batch likewise. Every function takes ``ntype`` (``etype``), needed on a
 graph with several node types (relations). Plain torch operators: gradients
 flow to the features and weights.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -82,8 +83,12 @@ def max_edges(graph, feat: str, weight: str | None = None, etype=None) -> torch.
 
 def _broadcast(graph_feat: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     if graph_feat.shape[0] != counts.numel() and counts.numel() == 1:
-        warnings.warn("for a single graph, give graph_feat the shape (1, *): DGL deprecates a feature of shape "
-                      "(*), which is broadcast as one row", UserWarning, stacklevel=3)
+        warnings.warn(
+            "for a single graph, give graph_feat the shape (1, *): DGL deprecates a feature of shape "
+            "(*), which is broadcast as one row",
+            UserWarning,
+            stacklevel=3,
+        )
         graph_feat = graph_feat.unsqueeze(0)
     if graph_feat.shape[0] != counts.numel():
         raise ValueError(f"graph_feat has {graph_feat.shape[0]} rows but the batch {counts.numel()} graphs")
@@ -124,8 +129,10 @@ def softmax_edges(graph, feat: str, etype=None) -> torch.Tensor:
 
 def _topk(x: torch.Tensor, counts: torch.Tensor, k: int, descending: bool, sortby, what: str):
     if x.dim() != 2:
-        raise ValueError(f"topk needs {what} of shape [N, D], got {tuple(x.shape)}: DGL refuses more dimensions "
-                         f"and ranks one into undefined results; reshape it")
+        raise ValueError(
+            f"topk needs {what} of shape [N, D], got {tuple(x.shape)}: DGL refuses more dimensions "
+            f"and ranks one into undefined results; reshape it"
+        )
     if not x.is_floating_point():
         raise TypeError(f"topk needs a floating-point {what} (as DGL), got {x.dtype}")
     batch, width = counts.numel(), x.shape[1]
@@ -150,12 +157,14 @@ def topk_nodes(graph, feat: str, k: int, *, descending: bool = True, sortby=None
     D] without ``sortby``). A graph with fewer than ``k`` nodes pads its values with zeros (its ids there are
     undefined, as DGL's); an infinite value reads as 0 too, as in DGL."""
     ntype = graph._only_type(ntype, graph.ntypes, "node type")
-    return _topk(graph.nodes[ntype].data[feat], graph.batch_num_nodes(ntype), k, descending, sortby,
-                 f"node feature {feat!r}")
+    return _topk(
+        graph.nodes[ntype].data[feat], graph.batch_num_nodes(ntype), k, descending, sortby, f"node feature {feat!r}"
+    )
 
 
 def topk_edges(graph, feat: str, k: int, *, descending: bool = True, sortby=None, etype=None):
     """DGL's ``topk_edges``: :func:`topk_nodes` over the edges (of ``etype``) of each graph."""
     etype = graph._only_type(etype, graph.canonical_etypes, "relation")
-    return _topk(graph.edges[etype].data[feat], graph.batch_num_edges(etype), k, descending, sortby,
-                 f"edge feature {feat!r}")
+    return _topk(
+        graph.edges[etype].data[feat], graph.batch_num_edges(etype), k, descending, sortby, f"edge feature {feat!r}"
+    )

@@ -1,4 +1,5 @@
 """``scoped``: a context variable set for the duration of a ``with`` block."""
+
 from __future__ import annotations
 
 import contextlib

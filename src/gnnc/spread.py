@@ -1,4 +1,5 @@
 """Timings with their spread, and a warning when the machine is too busy for them to mean much."""
+
 from __future__ import annotations
 
 import os
@@ -49,5 +50,7 @@ def busy_warning(threads: int | None = None) -> str | None:
     threads = torch.get_num_threads() if threads is None else threads
     if load - 1 + threads <= cores:
         return None
-    return (f"warning: load average {load:.1f} on {cores} cores, and these timings use {threads} torch thread(s): "
-            f"other work shares the cores, so the times are slower and noisier than on an idle machine")
+    return (
+        f"warning: load average {load:.1f} on {cores} cores, and these timings use {threads} torch thread(s): "
+        f"other work shares the cores, so the times are slower and noisier than on an idle machine"
+    )

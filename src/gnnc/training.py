@@ -4,6 +4,7 @@
 epoch, keeps the parameters with the best validation accuracy (ties broken
 by validation loss) and reports the test accuracy of those parameters.
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,9 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(-1) == labels).double().mean().item() if labels.numel() else float("nan")
 
 
-def train_node_classifier(model, g, feats, labels, masks, *, epochs=200, lr=0.01, weight_decay=5e-4,
-                          patience=None, progress=True) -> TrainResult:
+def train_node_classifier(
+    model, g, feats, labels, masks, *, epochs=200, lr=0.01, weight_decay=5e-4, patience=None, progress=True
+) -> TrainResult:
     """Train ``model(g, feats) -> logits`` on ``masks['train']``; select on ``masks['val']``.
 
     ``patience``: stop after that many epochs without a better validation
@@ -80,8 +82,9 @@ PLANETOID_RECIPES = {
 }
 
 
-def planetoid_experiment(model_name: str, dataset, seed: int = 0, epochs: int | None = None,
-                         progress: bool = True, compiled: bool = False) -> TrainResult:
+def planetoid_experiment(
+    model_name: str, dataset, seed: int = 0, epochs: int | None = None, progress: bool = True, compiled: bool = False
+) -> TrainResult:
     """Train GCN or GAT on a Planetoid dataset with the paper's recipe.
 
     Self loops are added and features row-normalised, as both papers do.

@@ -8,6 +8,7 @@ compiled plan runs its primitives through the backend made active by
 ``using``; ``resolve`` turns the user's choice (``auto``, ``torch``,
 ``cpu``, ``triton``) into a backend for a device.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,13 +54,16 @@ def resolve(choice: str, device, dtypes=()) -> str:
     """
     check_choice(choice)
     device = Device(device)
-    unsupported = sorted({str(d).removeprefix("torch.") for d in dtypes
-                          if d.is_floating_point and d not in KERNEL_FLOATS})
+    unsupported = sorted(
+        {str(d).removeprefix("torch.") for d in dtypes if d.is_floating_point and d not in KERNEL_FLOATS}
+    )
     if unsupported and choice != "torch":
         if choice == "auto":
             return "torch"
-        raise ValueError(f"backend {choice!r} computes in float32 and float64; this call computes in "
-                         f"{', '.join(unsupported)}: use backend 'auto' or 'torch'")
+        raise ValueError(
+            f"backend {choice!r} computes in float32 and float64; this call computes in "
+            f"{', '.join(unsupported)}: use backend 'auto' or 'torch'"
+        )
     if choice == "auto":
         if device.type == "cuda" and triton_available():
             return "triton"

@@ -23,6 +23,7 @@ What the alias holds:
 A DGL name gnnc has no counterpart for is missing, not stubbed: ``dgl.X`` raises ``AttributeError`` and
 ``import dgl.X`` for a module not listed raises ``ModuleNotFoundError``, both saying so.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,13 +62,27 @@ _SAME = {
     "dgl.global_config": "gnnc.compat.dgl_global_config",
 }
 # the gnnc modules of DGL's graph transforms: ``dgl.transforms`` holds their names, and so does ``dgl``
-_TRANSFORMS = ("gnnc.graph.transforms", "gnnc.graph.derived", "gnnc.graph.relabel",
-               "gnnc.graph.partition", "gnnc.graph.transform_classes", "gnnc.graph.positional",
-               "gnnc.graph.shortest_paths", "gnnc.graph.casts")
+_TRANSFORMS = (
+    "gnnc.graph.transforms",
+    "gnnc.graph.derived",
+    "gnnc.graph.relabel",
+    "gnnc.graph.partition",
+    "gnnc.graph.transform_classes",
+    "gnnc.graph.positional",
+    "gnnc.graph.shortest_paths",
+    "gnnc.graph.casts",
+)
 # DGL namespace -> the gnnc modules whose exported names it holds (its submodules are attributes too)
 _NAMESPACES = {
-    "dgl": ("gnnc", "gnnc.graph", "gnnc.graph.convert", "gnnc.graph.generators", "gnnc.compat.dgl_global_config",
-            "gnnc.graph.blocks", *_TRANSFORMS),
+    "dgl": (
+        "gnnc",
+        "gnnc.graph",
+        "gnnc.graph.convert",
+        "gnnc.graph.generators",
+        "gnnc.compat.dgl_global_config",
+        "gnnc.graph.blocks",
+        *_TRANSFORMS,
+    ),
     "dgl.nn": ("gnnc.nn",),
     "dgl.transforms": _TRANSFORMS,
     "dgl.transforms.functional": _TRANSFORMS,  # DGL's module of the transforms dgl.transforms holds
@@ -97,8 +112,9 @@ class _Refuser(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname, path=None, target=None):
         if _ours(fullname):
-            raise ModuleNotFoundError(f"No module named {fullname!r}: gnnc's DGL alias ({_ORIGIN}) has no "
-                                      f"counterpart for it", name=fullname)
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: gnnc's DGL alias ({_ORIGIN}) has no counterpart for it", name=fullname
+            )
 
 
 _REFUSER = _Refuser()
@@ -106,8 +122,10 @@ _REFUSER = _Refuser()
 
 def _missing(module_name: str):
     def __getattr__(attr):
-        raise AttributeError(f"module {module_name!r} has no attribute {attr!r}: gnnc's DGL alias ({_ORIGIN}) "
-                             f"has no counterpart for it")
+        raise AttributeError(
+            f"module {module_name!r} has no attribute {attr!r}: gnnc's DGL alias ({_ORIGIN}) has no counterpart for it"
+        )
+
     return __getattr__
 
 
@@ -125,8 +143,10 @@ def _namespace(name: str, sources, extra: dict) -> types.ModuleType:
 def _alias_modules() -> dict:
     """Every module of the alias by its DGL name, submodules bound as attributes of their parents."""
     modules = {dgl: importlib.import_module(gnnc) for dgl, gnnc in _SAME.items()}
-    extra = {space: {name: getattr(importlib.import_module(module), attr) for name, (module, attr) in names.items()}
-             for space, names in _EXTRA.items()}
+    extra = {
+        space: {name: getattr(importlib.import_module(module), attr) for name, (module, attr) in names.items()}
+        for space, names in _EXTRA.items()
+    }
     modules.update({name: _namespace(name, sources, extra.get(name, {})) for name, sources in _NAMESPACES.items()})
     for name in sorted(modules, key=lambda n: n.count("."), reverse=True):
         parent, _, child = name.rpartition(".")

@@ -5,6 +5,7 @@ module), with the semantics of DGL 2.1's PyTorch backend: devices are ``torch.de
 torch's, and every function takes and returns torch tensors. Only the helpers those tests use are here. Like DGL's, the
 module's names ``sum``, ``max``, ``min`` and ``bool`` shadow Python's built-ins.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,5 @@
 """``dgl.base`` under gnnc's DGL alias: DGL's reserved names and its error and warning types."""
+
 import warnings
 
 __all__ = ["DGLError", "DGLWarning", "ALL", "NID", "EID", "NTYPE", "ETYPE", "is_internal_column", "dgl_warning"]

@@ -3,6 +3,7 @@
 DGL uses libxsmm for some CPU kernels when the switch is on; gnnc has no libxsmm kernels, so the switch is
 kept (DGL code sets and reads it) and changes nothing: results are the same either way, as in DGL.
 """
+
 _libxsmm = True  # DGL's default
 
 

@@ -1,4 +1,5 @@
 """``dgl.utils`` under gnnc's DGL alias: the helpers DGL's layer code and tests import from it."""
+
 import torch
 
 from ..nn.conv.common import expand_as_pair

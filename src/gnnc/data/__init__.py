@@ -13,12 +13,13 @@ Getting the files: ``download(name)`` (``gnnc datasets download NAME``) fetches 
 ``CiteseerGraphDataset``, ``PubmedGraphDataset`` load (and fetch) Planetoid as DGL does.
 Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
+
 from .citation import CitationGraphDataset, CiteseerGraphDataset, CoraGraphDataset, PubmedGraphDataset
 from .dataset import Dataset, KGDataset
 from .dgl_files import load_dgl_graphs
 from .downloads import ChecksumError, DownloadError, download, verify
-from .files import load_graph_file
 from .edge_list import load_edge_list
+from .files import load_graph_file
 from .kg import load_kg
 from .npz import load_npz, save_npz
 from .ogb_raw import load_ogbn
@@ -30,9 +31,35 @@ from .sampler import Block, NeighborSampler, forward_blocks
 from .sources import SOURCES
 from .synthetic import synthetic
 
-__all__ = ["Dataset", "KGDataset", "DatasetInfo", "DATASETS", "get_info", "list_datasets", "synthetic",
-           "load_planetoid", "load_kg", "load_edge_list", "save_npz", "load_npz",
-           "load_ogbn", "load_pyg_file", "load_dgl_graphs", "load_graph_file",
-           "RestrictedUnpickler", "safe_load", "Block", "NeighborSampler", "forward_blocks",
-           "download", "verify", "DownloadError", "ChecksumError", "SOURCES", "CitationGraphDataset",
-           "CoraGraphDataset", "CiteseerGraphDataset", "PubmedGraphDataset"]
+__all__ = [
+    "Dataset",
+    "KGDataset",
+    "DatasetInfo",
+    "DATASETS",
+    "get_info",
+    "list_datasets",
+    "synthetic",
+    "load_planetoid",
+    "load_kg",
+    "load_edge_list",
+    "save_npz",
+    "load_npz",
+    "load_ogbn",
+    "load_pyg_file",
+    "load_dgl_graphs",
+    "load_graph_file",
+    "RestrictedUnpickler",
+    "safe_load",
+    "Block",
+    "NeighborSampler",
+    "forward_blocks",
+    "download",
+    "verify",
+    "DownloadError",
+    "ChecksumError",
+    "SOURCES",
+    "CitationGraphDataset",
+    "CoraGraphDataset",
+    "CiteseerGraphDataset",
+    "PubmedGraphDataset",
+]

@@ -11,6 +11,7 @@ Where gnnc differs: edges are sorted by (src, dst) where DGL keeps networkx's or
 (``force_reload`` changes nothing); ``reverse_edge=False`` and ``reorder=True`` are refused.
 ``row_normalize=False`` (a gnnc switch) keeps the files' raw features.
 """
+
 from __future__ import annotations
 
 import torch
@@ -29,15 +30,26 @@ def normalize_rows(feat: torch.Tensor) -> torch.Tensor:
 class CitationGraphDataset:
     """Planetoid ``name`` ('cora', 'citeseer', 'pubmed') as DGL's class of that name holds it."""
 
-    def __init__(self, name, raw_dir=None, force_reload=False, verbose=True, reverse_edge=True, transform=None,
-                 reorder=False, row_normalize=True):
+    def __init__(
+        self,
+        name,
+        raw_dir=None,
+        force_reload=False,
+        verbose=True,
+        reverse_edge=True,
+        transform=None,
+        reorder=False,
+        row_normalize=True,
+    ):
         name = name.lower()
         if name not in ("cora", "citeseer", "pubmed"):
             raise ValueError(f"CitationGraphDataset takes 'cora', 'citeseer' or 'pubmed', not {name!r}")
         if not reverse_edge or reorder:
-            raise NotImplementedError("gnnc's citation datasets hold every edge in both directions in (src, dst) "
-                                      "order: reverse_edge=False and reorder=True are not supported; build "
-                                      "from the graph with gnnc's transforms instead")
+            raise NotImplementedError(
+                "gnnc's citation datasets hold every edge in both directions in (src, dst) "
+                "order: reverse_edge=False and reorder=True are not supported; build "
+                "from the graph with gnnc's transforms instead"
+            )
         if downloads.is_present(name, raw_dir):
             downloads.verify(name, raw_dir)
         else:
@@ -49,11 +61,15 @@ class CitationGraphDataset:
         self.name, self.raw_dir, self.verbose = name, raw_dir, verbose
         self._g, self._num_classes, self._transform = g, loaded.num_classes, transform
         if verbose:
-            print(f"  NumNodes: {g.num_nodes()}\n  NumEdges: {g.num_edges()}\n"
-                  f"  NumFeats: {g.ndata['feat'].shape[1]}\n  NumClasses: {self.num_classes}\n"
-                  + "".join(f"  Num{what}Samples: {int(g.ndata[mask].sum())}\n" for what, mask in
-                            (("Training", "train_mask"), ("Validation", "val_mask"), ("Test", "test_mask"))),
-                  end="")
+            print(
+                f"  NumNodes: {g.num_nodes()}\n  NumEdges: {g.num_edges()}\n"
+                f"  NumFeats: {g.ndata['feat'].shape[1]}\n  NumClasses: {self.num_classes}\n"
+                + "".join(
+                    f"  Num{what}Samples: {int(g.ndata[mask].sum())}\n"
+                    for what, mask in (("Training", "train_mask"), ("Validation", "val_mask"), ("Test", "test_mask"))
+                ),
+                end="",
+            )
 
     @property
     def num_classes(self) -> int:
@@ -73,8 +89,16 @@ class _OneCitationGraph(CitationGraphDataset):
 
     NAME = ""
 
-    def __init__(self, raw_dir=None, force_reload=False, verbose=True, reverse_edge=True, transform=None,
-                 reorder=False, row_normalize=True):
+    def __init__(
+        self,
+        raw_dir=None,
+        force_reload=False,
+        verbose=True,
+        reverse_edge=True,
+        transform=None,
+        reorder=False,
+        row_normalize=True,
+    ):
         super().__init__(self.NAME, raw_dir, force_reload, verbose, reverse_edge, transform, reorder, row_normalize)
 
 
@@ -103,7 +127,9 @@ def processing_note(name: str) -> str | None:
     cls = classes.get(name.lower())
     if cls is None:
         return None
-    return (f"processing: features as the files hold them (not normalised) and no self-loops, as "
-            f"gnnc.data.load_planetoid and PyG read them; gnnc.data.{cls.__name__}() (dgl.data.{cls.__name__} "
-            f"through the alias) row-normalises the features and keeps the files' self-loops as DGL does "
-            f"(row_normalize=False keeps the features raw)")
+    return (
+        f"processing: features as the files hold them (not normalised) and no self-loops, as "
+        f"gnnc.data.load_planetoid and PyG read them; gnnc.data.{cls.__name__}() (dgl.data.{cls.__name__} "
+        f"through the alias) row-normalises the features and keeps the files' self-loops as DGL does "
+        f"(row_normalize=False keeps the features raw)"
+    )

@@ -1,4 +1,5 @@
 """Containers returned by the loaders and generators."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -37,6 +37,7 @@ Version-1 files (DGL < 0.5 ``DGLGraph``) are refused: re-save them with a
 current DGL. ``write_dgl_graphs`` writes the same layout; it
 exists to test the reader without DGL (it writes COO, CSR or CSC).
 """
+
 from __future__ import annotations
 
 import struct
@@ -59,9 +60,17 @@ HEADER_SIZE = 4096
 HETERO_GRAPH_TYPE = 2
 COO_CODE, CSR_CODE, CSC_CODE = 1, 2, 4
 # (type code, bits) -> numpy dtype; code 4 is bfloat16, read as int16 and viewed.
-_DTYPES = {(0, 8): np.int8, (0, 16): np.int16, (0, 32): np.int32, (0, 64): np.int64,
-           (1, 8): np.uint8, (2, 16): np.float16, (2, 32): np.float32, (2, 64): np.float64,
-           (4, 16): np.int16}
+_DTYPES = {
+    (0, 8): np.int8,
+    (0, 16): np.int16,
+    (0, 32): np.int32,
+    (0, 64): np.int64,
+    (1, 8): np.uint8,
+    (2, 16): np.float16,
+    (2, 32): np.float32,
+    (2, 64): np.float64,
+    (4, 16): np.int16,
+}
 _CODES = {np.dtype(v): k for k, v in _DTYPES.items() if k != (4, 16)}
 
 
@@ -90,11 +99,15 @@ def load_dgl_graphs(path) -> tuple[list[Graph], dict[str, torch.Tensor]]:
         raise ValueError(f"{path}: not a DGL graph file (no dgl.save_graphs magic number)")
     version, graph_type, num_graphs = r.u64(), r.u64(), r.u64()
     if version == 1:
-        raise ValueError(f"{path}: DGL graph file format version 1 (DGL < 0.5); load and re-save it "
-                         f"with a current DGL (dgl.save_graphs) to read it here")
+        raise ValueError(
+            f"{path}: DGL graph file format version 1 (DGL < 0.5); load and re-save it "
+            f"with a current DGL (dgl.save_graphs) to read it here"
+        )
     if version != 2 or graph_type != HETERO_GRAPH_TYPE:
-        raise ValueError(f"{path}: DGL graph file version {version}, graph type {graph_type}; "
-                         f"only version 2 heterograph files can be read")
+        raise ValueError(
+            f"{path}: DGL graph file version {version}, graph type {graph_type}; "
+            f"only version 2 heterograph files can be read"
+        )
     r.pos = HEADER_SIZE
     data_start = r.u64()
     labels = dict(r.vector(lambda: (r.string(), r.ndarray())))
@@ -112,8 +125,7 @@ def _check_index(r: _Reader, starts: list[int]) -> None:
     """The trailing index (the graphs' offsets, as a string, then its length) must match and end the file."""
     at = r.pos
     index = bytes(r.take(r.u64()))
-    if index != struct.pack(f"<Q{len(starts)}Q", len(starts), *starts) or r.u64() != len(index) \
-            or r.pos != len(r.buf):
+    if index != struct.pack(f"<Q{len(starts)}Q", len(starts), *starts) or r.u64() != len(index) or r.pos != len(r.buf):
         r.pos = at
         r.fail("the trailing index of graph offsets does not match the graphs read")
 
@@ -130,7 +142,7 @@ class _Reader:
     def take(self, n: int) -> memoryview:
         if n < 0 or self.pos + n > len(self.buf):
             self.fail(f"truncated DGL graph file (needs {n} more bytes, {max(len(self.buf) - self.pos, 0)} left)")
-        out = self.buf[self.pos:self.pos + n]
+        out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -196,11 +208,17 @@ class _Reader:
         at = self.pos
         num_rows, num_cols, (indptr, indices, data) = self.matrix(CSR_MAGIC, "CSR matrix", 3, 1)
         nnz = indices.numel()
-        if indptr.numel() != num_rows + 1 or indptr[0] != 0 or indptr[-1] != nnz \
-                or bool((indptr[1:] < indptr[:-1]).any()):
+        if (
+            indptr.numel() != num_rows + 1
+            or indptr[0] != 0
+            or indptr[-1] != nnz
+            or bool((indptr[1:] < indptr[:-1]).any())
+        ):
             self.pos = at
-            self.fail(f"CSR indptr of {indptr.numel()} entries is not 0, non-decreasing, .., {nnz} for "
-                      f"{num_rows} rows and {nnz} column indices")
+            self.fail(
+                f"CSR indptr of {indptr.numel()} entries is not 0, non-decreasing, .., {nnz} for "
+                f"{num_rows} rows and {nnz} column indices"
+            )
         self.check_ids(at, "CSR", num_cols, indices, data, nnz)
         return num_rows, num_cols, [indptr, indices, data]
 
@@ -267,8 +285,11 @@ def _unit_graph(r: _Reader) -> tuple[torch.Tensor, torch.Tensor, int, int]:
             else:
                 num_rows, num_cols, (indptr, indices, data) = r.csr()
                 rows, cols, eids = _csr_edges(num_rows, indptr, indices, data)
-                found.append((rows, cols, eids, num_rows, num_cols) if code == CSR_CODE
-                             else (cols, rows, eids, num_cols, num_rows))
+                found.append(
+                    (rows, cols, eids, num_rows, num_cols)
+                    if code == CSR_CODE
+                    else (cols, rows, eids, num_cols, num_rows)
+                )
     src, dst, eids, n_src, n_dst = found[0]
     if any((f[3], f[4], f[0].numel()) != (n_src, n_dst, src.numel()) for f in found):
         r.pos = start
@@ -291,14 +312,21 @@ def _graph_data(r: _Reader) -> Graph:
     edge_tensors = r.vector(lambda: r.vector(lambda: (r.string(), r.ndarray())))
     ntypes, etypes = r.vector(r.string), r.vector(r.string)
     meta_src, meta_dst, meta_ids = _csr_edges(meta_rows, *meta)
-    if not (len(ntypes) == len(counts) == meta_rows == len(node_tensors)
-            and len(etypes) == len(relations) == meta_ids.numel() == len(edge_tensors)):
+    if not (
+        len(ntypes) == len(counts) == meta_rows == len(node_tensors)
+        and len(etypes) == len(relations) == meta_ids.numel() == len(edge_tensors)
+    ):
         r.pos = counts_at
-        r.fail(f"graph lists {len(ntypes)} node types, {len(counts)} node counts, {len(etypes)} relation "
-               f"names and {len(relations)} relation graphs; these must agree with the metagraph")
+        r.fail(
+            f"graph lists {len(ntypes)} node types, {len(counts)} node counts, {len(etypes)} relation "
+            f"names and {len(relations)} relation graphs; these must agree with the metagraph"
+        )
     ends = {int(e): (int(s), int(d)) for s, d, e in zip(meta_src, meta_dst, meta_ids)}
-    if len(set(ntypes)) != len(ntypes) or sorted(ends) != list(range(len(etypes))) \
-            or any((counts[ends[e][0]], counts[ends[e][1]]) != rel[2:] for e, rel in enumerate(relations)):
+    if (
+        len(set(ntypes)) != len(ntypes)
+        or sorted(ends) != list(range(len(etypes)))
+        or any((counts[ends[e][0]], counts[ends[e][1]]) != rel[2:] for e, rel in enumerate(relations))
+    ):
         r.pos = counts_at
         r.fail("node types, metagraph edge ids and the relations' node counts do not agree")
     keys = [(ntypes[ends[e][0]], etypes[e], ntypes[ends[e][1]]) for e in range(len(etypes))]
@@ -424,7 +452,9 @@ def _write_graph(w: _Writer, g: Graph, codes: int) -> None:
         w.unit_graph(src, dst, g.num_nodes(s), g.num_nodes(d), s != d, codes)
     w.vector([g.num_nodes(t) for t in g.ntypes], lambda n: w.scalar("q", n))
     for spaces, names in ((g.nodes, g.ntypes), (g.edges, rels)):
-        w.vector([dict(spaces[n].data) for n in names],
-                 lambda feats: w.vector(list(feats.items()), lambda kv: (w.string(kv[0]), w.ndarray(kv[1]))))
+        w.vector(
+            [dict(spaces[n].data) for n in names],
+            lambda feats: w.vector(list(feats.items()), lambda kv: (w.string(kv[0]), w.ndarray(kv[1]))),
+        )
     w.vector(g.ntypes, w.string)
     w.vector([r for _, r, _ in rels], w.string)

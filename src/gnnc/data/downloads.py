@@ -11,6 +11,7 @@ an unreachable source raises ``DownloadError`` whose one line names the command 
 ``mirror`` (or ``$GNNC_DATA_MIRROR``) replaces the canonical URLs by ``<mirror>/<path in the data
 folder>``: a local copy, or the test suite's HTTP server.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -98,20 +99,31 @@ def _fetch(source: Source, url: str, target: Path, progress: bool, folder: Path)
         if err.code == 416 and have:  # the part already holds the whole file
             part.replace(target)
             return
-        raise DownloadError(f"{source.name}: {url} answered HTTP {err.code} {err.reason}; "
-                            f"{_hint(source, folder)}") from None
+        raise DownloadError(
+            f"{source.name}: {url} answered HTTP {err.code} {err.reason}; {_hint(source, folder)}"
+        ) from None
     except (URLError, OSError, HTTPException) as err:
         reason = getattr(err, "reason", err)
-        raise DownloadError(f"{source.name}: cannot reach {url} ({reason}); offline? When online, "
-                            f"{_hint(source, folder)}") from None
+        raise DownloadError(
+            f"{source.name}: cannot reach {url} ({reason}); offline? When online, {_hint(source, folder)}"
+        ) from None
     with response:
         if have and response.status != 206:  # the server ignored the Range: start over
             have = 0
         length = response.headers.get("Content-Length")
         total = have + int(length) if length else None
-        with open(part, "ab" if have else "wb") as out, \
-                tqdm(total=total, initial=have, unit="B", unit_scale=True, desc=target.name, leave=False,
-                     disable=None if progress else True) as bar:
+        with (
+            open(part, "ab" if have else "wb") as out,
+            tqdm(
+                total=total,
+                initial=have,
+                unit="B",
+                unit_scale=True,
+                desc=target.name,
+                leave=False,
+                disable=None if progress else True,
+            ) as bar,
+        ):
             try:
                 while chunk := response.read(CHUNK):
                     out.write(chunk)
@@ -124,8 +136,10 @@ def _fetch(source: Source, url: str, target: Path, progress: bool, folder: Path)
 
 
 def _cut(source: Source, url: str, part: Path, total, why) -> str:
-    return (f"{source.name}: the transfer of {url} broke after {part.stat().st_size:,} of {total or '?'} bytes "
-            f"({why}); run `gnnc datasets download {source.name}` again to resume from {part}")
+    return (
+        f"{source.name}: the transfer of {url} broke after {part.stat().st_size:,} of {total or '?'} bytes "
+        f"({why}); run `gnnc datasets download {source.name}` again to resume from {part}"
+    )
 
 
 def sha256(path: Path) -> str:
@@ -156,14 +170,19 @@ def _check(remote: RemoteFile, target: Path, folder: Path) -> None:
     if got != want:
         bad = target.with_name(target.name + ".bad")
         target.replace(bad)
-        raise ChecksumError(f"{target}: sha256 {got} is not the {want} {origin}; moved it to {bad}. "
-                            f"Run `gnnc datasets download` again; if it persists the source changed the file")
+        raise ChecksumError(
+            f"{target}: sha256 {got} is not the {want} {origin}; moved it to {bad}. "
+            f"Run `gnnc datasets download` again; if it persists the source changed the file"
+        )
 
 
 def _record(folder: Path, path: str, digest: str) -> None:
     lock = folder / LOCK_NAME
-    print(f"gnnc: {path} has no published sha256; trusting this copy: sha256 {digest}, recorded in {lock} "
-          f"and checked on every later load", file=sys.stderr)
+    print(
+        f"gnnc: {path} has no published sha256; trusting this copy: sha256 {digest}, recorded in {lock} "
+        f"and checked on every later load",
+        file=sys.stderr,
+    )
     with open(lock, "a") as f:
         f.write(f"{digest}  {path}\n")
 

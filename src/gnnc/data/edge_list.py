@@ -1,4 +1,5 @@
 """Homogeneous graphs from text files of ``src dst`` lines."""
+
 from __future__ import annotations
 
 import warnings
@@ -7,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..graph import Graph
-from ..graph import graph
+from ..graph import Graph, graph
 from .limits import check_count
 
 
-def load_edge_list(path, num_nodes: int | None = None, delimiter: str | None = None,
-                   comments: str | None = "#") -> Graph:
+def load_edge_list(
+    path, num_nodes: int | None = None, delimiter: str | None = None, comments: str | None = "#"
+) -> Graph:
     """A homogeneous graph with one edge per ``src dst`` line, in file order.
 
     Columns are split on ``delimiter`` (any whitespace when None); text after
@@ -49,14 +50,14 @@ def _raise_first_bad_line(path: Path, delimiter, comments, num_nodes, fallback: 
                 continue
             fields = body.split(delimiter)
             if len(fields) != 2:
-                raise ValueError(f"{path}, line {lineno}: expected 2 columns (src dst), got "
-                                 f"{len(fields)}: {line.rstrip()!r}")
+                raise ValueError(
+                    f"{path}, line {lineno}: expected 2 columns (src dst), got {len(fields)}: {line.rstrip()!r}"
+                )
             for field in fields:
                 try:
                     node = int(field)
                 except ValueError:
-                    raise ValueError(f"{path}, line {lineno}: node id {field.strip()!r} is not an "
-                                     f"integer") from None
+                    raise ValueError(f"{path}, line {lineno}: node id {field.strip()!r} is not an integer") from None
                 if node < 0:
                     raise ValueError(f"{path}, line {lineno}: node id {node} is negative")
                 if num_nodes is not None and node >= num_nodes:

@@ -1,4 +1,5 @@
 """``load_graph_file``: one entry point for the graph files people download, told apart by content."""
+
 from __future__ import annotations
 
 import zipfile
@@ -10,8 +11,12 @@ from .npz import load_npz
 from .ogb_raw import is_ogb_folder, load_ogbn
 from .pyg_files import is_torch_file, load_pyg_file
 
-FORMATS = ("an unzipped OGB node-property folder (raw/ + split/)", "a torch.save'd PyG Data / HeteroData",
-           "a dgl.save_graphs file", "a gnnc save_npz archive")
+FORMATS = (
+    "an unzipped OGB node-property folder (raw/ + split/)",
+    "a torch.save'd PyG Data / HeteroData",
+    "a dgl.save_graphs file",
+    "a gnnc save_npz archive",
+)
 
 
 def load_graph_file(path) -> Graph:

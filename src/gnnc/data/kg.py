@@ -4,6 +4,7 @@ Entities and relations are numbered in order of first appearance over the
 train, valid and test files (in that order), so the numbering does not
 depend on which splits make up the graph.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -41,7 +42,7 @@ def load_kg(path, add_inverse: bool = False, splits=SPLITS) -> KGDataset:
     entities, relations, triples = _parse(texts)
     chosen = torch.cat([triples[s] for s in splits]) if splits else torch.zeros((0, 3), dtype=torch.int64)
     g = _build_graph(chosen, entities, relations, add_inverse, path)
-    name = path.name[:-len(".tar.gz")] if path.name.endswith(".tar.gz") else path.name
+    name = path.name[: -len(".tar.gz")] if path.name.endswith(".tar.gz") else path.name
     return KGDataset(name, g, entities, relations, triples)
 
 
@@ -98,15 +99,20 @@ def _parse(texts: dict[str, tuple[str, str]]):
     columns = {split: _columns(source, text) for split, (source, text) in texts.items()}
     heads = [h for h, _, _ in columns.values()]
     tails = [t for _, _, t in columns.values()]
-    entities = list(dict.fromkeys(itertools.chain.from_iterable(
-        itertools.chain.from_iterable(zip(h, t)) for h, t in zip(heads, tails))))
+    entities = list(
+        dict.fromkeys(
+            itertools.chain.from_iterable(itertools.chain.from_iterable(zip(h, t)) for h, t in zip(heads, tails))
+        )
+    )
     relations = list(dict.fromkeys(itertools.chain.from_iterable(r for _, r, _ in columns.values())))
     entity_index = {e: i for i, e in enumerate(entities)}
     relation_index = {r: i for i, r in enumerate(relations)}
     triples = {}
     for split, (h, r, t) in columns.items():
-        ids = [np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
-               for names, index in ((h, entity_index), (r, relation_index), (t, entity_index))]
+        ids = [
+            np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=len(names))
+            for names, index in ((h, entity_index), (r, relation_index), (t, entity_index))
+        ]
         triples[split] = torch.from_numpy(np.stack(ids, axis=1) if h else np.zeros((0, 3), dtype=np.int64))
     return entities, relations, triples
 
@@ -127,8 +133,10 @@ def _raise_first_bad_line(source: str, lines: list[str]):
             continue
         fields = line.split("\t")
         if len(fields) != 3:
-            raise ValueError(f"{source}, line {lineno}: expected 3 tab-separated fields "
-                             f"(head, relation, tail), got {len(fields)}: {line!r}")
+            raise ValueError(
+                f"{source}, line {lineno}: expected 3 tab-separated fields "
+                f"(head, relation, tail), got {len(fields)}: {line!r}"
+            )
         if not all(f.strip() for f in fields):
             raise ValueError(f"{source}, line {lineno}: empty field in {line!r}")
     raise ValueError(f"{source}: malformed triples")
@@ -146,9 +154,15 @@ def _build_graph(triples: torch.Tensor, entities, relations, add_inverse: bool, 
     order = np.argsort(rels, kind="stable")
     bounds = np.cumsum(np.bincount(rels, minlength=len(relations)))[:-1]
     per_rel_h, per_rel_t = np.split(heads[order], bounds), np.split(tails[order], bounds)
-    data = {(ENTITY, r, ENTITY): (torch.from_numpy(h), torch.from_numpy(t))
-            for r, h, t in zip(relations, per_rel_h, per_rel_t)}
+    data = {
+        (ENTITY, r, ENTITY): (torch.from_numpy(h), torch.from_numpy(t))
+        for r, h, t in zip(relations, per_rel_h, per_rel_t)
+    }
     if add_inverse:
-        data.update({(ENTITY, r, ENTITY): (torch.from_numpy(t), torch.from_numpy(h))
-                     for r, h, t in zip(names[len(relations):], per_rel_h, per_rel_t)})
+        data.update(
+            {
+                (ENTITY, r, ENTITY): (torch.from_numpy(t), torch.from_numpy(h))
+                for r, h, t in zip(names[len(relations) :], per_rel_h, per_rel_t)
+            }
+        )
     return heterograph(data, num_nodes={ENTITY: len(entities)})

@@ -5,6 +5,7 @@ with room to spare and refuse what no real graph file declares (a trillion
 nodes, a billion classes). ``configure(max_nodes=...)`` changes them for a
 ``with`` block; ``LIMITS`` holds the values in force.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Limits:
-    max_nodes: int = 1 << 32       # per node type
-    max_edges: int = 1 << 34       # per relation
-    max_classes: int = 1 << 20     # largest label + 1
+    max_nodes: int = 1 << 32  # per node type
+    max_edges: int = 1 << 34  # per relation
+    max_classes: int = 1 << 20  # largest label + 1
     max_dense_bytes: int = 1 << 38  # one dense array built from a sparse or implicit description (256 GiB)
 
 
@@ -44,8 +45,10 @@ def check_count(value, kind: str, where) -> int:
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{where}: {kind} count {value!r} is not an integer") from None
     if count != value or not 0 <= count <= limit:
-        raise ValueError(f"{where}: declares {value!r} {kind}; gnnc.data.limits accepts 0 to {limit:,} "
-                         f"(raise it with gnnc.data.limits.configure(max_{kind}=...))")
+        raise ValueError(
+            f"{where}: declares {value!r} {kind}; gnnc.data.limits accepts 0 to {limit:,} "
+            f"(raise it with gnnc.data.limits.configure(max_{kind}=...))"
+        )
     return count
 
 
@@ -55,5 +58,7 @@ def check_dense(shape, itemsize: int, where) -> None:
     for n in shape:
         size *= int(n)
     if size > LIMITS.max_dense_bytes:
-        raise ValueError(f"{where}: a dense array of shape {tuple(int(n) for n in shape)} needs {size:,} bytes; "
-                         f"gnnc.data.limits accepts {LIMITS.max_dense_bytes:,} (max_dense_bytes)")
+        raise ValueError(
+            f"{where}: a dense array of shape {tuple(int(n) for n in shape)} needs {size:,} bytes; "
+            f"gnnc.data.limits accepts {LIMITS.max_dense_bytes:,} (max_dense_bytes)"
+        )

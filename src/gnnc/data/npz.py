@@ -12,6 +12,7 @@ graph or per type, any dtype) and the type-indexed parameters
 loaded graph has DGL's type order; an archive written in another order (by
 gnnc before it followed DGL's) has its per-type rows moved to it by name.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,19 +91,31 @@ def _read(entries: _Entries) -> Graph:
     if str(entries["format"]) != FORMAT:
         raise ValueError(f"{entries.path}: format {str(entries['format'])!r}, expected {FORMAT!r}")
     ntypes = entries["ntypes"].tolist()
-    counts = [check_count(n, "nodes", f"{entries.path}, entry 'ntype_counts'")
-              for n in np.atleast_1d(entries["ntype_counts"]).tolist()]
+    counts = [
+        check_count(n, "nodes", f"{entries.path}, entry 'ntype_counts'")
+        for n in np.atleast_1d(entries["ntype_counts"]).tolist()
+    ]
     etypes = [tuple(k) for k in entries["etypes"].tolist()]
-    relations = {key: (torch.from_numpy(entries[f"src_{r}"]), torch.from_numpy(entries[f"dst_{r}"]))
-                 for r, key in enumerate(etypes)}
+    relations = {
+        key: (torch.from_numpy(entries[f"src_{r}"]), torch.from_numpy(entries[f"dst_{r}"]))
+        for r, key in enumerate(etypes)
+    }
     g = heterograph(relations, num_nodes=dict(zip(ntypes, counts)))
     if g.canonical_etypes != sorted(etypes):
         raise ValueError(f"{entries.path}: relations {etypes} do not rebuild (a relation is listed twice)")
     edge_counts = [relations[key][0].numel() for key in etypes]
-    saved = {"node": (ntypes, counts), "edge": (etypes, edge_counts),
-             "ntype_param": (ntypes, [1] * len(ntypes)), "etype_param": (etypes, [1] * len(etypes))}
-    columns = zip(entries["feat_kind"].tolist(), entries["feat_type"].tolist(),
-                  entries["feat_key"].tolist(), entries["feat_dtype"].tolist())
+    saved = {
+        "node": (ntypes, counts),
+        "edge": (etypes, edge_counts),
+        "ntype_param": (ntypes, [1] * len(ntypes)),
+        "etype_param": (etypes, [1] * len(etypes)),
+    }
+    columns = zip(
+        entries["feat_kind"].tolist(),
+        entries["feat_type"].tolist(),
+        entries["feat_key"].tolist(),
+        entries["feat_dtype"].tolist(),
+    )
     for j, (kind, t, key, dtype_name) in enumerate(columns):
         value = _to_torch(entries[f"feat_{j}"], dtype_name, entries.path, key)
         _store(g, kind, t, key, value, entries.path, saved)
@@ -130,7 +143,9 @@ def _store(g: Graph, kind: str, t: int, key: str, value: torch.Tensor, path: Pat
     if t >= 0 and kind in ("node", "edge"):
         target = g.nodes[names[t]].data if kind == "node" else g.edges[names[t]].data
     else:
-        target = {"node": g.ndata_all, "edge": g.edata_all, "ntype_param": g.ntype_data, "etype_param": g.etype_data}[kind]
+        target = {"node": g.ndata_all, "edge": g.edata_all, "ntype_param": g.ntype_data, "etype_param": g.etype_data}[
+            kind
+        ]
         rows = type_rows(names, counts, g.ntypes if kind in ("node", "ntype_param") else g.canonical_etypes)
         if rows is not None:
             value = value.index_select(0, rows)

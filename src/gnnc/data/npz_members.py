@@ -8,6 +8,7 @@ file can ask for a large allocation. Zip's CRC-32 of every member is
 checked as it is read: an accidental flipped bit is caught, a deliberate
 edit is not. Object arrays (pickles) are refused.
 """
+
 from __future__ import annotations
 
 import zipfile
@@ -28,8 +29,7 @@ def read_npz(path) -> dict[str, np.ndarray]:
         raise FileNotFoundError(f"{path} does not exist")
     try:
         with zipfile.ZipFile(path) as archive:
-            return {info.filename.removesuffix(".npy"): _member(path, archive, info)
-                    for info in archive.infolist()}
+            return {info.filename.removesuffix(".npy"): _member(path, archive, info) for info in archive.infolist()}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, NotImplementedError) as err:
         raise ValueError(f"{path}: not a readable .npz archive ({err})") from None
 
@@ -51,8 +51,10 @@ def _member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.n
         for n in shape:
             count *= n
         if count * dtype.itemsize != info.file_size - f.tell():
-            raise ValueError(f"{where}: shape {shape} of {dtype} needs {count * dtype.itemsize:,} bytes, the "
-                             f"member holds {info.file_size - f.tell():,}")
+            raise ValueError(
+                f"{where}: shape {shape} of {dtype} needs {count * dtype.itemsize:,} bytes, the "
+                f"member holds {info.file_size - f.tell():,}"
+            )
         out = np.empty(count, dtype=dtype)
         view, done = memoryview(out).cast("B"), 0
         while done < len(view):

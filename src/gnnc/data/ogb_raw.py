@@ -37,6 +37,7 @@ classes within the limit. The CSVs and npz archives carry no checksum that
 gnnc checks beyond zip's CRC-32: a changed digit that keeps a file valid
 cannot be detected.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -67,8 +68,9 @@ _ROW_BYTES = 32  # bound on the text of one value (with its separator); a row ad
 def is_ogb_folder(path) -> bool:
     """Whether ``path`` looks like an unzipped OGB node-property download."""
     raw = Path(path) / "raw"
-    return raw.is_dir() and any((raw / f).exists() for f in
-                                ("edge.csv.gz", "num-node-dict.csv.gz", "data.npz", "relations"))
+    return raw.is_dir() and any(
+        (raw / f).exists() for f in ("edge.csv.gz", "num-node-dict.csv.gz", "data.npz", "relations")
+    )
 
 
 def load_ogbn(path, split: str | None = None, add_inverse_edge: bool | None = None) -> Dataset:
@@ -86,8 +88,9 @@ def load_ogbn(path, split: str | None = None, add_inverse_edge: bool | None = No
     """
     root = Path(path)
     if not is_ogb_folder(root):
-        raise FileNotFoundError(f"{root} is not an OGB node-property folder (no raw/edge.csv.gz, "
-                                f"raw/num-node-dict.csv.gz or raw/data.npz)")
+        raise FileNotFoundError(
+            f"{root} is not an OGB node-property folder (no raw/edge.csv.gz, raw/num-node-dict.csv.gz or raw/data.npz)"
+        )
     if add_inverse_edge is None:
         add_inverse_edge = root.name.lower() in INVERSE_BY_DEFAULT
     raw = root / "raw"
@@ -127,8 +130,9 @@ class _Bounded(io.RawIOBase):
         if self.left is not None:
             self.left -= got
             if self.left < 0:
-                raise ValueError(f"{self.path}: decompresses to more than the {self.limit:,} bytes its "
-                                 f"declared rows can fill")
+                raise ValueError(
+                    f"{self.path}: decompresses to more than the {self.limit:,} bytes its declared rows can fill"
+                )
         return got
 
 
@@ -139,8 +143,14 @@ def _open_text(path: Path, limit: int | None = None):
     return io.TextIOWrapper(io.BufferedReader(_Bounded(gzip.open(path, "rb"), limit, path)))
 
 
-def read_csv(path: Path, kind: str = "auto", columns: int | None = None, rows: int | None = None,
-             exact: bool = True, what: str = "rows") -> np.ndarray:
+def read_csv(
+    path: Path,
+    kind: str = "auto",
+    columns: int | None = None,
+    rows: int | None = None,
+    exact: bool = True,
+    what: str = "rows",
+) -> np.ndarray:
     """2-D array of a gzipped, header-less CSV of numbers.
 
     ``kind`` 'int' gives int64, 'float' float32, 'auto' int64 when the file
@@ -200,15 +210,15 @@ def _check_ids(ids: np.ndarray, count: int, path: Path, what: str = "node id") -
 
 def _one_graph(path: Path, counts: list[int]) -> int:
     if len(counts) != 1:
-        raise ValueError(f"{path}: lists {len(counts)} graphs; only node-property folders "
-                         f"with one graph can be read")
+        raise ValueError(f"{path}: lists {len(counts)} graphs; only node-property folders with one graph can be read")
     return counts[0]
 
 
 def _count(path: Path, kind: str) -> int:
     """The one count of ``path`` (num-node-list / num-edge-list), within the ``kind`` limit."""
-    counts = read_csv(path, "int", 1, rows=1, exact=False, what="graph; only node-property folders with one graph "
-                      "can be read")
+    counts = read_csv(
+        path, "int", 1, rows=1, exact=False, what="graph; only node-property folders with one graph can be read"
+    )
     return check_count(_one_graph(path, counts[:, 0].tolist()), kind, path)
 
 
@@ -243,7 +253,8 @@ def _features(folder: Path, feat_file: str, prefix: str, expected: int, what: st
     """{name: tensor} of ``feat_file`` ('feat') and ``<prefix><name>.csv.gz`` files (name)."""
     out = {}
     files = [(folder / feat_file, "feat")] + [
-        (p, p.name[len(prefix):-len(".csv.gz")]) for p in sorted(folder.glob(f"{prefix}*.csv.gz"))]
+        (p, p.name[len(prefix) : -len(".csv.gz")]) for p in sorted(folder.glob(f"{prefix}*.csv.gz"))
+    ]
     if prefix == "node_" and (folder / "species.csv.gz").is_file() and "species" not in dict(files).values():
         files.append((folder / "species.csv.gz", "species"))  # ogbn-proteins ships node_species so
     for path, name in files:
@@ -264,8 +275,10 @@ def _checked_labels(arr: np.ndarray, path: Path) -> torch.Tensor:
     bad = ~missing & ((arr < 0) | (arr >= LIMITS.max_classes) | (arr != np.floor(arr)))
     if bad.any():
         row = int(np.flatnonzero(bad.reshape(len(arr), -1).any(1))[0])
-        raise ValueError(f"{path}, row {row + 1}: label {arr.reshape(len(arr), -1)[row].tolist()} is not a class "
-                         f"index (an integer in [0, {LIMITS.max_classes:,}) or NaN for unlabelled)")
+        raise ValueError(
+            f"{path}, row {row + 1}: label {arr.reshape(len(arr), -1)[row].tolist()} is not a class "
+            f"index (an integer in [0, {LIMITS.max_classes:,}) or NaN for unlabelled)"
+        )
     return _tensor(np.where(missing, -1, arr).astype(np.int64))
 
 
@@ -275,8 +288,9 @@ def _homo_csv(raw: Path, inverse: bool):
     edges = _edges(raw, num_nodes, num_nodes)
     node_feats = _features(raw, "node-feat.csv.gz", "node_", num_nodes, "nodes", False)
     edge_feats = _features(raw, "edge-feat.csv.gz", "edge_", len(edges), "edges", inverse)
-    return _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse), \
-        {"_N": _label(raw / "node-label.csv.gz", num_nodes)}
+    return _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse), {
+        "_N": _label(raw / "node-label.csv.gz", num_nodes)
+    }
 
 
 def _homo_npz(raw: Path, inverse: bool):
@@ -288,8 +302,9 @@ def _homo_npz(raw: Path, inverse: bool):
     num_nodes = check_count(_one_graph(path, arrays["num_nodes_list"].tolist()), "nodes", path)
     num_edges = check_count(_one_graph(path, arrays["num_edges_list"].tolist()), "edges", path)
     if arrays["edge_index"].shape != (2, num_edges):
-        raise ValueError(f"{path}: edge_index of shape {arrays['edge_index'].shape}, num_edges_list declares "
-                         f"{num_edges} edges")
+        raise ValueError(
+            f"{path}: edge_index of shape {arrays['edge_index'].shape}, num_edges_list declares {num_edges} edges"
+        )
     edges = np.ascontiguousarray(arrays["edge_index"].T.astype(np.int64))
     _check_ids(edges, num_nodes, path)
     node_feats, edge_feats = {}, {}
@@ -299,8 +314,9 @@ def _homo_npz(raw: Path, inverse: bool):
         for prefix, feats, count in (("node_", node_feats, num_nodes), ("edge_", edge_feats, len(edges))):
             if key.startswith(prefix):
                 value = _rows(value, count, path, f"{prefix[:-1]}s (entry {key!r})")
-                feats[key[len(prefix):]] = _tensor(np.repeat(value, 2, axis=0) if inverse and
-                                                   prefix == "edge_" else value)
+                feats[key[len(prefix) :]] = _tensor(
+                    np.repeat(value, 2, axis=0) if inverse and prefix == "edge_" else value
+                )
     labels = _npz(raw / "node-label.npz")
     if "node_label" not in labels:
         raise ValueError(f"{raw / 'node-label.npz'}: entry 'node_label' is missing")
@@ -318,8 +334,9 @@ def _npz(path: Path) -> dict:
 def _homo_graph(edges, num_nodes, node_feats, edge_feats, inverse):
     edges = _interleave(edges) if inverse else edges
     rel = ("_N", "_E", "_N")
-    g = heterograph({rel: (torch.from_numpy(edges[:, 0].copy()), torch.from_numpy(edges[:, 1].copy()))},
-                    num_nodes={"_N": num_nodes})
+    g = heterograph(
+        {rel: (torch.from_numpy(edges[:, 0].copy()), torch.from_numpy(edges[:, 1].copy()))}, num_nodes={"_N": num_nodes}
+    )
     for k, v in node_feats.items():
         g.ndata[k] = v
     for k, v in edge_feats.items():
@@ -365,16 +382,19 @@ def _triplets(raw: Path) -> list[tuple[str, str, str]]:
 def _hetero(raw: Path, inverse: bool):
     path = raw / "num-node-dict.csv.gz"
     try:
-        counts = {t: check_count(_one_graph(path, [int(v) for v in vs]), "nodes", path)
-                  for t, vs in sorted(_header_table(path).items())}
+        counts = {
+            t: check_count(_one_graph(path, [int(v) for v in vs]), "nodes", path)
+            for t, vs in sorted(_header_table(path).items())
+        }
     except ValueError as err:
         raise err if str(path) in str(err) else ValueError(f"{path}: node counts must be integers ({err})") from None
     relations, edge_feats = {}, {}
     for rel in _triplets(raw):
         unknown = [t for t in (rel[0], rel[2]) if t not in counts]
         if unknown:
-            raise ValueError(f"{raw / 'relations'}: relation {rel} uses node type {unknown[0]!r}, "
-                             f"which {path} does not list")
+            raise ValueError(
+                f"{raw / 'relations'}: relation {rel} uses node type {unknown[0]!r}, which {path} does not list"
+            )
         folder = raw / "relations" / "___".join(rel)
         edges = _edges(folder, counts[rel[0]], counts[rel[2]])
         edge_feats[rel] = _features(folder, "edge-feat.csv.gz", "edge_", len(edges), "edges", inverse)
@@ -399,9 +419,11 @@ def _split_dir(root: Path, split: str | None) -> Path:
     schemes = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     if split is None:
         if len(schemes) != 1:
-            raise FileNotFoundError(f"{folder}: expected one split scheme folder, found {schemes}; "
-                                    f"pass split=<name>" if schemes else
-                                    f"OGB split folder {folder} is missing or empty")
+            raise FileNotFoundError(
+                f"{folder}: expected one split scheme folder, found {schemes}; pass split=<name>"
+                if schemes
+                else f"OGB split folder {folder} is missing or empty"
+            )
         split = schemes[0]
     if split not in schemes:
         raise FileNotFoundError(f"OGB split folder {folder / split} is missing (schemes there: {schemes})")

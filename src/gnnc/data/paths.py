@@ -12,14 +12,16 @@ the folder, and ``resolve()`` finds one dataset's file or folder under it,
 raising ``DataNotFoundError`` (a ``FileNotFoundError``) whose one-line
 message names the path, why it was chosen, and how to point gnnc elsewhere.
 """
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 ENV_VAR = "GNNC_DATA"
-RULE = ("--data-dir, else $GNNC_DATA, else ../shared/data beside a source checkout (when present), "
-        "else ~/.cache/gnnc/data")
+RULE = (
+    "--data-dir, else $GNNC_DATA, else ../shared/data beside a source checkout (when present), else ~/.cache/gnnc/data"
+)
 
 
 def _checkout_data() -> Path | None:
@@ -68,8 +70,10 @@ def describe_root(explicit=None) -> str:
 
 def fix_hint() -> str:
     """The one-line fix for missing data files."""
-    return (f"fetch them with `gnnc datasets download NAME` (`gnnc datasets` lists the names), put the files "
-            f"there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/ and kg/ (order: {RULE})")
+    return (
+        f"fetch them with `gnnc datasets download NAME` (`gnnc datasets` lists the names), put the files "
+        f"there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/ and kg/ (order: {RULE})"
+    )
 
 
 def resolve(path, subdir: str, what: str, root=None) -> Path:
@@ -81,8 +85,9 @@ def resolve(path, subdir: str, what: str, root=None) -> Path:
         path = Path(path)
         if not path.exists():
             default, origin = _choose(root)
-            raise DataNotFoundError(f"{what} not found at {path}; give an existing path, or none to use "
-                                    f"{default / subdir} ({origin})")
+            raise DataNotFoundError(
+                f"{what} not found at {path}; give an existing path, or none to use {default / subdir} ({origin})"
+            )
         return path
     path = data_root(root) / subdir
     if not path.exists():

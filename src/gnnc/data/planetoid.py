@@ -13,6 +13,7 @@ Every file's shape is checked against the others' (``allx`` must hold the
 training and the validation rows) and the node count
 against ``gnnc.data.limits`` before a dense array is built.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -39,9 +40,18 @@ def load_planetoid(name: str, root=None, dgl_edges: bool = False) -> Dataset:
     """
     name = name.lower()
     root = resolve(root, "planetoid", f"Planetoid folder for {name!r}")
-    parts = {key: _load_part(root, name, key, kind)
-             for key, kind in (("x", "matrix"), ("y", "matrix"), ("tx", "matrix"), ("ty", "matrix"),
-                               ("allx", "matrix"), ("ally", "matrix"), ("graph", "dict"))}
+    parts = {
+        key: _load_part(root, name, key, kind)
+        for key, kind in (
+            ("x", "matrix"),
+            ("y", "matrix"),
+            ("tx", "matrix"),
+            ("ty", "matrix"),
+            ("allx", "matrix"),
+            ("ally", "matrix"),
+            ("graph", "dict"),
+        )
+    }
     test_index = _read_index(_file(root, name, "test.index"))
 
     features, onehot = _node_rows(root, name, parts, test_index)
@@ -62,8 +72,9 @@ def load_planetoid(name: str, root=None, dgl_edges: bool = False) -> Dataset:
 def _file(root: Path, name: str, key: str) -> Path:
     path = root / f"ind.{name}.{key}"
     if not path.is_file():
-        raise FileNotFoundError(f"Planetoid file {path} is missing (root={root}; the default root is "
-                                f"${ENV_VAR}/planetoid)")
+        raise FileNotFoundError(
+            f"Planetoid file {path} is missing (root={root}; the default root is ${ENV_VAR}/planetoid)"
+        )
     return path
 
 
@@ -106,10 +117,18 @@ def _node_rows(root: Path, name: str, parts: dict, test_index: np.ndarray):
     """
     x, y, allx, ally, tx, ty = (parts[k].shape for k in ("x", "y", "allx", "ally", "tx", "ty"))
     test_file = root / f"ind.{name}.test.index"
-    if not (allx[0] == ally[0] and tx[0] == ty[0] == test_index.size and allx[1] == tx[1] == x[1]
-            and ally[1] == ty[1] == y[1] and x[0] == y[0] and x[0] + NUM_VAL <= allx[0]):
-        raise ValueError(f"Planetoid {name!r} in {root}: shapes disagree: x {x}, y {y}, allx {allx}, ally "
-                         f"{ally}, tx {tx}, ty {ty}, {test_index.size} test indices")
+    if not (
+        allx[0] == ally[0]
+        and tx[0] == ty[0] == test_index.size
+        and allx[1] == tx[1] == x[1]
+        and ally[1] == ty[1] == y[1]
+        and x[0] == y[0]
+        and x[0] + NUM_VAL <= allx[0]
+    ):
+        raise ValueError(
+            f"Planetoid {name!r} in {root}: shapes disagree: x {x}, y {y}, allx {allx}, ally "
+            f"{ally}, tx {tx}, ty {ty}, {test_index.size} test indices"
+        )
     known, order = allx[0], np.sort(test_index)
     num_nodes = check_count(known + int(order[-1] - order[0]) + 1, "nodes", test_file)
     if order[0] < 0 or order[-1] >= num_nodes or np.any(order[1:] == order[:-1]):
@@ -132,8 +151,10 @@ def _edges(adjacency: dict, num_nodes: int, path: Path, dgl_edges: bool) -> tupl
     """Sorted unique (src, dst) pairs of the adjacency dict, self-loops dropped (``dgl_edges``: kept, and
     every edge's reverse added)."""
     try:
-        src = np.fromiter(itertools.chain.from_iterable(
-            itertools.repeat(int(k), len(v)) for k, v in adjacency.items()), dtype=np.int64)
+        src = np.fromiter(
+            itertools.chain.from_iterable(itertools.repeat(int(k), len(v)) for k, v in adjacency.items()),
+            dtype=np.int64,
+        )
         dst = np.fromiter(itertools.chain.from_iterable(adjacency.values()), dtype=np.int64)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{path}: adjacency lists must map node ids to lists of node ids ({err})") from None

@@ -11,6 +11,7 @@ would drop as graph-level) is an error unless it has one row. Zip's
 CRC-32 of each record is what torch checks; a flipped bit inside tensor data
 may still load.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -23,19 +24,39 @@ from ..graph import Graph, from_pyg
 from .limits import check_count
 
 # What torch.load raises for a damaged archive: the zip reader, the unpickler and storage rebuilding.
-_DAMAGED = (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, TypeError, KeyError, AttributeError,
-            IndexError, OverflowError, MemoryError)
+_DAMAGED = (
+    RuntimeError,
+    EOFError,
+    OSError,
+    zipfile.BadZipFile,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    MemoryError,
+)
 
 
 def _allowed_classes() -> list:
-    from torch_geometric.data import Data, HeteroData
+    from torch_geometric.data import Data, HeteroData, storage
     from torch_geometric.data import data as data_mod
-    from torch_geometric.data import storage
     from torch_geometric.data.feature_store import TensorAttr
     from torch_geometric.data.graph_store import EdgeAttr
 
-    return [Data, HeteroData, data_mod.DataEdgeAttr, data_mod.DataTensorAttr, TensorAttr, EdgeAttr,
-            storage.BaseStorage, storage.GlobalStorage, storage.NodeStorage, storage.EdgeStorage]
+    return [
+        Data,
+        HeteroData,
+        data_mod.DataEdgeAttr,
+        data_mod.DataTensorAttr,
+        TensorAttr,
+        EdgeAttr,
+        storage.BaseStorage,
+        storage.GlobalStorage,
+        storage.NodeStorage,
+        storage.EdgeStorage,
+    ]
 
 
 def is_torch_file(path) -> bool:
@@ -69,8 +90,9 @@ def load_pyg_file(path) -> Graph:
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         reason = str(err).split("WeightsUnpickler error: ")[-1].split(". Please use")[0]
-        raise ValueError(f"{path}: refused to unpickle ({reason}); only tensors and PyG "
-                         f"Data / HeteroData may appear in a graph file") from None
+        raise ValueError(
+            f"{path}: refused to unpickle ({reason}); only tensors and PyG Data / HeteroData may appear in a graph file"
+        ) from None
     except FileNotFoundError:
         raise
     except _DAMAGED as err:
@@ -97,6 +119,12 @@ def _check_store(store, path: Path) -> None:
     where = f"{path}" if getattr(store, "_key", None) is None else f"{path}, node type {store._key!r}"
     nodes = check_count(store.num_nodes if store.num_nodes is not None else 0, "nodes", where)
     for key, value in store.items():
-        if isinstance(value, torch.Tensor) and value.dim() and key != "edge_index" and value.shape[0] > 1 \
-                and not store.is_node_attr(key) and not store.is_edge_attr(key):
+        if (
+            isinstance(value, torch.Tensor)
+            and value.dim()
+            and key != "edge_index"
+            and value.shape[0] > 1
+            and not store.is_node_attr(key)
+            and not store.is_edge_attr(key)
+        ):
             raise ValueError(f"{where}: {key!r} has {value.shape[0]} rows for {nodes} nodes")

@@ -6,6 +6,7 @@ heterogeneous figures are the Hector paper's dataset table (nodes, node types,
 edges, relations). Where a published per-type breakdown is known (mag, biokg)
 it is recorded and reproduced exactly; other schemas are drawn from the seed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,45 +47,85 @@ class DatasetInfo:
 
 
 def _homo(name, nodes, edges, feat, classes, paper, origin):
-    return DatasetInfo(name, "homogeneous", nodes, edges, 1, 1, feat, classes,
-                       "node classification", paper, origin)
+    return DatasetInfo(name, "homogeneous", nodes, edges, 1, 1, feat, classes, "node classification", paper, origin)
 
 
 def _hetero(name, nodes, ntypes, edges, rels, classes, task, origin, **schema):
-    return DatasetInfo(name, "heterogeneous", nodes, edges, ntypes, rels, 64, classes,
-                       task, HECTOR, origin, **schema)
+    return DatasetInfo(name, "heterogeneous", nodes, edges, ntypes, rels, 64, classes, task, HECTOR, origin, **schema)
 
 
-_MAG_NTYPES = (("paper", 736_389), ("author", 1_134_649), ("institution", 8_740),
-               ("field_of_study", 59_965))
-_MAG_RELATIONS = ((("author", "writes", "paper"), 7_145_660),
-                  (("paper", "cites", "paper"), 5_416_271),
-                  (("paper", "has_topic", "field_of_study"), 7_505_078),
-                  (("author", "affiliated_with", "institution"), 1_043_998))
-_BIOKG_NTYPES = (("disease", 10_687), ("drug", 10_533), ("function", 45_085),
-                 ("protein", 17_499), ("sideeffect", 9_969))
+_MAG_NTYPES = (("paper", 736_389), ("author", 1_134_649), ("institution", 8_740), ("field_of_study", 59_965))
+_MAG_RELATIONS = (
+    (("author", "writes", "paper"), 7_145_660),
+    (("paper", "cites", "paper"), 5_416_271),
+    (("paper", "has_topic", "field_of_study"), 7_505_078),
+    (("author", "affiliated_with", "institution"), 1_043_998),
+)
+_BIOKG_NTYPES = (
+    ("disease", 10_687),
+    ("drug", 10_533),
+    ("function", 45_085),
+    ("protein", 17_499),
+    ("sideeffect", 9_969),
+)
 
 _ALL = [
     _homo("cora", 2_708, 10_556, 1433, 7, f"{GRAPHILER_WS}; {COMP_GRAPH}", "Planetoid (Sen et al., 2008)"),
     _homo("pubmed", 19_717, 88_651, 500, 3, GRAPHILER, "Planetoid (Sen et al., 2008)"),
     _homo("ppi", 56_944, 818_716, 50, 121, GRAPHILER, "PPI (Zitnik & Leskovec, 2017)"),
     _homo("arxiv", 169_343, 1_166_243, 128, 40, GRAPHILER, "ogbn-arxiv (Hu et al., 2020)"),
-    _homo("reddit", 232_965, 114_615_892, 602, 41, f"{GRAPHILER}; {COMP_GRAPH}",
-          "Reddit (Hamilton et al., 2017)"),
+    _homo("reddit", 232_965, 114_615_892, 602, 41, f"{GRAPHILER}; {COMP_GRAPH}", "Reddit (Hamilton et al., 2017)"),
     _homo("proteins", 132_534, 39_561_252, 8, 112, GRAPHILER_WS, "ogbn-proteins (Hu et al., 2020)"),
     _hetero("aifb", 7_262, 7, 48_810, 104, 4, "node classification", "AIFB (Ristoski et al., 2016)"),
     _hetero("mutag", 27_163, 5, 148_100, 50, 2, "node classification", "MUTAG (Ristoski et al., 2016)"),
     _hetero("bgs", 94_806, 27, 672_884, 122, 2, "node classification", "BGS (Ristoski et al., 2016)"),
     _hetero("am", 1_885_136, 7, 5_668_682, 108, 11, "node classification", "AM (Ristoski et al., 2016)"),
-    _hetero("biokg", 93_773, 5, 4_762_678, 51, HECTOR_RANDOM_CLASSES, "link prediction",
-            "ogbl-biokg (Hu et al., 2020)", ntype_counts=_BIOKG_NTYPES),
-    _hetero("fb15k", 14_541, 1, 620_232, 474, HECTOR_RANDOM_CLASSES, "link prediction",
-            "FB15k-237 with inverse relations (Toutanova & Chen, 2015)",
-            ntype_counts=(("entity", 14_541),)),
-    _hetero("mag", 1_939_743, 4, 21_111_007, 4, 349, "node classification", "ogbn-mag (Hu et al., 2020)",
-            ntype_counts=_MAG_NTYPES, relation_counts=_MAG_RELATIONS, target_ntype="paper"),
-    _hetero("wikikg2", 2_500_604, 1, 16_109_182, 535, HECTOR_RANDOM_CLASSES, "link prediction",
-            "ogbl-wikikg2 (Hu et al., 2020)", ntype_counts=(("entity", 2_500_604),)),
+    _hetero(
+        "biokg",
+        93_773,
+        5,
+        4_762_678,
+        51,
+        HECTOR_RANDOM_CLASSES,
+        "link prediction",
+        "ogbl-biokg (Hu et al., 2020)",
+        ntype_counts=_BIOKG_NTYPES,
+    ),
+    _hetero(
+        "fb15k",
+        14_541,
+        1,
+        620_232,
+        474,
+        HECTOR_RANDOM_CLASSES,
+        "link prediction",
+        "FB15k-237 with inverse relations (Toutanova & Chen, 2015)",
+        ntype_counts=(("entity", 14_541),),
+    ),
+    _hetero(
+        "mag",
+        1_939_743,
+        4,
+        21_111_007,
+        4,
+        349,
+        "node classification",
+        "ogbn-mag (Hu et al., 2020)",
+        ntype_counts=_MAG_NTYPES,
+        relation_counts=_MAG_RELATIONS,
+        target_ntype="paper",
+    ),
+    _hetero(
+        "wikikg2",
+        2_500_604,
+        1,
+        16_109_182,
+        535,
+        HECTOR_RANDOM_CLASSES,
+        "link prediction",
+        "ogbl-wikikg2 (Hu et al., 2020)",
+        ntype_counts=(("entity", 2_500_604),),
+    ),
 ]
 
 DATASETS: dict[str, DatasetInfo] = {info.name: info for info in _ALL}
@@ -129,9 +170,14 @@ def _planetoid(name, figures):
     return RealDataset(name, "load_planetoid", tuple(f"planetoid/ind.{name}.{p}" for p in PLANETOID_PARTS), figures)
 
 
-REAL_DATASETS: dict[str, RealDataset] = {d.name: d for d in (
-    _planetoid("cora", "2,708 nodes, 10,556 edges, 1,433 features, 7 classes"),
-    _planetoid("citeseer", "3,327 nodes, 9,104 edges, 3,703 features, 6 classes"),
-    RealDataset("FB15k-237", "load_kg", ("kg/FB15k-237.tar.gz",), "14,541 entities, 237 relations (474 with inverses)"),
-    RealDataset("WN18RR", "load_kg", ("kg/WN18RR.tar.gz",), "40,943 entities, 11 relations"),
-)}
+REAL_DATASETS: dict[str, RealDataset] = {
+    d.name: d
+    for d in (
+        _planetoid("cora", "2,708 nodes, 10,556 edges, 1,433 features, 7 classes"),
+        _planetoid("citeseer", "3,327 nodes, 9,104 edges, 3,703 features, 6 classes"),
+        RealDataset(
+            "FB15k-237", "load_kg", ("kg/FB15k-237.tar.gz",), "14,541 entities, 237 relations (474 with inverses)"
+        ),
+        RealDataset("WN18RR", "load_kg", ("kg/WN18RR.tar.gz",), "40,943 entities, 11 relations"),
+    )
+}

@@ -5,6 +5,7 @@ files in every command; their synthetic replicas are ``cora-replica`` / ``citese
 synthetic graph may be named ``<name>-replica``; those without real files in gnnc (``mag``, ``aifb``, ...)
 also by their bare name, as before. Result files written before keep their names.
 """
+
 from __future__ import annotations
 
 from .registry import DATASETS, REAL_DATASETS
@@ -26,9 +27,13 @@ def registry_name(spec: str, command: str) -> str:
     """The ``gnnc.data.synthetic`` name of the replica ``spec``; ValueError saying what to write otherwise."""
     name = spec.removesuffix(SUFFIX)
     if name not in DATASETS:
-        raise ValueError(f"unknown synthetic graph {spec!r}; choose one of {', '.join(map(label, DATASETS))} "
-                         f"(`gnnc datasets` lists them)")
+        raise ValueError(
+            f"unknown synthetic graph {spec!r}; choose one of {', '.join(map(label, DATASETS))} "
+            f"(`gnnc datasets` lists them)"
+        )
     if spec in REAL_DATASETS:
-        raise ValueError(f"{spec!r} means the real {spec} files, which gnnc {command} does not read; say "
-                         f"{label(spec)} for its synthetic replica")
+        raise ValueError(
+            f"{spec!r} means the real {spec} files, which gnnc {command} does not read; say "
+            f"{label(spec)} for its synthetic replica"
+        )
     return name

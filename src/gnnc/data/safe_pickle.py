@@ -9,6 +9,7 @@ allocated before it is known to fit the file, and checks the CSR matrices it
 rebuilds (scipy's pickles restore them without a check). Pickles carry no
 checksum: a flipped bit inside array data cannot be detected.
 """
+
 from __future__ import annotations
 
 import collections
@@ -56,7 +57,8 @@ class RestrictedUnpickler(pickle.Unpickler):
         except KeyError:
             raise pickle.UnpicklingError(
                 f"refusing to load {module}.{name}: only numpy arrays, scipy CSR matrices, "
-                f"defaultdict and list may appear in this pickle") from None
+                f"defaultdict and list may appear in this pickle"
+            ) from None
 
 
 def safe_load(path) -> object:
@@ -73,8 +75,18 @@ def safe_load(path) -> object:
         obj = RestrictedUnpickler(io.BytesIO(data), encoding="latin1").load()
     except pickle.UnpicklingError as err:
         raise PickleFileError(f"{path}: {err}") from None
-    except (EOFError, ValueError, TypeError, AttributeError, IndexError, KeyError, OverflowError, MemoryError,
-            UnicodeDecodeError, struct.error) as err:
+    except (
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        MemoryError,
+        UnicodeDecodeError,
+        struct.error,
+    ) as err:
         raise PickleFileError(f"{path}: not a readable pickle ({type(err).__name__}: {err})") from None
     if scipy.sparse.issparse(obj):
         try:

@@ -17,6 +17,7 @@ with ``block.slice_dst`` (``forward_blocks`` does this for a stack of layers).
 The destination nodes of block ``l`` are exactly the nodes of block ``l + 1``,
 in the same order.
 """
+
 from __future__ import annotations
 
 import torch
@@ -40,8 +41,9 @@ def forward_blocks(layers, blocks, x: torch.Tensor, activation=None) -> torch.Te
     h = x
     for i, (layer, block) in enumerate(zip(layers, blocks)):
         if h.shape[0] != block.num_nodes():
-            raise ValueError(f"forward_blocks: block {i} has {block.num_nodes()} nodes but its input "
-                             f"has {h.shape[0]} rows")
+            raise ValueError(
+                f"forward_blocks: block {i} has {block.num_nodes()} nodes but its input has {h.shape[0]} rows"
+            )
         h = block.slice_dst(layer(block, h))
         if activation is not None and i + 1 < len(layers):
             h = activation(h)
@@ -109,15 +111,18 @@ class NeighborSampler:
     def _check_seeds(self, seeds) -> torch.Tensor:
         seeds = torch.as_tensor(seeds, device=self.g.device)
         if seeds.dim() != 1 or seeds.is_floating_point() or seeds.dtype == torch.bool:
-            raise ValueError(f"sample: seeds must be a 1-D tensor of integer node ids, got "
-                             f"shape {tuple(seeds.shape)} dtype {seeds.dtype}")
+            raise ValueError(
+                f"sample: seeds must be a 1-D tensor of integer node ids, got "
+                f"shape {tuple(seeds.shape)} dtype {seeds.dtype}"
+            )
         seeds = seeds.to(torch.int64)
         n = self.g.num_nodes(self.target_ntype)
         if seeds.numel():
             bad = (seeds < 0) | (seeds >= n)
             if bool(bad.any()):
-                raise ValueError(f"sample: seed {int(seeds[bad][0])} is not a {self.target_ntype!r} node "
-                                 f"(ids run from 0 to {n - 1})")
+                raise ValueError(
+                    f"sample: seed {int(seeds[bad][0])} is not a {self.target_ntype!r} node (ids run from 0 to {n - 1})"
+                )
             if torch.unique(seeds).numel() != seeds.numel():
                 raise ValueError("sample: seeds contain duplicates; give each seed node once")
         return seeds
@@ -132,13 +137,13 @@ class NeighborSampler:
         picked = []  # per relation: (destination position within its type, parent internal edge id)
         for r in range(len(index.etypes)):
             t = self._rel_dst_type[r]
-            dst_local = frontier[starts[t]:starts[t + 1]] - index.ntype_offsets[t]
+            dst_local = frontier[starts[t] : starts[t + 1]] - index.ntype_offsets[t]
             pos, seg = self._pick(r, dst_local, fanout)
             sources_by_type[self._rel_src_type[r]].append(self._src[r].index_select(0, pos))
             picked.append((seg, pos + index.rel_offsets[r]))
         src_ids, node_counts, local_src = [], [], [None] * len(index.etypes)
         for t in range(len(index.ntypes)):
-            dst_t = frontier[starts[t]:starts[t + 1]]
+            dst_t = frontier[starts[t] : starts[t + 1]]
             pieces = sources_by_type[t]
             cand = torch.cat(pieces) if pieces else dst_t[:0]
             local, new_nodes = _local_ids(dst_t, cand, *index.ntype_range(t))

@@ -4,6 +4,7 @@ Destinations follow a clipped Zipf law over a random "popularity" order of
 the nodes, which gives a power-law in-degree; sources are mildly skewed the
 same way. Nothing here loops over nodes or edges in Python.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,7 @@ import numpy as np
 DST_EXPONENT = 0.7  # Zipf exponent a: in-degree tail P(d) ~ d^-(1 + 1/a), about d^-2.4
 SRC_EXPONENT = 0.3  # mild out-degree skew
 HUB_FRACTION = 0.1  # expected in-degree of a hub is capped at max(N/10, 2 * mean degree)
-CHUNK = 1 << 23     # edges per source-sampling chunk: bounds the float64 temporaries
+CHUNK = 1 << 23  # edges per source-sampling chunk: bounds the float64 temporaries
 
 
 def apportion(total: int, weights, minimum: int = 0) -> np.ndarray:

@@ -15,6 +15,7 @@ A pinned ``sha256`` was computed from the copies in the project's ``../shared/da
 hand and the source publishes none it is ``None``, and ``gnnc.data.download`` records the digest of the
 first download in the data folder's lock file (trust on first use).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -71,8 +72,9 @@ _PINNED = {  # sha256 of the ../shared/data copies
 
 def _planetoid(name: str, about: str) -> Source:
     paths = [f"planetoid/ind.{name}.{part}" for part in PLANETOID_PARTS]
-    return Source(name, tuple(RemoteFile(f"{PLANETOID_URL}/{p.rsplit('/', 1)[1]}", p, _PINNED.get(p)) for p in paths),
-                  about)
+    return Source(
+        name, tuple(RemoteFile(f"{PLANETOID_URL}/{p.rsplit('/', 1)[1]}", p, _PINNED.get(p)) for p in paths), about
+    )
 
 
 def _archive(name: str, url: str, path: str, unpack: str, about: str) -> Source:
@@ -80,8 +82,13 @@ def _archive(name: str, url: str, path: str, unpack: str, about: str) -> Source:
 
 
 def _ogb(short: str, about: str) -> Source:
-    return _archive(f"ogbn-{short.removesuffix('-bin')}", f"{OGB_URL}/{short}.zip", f"ogb/{short}.zip", "ogb",
-                    about + "; read with gnnc.data.load_ogbn('<data folder>/ogb/" + short + "')")
+    return _archive(
+        f"ogbn-{short.removesuffix('-bin')}",
+        f"{OGB_URL}/{short}.zip",
+        f"ogb/{short}.zip",
+        "ogb",
+        about + "; read with gnnc.data.load_ogbn('<data folder>/ogb/" + short + "')",
+    )
 
 
 def _kg(name: str, about: str) -> Source:
@@ -92,22 +99,25 @@ def _rdf(name: str, about: str) -> Source:
     return _archive(name, f"{RDF_URL}/{name}.tgz", f"rdf/{name}.tgz", f"rdf/{name}", about)
 
 
-SOURCES: dict[str, Source] = {s.name: s for s in (
-    _planetoid("cora", "Planetoid Cora: 2,708 nodes, 7 classes (1.6 MB)"),
-    _planetoid("citeseer", "Planetoid Citeseer: 3,327 nodes, 6 classes (1 MB)"),
-    _planetoid("pubmed", "Planetoid Pubmed: 19,717 nodes, 3 classes (about 40 MB)"),
-    _ogb("arxiv", "ogbn-arxiv: 169,343 nodes (about 80 MB)"),
-    _ogb("products", "ogbn-products: 2.4M nodes (about 1.4 GB)"),
-    _ogb("proteins", "ogbn-proteins: 132,534 nodes (about 220 MB)"),
-    _ogb("mag", "ogbn-mag: 1.9M nodes of 4 types (about 400 MB)"),
-    _ogb("papers100M-bin", "ogbn-papers100M: 111M nodes (about 57 GB)"),
-    _kg("FB15k-237", "FB15k-237: 14,541 entities, 237 relations (3.7 MB); read with gnnc.data.load_kg"),
-    _kg("WN18RR", "WN18RR: 40,943 entities, 11 relations (0.9 MB); read with gnnc.data.load_kg"),
-    _rdf("aifb", "AIFB RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-    _rdf("mutag", "MUTAG RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-    _rdf("bgs", "BGS RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-    _rdf("am", "AM RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-)}
+SOURCES: dict[str, Source] = {
+    s.name: s
+    for s in (
+        _planetoid("cora", "Planetoid Cora: 2,708 nodes, 7 classes (1.6 MB)"),
+        _planetoid("citeseer", "Planetoid Citeseer: 3,327 nodes, 6 classes (1 MB)"),
+        _planetoid("pubmed", "Planetoid Pubmed: 19,717 nodes, 3 classes (about 40 MB)"),
+        _ogb("arxiv", "ogbn-arxiv: 169,343 nodes (about 80 MB)"),
+        _ogb("products", "ogbn-products: 2.4M nodes (about 1.4 GB)"),
+        _ogb("proteins", "ogbn-proteins: 132,534 nodes (about 220 MB)"),
+        _ogb("mag", "ogbn-mag: 1.9M nodes of 4 types (about 400 MB)"),
+        _ogb("papers100M-bin", "ogbn-papers100M: 111M nodes (about 57 GB)"),
+        _kg("FB15k-237", "FB15k-237: 14,541 entities, 237 relations (3.7 MB); read with gnnc.data.load_kg"),
+        _kg("WN18RR", "WN18RR: 40,943 entities, 11 relations (0.9 MB); read with gnnc.data.load_kg"),
+        _rdf("aifb", "AIFB RDF graph (Ristoski et al.) as PyG's Entities reads it"),
+        _rdf("mutag", "MUTAG RDF graph (Ristoski et al.) as PyG's Entities reads it"),
+        _rdf("bgs", "BGS RDF graph (Ristoski et al.) as PyG's Entities reads it"),
+        _rdf("am", "AM RDF graph (Ristoski et al.) as PyG's Entities reads it"),
+    )
+}
 
 
 def get_source(name: str) -> Source:
@@ -116,5 +126,6 @@ def get_source(name: str) -> Source:
     try:
         return by_lower[name.lower()]
     except KeyError:
-        raise KeyError(f"no download for {name!r}; `gnnc datasets download` takes one of "
-                       f"{', '.join(SOURCES)}") from None
+        raise KeyError(
+            f"no download for {name!r}; `gnnc datasets download` takes one of {', '.join(SOURCES)}"
+        ) from None

@@ -7,6 +7,7 @@ depends on the seed only, not on the scale, so small replicas mirror the
 full one. Features are standard normal plus a per-class offset on labelled
 nodes, so models can learn from them; labels are uniform over the classes.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,9 @@ def scaled_count(count: int, scale: float) -> int:
     return int(math.floor(count * scale + 0.5))
 
 
-def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None = None,
-              with_features: bool = True) -> Dataset:
+def synthetic(
+    name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None = None, with_features: bool = True
+) -> Dataset:
     """A replica of registry dataset ``name`` with ``scale`` times its nodes and edges.
 
     Every node type keeps at least one node (so a tiny replica may have a few
@@ -62,8 +64,14 @@ def synthetic(name: str, scale: float = 1.0, seed: int = 0, feat_dim: int | None
     schema_rng, edge_rng, label_rng, feat_rng = (np.random.default_rng(s) for s in streams)
     schema = make_schema(info, scale, schema_rng)
     total = sum(c for _, c in schema.relations)
-    with progress.bar(total=total, unit="edge", unit_scale=True, desc=f"synthetic {name}: edges",
-                      disable=total < PROGRESS_MIN_EDGES, leave=False) as bar:
+    with progress.bar(
+        total=total,
+        unit="edge",
+        unit_scale=True,
+        desc=f"synthetic {name}: edges",
+        disable=total < PROGRESS_MIN_EDGES,
+        leave=False,
+    ) as bar:
         relations = _sample_relations(schema, edge_rng, bar)
         bar.set_description(f"synthetic {name}: graph")
         g = heterograph(relations, num_nodes=dict(schema.ntypes))
@@ -85,8 +93,9 @@ def _check_args(scale, seed, feat_dim) -> None:
         raise ValueError(f"scale must be a number in (0, 1], got {scale!r}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    if feat_dim is not None and (isinstance(feat_dim, bool) or not isinstance(feat_dim, numbers.Integral)
-                                 or feat_dim < 1):
+    if feat_dim is not None and (
+        isinstance(feat_dim, bool) or not isinstance(feat_dim, numbers.Integral) or feat_dim < 1
+    ):
         raise ValueError(f"feat_dim must be a positive integer or None, got {feat_dim!r}")
 
 
@@ -94,8 +103,11 @@ def make_schema(info: DatasetInfo, scale: float, rng: np.random.Generator) -> Sc
     """Node-type and relation sizes at ``scale``; draws from ``rng`` do not depend on scale."""
     if info.kind == "homogeneous":
         n = max(1, scaled_count(info.num_nodes, scale))
-        return Schema([(DEFAULT_NTYPE, n)], [((DEFAULT_NTYPE, DEFAULT_ETYPE, DEFAULT_NTYPE),
-                                              scaled_count(info.num_edges, scale))], DEFAULT_NTYPE)
+        return Schema(
+            [(DEFAULT_NTYPE, n)],
+            [((DEFAULT_NTYPE, DEFAULT_ETYPE, DEFAULT_NTYPE), scaled_count(info.num_edges, scale))],
+            DEFAULT_NTYPE,
+        )
     if info.ntype_counts is not None:
         names = [t for t, _ in info.ntype_counts]
         ntype_weights = np.array([c for _, c in info.ntype_counts], dtype=np.float64)
@@ -150,7 +162,7 @@ def _features(rng, g, schema, labels, feat_dim, num_classes) -> torch.Tensor:
     counts = [g.num_nodes(t) for t in names]
     feat = rng.standard_normal((g.num_nodes(), feat_dim), dtype=np.float32)
     centroids = rng.standard_normal((num_classes, feat_dim), dtype=np.float32) * CLASS_SIGNAL
-    lo = sum(counts[:names.index(schema.target_ntype)])
-    feat[lo:lo + labels.numel()] += centroids[labels.numpy()]
+    lo = sum(counts[: names.index(schema.target_ntype)])
+    feat[lo : lo + labels.numel()] += centroids[labels.numpy()]
     rows = type_rows(names, counts, g.ntypes)
     return torch.from_numpy(feat if rows is None else feat[rows.numpy()])

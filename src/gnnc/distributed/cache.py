@@ -78,6 +78,7 @@ training (gradients enabled) moves ``2 * footprint`` (row and state read,
 then written back); one fetched without gradients only reads its row. A hit
 saves what its miss would have moved.
 """
+
 from __future__ import annotations
 
 import math
@@ -110,8 +111,7 @@ class Hotness:
         return float(self.counts[ntype].sum()) / max(self.num_batches, 1)
 
 
-def presample_hotness(sampler, seeds, num_batches: int | None = None, batch_size: int = 1024,
-                      seed: int = 0) -> Hotness:
+def presample_hotness(sampler, seeds, num_batches: int | None = None, batch_size: int = 1024, seed: int = 0) -> Hotness:
     """Count how often each node is in a batch's input layer over ``num_batches`` batches.
 
     Batches are consecutive slices of ``seeds`` (target-type local ids),
@@ -121,8 +121,10 @@ def presample_hotness(sampler, seeds, num_batches: int | None = None, batch_size
     """
     seeds = torch.as_tensor(seeds).to(device="cpu", dtype=torch.int64)
     if seeds.dim() != 1 or seeds.numel() == 0:
-        raise ValueError(f"presample_hotness: seeds must be a non-empty 1-D tensor of target node ids, "
-                         f"got shape {tuple(seeds.shape)}")
+        raise ValueError(
+            f"presample_hotness: seeds must be a non-empty 1-D tensor of target node ids, "
+            f"got shape {tuple(seeds.shape)}"
+        )
     if batch_size < 1:
         raise ValueError(f"presample_hotness: batch_size must be at least 1, got {batch_size}")
     per_pass = math.ceil(seeds.numel() / batch_size)
@@ -139,13 +141,13 @@ def presample_hotness(sampler, seeds, num_batches: int | None = None, batch_size
         done = 0
         while done < num_batches:
             order = seeds.index_select(0, torch.randperm(seeds.numel(), generator=shuffle))
-            for batch in order.split(batch_size)[:num_batches - done]:
+            for batch in order.split(batch_size)[: num_batches - done]:
                 src = sampler.sample(batch.to(g.device))[0].src_ids
                 total += torch.bincount(src, minlength=total.numel())
                 done += 1
     finally:
         sampler.load_state_dict(saved)
-    counts = {t: total[offsets[i]:offsets[i + 1]].cpu() for i, t in enumerate(g.ntypes)}
+    counts = {t: total[offsets[i] : offsets[i + 1]].cpu() for i, t in enumerate(g.ntypes)}
     return Hotness(counts, num_batches)
 
 
@@ -155,8 +157,9 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_transfer_cost(store: torch.Tensor, device, num_rows: int, write: bool = False, repeats: int = 5,
-                          seed: int = 0) -> float:
+def measure_transfer_cost(
+    store: torch.Tensor, device, num_rows: int, write: bool = False, repeats: int = 5, seed: int = 0
+) -> float:
     """Seconds per byte to move ``num_rows`` random rows of ``store`` to ``device`` (or back).
 
     Reading gathers the rows and copies them to ``device``; writing copies
@@ -187,8 +190,7 @@ def measure_transfer_cost(store: torch.Tensor, device, num_rows: int, write: boo
     return statistics.median(times) / (num_rows * row_bytes)
 
 
-def miss_penalty(store: torch.Tensor, device, num_rows: int, learnable: bool, repeats: int = 5,
-                 seed: int = 0) -> float:
+def miss_penalty(store: torch.Tensor, device, num_rows: int, learnable: bool, repeats: int = 5, seed: int = 0) -> float:
     """Heta's miss-penalty ratio ``o_a``: seconds of miss time per cached byte (see the module docstring)."""
     read = measure_transfer_cost(store, device, num_rows, False, repeats, seed)
     return read + measure_transfer_cost(store, device, num_rows, True, repeats, seed) if learnable else read
@@ -255,8 +257,10 @@ class TypePlan:
 
 def _check_owners(owners: dict, ntype: str, n: int) -> None:
     if ntype in owners and owners[ntype].shape != (n,):
-        raise ValueError(f"FeatureCache: the ownership map of {ntype!r} has shape {tuple(owners[ntype].shape)}, "
-                         f"expected one owner per row ({n})")
+        raise ValueError(
+            f"FeatureCache: the ownership map of {ntype!r} has shape {tuple(owners[ntype].shape)}, "
+            f"expected one owner per row ({n})"
+        )
 
 
 def _row_bytes(t: torch.Tensor) -> int:
@@ -293,8 +297,10 @@ def _plan_global(order, counts, fp, budget, generator, by_hotness: bool):
     """Cached ids per type from one ranking of all rows, filled in rank order while they fit:
     by access count (ties: type order, then each type's hottest-first order) or uniformly random."""
     types = [t for t in order if fp[t]]
-    kind = torch.cat([torch.full((order[t].numel(),), i, dtype=torch.int64) for i, t in enumerate(types)]
-                     + [torch.zeros(0, dtype=torch.int64)])
+    kind = torch.cat(
+        [torch.full((order[t].numel(),), i, dtype=torch.int64) for i, t in enumerate(types)]
+        + [torch.zeros(0, dtype=torch.int64)]
+    )
     local = torch.cat([order[t] for t in types] + [torch.zeros(0, dtype=torch.int64)])
     sizes = torch.tensor([float(fp[t]) for t in types] + [0.0], dtype=torch.float64).index_select(0, kind)
     if by_hotness:
@@ -302,7 +308,7 @@ def _plan_global(order, counts, fp, budget, generator, by_hotness: bool):
         rank = torch.argsort(hits, descending=True, stable=True)
     else:
         rank = torch.randperm(kind.numel(), generator=generator)
-    taken = rank[:_prefix_within(sizes.index_select(0, rank), budget)]
+    taken = rank[: _prefix_within(sizes.index_select(0, rank), budget)]
     taken_kind, taken_local = kind.index_select(0, taken), local.index_select(0, taken)
     cached = {t: torch.zeros(0, dtype=torch.int64) for t in order}
     cached.update({t: taken_local[taken_kind == i] for i, t in enumerate(types)})
@@ -362,8 +368,18 @@ class FeatureCache:
     cached learnable row must be owned by ``rank``. Most users call ``build``.
     """
 
-    def __init__(self, features: dict, learnable: dict, cached: dict, device="cpu", *, ntypes,
-                 owners: dict | None = None, rank: int = 0, plan: dict | None = None):
+    def __init__(
+        self,
+        features: dict,
+        learnable: dict,
+        cached: dict,
+        device="cpu",
+        *,
+        ntypes,
+        owners: dict | None = None,
+        rank: int = 0,
+        plan: dict | None = None,
+    ):
         self.ntypes = list(ntypes)
         self.device = torch.device(device)
         features, learnable, cached = dict(features or {}), dict(learnable or {}), dict(cached or {})
@@ -391,11 +407,14 @@ class FeatureCache:
         for t in self.ntypes:
             store = features[t] if t in features else learnable[t]
             if store.dim() != 2:
-                raise ValueError(f"FeatureCache: rows of {t!r} must be a 2-D [nodes, width] tensor, "
-                                 f"got shape {tuple(store.shape)}")
+                raise ValueError(
+                    f"FeatureCache: rows of {t!r} must be a 2-D [nodes, width] tensor, got shape {tuple(store.shape)}"
+                )
             if t in learnable and not isinstance(store, nn.Parameter):
-                raise TypeError(f"FeatureCache: the learnable table of {t!r} must be an nn.Parameter "
-                                f"(e.g. TypedEmbedding.embeddings[{t!r}].weight)")
+                raise TypeError(
+                    f"FeatureCache: the learnable table of {t!r} must be an nn.Parameter "
+                    f"(e.g. TypedEmbedding.embeddings[{t!r}].weight)"
+                )
             _check_owners(self.owners, t, store.shape[0])
             offsets.append(offsets[-1] + store.shape[0])
             self._store[t] = store
@@ -414,17 +433,21 @@ class FeatureCache:
             raise ValueError(f"FeatureCache: cached ids of {t!r} must be 1-D, got shape {tuple(ids.shape)}")
         if ids.numel():
             if int(ids.min()) < 0 or int(ids.max()) >= n:
-                raise IndexError(f"FeatureCache: cached ids of {t!r} must lie in [0, {n}), "
-                                 f"got range [{int(ids.min())}, {int(ids.max())}]")
+                raise IndexError(
+                    f"FeatureCache: cached ids of {t!r} must lie in [0, {n}), "
+                    f"got range [{int(ids.min())}, {int(ids.max())}]"
+                )
             if torch.unique(ids).numel() != ids.numel():
                 raise ValueError(f"FeatureCache: cached ids of {t!r} contain duplicates")
             if t in self._learnable and t in self.owners:
                 foreign = self.owners[t].index_select(0, ids) != self.rank
                 if bool(foreign.any()):
                     bad = int(ids[foreign][0])
-                    raise ValueError(f"FeatureCache: learnable row {bad} of {t!r} belongs to worker "
-                                     f"{int(self.owners[t][bad])}, not {self.rank}; a learnable row is cached "
-                                     "only by its owner")
+                    raise ValueError(
+                        f"FeatureCache: learnable row {bad} of {t!r} belongs to worker "
+                        f"{int(self.owners[t][bad])}, not {self.rank}; a learnable row is cached "
+                        "only by its owner"
+                    )
         slot = torch.full((n,), -1, dtype=torch.int64)
         slot[ids] = torch.arange(ids.numel())
         self._slot[t] = slot.to(self.device)
@@ -438,10 +461,23 @@ class FeatureCache:
 
     # ------------------------------------------------------------- building
     @classmethod
-    def build(cls, sampler, features_per_type: dict, learnable_per_type: dict, budget_bytes: float,
-              device="cpu", presample_batches: int | None = None, seeds=None, *, batch_size: int = 1024,
-              presample_seed: int = 0, allocation: str = "heta", penalties: dict | None = None,
-              owners: dict | None = None, rank: int = 0) -> "FeatureCache":
+    def build(
+        cls,
+        sampler,
+        features_per_type: dict,
+        learnable_per_type: dict,
+        budget_bytes: float,
+        device="cpu",
+        presample_batches: int | None = None,
+        seeds=None,
+        *,
+        batch_size: int = 1024,
+        presample_seed: int = 0,
+        allocation: str = "heta",
+        penalties: dict | None = None,
+        owners: dict | None = None,
+        rank: int = 0,
+    ) -> FeatureCache:
         """Pre-sample ``sampler`` over ``seeds``, measure penalties, split ``budget_bytes``, fill.
 
         ``seeds``: training nodes of the sampler's target type (default: all
@@ -453,14 +489,36 @@ class FeatureCache:
         if seeds is None:
             seeds = torch.arange(sampler.g.num_nodes(sampler.target_ntype))
         hotness = presample_hotness(sampler, seeds, presample_batches, batch_size, presample_seed)
-        return cls.from_hotness(hotness, features_per_type, learnable_per_type, budget_bytes, device,
-                                ntypes=sampler.g.ntypes, allocation=allocation, penalties=penalties,
-                                owners=owners, rank=rank, seed=presample_seed)
+        return cls.from_hotness(
+            hotness,
+            features_per_type,
+            learnable_per_type,
+            budget_bytes,
+            device,
+            ntypes=sampler.g.ntypes,
+            allocation=allocation,
+            penalties=penalties,
+            owners=owners,
+            rank=rank,
+            seed=presample_seed,
+        )
 
     @classmethod
-    def from_hotness(cls, hotness: Hotness, features: dict, learnable: dict, budget_bytes: float, device="cpu",
-                     *, ntypes, allocation: str = "heta", penalties: dict | None = None,
-                     owners: dict | None = None, rank: int = 0, seed: int = 0) -> "FeatureCache":
+    def from_hotness(
+        cls,
+        hotness: Hotness,
+        features: dict,
+        learnable: dict,
+        budget_bytes: float,
+        device="cpu",
+        *,
+        ntypes,
+        allocation: str = "heta",
+        penalties: dict | None = None,
+        owners: dict | None = None,
+        rank: int = 0,
+        seed: int = 0,
+    ) -> FeatureCache:
         """``build`` from already counted hotness (e.g. to compare allocations on one count)."""
         if allocation not in ALLOCATIONS:
             raise ValueError(f"FeatureCache: allocation must be one of {ALLOCATIONS}, got {allocation!r}")
@@ -494,12 +552,16 @@ class FeatureCache:
                 penalty[t] = miss_penalty(stores[t], device, sample, is_learnable, seed=seed)
         if allocation == "heta":
             rows, share = _plan_heta(order, counts, fp, penalty, budget_bytes)
-            cached = {t: order[t][:rows[t]] for t in order}
+            cached = {t: order[t][: rows[t]] for t in order}
         else:
             generator = torch.Generator().manual_seed(int(seed))
             cached, share = _plan_global(order, counts, fp, budget_bytes, generator, allocation == "hotness")
-        plan = {t: TypePlan(t in (learnable or {}), rb[t], fp[t], int(counts[t].sum()), penalty[t], share[t],
-                            cached[t].numel()) for t in ntypes}
+        plan = {
+            t: TypePlan(
+                t in (learnable or {}), rb[t], fp[t], int(counts[t].sum()), penalty[t], share[t], cached[t].numel()
+            )
+            for t in ntypes
+        }
         return cls(features, learnable, cached, device, ntypes=ntypes, owners=owners, rank=rank, plan=plan)
 
     # ------------------------------------------------------------- queries
@@ -510,8 +572,9 @@ class FeatureCache:
     def owner(self, ntype: str, ids) -> torch.Tensor:
         """Worker owning each row ``ids`` of ``ntype`` under the ownership map."""
         if ntype not in self.owners:
-            raise KeyError(f"FeatureCache.owner: no ownership map for node type {ntype!r} "
-                           f"(the map covers {sorted(self.owners)})")
+            raise KeyError(
+                f"FeatureCache.owner: no ownership map for node type {ntype!r} (the map covers {sorted(self.owners)})"
+            )
         return self.owners[ntype].index_select(0, torch.as_tensor(ids, dtype=torch.int64).cpu())
 
     def cache_bytes(self) -> int:
@@ -535,23 +598,27 @@ class FeatureCache:
         t = self._check_type(ntype)
         ids = torch.as_tensor(ids)
         if ids.dim() != 1 or ids.is_floating_point() or ids.dtype == torch.bool:
-            raise ValueError(f"FeatureCache.fetch: ids must be a 1-D integer tensor, got shape "
-                             f"{tuple(ids.shape)} dtype {ids.dtype}")
+            raise ValueError(
+                f"FeatureCache.fetch: ids must be a 1-D integer tensor, got shape {tuple(ids.shape)} dtype {ids.dtype}"
+            )
         ids = ids.to(device=self.device, dtype=torch.int64)
         store, rows = self._store[t], self._rows[t]
         n = store.shape[0]
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= n):
-            raise IndexError(f"FeatureCache.fetch: ids of {t!r} must lie in [0, {n}), "
-                             f"got range [{int(ids.min())}, {int(ids.max())}]")
+            raise IndexError(
+                f"FeatureCache.fetch: ids of {t!r} must lie in [0, {n}), got range [{int(ids.min())}, {int(ids.max())}]"
+            )
         learnable = t in self._learnable
         if learnable and t in self.owners:
             owner = self._owner_on_device[t].index_select(0, ids)
             foreign = torch.nonzero(owner != self.rank).squeeze(1)
             if foreign.numel():
                 i = int(foreign[0])
-                raise ValueError(f"FeatureCache.fetch: learnable row {int(ids[i])} of {t!r} belongs to worker "
-                                 f"{int(owner[i])}, not {self.rank}; fetch it through its owner (see owner()), "
-                                 "which holds its only up-to-date copy")
+                raise ValueError(
+                    f"FeatureCache.fetch: learnable row {int(ids[i])} of {t!r} belongs to worker "
+                    f"{int(owner[i])}, not {self.rank}; fetch it through its owner (see owner()), "
+                    "which holds its only up-to-date copy"
+                )
         training = learnable and torch.is_grad_enabled() and store.requires_grad
         slot = self._slot[t].index_select(0, ids)
         hit = slot >= 0
@@ -559,8 +626,10 @@ class FeatureCache:
         hit_slot = slot.index_select(0, hit_pos)
         if training and hit_pos.numel():
             if self._optimizer is None:
-                raise RuntimeError(f"FeatureCache.fetch: learnable rows of {t!r} are cached but no optimizer "
-                                   "updates them; call bind_optimizer(opt) first, or fetch under torch.no_grad()")
+                raise RuntimeError(
+                    f"FeatureCache.fetch: learnable rows of {t!r} are cached but no optimizer "
+                    "updates them; call bind_optimizer(opt) first, or fetch under torch.no_grad()"
+                )
             self._dirty[t][hit_slot] = True
         miss_ids = ids.index_select(0, miss_pos).to(store.device)
         if learnable:
@@ -586,8 +655,10 @@ class FeatureCache:
         ``embedding.project(cache.fetch_nodes(ids))`` replaces ``embedding(ids)``.
         """
         ids = torch.as_tensor(ids).to(device=self.device, dtype=torch.int64)
-        parts = [(i, pos, self.fetch(t, local))
-                 for i, t, pos, local in split_by_type(ids, self.offsets, self.ntypes, "FeatureCache.fetch_nodes")]
+        parts = [
+            (i, pos, self.fetch(t, local))
+            for i, t, pos, local in split_by_type(ids, self.offsets, self.ntypes, "FeatureCache.fetch_nodes")
+        ]
         return FetchedRows(ids.numel(), parts)
 
     # ------------------------------------------------------------ training
@@ -605,8 +676,9 @@ class FeatureCache:
             raise ValueError(f"FeatureCache.accumulate_grad: {t!r} is read-only; only learnable rows take gradients")
         ids = torch.as_tensor(ids).to(device=self.device, dtype=torch.int64)
         if values.shape != (ids.numel(),) + tuple(self._store[t].shape[1:]):
-            raise ValueError(f"FeatureCache.accumulate_grad: {ids.numel()} ids of {t!r} but values of shape "
-                             f"{tuple(values.shape)}")
+            raise ValueError(
+                f"FeatureCache.accumulate_grad: {ids.numel()} ids of {t!r} but values of shape {tuple(values.shape)}"
+            )
         slot = self._slot[t].index_select(0, ids)
         hit = slot >= 0
         hit_pos, miss_pos = torch.nonzero(hit).squeeze(1), torch.nonzero(~hit).squeeze(1)
@@ -616,8 +688,11 @@ class FeatureCache:
             add_sparse_grad(self._rows[t], hit_slot, values.index_select(0, hit_pos.to(values.device)))
         if miss_pos.numel():
             store = self._store[t]
-            add_sparse_grad(store, ids.index_select(0, miss_pos).to(store.device),
-                             values.index_select(0, miss_pos.to(values.device)))
+            add_sparse_grad(
+                store,
+                ids.index_select(0, miss_pos).to(store.device),
+                values.index_select(0, miss_pos.to(values.device)),
+            )
 
     def bind_optimizer(self, optimizer: SparseAdam) -> None:
         """Let ``optimizer`` (which updates the store tables) update the cached learnable rows too.
@@ -627,8 +702,10 @@ class FeatureCache:
         optimizer state of its rows.
         """
         if not isinstance(optimizer, SparseAdam):
-            raise TypeError(f"FeatureCache.bind_optimizer: needs a gnnc.nn.SparseAdam (per-row state that can "
-                            f"move to the cache), got {type(optimizer).__name__}")
+            raise TypeError(
+                f"FeatureCache.bind_optimizer: needs a gnnc.nn.SparseAdam (per-row state that can "
+                f"move to the cache), got {type(optimizer).__name__}"
+            )
         if self._optimizer is not None:
             raise RuntimeError("FeatureCache.bind_optimizer: an optimizer is already bound")
         for t in self.ntypes:

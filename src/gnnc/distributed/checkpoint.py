@@ -26,6 +26,7 @@ missing, truncated or corrupt, every rank warns and takes the previous
 generation. The directory must be one every rank sees (on several
 machines, a shared file system), as the partition directory.
 """
+
 from __future__ import annotations
 
 import re
@@ -82,9 +83,17 @@ def save_checkpoint(trainer, directory, extra=None) -> Path:
     manifest = directory / checkpoints.manifest_name(epoch)
     if comm.rank == 0:
         written.update((rank_file(epoch, r), e) for r, e in enumerate(entries))
-        record = {"format": FORMAT, "version": VERSION, "method": trainer.method, "world_size": comm.world,
-                  "epoch": epoch, "config": trainer.config, "dense": dense_file(epoch),
-                  "ranks": [rank_file(epoch, r) for r in range(comm.world)], "files": written}
+        record = {
+            "format": FORMAT,
+            "version": VERSION,
+            "method": trainer.method,
+            "world_size": comm.world,
+            "epoch": epoch,
+            "config": trainer.config,
+            "dense": dense_file(epoch),
+            "ranks": [rank_file(epoch, r) for r in range(comm.world)],
+            "files": written,
+        }
         checkpoints.commit(directory, epoch, record, _OWN_FILE)
     comm.barrier()  # the manifest is committed on return
     return manifest
@@ -96,8 +105,9 @@ def _gather_entries(comm, entry: dict | None) -> list[dict | None]:
     if entry is not None:
         wire[0], wire[1] = 1, entry["bytes"]
         wire[2:] = torch.tensor(list(bytes.fromhex(entry["sha256"])))
-    return [{"bytes": int(w[1]), "sha256": bytes(w[2:].tolist()).hex()} if w[0] else None
-            for w in comm.all_gather(wire)]
+    return [
+        {"bytes": int(w[1]), "sha256": bytes(w[2:].tolist()).hex()} if w[0] else None for w in comm.all_gather(wire)
+    ]
 
 
 def read_manifest(directory) -> dict:
@@ -115,8 +125,10 @@ def _generations(directory) -> list[tuple[int, Path]]:
 def _manifest(path: Path) -> dict:
     manifest = checkpoints.read_manifest(path)
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
-        raise ValueError(f"resume: {path} is not a gnnc distributed checkpoint of version {VERSION} "
-                         f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})")
+        raise ValueError(
+            f"resume: {path} is not a gnnc distributed checkpoint of version {VERSION} "
+            f"(format {manifest.get('format')!r}, version {manifest.get('version')!r})"
+        )
     return manifest
 
 
@@ -130,8 +142,10 @@ def check_manifest(manifest: dict, directory, world: int, method: str, config: d
         diff.append(f"method: checkpoint {manifest['method']!r}, this run {method!r}")
     diff += config_differences(manifest["config"], config)
     if diff:
-        raise ValueError(f"resume: the checkpoint in {directory} (after epoch {manifest['epoch']}) was written by "
-                         "a different run:\n  " + "\n  ".join(diff))
+        raise ValueError(
+            f"resume: the checkpoint in {directory} (after epoch {manifest['epoch']}) was written by "
+            "a different run:\n  " + "\n  ".join(diff)
+        )
 
 
 def read_rank_files(manifest: dict, directory, rank: int) -> tuple[dict, dict]:
@@ -142,8 +156,9 @@ def read_rank_files(manifest: dict, directory, rank: int) -> tuple[dict, dict]:
     for name in (manifest["dense"], manifest["ranks"][rank]):
         state = checkpoints.read_file(directory / name, files.get(name))
         if state.get("epoch") != manifest["epoch"]:
-            raise CheckpointError(f"{directory / name}: holds epoch {state.get('epoch')}, the manifest epoch "
-                                  f"{manifest['epoch']}")
+            raise CheckpointError(
+                f"{directory / name}: holds epoch {state.get('epoch')}, the manifest epoch {manifest['epoch']}"
+            )
         out.append(state)
     return out[0], out[1]
 

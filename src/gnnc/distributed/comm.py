@@ -54,6 +54,7 @@ ranks (DDP's all-reduce, optionally leaving rank-private rows out), and
 ``InputRows`` keeps every first-layer input row with one owner rank, fetches
 the rows a rank samples from their owners and sends their gradients back.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -168,8 +169,10 @@ class Comm:
             self.device = torch.device("cpu")
         else:
             if not dist.is_initialized():
-                raise RuntimeError("Comm: torch.distributed is not initialized; call init_from_env() first "
-                                   "or use Comm.local() for one process")
+                raise RuntimeError(
+                    "Comm: torch.distributed is not initialized; call init_from_env() first "
+                    "or use Comm.local() for one process"
+                )
             self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
             self.device = collective_device(dist.get_backend(group))
         self.group = group
@@ -178,7 +181,7 @@ class Comm:
         self._token: torch.Tensor | None = None
 
     @classmethod
-    def local(cls) -> "Comm":
+    def local(cls) -> Comm:
         """A one-rank Comm without torch.distributed: every collective is the identity."""
         return cls(_local=True)
 
@@ -231,8 +234,11 @@ class Comm:
             raise ValueError("all_reduce: the tensor must be contiguous (it is reduced in place)")
         nbytes = t.numel() * t.element_size()
         ring = 2 * (self.world - 1) / self.world * nbytes
-        self._in_place(f"all_reduce({op}) of {tuple(t.shape)}", t,
-                       lambda wire: dist.all_reduce(wire, ops[op], group=self.group, async_op=True))
+        self._in_place(
+            f"all_reduce({op}) of {tuple(t.shape)}",
+            t,
+            lambda wire: dist.all_reduce(wire, ops[op], group=self.group, async_op=True),
+        )
         self.meter.count(ring, ring)
         return t
 
@@ -242,8 +248,9 @@ class Comm:
             return [t]
         wire = self._staged(t.contiguous())
         out = [torch.empty_like(wire) for _ in range(self.world)]
-        self._run(f"all_gather of {tuple(t.shape)}",
-                  lambda: dist.all_gather(out, wire, group=self.group, async_op=True))
+        self._run(
+            f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, wire, group=self.group, async_op=True)
+        )
         nbytes = (self.world - 1) * t.numel() * t.element_size()
         self.meter.count(nbytes, nbytes)
         return [o.to(t.device) for o in out]
@@ -254,8 +261,11 @@ class Comm:
         if self.world == 1:
             return t
         nbytes = t.numel() * t.element_size()
-        self._in_place(f"reduce of {tuple(t.shape)} to rank {root}", t,
-                       lambda wire: dist.reduce(wire, root, group=self.group, async_op=True))
+        self._in_place(
+            f"reduce of {tuple(t.shape)} to rank {root}",
+            t,
+            lambda wire: dist.reduce(wire, root, group=self.group, async_op=True),
+        )
         self.meter.count(0 if self.rank == root else nbytes, (self.world - 1) * nbytes if self.rank == root else 0)
         return t
 
@@ -264,8 +274,11 @@ class Comm:
         if self.world == 1:
             return t
         nbytes = t.numel() * t.element_size()
-        self._in_place(f"broadcast of {tuple(t.shape)} from rank {root}", t,
-                       lambda wire: dist.broadcast(wire, root, group=self.group, async_op=True))
+        self._in_place(
+            f"broadcast of {tuple(t.shape)} from rank {root}",
+            t,
+            lambda wire: dist.broadcast(wire, root, group=self.group, async_op=True),
+        )
         self.meter.count((self.world - 1) * nbytes if self.rank == root else 0, 0 if self.rank == root else nbytes)
         return t
 
@@ -285,17 +298,22 @@ class Comm:
         if incoming_rows is None:
             counts = torch.tensor(rows_out, dtype=torch.int64, device=self.device)
             got = torch.empty_like(counts)
-            self._run("exchange of row counts",
-                      lambda: dist.all_to_all_single(got, counts, group=self.group, async_op=True))
+            self._run(
+                "exchange of row counts", lambda: dist.all_to_all_single(got, counts, group=self.group, async_op=True)
+            )
             self.meter.count(8 * (self.world - 1), 8 * (self.world - 1))
             incoming_rows = got.tolist()
         send = self._staged(torch.cat([t.contiguous() for t in outgoing]))
         recv = send.new_empty((sum(incoming_rows), *send.shape[1:]))
-        self._run(f"exchange of {sum(rows_out)} rows of shape {tuple(send.shape[1:])}",
-                  lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group, async_op=True))
+        self._run(
+            f"exchange of {sum(rows_out)} rows of shape {tuple(send.shape[1:])}",
+            lambda: dist.all_to_all_single(recv, send, incoming_rows, rows_out, group=self.group, async_op=True),
+        )
         row_bytes = math.prod(send.shape[1:]) * send.element_size()
-        self.meter.count(row_bytes * (sum(rows_out) - rows_out[self.rank]),
-                         row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]))
+        self.meter.count(
+            row_bytes * (sum(rows_out) - rows_out[self.rank]),
+            row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]),
+        )
         return list(recv.to(outgoing[0].device).split(incoming_rows))
 
     # ------------------------------------------------ autograd-aware sums
@@ -396,9 +414,11 @@ def worker_device(requested, local_rank: int, cuda_devices: int) -> torch.device
     if kind != "cuda":
         raise ValueError(f"distributed workers compute on 'cpu' or 'cuda', not {str(requested)!r}")
     if local_rank >= cuda_devices:
-        raise RuntimeError(f"the worker of LOCAL_RANK {local_rank} needs GPU cuda:{local_rank}, but this machine "
-                           f"has {cuda_devices} CUDA device(s); start at most {cuda_devices} workers per machine "
-                           "(--nproc)")
+        raise RuntimeError(
+            f"the worker of LOCAL_RANK {local_rank} needs GPU cuda:{local_rank}, but this machine "
+            f"has {cuda_devices} CUDA device(s); start at most {cuda_devices} workers per machine "
+            "(--nproc)"
+        )
     return torch.device("cuda", local_rank)
 
 
@@ -445,13 +465,18 @@ def init_from_env(timeout_s: float = 300.0, device="cpu", join_timeout_s: float 
     """
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
-        raise RuntimeError(f"init_from_env: environment variables {missing} are not set; "
-                           "start workers with torchrun (gnnc train --dist)")
+        raise RuntimeError(
+            f"init_from_env: environment variables {missing} are not set; "
+            "start workers with torchrun (gnnc train --dist)"
+        )
     device = worker_device(device, int(os.environ.get("LOCAL_RANK", 0)), torch.cuda.device_count())
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend_for(device), timeout=datetime.timedelta(seconds=max(timeout_s, join_timeout_s)),
-                            device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(
+        backend_for(device),
+        timeout=datetime.timedelta(seconds=max(timeout_s, join_timeout_s)),
+        device_id=device if device.type == "cuda" else None,
+    )
     dist.distributed_c10d._set_pg_timeout(datetime.timedelta(seconds=timeout_s))
     return Comm(timeout_s=timeout_s)
 
@@ -504,10 +529,10 @@ class GradSync:
             present.append(float(p.grad is not None))
         buf = torch.cat(pieces + [torch.tensor(present, dtype=self.params[0].dtype, device=self.params[0].device)])
         self.comm.all_reduce(buf)
-        counts = buf[len(buf) - len(self.params):]
+        counts = buf[len(buf) - len(self.params) :]
         offset = 0
         for k, (p, rows) in enumerate(zip(self.params, self.rows)):
-            summed = buf[offset:offset + pieces[k].numel()]
+            summed = buf[offset : offset + pieces[k].numel()]
             offset += pieces[k].numel()
             if counts[k] == 0:
                 p.grad = None
@@ -546,8 +571,19 @@ class InputRows(nn.Module):
     so the stores stay current. Values and updates are those without cache.
     """
 
-    def __init__(self, comm: Comm, ntypes: list, counts: dict, projections: nn.ModuleDict, features: dict,
-                 tables: dict, local_row: dict, owner: dict, remote_types: list, learnable: list):
+    def __init__(
+        self,
+        comm: Comm,
+        ntypes: list,
+        counts: dict,
+        projections: nn.ModuleDict,
+        features: dict,
+        tables: dict,
+        local_row: dict,
+        owner: dict,
+        remote_types: list,
+        learnable: list,
+    ):
         super().__init__()
         self.comm, self.ntypes = comm, list(ntypes)
         offsets = [0]
@@ -574,8 +610,10 @@ class InputRows(nn.Module):
         """Serve reads of stored rows from ``cache`` (a ``FeatureCache`` over ``stores()``)."""
         unknown = set(cache.ntypes) - set(self.stores())
         if unknown:
-            raise ValueError(f"InputRows.attach_cache: the cache holds types {sorted(unknown)} that rank "
-                             f"{self.comm.rank} does not store")
+            raise ValueError(
+                f"InputRows.attach_cache: the cache holds types {sorted(unknown)} that rank "
+                f"{self.comm.rank} does not store"
+            )
         self.cache = cache
 
     @property
@@ -629,16 +667,18 @@ class InputRows(nn.Module):
         parts, asked = [], [[] for _ in range(world)]  # asked[q]: (type index, positions, local ids)
         for i, t, pos, ids in self._split_by_type(gids):
             if t not in self.local_row:
-                raise ValueError(f"rank {self.comm.rank} holds no {t!r} inputs, but {pos.numel()} {t!r} nodes "
-                                 f"were sampled")
+                raise ValueError(
+                    f"rank {self.comm.rank} holds no {t!r} inputs, but {pos.numel()} {t!r} nodes were sampled"
+                )
             rows = self.local_row[t].index_select(0, ids)
             here = rows >= 0
             if bool(here.any()):
                 parts.append((i, pos[here], self._local_rows(t, rows[here])))
             if not bool(here.all()):
                 if t not in self.remote_types:
-                    raise ValueError(f"rank {self.comm.rank}: {t!r} rows are missing locally and {t!r} is not "
-                                     f"a remote type")
+                    raise ValueError(
+                        f"rank {self.comm.rank}: {t!r} rows are missing locally and {t!r} is not a remote type"
+                    )
                 owners = self.owner[t].index_select(0, ids[~here])
                 for q in range(world):
                     mine = owners == q
@@ -651,8 +691,12 @@ class InputRows(nn.Module):
     def _fetch_remote(self, asked: list) -> list:
         """One exchange of requested global ids, one of flattened rows; records learnable leaves."""
         world = self.comm.world
-        requests = [torch.cat([ids + self.offsets[i] for i, _, ids in asked[q]]) if asked[q]
-                    else torch.zeros(0, dtype=torch.int64) for q in range(world)]
+        requests = [
+            torch.cat([ids + self.offsets[i] for i, _, ids in asked[q]])
+            if asked[q]
+            else torch.zeros(0, dtype=torch.int64)
+            for q in range(world)
+        ]
         incoming = self.comm.exchange(requests)
         replies, self._served = [], []
         for gids in incoming:

@@ -7,6 +7,7 @@ remote sources of those edges), as DGL's partitions do; node features stay
 with their owners. A part's boundary nodes are the owned nodes with a
 neighbour (either direction) owned by another part.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -62,8 +63,13 @@ def metis_owner(g: Graph, parts: int, seed: int = 0, node_weights: torch.Tensor 
         if w.shape != (n,) or w.is_floating_point() or w.dtype == torch.bool or bool((w < 0).any()):
             raise ValueError(f"node_weights must be {n} non-negative integers, got {w.dtype} {tuple(w.shape)}")
         vweights = w.to(torch.int64).numpy()
-    result = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
-                                vweights=vweights, eweights=a.data, options=pymetis.Options(seed=int(seed)))
+    result = pymetis.part_graph(
+        parts,
+        adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
+        vweights=vweights,
+        eweights=a.data,
+        options=pymetis.Options(seed=int(seed)),
+    )
     return torch.as_tensor(np.asarray(result.vertex_part, dtype=np.int64))
 
 
@@ -78,15 +84,15 @@ def random_partition(g: Graph, parts: int, seed: int = 0) -> PartitionedGraph:
     return edge_cut_partition(g, random_owner(g, parts, seed), parts, "random", {"seed": seed})
 
 
-def metis_partition(g: Graph, parts: int, seed: int = 0,
-                    node_weights: torch.Tensor | None = None) -> PartitionedGraph:
+def metis_partition(g: Graph, parts: int, seed: int = 0, node_weights: torch.Tensor | None = None) -> PartitionedGraph:
     """Edge-cut partitions from ``metis_owner``."""
     owner = metis_owner(g, parts, seed, node_weights)
     return edge_cut_partition(g, owner, parts, "metis", {"seed": seed, "node_weighted": node_weights is not None})
 
 
-def edge_cut_partition(g: Graph, owner: torch.Tensor, parts: int, method: str,
-                       params: dict | None = None) -> PartitionedGraph:
+def edge_cut_partition(
+    g: Graph, owner: torch.Tensor, parts: int, method: str, params: dict | None = None
+) -> PartitionedGraph:
     """Parts of ``g`` given the owner part of every node (global ids)."""
     _check_parts(parts)
     owner = torch.as_tensor(owner, dtype=torch.int64)
@@ -116,7 +122,7 @@ def edge_cut_partition(g: Graph, owner: torch.Tensor, parts: int, method: str,
         node_ids, num_owned, feats, boundary = {}, {}, {}, {}
         for t in g.ntypes:
             lo = offsets[t]
-            owned = torch.nonzero(owner[lo:lo + g.num_nodes(t)] == p).flatten()
+            owned = torch.nonzero(owner[lo : lo + g.num_nodes(t)] == p).flatten()
             halo = torch.nonzero(is_halo[t]).flatten()
             node_ids[t], num_owned[t] = torch.cat([owned, halo]), owned.numel()
             feats[t] = node_features(g, t, owned)

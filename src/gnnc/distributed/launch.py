@@ -31,6 +31,7 @@ Across machines, run the same command on each machine with ``--nnodes M
 which every machine reaches; GLOO_SOCKET_IFNAME names the interface gloo uses) and the partition directory at the same path on
 each; a rank reads the manifest and keeps only its own part's graph and rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,9 @@ WORKER_MODULE = "gnnc.distributed.launch"
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def torchrun_command(nproc: int, worker_args: list, nnodes: int = 1, node_rank: int = 0,
-                     rdzv_endpoint: str | None = None) -> list[str]:
+def torchrun_command(
+    nproc: int, worker_args: list, nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None
+) -> list[str]:
     """argv that starts ``nproc`` workers here with torchrun (``torch.distributed.run``).
 
     One machine without an endpoint uses ``--standalone`` (a free local
@@ -71,22 +73,76 @@ def torchrun_command(nproc: int, worker_args: list, nnodes: int = 1, node_rank: 
     else:
         if rdzv_endpoint is None:
             raise ValueError("torchrun_command: several machines need a rendezvous endpoint HOST:PORT")
-        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=static",
-                f"--rdzv-endpoint={rdzv_endpoint}"]
+        cmd += [
+            f"--nnodes={nnodes}",
+            f"--node-rank={node_rank}",
+            "--rdzv-backend=static",
+            f"--rdzv-endpoint={rdzv_endpoint}",
+        ]
     return cmd + ["-m", WORKER_MODULE, *map(str, worker_args)]
 
 
-def worker_args(partitions, mode: str, model: str, fanouts, batch_size: int, epochs: int, lr: float, hidden: int,
-                seed: int, learnable, num_classes: int, target: str, timeout_s: float, report=None,
-                dtype: str = "float32", evaluate: bool = True, compiled: bool = False,
-                shared_learnable: str = "owner", checkpoint=None, resume: bool = False,
-                cache_fraction: float = 0.0, device: str = "cpu") -> list[str]:
+def worker_args(
+    partitions,
+    mode: str,
+    model: str,
+    fanouts,
+    batch_size: int,
+    epochs: int,
+    lr: float,
+    hidden: int,
+    seed: int,
+    learnable,
+    num_classes: int,
+    target: str,
+    timeout_s: float,
+    report=None,
+    dtype: str = "float32",
+    evaluate: bool = True,
+    compiled: bool = False,
+    shared_learnable: str = "owner",
+    checkpoint=None,
+    resume: bool = False,
+    cache_fraction: float = 0.0,
+    device: str = "cpu",
+) -> list[str]:
     """The worker's command line for these settings (see ``worker_parser``)."""
-    args = ["--partitions", str(partitions), "--mode", mode, "--model", model, "--fanouts", *map(str, fanouts),
-            "--batch-size", str(batch_size), "--epochs", str(epochs), "--lr", str(lr), "--hidden", str(hidden),
-            "--seed", str(seed), "--learnable", *learnable, "--num-classes", str(num_classes), "--target", target,
-            "--timeout", str(timeout_s), "--dtype", dtype, "--shared-learnable", shared_learnable,
-            "--cache-fraction", str(cache_fraction), "--device", device]
+    args = [
+        "--partitions",
+        str(partitions),
+        "--mode",
+        mode,
+        "--model",
+        model,
+        "--fanouts",
+        *map(str, fanouts),
+        "--batch-size",
+        str(batch_size),
+        "--epochs",
+        str(epochs),
+        "--lr",
+        str(lr),
+        "--hidden",
+        str(hidden),
+        "--seed",
+        str(seed),
+        "--learnable",
+        *learnable,
+        "--num-classes",
+        str(num_classes),
+        "--target",
+        target,
+        "--timeout",
+        str(timeout_s),
+        "--dtype",
+        dtype,
+        "--shared-learnable",
+        shared_learnable,
+        "--cache-fraction",
+        str(cache_fraction),
+        "--device",
+        device,
+    ]
     if report is not None:
         args += ["--report", str(report)]
     if checkpoint is not None:
@@ -101,8 +157,10 @@ def worker_args(partitions, mode: str, model: str, fanouts, batch_size: int, epo
 
 
 def worker_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gnnc.distributed.launch",
-                                description="one gnnc distributed training worker (started by torchrun)")
+    p = argparse.ArgumentParser(
+        prog="python -m gnnc.distributed.launch",
+        description="one gnnc distributed training worker (started by torchrun)",
+    )
     p.add_argument("--partitions", required=True, help="partition directory (manifest.json, part0/, ...)")
     p.add_argument("--mode", choices=["raf", "vanilla"], required=True)
     p.add_argument("--model", choices=["rgcn", "rgat", "hgt"], default="rgcn")
@@ -120,15 +178,28 @@ def worker_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="rank 0 writes per-epoch seconds and bytes of every rank here (JSON)")
     p.add_argument("--no-eval", action="store_true", help="skip validation / test accuracy")
     p.add_argument("--compile", action="store_true", help="run message passing through the gnnc compiler")
-    p.add_argument("--shared-learnable", choices=["owner", "replicate"], default="owner",
-                   help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
-                        "or are copied per partition (Heta)")
+    p.add_argument(
+        "--shared-learnable",
+        choices=["owner", "replicate"],
+        default="owner",
+        help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
+        "or are copied per partition (Heta)",
+    )
     p.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint")
-    p.add_argument("--cache-fraction", type=float, default=0.0, metavar="F",
-                   help="feature cache of F times the bytes of the rows each rank stores (0: no cache)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                   help="cuda: compute on GPU LOCAL_RANK and join with NCCL; cpu: gloo")
+    p.add_argument(
+        "--cache-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="feature cache of F times the bytes of the rows each rank stores (0: no cache)",
+    )
+    p.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cuda: compute on GPU LOCAL_RANK and join with NCCL; cpu: gloo",
+    )
     return p
 
 
@@ -138,13 +209,29 @@ def make_trainer(comm, parts, args):
     from .vanilla import VanillaTrainer
 
     learnable = args.learnable[0] if args.learnable in (["non-target"], ["missing"]) else args.learnable
-    options = dict(num_classes=args.num_classes, hidden=args.hidden, learnable=learnable, dtype=DTYPES[args.dtype],
-                   compiled=args.compile, device=comm.device)
+    options = dict(
+        num_classes=args.num_classes,
+        hidden=args.hidden,
+        learnable=learnable,
+        dtype=DTYPES[args.dtype],
+        compiled=args.compile,
+        device=comm.device,
+    )
     if args.mode == "raf":
-        return RAFTrainer(comm, parts, args.model, args.fanouts, args.batch_size, args.lr, args.seed,
-                          shared_learnable=args.shared_learnable, **options)
-    return VanillaTrainer(comm, parts, args.model, args.fanouts, args.batch_size, args.lr, args.seed,
-                          target=args.target, **options)
+        return RAFTrainer(
+            comm,
+            parts,
+            args.model,
+            args.fanouts,
+            args.batch_size,
+            args.lr,
+            args.seed,
+            shared_learnable=args.shared_learnable,
+            **options,
+        )
+    return VanillaTrainer(
+        comm, parts, args.model, args.fanouts, args.batch_size, args.lr, args.seed, target=args.target, **options
+    )
 
 
 def _gather_epoch(comm, stats, ntypes: list) -> dict:
@@ -153,22 +240,41 @@ def _gather_epoch(comm, stats, ntypes: list) -> dict:
     from ..minibatch import STAGES
     from .trainer import CACHE_FIELDS
 
-    mine = torch.tensor([[stats.seconds.get(s, 0.0) for s in STAGES],
-                         [stats.sent_per_step.get(s, 0.0) for s in STAGES],
-                         [stats.received_per_step.get(s, 0.0) for s in STAGES]], dtype=torch.float64)
+    mine = torch.tensor(
+        [
+            [stats.seconds.get(s, 0.0) for s in STAGES],
+            [stats.sent_per_step.get(s, 0.0) for s in STAGES],
+            [stats.received_per_step.get(s, 0.0) for s in STAGES],
+        ],
+        dtype=torch.float64,
+    )
     with comm.meter.outside_steps():
         ranks = comm.all_gather(mine)
         if stats.cache is not None:
-            counts = torch.tensor([[stats.cache.get(t, {}).get(k, 0) for k in CACHE_FIELDS] for t in ntypes],
-                                  dtype=torch.float64)
-            caches = [{t: dict(zip(CACHE_FIELDS, map(int, row.tolist()))) for t, row in zip(ntypes, c) if row.any()}
-                      for c in comm.all_gather(counts)]
+            counts = torch.tensor(
+                [[stats.cache.get(t, {}).get(k, 0) for k in CACHE_FIELDS] for t in ntypes], dtype=torch.float64
+            )
+            caches = [
+                {t: dict(zip(CACHE_FIELDS, map(int, row.tolist()))) for t, row in zip(ntypes, c) if row.any()}
+                for c in comm.all_gather(counts)
+            ]
     record = {
-        "epoch": stats.epoch, "loss": stats.loss, "losses": stats.losses, "train_acc": stats.train_acc,
-        "val_acc": stats.val_acc, "test_acc": stats.test_acc, "steps": stats.steps,
+        "epoch": stats.epoch,
+        "loss": stats.loss,
+        "losses": stats.losses,
+        "train_acc": stats.train_acc,
+        "val_acc": stats.val_acc,
+        "test_acc": stats.test_acc,
+        "steps": stats.steps,
         "eval_seconds": stats.eval_seconds,
-        "ranks": [{"seconds": dict(zip(STAGES, r[0].tolist())), "sent_per_step": dict(zip(STAGES, r[1].tolist())),
-                   "received_per_step": dict(zip(STAGES, r[2].tolist()))} for r in ranks],
+        "ranks": [
+            {
+                "seconds": dict(zip(STAGES, r[0].tolist())),
+                "sent_per_step": dict(zip(STAGES, r[1].tolist())),
+                "received_per_step": dict(zip(STAGES, r[2].tolist())),
+            }
+            for r in ranks
+        ],
     }
     if stats.cache is not None:
         for entry, cache in zip(record["ranks"], caches):
@@ -187,8 +293,10 @@ def cache_line(record: dict) -> str:
             for k in CACHE_FIELDS:
                 into[k] += counts[k]
     fetched = sum(r["received_per_step"]["feature fetch"] for r in record["ranks"]) * record["steps"]
-    return (f"  all ranks: {format_cache(total)}; rows received from other ranks {fetched / 2**20:.2f} MiB "
-            "(a rank caches the rows it stores; it serves the others' requests through its cache)")
+    return (
+        f"  all ranks: {format_cache(total)}; rows received from other ranks {fetched / 2**20:.2f} MiB "
+        "(a rank caches the rows it stores; it serves the others' requests through its cache)"
+    )
 
 
 def run_worker(comm, parts, args):
@@ -207,8 +315,11 @@ def run_worker(comm, parts, args):
         cache = trainer.build_cache(args.cache_fraction)
         if comm.rank == 0:
             rows = ", ".join(f"{t} {plan.rows:,}" for t, plan in cache.plan.items())
-            print(f"rank 0 feature cache: {cache.cache_bytes() / 2**20:.2f} MiB ({rows} rows), built in "
-                  f"{time.perf_counter() - start:.1f}s", flush=True)
+            print(
+                f"rank 0 feature cache: {cache.cache_bytes() / 2**20:.2f} MiB ({rows} rows), built in "
+                f"{time.perf_counter() - start:.1f}s",
+                flush=True,
+            )
     while trainer.epoch < args.epochs:
         stats = trainer.run_epoch(evaluate=not args.no_eval)
         records.append(_gather_epoch(comm, stats, trainer.inputs.ntypes))
@@ -232,10 +343,22 @@ def _train(args):
     parts = load_partitions(args.partitions)
     _, records = run_worker(comm, parts, args)
     if comm.rank == 0 and args.report:
-        Path(args.report).write_text(json.dumps({
-            "mode": args.mode, "method": parts.method, "world": comm.world, "device": args.device,
-            "model": args.model, "fanouts": args.fanouts, "batch_size": args.batch_size,
-            "cache_fraction": args.cache_fraction, "epochs": records}, indent=1))
+        Path(args.report).write_text(
+            json.dumps(
+                {
+                    "mode": args.mode,
+                    "method": parts.method,
+                    "world": comm.world,
+                    "device": args.device,
+                    "model": args.model,
+                    "fanouts": args.fanouts,
+                    "batch_size": args.batch_size,
+                    "cache_fraction": args.cache_fraction,
+                    "epochs": records,
+                },
+                indent=1,
+            )
+        )
     leave(comm, 0)
 
 
@@ -252,8 +375,11 @@ def worker_main(argv=None):
             traceback.print_exc()
         from .comm import machine_name
 
-        print(f"gnnc worker rank {os.environ.get('RANK', '?')} on {machine_name()}: {type(err).__name__}: {err}",
-              file=sys.stderr, flush=True)
+        print(
+            f"gnnc worker rank {os.environ.get('RANK', '?')} on {machine_name()}: {type(err).__name__}: {err}",
+            file=sys.stderr,
+            flush=True,
+        )
         sys.stdout.flush()
         os._exit(1)  # no clean shutdown: the process group may wait on dead peers
 
@@ -297,13 +423,31 @@ def run_cli(args) -> int:
             directory = args.partitions
         else:
             directory = Path(tmp)
-            facts = prepare_partitions(dataset, args.scale, args.seed, method, args.nproc * args.nnodes,
-                                       len(args.fanouts), directory)
-        wargs = worker_args(directory, args.mode, model, args.fanouts, args.batch_size, epochs, args.lr, args.hidden,
-                            args.seed, args.learnable, facts["num_classes"], facts["target"], args.dist_timeout,
-                            args.report, compiled=args.compile, shared_learnable=args.shared_learnable,
-                            checkpoint=args.checkpoint, resume=args.resume, cache_fraction=args.cache_fraction,
-                            device=args.device)
+            facts = prepare_partitions(
+                dataset, args.scale, args.seed, method, args.nproc * args.nnodes, len(args.fanouts), directory
+            )
+        wargs = worker_args(
+            directory,
+            args.mode,
+            model,
+            args.fanouts,
+            args.batch_size,
+            epochs,
+            args.lr,
+            args.hidden,
+            args.seed,
+            args.learnable,
+            facts["num_classes"],
+            facts["target"],
+            args.dist_timeout,
+            args.report,
+            compiled=args.compile,
+            shared_learnable=args.shared_learnable,
+            checkpoint=args.checkpoint,
+            resume=args.resume,
+            cache_fraction=args.cache_fraction,
+            device=args.device,
+        )
         cmd = torchrun_command(args.nproc, wargs, args.nnodes, args.node_rank, args.rdzv_endpoint)
         print("gnnc: " + shlex.join(cmd), flush=True)
         return subprocess.call(cmd)

@@ -31,6 +31,7 @@ author type sits in both parts of Figure 6): their rows are inputs there,
 never combined across parts, but learnable embeddings of such a type get
 gradients in every part that stores it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ import torch
 
 from ..graph import Graph
 from .metagraph import Relation, WeightedMetagraph, node_features, typed_subgraph
-from .partition_io import Partitioning, PartitionedGraph, max_over_mean
+from .partition_io import PartitionedGraph, Partitioning, max_over_mean
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class MetaTree:
 
     ntype: str
     relation: Relation | None = None
-    children: tuple["MetaTree", ...] = ()
+    children: tuple[MetaTree, ...] = ()
 
     def links(self) -> list[Relation]:
         """Relations of every vertex below this one, preorder, repeats kept."""
@@ -64,11 +65,14 @@ class MetaTree:
         return [self.ntype] + [t for child in self.children for t in child.node_types()]
 
     def to_json(self) -> dict:
-        return {"ntype": self.ntype, "relation": None if self.relation is None else list(self.relation),
-                "children": [c.to_json() for c in self.children]}
+        return {
+            "ntype": self.ntype,
+            "relation": None if self.relation is None else list(self.relation),
+            "children": [c.to_json() for c in self.children],
+        }
 
     @classmethod
-    def from_json(cls, obj: dict) -> "MetaTree":
+    def from_json(cls, obj: dict) -> MetaTree:
         rel = None if obj["relation"] is None else tuple(obj["relation"])
         return cls(obj["ntype"], rel, tuple(cls.from_json(c) for c in obj["children"]))
 
@@ -209,17 +213,17 @@ def replica_counts(weights, parts: int) -> list[int]:
     return counts
 
 
-def plan_meta_partitions(mg: WeightedMetagraph, target: str, parts: int, depth: int = 2,
-                         metapaths=None) -> MetaPlan:
+def plan_meta_partitions(mg: WeightedMetagraph, target: str, parts: int, depth: int = 2, metapaths=None) -> MetaPlan:
     """Steps 1-3 of Algorithm 2 on the metagraph alone."""
     if int(parts) != parts or parts < 1:
         raise ValueError(f"number of parts must be a positive integer, got {parts!r}")
-    tree = (metatree_from_metapaths(mg, target, metapaths) if metapaths
-            else build_metatree(mg, target, depth))
+    tree = metatree_from_metapaths(mg, target, metapaths) if metapaths else build_metatree(mg, target, depth)
     subtrees = split_metatree(tree, mg)
     if not subtrees:
-        raise ValueError(f"no relation ends at target type {target!r}, so the metatree has no sub-metatrees; "
-                         f"relations: {mg.relations} (add_reverse_relations may help)")
+        raise ValueError(
+            f"no relation ends at target type {target!r}, so the metatree has no sub-metatrees; "
+            f"relations: {mg.relations} (add_reverse_relations may help)"
+        )
     order = sorted(range(len(subtrees)), key=lambda i: -subtrees[i].weight)
     subtrees = [subtrees[i] for i in order]
     weights = [s.weight for s in subtrees]
@@ -227,9 +231,11 @@ def plan_meta_partitions(mg: WeightedMetagraph, target: str, parts: int, depth: 
         groups, loads = lpt_assign(weights, parts)
         assignments = [MetaAssignment(tuple(g), 0, 1, float(load)) for g, load in zip(groups, loads)]
     else:
-        assignments = [MetaAssignment((i,), j, r, w / r)
-                       for i, (w, r) in enumerate(zip(weights, replica_counts(weights, parts)))
-                       for j in range(r)]
+        assignments = [
+            MetaAssignment((i,), j, r, w / r)
+            for i, (w, r) in enumerate(zip(weights, replica_counts(weights, parts)))
+            for j in range(r)
+        ]
     return MetaPlan(target, tree, tuple(subtrees), tuple(assignments))
 
 
@@ -250,20 +256,26 @@ def meta_partition(g: Graph, target: str, parts: int, depth: int = 2, metapaths=
             "root_relations": [list(rel) for rel in plan.root_relations(p)],
             "subtrees": [plan.subtrees[i].child.to_json() for i in share.subtrees],
         }
-        out.append(Partitioning(
-            part_id=p,
-            graph=sub,
-            node_ids={t: torch.arange(g.num_nodes(t)) for t in ntypes},
-            num_owned={t: g.num_nodes(t) for t in ntypes},
-            edge_ids={rel: torch.arange(g.num_edges(rel)) for rel in rels},
-            node_feats={t: node_features(g, t) for t in ntypes},
-            boundary={target: boundary[p]} if boundary[p].numel() else {},
-            info=info,
-        ))
-    params = {"target": target, "depth": None if metapaths else int(depth),
-              "metapaths": [[list(mg.resolve(r)) for r in path] for path in metapaths] if metapaths else None,
-              "tree": plan.tree.to_json(), "subtree_weights": [s.weight for s in plan.subtrees],
-              "load_balance": plan.load_balance()}
+        out.append(
+            Partitioning(
+                part_id=p,
+                graph=sub,
+                node_ids={t: torch.arange(g.num_nodes(t)) for t in ntypes},
+                num_owned={t: g.num_nodes(t) for t in ntypes},
+                edge_ids={rel: torch.arange(g.num_edges(rel)) for rel in rels},
+                node_feats={t: node_features(g, t) for t in ntypes},
+                boundary={target: boundary[p]} if boundary[p].numel() else {},
+                info=info,
+            )
+        )
+    params = {
+        "target": target,
+        "depth": None if metapaths else int(depth),
+        "metapaths": [[list(mg.resolve(r)) for r in path] for path in metapaths] if metapaths else None,
+        "tree": plan.tree.to_json(),
+        "subtree_weights": [s.weight for s in plan.subtrees],
+        "load_balance": plan.load_balance(),
+    }
     return PartitionedGraph("meta", g.metagraph(), out, params)
 
 

@@ -8,6 +8,7 @@ Heta: 4 relations + 3 reverses). ``typed_subgraph`` cuts a graph down to
 chosen relations / edges and node types / nodes; every partition is built
 with it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ class WeightedMetagraph:
     edge_counts: dict[Relation, int]
 
     @classmethod
-    def of(cls, g: Graph) -> "WeightedMetagraph":
+    def of(cls, g: Graph) -> WeightedMetagraph:
         """The metagraph of ``g``; feature bytes count every node feature of a type."""
         counts = {t: g.num_nodes(t) for t in g.ntypes}
         nbytes = {t: sum(v.numel() * v.element_size() for v in g.nodes[t].data.values()) for t in g.ntypes}
@@ -115,8 +116,7 @@ def add_reverse_relations(g: Graph, prefix: str = "rev_", symmetrize_same_type: 
     return out
 
 
-def typed_subgraph(g: Graph, ntypes, relations, node_ids: dict | None = None,
-                   edge_ids: dict | None = None) -> Graph:
+def typed_subgraph(g: Graph, ntypes, relations, node_ids: dict | None = None, edge_ids: dict | None = None) -> Graph:
     """The part of ``g`` on some node types / nodes and relations / edges.
 
     Node types and relations keep ``g``'s order. ``node_ids[t]`` lists the

@@ -41,6 +41,7 @@ that every file agrees with the manifest and the parent schema; any failure
 raises an error naming the file. The loaded schema and graphs have DGL's
 type order, whatever order the files were written in (by name).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -99,11 +100,11 @@ class Partitioning:
 
     def owned(self, ntype: str) -> torch.Tensor:
         """Parent ids of the ``ntype`` nodes this part owns."""
-        return self.node_ids[ntype][:self.num_owned[ntype]]
+        return self.node_ids[ntype][: self.num_owned[ntype]]
 
     def halo(self, ntype: str) -> torch.Tensor:
         """Parent ids of the remote ``ntype`` neighbours this part's edges reach."""
-        return self.node_ids[ntype][self.num_owned[ntype]:]
+        return self.node_ids[ntype][self.num_owned[ntype] :]
 
     def to_local(self, ntype: str, parent_ids) -> torch.Tensor:
         """Local ids of parent ``ntype`` ids; ValueError naming an id the part lacks."""
@@ -182,8 +183,10 @@ def save_partitions(parts: PartitionedGraph, out_dir) -> Path:
         "method": parts.method,
         "num_parts": parts.num_parts,
         "params": parts.params,
-        "schema": {"ntypes": [[t, c] for t, c in parts.schema.ntypes],
-                   "relations": [[list(rel), c] for rel, c in parts.schema.relations]},
+        "schema": {
+            "ntypes": [[t, c] for t, c in parts.schema.ntypes],
+            "relations": [[list(rel), c] for rel, c in parts.schema.relations],
+        },
         "parts": records,
     }
     tmp = out / (MANIFEST + ".tmp")
@@ -242,11 +245,14 @@ def load_partitions(out_dir) -> PartitionedGraph:
     out = Path(out_dir)
     manifest_path = out / MANIFEST
     manifest = _read_manifest(manifest_path)
-    schema = MetaGraph(tuple(sorted((t, int(c)) for t, c in manifest["schema"]["ntypes"])),
-                       tuple(sorted((tuple(rel), int(c)) for rel, c in manifest["schema"]["relations"])))
+    schema = MetaGraph(
+        tuple(sorted((t, int(c)) for t, c in manifest["schema"]["ntypes"])),
+        tuple(sorted((tuple(rel), int(c)) for rel, c in manifest["schema"]["relations"])),
+    )
     if len(manifest["parts"]) != manifest["num_parts"]:
-        raise ValueError(f"{manifest_path}: num_parts is {manifest['num_parts']} but "
-                         f"{len(manifest['parts'])} parts are listed")
+        raise ValueError(
+            f"{manifest_path}: num_parts is {manifest['num_parts']} but {len(manifest['parts'])} parts are listed"
+        )
     parts = [_load_part(out, record, schema, manifest_path) for record in manifest["parts"]]
     return PartitionedGraph(manifest["method"], schema, parts, manifest["params"])
 
@@ -259,11 +265,14 @@ def _read_manifest(path: Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"{path}: not a gnnc partition manifest (format "
-                         f"{manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT!r})")
+        raise ValueError(
+            f"{path}: not a gnnc partition manifest (format "
+            f"{manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT!r})"
+        )
     if manifest.get("version") != VERSION:
-        raise ValueError(f"{path}: partition format version {manifest.get('version')!r}, "
-                         f"this gnnc reads version {VERSION}")
+        raise ValueError(
+            f"{path}: partition format version {manifest.get('version')!r}, this gnnc reads version {VERSION}"
+        )
     missing = [k for k in ("method", "num_parts", "params", "schema", "parts") if k not in manifest]
     if missing:
         raise ValueError(f"{path}: manifest lacks {missing}")
@@ -282,16 +291,21 @@ def _load_part(out: Path, record: dict, schema: MetaGraph, manifest_path: Path) 
     paths = {}
     for role in FILES:
         entry = record["files"].get(role) if isinstance(record["files"], dict) else None
-        if not isinstance(entry, dict) or Path(str(entry.get("name"))).name != entry.get("name") \
-                or "sha256" not in entry:
+        if (
+            not isinstance(entry, dict)
+            or Path(str(entry.get("name"))).name != entry.get("name")
+            or "sha256" not in entry
+        ):
             raise ValueError(f"{manifest_path}: part {record['id']} has a malformed {role!r} file entry {entry!r}")
         path = folder / entry["name"]
         if not path.is_file():
             raise FileNotFoundError(f"partition file {path} (listed in {manifest_path}) does not exist")
         digest = _sha256(path)
         if digest != entry["sha256"]:
-            raise ValueError(f"{path}: checksum mismatch (sha256 {digest}, manifest {manifest_path} "
-                             f"expects {entry['sha256']}); the file is corrupt or from another partitioning")
+            raise ValueError(
+                f"{path}: checksum mismatch (sha256 {digest}, manifest {manifest_path} "
+                f"expects {entry['sha256']}); the file is corrupt or from another partitioning"
+            )
         paths[role] = path
     graph = load_npz(paths["graph"])
     ntypes, rels = record["node_types"], [tuple(rel) for rel in record["relations"]]
@@ -299,8 +313,10 @@ def _load_part(out: Path, record: dict, schema: MetaGraph, manifest_path: Path) 
     feats = load_npz(paths["feats"])
     owned = {t: int(record["num_owned"][t]) for t in ntypes}
     if feats.ntypes != sorted(ntypes) or feats.num_edges() or any(feats.num_nodes(t) != owned[t] for t in ntypes):
-        raise ValueError(f"{paths['feats']}: expected an edgeless graph with owned node counts {owned}, "
-                         f"got {dict(zip(feats.ntypes, (feats.num_nodes(t) for t in feats.ntypes)))}")
+        raise ValueError(
+            f"{paths['feats']}: expected an edgeless graph with owned node counts {owned}, "
+            f"got {dict(zip(feats.ntypes, (feats.num_nodes(t) for t in feats.ntypes)))}"
+        )
     ids = _read_ids(paths["ids"], graph, schema, owned, ntypes, rels)
     return Partitioning(
         part_id=int(record["id"]),
@@ -317,17 +333,19 @@ def _load_part(out: Path, record: dict, schema: MetaGraph, manifest_path: Path) 
 def _check_graph_schema(graph: Graph, path: Path, ntypes, rels, node_counts, schema: MetaGraph) -> None:
     got_counts = {t: graph.num_nodes(t) for t in graph.ntypes}
     if graph.ntypes != sorted(ntypes) or graph.canonical_etypes != sorted(rels) or got_counts != node_counts:
-        raise ValueError(f"{path}: schema mismatch: file has node types {got_counts} and relations "
-                         f"{graph.canonical_etypes}, manifest says {node_counts} and {rels}")
+        raise ValueError(
+            f"{path}: schema mismatch: file has node types {got_counts} and relations "
+            f"{graph.canonical_etypes}, manifest says {node_counts} and {rels}"
+        )
     parent_counts, parent_rels = dict(schema.ntypes), dict(schema.relations)
     for t in ntypes:
         if t not in parent_counts or got_counts[t] > parent_counts[t]:
-            raise ValueError(f"{path}: node type {t!r} with {got_counts[t]} nodes does not fit the parent "
-                             f"schema {parent_counts}")
+            raise ValueError(
+                f"{path}: node type {t!r} with {got_counts[t]} nodes does not fit the parent schema {parent_counts}"
+            )
     for rel in rels:
         if rel not in parent_rels or graph.num_edges(rel) > parent_rels[rel]:
-            raise ValueError(f"{path}: relation {rel} with {graph.num_edges(rel)} edges does not fit the "
-                             f"parent schema")
+            raise ValueError(f"{path}: relation {rel} with {graph.num_edges(rel)} edges does not fit the parent schema")
 
 
 def _read_ids(path: Path, graph: Graph, schema: MetaGraph, owned: dict, ntypes: list, rels: list) -> dict:
@@ -339,13 +357,15 @@ def _read_ids(path: Path, graph: Graph, schema: MetaGraph, owned: dict, ntypes: 
     except (ValueError, zipfile.BadZipFile, OSError, EOFError) as err:
         raise ValueError(f"{path}: not an id-map archive ({err})") from None
     with archive:
+
         def entry(name, length, bound):
             if name not in archive.files:
                 raise ValueError(f"{path}: entry {name!r} is missing")
             arr = archive[name]
             if arr.ndim != 1 or arr.dtype != np.int64 or (length is not None and arr.size != length):
-                raise ValueError(f"{path}: entry {name!r} has shape {arr.shape} / dtype {arr.dtype}, "
-                                 f"expected {length} int64 ids")
+                raise ValueError(
+                    f"{path}: entry {name!r} has shape {arr.shape} / dtype {arr.dtype}, expected {length} int64 ids"
+                )
             if arr.size and (arr.min() < 0 or arr.max() >= bound):
                 raise ValueError(f"{path}: entry {name!r} has ids outside [0, {bound})")
             return torch.from_numpy(arr.copy())

@@ -57,6 +57,7 @@ shared with the vanilla baseline (``gnnc.distributed.vanilla``), and so is
 ``gnnc.distributed.trainer.DistTrainer`` (the epoch loop, optimizers,
 feature cache and checkpoint state).
 """
+
 from __future__ import annotations
 
 import zlib
@@ -133,8 +134,7 @@ class KeyedSampler(NeighborSampler):
         for r, rel in enumerate(index.etypes):
             self._relation_salt.append(zlib.crc32("|".join(rel).encode()))
             lo, hi = index.rel_range(r)
-            user = (torch.arange(hi - lo, device=g.device) if index.user_eid is None
-                    else index.user_eid[lo:hi] - lo)
+            user = torch.arange(hi - lo, device=g.device) if index.user_eid is None else index.user_eid[lo:hi] - lo
             if parent_eids is not None:
                 user = torch.as_tensor(parent_eids[rel], dtype=torch.int64, device=g.device).index_select(0, user)
             self._parent_eid.append(user)
@@ -189,8 +189,17 @@ class PartitionSampler(KeyedSampler):
     edges into other nodes are drawn for every relation of ``g``.
     """
 
-    def __init__(self, g: Graph, fanouts, target_ntype: str, root_relations, replica: int = 0,
-                 replicas: int = 1, seed: int = 0, parent_eids: dict | None = None):
+    def __init__(
+        self,
+        g: Graph,
+        fanouts,
+        target_ntype: str,
+        root_relations,
+        replica: int = 0,
+        replicas: int = 1,
+        seed: int = 0,
+        parent_eids: dict | None = None,
+    ):
         super().__init__(g, fanouts, target_ntype, seed, parent_eids)
         roots = {tuple(rel) for rel in root_relations}
         unknown = roots - set(g.canonical_etypes)
@@ -230,8 +239,10 @@ class SeedRows:
     def __init__(self, block, target_id: int, num_seeds: int, comm: Comm, to_root: bool = False):
         start = sum(block.num_dst_per_type[:target_id])
         if block.num_dst_per_type[target_id] < num_seeds:
-            raise ValueError(f"SeedRows: the block has {block.num_dst_per_type[target_id]} target destinations, "
-                             f"fewer than the {num_seeds} seeds")
+            raise ValueError(
+                f"SeedRows: the block has {block.num_dst_per_type[target_id]} target destinations, "
+                f"fewer than the {num_seeds} seeds"
+            )
         self.rows = torch.arange(start, start + num_seeds, device=block.device)
         self.comm, self.to_root = comm, to_root
 
@@ -265,7 +276,8 @@ def softmax_aggregate(block, score: torch.Tensor, value: torch.Tensor, seeds: Se
     rows = _dst_rows_of_edges(block)
     n_dst, heads = block.dst_index.numel(), score.shape[1]
     peak = score.new_full((n_dst, heads), float("-inf")).scatter_reduce_(
-        0, rows.unsqueeze(1).expand(-1, heads), score.detach(), "amax")
+        0, rows.unsqueeze(1).expand(-1, heads), score.detach(), "amax"
+    )
     peak = seeds.max(peak)
     weight = torch.exp(score - peak.index_select(0, rows)).unsqueeze(-1)
     stats = torch.cat([weight, weight * value], dim=-1)
@@ -324,8 +336,11 @@ def hgt_layer(layer: HGTConv, block, x: torch.Tensor, seeds: SeedRows) -> torch.
 
 LAYER_SPLITS = {RGCNConv: rgcn_layer, RGATConv: rgat_layer, HGTConv: hgt_layer}
 # Parameters whose first dimension is the relation: row r only serves relation r.
-RELATION_PARAMS = {RGCNConv: ("weight", "coeff"), RGATConv: ("weight", "attn"),
-                   HGTConv: ("relation_att", "relation_msg", "relation_pri")}
+RELATION_PARAMS = {
+    RGCNConv: ("weight", "coeff"),
+    RGATConv: ("weight", "attn"),
+    HGTConv: ("relation_att", "relation_msg", "relation_pri"),
+}
 
 
 def raf_forward(model, blocks, x: torch.Tensor, target_id: int, num_seeds: int, comm: Comm) -> torch.Tensor:
@@ -341,8 +356,9 @@ def raf_forward(model, blocks, x: torch.Tensor, target_id: int, num_seeds: int, 
     for i, (layer, block) in enumerate(zip(layers, blocks)):
         split = LAYER_SPLITS.get(type(layer))
         if split is None:
-            raise TypeError(f"RAF supports {[c.__name__ for c in LAYER_SPLITS]} layers; layer {i} is "
-                            f"{type(layer).__name__}")
+            raise TypeError(
+                f"RAF supports {[c.__name__ for c in LAYER_SPLITS]} layers; layer {i} is {type(layer).__name__}"
+            )
         last = i + 1 == len(layers)
         h = split(layer, block, h, SeedRows(block, target_id, num_seeds, comm, to_root=last))
         if model.activation is not None and i + 1 < len(layers):
@@ -351,8 +367,18 @@ def raf_forward(model, blocks, x: torch.Tensor, target_id: int, num_seeds: int, 
 
 
 # ======================================================================= inputs
-def initial_modules(schema_graph: Graph, model: str, hidden: int, num_classes: int, num_layers: int,
-                    widths: dict, learnable: list, embed_dim: int | None, seed: int, dtype: torch.dtype):
+def initial_modules(
+    schema_graph: Graph,
+    model: str,
+    hidden: int,
+    num_classes: int,
+    num_layers: int,
+    widths: dict,
+    learnable: list,
+    embed_dim: int | None,
+    seed: int,
+    dtype: torch.dtype,
+):
     """(TypedEmbedding, model) exactly as ``MinibatchTrainer`` initialises them with ``seed``.
 
     ``schema_graph`` only lends its node types, counts and relations;
@@ -365,8 +391,11 @@ def initial_modules(schema_graph: Graph, model: str, hidden: int, num_classes: i
         raise KeyError(f"unknown model {model!r}; choose one of {list(MODEL_BUILDERS)}")
     counts = {t: schema_graph.num_nodes(t) for t in schema_graph.ntypes}
     width = hidden if embed_dim is None else embed_dim
-    features = {t: torch.zeros((1, widths[t]), dtype=dtype).expand(n, widths[t])
-                for t, n in counts.items() if t not in learnable}
+    features = {
+        t: torch.zeros((1, widths[t]), dtype=dtype).expand(n, widths[t])
+        for t, n in counts.items()
+        if t not in learnable
+    }
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         embedding = TypedEmbedding(counts, hidden, features, {t: width for t in learnable}, dtype)
@@ -424,7 +453,7 @@ class RAFPlan:
     shares: tuple  # (replica, replicas) per rank
 
     @classmethod
-    def of(cls, parts) -> "RAFPlan":
+    def of(cls, parts) -> RAFPlan:
         if parts.method != "meta":
             raise ValueError(f"RAF needs meta partitions (gnnc partition --method meta), got {parts.method!r}")
         if parts.params.get("depth") is None:
@@ -435,12 +464,16 @@ class RAFPlan:
             for sub in part.info["subtrees"]:
                 _type_depths(MetaTree.from_json(sub), 1, d)
             depths.append(d)
-        return cls(parts.params["target"], int(parts.params["depth"]),
-                   tuple(rel for rel, _ in parts.schema.relations),
-                   tuple(tuple(p.relations) for p in parts.parts),
-                   tuple(tuple(tuple(r) for r in p.info["root_relations"]) for p in parts.parts),
-                   tuple(tuple(p.node_types) for p in parts.parts), tuple(depths),
-                   tuple(tuple(p.info["replica"]) for p in parts.parts))
+        return cls(
+            parts.params["target"],
+            int(parts.params["depth"]),
+            tuple(rel for rel, _ in parts.schema.relations),
+            tuple(tuple(p.relations) for p in parts.parts),
+            tuple(tuple(tuple(r) for r in p.info["root_relations"]) for p in parts.parts),
+            tuple(tuple(p.node_types) for p in parts.parts),
+            tuple(depths),
+            tuple(tuple(p.info["replica"]) for p in parts.parts),
+        )
 
     def relations_used(self, rank: int, layer: int) -> set:
         """Relations rank ``rank`` may aggregate at ``layer``: root ones at the last, all its own below."""
@@ -480,8 +513,9 @@ def schema_graph(schema, part=None) -> Graph:
     return g if part is None else (g, eids)
 
 
-def meta_inputs(comm: Comm, parts, plan: RAFPlan, initial: TypedEmbedding, learnable: list,
-                shared_learnable: str = "owner") -> InputRows:
+def meta_inputs(
+    comm: Comm, parts, plan: RAFPlan, initial: TypedEmbedding, learnable: list, shared_learnable: str = "owner"
+) -> InputRows:
     """``InputRows`` of rank ``comm.rank`` on a meta partitioning.
 
     Learnable rows of a type held by several parts live with
@@ -504,15 +538,17 @@ def meta_inputs(comm: Comm, parts, plan: RAFPlan, initial: TypedEmbedding, learn
             features[t] = part.node_feats[t]["feat"].to(dtype)
             local_row[t] = torch.arange(n)
         elif replicate or plan.row_owner(t) == comm.rank:
-            tables[t] = nn.Embedding.from_pretrained(initial.embeddings[t].weight.detach().clone(), freeze=False,
-                                                     sparse=True)
+            tables[t] = nn.Embedding.from_pretrained(
+                initial.embeddings[t].weight.detach().clone(), freeze=False, sparse=True
+            )
             local_row[t] = torch.arange(n)
         else:
             local_row[t] = torch.full((n,), -1, dtype=torch.int64)
             owner[t] = torch.full((n,), plan.row_owner(t), dtype=torch.int64)
     remote = [] if replicate else [t for t in learnable if len(plan.holders(t)) > 1]
-    return InputRows(comm, list(counts), counts, initial.projections, features, tables, local_row, owner,
-                     remote, learnable)
+    return InputRows(
+        comm, list(counts), counts, initial.projections, features, tables, local_row, owner, remote, learnable
+    )
 
 
 # ====================================================================== training
@@ -529,24 +565,58 @@ class RAFTrainer(DistTrainer):
 
     method = "raf"
 
-    def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
-                 num_classes: int, hidden: int = 64, embed_dim: int | None = None, embed_lr: float | None = None,
-                 learnable="non-target", dtype: torch.dtype = torch.float32, compiled: bool = False,
-                 shared_learnable: str = "owner", device="cpu"):
+    def __init__(
+        self,
+        comm: Comm,
+        parts,
+        model: str,
+        fanouts,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        *,
+        num_classes: int,
+        hidden: int = 64,
+        embed_dim: int | None = None,
+        embed_lr: float | None = None,
+        learnable="non-target",
+        dtype: torch.dtype = torch.float32,
+        compiled: bool = False,
+        shared_learnable: str = "owner",
+        device="cpu",
+    ):
         if parts.num_parts != comm.world:
             raise ValueError(f"RAF: {parts.num_parts} partitions for {comm.world} ranks; give one part per rank")
         self.plan = plan = RAFPlan.of(parts)
         if len(fanouts) != plan.num_layers:
-            raise ValueError(f"RAF: {len(fanouts)} fanouts (layers) but the metatree has depth {plan.num_layers}; "
-                             f"partition with --depth {len(fanouts)}")
+            raise ValueError(
+                f"RAF: {len(fanouts)} fanouts (layers) but the metatree has depth {plan.num_layers}; "
+                f"partition with --depth {len(fanouts)}"
+            )
         part = parts.parts[comm.rank]
         graph, eids = schema_graph(parts.schema, part)
         widths = feature_widths(parts)
         learnable = resolve_learnable(graph.ntypes, plan.target, widths, learnable)
-        super().__init__(comm, seed, run_config(
-            parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
-            num_classes=num_classes, hidden=hidden, embed_dim=embed_dim, learnable=learnable, dtype=dtype,
-            shared_learnable=shared_learnable), device)
+        super().__init__(
+            comm,
+            seed,
+            run_config(
+                parts,
+                model=model,
+                fanouts=fanouts,
+                batch_size=batch_size,
+                lr=lr,
+                embed_lr=embed_lr,
+                seed=seed,
+                num_classes=num_classes,
+                hidden=hidden,
+                embed_dim=embed_dim,
+                learnable=learnable,
+                dtype=dtype,
+                shared_learnable=shared_learnable,
+            ),
+            device,
+        )
         self.batch_size, self.compiled = batch_size, compiled
         self.target = plan.target
         self.target_id = graph.ntype_id(self.target)
@@ -554,8 +624,9 @@ class RAFTrainer(DistTrainer):
         roots = plan.roots[comm.rank]
         self.sampler = PartitionSampler(graph, fanouts, self.target, roots, replica, replicas, seed, eids)
         self.eval_sampler = PartitionSampler(graph, fanouts, self.target, roots, replica, replicas, seed + 1, eids)
-        initial, self.model = initial_modules(graph, model, hidden, num_classes, len(fanouts), widths, learnable,
-                                              embed_dim, seed, dtype)
+        initial, self.model = initial_modules(
+            graph, model, hidden, num_classes, len(fanouts), widths, learnable, embed_dim, seed, dtype
+        )
         self.inputs = meta_inputs(comm, parts, plan, initial, learnable, shared_learnable)
         data = part.node_feats[self.target]
         self.labels = data["label"]
@@ -606,8 +677,9 @@ class RAFTrainer(DistTrainer):
     def _logits(self, sampler, seeds: torch.Tensor) -> torch.Tensor:
         blocks, fetched = self._sample_and_fetch(sampler, seeds)
         with self.comm.meter.stage("forward"), self.message_passing():
-            return raf_forward(self.model, blocks, self.inputs.project(fetched), self.target_id, seeds.numel(),
-                               self.comm)
+            return raf_forward(
+                self.model, blocks, self.inputs.project(fetched), self.target_id, seeds.numel(), self.comm
+            )
 
     def train_step(self, seeds) -> tuple[float, int, int]:
         """One RAF step on the batch ``seeds`` (target ids, the same on every rank).

@@ -34,6 +34,7 @@ streams and its epoch history. Both hold CPU tensors whatever the training
 device. ``load_state`` puts both back into a freshly built trainer (on
 either device), which then continues exactly as the uninterrupted run.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -79,9 +80,11 @@ class DistEpochStats:
 
     def format(self, epochs: int) -> str:
         stages = "  ".join(f"{s} {self.seconds.get(s, 0.0):.2f}s" for s in STAGES)
-        line = (f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
-                f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  | "
-                f"train {self.train_seconds:.2f}s  | {self.bytes_per_step / 2**20:.2f} MiB/step sent+received")
+        line = (
+            f"epoch {self.epoch}/{epochs}  loss {self.loss:.4f}  train {self.train_acc * 100:.1f}%  "
+            f"val {self.val_acc * 100:.1f}%  test {self.test_acc * 100:.1f}%  | {stages}  | "
+            f"train {self.train_seconds:.2f}s  | {self.bytes_per_step / 2**20:.2f} MiB/step sent+received"
+        )
         if self.cache is not None:
             line += "  | " + format_cache(self.cache)
         return line
@@ -97,23 +100,30 @@ def cache_summary(cache: FeatureCache) -> dict:
 
 def format_cache(per_type: dict) -> str:
     """Hit rate per type and overall, and store bytes read with the cache and without it (moved + saved)."""
+
     def rate(hits, misses):
         return f"{hits / (hits + misses) * 100:.1f}%" if hits + misses else "-"
 
     total = {k: sum(s[k] for s in per_type.values()) for k in CACHE_FIELDS}
     rates = ", ".join(f"{t} {rate(s['hits'], s['misses'])}" for t, s in per_type.items())
-    return (f"cache hit {rate(total['hits'], total['misses'])} ({rates}); store reads "
-            f"{total['bytes_moved'] / 2**20:.2f} MiB, {(total['bytes_moved'] + total['bytes_saved']) / 2**20:.2f} "
-            f"MiB without cache")
+    return (
+        f"cache hit {rate(total['hits'], total['misses'])} ({rates}); store reads "
+        f"{total['bytes_moved'] / 2**20:.2f} MiB, {(total['bytes_moved'] + total['bytes_saved']) / 2**20:.2f} "
+        f"MiB without cache"
+    )
 
 
 def run_config(parts, **settings) -> dict:
     """The settings of a run and its partitioning (method, parameters, parent node and edge counts), as JSON
     values: what a checkpoint must match to be resumed."""
     settings = {k: str(v) if isinstance(v, torch.dtype) else v for k, v in settings.items()}
-    config = {**settings, "partition": parts.method, "partition_params": parts.params,
-              "num_nodes": [[t, int(n)] for t, n in parts.schema.ntypes],
-              "relations": [[list(rel), int(n)] for rel, n in parts.schema.relations]}
+    config = {
+        **settings,
+        "partition": parts.method,
+        "partition_params": parts.params,
+        "num_nodes": [[t, int(n)] for t, n in parts.schema.ntypes],
+        "relations": [[list(rel), int(n)] for rel, n in parts.schema.relations],
+    }
     return json.loads(json.dumps(config))
 
 
@@ -201,9 +211,16 @@ class DistTrainer:
             correct, seen = correct + hits, seen + count
         summary = meter.summary(first)
         self.epoch += 1
-        stats = DistEpochStats(self.epoch, sum(losses) / max(len(losses), 1), correct / max(seen, 1),
-                               len(losses), summary["seconds"], summary["sent_per_step"],
-                               summary["received_per_step"], losses=losses)
+        stats = DistEpochStats(
+            self.epoch,
+            sum(losses) / max(len(losses), 1),
+            correct / max(seen, 1),
+            len(losses),
+            summary["seconds"],
+            summary["sent_per_step"],
+            summary["received_per_step"],
+            losses=losses,
+        )
         if self.cache is not None:
             stats.cache = cache_summary(self.cache)
         if evaluate:
@@ -233,8 +250,15 @@ class DistTrainer:
         learnable = {t: s for t, s in stores.items() if t in self.inputs.tables}
         features = {t: s for t, s in stores.items() if t not in learnable}
         budget = fraction * sum(s.numel() * s.element_size() for s in stores.values())
-        cache = FeatureCache.from_hotness(Hotness({t: counts[t] for t in stores}, num_batches), features, learnable,
-                                          budget, self.device, ntypes=list(stores), seed=self.seed)
+        cache = FeatureCache.from_hotness(
+            Hotness({t: counts[t] for t in stores}, num_batches),
+            features,
+            learnable,
+            budget,
+            self.device,
+            ntypes=list(stores),
+            seed=self.seed,
+        )
         if learnable:
             cache.bind_optimizer(self.sparse_opt)
         self.inputs.attach_cache(cache)
@@ -254,9 +278,14 @@ class DistTrainer:
             raise ValueError(f"build_cache: presample_epochs must be at least 1, got {epochs}")
         inputs = self.inputs
         offsets = inputs.offsets.tolist()
-        stored = torch.cat([inputs.local_row[t] >= 0 if t in inputs.local_row
-                            else torch.zeros(offsets[i + 1] - offsets[i], dtype=torch.bool)
-                            for i, t in enumerate(inputs.ntypes)])
+        stored = torch.cat(
+            [
+                inputs.local_row[t] >= 0
+                if t in inputs.local_row
+                else torch.zeros(offsets[i + 1] - offsets[i], dtype=torch.bool)
+                for i, t in enumerate(inputs.ntypes)
+            ]
+        )
         local = torch.zeros(offsets[-1], dtype=torch.int64)
         remote = torch.zeros(offsets[-1], dtype=torch.int64)
         shuffle = torch.Generator().manual_seed(self.seed + 1_000_003)
@@ -277,7 +306,9 @@ class DistTrainer:
                 rows = inputs.local_row[t]
                 mine = torch.nonzero(rows >= 0).squeeze(1)
                 per_row = torch.zeros(int(mine.numel()), dtype=torch.int64)
-                counts[t] = per_row.index_copy_(0, rows.index_select(0, mine), served[offsets[i]:offsets[i + 1]][mine])
+                counts[t] = per_row.index_copy_(
+                    0, rows.index_select(0, mine), served[offsets[i] : offsets[i + 1]][mine]
+                )
         return counts, len(batches)
 
     # ------------------------------------------------------- checkpoint state
@@ -288,9 +319,15 @@ class DistTrainer:
 
     def replicated_state(self) -> dict:
         """What every rank holds alike (rank 0 writes it once), on the CPU; see the module docstring."""
-        return on_cpu({"model": self.model.state_dict(), "projections": self.inputs.projections.state_dict(),
-                       "dense_opt": self.dense_opt.state_dict(), "epoch": self.epoch,
-                       "step_count": self.step_count})
+        return on_cpu(
+            {
+                "model": self.model.state_dict(),
+                "projections": self.inputs.projections.state_dict(),
+                "dense_opt": self.dense_opt.state_dict(),
+                "epoch": self.epoch,
+                "step_count": self.step_count,
+            }
+        )
 
     def rank_state(self) -> dict:
         """What this rank alone holds, on the CPU; see the module docstring."""
@@ -299,13 +336,24 @@ class DistTrainer:
         for name, p, _, own in self._split_rows():
             adam = self.dense_opt.state.get(p, {})
             at = own.to(p.device)
-            rows[name] = {"rows": own, "value": p.detach().index_select(0, at),
-                          **{k: adam[k].index_select(0, at) for k in ("exp_avg", "exp_avg_sq") if k in adam}}
+            rows[name] = {
+                "rows": own,
+                "value": p.detach().index_select(0, at),
+                **{k: adam[k].index_select(0, at) for k in ("exp_avg", "exp_avg_sq") if k in adam},
+            }
         tables = {t: table.weight.detach() for t, table in self.inputs.tables.items()}
         sparse = {t: dict(self.sparse_opt.state.get(table.weight, {})) for t, table in self.inputs.tables.items()}
-        return on_cpu({"rank": self.comm.rank, "epoch": self.epoch, "rows": rows, "tables": tables,
-                       "sparse_opt": sparse, **random_state(self.sampler, self.shuffle),
-                       "history": [asdict(s) for s in self.history]})
+        return on_cpu(
+            {
+                "rank": self.comm.rank,
+                "epoch": self.epoch,
+                "rows": rows,
+                "tables": tables,
+                "sparse_opt": sparse,
+                **random_state(self.sampler, self.shuffle),
+                "history": [asdict(s) for s in self.history],
+            }
+        )
 
     def load_state(self, replicated: dict, own: dict) -> None:
         """Continue from ``replicated_state`` (rank 0's) and this rank's ``rank_state``; before any training
@@ -323,8 +371,10 @@ class DistTrainer:
         for name, p, shared, mine in split:
             saved = own["rows"].get(name)
             if saved is None or not torch.equal(saved["rows"], mine):
-                raise ValueError(f"load_state: rank {rank}'s checkpoint does not hold the rows of {name!r} this "
-                                 f"rank updates ({mine.tolist()})")
+                raise ValueError(
+                    f"load_state: rank {rank}'s checkpoint does not hold the rows of {name!r} this "
+                    f"rank updates ({mine.tolist()})"
+                )
             with torch.no_grad():
                 p.copy_(_combine(initial[name], p.detach(), shared, saved["value"], mine))
             adam = self.dense_opt.state.get(p, {})
@@ -332,12 +382,16 @@ class DistTrainer:
                 if k in adam:  # rows this rank never updates have zero moments
                     adam[k] = _combine(torch.zeros_like(adam[k]), adam[k], shared, saved[k], mine)
         if set(own["tables"]) != set(self.inputs.tables):
-            raise ValueError(f"load_state: rank {rank}'s checkpoint holds tables {sorted(own['tables'])}, this rank "
-                             f"{sorted(self.inputs.tables)}")
+            raise ValueError(
+                f"load_state: rank {rank}'s checkpoint holds tables {sorted(own['tables'])}, this rank "
+                f"{sorted(self.inputs.tables)}"
+            )
         for t, table in self.inputs.tables.items():
             if own["tables"][t].shape != table.weight.shape:
-                raise ValueError(f"load_state: rank {rank}'s {t!r} table has shape {tuple(own['tables'][t].shape)} "
-                                 f"in the checkpoint, {tuple(table.weight.shape)} here")
+                raise ValueError(
+                    f"load_state: rank {rank}'s {t!r} table has shape {tuple(own['tables'][t].shape)} "
+                    f"in the checkpoint, {tuple(table.weight.shape)} here"
+                )
             with torch.no_grad():
                 table.weight.copy_(own["tables"][t])
             if own["sparse_opt"][t]:
@@ -347,8 +401,9 @@ class DistTrainer:
         self.history = [DistEpochStats(**s) for s in own["history"]]
 
 
-def _combine(base: torch.Tensor, shared_src: torch.Tensor, shared: torch.Tensor, own_rows: torch.Tensor,
-             own: torch.Tensor) -> torch.Tensor:
+def _combine(
+    base: torch.Tensor, shared_src: torch.Tensor, shared: torch.Tensor, own_rows: torch.Tensor, own: torch.Tensor
+) -> torch.Tensor:
     """``base`` with rows ``shared`` taken from ``shared_src`` and rows ``own`` set to ``own_rows``, on
     ``base``'s device."""
     out = base.clone()

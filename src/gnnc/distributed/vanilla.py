@@ -21,6 +21,7 @@ on every rank:
 
 Every byte of it goes through ``Comm`` and is counted per stage.
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,8 +52,10 @@ class OwnerSampler:
         self.counts = {t: int(n) for t, n in parts.schema.ntypes}
         self.relations = [rel for rel, _ in parts.schema.relations]
         if part.relations != self.relations or part.node_types != self.ntypes:
-            raise ValueError(f"OwnerSampler: part {part.part_id} does not keep every node type and relation of "
-                             f"the graph; edge-cut parts (random / METIS) do")
+            raise ValueError(
+                f"OwnerSampler: part {part.part_id} does not keep every node type and relation of "
+                f"the graph; edge-cut parts (random / METIS) do"
+            )
         offsets = [0]
         for t in self.ntypes:
             offsets.append(offsets[-1] + self.counts[t])
@@ -88,8 +91,12 @@ class OwnerSampler:
         where = [torch.nonzero(owners == q).squeeze(1) for q in range(world)]
         incoming = self.comm.exchange([frontier.index_select(0, w) for w in where])
         replies = self.comm.exchange([self._answer(gids, fanout, layer) for gids in incoming])
-        edges = torch.cat([torch.stack([w.index_select(0, rep[:, 0] // num_rels), rep[:, 0] % num_rels,
-                                        rep[:, 1], rep[:, 2]], 1) for w, rep in zip(where, replies)])
+        edges = torch.cat(
+            [
+                torch.stack([w.index_select(0, rep[:, 0] // num_rels), rep[:, 0] % num_rels, rep[:, 1], rep[:, 2]], 1)
+                for w, rep in zip(where, replies)
+            ]
+        )
         data, eids = {}, []
         for r, rel in enumerate(self.relations):
             mine = edges[edges[:, 1] == r]
@@ -141,8 +148,9 @@ def edge_cut_inputs(comm: Comm, parts, initial, learnable: list) -> InputRows:
         else:
             features[t] = part.node_feats[t]["feat"].to(dtype)
     remote = list(counts) if comm.world > 1 else []
-    return InputRows(comm, list(counts), counts, initial.projections, features, tables, local_row, owner,
-                     remote, learnable)
+    return InputRows(
+        comm, list(counts), counts, initial.projections, features, tables, local_row, owner, remote, learnable
+    )
 
 
 def balanced_shares(owned: list, world: int) -> list:
@@ -154,7 +162,7 @@ def balanced_shares(owned: list, world: int) -> list:
     shares, start = [], 0
     for o, size in zip(owned, sizes):
         kept = o[:size]
-        shares.append(torch.cat([kept, pool[start:start + size - kept.numel()]]))
+        shares.append(torch.cat([kept, pool[start : start + size - kept.numel()]]))
         start += size - kept.numel()
     return shares
 
@@ -171,10 +179,26 @@ class VanillaTrainer(DistTrainer):
 
     method = "vanilla"
 
-    def __init__(self, comm: Comm, parts, model: str, fanouts, batch_size: int, lr: float, seed: int, *,
-                 num_classes: int, target: str, hidden: int = 64, embed_dim: int | None = None,
-                 embed_lr: float | None = None, learnable="non-target", dtype: torch.dtype = torch.float32,
-                 compiled: bool = False, device="cpu"):
+    def __init__(
+        self,
+        comm: Comm,
+        parts,
+        model: str,
+        fanouts,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        *,
+        num_classes: int,
+        target: str,
+        hidden: int = 64,
+        embed_dim: int | None = None,
+        embed_lr: float | None = None,
+        learnable="non-target",
+        dtype: torch.dtype = torch.float32,
+        compiled: bool = False,
+        device="cpu",
+    ):
         if parts.method not in ("metis", "random"):
             raise ValueError(f"the vanilla baseline needs edge-cut partitions (metis / random), got {parts.method!r}")
         if parts.num_parts != comm.world:
@@ -182,15 +206,32 @@ class VanillaTrainer(DistTrainer):
         graph = schema_graph(parts.schema)
         widths = feature_widths(parts)
         learnable = resolve_learnable(graph.ntypes, target, widths, learnable)
-        super().__init__(comm, seed, run_config(
-            parts, model=model, fanouts=fanouts, batch_size=batch_size, lr=lr, embed_lr=embed_lr, seed=seed,
-            num_classes=num_classes, target=target, hidden=hidden, embed_dim=embed_dim, learnable=learnable,
-            dtype=dtype), device)
+        super().__init__(
+            comm,
+            seed,
+            run_config(
+                parts,
+                model=model,
+                fanouts=fanouts,
+                batch_size=batch_size,
+                lr=lr,
+                embed_lr=embed_lr,
+                seed=seed,
+                num_classes=num_classes,
+                target=target,
+                hidden=hidden,
+                embed_dim=embed_dim,
+                learnable=learnable,
+                dtype=dtype,
+            ),
+            device,
+        )
         self.batch_size, self.target, self.compiled = batch_size, target, compiled
         self.sampler = OwnerSampler(comm, parts, fanouts, target, seed)
         self.eval_sampler = OwnerSampler(comm, parts, fanouts, target, seed + 1)
-        initial, self.model = initial_modules(graph, model, hidden, num_classes, len(fanouts), widths, learnable,
-                                              embed_dim, seed, dtype)
+        initial, self.model = initial_modules(
+            graph, model, hidden, num_classes, len(fanouts), widths, learnable, embed_dim, seed, dtype
+        )
         self.inputs = edge_cut_inputs(comm, parts, initial, learnable)
         self._prepare_training(lr, embed_lr)
         self.labels = torch.zeros(dict(parts.schema.ntypes)[target], dtype=torch.int64)

@@ -16,6 +16,7 @@ edge value is stored in the graph when the batch is every edge of the graph or r
 ``update_all`` / ``apply_edges``); on chosen edges (``send_and_recv``, ``pull``, ``apply_edges(func, eids)``)
 and on nodes it stays the batch's (DGL's sub-frames).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -41,8 +42,10 @@ class _Lookup(Mapping):
         return len(self._keys())
 
     def __setitem__(self, key, value):
-        raise TypeError(f"{self._what}[{key!r}] = ...: this space of a UDF's batch is read-only; return the value "
-                        "in the UDF's dict instead")
+        raise TypeError(
+            f"{self._what}[{key!r}] = ...: this space of a UDF's batch is read-only; return the value "
+            "in the UDF's dict instead"
+        )
 
 
 class _Features(_Lookup):
@@ -52,15 +55,21 @@ class _Features(_Lookup):
 
     def __init__(self, fetch, keys, what: str, where: str, rows: int, keep=None):
         self._written: dict = {}
-        super().__init__(lambda k: self._written[k] if k in self._written else fetch(k),
-                         lambda: list(dict.fromkeys([*keys(), *self._written])), what, where)
+        super().__init__(
+            lambda k: self._written[k] if k in self._written else fetch(k),
+            lambda: list(dict.fromkeys([*keys(), *self._written])),
+            what,
+            where,
+        )
         self._rows, self._keep = rows, keep
 
     def __setitem__(self, key, value):
         if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != self._rows:
             got = f"{value.shape[0]} rows" if isinstance(value, torch.Tensor) and value.dim() else type(value).__name__
-            raise ValueError(f"{self._what}[{key!r}] = ...: expected a tensor of {self._rows} rows (one per row of "
-                             f"the batch), got {got}")
+            raise ValueError(
+                f"{self._what}[{key!r}] = ...: expected a tensor of {self._rows} rows (one per row of "
+                f"the batch), got {got}"
+            )
         self._written[key] = value
         if self._keep is not None:
             self._keep(key, value)
@@ -76,16 +85,16 @@ def _type_lookup(g, side: str, ntype: str, nodes: torch.Tensor, what: str) -> _L
     view = g.side_data(side, g.ntype_id(ntype))
     offset = g.index.ntype_offsets[g.ntype_id(ntype)]
     local = nodes - offset if offset else nodes
-    return _Lookup(lambda k: view[k].index_select(0, local), lambda: list(view), what,
-                   f" on node type {ntype!r}")
+    return _Lookup(lambda k: view[k].index_select(0, local), lambda: list(view), what, f" on node type {ntype!r}")
 
 
 class EdgeBatch:
     """The edges ``lo..hi`` (internal order) of graph ``g``; with ``subset`` (user edge ids local to the
     block, int64), only those edges, in that order; ``user_order``: all of them in user order."""
 
-    def __init__(self, g, lo: int, hi: int, rel: int | None = None, subset: torch.Tensor | None = None,
-                 user_order: bool = False):
+    def __init__(
+        self, g, lo: int, hi: int, rel: int | None = None, subset: torch.Tensor | None = None, user_order: bool = False
+    ):
         self._g, self._lo, self._hi, self._rel, self._subset = g, lo, hi, rel, subset
         self._user_order = user_order and subset is None and g.index.internal_eid is not None
         index = g.index
@@ -110,12 +119,15 @@ class EdgeBatch:
             self.dst = _type_lookup(g, "dst", dst_type, self._dst, "edges.dst")
         keep = self._keep if subset is None else None
         self.data = _Features(self._edge_data, self._edge_keys, "edges.data", "", self._src.numel(), keep)
-        self.srctype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._src]),
-                               lambda: list(ntd), "edges.srctype")
-        self.dsttype = _Lookup(lambda k: ntd[k].index_select(0, index.node_type[self._dst]),
-                               lambda: list(ntd), "edges.dsttype")
-        self.type = _Lookup(lambda k: etd[k].index_select(0, index.edge_rel[self._pos]),
-                            lambda: list(etd), "edges.type")
+        self.srctype = _Lookup(
+            lambda k: ntd[k].index_select(0, index.node_type[self._src]), lambda: list(ntd), "edges.srctype"
+        )
+        self.dsttype = _Lookup(
+            lambda k: ntd[k].index_select(0, index.node_type[self._dst]), lambda: list(ntd), "edges.dsttype"
+        )
+        self.type = _Lookup(
+            lambda k: etd[k].index_select(0, index.edge_rel[self._pos]), lambda: list(etd), "edges.type"
+        )
 
     def _edge_keys(self):
         return list(self._edge_store())
@@ -141,14 +153,17 @@ class EdgeBatch:
         edges of several relations (gnnc's whole-graph call)."""
         rels = self._g.canonical_etypes
         if self._rel is None and len(rels) != 1:
-            raise AttributeError(f"edges.canonical_etype: this batch covers the edges of {len(rels)} relations; "
-                                 "call with etype= for one relation's batch")
+            raise AttributeError(
+                f"edges.canonical_etype: this batch covers the edges of {len(rels)} relations; "
+                "call with etype= for one relation's batch"
+            )
         return rels[0 if self._rel is None else self._rel]
 
     @property
     def mailbox(self):
-        raise AttributeError("edges have no mailbox: is a reduce function passed as the message function? "
-                             "update_all(message, reduce)")
+        raise AttributeError(
+            "edges have no mailbox: is a reduce function passed as the message function? update_all(message, reduce)"
+        )
 
     def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(src, dst, user edge id) of the batch's edges, global node ids; a compute graph's edges by their
@@ -159,7 +174,7 @@ class EdgeBatch:
         elif self._user_order:
             eid = torch.arange(self._lo, self._hi, device=index.device)
         elif index.user_eid is not None:
-            eid = index.user_eid[self._lo:self._hi]
+            eid = index.user_eid[self._lo : self._hi]
         else:
             eid = torch.arange(self._lo, self._hi, device=index.device)
         parent = self._g.parent_eid
@@ -187,8 +202,7 @@ class NodeBatch:
         self.data = _Features(read, keys or (lambda: list(ndata)), "nodes.data", where, nodes.numel())
         box = mailbox or {}
         self.mailbox = _Lookup(box.__getitem__, lambda: list(box), "nodes.mailbox")
-        self.type = _Lookup(lambda k: ntd[k].index_select(0, g.index.node_type[nodes]),
-                            lambda: list(ntd), "nodes.type")
+        self.type = _Lookup(lambda k: ntd[k].index_select(0, g.index.node_type[nodes]), lambda: list(ntd), "nodes.type")
 
     def nodes(self) -> torch.Tensor:
         return self._nodes
@@ -200,8 +214,10 @@ class NodeBatch:
         ntypes = self._g.ntypes
         types = [0] if len(ntypes) == 1 else self._g.index.node_type[self._nodes].unique().tolist()
         if len(types) != 1:
-            raise AttributeError(f"nodes.ntype: this batch holds nodes of {len(types)} node types; call with "
-                                 "ntype= (or etype=) for one type's batch")
+            raise AttributeError(
+                f"nodes.ntype: this batch holds nodes of {len(types)} node types; call with "
+                "ntype= (or etype=) for one type's batch"
+            )
         return ntypes[types[0]]
 
     def batch_size(self) -> int:

@@ -10,6 +10,7 @@ inside), and every patched entry point acts as traced only in the thread whose t
 ``is_fx_tracing()`` flag, which other threads see as true while a trace runs (torch reads it only in
 nested tensors, export and dynamo).
 """
+
 from __future__ import annotations
 
 import threading

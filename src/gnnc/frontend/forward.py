@@ -22,6 +22,7 @@ raises the user's own error as it would have; where that succeeds, one ``Fallbac
 the user's line, and the forward runs as written from then on. A failed replay first puts the graphs' features
 back as they were before it, so that the forward as written reads what it would have read.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -45,13 +46,38 @@ from .trace import LiftReached, factories_recorded, first_line, torch_scalar
 
 FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata", "ndata_all", "edata_all"})
 EDGE_FRAMES = frozenset({"edata", "edata_all"})
-GRAPH_API = FRAMES | frozenset({"local_scope", "apply_edges", "apply_nodes", "update_all", "multi_update_all",
-                                "in_degrees", "out_degrees", "num_nodes", "num_edges", "number_of_nodes",
-                                "number_of_edges"})
+GRAPH_API = FRAMES | frozenset(
+    {
+        "local_scope",
+        "apply_edges",
+        "apply_nodes",
+        "update_all",
+        "multi_update_all",
+        "in_degrees",
+        "out_degrees",
+        "num_nodes",
+        "num_edges",
+        "number_of_nodes",
+        "number_of_edges",
+    }
+)
 MESSAGE_PASSING = frozenset({"apply_edges", "apply_nodes", "update_all", "multi_update_all"})
 # Names whose presence in traced code means replay could differ: state the trace does not record.
-_STATEFUL_NAMES = frozenset({"no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "autocast",
-                             "manual_seed", "seed", "random", "checkpoint", "set_rng_state", "get_rng_state"})
+_STATEFUL_NAMES = frozenset(
+    {
+        "no_grad",
+        "enable_grad",
+        "set_grad_enabled",
+        "inference_mode",
+        "autocast",
+        "manual_seed",
+        "seed",
+        "random",
+        "checkpoint",
+        "set_rng_state",
+        "get_rng_state",
+    }
+)
 _SCALARS = (str, int, float, complex, bool, type(None), torch.dtype, torch.device)
 _NUMPY_SCALARS = (np.number, np.bool_)
 _MOST = 32  # captures kept per compiled model
@@ -89,8 +115,11 @@ class _Attribute(_Writes, fx.proxy.Attribute):
 
 
 for _augmented in AUGMENTED:  # eager's ``x += y`` writes into x; fx's proxy would rebind x
-    setattr(_Proxy, f"__{_augmented.__name__}__",
-            lambda self, other, op=_augmented: self.tracer.create_proxy("call_function", op, (self, other), {}))
+    setattr(
+        _Proxy,
+        f"__{_augmented.__name__}__",
+        lambda self, other, op=_augmented: self.tracer.create_proxy("call_function", op, (self, other), {}),
+    )
 
 
 class _GraphProxy(_Proxy):
@@ -150,8 +179,11 @@ def writes_in_place(n: fx.Node) -> bool:
         return n.target.endswith("_") and not n.target.startswith("_")
     if n.op == "call_function":
         name = getattr(n.target, "__name__", "")
-        return n.target in AUGMENTED or n.kwargs.get("inplace") is True or \
-            (name.endswith("_") and not name.startswith("_"))
+        return (
+            n.target in AUGMENTED
+            or n.kwargs.get("inplace") is True
+            or (name.endswith("_") and not name.startswith("_"))
+        )
     return n.meta.get("in_place", False)  # a module called with inplace=True (marked by the capture)
 
 
@@ -183,8 +215,9 @@ class _Tracer(Tracer):
         self._constant_ids: dict[int, str] = {}
 
     def proxy(self, node: fx.Node) -> fx.Proxy:
-        graph_like = (node.op == "placeholder" and node.target in self._graph_slots) or \
-            (node.target is enter_scope and node.args[0].meta.get("scope_of_graph"))
+        graph_like = (node.op == "placeholder" and node.target in self._graph_slots) or (
+            node.target is enter_scope and node.args[0].meta.get("scope_of_graph")
+        )
         if node.op == "call_method" and node.target == "local_scope":
             node.meta["scope_of_graph"] = True
         if graph_like:
@@ -199,8 +232,10 @@ class _Tracer(Tracer):
         if isinstance(a, torch.Tensor):
             name = self._tensor_name(a)
             if name is None:
-                raise CaptureFailure("the forward uses a tensor made outside the traced values (a constant, a "
-                                     "global, or one made from no argument), which replay would freeze")
+                raise CaptureFailure(
+                    "the forward uses a tensor made outside the traced values (a constant, a "
+                    "global, or one made from no argument), which replay would freeze"
+                )
             return self.create_node("get_attr", name, (), {})
         if isinstance(a, (tuple, list, dict)):
             return super().create_arg(a)
@@ -224,8 +259,9 @@ class _Tracer(Tracer):
     def iter(self, obj):
         """``for part in torch.split(x, [w1, w2, ...])``: as many parts as widths (other lengths are unknown)."""
         n, widths = obj.node, None
-        if (n.op == "call_function" and n.target is torch.split or n.op == "call_method" and n.target == "split") \
-                and len(n.args) > 1:
+        if (
+            n.op == "call_function" and n.target is torch.split or n.op == "call_method" and n.target == "split"
+        ) and len(n.args) > 1:
             widths = n.args[1]
         if isinstance(widths, (list, tuple)) and all(isinstance(w, int) for w in widths):
             return iter([obj[i] for i in range(len(widths))])
@@ -240,9 +276,11 @@ class _Tracer(Tracer):
 
     def _constant(self, a) -> fx.Node:
         if not _persistent(a, self._persistent):
-            raise CaptureFailure(f"the forward passes {type(a).__name__} {getattr(a, '__name__', '')!s} holding a "
-                                 "tensor or traced value (a closure made in forward, or its default): replay would "
-                                 "keep the first call's")
+            raise CaptureFailure(
+                f"the forward passes {type(a).__name__} {getattr(a, '__name__', '')!s} holding a "
+                "tensor or traced value (a closure made in forward, or its default): replay would "
+                "keep the first call's"
+            )
         if id(a) not in self._constant_ids:
             name = f"_gnnc_constant{len(self.constants)}"
             self.constants[name] = a
@@ -389,7 +427,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
         filled = list(values)
         for i, v in zip(positions, slots):
             filled[i] = v
-        return filled[:len(args)], dict(zip(kwargs, filled[len(args):]))
+        return filled[: len(args)], dict(zip(kwargs, filled[len(args) :]))
 
     source = f"def forward(self, {', '.join(names)}):\n    return self.run({', '.join(names)})\n"
     namespace: dict = {}
@@ -432,8 +470,13 @@ def _snapshot(walked: reach.Reach) -> list:
     saved = []
     for obj in walked.objects.values():
         if isinstance(obj, nn.Module):
-            saved.append((obj, copy.copy(obj.__dict__), {k: dict(getattr(obj, k)) for k in
-                                                         ("_parameters", "_buffers", "_modules")}))
+            saved.append(
+                (
+                    obj,
+                    copy.copy(obj.__dict__),
+                    {k: dict(getattr(obj, k)) for k in ("_parameters", "_buffers", "_modules")},
+                )
+            )
         elif isinstance(obj, (list, dict)):
             saved.append((obj, copy.copy(obj), None))
     return saved
@@ -544,8 +587,12 @@ class Forwards:
     def _key(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
         """What a capture is kept by (see the module); CaptureFailure for an argument capture cannot take."""
         sig, _ = _slots(args, kwargs)
-        return (reach.walk((model, _codes(model))).fingerprint, sig, torch.is_grad_enabled(),
-                torch.is_autocast_enabled())
+        return (
+            reach.walk((model, _codes(model))).fingerprint,
+            sig,
+            torch.is_grad_enabled(),
+            torch.is_autocast_enabled(),
+        )
 
     def _as_written(self, key, err, default_stage: str, model, args, kwargs):
         """After ``err`` in capturing or replaying: the forward run as written (the user's own error is raised

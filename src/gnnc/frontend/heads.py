@@ -15,6 +15,7 @@ errors are one head's. Operators outside the rules below, randomness (one draw f
 from K draws in sequence), reads of row counts and head axes that would have to move raise
 :class:`Unbatchable`; the caller then runs the heads one by one.
 """
+
 from __future__ import annotations
 
 import operator
@@ -61,20 +62,90 @@ class _Value:
 
 
 _ELEMENTWISE = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.pow,
-    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log, torch.sqrt, torch.rsqrt,
-    torch.abs, torch.pow, torch.sigmoid, torch.tanh, torch.relu, torch.clamp, torch.maximum, torch.minimum,
-    torch.square, torch.reciprocal, torch.log1p, torch.expm1, torch.where,
-    F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.tanh, F.sigmoid, F.celu,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    operator.pow,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.div,
+    torch.neg,
+    torch.exp,
+    torch.log,
+    torch.sqrt,
+    torch.rsqrt,
+    torch.abs,
+    torch.pow,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.clamp,
+    torch.maximum,
+    torch.minimum,
+    torch.square,
+    torch.reciprocal,
+    torch.log1p,
+    torch.expm1,
+    torch.where,
+    F.relu,
+    F.leaky_relu,
+    F.elu,
+    F.gelu,
+    F.silu,
+    F.selu,
+    F.softplus,
+    F.tanh,
+    F.sigmoid,
+    F.celu,
 }
-_ELEMENTWISE_METHODS = {"add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
-                        "tanh", "relu", "clamp", "square", "reciprocal", "float", "double", "to", "contiguous",
-                        "clone", "__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rpow__"}
+_ELEMENTWISE_METHODS = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "pow",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "clamp",
+    "square",
+    "reciprocal",
+    "float",
+    "double",
+    "to",
+    "contiguous",
+    "clone",
+    "__radd__",
+    "__rsub__",
+    "__rmul__",
+    "__rtruediv__",
+    "__rpow__",
+}
 _REDUCTIONS = {torch.sum, torch.mean, torch.amax, torch.amin}
 _REDUCTION_METHODS = {"sum", "mean", "amax", "amin"}
 _SOFTMAX = {F.softmax, F.log_softmax, torch.softmax, torch.log_softmax}
-_ELEMENTWISE_MODULES = (nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU, nn.Identity,
-                        nn.Softplus, nn.CELU, nn.SELU)
+_ELEMENTWISE_MODULES = (
+    nn.LeakyReLU,
+    nn.ReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.SiLU,
+    nn.Identity,
+    nn.Softplus,
+    nn.CELU,
+    nn.SELU,
+)
 
 
 def _stand_in(t) -> torch.Tensor:
@@ -134,8 +205,9 @@ class _Program:
                 space, key = n.meta["access"]
                 env[n] = self._access(batch, space, key, shapes)
             elif n.op == "placeholder":
-                env[n] = self.tensor([reach.resolve(u, t.externals[h.target]) for u, t, h in
-                                      zip(self.udfs, self.traces, heads)], i)
+                env[n] = self.tensor(
+                    [reach.resolve(u, t.externals[h.target]) for u, t, h in zip(self.udfs, self.traces, heads)], i
+                )
             elif n.op == "get_attr":
                 env[n] = self.tensor([_attribute(t.root, n.target) for t in self.traces], i)
             elif n.op == "call_module":
@@ -225,12 +297,16 @@ class _Program:
         if n.kwargs or len(args) != 1 or not isinstance(args[0], _Value):
             raise Unbatchable(f"module {n.target} called with other than one tensor")
         x, first = args[0], modules[0]
-        if all(type(m) is nn.Linear for m in modules) and \
-                len({(m.in_features, m.out_features, m.bias is None) for m in modules}) == 1:
+        if (
+            all(type(m) is nn.Linear for m in modules)
+            and len({(m.in_features, m.out_features, m.bias is None) for m in modules}) == 1
+        ):
             bias = self.tensor([m.bias for m in modules], (slot, "bias")) if first.bias is not None else None
             return _linear(self.k, x, self.tensor([m.weight for m in modules], (slot, "weight")), bias)
-        if all(type(m) is type(first) and isinstance(m, _ELEMENTWISE_MODULES) and m.extra_repr() == first.extra_repr()
-               for m in modules):  # one activation per head, alike: any of them serves all heads
+        if all(
+            type(m) is type(first) and isinstance(m, _ELEMENTWISE_MODULES) and m.extra_repr() == first.extra_repr()
+            for m in modules
+        ):  # one activation per head, alike: any of them serves all heads
             return _Value(first(x.value), x.bdim, first(x.meta))
         raise Unbatchable(f"module {n.target} ({type(first).__name__}) has no head-batching rule")
 
@@ -317,6 +393,7 @@ def _physicals(args, kwargs, fn):
         if isinstance(a, dict):
             return {k: sub(x) for k, x in a.items()}
         return a
+
     return sub(args), sub(kwargs)
 
 
@@ -424,13 +501,13 @@ def _index(x, index):
         raise Unbatchable("indexing with other than ints, slices and ...")
     if Ellipsis in items:
         at = items.index(Ellipsis)
-        items = items[:at] + (slice(None),) * (x.rank - len(items) + 1) + items[at + 1:]
+        items = items[:at] + (slice(None),) * (x.rank - len(items) + 1) + items[at + 1 :]
     meta = x.meta[items]
     if x.bdim is None:
         return _Value(x.value[items], None, meta)
-    if any(i != slice(None) for i in items[:x.bdim]):
+    if any(i != slice(None) for i in items[: x.bdim]):
         raise Unbatchable("indexes rows")
-    return _Value(x.value[items[:x.bdim] + (slice(None),) + items[x.bdim:]], x.bdim, meta)
+    return _Value(x.value[items[: x.bdim] + (slice(None),) + items[x.bdim :]], x.bdim, meta)
 
 
 def _max_min(n: fx.Node, args, kwargs):
@@ -510,7 +587,7 @@ class _ProbeSpace:
 
     def __getitem__(self, key):
         trailing, dtype, batched = self._batch._shapes[self._space, key]
-        rows = _STAND_IN_ROWS[:_ROWS.get(self._space, 1)]
+        rows = _STAND_IN_ROWS[: _ROWS.get(self._space, 1)]
         heads = (self._batch._k,) if batched else ()
         return torch.zeros(rows + heads + tuple(trailing), dtype=dtype)
 
@@ -565,9 +642,13 @@ def _check_same_program(traces: list) -> None:
         index = {n: i for i, n in enumerate(nodes)}
         index0 = {n: i for i, n in enumerate(first)}
         for a, b in zip(first, nodes):
-            same = a.op == b.op and a.target == b.target and a.meta.get("access") == b.meta.get("access") and \
-                _shape_of_args(a.args, index0) == _shape_of_args(b.args, index) and \
-                _shape_of_args(a.kwargs, index0) == _shape_of_args(b.kwargs, index)
+            same = (
+                a.op == b.op
+                and a.target == b.target
+                and a.meta.get("access") == b.meta.get("access")
+                and _shape_of_args(a.args, index0) == _shape_of_args(b.args, index)
+                and _shape_of_args(a.kwargs, index0) == _shape_of_args(b.kwargs, index)
+            )
             if a.op == "placeholder" and "access" not in a.meta:
                 same = same and traces[0].externals[a.target] == t.externals[b.target]
             if not same:
@@ -575,5 +656,11 @@ def _check_same_program(traces: list) -> None:
 
 
 def _shape_of_args(args, index: dict):
-    return fx.node.map_aggregate(args, lambda a: ("node", index[a]) if isinstance(a, fx.Node) else
-                                 (type(a), a if isinstance(a, (int, float, str, bool, type(None))) else repr(a)))
+    return fx.node.map_aggregate(
+        args,
+        lambda a: (
+            ("node", index[a])
+            if isinstance(a, fx.Node)
+            else (type(a), a if isinstance(a, (int, float, str, bool, type(None))) else repr(a))
+        ),
+    )

@@ -13,6 +13,7 @@ tensor or parameter, a view of another tensor, an operand of which a view
 was taken before the write) or the operator has no out-of-place twin, the
 UDF is refused (:class:`TraceFailure`): it runs eagerly, as written.
 """
+
 from __future__ import annotations
 
 import operator
@@ -25,10 +26,18 @@ from torch import nn
 from ..ir.calls import calls_one_of
 
 # Augmented assignments, traced by the tracer's proxies as these (``x += y`` mutates a tensor x).
-AUGMENTED = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-             operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
-             operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
-             operator.ior: operator.or_, operator.ixor: operator.xor}
+AUGMENTED = {
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.ipow: operator.pow,
+    operator.iand: operator.and_,
+    operator.ior: operator.or_,
+    operator.ixor: operator.xor,
+}
 
 # Accesses eager answers with a fresh gathered tensor on every read (edges.data and mailboxes are not:
 # edges.data is the user's own tensor, a mailbox is one tensor for all reads of its bucket).
@@ -36,32 +45,181 @@ _FRESH_SPACES = {"src", "dst", "srctype", "dsttype", "type"}
 
 # Operators whose result is a new tensor, never a view of (or the same object as) an input.
 _FRESH_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
-    operator.neg, operator.matmul, operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
-    operator.and_, operator.or_, operator.xor, operator.invert,
-    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log, torch.sqrt, torch.rsqrt,
-    torch.abs, torch.pow, torch.sigmoid, torch.tanh, torch.relu, torch.sin, torch.cos, torch.matmul, torch.bmm,
-    torch.mm, torch.where, torch.clamp, torch.maximum, torch.minimum, torch.erf, torch.square, torch.reciprocal,
-    torch.sign, torch.log1p, torch.expm1, torch.einsum, torch.cat, torch.stack, torch.sum, torch.mean,
-    torch.amax, torch.amin, torch.softmax, torch.log_softmax, torch.prod, torch.clone,
-    F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.linear, F.layer_norm, F.normalize,
-    F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, F.softmax, F.log_softmax, F.relu6, F.hardswish,
-    F.hardsigmoid, torch.zeros, torch.ones, torch.empty, torch.full,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.floordiv,
+    operator.mod,
+    operator.pow,
+    operator.neg,
+    operator.matmul,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.eq,
+    operator.ne,
+    operator.and_,
+    operator.or_,
+    operator.xor,
+    operator.invert,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.div,
+    torch.neg,
+    torch.exp,
+    torch.log,
+    torch.sqrt,
+    torch.rsqrt,
+    torch.abs,
+    torch.pow,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.sin,
+    torch.cos,
+    torch.matmul,
+    torch.bmm,
+    torch.mm,
+    torch.where,
+    torch.clamp,
+    torch.maximum,
+    torch.minimum,
+    torch.erf,
+    torch.square,
+    torch.reciprocal,
+    torch.sign,
+    torch.log1p,
+    torch.expm1,
+    torch.einsum,
+    torch.cat,
+    torch.stack,
+    torch.sum,
+    torch.mean,
+    torch.amax,
+    torch.amin,
+    torch.softmax,
+    torch.log_softmax,
+    torch.prod,
+    torch.clone,
+    F.relu,
+    F.leaky_relu,
+    F.elu,
+    F.gelu,
+    F.silu,
+    F.selu,
+    F.softplus,
+    F.linear,
+    F.layer_norm,
+    F.normalize,
+    F.tanh,
+    F.sigmoid,
+    F.celu,
+    F.prelu,
+    F.hardtanh,
+    F.mish,
+    F.softmax,
+    F.log_softmax,
+    F.relu6,
+    F.hardswish,
+    F.hardsigmoid,
+    torch.zeros,
+    torch.ones,
+    torch.empty,
+    torch.full,
 }
 _FRESH_METHODS = {
-    "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid", "tanh", "relu",
-    "matmul", "bmm", "mm", "clamp", "square", "reciprocal", "clone", "masked_fill", "sum", "mean", "amax", "amin",
-    "softmax", "log_softmax", "prod", "where", "new_zeros", "new_ones", "new_empty", "new_full",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "pow",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "matmul",
+    "bmm",
+    "mm",
+    "clamp",
+    "square",
+    "reciprocal",
+    "clone",
+    "masked_fill",
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "softmax",
+    "log_softmax",
+    "prod",
+    "where",
+    "new_zeros",
+    "new_ones",
+    "new_empty",
+    "new_full",
 }
-_FRESH_MODULES = (nn.Linear, nn.Bilinear, nn.LayerNorm, nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.SiLU,
-                  nn.Sigmoid, nn.Tanh, nn.Softplus, nn.PReLU, nn.Softmax, nn.LogSoftmax, nn.Mish, nn.SELU,
-                  nn.CELU, nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid)
+_FRESH_MODULES = (
+    nn.Linear,
+    nn.Bilinear,
+    nn.LayerNorm,
+    nn.ReLU,
+    nn.LeakyReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Softplus,
+    nn.PReLU,
+    nn.Softmax,
+    nn.LogSoftmax,
+    nn.Mish,
+    nn.SELU,
+    nn.CELU,
+    nn.Hardtanh,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+)
 
 # In-place methods whose out-of-place twin (name without the ``_``) takes other arguments or draws randomness.
-_NO_TWIN = {"copy_", "zero_", "fill_", "set_", "resize_", "resize_as_", "requires_grad_", "share_memory_",
-            "normal_", "uniform_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_", "random_",
-            "fill_diagonal_", "put_", "map_", "apply_", "detach_", "as_strided_", "squeeze_", "unsqueeze_", "t_",
-            "transpose_", "swapdims_", "swapaxes_"}
+_NO_TWIN = {
+    "copy_",
+    "zero_",
+    "fill_",
+    "set_",
+    "resize_",
+    "resize_as_",
+    "requires_grad_",
+    "share_memory_",
+    "normal_",
+    "uniform_",
+    "bernoulli_",
+    "exponential_",
+    "geometric_",
+    "cauchy_",
+    "log_normal_",
+    "random_",
+    "fill_diagonal_",
+    "put_",
+    "map_",
+    "apply_",
+    "detach_",
+    "as_strided_",
+    "squeeze_",
+    "unsqueeze_",
+    "t_",
+    "transpose_",
+    "swapdims_",
+    "swapaxes_",
+}
 
 
 class InPlaceRefused(Exception):
@@ -92,8 +250,12 @@ def _number(x: fx.Node) -> bool:
         return True
     if x.op == "call_function" and x.target is getattr and x.args[1] in ("shape", "ndim"):
         return True
-    return x.op == "call_function" and x.target is operator.getitem and isinstance(x.args[0], fx.Node) \
+    return (
+        x.op == "call_function"
+        and x.target is operator.getitem
+        and isinstance(x.args[0], fx.Node)
         and _number(x.args[0])
+    )
 
 
 def _torch_in_place(target):

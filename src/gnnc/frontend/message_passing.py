@@ -6,6 +6,7 @@ nodes (whole graph) or over the destination node type (one relation).
 Arguments may also be passed under DGL's keyword names (``message_func``,
 ``reduce_func``, ``apply_node_func``, ``func``, ``etype_dict``).
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -41,6 +42,7 @@ def graph_call(fn):
         if "torch._dynamo" in sys.modules:
             return _opaque(fn)(*args, **kwargs)
         return run(*args, **kwargs)
+
     return call
 
 
@@ -100,8 +102,10 @@ def _updated(g, update_fn, t) -> dict:
         return eager.apply_nodes(g, update_fn, t, side="dst")
     nodes = g.receivers(t)
     rows = g.index.num_nodes if t is None else g.index.ntype_counts[t]
-    return {k: v.new_zeros((rows,) + tuple(v.shape[1:])).index_copy(0, nodes, v)
-            for k, v in eager.apply_nodes(g, update_fn, t, nodes, side="dst").items()}
+    return {
+        k: v.new_zeros((rows,) + tuple(v.shape[1:])).index_copy(0, nodes, v)
+        for k, v in eager.apply_nodes(g, update_fn, t, nodes, side="dst").items()
+    }
 
 
 def _check_callable(fn, role: str):
@@ -109,8 +113,10 @@ def _check_callable(fn, role: str):
         raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
     other = {"message": BuiltinReduce, "reduce": BuiltinMessage}.get(role)
     if other is not None and isinstance(fn, other):
-        raise TypeError(f"{fn.name} is a {'reduce' if other is BuiltinReduce else 'message'} function but was "
-                        f"passed as the {role} function: update_all(message, reduce)")
+        raise TypeError(
+            f"{fn.name} is a {'reduce' if other is BuiltinReduce else 'message'} function but was "
+            f"passed as the {role} function: update_all(message, reduce)"
+        )
 
 
 def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) -> tuple:
@@ -152,8 +158,14 @@ def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwa
     elif options is not None and (rel is not None or len(g.canonical_etypes) == 1):
         part = _compute_graph(g, 0 if rel is None else rel, subset)
         out = _edge_results(part, message, 0, options)
-        _write_rows(g, "edge", store, subset, hi - lo,
-                    {k: v.materialize() if isinstance(v, Deferred) else v for k, v in out.items()})
+        _write_rows(
+            g,
+            "edge",
+            store,
+            subset,
+            hi - lo,
+            {k: v.materialize() if isinstance(v, Deferred) else v for k, v in out.items()},
+        )
     else:
         if options is not None:
             _warn_eager("apply_edges on chosen edges of several relations")
@@ -169,8 +181,9 @@ def _edge_results(g, message, rel, options) -> dict:
         out = compiled.run("apply_edges", (message,), g, rel, options)
         if out is not None:
             lo, hi = eager.edge_block(g, rel)
-            return {k: v if isinstance(v, Deferred) else deferred.in_user_order(g, v, rel, lo, hi)
-                    for k, v in out.items()}
+            return {
+                k: v if isinstance(v, Deferred) else deferred.in_user_order(g, v, rel, lo, hi) for k, v in out.items()
+            }
     return eager.messages(g, message, rel, user_order=True)
 
 
@@ -212,8 +225,10 @@ def _write_rows(g, kind: str, store, subset, count: int, out: dict) -> None:
         if k in store:
             old = store[k]
             if old.shape[1:] != value.shape[1:] or old.dtype != value.dtype:
-                raise ValueError(f"feature {k!r} holds {tuple(old.shape[1:])} {old.dtype} per row, but the function "
-                                 f"returned {tuple(value.shape[1:])} {value.dtype} rows for some of them")
+                raise ValueError(
+                    f"feature {k!r} holds {tuple(old.shape[1:])} {old.dtype} per row, but the function "
+                    f"returned {tuple(value.shape[1:])} {value.dtype} rows for some of them"
+                )
         else:
             old = g.initial_rows(kind, k, count, value)
         store[k] = old.index_put((subset,), value)
@@ -228,16 +243,19 @@ _FUNC_ALIASES = {"message_func": "message", "reduce_func": "reduce", "apply_node
 
 @graph_call
 def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
-    message, reduce, update = _arguments("update_all", dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"],
-                                         message=message, reduce=reduce, update=update)
+    message, reduce, update = _arguments(
+        "update_all", dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce, update=update
+    )
     _check_callable(message, "message")
     _check_callable(reduce, "reduce")
     if update is not None:
         _check_callable(update, "update")
     if etype is None and _per_relation(g, message, reduce):
         if reduce.op == "mean":
-            raise NotImplementedError("update_all over several relations cannot reduce 'mean' both within and "
-                                      "across relations (as DGL); use multi_update_all")
+            raise NotImplementedError(
+                "update_all over several relations cannot reduce 'mean' both within and "
+                "across relations (as DGL); use multi_update_all"
+            )
         multi_update_all(g, {key: (message, reduce) for key in g.canonical_etypes}, reduce.op, update, compile)
         return
     rel = _relation(g, etype)
@@ -283,8 +301,9 @@ def push(g, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs)
 
 def _partial_call(call: str, g, etype, dgl_kwargs, message, reduce, update):
     """((message, reduce, update), relation index, its key) of a send_and_recv / pull / push call."""
-    funcs = _arguments(call, dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce,
-                       update=update)
+    funcs = _arguments(
+        call, dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce, update=update
+    )
     rel = g.relation_of_call(etype, call)
     return funcs, rel, g.canonical_etypes[rel]
 
@@ -319,8 +338,14 @@ def _compute_graph(g, rel: int, eids):
     src, dst = (t.long() for t in g.find_edges(key))
     part = Graph._build(g.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device)
     if g.is_block:  # with both sides of its node features
-        part = Block(part.index, g.src_ids, g.num_dst_per_type, g.parent_eids[g.index.rel_offsets[rel] + eids],
-                     num_src_per_type=g.num_src_per_type, side_types=g.side_types)
+        part = Block(
+            part.index,
+            g.src_ids,
+            g.num_dst_per_type,
+            g.parent_eids[g.index.rel_offsets[rel] + eids],
+            num_src_per_type=g.num_src_per_type,
+            side_types=g.side_types,
+        )
     part._nstore = g._nstore.copy()
     part.initializers = g.initializers
     part.parent_eid = eids if g.parent_eid is None else g.parent_eid.index_select(0, eids)
@@ -331,8 +356,14 @@ def _compute_graph(g, rel: int, eids):
 
 @graph_call
 def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
-    funcs, update = _arguments("multi_update_all", dgl_kwargs, {"etype_dict": "funcs", "apply_node_func": "update"},
-                               ["funcs"], funcs=funcs, update=update)
+    funcs, update = _arguments(
+        "multi_update_all",
+        dgl_kwargs,
+        {"etype_dict": "funcs", "apply_node_func": "update"},
+        ["funcs"],
+        funcs=funcs,
+        update=update,
+    )
     if update is not None:
         _check_callable(update, "update")
     if cross_reducer not in eager.CROSS_REDUCERS:
@@ -357,8 +388,10 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
         for k in dict.fromkeys(k for _, out in results for k in out):  # as DGL: the relations that produced k
             shapes = {rel: tuple(out[k].shape) for rel, out in results if k in out}
             if len(set(shapes.values())) > 1:
-                raise ValueError(f"multi_update_all {cross_reducer!r}: relations into node type {g.ntypes[t]!r} "
-                                 f"produced {k!r} of different shapes: {shapes}")
+                raise ValueError(
+                    f"multi_update_all {cross_reducer!r}: relations into node type {g.ntypes[t]!r} "
+                    f"produced {k!r} of different shapes: {shapes}"
+                )
             merged[k] = eager.cross_reduce([out[k] for _, out in results if k in out], cross_reducer)
         eager.receive(g, t, merged)
         if update is not None:

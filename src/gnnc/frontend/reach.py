@@ -12,6 +12,7 @@ Python values, module identities and modes, tensor dtypes and shapes, and
 which paths alias one object) keys the trace: when it is unchanged, so is
 the traced program.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,8 +47,12 @@ def has_hooks(m: nn.Module) -> bool:
     from torch.nn.modules import module as torch_module
 
     own = (m._forward_hooks, m._forward_pre_hooks, m._backward_hooks, m._backward_pre_hooks)
-    every = (torch_module._global_forward_hooks, torch_module._global_forward_pre_hooks,
-             torch_module._global_backward_hooks, torch_module._global_backward_pre_hooks)
+    every = (
+        torch_module._global_forward_hooks,
+        torch_module._global_forward_pre_hooks,
+        torch_module._global_backward_hooks,
+        torch_module._global_backward_pre_hooks,
+    )
     return any(len(hooks) for hooks in own + every)
 
 
@@ -59,8 +64,12 @@ def _is_library(fn) -> bool:
 def _frozen_value(obj) -> bool:
     """A frozen dataclass of scalars (e.g. a built-in message): compared by value."""
     params = getattr(type(obj), "__dataclass_params__", None)
-    return (params is not None and params.frozen and not isinstance(obj, type)
-            and all(isinstance(getattr(obj, f.name), _SCALARS) for f in dataclasses.fields(obj)))
+    return (
+        params is not None
+        and params.frozen
+        and not isinstance(obj, type)
+        and all(isinstance(getattr(obj, f.name), _SCALARS) for f in dataclasses.fields(obj))
+    )
 
 
 def code_names(code, seen=None) -> list[str]:

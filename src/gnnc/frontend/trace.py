@@ -26,6 +26,7 @@ Python number torch reads it as (``torch_scalar``), a numpy ufunc of a traced
 value is a call of it (``ufuncs_recorded``), and a numpy array combined with
 a traced tensor (computed by numpy, without gradients) is refused.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,17 +54,39 @@ from .inplace import AUGMENTED, InPlaceRefused, make_out_of_place
 SOURCE_LINE: contextvars.ContextVar = contextvars.ContextVar("gnnc_udf_source_line", default=None)
 SPACES = ("src", "dst", "data", "srctype", "dsttype", "type", "mailbox")
 # Tensor metadata reads: their results are in the reach fingerprint, so tracing may use them as values.
-_METADATA = {"shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "layout", "dim", "size",
-             "__len__", "numel", "ndimension", "is_floating_point", "element_size", "get_device"}
+_METADATA = {
+    "shape",
+    "dtype",
+    "device",
+    "ndim",
+    "requires_grad",
+    "is_cuda",
+    "layout",
+    "dim",
+    "size",
+    "__len__",
+    "numel",
+    "ndimension",
+    "is_floating_point",
+    "element_size",
+    "get_device",
+}
 
 
 # What a tracer's TypeError means in the user's terms.
 _HINTS = (
-    (re.compile(r"takes \d+ positional argument|invalid combination of arguments|cannot be interpreted as an "
-                r"integer"), ": a value read from the batch (such as h.shape[0]) was given where a number is "
-                             "needed (a loop's range, torch.linspace's steps, torch.randn's sizes)"),
-    (re.compile(r"does not support item assignment"), ": writing into part of a tensor (x[mask] = ...) inside a "
-                                                      "UDF is not captured"),
+    (
+        re.compile(
+            r"takes \d+ positional argument|invalid combination of arguments|cannot be interpreted as an "
+            r"integer"
+        ),
+        ": a value read from the batch (such as h.shape[0]) was given where a number is "
+        "needed (a loop's range, torch.linspace's steps, torch.randn's sizes)",
+    ),
+    (
+        re.compile(r"does not support item assignment"),
+        ": writing into part of a tensor (x[mask] = ...) inside a UDF is not captured",
+    ),
 )
 
 
@@ -128,8 +151,9 @@ class _SchemaBatch:
         schema = self._schema or {}
         what = f"{'nodes' if self._node_udf else 'edges'}.{name}"
         written = self._written if what == "edges.data" else None
-        return _SchemaSpace(proxy, key, schema.get(key), self._guards, schema.get(PRODUCED, {}).get(key, ()),
-                            what, written)
+        return _SchemaSpace(
+            proxy, key, schema.get(key), self._guards, schema.get(PRODUCED, {}).get(key, ()), what, written
+        )
 
 
 # Where a node UDF's spaces are in a feature schema (``nodes.data`` is node data, not the edges' ``data``).
@@ -145,8 +169,16 @@ class _SchemaSpace:
     batch, a message UDF's ``edges.data[k] = v`` (``written`` given) is read back by the UDF and is an edge
     output of the call (``TracedUDF.writes``); other spaces refuse writes."""
 
-    def __init__(self, proxy, space: str, features: dict | None, guards: list, produced=(), what: str = "",
-                 written: dict | None = None):
+    def __init__(
+        self,
+        proxy,
+        space: str,
+        features: dict | None,
+        guards: list,
+        produced=(),
+        what: str = "",
+        written: dict | None = None,
+    ):
         self._proxy, self._space, self._features, self._guards = proxy, space, features, guards
         self._produced, self._what, self._written = tuple(produced), what, written
 
@@ -154,8 +186,11 @@ class _SchemaSpace:
         if self._written is not None and key in self._written:
             return self._written[key]
         found = self._proxy[key]
-        meta = self._features.get(key) if self._features is not None and isinstance(key, str) \
-            and key not in self._produced else None
+        meta = (
+            self._features.get(key)
+            if self._features is not None and isinstance(key, str) and key not in self._produced
+            else None
+        )
         if meta is None:
             return found
         self._guards.append((self._space, "feature", key, meta))
@@ -163,15 +198,20 @@ class _SchemaSpace:
 
     def __setitem__(self, key, value):
         if self._written is None:
-            why = ("eager keeps a node UDF's write in its batch only; gnnc does not compile it" if
-                   self._what == "nodes.data" else "this space of a UDF's batch is read-only")
-            raise TraceFailure(f"{self._what}[{key!r}] = ...: {why}; return the value in the UDF's dict instead",
-                               "?")
+            why = (
+                "eager keeps a node UDF's write in its batch only; gnnc does not compile it"
+                if self._what == "nodes.data"
+                else "this space of a UDF's batch is read-only"
+            )
+            raise TraceFailure(f"{self._what}[{key!r}] = ...: {why}; return the value in the UDF's dict instead", "?")
         if isinstance(value, torch.Tensor):
             value = self._proxy.tracer.lift(value)
         if not isinstance(key, str) or not isinstance(value, fx.Proxy):
-            raise TraceFailure(f"{self._what}[{key!r}] = ...: only a tensor computed in the UDF (or reached by it) "
-                               "is compiled as a written edge feature", "?")
+            raise TraceFailure(
+                f"{self._what}[{key!r}] = ...: only a tensor computed in the UDF (or reached by it) "
+                "is compiled as a written edge feature",
+                "?",
+            )
         self._written[key] = value
 
     def update(self, other=(), **more) -> None:
@@ -205,8 +245,11 @@ def schema_guards_hold(guards, schema: dict) -> bool:
     """Whether a trace specialized under ``guards`` (``_SchemaSpace``'s record) is valid for ``schema``."""
     for space, kind, key, answer in guards:
         features = schema.get(space, {})
-        now = {"feature": lambda: features.get(key), "present": lambda: key in features,
-               "keys": lambda: tuple(sorted(features))}[kind]()
+        now = {
+            "feature": lambda: features.get(key),
+            "present": lambda: key in features,
+            "keys": lambda: tuple(sorted(features)),
+        }[kind]()
         if now != answer:
             return False
     return True
@@ -222,8 +265,11 @@ class _Proxy(fx.Proxy):
 
 
 for _augmented in AUGMENTED:
-    setattr(_Proxy, f"__{_augmented.__name__}__",
-            lambda self, other, op=_augmented: self.tracer.create_proxy("call_function", op, (self, other), {}))
+    setattr(
+        _Proxy,
+        f"__{_augmented.__name__}__",
+        lambda self, other, op=_augmented: self.tracer.create_proxy("call_function", op, (self, other), {}),
+    )
 
 
 class _KnownProxy(_Proxy):
@@ -288,17 +334,32 @@ def _is_metadata(func) -> bool:
 def _writes(func, kwargs) -> bool:
     """Whether the torch operation ``func`` writes into a tensor argument (in place, or through ``out=``)."""
     name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.startswith("_")) or name in _WRITING_DUNDERS \
-        or kwargs.get("out") is not None
+    return (
+        (name.endswith("_") and not name.startswith("_")) or name in _WRITING_DUNDERS or kwargs.get("out") is not None
+    )
 
 
 _WRITING_DUNDERS = frozenset({"__setitem__"} | {f"__i{op.__name__.strip('_')}__" for op in AUGMENTED.values()})
 
 
 # Random draws; made from no traced value while tracing, they would run once and stay a constant.
-_RANDOM = frozenset({torch.rand, torch.randn, torch.randint, torch.randperm, torch.bernoulli, torch.normal,
-                     torch.multinomial, torch.poisson, torch.rand_like, torch.randn_like, torch.randint_like,
-                     torch.nn.functional.dropout, torch.dropout})
+_RANDOM = frozenset(
+    {
+        torch.rand,
+        torch.randn,
+        torch.randint,
+        torch.randperm,
+        torch.bernoulli,
+        torch.normal,
+        torch.multinomial,
+        torch.poisson,
+        torch.rand_like,
+        torch.randn_like,
+        torch.randint_like,
+        torch.nn.functional.dropout,
+        torch.dropout,
+    }
+)
 
 
 class LiftReached(TorchFunctionMode):
@@ -313,8 +374,11 @@ class LiftReached(TorchFunctionMode):
         kwargs = kwargs or {}
         leaves, _ = tree_flatten((args, kwargs))
         if func in _RANDOM and not any(isinstance(a, fx.Proxy) or self.tracer.is_live(a) for a in leaves):
-            raise TraceFailure(f"{getattr(func, '__name__', func)} draws random numbers from no traced value: "
-                               "the trace would keep the first draw", "?")
+            raise TraceFailure(
+                f"{getattr(func, '__name__', func)} draws random numbers from no traced value: "
+                "the trace would keep the first draw",
+                "?",
+            )
         if _is_metadata(func) or not any(self.tracer.is_live(a) for a in leaves):
             if _writes(func, kwargs):  # into a real tensor, now: user code's write, run while tracing
                 from ..runtime.deferred import settle_before_user_writes
@@ -373,16 +437,21 @@ class _Tracer(Tracer):
         if isinstance(a, (np.number, np.bool_)):
             return super().create_arg(torch_scalar(a))
         if isinstance(a, np.ndarray):
-            raise TraceFailure("the UDF combines a traced tensor with a numpy array, which numpy computes (in its "
-                               "dtypes, without gradients); torch.from_numpy(array) or torch.tensor(array) compiles",
-                               "?")
+            raise TraceFailure(
+                "the UDF combines a traced tensor with a numpy array, which numpy computes (in its "
+                "dtypes, without gradients); torch.from_numpy(array) or torch.tensor(array) compiles",
+                "?",
+            )
         if isinstance(a, torch.Tensor) and id(a) not in self._root_tensors:
             path = self._reach.tensors.get(id(a))
             if path is not None:
                 return self._external(a, path)
             if a.requires_grad:
-                raise TraceFailure("the UDF uses a tensor that requires grad but is reached by a path gnnc "
-                                   "does not follow; compiling would freeze it", "?")
+                raise TraceFailure(
+                    "the UDF uses a tensor that requires grad but is reached by a path gnnc "
+                    "does not follow; compiling would freeze it",
+                    "?",
+                )
         return super().create_arg(a)
 
     def _external(self, a, path) -> fx.Node:
@@ -403,8 +472,11 @@ class _Tracer(Tracer):
 
     def call_module(self, m: nn.Module, forward, args, kwargs):
         if self.here() and reach.has_hooks(m):
-            raise TraceFailure(f"the UDF calls a module with hooks ({type(m).__name__}: weight_norm, spectral_norm, "
-                               "pruning or user hooks), which the compiled plan would not run as written", "?")
+            raise TraceFailure(
+                f"the UDF calls a module with hooks ({type(m).__name__}: weight_norm, spectral_norm, "
+                "pruning or user hooks), which the compiled plan would not run as written",
+                "?",
+            )
         return super().call_module(m, forward, args, kwargs)
 
     def path_of_module(self, mod: nn.Module) -> str:
@@ -412,8 +484,11 @@ class _Tracer(Tracer):
             return super().path_of_module(mod)
         except NameError:
             if id(mod) not in self._reach.modules:
-                raise TraceFailure(f"the UDF calls a module ({type(mod).__name__}) gnnc cannot find from the "
-                                   "UDF (keep it on the module, in a closure or in a global)", "?") from None
+                raise TraceFailure(
+                    f"the UDF calls a module ({type(mod).__name__}) gnnc cannot find from the "
+                    "UDF (keep it on the module, in a closure or in a global)",
+                    "?",
+                ) from None
         name = f"reached{len(self._aliases)}"
         self._aliases.append(mod)
         self.root.add_module(name, mod)
@@ -455,8 +530,13 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         root.guards = guards
     tracer = _Tracer(udf, root)
     try:
-        with TRACING, LiftReached(tracer), _custom_functions_refused(tracer), factories_recorded(tracer), \
-                ufuncs_recorded(tracer):
+        with (
+            TRACING,
+            LiftReached(tracer),
+            _custom_functions_refused(tracer),
+            factories_recorded(tracer),
+            ufuncs_recorded(tracer),
+        ):
             graph = tracer.trace(root)
     except TraceFailure as err:
         if err.where != "?":
@@ -464,8 +544,9 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
         raise TraceFailure(err.what, _error_location(err, udf)) from err
     except Exception as err:  # fx reports control flow, unsupported calls etc. as various errors
         hint = next((h for pattern, h in _HINTS if isinstance(err, TypeError) and pattern.search(str(err))), "")
-        raise TraceFailure(f"cannot trace ({type(err).__name__}: {first_line(err)}){hint}",
-                           _error_location(err, udf)) from err
+        raise TraceFailure(
+            f"cannot trace ({type(err).__name__}: {first_line(err)}){hint}", _error_location(err, udf)
+        ) from err
     batch = next(n for n in graph.nodes if n.op == "placeholder" and n.target == "batch")
     accesses = []
     for use in list(batch.users):
@@ -473,8 +554,9 @@ def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_
             raise TraceFailure(f"unsupported use of the batch argument: {_batch_use(use)}", node_location(use, udf))
         for item in list(use.users):
             if not (item.op == "call_function" and item.target is operator.getitem and isinstance(item.args[1], str)):
-                raise TraceFailure(f"{use.args[1]} must be indexed by a feature name ({item.format_node()})",
-                                   node_location(item, udf))
+                raise TraceFailure(
+                    f"{use.args[1]} must be indexed by a feature name ({item.format_node()})", node_location(item, udf)
+                )
             key = (use.args[1], item.args[1])
             with graph.inserting_before(batch):
                 ph = graph.placeholder(f"{key[0]}.{key[1]}")
@@ -529,6 +611,7 @@ def _calls_recorded(tracer: fx.Tracer, module, names):
             if any(isinstance(a, fx.Proxy) for a in tree_flatten((args, kwargs))[0]):
                 return tracer.create_proxy("call_function", original, args, kwargs)
             return original(*args, **kwargs)
+
         return call
 
     for name, original in originals.items():
@@ -541,20 +624,32 @@ def _calls_recorded(tracer: fx.Tracer, module, names):
 
 
 @contextlib.contextmanager
-def _custom_functions_refused(tracer: "_Tracer"):
+def _custom_functions_refused(tracer: _Tracer):
     """While tracing: a custom ``torch.autograd.Function`` applied to traced or reached values raises
     TraceFailure (fx would trace its forward and drop its backward)."""
-    reached = next((o for o in tracer.reached_objects() if isinstance(o, type) and issubclass(o, torch.autograd.Function)
-                    and not o.__module__.startswith("torch.")), None)
+    reached = next(
+        (
+            o
+            for o in tracer.reached_objects()
+            if isinstance(o, type) and issubclass(o, torch.autograd.Function) and not o.__module__.startswith("torch.")
+        ),
+        None,
+    )
     if reached is not None:  # e.g. ``f = GradReverse.apply`` bound before the UDF runs
-        raise TraceFailure(f"the UDF reaches a custom autograd.Function ({reached.__qualname__}), whose backward "
-                           "the compiled plan would not use", "?")
+        raise TraceFailure(
+            f"the UDF reaches a custom autograd.Function ({reached.__qualname__}), whose backward "
+            "the compiled plan would not use",
+            "?",
+        )
     original = torch.autograd.Function.__dict__["apply"]
 
     def apply(cls, *args, **kwargs):
         if tracer.here() and any(isinstance(a, fx.Proxy) or tracer.is_live(a) for a in tree_flatten((args, kwargs))[0]):
-            raise TraceFailure(f"the UDF applies a custom autograd.Function ({cls.__qualname__}), whose backward "
-                               "the compiled plan would not use", "?")
+            raise TraceFailure(
+                f"the UDF applies a custom autograd.Function ({cls.__qualname__}), whose backward "
+                "the compiled plan would not use",
+                "?",
+            )
         return original.__func__(cls, *args, **kwargs)
 
     torch.autograd.Function.apply = classmethod(apply)

@@ -4,6 +4,7 @@
 the module is made callable so ``gnnc.graph.Graph`` and ``gnnc.graph(...)`` both work;
 ``from gnnc.graph import graph`` gives the constructor function.
 """
+
 import sys
 import types
 
@@ -22,6 +23,19 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Graph", "GraphIndex", "DegreeBucket", "MetaGraph", "graph", "heterograph",
-           "DEFAULT_NTYPE", "DEFAULT_ETYPE", "from_edge_list", "from_networkx", "from_pyg", "from_scipy",
-           "bipartite_from_scipy", "bipartite_from_networkx"]
+__all__ = [
+    "Graph",
+    "GraphIndex",
+    "DegreeBucket",
+    "MetaGraph",
+    "graph",
+    "heterograph",
+    "DEFAULT_NTYPE",
+    "DEFAULT_ETYPE",
+    "from_edge_list",
+    "from_networkx",
+    "from_pyg",
+    "from_scipy",
+    "bipartite_from_scipy",
+    "bipartite_from_networkx",
+]

@@ -9,6 +9,7 @@ every graph's node count per type and edge count per relation
 (``batch_num_nodes`` / ``batch_num_edges``); ``set_batch_num_nodes`` /
 ``set_batch_num_edges`` declare them for a graph built otherwise, as DGL's.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -42,8 +43,10 @@ def batch(graphs, ndata=ALL, edata=ALL) -> Graph:
         if g.is_block:
             raise ValueError(f"batch: graph {i} is a block (a sampled layer); blocks are not batched (nor in DGL)")
         if set(g.ntypes) != set(first.ntypes) or set(g.canonical_etypes) != set(first.canonical_etypes):
-            raise ValueError(f"batch: graph {i} has node types {g.ntypes} and relations {g.canonical_etypes}; "
-                             f"graph 0 has {first.ntypes} and {first.canonical_etypes}")
+            raise ValueError(
+                f"batch: graph {i} has node types {g.ntypes} and relations {g.canonical_etypes}; "
+                f"graph 0 has {first.ntypes} and {first.canonical_etypes}"
+            )
         if g.device != first.device:
             raise ValueError(f"batch: graph {i} is on {g.device}, graph 0 on {first.device}")
     ntypes, rels = first.ntypes, first.canonical_etypes
@@ -53,20 +56,25 @@ def batch(graphs, ndata=ALL, edata=ALL) -> Graph:
     for key in rels:
         s, d = ntypes.index(key[0]), ntypes.index(key[2])
         ends = [g.find_edges(key) for g in graphs]
-        relations[key] = (torch.cat([src + int(starts[i, s]) for i, (src, _) in enumerate(ends)]),
-                          torch.cat([dst + int(starts[i, d]) for i, (_, dst) in enumerate(ends)]))
+        relations[key] = (
+            torch.cat([src + int(starts[i, s]) for i, (src, _) in enumerate(ends)]),
+            torch.cat([dst + int(starts[i, d]) for i, (_, dst) in enumerate(ends)]),
+        )
     # in the first graph's type order, as DGL's batch (a reversed graph's relations are not sorted)
     out = Graph._build(ntypes, sizes.sum(0).tolist(), [(key, *relations[key]) for key in rels], first.device)
     out.idtype = first.idtype
     for t in ntypes:
-        _concat_features([(g.nodes[t].data, g.num_nodes(t)) for g in graphs], ndata, out.nodes[t].data,
-                         f"node type {t!r}")
+        _concat_features(
+            [(g.nodes[t].data, g.num_nodes(t)) for g in graphs], ndata, out.nodes[t].data, f"node type {t!r}"
+        )
     for key in rels:
-        _concat_features([(g.edges[key].data, g.num_edges(key)) for g in graphs], edata, out.edges[key].data,
-                         f"relation {key}")
+        _concat_features(
+            [(g.edges[key].data, g.num_edges(key)) for g in graphs], edata, out.edges[key].data, f"relation {key}"
+        )
     out.batch_counts = (
         torch.cat([g.batch_num_nodes_by_type()[:, [g.ntype_id(t) for t in ntypes]] for g in graphs]),
-        torch.cat([g.batch_num_edges_by_type()[:, [g.etype_id(r) for r in rels]] for g in graphs]))
+        torch.cat([g.batch_num_edges_by_type()[:, [g.etype_id(r) for r in rels]] for g in graphs]),
+    )
     return out
 
 
@@ -80,15 +88,18 @@ def _concat_features(parts, keys, target, what: str) -> None:
     (ref, ref_schema), names = schemas[0], list(schemas[0][1]) if isinstance(keys, str) else list(keys)
     for i, schema in schemas:
         if isinstance(keys, str) and set(schema) != set(ref_schema):
-            raise ValueError(f"batch: {what} of graph {i} has features {sorted(schema)}, graph {ref} has "
-                             f"{sorted(ref_schema)}")
+            raise ValueError(
+                f"batch: {what} of graph {i} has features {sorted(schema)}, graph {ref} has {sorted(ref_schema)}"
+            )
         for name in names:
             if name not in schema:
                 raise ValueError(f"batch: {what} of graph {i} has no feature {name!r} (it has {sorted(schema)})")
             if schema[name] != ref_schema[name]:
-                raise ValueError(f"batch: feature {name!r} of {what} has rows of shape {schema[name][0]} and "
-                                 f"{schema[name][1]} in graph {i}, of shape {ref_schema[name][0]} and "
-                                 f"{ref_schema[name][1]} in graph {ref}")
+                raise ValueError(
+                    f"batch: feature {name!r} of {what} has rows of shape {schema[name][0]} and "
+                    f"{schema[name][1]} in graph {i}, of shape {ref_schema[name][0]} and "
+                    f"{ref_schema[name][1]} in graph {ref}"
+                )
     for name in names:
         target[name] = torch.cat([data[name] for _, data in chosen])
 
@@ -102,13 +113,20 @@ def unbatch(g: Graph, node_split=None, edge_split=None) -> list[Graph]:
     type's counts must add up to its nodes (edges), every type give as many
     graphs, and no edge join two of them (a ValueError says which).
     """
-    nodes = g.batch_num_nodes_by_type() if node_split is None else _count_table(
-        node_split, g.ntypes, g.index.ntype_counts, "unbatch(node_split)")
-    edges = g.batch_num_edges_by_type() if edge_split is None else _count_table(
-        edge_split, g.canonical_etypes, g.index.rel_counts, "unbatch(edge_split)", g.to_canonical_etype)
+    nodes = (
+        g.batch_num_nodes_by_type()
+        if node_split is None
+        else _count_table(node_split, g.ntypes, g.index.ntype_counts, "unbatch(node_split)")
+    )
+    edges = (
+        g.batch_num_edges_by_type()
+        if edge_split is None
+        else _count_table(
+            edge_split, g.canonical_etypes, g.index.rel_counts, "unbatch(edge_split)", g.to_canonical_etype
+        )
+    )
     if nodes.shape[0] != edges.shape[0]:
-        raise ValueError(f"unbatch: the node counts give {nodes.shape[0]} graphs but the edge counts "
-                         f"{edges.shape[0]}")
+        raise ValueError(f"unbatch: the node counts give {nodes.shape[0]} graphs but the edge counts {edges.shape[0]}")
     node_starts, edge_starts = nodes.cumsum(0) - nodes, edges.cumsum(0) - edges
     ends = [g.find_edges(key) for key in g.canonical_etypes]
     return [_piece(g, ends, (node_starts[i], nodes[i]), (edge_starts[i], edges[i])) for i in range(nodes.shape[0])]
@@ -133,8 +151,10 @@ def _piece(g: Graph, ends, node_rows, edge_rows, store_ids: bool = False) -> Gra
     relations = {}
     for r, (key, (src, dst)) in enumerate(zip(g.canonical_etypes, ends)):
         lo, hi = int(edge_start[r]), int(edge_start[r] + edge_count[r])
-        relations[key] = (src[lo:hi] - int(node_start[g.ntype_id(key[0])]),
-                          dst[lo:hi] - int(node_start[g.ntype_id(key[2])]))
+        relations[key] = (
+            src[lo:hi] - int(node_start[g.ntype_id(key[0])]),
+            dst[lo:hi] - int(node_start[g.ntype_id(key[2])]),
+        )
     part = heterograph(relations, dict(zip(g.ntypes, node_count.tolist())), g.device, idtype=g.idtype)
     for space, names, (starts, counts) in (("nodes", g.ntypes, node_rows), ("edges", g.canonical_etypes, edge_rows)):
         for t, name in enumerate(names):
@@ -152,15 +172,16 @@ def set_batch_num_nodes(g: Graph, counts) -> None:
     when there are several), each type's adding up to its nodes (DGL's; its edges are one graph's until
     ``set_batch_num_edges``)."""
     table = _count_table(counts, g.ntypes, g.index.ntype_counts, "set_batch_num_nodes")
-    g.batch_counts = (table, torch.tensor([g.index.rel_counts], dtype=torch.int64) if g.batch_counts is None
-                      else g.batch_counts[1])
+    g.batch_counts = (
+        table,
+        torch.tensor([g.index.rel_counts], dtype=torch.int64) if g.batch_counts is None else g.batch_counts[1],
+    )
 
 
 def set_batch_num_edges(g: Graph, counts) -> None:
     """``g.set_batch_num_edges``: as :func:`set_batch_num_nodes` for the edges (a dict by relation when there
     are several)."""
-    table = _count_table(counts, g.canonical_etypes, g.index.rel_counts, "set_batch_num_edges",
-                         g.to_canonical_etype)
+    table = _count_table(counts, g.canonical_etypes, g.index.rel_counts, "set_batch_num_edges", g.to_canonical_etype)
     g.batch_counts = (g.batch_num_nodes_by_type(), table)
 
 
@@ -174,8 +195,10 @@ def _count_table(counts, names: list, totals, what: str, key_of=lambda key: key)
     counts = {key_of(k): v for k, v in counts.items()}
     if set(counts) != set(names):
         raise ValueError(f"{what}: give counts for every type {names}, got {list(counts)}")
-    columns = [as_ids(v.detach().cpu().reshape(-1) if isinstance(v, torch.Tensor) else v, f"{what}[{n!r}]", "count")
-               for n, v in ((n, counts[n]) for n in names)]
+    columns = [
+        as_ids(v.detach().cpu().reshape(-1) if isinstance(v, torch.Tensor) else v, f"{what}[{n!r}]", "count")
+        for n, v in ((n, counts[n]) for n in names)
+    ]
     if len({c.numel() for c in columns}) > 1:
         raise ValueError(f"{what}: every type must give as many graphs, got {[c.numel() for c in columns]}")
     for name, column, total in zip(names, columns, totals):

@@ -1,5 +1,6 @@
 """DGL's constructors of a uni-bipartite graph (one relation from node type ``utype`` to node type ``vtype``)
 from a SciPy matrix (``bipartite_from_scipy``) or a networkx graph (``bipartite_from_networkx``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,7 @@ __all__ = ["bipartite_from_networkx", "bipartite_from_scipy"]
 def _bipartite(utype, etype, vtype, src, dst, num_src: int, num_dst: int, idtype, device) -> Graph:
     if utype == vtype:
         raise ValueError(f"a bipartite graph joins two node types; utype and vtype are both {utype!r}")
-    return heterograph({(utype, etype, vtype): (src, dst)}, {utype: num_src, vtype: num_dst}, device,
-                       idtype=idtype)
+    return heterograph({(utype, etype, vtype): (src, dst)}, {utype: num_src, vtype: num_dst}, device, idtype=idtype)
 
 
 def bipartite_from_scipy(sp_mat, utype, etype, vtype, eweight_name=None, idtype=None, device=None) -> Graph:
@@ -35,8 +35,18 @@ def bipartite_from_scipy(sp_mat, utype, etype, vtype, eweight_name=None, idtype=
     return g
 
 
-def bipartite_from_networkx(nx_graph, utype, etype, vtype, u_attrs=None, e_attrs=None, v_attrs=None,
-                            edge_id_attr_name=None, idtype=None, device=None) -> Graph:
+def bipartite_from_networkx(
+    nx_graph,
+    utype,
+    etype,
+    vtype,
+    u_attrs=None,
+    e_attrs=None,
+    v_attrs=None,
+    edge_id_attr_name=None,
+    idtype=None,
+    device=None,
+) -> Graph:
     """A graph from a directed networkx graph whose nodes carry ``bipartite`` 0 (``utype``) or 1 (``vtype``)
     and whose edges go from the 0 side to the 1 side. Each side's nodes are numbered in sorted label order;
     edges come in ``nx_graph.edges`` order, or by their ``edge_id_attr_name`` attribute (each id 0..E-1 once).
@@ -48,15 +58,18 @@ def bipartite_from_networkx(nx_graph, utype, etype, vtype, u_attrs=None, e_attrs
     sides = ([], [])
     for label, data in nx_graph.nodes(data=True):
         if data.get("bipartite") not in (0, 1):
-            raise ValueError(f"bipartite_from_networkx: node {label!r} needs attribute bipartite=0 or 1, "
-                             f"got {data.get('bipartite')!r}")
+            raise ValueError(
+                f"bipartite_from_networkx: node {label!r} needs attribute bipartite=0 or 1, "
+                f"got {data.get('bipartite')!r}"
+            )
         sides[data["bipartite"]].append(label)
     top, bottom = ({label: i for i, label in enumerate(sorted(side))} for side in sides)
     edges = []
     for u, v, data in nx_graph.edges(data=True):
         if u not in top or v not in bottom:
-            raise ValueError(f"bipartite_from_networkx: edge {(u, v)!r} must go from a bipartite=0 node to a "
-                             f"bipartite=1 node")
+            raise ValueError(
+                f"bipartite_from_networkx: edge {(u, v)!r} must go from a bipartite=0 node to a bipartite=1 node"
+            )
         edges.append((top[u], bottom[v], data))
     if edge_id_attr_name is not None:
         edges = _place_by_id(edges, edge_id_attr_name)

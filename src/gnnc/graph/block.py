@@ -30,6 +30,7 @@ block and its results are read at the destination rows (``slice_dst``).
 DGL's ``"SRC/<type>"`` / ``"DST/<type>"`` names count either side and
 name either side's features in ``nodes[...]``.
 """
+
 from __future__ import annotations
 
 from functools import cached_property
@@ -53,19 +54,31 @@ class Block(Graph):
     not every node type (``create_block``'s).
     """
 
-    def __init__(self, index, src_ids: torch.Tensor, num_dst_per_type, parent_eids: torch.Tensor,
-                 nstore=None, estore=None, num_src_per_type=None, side_types=None):
+    def __init__(
+        self,
+        index,
+        src_ids: torch.Tensor,
+        num_dst_per_type,
+        parent_eids: torch.Tensor,
+        nstore=None,
+        estore=None,
+        num_src_per_type=None,
+        side_types=None,
+    ):
         num_dst_per_type = tuple(int(n) for n in num_dst_per_type)
         num_src_per_type = tuple(index.ntype_counts if num_src_per_type is None else map(int, num_src_per_type))
         if any(max(s, d) != n for s, d, n in zip(num_src_per_type, num_dst_per_type, index.ntype_counts)):
-            raise ValueError(f"Block: node rows {index.ntype_counts} must be the larger of the source counts "
-                             f"{num_src_per_type} and destination counts {num_dst_per_type}")
+            raise ValueError(
+                f"Block: node rows {index.ntype_counts} must be the larger of the source counts "
+                f"{num_src_per_type} and destination counts {num_dst_per_type}"
+            )
         if src_ids.numel() != sum(num_src_per_type):
             raise ValueError(f"Block: {src_ids.numel()} parent ids for {sum(num_src_per_type)} source nodes")
         if parent_eids.numel() != index.num_edges:
             raise ValueError(f"Block: {parent_eids.numel()} parent edge ids for {index.num_edges} edges")
-        super().__init__(index, nstore or SidedStore(index.ntypes, num_src_per_type, num_dst_per_type,
-                                                     index.ntype_counts), estore)
+        super().__init__(
+            index, nstore or SidedStore(index.ntypes, num_src_per_type, num_dst_per_type, index.ntype_counts), estore
+        )
         self.src_ids = src_ids
         self.num_dst_per_type = num_dst_per_type
         self.num_src_per_type = num_src_per_type
@@ -119,9 +132,9 @@ class Block(Graph):
         destination nodes' (``end_slot`` 2) or the source nodes' (0), as DGL's degrees span them."""
         counts = self.num_dst_per_type if end_slot == 2 else self.num_src_per_type
         if t is not None:
-            return values[:counts[t]]
+            return values[: counts[t]]
         offsets = self.index.ntype_offsets
-        return torch.cat([values[offsets[u]:offsets[u] + n] for u, n in enumerate(counts)])
+        return torch.cat([values[offsets[u] : offsets[u] + n] for u, n in enumerate(counts)])
 
     @property
     def ndata(self) -> NodeSet:
@@ -178,8 +191,16 @@ class Block(Graph):
 
     def local_var(self) -> Block:
         """DGL's ``local_var``: this block with feature writes of its own (the tensors shared)."""
-        out = Block(self.index, self.src_ids, self.num_dst_per_type, self.parent_eids, self._nstore.copy(),
-                    self._estore.copy(), self.num_src_per_type, self.side_types)
+        out = Block(
+            self.index,
+            self.src_ids,
+            self.num_dst_per_type,
+            self.parent_eids,
+            self._nstore.copy(),
+            self._estore.copy(),
+            self.num_src_per_type,
+            self.side_types,
+        )
         out.ntype_data.data, out.etype_data.data = dict(self.ntype_data.data), dict(self.etype_data.data)
         out.idtype, out.initializers = self.idtype, {kind: dict(f) for kind, f in self.initializers.items()}
         return out
@@ -188,8 +209,9 @@ class Block(Graph):
     def dst_index(self) -> torch.Tensor:
         """Block ids of the destination nodes, type by type, in destination order."""
         offsets = self.index.ntype_offsets
-        parts = [torch.arange(offsets[t], offsets[t] + n, device=self.device)
-                 for t, n in enumerate(self.num_dst_per_type)]
+        parts = [
+            torch.arange(offsets[t], offsets[t] + n, device=self.device) for t, n in enumerate(self.num_dst_per_type)
+        ]
         return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=self.device)
 
     @property
@@ -200,21 +222,32 @@ class Block(Graph):
     def slice_dst(self, h: torch.Tensor) -> torch.Tensor:
         """Rows of ``h`` (one per block node) that belong to destination nodes."""
         if h.dim() == 0 or h.shape[0] != self.num_nodes():
-            raise ValueError(f"slice_dst: expected {self.num_nodes()} rows (one per block node), "
-                             f"got shape {tuple(h.shape)}")
+            raise ValueError(
+                f"slice_dst: expected {self.num_nodes()} rows (one per block node), got shape {tuple(h.shape)}"
+            )
         return h.index_select(0, self.dst_index)
 
     def to(self, device) -> Block:
         moved = super().to(device)
-        out = Block(moved.index, self.src_ids.to(device), self.num_dst_per_type, self.parent_eids.to(device),
-                    moved._nstore, moved._estore, self.num_src_per_type, self.side_types)
+        out = Block(
+            moved.index,
+            self.src_ids.to(device),
+            self.num_dst_per_type,
+            self.parent_eids.to(device),
+            moved._nstore,
+            moved._estore,
+            self.num_src_per_type,
+            self.side_types,
+        )
         out.ntype_data.data, out.etype_data.data = moved.ntype_data.data, moved.etype_data.data
         out.idtype = moved.idtype
         return out
 
     def __repr__(self) -> str:
-        return (f"Block(src={dict(zip(self.ntypes, self.num_src_per_type))}, "
-                f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})")
+        return (
+            f"Block(src={dict(zip(self.ntypes, self.num_src_per_type))}, "
+            f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})"
+        )
 
 
 class _Sides(NodeSpace):
@@ -228,7 +261,7 @@ class _Sides(NodeSpace):
     def _named(self, ntype):
         for prefix, side in (("SRC/", "src"), ("DST/", "dst")):
             if isinstance(ntype, str) and ntype.startswith(prefix):
-                return _Sides(self._g, side), ntype[len(prefix):]
+                return _Sides(self._g, side), ntype[len(prefix) :]
         return self, ntype
 
     def __getitem__(self, key):

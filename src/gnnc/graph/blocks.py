@@ -9,6 +9,7 @@
 
 Their layout is ``gnnc.graph.block``'s for separate sides.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -46,15 +47,18 @@ def create_block(data_dict, num_src_nodes=None, num_dst_nodes=None, idtype=None,
         key = canonical_key(key)
         src, dst, relation_idtype = relation_edges(data, f"create_block relation {key}", idtype)
         if src.numel() != dst.numel():
-            raise ValueError(f"create_block: relation {key} has {src.numel()} source ids but {dst.numel()} "
-                             f"destination ids")
+            raise ValueError(
+                f"create_block: relation {key} has {src.numel()} source ids but {dst.numel()} destination ids"
+            )
         types.add(relation_idtype)
         for side, (ntype, ids, what) in enumerate(((key[0], src, "source"), (key[2], dst, "destination"))):
             if infer:
                 counts[side][ntype] = max(counts[side].get(ntype, 0), int(ids.max()) + 1 if ids.numel() else 0)
             elif ntype not in counts[side]:
-                raise KeyError(f"create_block: relation {key} uses {what} type {ntype!r}, which is not in "
-                               f"num_{'src' if side == 0 else 'dst'}_nodes")
+                raise KeyError(
+                    f"create_block: relation {key} uses {what} type {ntype!r}, which is not in "
+                    f"num_{'src' if side == 0 else 'dst'}_nodes"
+                )
             check_range(ids, int(counts[side][ntype]), f"create_block relation {key} {what} ({ntype!r})")
         relations.append((key, src, dst))
     if len(types) > 1:
@@ -68,8 +72,14 @@ def create_block(data_dict, num_src_nodes=None, num_dst_nodes=None, idtype=None,
         device = next((s.device for _, s, _ in relations), torch.device("cpu"))
     index = Graph._build(ntypes, [max(s, d) for s, d in zip(num_src, num_dst)], relations, device).index
     sides = None if srctypes == dsttypes == ntypes else (srctypes, dsttypes)
-    out = Block(index, torch.arange(sum(num_src), device=device), num_dst,
-                torch.arange(index.num_edges, device=device), num_src_per_type=num_src, side_types=sides)
+    out = Block(
+        index,
+        torch.arange(sum(num_src), device=device),
+        num_dst,
+        torch.arange(index.num_edges, device=device),
+        num_src_per_type=num_src,
+        side_types=sides,
+    )
     out.idtype = types.pop() if types else check_idtype(idtype or torch.int64)
     return out
 
@@ -82,11 +92,19 @@ def gathered_block(g: Graph, sources: list, dst: list, edges: list, relations: l
     keyed = [(key, s, d) for key, (s, d) in zip(g.canonical_etypes, relations)]
     index = Graph._build(g.ntypes, [max(s, d) for s, d in zip(num_src, num_dst)], keyed, g.device).index
     offsets = g.index.ntype_offsets
-    out = Block(index, torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]), num_dst,
-                torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)]), num_src_per_type=num_src)
+    out = Block(
+        index,
+        torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
+        num_dst,
+        torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)]),
+        num_src_per_type=num_src,
+    )
     out.idtype = g.idtype
-    for store, new, chosen in ((g._nstore, out._nstore, sources), (g._nstore, out._nstore.dst, dst),
-                               (g._estore, out._estore, edges)):
+    for store, new, chosen in (
+        (g._nstore, out._nstore, sources),
+        (g._nstore, out._nstore.dst, dst),
+        (g._estore, out._estore, edges),
+    ):
         for t, ids in enumerate(chosen):
             for key in store.typed_keys(t):
                 new.set_typed(key, t, store.get_typed(key, t).index_select(0, ids))
@@ -103,8 +121,9 @@ def block_to_graph(block: Block) -> Graph:
     counts = {f"{t}_src": block.num_nodes(f"SRC/{t}") for t in block.srctypes}
     counts.update({f"{t}_dst": block.num_dst_nodes(t) for t in block.dsttypes})
     keys = {key: (f"{key[0]}_src", key[1], f"{key[2]}_dst") for key in block.canonical_etypes}
-    out = heterograph({new: block.find_edges(key) for key, new in keys.items()}, counts, block.device,
-                      idtype=block.idtype)
+    out = heterograph(
+        {new: block.find_edges(key) for key, new in keys.items()}, counts, block.device, idtype=block.idtype
+    )
     for side, types in (("src", block.srctypes), ("dst", block.dsttypes)):
         for t in types:
             out.nodes[f"{t}_{side}"].data.update(_side_features(block, side, t))

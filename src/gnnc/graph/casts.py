@@ -1,6 +1,7 @@
 """DGL's feature casts of a graph (``dgl.to_half`` and its kin): a graph of the same structure whose
 floating-point node and edge features are of one float type; other features (ids, counts) stay as they
 are, and the given graph is left unchanged."""
+
 from __future__ import annotations
 
 import torch

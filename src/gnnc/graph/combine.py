@@ -1,5 +1,6 @@
 """DGL's merge of the features of several types into one (``combine_frames``): what ``to_homogeneous`` and
 a flattened relation slice carry over."""
+
 from __future__ import annotations
 
 import torch
@@ -23,8 +24,9 @@ def combine_features(frames, names=None) -> dict:
             if name not in frame:
                 del common[name]
             elif _scheme(frame[name]) != scheme:
-                raise ValueError(f"Cannot concatenate column {name} with shape {_scheme(frame[name])} and "
-                                 f"shape {scheme}")
+                raise ValueError(
+                    f"Cannot concatenate column {name} with shape {_scheme(frame[name])} and shape {scheme}"
+                )
     return {name: torch.cat([frame[name] for frame in frames]) for name in common}
 
 

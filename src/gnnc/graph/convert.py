@@ -11,6 +11,7 @@ Conventions shared by every converter:
 networkx and torch_geometric are optional; they are imported on first use and
 an ImportError says how to install them when they are missing.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,16 @@ import torch
 from .core import Graph, graph, heterograph
 from .validate import as_ids
 
-__all__ = ["to_edge_list", "from_edge_list", "to_scipy", "from_scipy",
-           "to_networkx", "from_networkx", "to_pyg", "from_pyg"]
+__all__ = [
+    "to_edge_list",
+    "from_edge_list",
+    "to_scipy",
+    "from_scipy",
+    "to_networkx",
+    "from_networkx",
+    "to_pyg",
+    "from_pyg",
+]
 
 _SCIPY_FORMATS = ("coo", "csr", "csc")
 
@@ -105,11 +114,15 @@ def _scipy_entries(g: Graph, etype, weight_key, num_edges) -> np.ndarray:
     try:
         weight = view[weight_key]
     except (KeyError, ValueError) as err:
-        raise ValueError(f"to_scipy: edge feature {weight_key!r} cannot be read over the whole "
-                         f"graph ({err}); pass etype= or weight_key=None") from err
+        raise ValueError(
+            f"to_scipy: edge feature {weight_key!r} cannot be read over the whole "
+            f"graph ({err}); pass etype= or weight_key=None"
+        ) from err
     if weight.dim() != 1:
-        raise ValueError(f"to_scipy: edge feature {weight_key!r} has shape {tuple(weight.shape)}; "
-                         f"matrix entries need one value per edge (pass weight_key=None for ones)")
+        raise ValueError(
+            f"to_scipy: edge feature {weight_key!r} has shape {tuple(weight.shape)}; "
+            f"matrix entries need one value per edge (pass weight_key=None for ones)"
+        )
     return weight.detach().cpu().numpy()
 
 
@@ -121,8 +134,9 @@ def _compressed(cls, major, minor, data, shape, n_major):
     return cls((data[order], minor[order], indptr), shape=shape)
 
 
-def from_scipy(matrix, weight_key: str | None = "weight", *, eweight_name: str | None = None, idtype=None,
-               device=None) -> Graph:
+def from_scipy(
+    matrix, weight_key: str | None = "weight", *, eweight_name: str | None = None, idtype=None, device=None
+) -> Graph:
     """Homogeneous graph from a square SciPy sparse matrix or array.
 
     Each stored entry (explicit zeros and duplicates included) is an edge from
@@ -136,8 +150,9 @@ def from_scipy(matrix, weight_key: str | None = "weight", *, eweight_name: str |
     if not sp.issparse(matrix):
         raise TypeError(f"from_scipy expects a scipy.sparse matrix or array, got {type(matrix).__name__}")
     if len(matrix.shape) != 2 or matrix.shape[0] != matrix.shape[1]:
-        raise ValueError(f"from_scipy builds a homogeneous graph and needs a square matrix, "
-                         f"got shape {tuple(matrix.shape)}")
+        raise ValueError(
+            f"from_scipy builds a homogeneous graph and needs a square matrix, got shape {tuple(matrix.shape)}"
+        )
     coo = matrix.tocoo()
     src = torch.from_numpy(coo.row.astype(np.int64))
     dst = torch.from_numpy(coo.col.astype(np.int64))
@@ -208,8 +223,16 @@ def _rows_by_type(views, names, kind) -> list[dict]:
     return per_type
 
 
-def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | None = None, *,
-                  edge_id_attr_name: str | None = None, idtype=None, device=None) -> Graph:
+def from_networkx(
+    nx_graph,
+    node_attrs=(),
+    edge_attrs=(),
+    edge_id_attr: str | None = None,
+    *,
+    edge_id_attr_name: str | None = None,
+    idtype=None,
+    device=None,
+) -> Graph:
     """Homogeneous graph from any networkx graph.
 
     Node ``i`` is the i-th label of ``sorted(nx_graph.nodes)`` (labels must be
@@ -230,14 +253,18 @@ def from_networkx(nx_graph, node_attrs=(), edge_attrs=(), edge_id_attr: str | No
     try:
         labels = sorted(nx_graph.nodes)
     except TypeError as err:
-        raise TypeError("from_networkx orders nodes by sorted label, but these labels cannot be "
-                        "compared; relabel with networkx.convert_node_labels_to_integers") from err
+        raise TypeError(
+            "from_networkx orders nodes by sorted label, but these labels cannot be "
+            "compared; relabel with networkx.convert_node_labels_to_integers"
+        ) from err
     node_id = {label: i for i, label in enumerate(labels)}
     edges = list(_directed_edges(nx_graph, node_id))
     if edge_id_attr is not None:
         if not nx_graph.is_directed():
-            raise ValueError("from_networkx: edge_id_attr needs a directed graph; an undirected "
-                             "edge gives two edges that would share one id")
+            raise ValueError(
+                "from_networkx: edge_id_attr needs a directed graph; an undirected "
+                "edge gives two edges that would share one id"
+            )
         edges = _place_by_id(edges, edge_id_attr)
     src = torch.tensor([u for u, _, _ in edges], dtype=torch.int64)
     dst = torch.tensor([v for _, v, _ in edges], dtype=torch.int64)
@@ -266,8 +293,7 @@ def _place_by_id(edges, attr):
             raise KeyError(f"from_networkx: edge {(u, v)!r} has no id attribute {attr!r}")
         ids.append(int(np.asarray(data[attr]).item()))  # DGL's examples hold ids in 1-element arrays
     if sorted(ids) != list(range(len(edges))):
-        raise ValueError(f"from_networkx: edge attribute {attr!r} must hold each id 0..{len(edges) - 1} "
-                         f"exactly once")
+        raise ValueError(f"from_networkx: edge attribute {attr!r} must hold each id 0..{len(edges) - 1} exactly once")
     placed = [None] * len(edges)
     for i, edge in zip(ids, edges):
         placed[i] = edge
@@ -316,8 +342,7 @@ def to_pyg(g: Graph):
         _check_pyg_keys(edge_keys, ("edge_index", "num_nodes"), "edge feature")
         both = [k for k in node_keys if k in edge_keys]
         if both:
-            raise ValueError(f"to_pyg: {both} are both node and edge features; a PyG Data "
-                             f"holds one attribute per name")
+            raise ValueError(f"to_pyg: {both} are both node and edge features; a PyG Data holds one attribute per name")
         out = Data(edge_index=torch.stack(g.find_edges()), num_nodes=g.num_nodes())
         for k in node_keys:
             out[k] = g.ndata[k]
@@ -404,8 +429,7 @@ def _edge_index(store, where) -> torch.Tensor:
     if "edge_index" not in store:
         sparse = [k for k in ("adj", "adj_t") if k in store]
         if sparse:
-            raise ValueError(f"from_pyg: {where} stores its edges as {sparse[0]!r}; "
-                             f"only edge_index is supported")
+            raise ValueError(f"from_pyg: {where} stores its edges as {sparse[0]!r}; only edge_index is supported")
         return torch.zeros(2, 0, dtype=torch.int64)
     edge_index = store["edge_index"]
     if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:

@@ -4,6 +4,7 @@ One class serves homogeneous and heterogeneous graphs: a homogeneous graph
 is one node type and one relation. Structure lives in a ``GraphIndex``;
 features live in ``TypedStore``s (edge features in the user's edge order).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
-from .index import GraphIndex
 from . import mutation, queries, sparse_formats, type_names, validate
 from .edge_data import check_idtype, relation_edges, sparse_rows
+from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
+from .index import GraphIndex
 from .validate import as_ids, canonical_key, check_range
 
 DEFAULT_NTYPE = "_N"
@@ -23,7 +24,7 @@ DEFAULT_ETYPE = "_E"
 ALL = "__ALL__"  # DGL's "every node / edge" argument (``dgl.base.ALL``)
 
 
-def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_nodes_dict=None) -> "Graph":
+def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_nodes_dict=None) -> Graph:
     """Build a graph from ``{(src_type, rel, dst_type): edges}`` (edges in any of DGL's forms:
     ``gnnc.graph.edge_data``).
 
@@ -65,8 +66,17 @@ def heterograph(data_dict, num_nodes=None, device=None, *, idtype=None, num_node
     return out
 
 
-def graph(data, num_nodes=None, ntype=DEFAULT_NTYPE, etype=DEFAULT_ETYPE, device=None, *, idtype=None,
-          row_sorted: bool = False, col_sorted: bool = False) -> "Graph":
+def graph(
+    data,
+    num_nodes=None,
+    ntype=DEFAULT_NTYPE,
+    etype=DEFAULT_ETYPE,
+    device=None,
+    *,
+    idtype=None,
+    row_sorted: bool = False,
+    col_sorted: bool = False,
+) -> Graph:
     """Build a homogeneous graph from its edges in any of DGL's forms (``(src_ids, dst_ids)``,
     ``('csr', (indptr, indices, edge_ids))``, a list of pairs: ``gnnc.graph.edge_data``).
 
@@ -83,8 +93,10 @@ def _count_sparse_rows(declared, ntypes, counts: list, given: bool) -> None:
     for key, end, rows in declared:
         t = ntypes.index(key[end])
         if given and counts[t] != rows:
-            raise ValueError(f"relation {key}: its indptr declares {rows} {'source' if end == 0 else 'destination'}"
-                             f" nodes, but node type {key[end]!r} has {counts[t]}")
+            raise ValueError(
+                f"relation {key}: its indptr declares {rows} {'source' if end == 0 else 'destination'}"
+                f" nodes, but node type {key[end]!r} has {counts[t]}"
+            )
         counts[t] = max(counts[t], rows)
 
 
@@ -99,8 +111,10 @@ def _node_types(relations, num_nodes):
         for (st, rel, dt), _, _ in relations:
             for t in (st, dt):
                 if t not in num_nodes:
-                    raise KeyError(f"relation {(st, rel, dt)} uses node type {t!r}, which is not in "
-                                   f"num_nodes (known types: {ntypes})")
+                    raise KeyError(
+                        f"relation {(st, rel, dt)} uses node type {t!r}, which is not in "
+                        f"num_nodes (known types: {ntypes})"
+                    )
         return ntypes, [int(num_nodes[t]) for t in ntypes]
     ntypes, counts = [], {}
     for (st, _, dt), src, dst in relations:
@@ -153,8 +167,7 @@ class Graph:
     # A partial call's compute graph (DGL's): each edge's id in the graph its edges were taken from
     parent_eid: torch.Tensor | None = None
 
-    def __init__(self, index: GraphIndex, nstore: TypedStore | None = None,
-                 estore: TypedStore | None = None):
+    def __init__(self, index: GraphIndex, nstore: TypedStore | None = None, estore: TypedStore | None = None):
         self.index = index
         self._nstore = nstore or TypedStore("node", index.ntypes, index.ntype_counts)
         self._estore = estore or TypedStore("edge", [r for _, r, _ in index.etypes], index.rel_counts)
@@ -163,7 +176,7 @@ class Graph:
         self.initializers: dict[str, dict] = {"node": {}, "edge": {}}  # kind -> field (None: any) -> function
 
     @classmethod
-    def _build(cls, ntypes, counts, relations, device) -> "Graph":
+    def _build(cls, ntypes, counts, relations, device) -> Graph:
         """Graph from ``[(canonical_key, local_src, local_dst)]`` in user edge order."""
         offsets = [0]
         for c in counts:
@@ -171,8 +184,12 @@ class Graph:
         blocks = []
         for (st, _, dt), src, dst in relations:
             src_off, dst_off = offsets[ntypes.index(st)], offsets[ntypes.index(dt)]
-            blocks.append((src.to(device) + src_off if src_off else src.to(device),
-                           dst.to(device) + dst_off if dst_off else dst.to(device)))
+            blocks.append(
+                (
+                    src.to(device) + src_off if src_off else src.to(device),
+                    dst.to(device) + dst_off if dst_off else dst.to(device),
+                )
+            )
         index = GraphIndex.from_relation_blocks(ntypes, counts, [k for k, _, _ in relations], blocks, device)
         return cls(index)
 
@@ -231,8 +248,7 @@ class Graph:
             return matches[0]
         if not matches:
             raise KeyError(f"unknown relation {etype!r}; relations: {self.etypes}")
-        raise KeyError(f"relation name {etype!r} is ambiguous; use one of "
-                       f"{[self.index.etypes[i] for i in matches]}")
+        raise KeyError(f"relation name {etype!r} is ambiguous; use one of {[self.index.etypes[i] for i in matches]}")
 
     get_ntype_id = ntype_id  # DGL's names
     get_etype_id = etype_id
@@ -301,8 +317,9 @@ class Graph:
         return [t for t in self.index.ntypes if any(k[slot] == t for k in self.index.etypes)]
 
     def metagraph(self) -> MetaGraph:
-        return MetaGraph(tuple(zip(self.index.ntypes, self.index.ntype_counts)),
-                         tuple(zip(self.index.etypes, self.index.rel_counts)))
+        return MetaGraph(
+            tuple(zip(self.index.ntypes, self.index.ntype_counts)), tuple(zip(self.index.etypes, self.index.rel_counts))
+        )
 
     # ------------------------------------------------------------- features
     @property
@@ -357,28 +374,32 @@ class Graph:
         return TypesView(self._nstore, [self.ntype_id(t) for t in types])
 
     @property
-    def nodes(self) -> "NodeSpace":
+    def nodes(self) -> NodeSpace:
         return NodeSpace(self)
 
     @property
-    def srcnodes(self) -> "NodeSpace":
+    def srcnodes(self) -> NodeSpace:
         """DGL's ``g.nodes`` restricted to :attr:`srctypes` (all of ``g.nodes`` unless uni-bipartite)."""
         return NodeSpace(self, self.srctypes if self.is_unibipartite else None)
 
     @property
-    def dstnodes(self) -> "NodeSpace":
+    def dstnodes(self) -> NodeSpace:
         """DGL's ``g.nodes`` restricted to :attr:`dsttypes` (all of ``g.nodes`` unless uni-bipartite)."""
         return NodeSpace(self, self.dsttypes if self.is_unibipartite else None)
 
     @property
-    def edges(self) -> "_EdgeSpace":
+    def edges(self) -> _EdgeSpace:
         return _EdgeSpace(self)
 
     @contextlib.contextmanager
     def local_scope(self):
         """Feature assignments inside the block are undone on exit (like DGL)."""
-        saved = (self._nstore.snapshot(), self._estore.snapshot(),
-                 dict(self.ntype_data.data), dict(self.etype_data.data))
+        saved = (
+            self._nstore.snapshot(),
+            self._estore.snapshot(),
+            dict(self.ntype_data.data),
+            dict(self.etype_data.data),
+        )
         try:
             yield self
         finally:
@@ -386,7 +407,7 @@ class Graph:
             self._estore.restore(saved[1])
             self.ntype_data.data, self.etype_data.data = saved[2], saved[3]
 
-    def local_var(self) -> "Graph":
+    def local_var(self) -> Graph:
         """DGL's ``local_var`` (deprecated there for ``local_scope``): a graph of the same structure whose
         features are this graph's tensors, and whose feature writes and deletions stay its own."""
         out = Graph(self.index, self._nstore.copy(), self._estore.copy())
@@ -413,8 +434,9 @@ class Graph:
     def initial_rows(self, kind: str, field: str, count: int, like: torch.Tensor) -> torch.Tensor:
         """``count`` rows of a new ``kind`` ("node" / "edge") feature ``field`` shaped as ``like``'s rows, from
         its initializer (zeros without one)."""
-        return mutation.initial_rows(self.initializers[kind], field, (count,) + tuple(like.shape[1:]), like,
-                                     slice(0, count))
+        return mutation.initial_rows(
+            self.initializers[kind], field, (count,) + tuple(like.shape[1:]), like, slice(0, count)
+        )
 
     # -------------------------------------------------------------- batches
     @property
@@ -442,18 +464,22 @@ class Graph:
         if self.batch_counts is None:
             return torch.tensor([self.index.rel_counts], dtype=torch.int64)
         if self.batch_counts[1] is None:
-            raise ValueError("this batch's edges are no longer grouped by graph (add_self_loop appends the loops "
-                             "after every graph's edges): add self loops to each graph before gnnc.batch")
+            raise ValueError(
+                "this batch's edges are no longer grouped by graph (add_self_loop appends the loops "
+                "after every graph's edges): add self loops to each graph before gnnc.batch"
+            )
         return self.batch_counts[1]
 
     def set_batch_num_nodes(self, val) -> None:
         """DGL's ``set_batch_num_nodes``: this graph's nodes as a batch of graphs of ``val`` nodes (per type)."""
         from . import batch
+
         batch.set_batch_num_nodes(self, val)
 
     def set_batch_num_edges(self, val) -> None:
         """DGL's ``set_batch_num_edges``: this graph's edges as a batch of graphs of ``val`` edges (per relation)."""
         from . import batch
+
         batch.set_batch_num_edges(self, val)
 
     @staticmethod
@@ -512,16 +538,16 @@ class Graph:
         """Node or edge ids ``t`` (int64) in the graph's :attr:`idtype`, as its queries return them."""
         return t if self.idtype == torch.int64 else t.to(self.idtype)
 
-    def astype(self, idtype) -> "Graph":
+    def astype(self, idtype) -> Graph:
         """DGL's ``astype``: this graph (features shared, as :meth:`local_var`) with queries in ``idtype``."""
         out = self.local_var()
         out.idtype = check_idtype(idtype)
         return out
 
-    def int(self) -> "Graph":
+    def int(self) -> Graph:
         return self.astype(torch.int32)
 
-    def long(self) -> "Graph":
+    def long(self) -> Graph:
         return self.astype(torch.int64)
 
     def in_degrees(self, v=ALL, etype=None):
@@ -534,8 +560,9 @@ class Graph:
         return self._degrees(u, etype, self.index.src, 0, "out_degrees(u, etype)")
 
     def _degrees(self, nodes, etype, ends, end_slot, call: str):
-        relation_name = isinstance(nodes, str) or (isinstance(nodes, tuple) and len(nodes) == 3
-                                                    and all(isinstance(k, str) for k in nodes))
+        relation_name = isinstance(nodes, str) or (
+            isinstance(nodes, tuple) and len(nodes) == 3 and all(isinstance(k, str) for k in nodes)
+        )
         if relation_name and nodes != ALL:
             raise TypeError(f"{call}: {nodes!r} is not a node id; name the relation as etype={nodes!r}")
         if etype is None and self.default_relation() is not None:
@@ -560,12 +587,13 @@ class Graph:
         validate.check_range(ids, degrees.numel(), call, "node")
         return self.ids(degrees.index_select(0, ids))
 
-    def reverse(self, *args, **options) -> "Graph":
+    def reverse(self, *args, **options) -> Graph:
         """DGL's ``g.reverse``: :func:`gnnc.graph.derived.reverse` (edge features only with copy_edata=True)."""
         from . import derived
+
         return derived.reverse(self, *args, **options)
 
-    def add_self_loop(self, etype=None, fill_data: float = 1.0) -> "Graph":
+    def add_self_loop(self, etype=None, fill_data: float = 1.0) -> Graph:
         """New graph with one (v, v) edge per node of a same-type relation.
 
         The loops follow that relation's existing edges in user order; their
@@ -591,14 +619,17 @@ class Graph:
             out.batch_counts = (self.batch_counts[0], None)
         return out
 
-    def remove_self_loop(self, etype=None) -> "Graph":
+    def remove_self_loop(self, etype=None) -> Graph:
         """New graph without the (v, v) edges of a same-type relation; other edges keep their order and
         features. ``etype`` may be omitted for a graph with one relation."""
         r = self._loop_relation(etype, "remove_self_loop")
         src, dst = self.find_edges(self.index.etypes[r])
         keep = src != dst
-        relations = [(key, *((s[keep], d[keep]) if i == r else (s, d)))
-                     for i, key in enumerate(self.index.etypes) for s, d in [self.find_edges(key)]]
+        relations = [
+            (key, *((s[keep], d[keep]) if i == r else (s, d)))
+            for i, key in enumerate(self.index.etypes)
+            for s, d in [self.find_edges(key)]
+        ]
         out = Graph._build(list(self.index.ntypes), list(self.index.ntype_counts), relations, self.device)
         out._nstore, out.idtype = self._nstore.copy(), self.idtype
         for key, i, val in self._edge_features_by_relation():
@@ -653,12 +684,16 @@ class Graph:
             counts = torch.searchsorted(keys, wanted, right=True) - first
             pair = torch.repeat_interleave(torch.arange(u.numel(), device=self.device), counts)
             starts = torch.repeat_interleave(first - (torch.cumsum(counts, 0) - counts), counts)
-            return self.ids(u[pair]), self.ids(v[pair]), self.ids(order[starts + torch.arange(pair.numel(),
-                                                                                              device=self.device)])
+            return (
+                self.ids(u[pair]),
+                self.ids(v[pair]),
+                self.ids(order[starts + torch.arange(pair.numel(), device=self.device)]),
+            )
         if not bool(found.all()):
             bad = int(torch.nonzero(~found)[0])
-            raise ValueError(f"edge_ids: ({int(u[bad])}, {int(v[bad])}) at position {bad} does not form an edge "
-                             f"of relation {key}")
+            raise ValueError(
+                f"edge_ids: ({int(u[bad])}, {int(v[bad])}) at position {bad} does not form an edge of relation {key}"
+            )
         eid = order[first]
         return int(eid[0]) if scalar else self.ids(eid)
 
@@ -679,7 +714,7 @@ class Graph:
         src, dst, eid = src[chosen], dst[chosen], eid[chosen]
         return {"uv": (src, dst), "eid": eid, "all": (src, dst, eid)}[form]
 
-    def to(self, device) -> "Graph":
+    def to(self, device) -> Graph:
         """Copy of the graph (structure, features, type data) on ``device``; on the same device (``"cuda"``
         being the current GPU) the structure and its caches are shared.
 
@@ -693,8 +728,9 @@ class Graph:
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU, as tensors read it
             device = torch.device("cuda", torch.cuda.current_device())
-        out = Graph(self.index.to(device), self._nstore.copy(lambda t: t.to(device)),
-                    self._estore.copy(lambda t: t.to(device)))
+        out = Graph(
+            self.index.to(device), self._nstore.copy(lambda t: t.to(device)), self._estore.copy(lambda t: t.to(device))
+        )
         out.ntype_data.data = {k: v.to(device) for k, v in self.ntype_data.data.items()}
         out.etype_data.data = {k: v.to(device) for k, v in self.etype_data.data.items()}
         out.batch_counts, out.idtype = self.batch_counts, self.idtype
@@ -710,16 +746,19 @@ class Graph:
         DGL's keyword ``func=`` names ``message`` too.
         """
         from ..frontend import message_passing
+
         message_passing.apply_edges(self, message, edges, etype, compile, **dgl_kwargs)
 
     def filter_nodes(self, predicate, nodes=ALL, ntype=None) -> torch.Tensor:
         """DGL's ``filter_nodes``: ids of the nodes whose ``predicate(nodes)`` is nonzero (``gnnc.graph.filters``)."""
         from . import filters
+
         return filters.filter_nodes(self, predicate, nodes, ntype)
 
     def filter_edges(self, predicate, edges=ALL, etype=None) -> torch.Tensor:
         """DGL's ``filter_edges``: ids of the edges whose ``predicate(edges)`` is nonzero (``gnnc.graph.filters``)."""
         from . import filters
+
         return filters.filter_edges(self, predicate, edges, etype)
 
     def apply_nodes(self, func, v=None, ntype=None) -> None:
@@ -728,6 +767,7 @@ class Graph:
         ``v``: as DGL, node ids (of the type) to run on instead of all; other rows keep their values
         (zeros for a new feature)."""
         from ..frontend import message_passing
+
         message_passing.apply_nodes(self, func, v, ntype)
 
     def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
@@ -739,6 +779,7 @@ class Graph:
         ``message_func``, ``reduce_func``, ``apply_node_func`` name the three functions too.
         """
         from ..frontend import message_passing
+
         message_passing.update_all(self, message, reduce, update, etype, compile, **dgl_kwargs)
 
     def send_and_recv(self, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
@@ -746,17 +787,20 @@ class Graph:
         several), reduce at their destinations, then ``update`` on those nodes only. Other nodes keep their
         features (zeros for a new one). Runs eagerly (a compiled call covers whole graphs or relations)."""
         from ..frontend import message_passing
+
         message_passing.send_and_recv(self, edges, message, reduce, update, etype, **dgl_kwargs)
 
     def pull(self, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
         """DGL's ``pull``: nodes ``v`` (of the destination type) reduce messages over all their in-edges (zeros
         without any), then ``update`` on them; other nodes keep their features. Runs eagerly."""
         from ..frontend import message_passing
+
         message_passing.pull(self, v, message, reduce, update, etype, **dgl_kwargs)
 
     def push(self, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
         """DGL's ``push``: ``send_and_recv`` on the out-edges of nodes ``u`` (of the source type). Runs eagerly."""
         from ..frontend import message_passing
+
         message_passing.push(self, u, message, reduce, update, etype, **dgl_kwargs)
 
     def prop_nodes(self, nodes_generator, message_func, reduce_func, apply_node_func=None, etype=None) -> None:
@@ -769,8 +813,7 @@ class Graph:
         for frontier in edges_generator:
             self.send_and_recv(frontier, message_func, reduce_func, apply_node_func, etype=etype)
 
-    def multi_update_all(self, funcs=None, cross_reducer: str = "sum", update=None, compile=None,
-                         **dgl_kwargs) -> None:
+    def multi_update_all(self, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
         """Per-relation ``{rel: (message, reduce)}`` then combine per node type, then ``update`` each such type.
 
         ``cross_reducer`` is one of sum, mean, max, min, stack (as DGL).
@@ -778,23 +821,28 @@ class Graph:
         DGL's keywords ``etype_dict`` and ``apply_node_func`` name ``funcs`` and ``update`` too.
         """
         from ..frontend import message_passing
+
         message_passing.multi_update_all(self, funcs, cross_reducer, update, compile, **dgl_kwargs)
 
     # ----------------------------------------------------------- converters
     def to_edge_list(self, etype=None):
         from . import convert
+
         return convert.to_edge_list(self, etype)
 
     def to_scipy(self, etype=None, fmt: str = "coo"):
         from . import convert
+
         return convert.to_scipy(self, etype, fmt)
 
     def to_networkx(self, node_attrs=(), edge_attrs=()):
         from . import convert
+
         return convert.to_networkx(self, node_attrs, edge_attrs)
 
     def to_pyg(self):
         from . import convert
+
         return convert.to_pyg(self)
 
     def __getitem__(self, key):
@@ -813,10 +861,14 @@ class Graph:
 
     def __repr__(self) -> str:
         if self.is_homogeneous:
-            return (f"Graph(num_nodes={self.num_nodes()}, num_edges={self.num_edges()}, "
-                    f"ndata={list(self.ndata)}, edata={list(self.edata)})")
-        return (f"Graph(ntypes={dict(zip(self.index.ntypes, self.index.ntype_counts))}, "
-                f"relations={len(self.index.etypes)}, num_edges={self.num_edges()})")
+            return (
+                f"Graph(num_nodes={self.num_nodes()}, num_edges={self.num_edges()}, "
+                f"ndata={list(self.ndata)}, edata={list(self.edata)})"
+            )
+        return (
+            f"Graph(ntypes={dict(zip(self.index.ntypes, self.index.ntype_counts))}, "
+            f"relations={len(self.index.etypes)}, num_edges={self.num_edges()})"
+        )
 
     # -------------------------------------------------------------- mutation
     def add_nodes(self, num, data=None, ntype=None) -> None:
@@ -843,17 +895,17 @@ class Graph:
         t = self.ntype_id(self._only_type(ntype, self.ntypes, "node type"))
         self._mutate(mutation.remove_nodes(self._structure(), t, nids, store_ids, self.idtype))
 
-    def clone(self) -> "Graph":
+    def clone(self) -> Graph:
         """DGL's ``clone``: this graph's structure and feature tensors in a graph of its own (mutating or
         writing features of either leaves the other as it is)."""
         return self.local_var()
 
-    def _structure(self) -> "mutation.Structure":
+    def _structure(self) -> mutation.Structure:
         if self.is_block:
             raise TypeError("a block cannot be mutated (nor can DGL's): mutate the graph it was sampled from")
         return mutation.Structure(self.index, self._nstore, self._estore, self.batch_counts)
 
-    def _mutate(self, state: "mutation.Structure") -> None:
+    def _mutate(self, state: mutation.Structure) -> None:
         """Take a mutation's result. The new index is what tells every cache derived from the old structure
         (contexts of compiled calls, CSR, buckets) that it is stale."""
         self.index, self.batch_counts = state.index, state.batch_counts
@@ -862,49 +914,60 @@ class Graph:
 
     # ------------------------------------------------------------- subgraphs
     # DGL's methods of the functions in ``gnnc.graph.subgraph`` (the graph is their first argument)
-    def subgraph(self, nodes, **options) -> "Graph":
+    def subgraph(self, nodes, **options) -> Graph:
         from . import subgraph
+
         return subgraph.node_subgraph(self, nodes, **options)
 
-    def edge_subgraph(self, edges, **options) -> "Graph":
+    def edge_subgraph(self, edges, **options) -> Graph:
         from . import subgraph
+
         return subgraph.edge_subgraph(self, edges, **options)
 
-    def in_subgraph(self, nodes, **options) -> "Graph":
+    def in_subgraph(self, nodes, **options) -> Graph:
         from . import subgraph
+
         return subgraph.in_subgraph(self, nodes, **options)
 
-    def out_subgraph(self, nodes, **options) -> "Graph":
+    def out_subgraph(self, nodes, **options) -> Graph:
         from . import subgraph
+
         return subgraph.out_subgraph(self, nodes, **options)
 
     def khop_in_subgraph(self, nodes, k, **options):
         from . import subgraph
+
         return subgraph.khop_in_subgraph(self, nodes, k, **options)
 
     def khop_out_subgraph(self, nodes, k, **options):
         from . import subgraph
+
         return subgraph.khop_out_subgraph(self, nodes, k, **options)
 
-    def node_type_subgraph(self, ntypes, output_device=None) -> "Graph":
+    def node_type_subgraph(self, ntypes, output_device=None) -> Graph:
         from . import subgraph
+
         return subgraph.node_type_subgraph(self, ntypes, output_device)
 
-    def edge_type_subgraph(self, etypes, output_device=None) -> "Graph":
+    def edge_type_subgraph(self, etypes, output_device=None) -> Graph:
         from . import subgraph
+
         return subgraph.edge_type_subgraph(self, etypes, output_device)
 
     # DGL's methods of the transforms in ``gnnc.graph.derived`` / ``gnnc.graph.relabel`` (the graph is first)
-    def line_graph(self, backtracking: bool = True, shared: bool = False) -> "Graph":
+    def line_graph(self, backtracking: bool = True, shared: bool = False) -> Graph:
         from . import derived
+
         return derived.line_graph(self, backtracking, shared)
 
     def to_simple(self, *args, **options):
         from . import derived
+
         return derived.to_simple(self, *args, **options)
 
-    def reorder_graph(self, *args, **options) -> "Graph":
+    def reorder_graph(self, *args, **options) -> Graph:
         from . import relabel
+
         return relabel.reorder_graph(self, *args, **options)
 
     def all_edges(self, form: str = "uv", order: str = "eid", etype=None):
@@ -954,7 +1017,7 @@ class NodeSpace:
         if self._types is not None and ntype not in self._types:
             raise KeyError(f"node type {ntype!r} is not among this view's node types {self._types}")
 
-    def __getitem__(self, key) -> "_TypeSpace":
+    def __getitem__(self, key) -> _TypeSpace:
         """``g.nodes[ntype]``; as DGL also ``g.nodes[ids]`` (the only type's), ``g.nodes[ids, ntype]`` and
         ``g.nodes[:]``: rows of the features (``data``) to read or write."""
         ids, ntype = _space_key(key, lambda k: isinstance(k, str))
@@ -990,11 +1053,13 @@ class _EdgeSpace:
     def __init__(self, g: Graph):
         self._g = g
 
-    def __getitem__(self, key) -> "_TypeSpace":
+    def __getitem__(self, key) -> _TypeSpace:
         """``g.edges[etype]``; as DGL also ``g.edges[ids]`` / ``g.edges[u, v]`` (the only relation's),
         ``g.edges[ids, etype]`` and ``g.edges[:]``: rows of the features (``data``) to read or write."""
+
         def named(k):
             return isinstance(k, str) or (isinstance(k, tuple) and len(k) == 3 and all(isinstance(x, str) for x in k))
+
         if isinstance(key, tuple) and len(key) == 2 and not named(key[1]):
             key = (self._g.edge_ids(*key), None)  # (u, v) node pairs
         ids, etype = _space_key(key, named)
@@ -1030,7 +1095,7 @@ def _space_key(key, is_type_name):
     return key, None
 
 
-def _space(g: Graph, kind: str, view, count: int, ids) -> "_TypeSpace":
+def _space(g: Graph, kind: str, view, count: int, ids) -> _TypeSpace:
     """The features ``view`` of a type (``count`` rows), or of rows ``ids`` of it (not None)."""
     if ids is None:
         return _TypeSpace(view)

@@ -7,6 +7,7 @@ A new graph has the argument's ``idtype`` and, unless a function says
 otherwise, its node types in order. "Copied" features are the argument's
 tensors held by the new graph (a later write to either graph stays its own).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,19 @@ from .batch import unbatch
 from .core import Graph
 from .subgraph import ID
 
-__all__ = ["add_reverse_edges", "khop_adj", "khop_graph", "laplacian_lambda_max", "line_graph",
-           "metapath_reachable_graph", "norm_by_dst", "reverse", "to_bidirected", "to_simple", "to_simple_graph"]
+__all__ = [
+    "add_reverse_edges",
+    "khop_adj",
+    "khop_graph",
+    "laplacian_lambda_max",
+    "line_graph",
+    "metapath_reachable_graph",
+    "norm_by_dst",
+    "reverse",
+    "to_bidirected",
+    "to_simple",
+    "to_simple_graph",
+]
 
 
 def _relations(g: Graph) -> list[tuple[tuple, torch.Tensor, torch.Tensor]]:
@@ -66,12 +78,15 @@ def _refuse_block(g: Graph, call: str) -> None:
 def _one_type_relations(g: Graph, call: str) -> None:
     for key in g.canonical_etypes:
         if key[0] != key[2]:
-            raise ValueError(f"{call}: relation {key} joins two node types, where reverse edges are not "
-                             "defined (DGL's error too); pass ignore_bipartite=True to keep it as it is")
+            raise ValueError(
+                f"{call}: relation {key} joins two node types, where reverse edges are not "
+                "defined (DGL's error too); pass ignore_bipartite=True to keep it as it is"
+            )
 
 
-def reverse(g: Graph, copy_ndata: bool = True, copy_edata: bool = False, *, share_ndata=None,
-            share_edata=None) -> Graph:
+def reverse(
+    g: Graph, copy_ndata: bool = True, copy_edata: bool = False, *, share_ndata=None, share_edata=None
+) -> Graph:
     """DGL's ``reverse``: every relation ``(s, r, d)`` becomes ``(d, r, s)`` with each edge turned round,
     edge ids kept; node (edge) features copied when ``copy_ndata`` (``copy_edata``). ``share_*``: DGL's old
     names of ``copy_*``."""
@@ -86,8 +101,14 @@ def reverse(g: Graph, copy_ndata: bool = True, copy_edata: bool = False, *, shar
     return out
 
 
-def add_reverse_edges(g: Graph, readonly=None, copy_ndata: bool = True, copy_edata: bool = False,
-                      ignore_bipartite: bool = False, exclude_self: bool = True) -> Graph:
+def add_reverse_edges(
+    g: Graph,
+    readonly=None,
+    copy_ndata: bool = True,
+    copy_edata: bool = False,
+    ignore_bipartite: bool = False,
+    exclude_self: bool = True,
+) -> Graph:
     """DGL's ``add_reverse_edges``: each relation between one node type gets, after its edges, their reverses
     in the same order (none for a self loop when ``exclude_self``); a relation between two types is refused
     (ValueError) or, with ``ignore_bipartite``, kept as it is. With ``copy_edata`` a reverse edge has its
@@ -114,8 +135,14 @@ def add_reverse_edges(g: Graph, readonly=None, copy_ndata: bool = True, copy_eda
     return out
 
 
-def to_simple(g: Graph, return_counts="count", writeback_mapping: bool = False, copy_ndata: bool = True,
-              copy_edata: bool = False, aggregator: str = "arbitrary"):
+def to_simple(
+    g: Graph,
+    return_counts="count",
+    writeback_mapping: bool = False,
+    copy_ndata: bool = True,
+    copy_edata: bool = False,
+    aggregator: str = "arbitrary",
+):
     """DGL's ``to_simple``: each relation's parallel edges merged into one, the edges sorted by (source,
     destination).
 
@@ -187,14 +214,15 @@ def line_graph(g: Graph, backtracking: bool = True, shared: bool = False) -> Gra
     ``backtracking``), ordered by ``e1`` then ``e2``. ``shared``: node features are ``g``'s edge features."""
     if not g.is_homogeneous:
         raise ValueError("line_graph: only a homogeneous graph has a line graph here (and in DGL)")
-    (key, src, dst), = _relations(g)
+    ((key, src, dst),) = _relations(g)
     by_src = torch.argsort(src, stable=True)
     starts = torch.searchsorted(src[by_src], dst)
     ends = torch.searchsorted(src[by_src], dst, right=True)
     lengths = ends - starts
     first = torch.repeat_interleave(torch.arange(src.numel(), device=g.device), lengths)
     offsets = torch.arange(int(lengths.sum()), device=g.device) - torch.repeat_interleave(
-        torch.cumsum(lengths, 0) - lengths, lengths)
+        torch.cumsum(lengths, 0) - lengths, lengths
+    )
     second = by_src[torch.repeat_interleave(starts, lengths) + offsets]
     keep = (first != second) & (backtracking | (dst[second] != src[first]))
     out = _new(g, [(key, first[keep], second[keep])], counts=[src.numel()])

@@ -5,6 +5,7 @@ Dense matrices follow DGL's layout ``M[dst, src]``: column ``u`` spreads
 node ``u``'s value to the rows it reaches. Sums over in-edges are plain
 tensor scatters (the numbers DGL's ``update_all`` with built-ins gives).
 """
+
 from __future__ import annotations
 
 import scipy.linalg
@@ -74,8 +75,11 @@ def sign_diffusion(g: Graph, k: int, feat: torch.Tensor, eweight_name, diffuse_o
     for _ in range(k):
         h = in_sum(g, h, weight)
         if diffuse_op == "rw":
-            h = h / (total.reshape(-1, 1) if total is not None
-                     else g.in_degrees().clamp(min=1).to(h.dtype).reshape((-1,) + (1,) * (h.dim() - 1)))
+            h = h / (
+                total.reshape(-1, 1)
+                if total is not None
+                else g.in_degrees().clamp(min=1).to(h.dtype).reshape((-1,) + (1,) * (h.dim() - 1))
+            )
         elif diffuse_op == "ppr":
             h = (1 - alpha) * h + alpha * feat
         out.append(h)
@@ -134,8 +138,7 @@ def sparsified_graph(g: Graph, mat: torch.Tensor, eweight_name: str, eps, avg_de
     (every entry when that is more than there are)."""
     n = g.num_nodes()
     if eps is None:
-        eps = float("-inf") if avg_degree > n else torch.sort(mat.flatten(), descending=True).values[
-            avg_degree * n - 1]
+        eps = float("-inf") if avg_degree > n else torch.sort(mat.flatten(), descending=True).values[avg_degree * n - 1]
     dst, src = (mat >= eps).nonzero(as_tuple=False).t()
     key = g.canonical_etypes[0]
     out = heterograph({key: (src, dst)}, num_nodes_dict={key[0]: n}, idtype=g.idtype, device=g.device)
@@ -143,4 +146,3 @@ def sparsified_graph(g: Graph, mat: torch.Tensor, eweight_name: str, eps, avg_de
         out.ndata[name] = value
     out.edata[eweight_name] = mat[dst, src]
     return out
-

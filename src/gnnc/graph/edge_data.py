@@ -6,6 +6,7 @@ of ``(src, dst)`` pairs; ``edge_ids`` may be empty (edges in the order the rows 
 (``idtype``: ``torch.int32`` or ``torch.int64``) is the one asked for, else the ids' own when they are
 tensors, else int64, as DGL infers it.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,13 +43,16 @@ def relation_edges(data, what: str, idtype=None) -> tuple[torch.Tensor, torch.Te
         return as_ids(arrays[0], f"{what} source ids"), as_ids(arrays[1], f"{what} destination ids"), idtype
     indptr, indices = as_ids(arrays[0], f"{what} indptr"), as_ids(arrays[1], f"{what} indices")
     eids = as_ids(arrays[2], f"{what} edge ids")
-    if indptr.numel() == 0 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.numel() \
-            or bool((indptr[1:] < indptr[:-1]).any()):
+    if (
+        indptr.numel() == 0
+        or int(indptr[0]) != 0
+        or int(indptr[-1]) != indices.numel()
+        or bool((indptr[1:] < indptr[:-1]).any())
+    ):
         raise ValueError(f"{what}: indptr must rise from 0 to the number of indices ({indices.numel()})")
     rows = torch.repeat_interleave(torch.arange(indptr.numel() - 1), indptr[1:] - indptr[:-1])
     if eids.numel():
-        if eids.numel() != indices.numel() or not torch.equal(torch.sort(eids).values,
-                                                              torch.arange(indices.numel())):
+        if eids.numel() != indices.numel() or not torch.equal(torch.sort(eids).values, torch.arange(indices.numel())):
             raise ValueError(f"{what}: edge ids must be a permutation of 0..{indices.numel() - 1}")
         order = torch.argsort(eids)
         rows, indices = rows[order], indices[order]

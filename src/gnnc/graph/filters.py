@@ -1,6 +1,7 @@
 """DGL's ``filter_nodes`` / ``filter_edges``: the ids of the nodes (edges) of one type that a predicate
 selects. The predicate is a node (edge) UDF returning one value per row, nonzero for a row it selects; it
 runs as ``apply_nodes`` (``apply_edges``) does, inside a local scope, so the graph keeps no feature of it."""
+
 from __future__ import annotations
 
 import torch

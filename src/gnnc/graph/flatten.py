@@ -8,6 +8,7 @@ each in edge-id order). Types are named by their sorted names joined with ``+``.
 feature every non-empty type (relation) holds with one dtype and row shape is concatenated, others are
 dropped; ``_TYPE`` / ``_ID`` record each node's and edge's type id and id in the parent graph.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,10 @@ from .type_names import combine_names
 NTYPE = ETYPE = "_TYPE"  # DGL's reserved names (``dgl.base``)
 NID = EID = "_ID"
 _FULL = slice(None)
-_SYNTAX = ("Invalid slice syntax. Use g['etype'] or g['srctype', 'etype', 'dsttype'] for one relation, and ':' "
-           "for any type (g['srctype', :, 'dsttype'])")
+_SYNTAX = (
+    "Invalid slice syntax. Use g['etype'] or g['srctype', 'etype', 'dsttype'] for one relation, and ':' "
+    "for any type (g['srctype', :, 'dsttype'])"
+)
 
 
 def relation_slice(g, key):
@@ -42,16 +45,21 @@ def matching_relations(g, key) -> list[int]:
     for part in key:
         if isinstance(part, slice) and part != _FULL:
             raise ValueError(_SYNTAX)
-    return [r for r, triple in enumerate(g.canonical_etypes)
-            if all(part == _FULL or part == name for part, name in zip(key, triple))]
+    return [
+        r
+        for r, triple in enumerate(g.canonical_etypes)
+        if all(part == _FULL or part == name for part, name in zip(key, triple))
+    ]
 
 
 def flatten_relations(g, rels: list[int]) -> Graph:
     """The graph flattening relations ``rels`` (ids, graph order) of ``g``, as DGL's."""
     if g.is_block:
-        raise NotImplementedError("a slice matching several relations of a block: gnnc flattens the relations of a "
-                                  "graph, not of a block (DGL's result is a block with its own source and "
-                                  "destination counts); slice one relation, or flatten the graph before to_block")
+        raise NotImplementedError(
+            "a slice matching several relations of a block: gnnc flattens the relations of a "
+            "graph, not of a block (DGL's result is a block with its own source and "
+            "destination counts); slice one relation, or flatten the graph before to_block"
+        )
     triples = [g.canonical_etypes[r] for r in rels]
     size = [g.num_nodes(t) for t in g.ntypes]
     src_types = sorted({g.ntype_id(s) for s, _, _ in triples})
@@ -72,8 +80,9 @@ def flatten_relations(g, rels: list[int]) -> Graph:
         data[NID] = torch.cat([torch.arange(size[t], device=g.device) for t in types])
     data = out.edges[key].data
     data.update(combine_features([(g.edges[triple].data, g.num_edges(triple)) for triple in triples]))
-    data[ETYPE] = torch.cat([torch.full((g.num_edges(triple),), r, dtype=g.idtype, device=g.device)
-                             for r, triple in zip(rels, triples)])
+    data[ETYPE] = torch.cat(
+        [torch.full((g.num_edges(triple),), r, dtype=g.idtype, device=g.device) for r, triple in zip(rels, triples)]
+    )
     data[EID] = torch.cat([torch.arange(g.num_edges(triple), dtype=g.idtype, device=g.device) for triple in triples])
     return out
 

@@ -12,6 +12,7 @@ stored as a ``Deferred`` value (a compiled call's result not computed yet):
 every read materializes it once and stores the tensor; ``peek_whole``
 returns it as is, for the compiler to fuse into the next call instead.
 """
+
 from __future__ import annotations
 
 from collections.abc import MutableMapping
@@ -58,14 +59,14 @@ class TypedStore:
     def restore(self, snap) -> None:
         self.whole, self.typed = snap
 
-    def copy(self, fn=lambda t: t) -> "TypedStore":
+    def copy(self, fn=lambda t: t) -> TypedStore:
         """A new store with every tensor passed through ``fn`` (deferred values materialized first)."""
         out = TypedStore(self.kind, self.names, self.counts)
         out.whole = {k: fn(self.get_whole(k)) for k in list(self.whole)}
         out.typed = {k: {t: fn(v) for t, v in d.items()} for k, d in self.typed.items()}
         return out
 
-    def take(self, other: "TypedStore") -> None:
+    def take(self, other: TypedStore) -> None:
         """Hold ``other``'s counts and features: a graph mutated in place keeps its stores, so the feature
         views taken before the mutation see it."""
         self.counts, self.offsets, self.whole, self.typed = other.counts, other.offsets, other.whole, other.typed
@@ -98,8 +99,10 @@ class TypedStore:
         parts = self.typed[key]
         missing = [self.names[t] for t in range(len(self.names)) if t not in parts and self.counts[t] > 0]
         if missing:
-            raise KeyError(f"{self.kind} feature {key!r} is only set for some types (missing for {missing}); "
-                           f"read it per type: g.{self.kind[0]}data[{key!r}] gives {{type: tensor}}")
+            raise KeyError(
+                f"{self.kind} feature {key!r} is only set for some types (missing for {missing}); "
+                f"read it per type: g.{self.kind[0]}data[{key!r}] gives {{type: tensor}}"
+            )
         return self._assemble(key, [t for t in range(len(self.names)) if self.counts[t] > 0])
 
     def get_spanning(self, key: str, types) -> torch.Tensor:
@@ -121,18 +124,25 @@ class TypedStore:
         for what, of in (("shape", lambda p: tuple(p.shape[1:])), ("dtype", lambda p: p.dtype)):
             if len({of(parts[t]) for t in types}) > 1:
                 found = {self.names[t]: of(parts[t]) for t in types}
-                raise ValueError(f"{self.kind} feature {key!r} has a different {what} per type "
-                                 f"{found}; read it per type")
+                raise ValueError(
+                    f"{self.kind} feature {key!r} has a different {what} per type {found}; read it per type"
+                )
         ref = parts[types[0]] if types else next(iter(parts.values()))
-        return torch.cat([parts[t] if t in types else ref.new_zeros((self.counts[t],) + tuple(ref.shape[1:]))
-                          for t in range(len(self.names))], 0)
+        return torch.cat(
+            [
+                parts[t] if t in types else ref.new_zeros((self.counts[t],) + tuple(ref.shape[1:]))
+                for t in range(len(self.names))
+            ],
+            0,
+        )
 
     def set_whole(self, key: str, value) -> None:
         if not isinstance(value, Deferred):
             value = _as_tensor(key, value, self.kind)
         if value.shape[0] != self.total:
-            raise ValueError(f"{self.kind} feature {key!r} has {value.shape[0]} rows but the graph "
-                             f"has {self.total} {self.kind}s")
+            raise ValueError(
+                f"{self.kind} feature {key!r} has {value.shape[0]} rows but the graph has {self.total} {self.kind}s"
+            )
         self.whole[key] = value
         self.typed.pop(key, None)
 
@@ -155,17 +165,18 @@ class TypedStore:
     # ------------------------------------------------------------ type view
     def get_typed(self, key: str, t: int) -> torch.Tensor:
         if key in self.whole:
-            return self.get_whole(key)[self.offsets[t]:self.offsets[t + 1]]
+            return self.get_whole(key)[self.offsets[t] : self.offsets[t + 1]]
         if key in self.typed and t in self.typed[key]:
             return self.typed[key][t]
-        raise KeyError(f"no {self.kind} feature {key!r} for type {self.names[t]!r}; "
-                       f"available: {self.typed_keys(t)}")
+        raise KeyError(f"no {self.kind} feature {key!r} for type {self.names[t]!r}; available: {self.typed_keys(t)}")
 
     def set_typed(self, key: str, t: int, value) -> None:
         value = _as_tensor(key, value, self.kind)
         if value.shape[0] != self.counts[t]:
-            raise ValueError(f"{self.kind} feature {key!r} for type {self.names[t]!r} has "
-                             f"{value.shape[0]} rows but the type has {self.counts[t]} {self.kind}s")
+            raise ValueError(
+                f"{self.kind} feature {key!r} for type {self.names[t]!r} has "
+                f"{value.shape[0]} rows but the type has {self.counts[t]} {self.kind}s"
+            )
         if len(self.names) == 1:
             self.set_whole(key, value)
             return
@@ -185,7 +196,7 @@ class TypedStore:
         """Store whole feature ``key`` as one slice per type."""
         whole = self.get_whole(key)
         del self.whole[key]
-        self.typed[key] = {i: whole[self.offsets[i]:self.offsets[i + 1]] for i in range(len(self.names))}
+        self.typed[key] = {i: whole[self.offsets[i] : self.offsets[i + 1]] for i in range(len(self.names))}
 
     def typed_keys(self, t: int) -> list[str]:
         return list(self.whole) + [k for k, d in self.typed.items() if t in d and k not in self.whole]
@@ -205,8 +216,10 @@ class WholeView(MutableMapping):
     def __setitem__(self, key, value):
         if isinstance(value, dict):
             if len(self._store.names) == 1:
-                raise TypeError(f"{self._store.kind} feature {key!r}: the graph has one {self._store.kind} type; "
-                                f"assign a tensor, not a dict (as DGL)")
+                raise TypeError(
+                    f"{self._store.kind} feature {key!r}: the graph has one {self._store.kind} type; "
+                    f"assign a tensor, not a dict (as DGL)"
+                )
             for t, v in value.items():
                 self._store.set_typed(key, self._type_id(t), v)
             return
@@ -275,14 +288,19 @@ class TypesView(MutableMapping):
         self._type_id = type_id
 
     def __getitem__(self, key):
-        return {label: self._store.get_typed(key, t) for t, label in zip(self._types, self._labels)
-                if key in self._store.typed_keys(t)}
+        return {
+            label: self._store.get_typed(key, t)
+            for t, label in zip(self._types, self._labels)
+            if key in self._store.typed_keys(t)
+        }
 
     def __setitem__(self, key, value):
         if not isinstance(value, dict):
-            raise TypeError(f"{self._store.kind} feature {key!r}: this view spans several types {self._labels}; "
-                            f"assign a dict {{type: tensor}} (as DGL), or one tensor over all of them to "
-                            f"g.{self._store.kind[0]}data_all")
+            raise TypeError(
+                f"{self._store.kind} feature {key!r}: this view spans several types {self._labels}; "
+                f"assign a dict {{type: tensor}} (as DGL), or one tensor over all of them to "
+                f"g.{self._store.kind[0]}data_all"
+            )
         ids = {label: self._type_of(key, label) for label in value}
         for label, v in value.items():
             self._store.set_typed(key, ids[label], v)
@@ -293,8 +311,9 @@ class TypesView(MutableMapping):
         else:
             t = self._types[self._labels.index(label)] if label in self._labels else None
         if t not in self._types:
-            raise KeyError(f"{self._store.kind} feature {key!r}: {label!r} is not among this view's types "
-                           f"{self._labels}")
+            raise KeyError(
+                f"{self._store.kind} feature {key!r}: {label!r} is not among this view's types {self._labels}"
+            )
         return t
 
     def __delitem__(self, key):
@@ -327,9 +346,11 @@ class TypeParams(MutableMapping):
     def __setitem__(self, key, value):
         value = _as_tensor(key, value, f"{self._kind}-type parameter")
         if value.shape[0] != len(self._names):
-            raise ValueError(f"{self._kind}-type parameter {key!r} has leading dimension "
-                             f"{value.shape[0]} but the graph has {len(self._names)} {self._kind} types "
-                             f"{list(self._names)}")
+            raise ValueError(
+                f"{self._kind}-type parameter {key!r} has leading dimension "
+                f"{value.shape[0]} but the graph has {len(self._names)} {self._kind} types "
+                f"{list(self._names)}"
+            )
         self.data[key] = value
 
     def __delitem__(self, key):
@@ -373,8 +394,9 @@ class RowsView(MutableMapping):
             raise ValueError(f"feature {key!r}: expected {self._ids.numel()} rows (one per id), got {got}")
         old = self._view[key] if key in self._view else self._initial(key, self._count, value)
         if old.shape[1:] != value.shape[1:]:
-            raise ValueError(f"feature {key!r} holds {tuple(old.shape[1:])} per row; cannot set rows of "
-                             f"{tuple(value.shape[1:])}")
+            raise ValueError(
+                f"feature {key!r} holds {tuple(old.shape[1:])} per row; cannot set rows of {tuple(value.shape[1:])}"
+            )
         self._view[key] = old.index_put((self._ids,), value.to(old.dtype))
 
     def __delitem__(self, key):

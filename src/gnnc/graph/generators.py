@@ -1,4 +1,5 @@
 """Random graphs (DGL's ``rand_graph`` / ``rand_bipartite``) and the seed of the generator they draw from."""
+
 from __future__ import annotations
 
 import torch
@@ -23,13 +24,25 @@ def rand_graph(num_nodes: int, num_edges: int, idtype=torch.int64, device=None):
     return graph((src, dst), num_nodes=num_nodes, idtype=idtype, device=device)
 
 
-def rand_bipartite(utype: str, etype: str, vtype: str, num_src_nodes: int, num_dst_nodes: int, num_edges: int,
-                   idtype=torch.int64, device=None):
+def rand_bipartite(
+    utype: str,
+    etype: str,
+    vtype: str,
+    num_src_nodes: int,
+    num_dst_nodes: int,
+    num_edges: int,
+    idtype=torch.int64,
+    device=None,
+):
     """A uni-bipartite graph with one relation ``(utype, etype, vtype)`` and ``num_edges`` distinct edges
     drawn uniformly from the ``num_src_nodes * num_dst_nodes`` possible ones, as DGL's ``rand_bipartite``."""
     src, dst = _pairs(num_src_nodes, num_dst_nodes, num_edges)
-    return heterograph({(utype, etype, vtype): (src, dst)}, device=device, idtype=idtype,
-                       num_nodes_dict={utype: num_src_nodes, vtype: num_dst_nodes})
+    return heterograph(
+        {(utype, etype, vtype): (src, dst)},
+        device=device,
+        idtype=idtype,
+        num_nodes_dict={utype: num_src_nodes, vtype: num_dst_nodes},
+    )
 
 
 def _pairs(rows: int, cols: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,6 +5,7 @@
 relation id and id within it. ``to_heterogeneous`` inverts it: nodes and edges of each type in their order
 in the homogeneous graph, which the ``_ID`` features record.
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,26 +28,42 @@ def to_homogeneous(g: Graph, ndata=None, edata=None, store_type: bool = True, re
         src, dst = g.find_edges(key)
         srcs.append(src.long() + offsets[g.ntype_id(key[0])])
         dsts.append(dst.long() + offsets[g.ntype_id(key[2])])
-    out = graph((torch.cat(srcs) if srcs else torch.zeros(0, dtype=torch.int64),
-                 torch.cat(dsts) if dsts else torch.zeros(0, dtype=torch.int64)),
-                num_nodes=sum(ntype_counts), idtype=g.idtype, device=g.device)
+    out = graph(
+        (
+            torch.cat(srcs) if srcs else torch.zeros(0, dtype=torch.int64),
+            torch.cat(dsts) if dsts else torch.zeros(0, dtype=torch.int64),
+        ),
+        num_nodes=sum(ntype_counts),
+        idtype=g.idtype,
+        device=g.device,
+    )
     out.ndata.update(combine_features([(g.nodes[t].data, g.num_nodes(t)) for t in g.ntypes], ndata or ()))
-    out.edata.update(combine_features([(g.edges[key].data, g.num_edges(key)) for key in g.canonical_etypes],
-                                      edata or ()))
+    out.edata.update(
+        combine_features([(g.edges[key].data, g.num_edges(key)) for key in g.canonical_etypes], edata or ())
+    )
     if store_type:
-        out.ndata[NTYPE] = torch.repeat_interleave(torch.arange(len(ntype_counts), device=g.device),
-                                                   torch.tensor(ntype_counts, device=g.device))
-        out.edata[ETYPE] = torch.repeat_interleave(torch.arange(len(etype_counts), device=g.device),
-                                                   torch.tensor(etype_counts, device=g.device))
-    out.ndata[NID] = torch.cat([torch.arange(n, device=g.device) for n in ntype_counts]) if ntype_counts \
+        out.ndata[NTYPE] = torch.repeat_interleave(
+            torch.arange(len(ntype_counts), device=g.device), torch.tensor(ntype_counts, device=g.device)
+        )
+        out.edata[ETYPE] = torch.repeat_interleave(
+            torch.arange(len(etype_counts), device=g.device), torch.tensor(etype_counts, device=g.device)
+        )
+    out.ndata[NID] = (
+        torch.cat([torch.arange(n, device=g.device) for n in ntype_counts])
+        if ntype_counts
         else torch.zeros(0, dtype=torch.int64)
-    out.edata[EID] = torch.cat([torch.arange(n, device=g.device) for n in etype_counts]) if etype_counts \
+    )
+    out.edata[EID] = (
+        torch.cat([torch.arange(n, device=g.device) for n in etype_counts])
+        if etype_counts
         else torch.zeros(0, dtype=torch.int64)
+    )
     return (out, ntype_counts, etype_counts) if return_count else out
 
 
-def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_field: str = ETYPE,
-                     metagraph=None) -> Graph:
+def to_heterogeneous(
+    g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_field: str = ETYPE, metagraph=None
+) -> Graph:
     """The heterograph whose nodes of type ``ntypes[i]`` are those with ``ndata[ntype_field] == i`` and whose
     relation (``ntypes[s]``, ``etypes[r]``, ``ntypes[d]``) holds the edges of type id ``r`` from type ``s`` to
     type ``d``, each in its order in ``g``; other features are split by type, and ``_ID`` records each node's
@@ -61,7 +78,8 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
     order = torch.argsort(node_type, stable=True)
     local = torch.empty_like(node_type)
     local[order] = torch.arange(node_type.numel(), device=g.device) - torch.repeat_interleave(
-        torch.cumsum(counts, 0) - counts, counts)
+        torch.cumsum(counts, 0) - counts, counts
+    )
     src, dst = (t.long() for t in g.find_edges())
     triple = torch.stack([node_type[src], edge_type, node_type[dst]], 1)
     if metagraph is None:
@@ -71,8 +89,12 @@ def to_heterogeneous(g: Graph, ntypes, etypes, ntype_field: str = NTYPE, etype_f
         kinds = [(ntypes.index(s), etypes.index(r), ntypes.index(d)) for s, d, r in metagraph.edges(keys=True)]
     groups = [torch.nonzero((triple == triple.new_tensor(kind)).all(1)).flatten() for kind in kinds]
     keys = [(ntypes[s], etypes[r], ntypes[d]) for s, r, d in kinds]
-    out = heterograph({key: (local[src[rows]], local[dst[rows]]) for key, rows in zip(keys, groups)},
-                      {t: int(counts[i]) for i, t in enumerate(ntypes)}, g.device, idtype=g.idtype)
+    out = heterograph(
+        {key: (local[src[rows]], local[dst[rows]]) for key, rows in zip(keys, groups)},
+        {t: int(counts[i]) for i, t in enumerate(ntypes)},
+        g.device,
+        idtype=g.idtype,
+    )
     nodes_of = {t: torch.nonzero(node_type == i).flatten() for i, t in enumerate(ntypes)}
     for name in g.ndata:
         if name not in (ntype_field, NID):
@@ -94,10 +116,12 @@ def _names_tell_relations_apart(etypes) -> None:
     takes the last id and silently drops the other relation's edges)."""
     twice = sorted({name for name in etypes if list(etypes).count(name) > 1})
     if twice:
-        raise ValueError(f"to_heterogeneous(metagraph=...): relation name(s) {twice} stand for several type ids in "
-                         "etypes, so the metagraph's relations cannot be told apart by name (DGL keeps the last id "
-                         "and drops the other relations' edges); pass metagraph=None to take the relations from the "
-                         "edges")
+        raise ValueError(
+            f"to_heterogeneous(metagraph=...): relation name(s) {twice} stand for several type ids in "
+            "etypes, so the metagraph's relations cannot be told apart by name (DGL keeps the last id "
+            "and drops the other relations' edges); pass metagraph=None to take the relations from the "
+            "edges"
+        )
 
 
 __all__ = ["to_heterogeneous", "to_homogeneous"]

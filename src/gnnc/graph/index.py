@@ -7,6 +7,7 @@ block whose bounds are the same in the user's edge order and in the internal
 order; ``user_eid`` maps internal positions back to user edge ids.
 CSR by destination / source and degree buckets are built lazily and cached.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,8 +66,13 @@ class GraphIndex:
         user_eid = None
         if any(o is not None for o in orders):
             offsets = _offsets(rel_counts)
-            user_eid = _cat([(torch.arange(n, device=device) if o is None else o) + off
-                             for o, n, off in zip(orders, rel_counts, offsets)], device)
+            user_eid = _cat(
+                [
+                    (torch.arange(n, device=device) if o is None else o) + off
+                    for o, n, off in zip(orders, rel_counts, offsets)
+                ],
+                device,
+            )
         return cls(ntypes, ntype_counts, etypes, rel_counts, _cat(srcs, device), _cat(dsts, device), user_eid)
 
     # ------------------------------------------------------------------ sizes
@@ -174,13 +180,20 @@ class GraphIndex:
         return buckets
 
     # -------------------------------------------------------------- moving
-    def to(self, device) -> "GraphIndex":
+    def to(self, device) -> GraphIndex:
         device = torch.device(device)
         if device == self.device:
             return self
         user_eid = None if self.user_eid is None else self.user_eid.to(device)
-        return GraphIndex(self.ntypes, self.ntype_counts, self.etypes, self.rel_counts,
-                          self.src.to(device), self.dst.to(device), user_eid)
+        return GraphIndex(
+            self.ntypes,
+            self.ntype_counts,
+            self.etypes,
+            self.rel_counts,
+            self.src.to(device),
+            self.dst.to(device),
+            user_eid,
+        )
 
 
 def _offsets(counts) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
 """DGL's feature initializers (``dgl.init``): ``initializer(shape, dtype, device, id_range)`` makes the rows a
 call leaves unset (``Graph.set_n_initializer`` / ``set_e_initializer``)."""
+
 from __future__ import annotations
 
 import torch

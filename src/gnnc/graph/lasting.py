@@ -9,6 +9,7 @@ Structure builders and message-passing calls run inside ``normal_tensors``:
 inference mode is switched off there, and where it was on, gradients stay
 off, so results are plain tensors that need no gradient.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,10 +31,12 @@ def normal_tensors():
 
 def lasting(fn):
     """``fn`` run inside ``normal_tensors``: what it returns may be cached and used in any mode."""
+
     @functools.wraps(fn)
     def run(*args, **kwargs):
         with normal_tensors():
             return fn(*args, **kwargs)
+
     return run
 
 

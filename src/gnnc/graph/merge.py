@@ -7,6 +7,7 @@ Node features are written graph by graph, so a later graph's rows replace
 an earlier one's; rows no graph wrote are zeros (the initializer's). Edge
 features are those the first graph has, which every graph must have.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,9 @@ def merge(graphs) -> Graph:
     if not graphs:
         raise ValueError("merge needs at least one graph")
     ref = graphs[0]
-    out = heterograph({key: ([], []) for key in ref.canonical_etypes}, {t: 0 for t in ref.ntypes}, ref.device,
-                      idtype=ref.idtype)
+    out = heterograph(
+        {key: ([], []) for key in ref.canonical_etypes}, {t: 0 for t in ref.ntypes}, ref.device, idtype=ref.idtype
+    )
     for key in ref.canonical_etypes:
         ends = [g.find_edges(key) for g in graphs]
         data = {name: torch.cat([g.edges[key].data[name] for g in graphs]) for name in ref.edges[key].data}

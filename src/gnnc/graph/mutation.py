@@ -19,6 +19,7 @@ and ``gnnc.batch``'s counts. Semantics are DGL 2.1's:
 Deferred edge values (a compiled call's results not computed yet) are
 computed before the structure changes: they are computed on the old one.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,20 +63,25 @@ def add_edges(state: Structure, initializers: dict, rel: int, u, v, data: dict |
     every id on the other); nodes the ids reach past a type's end are added first (see the module)."""
     index = state.index
     key = index.etypes[rel]
-    u, v = _ids(u, f"add_edges(u) of relation {key}", index.device), _ids(v, f"add_edges(v) of relation {key}",
-                                                                         index.device)
+    u, v = (
+        _ids(u, f"add_edges(u) of relation {key}", index.device),
+        _ids(v, f"add_edges(v) of relation {key}", index.device),
+    )
     if u.numel() == 0 or v.numel() == 0:
         return state
     if u.numel() != v.numel():
         if u.numel() != 1 and v.numel() != 1:
-            raise ValueError(f"add_edges: {u.numel()} source ids but {v.numel()} destination ids for relation "
-                             f"{key} (give as many of each, or one on a side)")
+            raise ValueError(
+                f"add_edges: {u.numel()} source ids but {v.numel()} destination ids for relation "
+                f"{key} (give as many of each, or one on a side)"
+            )
         u, v = u.expand(v.numel()) if u.numel() == 1 else u, v.expand(u.numel()) if v.numel() == 1 else v
     for ids, side in ((u, "u"), (v, "v")):
         if bool((ids < 0).any()):
             pos = int(torch.nonzero(ids < 0)[0])
-            raise ValueError(f"add_edges({side}) of relation {key}: node id {int(ids[pos])} at position {pos} "
-                             "is negative")
+            raise ValueError(
+                f"add_edges({side}) of relation {key}: node id {int(ids[pos])} at position {pos} is negative"
+            )
     src_t, dst_t = index.ntypes.index(key[0]), index.ntypes.index(key[2])
     reach = {src_t: int(u.max()) + 1}
     reach[dst_t] = max(reach.get(dst_t, 0), int(v.max()) + 1)
@@ -141,8 +147,9 @@ def _kept(state, relations, node_keep: dict, edge_keep: dict, store_ids, idtype,
         _store_ids(edges, edge_keep, index.rel_counts, idtype, index.device)
         if node_ids:
             _store_ids(nodes, node_keep, index.ntype_counts, idtype, index.device)
-    return Structure(_rebuilt(index, node_counts, relations), nodes, edges,
-                     _batch_kept(state.batch_counts, node_keep, edge_keep))
+    return Structure(
+        _rebuilt(index, node_counts, relations), nodes, edges, _batch_kept(state.batch_counts, node_keep, edge_keep)
+    )
 
 
 def _store_ids(store: TypedStore, keep: dict, old_counts, idtype, device) -> None:
@@ -183,8 +190,10 @@ def _relation_edges(index: GraphIndex) -> list:
 def _rebuilt(index: GraphIndex, counts: list, relations: list) -> GraphIndex:
     """A new index of ``index``'s types with node ``counts`` and ``relations`` (local ids, user order)."""
     offsets = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).tolist()
-    blocks = [(s + offsets[index.ntypes.index(st)], d + offsets[index.ntypes.index(dt)])
-              for (st, _, dt), (s, d) in zip(index.etypes, relations)]
+    blocks = [
+        (s + offsets[index.ntypes.index(st)], d + offsets[index.ntypes.index(dt)])
+        for (st, _, dt), (s, d) in zip(index.etypes, relations)
+    ]
     return GraphIndex.from_relation_blocks(index.ntypes, counts, index.etypes, blocks, index.device)
 
 
@@ -219,12 +228,19 @@ def _store(store: TypedStore, counts: list, features) -> TypedStore:
 
 def _selected(store: TypedStore, counts: list, keep: dict) -> TypedStore:
     """``store`` with the rows ``keep`` keeps of each type it names."""
-    return _store(store, counts, ((key, whole, {t: rows[keep[t]] if t in keep else rows for t, rows in parts.items()})
-                                  for key, whole, parts in _rows_by_type(store)))
+    return _store(
+        store,
+        counts,
+        (
+            (key, whole, {t: rows[keep[t]] if t in keep else rows for t, rows in parts.items()})
+            for key, whole, parts in _rows_by_type(store)
+        ),
+    )
 
 
-def _appended(store: TypedStore, counts: list, t: int, num: int, data: dict | None, initializers: dict,
-              device) -> TypedStore:
+def _appended(
+    store: TypedStore, counts: list, t: int, num: int, data: dict | None, initializers: dict, device
+) -> TypedStore:
     """``store`` with ``num`` rows appended to type ``t``: ``data``'s, else the initializer's; a feature of
     ``data`` new to the type gets its old rows from the initializer."""
     data = dict(data or {})
@@ -232,18 +248,25 @@ def _appended(store: TypedStore, counts: list, t: int, num: int, data: dict | No
     for key, value in data.items():
         data[key] = value = torch.as_tensor(value)
         if value.dim() == 0 or value.shape[0] != num:
-            raise ValueError(f"{store.kind} feature {key!r} for the new {store.kind}s of type {name!r} has "
-                             f"{tuple(value.shape)[:1] or 'no'} rows, expected {num}")
+            raise ValueError(
+                f"{store.kind} feature {key!r} for the new {store.kind}s of type {name!r} has "
+                f"{tuple(value.shape)[:1] or 'no'} rows, expected {num}"
+            )
     features = []
     for key, whole, parts in _rows_by_type(store):
         if t in parts:
             rows = parts[t]
-            new = data.pop(key) if key in data else initial_rows(initializers, key, (num,) + tuple(rows.shape[1:]),
-                                                                 rows, slice(old, old + num))
+            new = (
+                data.pop(key)
+                if key in data
+                else initial_rows(initializers, key, (num,) + tuple(rows.shape[1:]), rows, slice(old, old + num))
+            )
             if tuple(new.shape[1:]) != tuple(rows.shape[1:]) or new.dtype != rows.dtype:
-                raise ValueError(f"{store.kind} feature {key!r} of type {name!r} is {rows.dtype} with rows of "
-                                 f"shape {tuple(rows.shape[1:])}; the new rows are {new.dtype} of shape "
-                                 f"{tuple(new.shape[1:])}")
+                raise ValueError(
+                    f"{store.kind} feature {key!r} of type {name!r} is {rows.dtype} with rows of "
+                    f"shape {tuple(rows.shape[1:])}; the new rows are {new.dtype} of shape "
+                    f"{tuple(new.shape[1:])}"
+                )
             parts = {**parts, t: torch.cat([rows, new.to(rows.device)])}
         features.append((key, whole, parts))
     out = _store(store, counts, features)
@@ -254,8 +277,7 @@ def _appended(store: TypedStore, counts: list, t: int, num: int, data: dict | No
     return out
 
 
-def initial_rows(initializers: dict, field: str, shape: tuple, like: torch.Tensor,
-                 id_range: slice) -> torch.Tensor:
+def initial_rows(initializers: dict, field: str, shape: tuple, like: torch.Tensor, id_range: slice) -> torch.Tensor:
     """Rows ``id_range`` (of ``shape``) of feature ``field``, from its initializer (DGL's ``initializer(shape,
     dtype, device, id_range)``), zeros without one."""
     init = initializers.get(field, initializers.get(None))
@@ -263,6 +285,8 @@ def initial_rows(initializers: dict, field: str, shape: tuple, like: torch.Tenso
         return like.new_zeros(shape)
     rows = init(shape, like.dtype, like.device, id_range)
     if not isinstance(rows, torch.Tensor) or tuple(rows.shape) != tuple(shape):
-        raise ValueError(f"the initializer of {field!r} returned {getattr(rows, 'shape', type(rows).__name__)}, "
-                         f"expected a tensor of shape {tuple(shape)}")
+        raise ValueError(
+            f"the initializer of {field!r} returned {getattr(rows, 'shape', type(rows).__name__)}, "
+            f"expected a tensor of shape {tuple(shape)}"
+        )
     return rows.to(like.dtype)

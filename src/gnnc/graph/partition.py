@@ -12,6 +12,7 @@ Partitions carry no features of the input graph; ``ndata`` holds ``_ID``
 ``reshuffle`` ``orig_id``; ``edata`` ``_ID``, ``inner_edge`` (int8: the
 edge ends at an inner node) and with ``reshuffle`` ``orig_id``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,11 +30,13 @@ def _homogeneous(g: Graph, call: str) -> tuple[np.ndarray, np.ndarray]:
     """``g``'s (src, dst) as int64 arrays; ValueError unless ``g`` is homogeneous with int64 ids (DGL's
     partitioning needs both)."""
     if not g.is_homogeneous:
-        raise ValueError(f"{call}: only a homogeneous graph is partitioned (DGL's too); convert it with "
-                         "to_homogeneous first")
+        raise ValueError(
+            f"{call}: only a homogeneous graph is partitioned (DGL's too); convert it with to_homogeneous first"
+        )
     if g.idtype != torch.int64:
-        raise ValueError(f"{call}: the graph's idtype is {g.idtype}; DGL partitions int64 graphs only "
-                         "(convert with g.long())")
+        raise ValueError(
+            f"{call}: the graph's idtype is {g.idtype}; DGL partitions int64 graphs only (convert with g.long())"
+        )
     src, dst = g.find_edges()
     return src.cpu().numpy().astype(np.int64), dst.cpu().numpy().astype(np.int64)
 
@@ -127,8 +130,7 @@ def partition_graph_with_halo(g: Graph, node_part, extra_cached_hops: int, reshu
     src, dst = _homogeneous(g, "partition_graph_with_halo")
     parts = np.asarray(torch.as_tensor(np.asarray(node_part)).cpu(), dtype=np.int64).reshape(-1)
     if parts.size != g.num_nodes():
-        raise ValueError(f"partition_graph_with_halo: node_part has {parts.size} entries for "
-                         f"{g.num_nodes()} nodes")
+        raise ValueError(f"partition_graph_with_halo: node_part has {parts.size} entries for {g.num_nodes()} nodes")
     orig_nids = orig_eids = None
     if reshuffle:
         g, parts = _reshuffle(g, src, dst, parts)
@@ -164,8 +166,9 @@ def load_pymetis():
     try:
         import pymetis
     except ImportError:
-        raise ImportError("METIS partitioning needs pymetis: pip install 'gnnc[dist]' "
-                          "(or pip install pymetis)") from None
+        raise ImportError(
+            "METIS partitioning needs pymetis: pip install 'gnnc[dist]' (or pip install pymetis)"
+        ) from None
     return pymetis
 
 
@@ -179,8 +182,9 @@ def _symmetric(src: np.ndarray, dst: np.ndarray, n: int) -> sp.csr_matrix:
     return a
 
 
-def metis_partition_assignment(g: Graph, k: int, balance_ntypes=None, balance_edges: bool = False,
-                               mode: str = "k-way", objtype: str = "cut") -> torch.Tensor:
+def metis_partition_assignment(
+    g: Graph, k: int, balance_ntypes=None, balance_edges: bool = False, mode: str = "k-way", objtype: str = "cut"
+) -> torch.Tensor:
     """DGL's ``metis_partition_assignment``: each node's partition (int64) from METIS (``pymetis``) on the
     symmetric adjacency of ``g``, ``k`` parts.
 
@@ -211,15 +215,25 @@ def metis_partition_assignment(g: Graph, k: int, balance_ntypes=None, balance_ed
     elif balance_edges:
         weights.append(in_degrees)
     a = _symmetric(src, dst, n)
-    result = pymetis.part_graph(k, adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
-                                vweights=np.stack(weights, 1).reshape(-1) if weights else None,
-                                recursive=mode == "recursive",
-                                options=pymetis.Options(objtype=0 if objtype == "cut" else 1))
+    result = pymetis.part_graph(
+        k,
+        adjacency=pymetis.CSRAdjacency(a.indptr, a.indices),
+        vweights=np.stack(weights, 1).reshape(-1) if weights else None,
+        recursive=mode == "recursive",
+        options=pymetis.Options(objtype=0 if objtype == "cut" else 1),
+    )
     return torch.as_tensor(np.asarray(result.vertex_part, dtype=np.int64))
 
 
-def metis_partition(g: Graph, k: int, extra_cached_hops: int = 0, reshuffle: bool = False, balance_ntypes=None,
-                    balance_edges: bool = False, mode: str = "k-way") -> dict:
+def metis_partition(
+    g: Graph,
+    k: int,
+    extra_cached_hops: int = 0,
+    reshuffle: bool = False,
+    balance_ntypes=None,
+    balance_edges: bool = False,
+    mode: str = "k-way",
+) -> dict:
     """DGL's ``metis_partition``: :func:`partition_graph_with_halo` of :func:`metis_partition_assignment`'s
     parts (the partitions only)."""
     parts = metis_partition_assignment(g, k, balance_ntypes, balance_edges, mode)

@@ -4,6 +4,7 @@ name ``laplacian_pe``), ``svd_pe``. Each returns a float32 ``[N, ...]`` tensor o
 ``lap_pe`` and ``svd_pe`` flip the signs of their vectors at random (numpy's
 generator, as DGL draws them): only their magnitudes are determined.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -54,8 +55,10 @@ def lap_pe(g: Graph, k: int, padding: bool = False, return_eigval: bool = False)
     _homogeneous(g, "lap_pe")
     n = g.num_nodes()
     if not padding and n <= k:
-        raise ValueError(f"lap_pe: the number of eigenvectors k must be smaller than the number of nodes n, "
-                         f"{k} and {n} detected (pass padding=True to pad)")
+        raise ValueError(
+            f"lap_pe: the number of eigenvectors k must be smaller than the number of nodes n, "
+            f"{k} and {n} detected (pass padding=True to pad)"
+        )
     norm = sp.diags(g.in_degrees().numpy().clip(1) ** -0.5, dtype=float)
     laplacian = sp.eye(n) - norm @ g.adj_external(scipy_fmt="csr") @ norm
     if k + 1 < n - 1:
@@ -65,7 +68,7 @@ def lap_pe(g: Graph, k: int, padding: bool = False, return_eigval: bool = False)
     else:  # ARPACK needs k + 1 < n - 1: the dense solver, as DGL falls back to it
         values, vectors = np.linalg.eig(laplacian.toarray())
         found = min(n - 1, k)
-        smallest = np.argpartition(values, found)[:found + 1]
+        smallest = np.argpartition(values, found)[: found + 1]
         order = smallest[values[smallest].argsort()][1:]
     eigvals = torch.as_tensor(values[order].real, dtype=torch.float32)
     signs = 2 * (np.random.rand(found) > 0.5) - 1.0
@@ -89,8 +92,10 @@ def svd_pe(g: Graph, k: int, padding: bool = False, random_flip: bool = True) ->
     _homogeneous(g, "svd_pe")
     n = g.num_nodes()
     if not padding and n < k:
-        raise ValueError(f"svd_pe: the number of singular values k must be no greater than the number of nodes "
-                         f"n, but got {k} and {n} respectively")
+        raise ValueError(
+            f"svd_pe: the number of singular values k must be no greater than the number of nodes "
+            f"n, but got {k} and {n} respectively"
+        )
     u, s, vh = scipy.linalg.svd(g.adj_external(scipy_fmt="coo").toarray())
     m = min(n, k)
     scale = np.sqrt(s[:m])

@@ -2,6 +2,7 @@
 matrices (``Graph.has_nodes``, ``has_edges_between``, ``predecessors``, ``successors``, ``adj_external``,
 ``inc``, ``adj``, ``adj_tensors``). Ids come back in the graph's ``idtype``; a scalar argument gives a
 scalar answer, as in DGL."""
+
 from __future__ import annotations
 
 import numbers
@@ -67,8 +68,9 @@ def adj_external(g, transpose: bool = False, ctx="cpu", scipy_fmt=None, etype=No
     if transpose:
         src, dst, shape = dst, src, shape[::-1]
     if scipy_fmt is None:
-        return torch.sparse_coo_tensor(torch.stack([src, dst]), torch.ones(src.numel()), shape,
-                                       device=torch.device(ctx), check_invariants=True)
+        return torch.sparse_coo_tensor(
+            torch.stack([src, dst]), torch.ones(src.numel()), shape, device=torch.device(ctx), check_invariants=True
+        )
     if scipy_fmt not in ("coo", "csr"):
         raise ValueError(f"adj_external: scipy_fmt must be 'coo' or 'csr', got {scipy_fmt!r}")
     import scipy.sparse as sp
@@ -99,8 +101,9 @@ def inc(g, typestr: str, ctx="cpu", etype=None) -> torch.Tensor:
         n = g.num_nodes(key[0])
     else:
         raise ValueError(f"inc: typestr must be 'in', 'out' or 'both', got {typestr!r}")
-    return torch.sparse_coo_tensor(torch.stack([rows, eid]), values, (n, src.numel()), device=device,
-                                   check_invariants=True)
+    return torch.sparse_coo_tensor(
+        torch.stack([rows, eid]), values, (n, src.numel()), device=device, check_invariants=True
+    )
 
 
 def adj_tensors(g, fmt: str, etype=None) -> tuple[torch.Tensor, ...]:

@@ -1,5 +1,6 @@
 """DGL's transforms that renumber a graph's nodes: ``compact_graphs`` (only the nodes edges use) and
 ``reorder_graph`` (a permutation of nodes and edges), with DGL 2.1's orders and features."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -39,16 +40,19 @@ def compact_graphs(graphs, always_preserve=None, copy_ndata: bool = True, copy_e
         raise TypeError("compact_graphs: a block is not compacted (nor is DGL's); compact the graphs it came from")
     for g in graphs[1:]:
         if (g.ntypes, g.idtype, g.device) != (first.ntypes, first.idtype, first.device):
-            raise ValueError("compact_graphs: the graphs must have the same node types (in order), idtype and "
-                             f"device; got {first.ntypes}, {first.idtype}, {first.device} and {g.ntypes}, "
-                             f"{g.idtype}, {g.device}")
+            raise ValueError(
+                "compact_graphs: the graphs must have the same node types (in order), idtype and "
+                f"device; got {first.ntypes}, {first.idtype}, {first.device} and {g.ntypes}, "
+                f"{g.idtype}, {g.device}"
+            )
     if always_preserve is not None and not isinstance(always_preserve, Mapping):
         if len(first.ntypes) > 1:
             raise ValueError("compact_graphs: give always_preserve as a dict by node type when there are several")
         always_preserve = {first.ntypes[0]: always_preserve}
     preserve = {first.ntype_id(t): _as_tensor(ids, first.device) for t, ids in (always_preserve or {}).items()}
-    arrays = [[preserve.get(t, torch.zeros(0, dtype=torch.int64, device=first.device))]
-              for t in range(len(first.ntypes))]
+    arrays = [
+        [preserve.get(t, torch.zeros(0, dtype=torch.int64, device=first.device))] for t in range(len(first.ntypes))
+    ]
     slots = []  # (graph, relation, end, node type) of every array after the preserved ones
     for i, g in enumerate(graphs):
         for r, key in enumerate(g.canonical_etypes):
@@ -94,8 +98,9 @@ def metis_perm(g: Graph, k: int) -> np.ndarray:
     return np.argsort(metis_partition_assignment(g.to("cpu"), k).numpy(), kind="stable")
 
 
-def reorder_graph(g: Graph, node_permute_algo=None, edge_permute_algo: str = "src", store_ids: bool = True,
-                  permute_config=None) -> Graph:
+def reorder_graph(
+    g: Graph, node_permute_algo=None, edge_permute_algo: str = "src", store_ids: bool = True, permute_config=None
+) -> Graph:
     """DGL's ``reorder_graph`` of a homogeneous graph: nodes permuted by ``node_permute_algo`` (None: kept;
     ``'rcmk'``, ``'metis'`` with ``permute_config['k']`` parts, ``'custom'`` with
     ``permute_config['nodes_perm']``), then edges by ``edge_permute_algo`` (``'src'`` or ``'dst'``: sorted
@@ -105,13 +110,18 @@ def reorder_graph(g: Graph, node_permute_algo=None, edge_permute_algo: str = "sr
         raise ValueError("reorder_graph: only a homogeneous graph is reordered (as in DGL)")
     config = permute_config or {}
     if node_permute_algo not in (None, "rcmk", "metis", "custom"):
-        raise ValueError(f"reorder_graph: node_permute_algo must be None, 'rcmk', 'metis' or 'custom', "
-                         f"got {node_permute_algo!r}")
+        raise ValueError(
+            f"reorder_graph: node_permute_algo must be None, 'rcmk', 'metis' or 'custom', got {node_permute_algo!r}"
+        )
     if edge_permute_algo not in ("src", "dst", "custom"):
-        raise ValueError(f"reorder_graph: edge_permute_algo must be 'src', 'dst' or 'custom', got "
-                         f"{edge_permute_algo!r}")
-    for algo, name, needed in ((node_permute_algo, "metis", "k"), (node_permute_algo, "custom", "nodes_perm"),
-                               (edge_permute_algo, "custom", "edges_perm")):
+        raise ValueError(
+            f"reorder_graph: edge_permute_algo must be 'src', 'dst' or 'custom', got {edge_permute_algo!r}"
+        )
+    for algo, name, needed in (
+        (node_permute_algo, "metis", "k"),
+        (node_permute_algo, "custom", "nodes_perm"),
+        (edge_permute_algo, "custom", "edges_perm"),
+    ):
         if algo == name and needed not in config:
             raise ValueError(f"reorder_graph: {name!r} needs permute_config[{needed!r}]")
     n = g.num_nodes()
@@ -123,8 +133,11 @@ def reorder_graph(g: Graph, node_permute_algo=None, edge_permute_algo: str = "sr
             raise ValueError(f"reorder_graph: nodes_perm has {perm.numel()} ids for {n} nodes")
     else:
         perm = _as_tensor(rcmk_perm(g) if node_permute_algo == "rcmk" else metis_perm(g, config["k"]), g.device)
-    eids = node_subgraph(g, perm, store_ids=True).edata[ID].long() if node_permute_algo else \
-        torch.arange(g.num_edges(), device=g.device)
+    eids = (
+        node_subgraph(g, perm, store_ids=True).edata[ID].long()
+        if node_permute_algo
+        else torch.arange(g.num_edges(), device=g.device)
+    )
     new_id = torch.empty_like(perm)
     new_id[perm] = torch.arange(n, device=g.device)
     src, dst = (new_id[t.long()] for t in g.find_edges())

@@ -7,6 +7,7 @@ view: its features are the parent's per-type features (a write through the slice
 parent, and the other way round), and its message passing is the parent's on that relation
 (``etype=`` the relation), so it runs compiled like any relation call.
 """
+
 from __future__ import annotations
 
 import torch
@@ -91,8 +92,10 @@ class RelationGraph:
         names it."""
         end = self.canonical_etype[slot]
         if ntype is not None and ntype != end:
-            raise KeyError(f"node type {ntype!r} is not the {'source' if slot == 0 else 'destination'} type "
-                           f"of relation {self.canonical_etype}")
+            raise KeyError(
+                f"node type {ntype!r} is not the {'source' if slot == 0 else 'destination'} type "
+                f"of relation {self.canonical_etype}"
+            )
         return end
 
     def num_src_nodes(self, ntype=None) -> int:
@@ -147,7 +150,7 @@ class RelationGraph:
 
     # ------------------------------------------------------------ structure
     @property
-    def edges(self) -> "_RelationEdges":
+    def edges(self) -> _RelationEdges:
         """DGL's ``edges``: ``edges(form, order)`` the edges (local ids) and ``edges[...].data`` their features."""
         return _RelationEdges(self)
 
@@ -157,7 +160,7 @@ class RelationGraph:
     def to_canonical_etype(self, etype) -> tuple[str, str, str]:
         return self._own(etype)
 
-    def __getitem__(self, etype) -> "RelationGraph":
+    def __getitem__(self, etype) -> RelationGraph:
         """The slice itself, for its own relation (DGL's ``g[etype][etype]``)."""
         self._own(etype)
         return self
@@ -223,8 +226,10 @@ class RelationGraph:
         self.parent.push(u, message, reduce, update, self._own(etype), **dgl_kwargs)
 
     def __repr__(self) -> str:
-        return (f"RelationGraph({self.canonical_etype}, num_src_nodes={self.num_src_nodes()}, "
-                f"num_dst_nodes={self.num_dst_nodes()}, num_edges={self.num_edges()})")
+        return (
+            f"RelationGraph({self.canonical_etype}, num_src_nodes={self.num_src_nodes()}, "
+            f"num_dst_nodes={self.num_dst_nodes()}, num_edges={self.num_edges()})"
+        )
 
 
 class _RelationEdges:

@@ -1,4 +1,5 @@
 """DGL's ``shortest_dist``: unweighted shortest distances (and paths, as edge ids) along edge directions."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,11 +22,11 @@ def shortest_dist(g: Graph, root=None, return_paths: bool = False):
         raise ValueError("shortest_dist: the graph must be homogeneous (as DGL's)")
     adj = g.adj_external(scipy_fmt="csr")
     if root is None:
-        dist, pred = scipy.sparse.csgraph.shortest_path(adj, directed=True, unweighted=True,
-                                                         return_predecessors=True)
+        dist, pred = scipy.sparse.csgraph.shortest_path(adj, directed=True, unweighted=True, return_predecessors=True)
     else:
-        dist, pred = scipy.sparse.csgraph.dijkstra(adj, directed=True, indices=int(root), unweighted=True,
-                                                   return_predecessors=True)
+        dist, pred = scipy.sparse.csgraph.dijkstra(
+            adj, directed=True, indices=int(root), unweighted=True, return_predecessors=True
+        )
         dist, pred = dist[None], pred[None]
     reachable = ~np.isinf(dist)
     hops = np.where(reachable, dist, -1).astype(np.int64)
@@ -38,7 +39,7 @@ def shortest_dist(g: Graph, root=None, return_paths: bool = False):
     for row, source in enumerate(sources):
         for target in np.nonzero(pred[row] >= 0)[0]:
             nodes = _walk_back(pred[row], source, int(target))
-            paths[row, target, :len(nodes) - 1] = g.edge_ids(nodes[:-1], nodes[1:]).long().numpy()
+            paths[row, target, : len(nodes) - 1] = g.edge_ids(nodes[:-1], nodes[1:]).long().numpy()
     return out, torch.from_numpy(paths if root is None else paths[0]).to(g.device)
 
 

@@ -19,6 +19,7 @@ the destination rows are theirs, other rows never read) and
 one-node-set view: a write sets both sides, a read gives the destination
 side's rows where it has the feature and the source side's elsewhere).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
@@ -70,7 +71,7 @@ class SidedStore(TypedStore):
         gives both frames the parent's features."""
         for t in range(len(self.names)):
             for key in self.typed_keys(t):
-                self.dst.set_typed(key, t, self.get_typed(key, t)[:self.dst.counts[t]])
+                self.dst.set_typed(key, t, self.get_typed(key, t)[: self.dst.counts[t]])
 
     # ------------------------------------------------------- both sides
     def rows(self, key: str, t: int | None) -> torch.Tensor:
@@ -90,8 +91,11 @@ class SidedStore(TypedStore):
             source = None
         if source is not None and all(_leads(v, source, self.offsets[u] - start) for u, v in ends.items()):
             return source
-        base = source if source is not None else like.new_zeros(
-            (self.node_offsets[types[-1] + 1] - start,) + tuple(like.shape[1:]))
+        base = (
+            source
+            if source is not None
+            else like.new_zeros((self.node_offsets[types[-1] + 1] - start,) + tuple(like.shape[1:]))
+        )
         pieces = []
         for u in types:
             lo, hi = self.node_offsets[u] - start, self.node_offsets[u + 1] - start
@@ -99,7 +103,7 @@ class SidedStore(TypedStore):
             if head is None:
                 pieces.append(base[lo:hi])
                 continue
-            pieces += [head.to(base.dtype), base[lo + head.shape[0]:hi]]
+            pieces += [head.to(base.dtype), base[lo + head.shape[0] : hi]]
         return torch.cat(pieces)
 
     def sides_agree(self, key: str) -> bool:
@@ -109,7 +113,9 @@ class SidedStore(TypedStore):
         source = None if self.short else self._source(key, None)
         return source is not None and all(
             key in self.dst.typed_keys(t) and _leads(self.dst.get_typed(key, t), source, self.offsets[t])
-            for t in range(len(self.names)) if self.dst.counts[t])
+            for t in range(len(self.names))
+            if self.dst.counts[t]
+        )
 
     def _source(self, key: str, t: int | None):
         try:
@@ -133,8 +139,10 @@ class SidedStore(TypedStore):
             return rows
         pieces, start = [], 0
         for u in types:
-            pieces += [rows[start:start + self.counts[u]],
-                       rows.new_zeros((self.node_counts[u] - self.counts[u],) + tuple(rows.shape[1:]))]
+            pieces += [
+                rows[start : start + self.counts[u]],
+                rows.new_zeros((self.node_counts[u] - self.counts[u],) + tuple(rows.shape[1:])),
+            ]
             start += self.counts[u]
         return torch.cat(pieces)
 
@@ -143,9 +151,11 @@ class SidedStore(TypedStore):
         destination rows on the destination side (slices of ``value``). A block with fewer source nodes than
         node rows has no one node set: ValueError for a write to both sides."""
         if self.short and "src" in sides:
-            raise ValueError(f"node feature {key!r}: this block's source and destination nodes are separate "
-                             "node sets (some type has more destination than source nodes); write srcdata and "
-                             "dstdata")
+            raise ValueError(
+                f"node feature {key!r}: this block's source and destination nodes are separate "
+                "node sets (some type has more destination than source nodes); write srcdata and "
+                "dstdata"
+            )
         rows = self.node_offsets[-1] if t is None else self.node_counts[t]
         if value.shape[0] != rows:
             raise ValueError(f"node feature {key!r} has {value.shape[0]} rows; expected one per node ({rows})")
@@ -157,7 +167,7 @@ class SidedStore(TypedStore):
         start = 0 if t is None else self.node_offsets[t]
         for u in range(len(self.names)) if t is None else [t]:
             lo = self.node_offsets[u] - start
-            self.dst.set_typed(key, u, value[lo:lo + self.dst.counts[u]])
+            self.dst.set_typed(key, u, value[lo : lo + self.dst.counts[u]])
 
     def keys_of(self, t: int | None, sides=("src", "dst")) -> list[str]:
         """Features of type ``t`` (of every node when None) on ``sides``, source side first."""
@@ -179,8 +189,12 @@ class SidedStore(TypedStore):
 
 def _leads(head: torch.Tensor, whole: torch.Tensor, row: int) -> bool:
     """Whether ``head`` is the view of ``whole``'s rows from ``row`` on (its destination rows as set)."""
-    return (head.device == whole.device and head.dtype == whole.dtype and head.stride() == whole.stride()
-            and head.data_ptr() == whole.data_ptr() + row * whole.stride(0) * whole.element_size())
+    return (
+        head.device == whole.device
+        and head.dtype == whole.dtype
+        and head.stride() == whole.stride()
+        and head.data_ptr() == whole.data_ptr() + row * whole.stride(0) * whole.element_size()
+    )
 
 
 class NodeSet(MutableMapping):
@@ -258,6 +272,8 @@ class SourceRows(Mapping):
 
 def _tensor(key, value) -> torch.Tensor:
     if not isinstance(value, torch.Tensor) or value.dim() == 0:
-        raise ValueError(f"node feature {key!r} must be a tensor with a row per node, got "
-                         f"{type(value).__name__ if not isinstance(value, torch.Tensor) else 'a scalar'}")
+        raise ValueError(
+            f"node feature {key!r} must be a tensor with a row per node, got "
+            f"{type(value).__name__ if not isinstance(value, torch.Tensor) else 'a scalar'}"
+        )
     return value

@@ -4,6 +4,7 @@ DGL keeps each relation in up to three formats (COO, CSR, CSC), makes the others
 restrict a graph to some of them (``g.formats('csr')``). gnnc keeps a graph's edges as COO and builds the
 compressed structures its kernels need itself: there is no format to choose.
 """
+
 from __future__ import annotations
 
 _HELD = {"created": ["coo"], "not created": ["csr", "csc"]}
@@ -14,6 +15,8 @@ def query(formats=None) -> dict:
     compressed forms built when a kernel needs them). Naming formats (DGL's switch) raises
     NotImplementedError saying so."""
     if formats is not None:
-        raise NotImplementedError(f"g.formats({formats!r}): gnnc has no sparse-format switch (it builds the "
-                                  "structures its kernels need itself); drop the call and use the graph as it is")
+        raise NotImplementedError(
+            f"g.formats({formats!r}): gnnc has no sparse-format switch (it builds the "
+            "structures its kernels need itself); drop the call and use the graph as it is"
+        )
     return {kind: list(names) for kind, names in _HELD.items()}

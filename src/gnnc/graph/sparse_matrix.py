@@ -1,5 +1,6 @@
 """``SparseMatrix``: the COO matrix DGL's ``g.adj()`` returns (the part of ``dgl.sparse.SparseMatrix`` that
 code reading an adjacency uses)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

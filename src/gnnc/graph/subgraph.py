@@ -23,6 +23,7 @@ orders are DGL's:
   ``node_subgraph``.
 - ``to_block``: see :func:`to_block`.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -146,8 +147,9 @@ def _empty(g: Graph) -> torch.Tensor:
 
 def _refuse_block(g, call: str) -> None:
     if getattr(g, "is_block", False):  # a relation slice is not a block
-        raise TypeError(f"{call}: a block's subgraph is not taken (nor is DGL's); take it from the graph the "
-                        "block was made from")
+        raise TypeError(
+            f"{call}: a block's subgraph is not taken (nor is DGL's); take it from the graph the block was made from"
+        )
 
 
 def _output(sub: Graph, output_device):
@@ -155,8 +157,7 @@ def _output(sub: Graph, output_device):
 
 
 # -------------------------------------------------------------------- functions
-def node_subgraph(g: Graph, nodes, *, relabel_nodes: bool = True, store_ids: bool = True,
-                  output_device=None) -> Graph:
+def node_subgraph(g: Graph, nodes, *, relabel_nodes: bool = True, store_ids: bool = True, output_device=None) -> Graph:
     """DGL's ``node_subgraph``: the edges of every relation whose two ends are among ``nodes``; with
     ``relabel_nodes`` only those nodes, in the order given (``ndata['_ID']`` their parent ids)."""
     _refuse_block(g, "node_subgraph")
@@ -178,8 +179,7 @@ def node_subgraph(g: Graph, nodes, *, relabel_nodes: bool = True, store_ids: boo
     return _output(gathered_graph(g, kept, edges, relations, store_ids), output_device)
 
 
-def edge_subgraph(g: Graph, edges, *, relabel_nodes: bool = True, store_ids: bool = True,
-                  output_device=None) -> Graph:
+def edge_subgraph(g: Graph, edges, *, relabel_nodes: bool = True, store_ids: bool = True, output_device=None) -> Graph:
     """DGL's ``edge_subgraph``: the given edges of each relation (none of a relation not named), in the order
     given; with ``relabel_nodes`` only their end nodes (see the module for the order)."""
     if relabel_nodes:
@@ -190,15 +190,13 @@ def edge_subgraph(g: Graph, edges, *, relabel_nodes: bool = True, store_ids: boo
     return _output(_from_edges(g, edges, relabel_nodes, store_ids), output_device)
 
 
-def in_subgraph(g: Graph, nodes, *, relabel_nodes: bool = False, store_ids: bool = True,
-                output_device=None) -> Graph:
+def in_subgraph(g: Graph, nodes, *, relabel_nodes: bool = False, store_ids: bool = True, output_device=None) -> Graph:
     """DGL's ``in_subgraph``: every in-edge of ``nodes``, of every relation; all the parent's nodes unless
     ``relabel_nodes`` (then the kept edges' ends)."""
     return _output(_edges_at(g, nodes, 1, relabel_nodes, store_ids, "in_subgraph"), output_device)
 
 
-def out_subgraph(g: Graph, nodes, *, relabel_nodes: bool = False, store_ids: bool = True,
-                 output_device=None) -> Graph:
+def out_subgraph(g: Graph, nodes, *, relabel_nodes: bool = False, store_ids: bool = True, output_device=None) -> Graph:
     """DGL's ``out_subgraph``: every out-edge of ``nodes``, as :func:`in_subgraph`."""
     return _output(_edges_at(g, nodes, 0, relabel_nodes, store_ids, "out_subgraph"), output_device)
 
@@ -219,16 +217,18 @@ def _edges_at(g: Graph, nodes, end: int, relabel_nodes: bool, store_ids: bool, c
     return _from_edges(g, edges, relabel_nodes, store_ids)
 
 
-def khop_in_subgraph(g: Graph, nodes, k: int, *, relabel_nodes: bool = True, store_ids: bool = True,
-                     output_device=None):
+def khop_in_subgraph(
+    g: Graph, nodes, k: int, *, relabel_nodes: bool = True, store_ids: bool = True, output_device=None
+):
     """DGL's ``khop_in_subgraph``: the node subgraph of ``nodes`` and every node with a path of at most ``k``
     edges into them (sorted by id). With ``relabel_nodes``, returns (subgraph, the seeds' new ids), the ids in
     the form ``nodes`` took (a dict for a dict)."""
     return _khop(g, nodes, k, 1, relabel_nodes, store_ids, output_device, "khop_in_subgraph")
 
 
-def khop_out_subgraph(g: Graph, nodes, k: int, *, relabel_nodes: bool = True, store_ids: bool = True,
-                      output_device=None):
+def khop_out_subgraph(
+    g: Graph, nodes, k: int, *, relabel_nodes: bool = True, store_ids: bool = True, output_device=None
+):
     """DGL's ``khop_out_subgraph``: as :func:`khop_in_subgraph` along out-edges."""
     return _khop(g, nodes, k, 0, relabel_nodes, store_ids, output_device, "khop_out_subgraph")
 
@@ -257,7 +257,7 @@ def _khop(g: Graph, nodes, k: int, toward: int, relabel_nodes, store_ids, output
     sub = _output(node_subgraph(g, kept, relabel_nodes=relabel_nodes, store_ids=store_ids), output_device)
     if not relabel_nodes:
         return sub
-    moved = {t: inverse[t][:ids.numel()].to(sub.device) for t, ids in seeds.items()}
+    moved = {t: inverse[t][: ids.numel()].to(sub.device) for t, ids in seeds.items()}
     if isinstance(nodes, dict):
         return sub, {g.ntypes[t]: ids for t, ids in moved.items()}
     return sub, next(iter(moved.values()))
@@ -350,21 +350,28 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
             sources.append(first_seen([dst[t]] * include_dst_in_src + from_edges, g.device)[0])
             continue
         ids = given.get(t, _empty(g))
-        if include_dst_in_src and not torch.equal(ids[:dst[t].numel()], dst[t]):
-            raise ValueError(f"to_block: src_nodes[{g.ntypes[t]!r}] must start with that type's destination "
-                             "nodes, in their order")
+        if include_dst_in_src and not torch.equal(ids[: dst[t].numel()], dst[t]):
+            raise ValueError(
+                f"to_block: src_nodes[{g.ntypes[t]!r}] must start with that type's destination nodes, in their order"
+            )
         sources.append(ids)
     relations = []
     for (src, d), key in zip(ends, g.canonical_etypes):
         s_t, d_t = g.ntype_id(key[0]), g.ntype_id(key[2])
-        relations.append((_local(sources[s_t], src, g.num_nodes(key[0]), key, "source", "src_nodes"),
-                          _local(dst[d_t], d, g.num_nodes(key[2]), key, "destination", "dst_nodes")))
+        relations.append(
+            (
+                _local(sources[s_t], src, g.num_nodes(key[0]), key, "source", "src_nodes"),
+                _local(dst[d_t], d, g.num_nodes(key[2]), key, "destination", "dst_nodes"),
+            )
+        )
     if not include_dst_in_src:
         return gathered_block(g, sources, dst, edges, relations)
     offsets = torch.tensor(g.index.ntype_offsets[:n_types], device=g.device)
-    block = {"src_ids": torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
-             "num_dst_per_type": [ids.numel() for ids in dst],
-             "parent_eids": torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)])}
+    block = {
+        "src_ids": torch.cat([ids + offsets[t] for t, ids in enumerate(sources)]),
+        "num_dst_per_type": [ids.numel() for ids in dst],
+        "parent_eids": torch.cat([e + g.index.rel_offsets[r] for r, e in enumerate(edges)]),
+    }
     out = gathered_graph(g, sources, edges, relations, True, Block, **block)
     out._nstore.share_destination_rows()
     return out
@@ -375,6 +382,8 @@ def _local(nodes: torch.Tensor, ends: torch.Tensor, count: int, key, side: str, 
     pos = _positions(nodes, count).index_select(0, ends)
     if bool((pos < 0).any()):
         missing = int(ends[torch.nonzero(pos < 0)[0]])
-        raise ValueError(f"to_block: relation {key} has an edge whose {side} node {missing} is not among "
-                         f"{argument}; {argument} must hold every {side} of the relation's edges")
+        raise ValueError(
+            f"to_block: relation {key} has an edge whose {side} node {missing} is not among "
+            f"{argument}; {argument} must hold every {side} of the relation's edges"
+        )
     return pos

@@ -8,6 +8,7 @@ writes them into its argument and returns it, as DGL's do. The randomised
 ones (``NodeShuffle``, ``DropNode``, ``DropEdge``, ``AddEdge``, ``FeatMask``)
 draw from torch's generator.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -51,8 +52,7 @@ __all__ = [
 def _rebuild(g: Graph, relations: dict, copy_edata: bool = True) -> Graph:
     """A graph of ``relations`` ``{canonical key: (src, dst)}`` over ``g``'s node types and counts, in its
     idtype and device, with ``g``'s node features and (``copy_edata``) those of its relations still present."""
-    out = heterograph(relations, num_nodes_dict={t: g.num_nodes(t) for t in g.ntypes}, idtype=g.idtype,
-                      device=g.device)
+    out = heterograph(relations, num_nodes_dict={t: g.num_nodes(t) for t in g.ntypes}, idtype=g.idtype, device=g.device)
     for ntype in g.ntypes:
         out.nodes[ntype].data.update(g.nodes[ntype].data)
     if copy_edata:
@@ -96,8 +96,10 @@ class RowFeatNormalizer(BaseTransform):
         return feat.div_(feat.sum(dim=-1, keepdim=True).clamp_(min=1.0))
 
     def __call__(self, g):
-        for space, types, names in ((g.nodes, g.ntypes, self.node_feat_names),
-                                    (g.edges, g.canonical_etypes, self.edge_feat_names)):
+        for space, types, names in (
+            (g.nodes, g.ntypes, self.node_feat_names),
+            (g.edges, g.canonical_etypes, self.edge_feat_names),
+        ):
             for _, name, data in _type_features(space, types, names):
                 data[name] = self._normalize(data[name])
         return g
@@ -116,8 +118,10 @@ class FeatMask(BaseTransform):
     def __call__(self, g):
         if self.p == 0:
             return g
-        for space, types, names in ((g.nodes, g.ntypes, self.node_feat_names),
-                                    (g.edges, g.canonical_etypes, self.edge_feat_names)):
+        for space, types, names in (
+            (g.nodes, g.ntypes, self.node_feat_names),
+            (g.edges, g.canonical_etypes, self.edge_feat_names),
+        ):
             for _, name, data in _type_features(space, types, names):
                 feat = data[name]
                 feat[:, self.dist.sample(torch.Size([feat.shape[-1]])).bool().to(feat.device)] = 0
@@ -309,8 +313,7 @@ class GCNNorm(BaseTransform):
         self.eweight_name = eweight_name
 
     def __call__(self, g):
-        weights = {key: diffusion.gcn_norm(g, key, self.eweight_name)
-                   for key in g.canonical_etypes if key[0] == key[2]}
+        weights = {key: diffusion.gcn_norm(g, key, self.eweight_name) for key in g.canonical_etypes if key[0] == key[2]}
         for key, weight in weights.items():
             g.edges[key].data[self.eweight_name] = weight
         return g
@@ -424,8 +427,9 @@ class AddEdge(BaseTransform):
         g = g.clone()
         for key in g.canonical_etypes:
             count = int(g.num_edges(key) * self.ratio)
-            src, dst = (torch.randint(0, g.num_nodes(t), (count,), dtype=g.idtype, device=g.device)
-                        for t in (key[0], key[2]))
+            src, dst = (
+                torch.randint(0, g.num_nodes(t), (count,), dtype=g.idtype, device=g.device) for t in (key[0], key[2])
+            )
             g.add_edges(src, dst, etype=key)
         return g
 
@@ -434,17 +438,20 @@ class SIGNDiffusion(BaseTransform):
     """Writes :func:`gnnc.graph.diffusion.sign_diffusion`'s ``k`` features of ``in_feat_name`` as node features
     ``out_feat_name_1`` ... ``out_feat_name_k``. In place."""
 
-    def __init__(self, k, in_feat_name="feat", out_feat_name="out_feat", eweight_name=None, diffuse_op="raw",
-                 alpha=0.2):
+    def __init__(
+        self, k, in_feat_name="feat", out_feat_name="out_feat", eweight_name=None, diffuse_op="raw", alpha=0.2
+    ):
         if diffuse_op not in diffusion.SIGN_OPS:
-            raise ValueError(f"SIGNDiffusion: expect diffuse_op to be from {list(diffusion.SIGN_OPS)}, "
-                             f"got {diffuse_op!r}")
+            raise ValueError(
+                f"SIGNDiffusion: expect diffuse_op to be from {list(diffusion.SIGN_OPS)}, got {diffuse_op!r}"
+            )
         self.k, self.in_feat_name, self.out_feat_name = k, in_feat_name, out_feat_name
         self.eweight_name, self.diffuse_op, self.alpha = eweight_name, diffuse_op, alpha
 
     def __call__(self, g):
-        feats = diffusion.sign_diffusion(g, self.k, g.ndata[self.in_feat_name], self.eweight_name,
-                                         self.diffuse_op, self.alpha)
+        feats = diffusion.sign_diffusion(
+            g, self.k, g.ndata[self.in_feat_name], self.eweight_name, self.diffuse_op, self.alpha
+        )
         for i, feat in enumerate(feats, 1):
             g.ndata[f"{self.out_feat_name}_{i}"] = feat
         return g
@@ -458,9 +465,12 @@ class ToLevi(BaseTransform):
     def __call__(self, g):
         src, dst = g.edges()
         eids = g.edges(form="eid")
-        out = heterograph({("node", "n2e", "edge"): (src, eids), ("edge", "e2n", "node"): (eids, dst)},
-                          num_nodes_dict={"node": g.num_nodes(), "edge": g.num_edges()}, idtype=g.idtype,
-                          device=g.device)
+        out = heterograph(
+            {("node", "n2e", "edge"): (src, eids), ("edge", "e2n", "node"): (eids, dst)},
+            num_nodes_dict={"node": g.num_nodes(), "edge": g.num_edges()},
+            idtype=g.idtype,
+            device=g.device,
+        )
         out.nodes["node"].data.update(g.ndata)
         out.nodes["edge"].data.update(g.edata)
         return out

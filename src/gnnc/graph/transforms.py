@@ -4,6 +4,7 @@ returns a new graph and leaves its argument as it was.
 A new graph is the argument's clone (its feature tensors, shared) mutated
 in place by the ``Graph`` method of the same name (``gnnc.graph.mutation``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -86,5 +87,6 @@ def _in_edge_reduction(values: torch.Tensor, dst: torch.Tensor, num_nodes: int, 
     """Per node, ``how`` of the rows of ``values`` (one per edge) whose edge ends there; 0 for no edge."""
     out = values.new_zeros((num_nodes,) + tuple(values.shape[1:]))
     index = dst.reshape((-1,) + (1,) * (values.dim() - 1)).expand_as(values)
-    return out.scatter_reduce(0, index, values, {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[how],
-                              include_self=False)
+    return out.scatter_reduce(
+        0, index, values, {"sum": "sum", "mean": "mean", "max": "amax", "min": "amin"}[how], include_self=False
+    )

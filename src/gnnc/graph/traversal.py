@@ -5,6 +5,7 @@ in-edges instead of out-edges). Edges of a node are visited in edge-id order; wi
 edges are in the order they were reached. DFS from several sources (one per connected component, as DGL
 asks) merges their i-th steps into the i-th frontier.
 """
+
 from __future__ import annotations
 
 import torch
@@ -91,8 +92,14 @@ def topological_nodes_generator(g, reverse: bool = False) -> list[torch.Tensor]:
     return _tensors(layers)
 
 
-def dfs_labeled_edges_generator(g, source, reverse: bool = False, has_reverse_edge: bool = False,
-                                has_nontree_edge: bool = False, return_labels: bool = True):
+def dfs_labeled_edges_generator(
+    g,
+    source,
+    reverse: bool = False,
+    has_reverse_edge: bool = False,
+    has_nontree_edge: bool = False,
+    return_labels: bool = True,
+):
     """DFS edges from each source, one per step: a tree edge when first taken (FORWARD), again when its end is
     finished (REVERSE, with ``has_reverse_edge``), an edge to a node already reached (NONTREE, with
     ``has_nontree_edge``). Returns (edge frontiers, label frontiers), or the edge frontiers alone."""

@@ -1,4 +1,5 @@
 """DGL's derived type names: the relation-name map and the names of combined types."""
+
 from __future__ import annotations
 
 

@@ -4,6 +4,7 @@ Files written before gnnc followed DGL's order list their types by name in
 the order they were written in; rows stored per type in that order (whole
 features, type parameters) are moved with :func:`type_rows`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,5 +20,6 @@ def type_rows(names: list, counts: list[int], order: list) -> torch.Tensor | Non
     for name, count in zip(names, counts):
         starts[name] = (start, int(count))
         start += int(count)
-    return torch.cat([torch.arange(lo, lo + n) for lo, n in (starts[name] for name in order)]
-                     + [torch.zeros(0, dtype=torch.int64)])
+    return torch.cat(
+        [torch.arange(lo, lo + n) for lo, n in (starts[name] for name in order)] + [torch.zeros(0, dtype=torch.int64)]
+    )

@@ -1,4 +1,5 @@
 """Boundary checks for graph construction: ids, lengths, node types."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,8 +30,7 @@ def check_range(ids: torch.Tensor, count: int, what: str, noun: str = "node") ->
     bad = (ids < 0) | (ids >= count)
     if bool(bad.any()):
         pos = int(torch.nonzero(bad)[0])
-        raise ValueError(f"{what}: {noun} id {int(ids[pos])} at position {pos} is out of range "
-                         f"[0, {count})")
+        raise ValueError(f"{what}: {noun} id {int(ids[pos])} at position {pos} is out of range [0, {count})")
 
 
 def canonical_key(key) -> tuple[str, str, str]:

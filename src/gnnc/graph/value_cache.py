@@ -6,6 +6,7 @@ while the tensor holds, bit for bit, what it held when the value was made: the c
 and compares it at every lookup. One sequential read of the tensor per lookup, well below the gathers and
 sorts these values save.
 """
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """What an fx node calls: one classification shared by the tracer and the passes."""
+
 from __future__ import annotations
 
 import torch.fx as fx

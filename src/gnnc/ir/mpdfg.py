@@ -12,6 +12,7 @@ carries ``meta['stage']`` and ``meta['source']`` (UDF line); inference adds
 means exactly what the eager executor does (a reduce UDF runs on degree
 buckets); passes rewrite it into cheaper graphs with the same meaning.
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,7 +61,7 @@ class MPDFG:
     log: list[str] = field(default_factory=list)
     whole_graph: bool = False  # the block is the whole graph: its destination rows are all rows
 
-    def copy(self) -> "MPDFG":
+    def copy(self) -> MPDFG:
         graph = fx.Graph()
         out = graph.graph_copy(self.graph, {})
         graph.output(out)
@@ -163,8 +164,9 @@ class _Builder:
             if space == "data" and key in local:
                 return local[key]
             if space not in _NODE_ACCESS:
-                raise KeyError(f"{stage} function {traced.name} reads nodes.{space}[{key!r}], "
-                               f"which an {stage} function cannot use")
+                raise KeyError(
+                    f"{stage} function {traced.name} reads nodes.{space}[{key!r}], which an {stage} function cannot use"
+                )
             kind, mover = _NODE_ACCESS[space]
             return self.op(mover, (self.input(kind, key, stage),), stage, traced.name)
 
@@ -185,8 +187,10 @@ class _Builder:
             space, key = n.meta["access"]
             if space == "mailbox":
                 if key not in messages:
-                    raise KeyError(f"reduce function {traced.name} reads mailbox[{key!r}] but the "
-                                   f"message function produced {sorted(messages)}")
+                    raise KeyError(
+                        f"reduce function {traced.name} reads mailbox[{key!r}] but the "
+                        f"message function produced {sorted(messages)}"
+                    )
                 kinds.append("mailbox")
                 args.append(messages[key])
             elif space == "data":
@@ -227,8 +231,9 @@ def build_update_all(message: TracedUDF, reduce, update: TracedUDF | None) -> MP
     msgs = b.message(message)
     if isinstance(reduce, BuiltinReduce):
         if reduce.msg not in msgs:
-            raise KeyError(f"reduce {reduce.op}({reduce.msg!r}) found no message {reduce.msg!r}; "
-                           f"messages: {sorted(msgs)}")
+            raise KeyError(
+                f"reduce {reduce.op}({reduce.msg!r}) found no message {reduce.msg!r}; messages: {sorted(msgs)}"
+            )
         reduced = {reduce.out: b.op(ops.segment_reduce, (msgs[reduce.msg], reduce.op), "reduce", reduce.op)}
     else:
         reduced = b.bucketed(reduce, msgs)

@@ -7,6 +7,7 @@ residency; the fused operators are what the fusion passes produce. Kernels
 come from the active backend (``gnnc.backend.kernels()``): the reference
 ``gnnc.backend.torch`` unless the executor selected another.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,7 +68,7 @@ def dst_nodes(ctx, x):
     """Fetch V -> Vd: rows of the block's destination nodes."""
     if ctx.node_lo == 0 and ctx.node_hi == x.shape[0]:
         return x
-    return x[ctx.node_lo:ctx.node_hi]
+    return x[ctx.node_lo : ctx.node_hi]
 
 
 def gather_dst_local(ctx, v):
@@ -156,8 +157,9 @@ def destination_index(ctx, side: str):
 def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
     """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy); ``x_side``
     src_pair: x holds (relation, source) pair rows."""
-    return _kernels().spmm(x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, edge_weight=w, op=op,
-                           reduce=reduce)
+    return _kernels().spmm(
+        x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, edge_weight=w, op=op, reduce=reduce
+    )
 
 
 def _broadcast(shape_a, shape_b) -> tuple[int, ...]:
@@ -178,16 +180,22 @@ def scaled_spmm(ctx, x, w, op: str, reduce: str, src_scale, dst_scale):
     if _row_scale(src_scale, x.shape[0], x.dim(), x) and _row_scale(dst_scale, ctx.num_dst, out_dim, x):
         if dst_scale is not None:  # an unreached row's sum is 0: a zero scale keeps it 0 (an inf one would not)
             dst_scale = torch.where(ctx.has_in_edges.view(dst_scale.shape), dst_scale, 0)
-        return _kernels().scaled_spmm(x, ctx.src, ctx.dst_local, ctx.num_dst, _flat(src_scale), _flat(dst_scale),
-                                      edge_weight=w, reduce=reduce)
+        return _kernels().scaled_spmm(
+            x, ctx.src, ctx.dst_local, ctx.num_dst, _flat(src_scale), _flat(dst_scale), edge_weight=w, reduce=reduce
+        )
     out = spmm(ctx, x if src_scale is None else x * src_scale, w, op, reduce)
     return out if dst_scale is None else zero_unreached(ctx, out * dst_scale)
 
 
 def _row_scale(scale, rows: int, ndim: int, like) -> bool:
     """Whether ``scale`` is None or holds one value per row, shaped to broadcast over ``ndim``-dim rows."""
-    return scale is None or (scale.dim() == ndim and scale.shape[0] == rows and scale.numel() == rows
-                             and scale.dtype == like.dtype and scale.device == like.device)
+    return scale is None or (
+        scale.dim() == ndim
+        and scale.shape[0] == rows
+        and scale.numel() == rows
+        and scale.dtype == like.dtype
+        and scale.device == like.device
+    )
 
 
 def _flat(scale):
@@ -206,8 +214,17 @@ def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, 
     (relation, destination) pair rows (``dst_pair``, read through the pair index)."""
     rows = dst_nodes(ctx, b) if b_side == "dst" else b
     b_index = destination_index(ctx, b_side) if b_side == "dst_pair" else None
-    return _kernels().sddmm_softmax_aggregate(a, rows, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst, op,
-                                              negative_slope=negative_slope, b_index=b_index)
+    return _kernels().sddmm_softmax_aggregate(
+        a,
+        rows,
+        x,
+        source_index(ctx, x_side),
+        ctx.dst_local,
+        ctx.num_dst,
+        op,
+        negative_slope=negative_slope,
+        b_index=b_index,
+    )
 
 
 def ntype_matmul(ctx, x, weight):
@@ -253,8 +270,9 @@ def etype_pair_matmul(ctx, x, weight, side: str = "src"):
     return _kernels().gather_segment_matmul(x, pairs.node, pairs.rel_ptr, weight)
 
 
-def etype_sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, weight, feat,
-                                  rebuild: bool = False):
+def etype_sddmm_softmax_aggregate(
+    ctx, a, b, op: str, b_side: str, negative_slope, x, weight, feat, rebuild: bool = False
+):
     """``sddmm_softmax_aggregate(a, b, op, b_side, negative_slope, z, "src_pair")`` of the pair table
     z = ``etype_pair_matmul(x, weight, "src").view(-1, *feat)`` (RGAT's typed message under its attention).
     With ``rebuild`` (set by the ``recompute`` pass), where a gradient is recorded through it and z is large
@@ -262,15 +280,34 @@ def etype_sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slop
     rebuilt there a part at a time."""
     pairs = ctx.src_pairs
     fused = getattr(_kernels(), "rebuilt_pair_softmax_aggregate", None)
-    if rebuild and fused is not None and torch.is_grad_enabled() and any(t.requires_grad for t in (a, b, x, weight)) \
-            and recompute.worth_rebuilding(pairs.count * math.prod(feat) * x.element_size(), x.device):
+    if (
+        rebuild
+        and fused is not None
+        and torch.is_grad_enabled()
+        and any(t.requires_grad for t in (a, b, x, weight))
+        and recompute.worth_rebuilding(pairs.count * math.prod(feat) * x.element_size(), x.device)
+    ):
         rows = dst_nodes(ctx, b) if b_side == "dst" else b
         b_index = destination_index(ctx, b_side) if b_side == "dst_pair" else None
-        return fused(a, rows, x, weight, pairs.node, pairs.rel_ptr, feat, pairs.edge_pair, ctx.dst_local,
-                     ctx.num_dst, op, negative_slope=negative_slope, b_index=b_index)
+        return fused(
+            a,
+            rows,
+            x,
+            weight,
+            pairs.node,
+            pairs.rel_ptr,
+            feat,
+            pairs.edge_pair,
+            ctx.dst_local,
+            ctx.num_dst,
+            op,
+            negative_slope=negative_slope,
+            b_index=b_index,
+        )
     z = etype_pair_matmul(ctx, x, weight, "src")
-    return sddmm_softmax_aggregate(ctx, a, b, op, b_side, negative_slope, z.view((z.shape[0],) + tuple(feat)),
-                                   "src_pair")
+    return sddmm_softmax_aggregate(
+        ctx, a, b, op, b_side, negative_slope, z.view((z.shape[0],) + tuple(feat)), "src_pair"
+    )
 
 
 def etype_pair_head_matmul(ctx, y, weight, side: str = "src"):
@@ -318,7 +355,9 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
     graph (``cost.choose``: measured under autotune): transformed per (relation, source) pair, then
     aggregated; or, when w is one scalar per edge, aggregated per (relation, destination) pair, then
     transformed and summed per node."""
-    runs = {cost.TRANSFORM_FIRST: lambda: spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")}
+    runs = {
+        cost.TRANSFORM_FIRST: lambda: spmm(ctx, etype_pair_matmul(ctx, x, weight, "src"), w, op, reduce, "src_pair")
+    }
     w_shape = None if w is None else tuple(w.shape)
     if _commutes(w_shape, op):
         runs[cost.AGGREGATE_FIRST] = lambda: _aggregate_then_transform(ctx, x, weight, w, op, reduce)
@@ -330,8 +369,9 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
 def etype_spmm_choice(ctx, k: int, m: int, w_shape, op: str, itemsize: int = 4):
     """(candidates, the cost model's pick) for ``etype_spmm`` on block ``ctx``: x width k, output width m,
     edge weight of shape ``w_shape`` (None with op copy)."""
-    candidates, chosen = cost.typed_aggregation(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), k, m,
-                                                itemsize)
+    candidates, chosen = cost.typed_aggregation(
+        ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), k, m, itemsize
+    )
     return candidates, chosen if _commutes(w_shape, op) else cost.TRANSFORM_FIRST
 
 
@@ -355,6 +395,7 @@ def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
     [R, H, D, D], q [N, H, D] (``q_side`` dst) or destination rows (dst_local) -> [E, H] (HGT's attention).
     The relation matrix is applied per (relation, source) pair to k, or transposed per (relation,
     destination) pair to q, whichever ``cost.typed_dot`` finds cheaper on the graph (``cost.choose``)."""
+
     def by_source():
         kw = etype_pair_head_matmul(ctx, k, weight, "src").squeeze(-2)
         return _kernels().sddmm(kw, ctx.src_pairs.edge_pair, q, destination_index(ctx, q_side), "dot").squeeze(-1)
@@ -374,8 +415,7 @@ def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
 def etype_bilinear_dot_choice(ctx, heads: int, d: int, itemsize: int = 4):
     """(candidates, the cost model's pick) for ``etype_bilinear_dot`` on block ``ctx`` ([D, D] matrices per
     head); destination pairs only where destinations start at node 0 (their rows are node rows)."""
-    candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), heads, d,
-                                        itemsize)
+    candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), heads, d, itemsize)
     return candidates, chosen if ctx.node_lo == 0 else cost.BY_SOURCE
 
 
@@ -448,11 +488,14 @@ def in_place(op: str, a, b, unsaved: bool = False):
     passes an ``a`` that nothing else reads."""
     b_tensor = isinstance(b, torch.Tensor)
     recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
-    recorded_safely = (unsaved and op in ("add", "sub") and not a._is_view()
-                       and not (a.is_leaf and a.requires_grad))
-    if ((recorded and not recorded_safely) or not a.is_contiguous() or torch.result_type(a, b) != a.dtype
-            or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
-            or (b_tensor and (b.device != a.device or _broadcast(a.shape, b.shape) != tuple(a.shape)))):
+    recorded_safely = unsaved and op in ("add", "sub") and not a._is_view() and not (a.is_leaf and a.requires_grad)
+    if (
+        (recorded and not recorded_safely)
+        or not a.is_contiguous()
+        or torch.result_type(a, b) != a.dtype
+        or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
+        or (b_tensor and (b.device != a.device or _broadcast(a.shape, b.shape) != tuple(a.shape)))
+    ):
         return _OUT_OF_PLACE[op](a, b)
     return getattr(a, op + "_")(b)
 
@@ -478,10 +521,23 @@ def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None,
     """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes, Vd or
     destination pairs by ``b_side``; a over nodes or source pairs by ``a_side``), then leaky_relu with
     ``negative_slope`` when given (0: relu)."""
-    return _kernels().sddmm(a, source_index(ctx, a_side), b, destination_index(ctx, b_side), op,
-                            negative_slope=negative_slope)
+    return _kernels().sddmm(
+        a, source_index(ctx, a_side), b, destination_index(ctx, b_side), op, negative_slope=negative_slope
+    )
 
 
 # Primitives whose backends compute in floating point only (integer or bool values run eagerly).
-FLOATING_ONLY = frozenset({segment_reduce, edge_softmax, spmm, scaled_spmm, edge_softmax_aggregate,
-                           sddmm_softmax_aggregate, etype_sddmm_softmax_aggregate, etype_spmm, index_spmm, u_op_v})
+FLOATING_ONLY = frozenset(
+    {
+        segment_reduce,
+        edge_softmax,
+        spmm,
+        scaled_spmm,
+        edge_softmax_aggregate,
+        sddmm_softmax_aggregate,
+        etype_sddmm_softmax_aggregate,
+        etype_spmm,
+        index_spmm,
+        u_op_v,
+    }
+)

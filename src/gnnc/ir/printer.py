@@ -1,4 +1,5 @@
 """Human-readable MP-DFG listings, cost estimates and Graphviz dot."""
+
 from __future__ import annotations
 
 import math
@@ -45,9 +46,11 @@ def format_dfg(dfg: MPDFG) -> str:
             continue
         shape = n.meta.get("shape")
         shape_s = "x".join(str(d) for d in shape) if shape is not None else "-"
-        lines.append(f"  %{n.name:<22} {_label(n):<28} ({_arg_names(n)})".ljust(90)
-                     + f" {n.meta.get('res', '?'):<2} {n.meta.get('move', '?'):<24} {shape_s:<16}"
-                     + f" {_short(n.meta.get('source', ''))}")
+        lines.append(
+            f"  %{n.name:<22} {_label(n):<28} ({_arg_names(n)})".ljust(90)
+            + f" {n.meta.get('res', '?'):<2} {n.meta.get('move', '?'):<24} {shape_s:<16}"
+            + f" {_short(n.meta.get('source', ''))}"
+        )
     return "\n".join(lines)
 
 
@@ -83,9 +86,18 @@ def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
     return 1
 
 
-_TYPED_MATMULS = {ops.ntype_matmul: 1, ops.dst_ntype_matmul: 1, ops.etype_gather_matmul: 1,
-                  ops.etype_gather_head_matmul: 1, ops.etype_pair_matmul: 1, ops.etype_pair_head_matmul: 1,
-                  ops.etype_spmm: 1, ops.index_spmm: 1, ops.index_gather_matmul: 1, ops.index_matmul: 0}
+_TYPED_MATMULS = {
+    ops.ntype_matmul: 1,
+    ops.dst_ntype_matmul: 1,
+    ops.etype_gather_matmul: 1,
+    ops.etype_gather_head_matmul: 1,
+    ops.etype_pair_matmul: 1,
+    ops.etype_pair_head_matmul: 1,
+    ops.etype_spmm: 1,
+    ops.index_spmm: 1,
+    ops.index_gather_matmul: 1,
+    ops.index_matmul: 0,
+}
 
 
 def cost_choices(dfg: MPDFG, ctx) -> list[str]:
@@ -96,8 +108,7 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
         if n.op != "call_function" or n.target not in _CHOICES:
             continue
         block = n.args[0]  # the plan's context, or a block regrouped by a type feature (``passes.retype``)
-        ctx = outer.last_retyped() or outer if block.op != "placeholder" or block.meta["input"][0] != "ctx" \
-            else outer
+        ctx = outer.last_retyped() or outer if block.op != "placeholder" or block.meta["input"][0] != "ctx" else outer
         k = _contracted(n) if n.target in _TYPED_MATMULS or n.target in _PAIR_TABLE_INPUT else 0
         m = n.meta.get("shape", (0, 0))[-1]
         itemsize = torch.empty((), dtype=n.meta.get("dtype", torch.float32)).element_size()
@@ -113,13 +124,17 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
             tuned = {v for key, v in ctx.__dict__.get("_autotuned", {}).items() if key[0] == n.target.__name__}
             chosen = tuned.pop() if len(tuned) == 1 else chosen  # autotune measured it on this graph
         else:
-            side = "src" if n.target in _PAIR_TABLE_INPUT else n.kwargs.get("side", n.args[3] if len(n.args) > 3
-                                                                            else "src")
+            side = (
+                "src"
+                if n.target in _PAIR_TABLE_INPUT
+                else n.kwargs.get("side", n.args[3] if len(n.args) > 3 else "src")
+            )
             pairs = f"{ctx.pairs(side).unique:,} ({side}) pairs"
             width = math.prod(n.meta.get("pair_table", n.meta.get("shape", (0, 1)))[1:])
             candidates, chosen = cost.pair_table(ctx.num_edges, ctx.pairs(side).unique, k, width, itemsize)
-        lines += cost.describe(f"%{n.name} ({n.meta.get('source')}) on {ctx.num_edges:,} edges, {pairs}",
-                               candidates, chosen)
+        lines += cost.describe(
+            f"%{n.name} ({n.meta.get('source')}) on {ctx.num_edges:,} edges, {pairs}", candidates, chosen
+        )
     return lines
 
 
@@ -129,16 +144,28 @@ def _contracted(n: fx.Node) -> int:
     return shape[-1] if shape else 0
 
 
-_CHOICES = (ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.etype_spmm, ops.etype_bilinear_dot,
-            ops.etype_sddmm_softmax_aggregate)
+_CHOICES = (
+    ops.etype_pair_matmul,
+    ops.etype_pair_head_matmul,
+    ops.etype_spmm,
+    ops.etype_bilinear_dot,
+    ops.etype_sddmm_softmax_aggregate,
+)
 # Fused operators computing a pair table of their own: the position of the x its typed linear reads.
 _PAIR_TABLE_INPUT = {ops.etype_sddmm_softmax_aggregate: 6}
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:
     """Graphviz dot text of the graph, nodes coloured by residency."""
-    colours = {"V": "lightblue", "E": "lightsalmon", "A": "palegreen", "R": "plum", "S": "lightgrey",
-               "Ps": "khaki", "Pd": "khaki"}
+    colours = {
+        "V": "lightblue",
+        "E": "lightsalmon",
+        "A": "palegreen",
+        "R": "plum",
+        "S": "lightgrey",
+        "Ps": "khaki",
+        "Pd": "khaki",
+    }
     lines = [f'digraph "{title}" {{', "  rankdir=TB;", "  node [shape=box, style=filled];"]
     for n in dfg.graph.nodes:
         if n.op == "output" or n.meta.get("input", (None,))[0] == "ctx":

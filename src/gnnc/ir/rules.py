@@ -20,6 +20,7 @@ a row's position (``torch.arange(h.shape[0])``), it is rejected. Unknown
 operators make inference fail too; the caller falls back to eager and names
 the operator. ``register_rule`` adds operators.
 """
+
 from __future__ import annotations
 
 import operator
@@ -92,45 +93,276 @@ GRAPH_OPS = {
 }
 
 _ROW_WISE_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.pow,
-    operator.matmul, operator.floordiv, operator.mod, operator.lt, operator.le, operator.gt,
-    operator.ge, operator.eq, operator.ne, operator.and_, operator.or_, operator.invert,
-    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log, torch.sqrt,
-    torch.rsqrt, torch.abs, torch.pow, torch.sigmoid, torch.tanh, torch.relu, torch.sin, torch.cos,
-    torch.matmul, torch.bmm, torch.where, torch.clamp, torch.maximum, torch.minimum, torch.erf,
-    torch.square, torch.reciprocal, torch.sign, torch.log1p, torch.expm1, torch.einsum, torch.mm,
-    torch.cat, torch.stack, torch.sum, torch.mean, torch.max, torch.min, torch.amax, torch.amin,
-    torch.softmax, torch.log_softmax, torch.prod, torch.norm, torch.squeeze, torch.unsqueeze,
-    torch.flatten, torch.transpose, torch.reshape, F.softmax, F.log_softmax, ops.shared_dot,
-    ops.index_matmul, ops.fold_attention, ops.scale_heads, ops.in_place,
-    F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.linear,
-    F.layer_norm, F.normalize, F.tanh, F.sigmoid, F.celu, F.prelu, F.hardtanh, F.mish, right_align,
-    torch.zeros_like, torch.ones_like, torch.full_like, torch.nan_to_num, torch.addcmul, torch.lerp, F.glu,
-    torch.unbind, torch.std, torch.var, torch.rsub, torch.chunk, torch.split, torch.floor, torch.ceil,
-    torch.round, torch.trunc, torch.tan, torch.atan, torch.sinh, torch.cosh, torch.exp2, torch.log2, torch.log10,
-    torch.clamp_min, torch.clamp_max, torch.logical_not, torch.logical_and, torch.logical_or, F.relu6,
-    F.hardswish, F.hardsigmoid, F.logsigmoid, F.softsign, F.tanhshrink, torch.flip, torch.roll, torch.narrow,
-    torch.tensor_split, F.softmin, torch.zeros, torch.ones, torch.empty, torch.full,
-    torch.fft.fft, torch.fft.ifft, torch.fft.rfft, torch.fft.irfft, torch.conj, torch.real, torch.imag,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    operator.pow,
+    operator.matmul,
+    operator.floordiv,
+    operator.mod,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    operator.eq,
+    operator.ne,
+    operator.and_,
+    operator.or_,
+    operator.invert,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.div,
+    torch.neg,
+    torch.exp,
+    torch.log,
+    torch.sqrt,
+    torch.rsqrt,
+    torch.abs,
+    torch.pow,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.sin,
+    torch.cos,
+    torch.matmul,
+    torch.bmm,
+    torch.where,
+    torch.clamp,
+    torch.maximum,
+    torch.minimum,
+    torch.erf,
+    torch.square,
+    torch.reciprocal,
+    torch.sign,
+    torch.log1p,
+    torch.expm1,
+    torch.einsum,
+    torch.mm,
+    torch.cat,
+    torch.stack,
+    torch.sum,
+    torch.mean,
+    torch.max,
+    torch.min,
+    torch.amax,
+    torch.amin,
+    torch.softmax,
+    torch.log_softmax,
+    torch.prod,
+    torch.norm,
+    torch.squeeze,
+    torch.unsqueeze,
+    torch.flatten,
+    torch.transpose,
+    torch.reshape,
+    F.softmax,
+    F.log_softmax,
+    ops.shared_dot,
+    ops.index_matmul,
+    ops.fold_attention,
+    ops.scale_heads,
+    ops.in_place,
+    F.relu,
+    F.leaky_relu,
+    F.elu,
+    F.gelu,
+    F.silu,
+    F.selu,
+    F.softplus,
+    F.dropout,
+    F.linear,
+    F.layer_norm,
+    F.normalize,
+    F.tanh,
+    F.sigmoid,
+    F.celu,
+    F.prelu,
+    F.hardtanh,
+    F.mish,
+    right_align,
+    torch.zeros_like,
+    torch.ones_like,
+    torch.full_like,
+    torch.nan_to_num,
+    torch.addcmul,
+    torch.lerp,
+    F.glu,
+    torch.unbind,
+    torch.std,
+    torch.var,
+    torch.rsub,
+    torch.chunk,
+    torch.split,
+    torch.floor,
+    torch.ceil,
+    torch.round,
+    torch.trunc,
+    torch.tan,
+    torch.atan,
+    torch.sinh,
+    torch.cosh,
+    torch.exp2,
+    torch.log2,
+    torch.log10,
+    torch.clamp_min,
+    torch.clamp_max,
+    torch.logical_not,
+    torch.logical_and,
+    torch.logical_or,
+    F.relu6,
+    F.hardswish,
+    F.hardsigmoid,
+    F.logsigmoid,
+    F.softsign,
+    F.tanhshrink,
+    torch.flip,
+    torch.roll,
+    torch.narrow,
+    torch.tensor_split,
+    F.softmin,
+    torch.zeros,
+    torch.ones,
+    torch.empty,
+    torch.full,
+    torch.fft.fft,
+    torch.fft.ifft,
+    torch.fft.rfft,
+    torch.fft.irfft,
+    torch.conj,
+    torch.real,
+    torch.imag,
 }
 _ROW_WISE_METHODS = {
-    "add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
-    "tanh", "relu", "matmul", "bmm", "clamp", "square", "reciprocal", "float", "double", "to",
-    "type_as", "contiguous", "clone", "detach", "expand_as", "masked_fill", "__getitem__", "size",
-    "dim", "unsqueeze", "squeeze", "flatten", "view", "reshape", "transpose", "permute",
-    "sum", "mean", "max", "min", "amax", "amin", "softmax", "log_softmax", "norm", "prod",
-    "expand", "repeat", "chunk", "split", "nan_to_num", "addcmul", "lerp", "unbind", "view_as", "std", "var",
-    "sin", "cos", "tan", "atan", "log1p", "expm1", "erf", "sign", "floor", "ceil", "round", "trunc", "maximum",
-    "minimum", "clamp_min", "clamp_max", "logical_not", "logical_and", "logical_or", "log2", "exp2", "flip", "roll",
-    "narrow", "tensor_split", "conj", "new_zeros", "new_ones", "new_empty", "new_full",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "pow",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "matmul",
+    "bmm",
+    "clamp",
+    "square",
+    "reciprocal",
+    "float",
+    "double",
+    "to",
+    "type_as",
+    "contiguous",
+    "clone",
+    "detach",
+    "expand_as",
+    "masked_fill",
+    "__getitem__",
+    "size",
+    "dim",
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "view",
+    "reshape",
+    "transpose",
+    "permute",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "softmax",
+    "log_softmax",
+    "norm",
+    "prod",
+    "expand",
+    "repeat",
+    "chunk",
+    "split",
+    "nan_to_num",
+    "addcmul",
+    "lerp",
+    "unbind",
+    "view_as",
+    "std",
+    "var",
+    "sin",
+    "cos",
+    "tan",
+    "atan",
+    "log1p",
+    "expm1",
+    "erf",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "maximum",
+    "minimum",
+    "clamp_min",
+    "clamp_max",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "log2",
+    "exp2",
+    "flip",
+    "roll",
+    "narrow",
+    "tensor_split",
+    "conj",
+    "new_zeros",
+    "new_ones",
+    "new_empty",
+    "new_full",
     # a number on the left of a parameter or other shared tensor: ``1 - self.alpha``, ``1.0 / self.p``
-    "__radd__", "__rsub__", "__rmul__", "__rdiv__", "__rtruediv__", "__rpow__",
+    "__radd__",
+    "__rsub__",
+    "__rmul__",
+    "__rdiv__",
+    "__rtruediv__",
+    "__rpow__",
 }
-_ROW_WISE_MODULES = (nn.Linear, nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid,
-                     nn.Tanh, nn.SiLU, nn.LayerNorm, nn.Identity, nn.Softplus, nn.PReLU, nn.Softmax,
-                     nn.LogSoftmax, nn.Softmin, nn.modules.rnn.RNNCellBase, nn.Bilinear, nn.ReLU6,
-                     nn.Hardtanh, nn.Hardswish, nn.Hardsigmoid, nn.CELU, nn.SELU, nn.Mish, nn.Softsign, nn.GLU,
-                     nn.Tanhshrink)
+_ROW_WISE_MODULES = (
+    nn.Linear,
+    nn.Dropout,
+    nn.LeakyReLU,
+    nn.ReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.SiLU,
+    nn.LayerNorm,
+    nn.Identity,
+    nn.Softplus,
+    nn.PReLU,
+    nn.Softmax,
+    nn.LogSoftmax,
+    nn.Softmin,
+    nn.modules.rnn.RNNCellBase,
+    nn.Bilinear,
+    nn.ReLU6,
+    nn.Hardtanh,
+    nn.Hardswish,
+    nn.Hardsigmoid,
+    nn.CELU,
+    nn.SELU,
+    nn.Mish,
+    nn.Softsign,
+    nn.GLU,
+    nn.Tanhshrink,
+)
 
 _USER_RULES: dict = {}
 
@@ -165,8 +397,15 @@ def infer(graph: fx.Graph, root: nn.Module) -> None:
             n.meta["move"], n.meta["res"] = _rule(n, root)
 
 
-_INPUT_RES = {"ndata": "V", "edata": "E", "ntype_data": "A", "etype_data": "R", "external": "S", "ctx": "S",
-              DEFERRED_INPUT: "V"}
+_INPUT_RES = {
+    "ndata": "V",
+    "edata": "E",
+    "ntype_data": "A",
+    "etype_data": "R",
+    "external": "S",
+    "ctx": "S",
+    DEFERRED_INPUT: "V",
+}
 
 
 def _rule(n: fx.Node, root):
@@ -175,9 +414,11 @@ def _rule(n: fx.Node, root):
     if n.op == "call_function" and target in GRAPH_OPS:
         dtype = n.meta.get("dtype")
         if target in ops.FLOATING_ONLY and isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
-            raise InferenceFailure(f"{target.__name__} of {str(dtype).removeprefix('torch.')} values (gnnc's graph "
-                                   "primitives compute in floating point: .float() the feature to compile it)",
-                                   n.meta.get("source", "?"))
+            raise InferenceFailure(
+                f"{target.__name__} of {str(dtype).removeprefix('torch.')} values (gnnc's graph "
+                "primitives compute in floating point: .float() the feature to compile it)",
+                n.meta.get("source", "?"),
+            )
         rule = GRAPH_OPS[target]
         return rule(n) if callable(rule) else rule
     key = target if n.op != "call_module" else type(root.get_submodule(target))
@@ -186,18 +427,21 @@ def _rule(n: fx.Node, root):
     indexed = _row_indexing(n)
     if indexed is not None:
         return indexed
-    known = ((n.op == "call_function" and (target in _ROW_WISE_FUNCTIONS or target is getattr
-                                           or target is operator.getitem))
-             or (n.op == "call_method" and target in _ROW_WISE_METHODS)
-             or (n.op == "call_module" and _row_wise_module(root.get_submodule(target))))
+    known = (
+        (n.op == "call_function" and (target in _ROW_WISE_FUNCTIONS or target is getattr or target is operator.getitem))
+        or (n.op == "call_method" and target in _ROW_WISE_METHODS)
+        or (n.op == "call_module" and _row_wise_module(root.get_submodule(target)))
+    )
     if not known:
         what = _name(n)
         if n.op == "call_module":
             module = root.get_submodule(target)
             what = f"module {type(module).__name__} ({target})"
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
-                raise InferenceFailure(f"{what} in training mode (or without running statistics) normalizes by "
-                                       "the statistics of all rows", n.meta.get("source", "?"))
+                raise InferenceFailure(
+                    f"{what} in training mode (or without running statistics) normalizes by the statistics of all rows",
+                    n.meta.get("source", "?"),
+                )
         raise InferenceFailure(f"unsupported operator {what}", n.meta.get("source", "?"))
     non_shared = sorted(set(residencies) - {"S"})
     if len(non_shared) > 1:
@@ -232,22 +476,26 @@ def _row_indexing(n: fx.Node):
     if table_res == "S" and index_res != "S":
         return "Dense", index_res  # a lookup: one row of the table per graph row
     if table_res != "S":
-        raise InferenceFailure(f"{_name(n)} indexes the rows of graph data ({table_res}) by "
-                               f"{'a number' if isinstance(dim0, int) else 'a tensor'}: rows would move",
-                               n.meta.get("source", "?"))
+        raise InferenceFailure(
+            f"{_name(n)} indexes the rows of graph data ({table_res}) by "
+            f"{'a number' if isinstance(dim0, int) else 'a tensor'}: rows would move",
+            n.meta.get("source", "?"),
+        )
     return None
 
 
 def is_index_select(n: fx.Node) -> bool:
     """Whether ``n`` is ``x.index_select(...)`` or ``torch.index_select(x, ...)`` (also as traced while a library
     such as PyG has replaced ``torch.index_select`` by a wrapper of its own)."""
-    return (n.op == "call_method" and n.target == "index_select") or \
-        (n.op == "call_function" and n.target in (torch._C._VariableFunctions.index_select, torch.index_select))
+    return (n.op == "call_method" and n.target == "index_select") or (
+        n.op == "call_function" and n.target in (torch._C._VariableFunctions.index_select, torch.index_select)
+    )
 
 
 def _is_getitem(n: fx.Node) -> bool:
-    return (n.op == "call_function" and n.target is operator.getitem) or \
-        (n.op == "call_method" and n.target == "__getitem__")
+    return (n.op == "call_function" and n.target is operator.getitem) or (
+        n.op == "call_method" and n.target == "__getitem__"
+    )
 
 
 def _check_rows_untouched(n: fx.Node, root: nn.Module) -> None:
@@ -315,9 +563,11 @@ def _dims_mix_rows(dims, rank):
 
 def _reduction(pos: int, no_dim: str = _ALL_ROWS):
     """sum, mean, softmax, ... with their dim at argument ``pos`` (not given: ``no_dim`` says why not)."""
+
     def check(n, rank):
         dim = _arg(n, pos, "dim")
         return no_dim if dim is None else _dims_mix_rows(dim, rank)
+
     return check
 
 
@@ -371,8 +621,7 @@ def _repeat(n, rank):
 
 def _dims_given(n):
     """The dims of ``permute`` / ``flip``: one list, or one argument each (the method's varargs)."""
-    return n.kwargs.get("dims", n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple))
-                        else n.args[1:])
+    return n.kwargs.get("dims", n.args[1] if len(n.args) == 2 and isinstance(n.args[1], (list, tuple)) else n.args[1:])
 
 
 def _permute(n, rank):
@@ -410,8 +659,9 @@ def _factory(n, rank):
     sizes = n.args[1:] if method else n.args
     if n.target in ("new_full", torch.full):
         sizes = sizes[:1]
-    sizes = n.kwargs.get("size", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, fx.Node))
-                         else sizes)
+    sizes = n.kwargs.get(
+        "size", sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, fx.Node)) else sizes
+    )
     if isinstance(sizes, fx.Node):
         return None if _whole_shape(sizes) else "sizes a tensor by graph data other than its rows"
     sizes = list(sizes)
@@ -572,27 +822,75 @@ _ROW_CHECKS = {
     "glu": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim", -1), rank),
     "unbind": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim", 0), rank),
     "view_as": _reshape,
-    "softmax": _reduction(1, _NO_DIM), "log_softmax": _reduction(1, _NO_DIM),
-    "max": _max_min, "min": _max_min, "norm": _reduction(2), "normalize": _normalize,
-    "cat": _concat, "stack": _concat,
+    "softmax": _reduction(1, _NO_DIM),
+    "log_softmax": _reduction(1, _NO_DIM),
+    "max": _max_min,
+    "min": _max_min,
+    "norm": _reduction(2),
+    "normalize": _normalize,
+    "cat": _concat,
+    "stack": _concat,
     **dict.fromkeys(("view", "reshape", "flatten", "squeeze", "unsqueeze"), _reshape),
-    "expand": _expand, "expand_as": _expand, "repeat": _repeat, "permute": _permute, "transpose": _transpose,
-    "getattr": _getattr, "chunk": _chunk, "split": _chunk, "tensor_split": _chunk, "flip": _flip,
-    "roll": _roll, "narrow": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim"), rank),
+    "expand": _expand,
+    "expand_as": _expand,
+    "repeat": _repeat,
+    "permute": _permute,
+    "transpose": _transpose,
+    "getattr": _getattr,
+    "chunk": _chunk,
+    "split": _chunk,
+    "tensor_split": _chunk,
+    "flip": _flip,
+    "roll": _roll,
+    "narrow": lambda n, rank: _dims_mix_rows(_arg(n, 1, "dim"), rank),
     "softmin": _reduction(1, _NO_DIM),
     **dict.fromkeys(("zeros", "ones", "empty", "full", "new_zeros", "new_ones", "new_empty", "new_full"), _factory),
-    "getitem": _getitem, "__getitem__": _getitem,
-    "matmul": _matmul, "mm": _mm, "linear": _linear, "einsum": _einsum, "layer_norm": _layer_norm,
+    "getitem": _getitem,
+    "__getitem__": _getitem,
+    "matmul": _matmul,
+    "mm": _mm,
+    "linear": _linear,
+    "einsum": _einsum,
+    "layer_norm": _layer_norm,
     "where": _where,
-    **dict.fromkeys(("fft_fft", "fft_ifft", "fft_rfft", "fft_irfft"),
-                    lambda n, rank: _dims_mix_rows(_arg(n, 2, "dim", -1), rank)),
+    **dict.fromkeys(
+        ("fft_fft", "fft_ifft", "fft_rfft", "fft_irfft"), lambda n, rank: _dims_mix_rows(_arg(n, 2, "dim", -1), rank)
+    ),
 }
 
 # Elementwise operators that broadcast their operands: a graph operand of lower rank than the result
 # gets dims in front of its rows (a [F, 1] weight times [E] values is [F, E]).
-_BROADCASTING = {"add", "sub", "mul", "truediv", "div", "floordiv", "mod", "pow", "lt", "le", "gt", "ge", "eq",
-                 "ne", "and_", "or_", "where", "clamp", "maximum", "minimum", "max", "min", "masked_fill",
-                 "addcmul", "lerp", "clamp_min", "clamp_max", "logical_and", "logical_or"}
+_BROADCASTING = {
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "div",
+    "floordiv",
+    "mod",
+    "pow",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "and_",
+    "or_",
+    "where",
+    "clamp",
+    "maximum",
+    "minimum",
+    "max",
+    "min",
+    "masked_fill",
+    "addcmul",
+    "lerp",
+    "clamp_min",
+    "clamp_max",
+    "logical_and",
+    "logical_or",
+}
 
 
 def _broadcast_moves_rows(n: fx.Node):

@@ -9,6 +9,7 @@ on every tensor-valued node. (Meta tensors would avoid even that work, but
 torch's Python meta kernels import torch._dynamo on first use: ~1 s and
 ~80 MiB per process.)
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,6 @@ import torch.fx as fx
 from ..backend.torch.common import broadcast_shape
 from . import ops
 from .mpdfg import DEFERRED_INPUT
-
 
 # Stand-in row counts of all nodes, destination nodes, edges, source pairs and destination pairs:
 # primes unlikely to be a feature dim.
@@ -55,16 +55,20 @@ _RULES = {
     ops.edge_softmax_aggregate: lambda c, lg, x, x_side="src": _rows(c.num_dst, x),
     ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, x_side="src": _rows(c.num_dst, x),
     ops.etype_sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, w, feat, rebuild=False: _zeros(
-        (c.num_dst,) + tuple(feat), x.dtype),
+        (c.num_dst,) + tuple(feat), x.dtype
+    ),
     ops.ntype_matmul: lambda c, x, w: _zeros((x.shape[0], w.shape[-1]), x.dtype),
     ops.dst_ntype_matmul: lambda c, v, w: _zeros((v.shape[0], w.shape[-1]), v.dtype),
     ops.etype_gather_matmul: lambda c, x, w, side="src": _zeros((c.num_edges, w.shape[-1]), x.dtype),
     ops.etype_gather_head_matmul: lambda c, y, w, side="src": _zeros(
-        (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
+        (c.num_edges,) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype
+    ),
     ops.index_gather_matmul: lambda c, x, w, t, side="src", feature=None: _zeros(
-        (c.num_edges,) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype),
-    ops.index_matmul: lambda x, w, t, feature=None: _zeros((x.shape[0],) + tuple(w.shape[1:-2]) + (w.shape[-1],),
-                                                           x.dtype),
+        (c.num_edges,) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype
+    ),
+    ops.index_matmul: lambda x, w, t, feature=None: _zeros(
+        (x.shape[0],) + tuple(w.shape[1:-2]) + (w.shape[-1],), x.dtype
+    ),
     ops.retype: lambda c, t, num_types, feature=None: c,
     ops.type_rows: lambda c, table: table,
     ops.edges_to: lambda c, x: x,
@@ -72,14 +76,18 @@ _RULES = {
     ops.edge_rows: lambda c, y: y,
     ops.etype_pair_matmul: lambda c, x, w, side="src": _zeros((c.pair_rows[side], w.shape[-1]), x.dtype),
     ops.etype_pair_head_matmul: lambda c, y, w, side="src": _zeros(
-        (c.pair_rows[side],) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype),
+        (c.pair_rows[side],) + tuple(y.shape[1:-1]) + (w.shape[-1],), y.dtype
+    ),
     ops.gather_src_pair: lambda c, y: _rows(c.num_edges, y),
     ops.etype_bilinear_dot: lambda c, k, w, q, side: _zeros((c.num_edges, k.shape[1]), k.dtype),
     ops.gather_dst_pair: lambda c, y: _rows(c.num_edges, y),
     ops.pair_etype_rows: lambda c, r, side: _rows(c.pair_rows[side], r),
     ops.u_op_v: lambda c, a, b, op, side, negative_slope=None, a_side="src": _zeros(
         (c.num_edges,) + broadcast_shape(tuple(a.shape[1:]), tuple(b.shape[1:]))
-        if op != "dot" else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,), a.dtype),
+        if op != "dot"
+        else (c.num_edges,) + tuple(a.shape[1:-1]) + (1,),
+        a.dtype,
+    ),
 }
 
 
@@ -102,10 +110,12 @@ def _bucketed_shape(c, fn, kinds, *inputs):
 
 _RULES[ops.spmm] = _spmm_shape
 _RULES[ops.scaled_spmm] = lambda c, x, w, op, reduce, src_scale, dst_scale: _spmm_shape(c, x, w, op, reduce)
-_RULES[ops.etype_spmm] = lambda c, x, weight, w, op, reduce: _spmm_shape(c, _zeros((1, weight.shape[-1]), x.dtype), w,
-                                                                         op, reduce)
+_RULES[ops.etype_spmm] = lambda c, x, weight, w, op, reduce: _spmm_shape(
+    c, _zeros((1, weight.shape[-1]), x.dtype), w, op, reduce
+)
 _RULES[ops.index_spmm] = lambda c, x, weight, types, w, op, reduce, feature=None: _RULES[ops.etype_spmm](
-    c, x, weight, w, op, reduce)
+    c, x, weight, w, op, reduce
+)
 _RULES[ops.bucketed_reduce] = _bucketed_shape
 
 
@@ -115,8 +125,10 @@ class StatelessInterpreter(fx.Interpreter):
 
     def call_module(self, target, args, kwargs):
         module = self.fetch_module(target)
-        state = {**{k: v.detach().to("cpu") for k, v in module.named_parameters()},
-                 **{k: v.detach().to("cpu", copy=True) for k, v in module.named_buffers()}}
+        state = {
+            **{k: v.detach().to("cpu") for k, v in module.named_parameters()},
+            **{k: v.detach().to("cpu", copy=True) for k, v in module.named_buffers()},
+        }
         return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
 
     def fetch_module(self, target):
@@ -162,8 +174,14 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
         dst = nodes  # a whole-graph block: its destination rows are all rows
     placeholders = [n for n in module.graph.nodes if n.op == "placeholder"]
     values = [_ShapeOnly(nodes, dst, edges, src_pairs, dst_pairs)]
-    spaces = {"nodes": nodes, "dst": dst, "src_pairs": src_pairs, "dst_pairs": dst_pairs, "relations": None,
-              "edges": edges}
+    spaces = {
+        "nodes": nodes,
+        "dst": dst,
+        "src_pairs": src_pairs,
+        "dst_pairs": dst_pairs,
+        "relations": None,
+        "edges": edges,
+    }
     for n, x in zip(placeholders[1:], inputs[1:]):
         kind = n.meta.get("input", (None,))[0]
         if kind == DEFERRED_INPUT and not isinstance(x, torch.Tensor):  # an earlier call's retyped context
@@ -173,12 +191,22 @@ def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
             rows = spaces.get(n.meta.get("rows"))
         else:
             # a per-node tensor is the node UDF's: one row per destination node (all nodes in a whole-graph call)
-            rows = edges if n.meta.get("per_edge") else dst if n.meta.get("per_node") else \
-                {"ndata": nodes, "edata": edges}.get(kind)
+            rows = (
+                edges
+                if n.meta.get("per_edge")
+                else dst
+                if n.meta.get("per_node")
+                else {"ndata": nodes, "edata": edges}.get(kind)
+            )
         values.append(_stand_in(x, rows))
     paired = _retyped(module, ctx, placeholders, inputs) or ctx
-    real_rows = {nodes: ctx.num_nodes, dst: ctx.num_dst, edges: ctx.num_edges,
-                 src_pairs: lambda: paired.pair_count("src"), dst_pairs: lambda: paired.pair_count("dst")}
+    real_rows = {
+        nodes: ctx.num_nodes,
+        dst: ctx.num_dst,
+        edges: ctx.num_edges,
+        src_pairs: lambda: paired.pair_count("src"),
+        dst_pairs: lambda: paired.pair_count("dst"),
+    }
     # Random operators (dropout) run on the stand-ins too: the global generator is restored after, so
     # compiling (each pass re-annotates) draws nothing from the user's random stream.
     with torch.no_grad(), torch.random.fork_rng(devices=[]):

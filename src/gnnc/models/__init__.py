@@ -5,6 +5,7 @@ reduce UDF on a graph without edges, where built-ins give zeros. A softmax aggre
 zeros default the layer writes first. Each layer's docstring gives its equations; tests check every one against an
 independent index_select / index_add implementation, forward and backward.
 """
+
 from .appnp import APPNPConv
 from .edgeconv import EdgeConv
 from .gat import GAT, GATConv
@@ -19,5 +20,20 @@ from .rgcn import RGCNConv
 from .sage import SAGEConv
 from .simple_hgn import SimpleHGNConv
 
-__all__ = ["GCNConv", "GCN", "GATConv", "GAT", "GCNNConv", "EdgeConv", "GMMConv",
-           "RGCNConv", "RGATConv", "HGTConv", "SimpleHGNConv", "SAGEConv", "GINConv", "GATv2Conv", "APPNPConv"]
+__all__ = [
+    "GCNConv",
+    "GCN",
+    "GATConv",
+    "GAT",
+    "GCNNConv",
+    "EdgeConv",
+    "GMMConv",
+    "RGCNConv",
+    "RGATConv",
+    "HGTConv",
+    "SimpleHGNConv",
+    "SAGEConv",
+    "GINConv",
+    "GATv2Conv",
+    "APPNPConv",
+]

@@ -1,4 +1,5 @@
 """APPNP propagation (Klicpera et al., 2019): GCN's message UDF, a built-in sum."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Small pieces the reference layers share."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """EdgeConv of DGCNN (Wang et al., 2019): a message UDF, a built-in max."""
+
 from __future__ import annotations
 
 import torch

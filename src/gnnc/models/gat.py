@@ -1,4 +1,5 @@
 """Graph attention (Velickovic et al., 2018) and the 2-layer GAT network, as UDFs."""
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,17 @@ class GATConv(nn.Module):
     ``[num_nodes, num_heads, out_dim]``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_heads: int, negative_slope: float = 0.2,
-                 feat_drop: float = 0.0, attn_drop: float = 0.0, activation=None, bias: bool = True):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_heads: int,
+        negative_slope: float = 0.2,
+        feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        activation=None,
+        bias: bool = True,
+    ):
         super().__init__()
         self.num_heads, self.out_dim = num_heads, out_dim
         self.fc = nn.Linear(in_dim, num_heads * out_dim, bias=False)
@@ -77,13 +87,19 @@ class GAT(nn.Module):
     attention coefficients. ``forward(g, x)`` returns logits.
     """
 
-    def __init__(self, in_dim: int, hidden: int, num_classes: int, heads: int = 8, out_heads: int = 1,
-                 feat_drop: float = 0.6, attn_drop: float = 0.6):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden: int,
+        num_classes: int,
+        heads: int = 8,
+        out_heads: int = 1,
+        feat_drop: float = 0.6,
+        attn_drop: float = 0.6,
+    ):
         super().__init__()
-        self.conv1 = GATConv(in_dim, hidden, heads, feat_drop=feat_drop, attn_drop=attn_drop,
-                             activation=F.elu)
-        self.conv2 = GATConv(hidden * heads, num_classes, out_heads, feat_drop=feat_drop,
-                             attn_drop=attn_drop)
+        self.conv1 = GATConv(in_dim, hidden, heads, feat_drop=feat_drop, attn_drop=attn_drop, activation=F.elu)
+        self.conv2 = GATConv(hidden * heads, num_classes, out_heads, feat_drop=feat_drop, attn_drop=attn_drop)
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         h = self.conv1(g, x).flatten(1)

@@ -1,4 +1,5 @@
 """GATv2 attention (Brody et al., 2022), as UDFs."""
+
 from __future__ import annotations
 
 import torch
@@ -29,9 +30,19 @@ class GATv2Conv(nn.Module):
     ``[num_nodes, num_heads, out_dim]``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_heads: int, negative_slope: float = 0.2,
-                 feat_drop: float = 0.0, attn_drop: float = 0.0, residual: bool = False, activation=None,
-                 bias: bool = True, share_weights: bool = False):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_heads: int,
+        negative_slope: float = 0.2,
+        feat_drop: float = 0.0,
+        attn_drop: float = 0.0,
+        residual: bool = False,
+        activation=None,
+        bias: bool = True,
+        share_weights: bool = False,
+    ):
         super().__init__()
         self.num_heads, self.out_dim = num_heads, out_dim
         self.fc_src = nn.Linear(in_dim, num_heads * out_dim, bias=bias)
@@ -60,7 +71,9 @@ class GATv2Conv(nn.Module):
         with g.local_scope():
             z = self.fc_src(h).view(-1, self.num_heads, self.out_dim)
             g.ndata_all["z"] = z
-            g.ndata_all["d"] = z if self.fc_dst is self.fc_src else self.fc_dst(h).view(-1, self.num_heads, self.out_dim)
+            g.ndata_all["d"] = (
+                z if self.fc_dst is self.fc_src else self.fc_dst(h).view(-1, self.num_heads, self.out_dim)
+            )
             g.ndata_all["h"] = zeros_default(z, z.shape)  # kept where no node has in-edges: a reduce UDF is not called
             g.apply_edges(self._attention)
             g.update_all(self._message, self._reduce)

@@ -1,4 +1,5 @@
 """Graph convolution (Kipf & Welling, 2017) and the 2-layer GCN network: a message UDF, a built-in sum."""
+
 from __future__ import annotations
 
 import torch

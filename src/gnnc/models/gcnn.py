@@ -1,4 +1,5 @@
 """Bipartite graph convolution of Gasse et al. (2019): a message UDF, a built-in sum."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Graph isomorphism network convolution (Xu et al., 2019): message UDFs, a built-in reducer."""
+
 from __future__ import annotations
 
 import torch
@@ -25,8 +26,14 @@ class GINConv(nn.Module):
     in the user's edge order; returns ``f``'s output per node.
     """
 
-    def __init__(self, apply_func=None, aggregator_type: str = "sum", init_eps: float = 0.0,
-                 learn_eps: bool = False, activation=None):
+    def __init__(
+        self,
+        apply_func=None,
+        aggregator_type: str = "sum",
+        init_eps: float = 0.0,
+        learn_eps: bool = False,
+        activation=None,
+    ):
         super().__init__()
         if aggregator_type not in _AGGREGATORS:
             raise ValueError(f"GINConv: aggregator_type must be one of {tuple(_AGGREGATORS)}, got {aggregator_type!r}")

@@ -1,4 +1,5 @@
 """Heterogeneous graph transformer (Hu et al. 2020, as DGL's HGTLayer) written as UDFs."""
+
 from __future__ import annotations
 
 import math
@@ -41,12 +42,19 @@ class HGTConv(nn.Module):
     types and ``num_rels`` relations.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_ntypes: int, num_rels: int, num_heads: int,
-                 dropout: float = 0.0, use_norm: bool = False):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_ntypes: int,
+        num_rels: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        use_norm: bool = False,
+    ):
         super().__init__()
         if in_dim != out_dim:
-            raise ValueError(f"HGTConv: the gated skip connection needs in_dim == out_dim, "
-                             f"got {in_dim} and {out_dim}")
+            raise ValueError(f"HGTConv: the gated skip connection needs in_dim == out_dim, got {in_dim} and {out_dim}")
         if out_dim % num_heads:
             raise ValueError(f"HGTConv: out_dim {out_dim} is not divisible by num_heads {num_heads}")
         self.in_dim, self.out_dim, self.num_heads = in_dim, out_dim, num_heads
@@ -73,8 +81,12 @@ class HGTConv(nn.Module):
 
     def reset_parameters(self) -> None:
         """As DGL's HGTLayer: nn.Linear-style typed linears, Xavier relation maps, unit prior and skip."""
-        for w, b, fan_in in ((self.k_weight, self.k_bias, self.in_dim), (self.q_weight, self.q_bias, self.in_dim),
-                             (self.v_weight, self.v_bias, self.in_dim), (self.a_weight, self.a_bias, self.out_dim)):
+        for w, b, fan_in in (
+            (self.k_weight, self.k_bias, self.in_dim),
+            (self.q_weight, self.q_bias, self.in_dim),
+            (self.v_weight, self.v_bias, self.in_dim),
+            (self.a_weight, self.a_bias, self.out_dim),
+        ):
             bound = 1.0 / math.sqrt(fan_in)
             nn.init.uniform_(w, -bound, bound)
             nn.init.uniform_(b, -bound, bound)
@@ -121,12 +133,20 @@ class HGTConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:
-            raise ValueError(f"HGTConv: expected features of shape [num_nodes, {self.in_dim}], "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(f"HGTConv: expected features of shape [num_nodes, {self.in_dim}], got {tuple(x.shape)}")
         with g.local_scope():
             g.ndata_all["x"] = x
-            for name in ("k_weight", "q_weight", "v_weight", "a_weight",
-                         "k_bias", "q_bias", "v_bias", "a_bias", "skip"):
+            for name in (
+                "k_weight",
+                "q_weight",
+                "v_weight",
+                "a_weight",
+                "k_bias",
+                "q_bias",
+                "v_bias",
+                "a_bias",
+                "skip",
+            ):
                 g.ntype_data[name] = getattr(self, name)
             for name in ("relation_att", "relation_msg", "relation_pri"):
                 g.etype_data[name] = getattr(self, name)

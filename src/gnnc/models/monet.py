@@ -1,4 +1,5 @@
 """Gaussian mixture model convolution of MoNet (Monti et al., 2017): a message UDF, a built-in reducer."""
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,9 @@ class GMMConv(nn.Module):
     graph's edge order; returns ``[num_nodes, out_dim]``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, pseudo_dim: int, num_kernels: int,
-                 aggregator: str = "sum", bias: bool = True):
+    def __init__(
+        self, in_dim: int, out_dim: int, pseudo_dim: int, num_kernels: int, aggregator: str = "sum", bias: bool = True
+    ):
         super().__init__()
         if aggregator not in _AGGREGATORS:
             raise ValueError(f"GMMConv: unknown aggregator {aggregator!r}; use one of {list(_AGGREGATORS)}")

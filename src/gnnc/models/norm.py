@@ -1,4 +1,5 @@
 """Edge normalisation constants used by the reference models."""
+
 from __future__ import annotations
 
 import torch

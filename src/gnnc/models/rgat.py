@@ -1,4 +1,5 @@
 """Relational graph attention (Busbridge et al. 2019, as used by Hector) written as UDFs."""
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,7 @@ class RGATConv(nn.Module):
     returns ``[num_nodes, num_heads * out_dim]`` (heads concatenated).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_rels: int, num_heads: int = 1,
-                 negative_slope: float = 0.2):
+    def __init__(self, in_dim: int, out_dim: int, num_rels: int, num_heads: int = 1, negative_slope: float = 0.2):
         super().__init__()
         self.in_dim, self.out_dim, self.num_rels, self.num_heads = in_dim, out_dim, num_rels, num_heads
         self.negative_slope = negative_slope
@@ -60,8 +60,7 @@ class RGATConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:
-            raise ValueError(f"RGATConv: expected features of shape [num_nodes, {self.in_dim}], "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(f"RGATConv: expected features of shape [num_nodes, {self.in_dim}], got {tuple(x.shape)}")
         with g.local_scope():
             g.ndata_all["x"] = x
             g.etype_data["W"] = self.weight

@@ -1,4 +1,5 @@
 """Relational graph convolution (Schlichtkrull et al. 2018) written as UDFs."""
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,16 @@ class RGCNConv(nn.Module):
     returns ``[num_nodes, out_dim]``. ``g`` must have ``num_rels`` relations.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_rels: int, num_bases: int | None = None,
-                 self_loop: bool = True, bias: bool = True, activation=None):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_rels: int,
+        num_bases: int | None = None,
+        self_loop: bool = True,
+        bias: bool = True,
+        activation=None,
+    ):
         super().__init__()
         if num_bases is not None and num_bases < 1:
             raise ValueError(f"RGCNConv: num_bases must be None or at least 1, got {num_bases}")
@@ -74,12 +83,10 @@ class RGCNConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor) -> torch.Tensor:
         if x.dim() != 2 or x.shape[1] != self.in_dim:
-            raise ValueError(f"RGCNConv: expected features of shape [num_nodes, {self.in_dim}], "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(f"RGCNConv: expected features of shape [num_nodes, {self.in_dim}], got {tuple(x.shape)}")
         with g.local_scope():
             g.ndata_all["x"] = x
             g.edata_all["norm"] = relation_in_degree_norm(g, x.dtype)
             g.etype_data["W"] = self.relation_weights()
             g.update_all(self._message, self._reduce, self._update)
             return g.ndata_all["h"]
-

@@ -1,4 +1,5 @@
 """GraphSAGE convolution (Hamilton et al., 2017): a message UDF, built-in reducers."""
+
 from __future__ import annotations
 
 import torch
@@ -29,8 +30,16 @@ class SAGEConv(nn.Module):
     ``[num_nodes, in_dim]``; returns ``[num_nodes, out_dim]``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, aggregator_type: str = "mean", feat_drop: float = 0.0,
-                 bias: bool = True, norm=None, activation=None):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        aggregator_type: str = "mean",
+        feat_drop: float = 0.0,
+        bias: bool = True,
+        norm=None,
+        activation=None,
+    ):
         super().__init__()
         if aggregator_type not in _AGGREGATORS:
             raise ValueError(f"SAGEConv: aggregator_type must be one of {_AGGREGATORS}, got {aggregator_type!r}")

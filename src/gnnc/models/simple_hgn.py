@@ -1,4 +1,5 @@
 """Simple-HGN attention layer (Lv et al. 2021) written as UDFs."""
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,17 @@ class SimpleHGNConv(nn.Module):
     in the user's edge order. ``attn`` is not detached.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_rels: int, edge_dim: int, num_heads: int,
-                 negative_slope: float = 0.2, residual: bool = True, beta: float = 0.0):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_rels: int,
+        edge_dim: int,
+        num_heads: int,
+        negative_slope: float = 0.2,
+        residual: bool = True,
+        beta: float = 0.0,
+    ):
         super().__init__()
         self.in_dim, self.out_dim, self.num_rels = in_dim, out_dim, num_rels
         self.edge_dim, self.num_heads = edge_dim, num_heads
@@ -88,12 +98,15 @@ class SimpleHGNConv(nn.Module):
 
     def forward(self, g, x: torch.Tensor, prev_attn: torch.Tensor | None = None):
         if x.dim() != 2 or x.shape[1] != self.in_dim:
-            raise ValueError(f"SimpleHGNConv: expected features of shape [num_nodes, {self.in_dim}], "
-                             f"got {tuple(x.shape)}")
+            raise ValueError(
+                f"SimpleHGNConv: expected features of shape [num_nodes, {self.in_dim}], got {tuple(x.shape)}"
+            )
         expected = (g.num_edges(), self.num_heads)
         if prev_attn is not None and tuple(prev_attn.shape) != expected:
-            raise ValueError(f"SimpleHGNConv: prev_attn must have shape {list(expected)} "
-                             f"(edges, heads), got {tuple(prev_attn.shape)}")
+            raise ValueError(
+                f"SimpleHGNConv: prev_attn must have shape {list(expected)} "
+                f"(edges, heads), got {tuple(prev_attn.shape)}"
+            )
         with g.local_scope():
             g.ndata_all["x"] = x
             g.etype_data["emb"] = self.edge_emb

@@ -10,6 +10,7 @@ global ids (type offset + local id).
 Lookup is split in two so a trainer can time them apart: ``fetch`` gathers
 the raw rows (feature fetch), ``project`` applies the per-type linears.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ def split_by_type(ids: torch.Tensor, offsets: torch.Tensor, ntypes, who: str):
     IndexError naming ``who`` when an id lies outside ``[0, offsets[-1])``.
     """
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= int(offsets[-1])):
-        raise IndexError(f"{who}: node ids must lie in [0, {int(offsets[-1])}), "
-                         f"got range [{int(ids.min())}, {int(ids.max())}]")
+        raise IndexError(
+            f"{who}: node ids must lie in [0, {int(offsets[-1])}), got range [{int(ids.min())}, {int(ids.max())}]"
+        )
     types = torch.searchsorted(offsets[1:], ids, right=True)
     for i, t in enumerate(ntypes):
         pos = torch.nonzero(types == i).squeeze(1)
@@ -53,8 +55,14 @@ class TypedEmbedding(nn.Module):
     Every node type must be in exactly one of the two.
     """
 
-    def __init__(self, num_nodes: dict, hidden_dim: int, features: dict | None = None,
-                 learnable: dict | None = None, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        num_nodes: dict,
+        hidden_dim: int,
+        features: dict | None = None,
+        learnable: dict | None = None,
+        dtype: torch.dtype = torch.float32,
+    ):
         super().__init__()
         features, learnable = dict(features or {}), dict(learnable or {})
         self.ntypes = list(num_nodes)
@@ -77,8 +85,10 @@ class TypedEmbedding(nn.Module):
             if t in features:
                 feat = features[t]
                 if feat.dim() != 2 or feat.shape[0] != num_nodes[t]:
-                    raise ValueError(f"TypedEmbedding: features of {t!r} have shape {tuple(feat.shape)}, "
-                                     f"expected [{num_nodes[t]}, width]")
+                    raise ValueError(
+                        f"TypedEmbedding: features of {t!r} have shape {tuple(feat.shape)}, "
+                        f"expected [{num_nodes[t]}, width]"
+                    )
                 name = f"feature_{i}"
                 self.register_buffer(name, feat.detach().to(dtype), persistent=False)
                 self._feature_names[i] = name
@@ -91,8 +101,15 @@ class TypedEmbedding(nn.Module):
             self.projections[t] = nn.Linear(width, hidden_dim, dtype=dtype)
 
     @classmethod
-    def from_graph(cls, g, hidden_dim: int, learnable_ntypes, embed_dim: int | None = None,
-                   feature_key: str = "feat", dtype: torch.dtype = torch.float32) -> "TypedEmbedding":
+    def from_graph(
+        cls,
+        g,
+        hidden_dim: int,
+        learnable_ntypes,
+        embed_dim: int | None = None,
+        feature_key: str = "feat",
+        dtype: torch.dtype = torch.float32,
+    ) -> TypedEmbedding:
         """Inputs for ``g``: ``learnable_ntypes`` get tables of width ``embed_dim``
         (default ``hidden_dim``); every other type reads ``g.nodes[t].data[feature_key]``."""
         learnable_ntypes = list(learnable_ntypes)
@@ -101,12 +118,15 @@ class TypedEmbedding(nn.Module):
             if t in learnable_ntypes:
                 continue
             if feature_key not in g.nodes[t].data:
-                raise KeyError(f"TypedEmbedding: node type {t!r} has no {feature_key!r} feature; "
-                               f"make it learnable or give it features")
+                raise KeyError(
+                    f"TypedEmbedding: node type {t!r} has no {feature_key!r} feature; "
+                    f"make it learnable or give it features"
+                )
             features[t] = g.nodes[t].data[feature_key]
         width = hidden_dim if embed_dim is None else embed_dim
-        return cls({t: g.num_nodes(t) for t in g.ntypes}, hidden_dim, features,
-                   {t: width for t in learnable_ntypes}, dtype)
+        return cls(
+            {t: g.num_nodes(t) for t in g.ntypes}, hidden_dim, features, {t: width for t in learnable_ntypes}, dtype
+        )
 
     def sparse_parameters(self) -> list[nn.Parameter]:
         """The embedding tables (sparse gradients)."""

@@ -1,4 +1,5 @@
 """DGL's graph-building modules (``dgl.nn.pytorch.factory``): graphs from point sets."""
+
 from __future__ import annotations
 
 import torch

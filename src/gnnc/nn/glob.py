@@ -1,4 +1,5 @@
 """DGL's graph readout modules (``dgl.nn.pytorch.glob``): one row per graph of a batch."""
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,16 @@ from .set_transformer import (  # DGL keeps them here
     SetTransformerEncoder,
 )
 
-__all__ = ["AvgPooling", "GlobalAttentionPooling", "MaxPooling", "Set2Set", "SetTransformerDecoder",
-           "SetTransformerEncoder", "SortPooling", "SumPooling"]
+__all__ = [
+    "AvgPooling",
+    "GlobalAttentionPooling",
+    "MaxPooling",
+    "Set2Set",
+    "SetTransformerDecoder",
+    "SetTransformerEncoder",
+    "SortPooling",
+    "SumPooling",
+]
 
 
 class _Pooling(nn.Module):

@@ -1,4 +1,5 @@
 """DGL's ``HeteroGraphConv``: one module per relation, results summed (or otherwise combined) per node type."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -45,15 +46,19 @@ class HeteroGraphConv(nn.Module):
             src_inputs, dst_inputs = inputs
         elif getattr(g, "is_block", False):
             src_inputs = inputs
-            dst_inputs = {k: v[:g.number_of_dst_nodes(k)] for k, v in inputs.items()}
+            dst_inputs = {k: v[: g.number_of_dst_nodes(k)] for k, v in inputs.items()}
         else:
             src_inputs = dst_inputs = inputs
         outputs = {ntype: [] for ntype in g.dsttypes}
         for stype, etype, dtype in g.canonical_etypes:
             if stype not in src_inputs or dtype not in dst_inputs:
                 continue
-            out = self._get_module((stype, etype, dtype))(g[stype, etype, dtype], (src_inputs[stype], dst_inputs[dtype]),
-                                                            *mod_args.get(etype, ()), **mod_kwargs.get(etype, {}))
+            out = self._get_module((stype, etype, dtype))(
+                g[stype, etype, dtype],
+                (src_inputs[stype], dst_inputs[dtype]),
+                *mod_args.get(etype, ()),
+                **mod_kwargs.get(etype, {}),
+            )
             outputs[dtype].append(out)
         return {ntype: self.agg_fn(results, ntype) for ntype, results in outputs.items() if results}
 
@@ -83,6 +88,7 @@ def get_aggregate_fn(agg):
     if agg == "stack":
         return _stack
     if agg not in _REDUCES:
-        raise DGLError(f'Invalid cross type aggregator. Must be one of "sum", "max", "min", "mean" or "stack". '
-                       f'But got "{agg}"')
+        raise DGLError(
+            f'Invalid cross type aggregator. Must be one of "sum", "max", "min", "mean" or "stack". But got "{agg}"'
+        )
     return partial(_combine, reduce=_REDUCES[agg])

@@ -1,6 +1,7 @@
 """DGL's per-type linear and embedding modules (``HeteroLinear``, ``HeteroEmbedding``, in DGL's
 ``dgl.nn.pytorch.hetero``): one module per node or edge type, keyed by ``str(type)`` as DGL's so state dicts
 load."""
+
 from __future__ import annotations
 
 from torch import nn

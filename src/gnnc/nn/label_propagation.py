@@ -1,4 +1,5 @@
 """DGL's ``LabelPropagation`` (Zhu and Ghahramani, 2002) as gnnc message passing."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """DGL's ``TypedLinear``: a linear map chosen per row by the row's type."""
+
 from __future__ import annotations
 
 import math
@@ -79,5 +80,4 @@ class TypedLinear(nn.Module):
 
     def __repr__(self):
         extra = "" if self.regularizer is None else f", regularizer={self.regularizer}, num_bases={self.num_bases}"
-        return (f"TypedLinear(in_size={self.in_size}, out_size={self.out_size}, "
-                f"num_types={self.num_types}{extra})")
+        return f"TypedLinear(in_size={self.in_size}, out_size={self.out_size}, num_types={self.num_types}{extra})"

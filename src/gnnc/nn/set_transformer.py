@@ -1,5 +1,6 @@
 """DGL's Set Transformer readouts (Lee et al., 2019): ``SetTransformerEncoder`` and ``SetTransformerDecoder``
 with their blocks, over the node sets of a batched graph."""
+
 from __future__ import annotations
 
 import math
@@ -81,8 +82,12 @@ class InducedSetAttentionBlock(nn.Module):
         super().__init__()
         self.m, self.d_model = m, d_model
         self.inducing_points = nn.Parameter(torch.empty(m, d_model))
-        self.mha = nn.ModuleList([MultiHeadAttention(d_model, num_heads, d_head, d_ff, dropouth=dropouth,
-                                                     dropouta=dropouta) for _ in range(2)])
+        self.mha = nn.ModuleList(
+            [
+                MultiHeadAttention(d_model, num_heads, d_head, d_ff, dropouth=dropouth, dropouta=dropouta)
+                for _ in range(2)
+            ]
+        )
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -118,8 +123,9 @@ class SetTransformerEncoder(nn.Module):
     """DGL 2.1's ``SetTransformerEncoder``: ``n_layers`` SAB (``block_type="sab"``) or ISAB (``"isab"``, ``m``
     inducing points) blocks over each graph's node set of a batched graph; ``[nodes, d_model]`` in and out."""
 
-    def __init__(self, d_model, n_heads, d_head, d_ff, n_layers=1, block_type="sab", m=None, dropouth=0.0,
-                 dropouta=0.0):
+    def __init__(
+        self, d_model, n_heads, d_head, d_ff, n_layers=1, block_type="sab", m=None, dropouth=0.0, dropouta=0.0
+    ):
         super().__init__()
         self.n_layers, self.block_type, self.m = n_layers, block_type, m
         if block_type == "isab" and m is None:
@@ -127,10 +133,14 @@ class SetTransformerEncoder(nn.Module):
         if block_type not in ("sab", "isab"):
             raise KeyError(f"Unrecognized block type {block_type}: we only support sab/isab")
         args = (d_model, n_heads, d_head, d_ff)
-        self.layers = nn.ModuleList([
-            SetAttentionBlock(*args, dropouth=dropouth, dropouta=dropouta) if block_type == "sab"
-            else InducedSetAttentionBlock(m, *args, dropouth=dropouth, dropouta=dropouta)
-            for _ in range(n_layers)])
+        self.layers = nn.ModuleList(
+            [
+                SetAttentionBlock(*args, dropouth=dropouth, dropouta=dropouta)
+                if block_type == "sab"
+                else InducedSetAttentionBlock(m, *args, dropouth=dropouth, dropouta=dropouta)
+                for _ in range(n_layers)
+            ]
+        )
 
     def forward(self, graph, feat):
         lengths = graph.batch_num_nodes()
@@ -147,8 +157,12 @@ class SetTransformerDecoder(nn.Module):
         super().__init__()
         self.n_layers, self.k, self.d_model = n_layers, k, d_model
         self.pma = PMALayer(k, d_model, num_heads, d_head, d_ff, dropouth=dropouth, dropouta=dropouta)
-        self.layers = nn.ModuleList([SetAttentionBlock(d_model, num_heads, d_head, d_ff, dropouth=dropouth,
-                                                       dropouta=dropouta) for _ in range(n_layers)])
+        self.layers = nn.ModuleList(
+            [
+                SetAttentionBlock(d_model, num_heads, d_head, d_ff, dropouth=dropouth, dropouta=dropouta)
+                for _ in range(n_layers)
+            ]
+        )
 
     def forward(self, graph, feat):
         feat = self.pma(feat, graph.batch_num_nodes())

@@ -11,6 +11,7 @@ Unlike ``torch.optim.SparseAdam``, whose bias correction uses one step count
 per parameter, the correction here is per row, which is what lets a row's
 state move between workers or caches on its own.
 """
+
 from __future__ import annotations
 
 import torch
@@ -41,9 +42,11 @@ class SparseAdam(torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 if not p.grad.is_sparse:
-                    raise TypeError(f"SparseAdam: parameter {i} of a group has a dense gradient; use it for "
-                                    "embedding tables with sparse gradients (nn.Embedding(sparse=True)) "
-                                    "and torch.optim.Adam for the rest")
+                    raise TypeError(
+                        f"SparseAdam: parameter {i} of a group has a dense gradient; use it for "
+                        "embedding tables with sparse gradients (nn.Embedding(sparse=True)) "
+                        "and torch.optim.Adam for the rest"
+                    )
                 self._update(p, p.grad.coalesce(), group)
         return loss
 
@@ -85,7 +88,7 @@ class SparseAdam(torch.optim.Optimizer):
         if bc1 is None or bc1.numel() < needed:
             size = max(needed, 2 * (0 if bc1 is None else bc1.numel()), 64)
             ks = [float(k) for k in range(size)]
-            bc1 = torch.tensor([1 - beta1 ** k for k in ks], dtype=torch.float64, device=device)
-            bc2_sqrt = torch.tensor([(1 - beta2 ** k) ** 0.5 for k in ks], dtype=torch.float64, device=device)
+            bc1 = torch.tensor([1 - beta1**k for k in ks], dtype=torch.float64, device=device)
+            bc2_sqrt = torch.tensor([(1 - beta2**k) ** 0.5 for k in ks], dtype=torch.float64, device=device)
             self._corrections[key] = (bc1, bc2_sqrt)
         return bc1.index_select(0, step), bc2_sqrt.index_select(0, step)

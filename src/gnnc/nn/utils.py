@@ -1,4 +1,5 @@
 """Small modules of DGL's ``dgl.nn.pytorch.utils``."""
+
 import torch
 from torch import nn
 

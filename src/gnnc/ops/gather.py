@@ -1,4 +1,5 @@
 """DGL's ``gather_mm``: a row-wise product with a matrix picked per row."""
+
 from __future__ import annotations
 
 import torch
@@ -13,8 +14,10 @@ def gather_mm(a: torch.Tensor, b: torch.Tensor, *, idx_b: torch.Tensor) -> torch
     if not isinstance(idx_b, torch.Tensor) or idx_b.dim() != 1 or idx_b.dtype.is_floating_point:
         raise TypeError(f"gather_mm: idx_b must be a 1-D integer tensor, got {getattr(idx_b, 'dtype', idx_b)!r}")
     if idx_b.numel() and (int(idx_b.min()) < 0 or int(idx_b.max()) >= b.shape[0]):
-        raise ValueError(f"gather_mm: idx_b must lie in [0, {b.shape[0]}) (b's matrices), got "
-                         f"[{int(idx_b.min())}, {int(idx_b.max())}]")
+        raise ValueError(
+            f"gather_mm: idx_b must lie in [0, {b.shape[0]}) (b's matrices), got "
+            f"[{int(idx_b.min())}, {int(idx_b.max())}]"
+        )
     return backend.kernels().typed_index_matmul(a, None, b, idx_b.to(torch.int64), name="idx_b")
 
 

@@ -5,6 +5,7 @@ DGL's operators take a graph with one relation (homogeneous, uni-bipartite, a bl
 and edges (``e``, in the user's edge order). Here the relation's edges are in gnnc's internal order, which
 the kernels take as is; edge operands and edge results move between the two orders.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,14 +61,23 @@ def relation_of(g, op: str) -> Relation:
     elif len(g.canonical_etypes) == 1:
         parent, rel = g, 0
     else:
-        raise ValueError(f"{op}: the graph has {len(g.canonical_etypes)} relations; gnnc's {op} runs on one "
-                         f"relation (DGL's lists of per-type operands are not supported): call it on g[etype] "
-                         f"for each of {g.canonical_etypes}")
+        raise ValueError(
+            f"{op}: the graph has {len(g.canonical_etypes)} relations; gnnc's {op} runs on one "
+            f"relation (DGL's lists of per-type operands are not supported): call it on g[etype] "
+            f"for each of {g.canonical_etypes}"
+        )
     ctx = graph_context(parent, rel)
     src_type, _, dst_type = parent.canonical_etypes[rel]
     src_lo = parent.index.ntype_range(parent.ntype_id(src_type))[0]
-    return Relation(parent.index, ctx.src - src_lo if src_lo else ctx.src, ctx.dst_local,
-                    parent.num_src_nodes(src_type), parent.num_dst_nodes(dst_type), ctx.edge_lo, ctx.edge_hi)
+    return Relation(
+        parent.index,
+        ctx.src - src_lo if src_lo else ctx.src,
+        ctx.dst_local,
+        parent.num_src_nodes(src_type),
+        parent.num_dst_nodes(dst_type),
+        ctx.edge_lo,
+        ctx.edge_hi,
+    )
 
 
 def check_operand(op: str, name: str, x, rows: int, where: str) -> torch.Tensor:

@@ -1,4 +1,5 @@
 """DGL's generalized SDDMM (``dgl.ops.gsddmm``) and its named forms (``u_dot_v``, ``e_add_u``, ``copy_u``, ...)."""
+
 from __future__ import annotations
 
 import itertools
@@ -30,8 +31,7 @@ def gsddmm(g, op: str, lhs_data, rhs_data, lhs_target: str = "u", rhs_target: st
     r = relation_of(g, "gsddmm")
     if op in ("copy_lhs", "copy_rhs"):
         x, target = (lhs_data, lhs_target) if op == "copy_lhs" else (rhs_data, rhs_target)
-        x = check_operand("gsddmm", "lhs_data" if op == "copy_lhs" else "rhs_data", x, r.rows(target),
-                          _WHERE[target])
+        x = check_operand("gsddmm", "lhs_data" if op == "copy_lhs" else "rhs_data", x, r.rows(target), _WHERE[target])
         return x if target == "e" else x.index_select(0, r.to_user(r.ends(target)))
     a = _operand(r, "lhs_data", lhs_data, lhs_target)
     b = _operand(r, "rhs_data", rhs_data, rhs_target)
@@ -45,16 +45,22 @@ def _operand(r, name: str, x, target: str):
 
 def _named(lhs: str, op: str, rhs: str):
     """DGL's ``<lhs>_<op>_<rhs>``, e.g. ``u_dot_v(g, x, y)``."""
+
     def run(g, x, y):
         return gsddmm(g, op, x, y, lhs_target=lhs, rhs_target=rhs)
+
     run.__name__ = run.__qualname__ = f"{lhs}_{op}_{rhs}"
-    run.__doc__ = (f"``gsddmm(g, '{op}', x, y, '{lhs}', '{rhs}')``: {_WHERE[lhs]} features x {op} "
-                   f"{_WHERE[rhs]} features y on every edge (see ``gsddmm``).")
+    run.__doc__ = (
+        f"``gsddmm(g, '{op}', x, y, '{lhs}', '{rhs}')``: {_WHERE[lhs]} features x {op} "
+        f"{_WHERE[rhs]} features y on every edge (see ``gsddmm``)."
+    )
     return run
 
 
-NAMED = {f.__name__: f for f in (_named(lhs, op, rhs) for lhs, rhs in itertools.permutations(TARGETS, 2)
-                                 for op in BINARY_OPS)}
+NAMED = {
+    f.__name__: f
+    for f in (_named(lhs, op, rhs) for lhs, rhs in itertools.permutations(TARGETS, 2) for op in BINARY_OPS)
+}
 globals().update(NAMED)
 
 

@@ -1,4 +1,5 @@
 """DGL's segment operators: reductions, softmax and matrix products over consecutive row segments."""
+
 from __future__ import annotations
 
 import torch
@@ -48,8 +49,10 @@ def _segment_ids(seglen, value, op: str) -> tuple[torch.Tensor, int]:
     """(the segment of every row of ``value``, the number of segments)."""
     seglen = _lengths(seglen, op)
     if not isinstance(value, torch.Tensor) or value.dim() == 0 or int(seglen.sum()) != value.shape[0]:
-        raise ValueError(f"{op}: seglen sums to {int(seglen.sum())} but value has shape "
-                         f"{tuple(getattr(value, 'shape', ()))}: one row per segment member")
+        raise ValueError(
+            f"{op}: seglen sums to {int(seglen.sum())} but value has shape "
+            f"{tuple(getattr(value, 'shape', ()))}: one row per segment member"
+        )
     seglen = seglen.to(value.device)
     return torch.repeat_interleave(torch.arange(seglen.numel(), device=value.device), seglen), seglen.numel()
 

@@ -7,6 +7,7 @@ backend's edge-softmax kernel, the one compiled plans use for a
 the forward of a ``gnnc.compile``-d model alike (between compiled
 ``apply_edges`` and ``update_all`` calls, as DGL's GATv2Conv uses it).
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,14 +52,18 @@ def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
     if isinstance(logits, (tuple, list)):
         return tuple(_per_relation(g, dict(zip(g.canonical_etypes, _check_count(g, logits))), norm_by).values())
     if not isinstance(logits, torch.Tensor):
-        raise TypeError(f"edge_softmax: logits must be a tensor (or, on a heterogeneous graph, a dict of "
-                        f"tensors by relation), got {type(logits).__name__}")
+        raise TypeError(
+            f"edge_softmax: logits must be a tensor (or, on a heterogeneous graph, a dict of "
+            f"tensors by relation), got {type(logits).__name__}"
+        )
     g, (lo, hi) = _edge_block(g)
     ids = None if isinstance(eids, str) and eids == ALL else as_ids(eids, "edge_softmax(eids)", "edge")
     rows = hi - lo if ids is None else ids.numel()
     if logits.dim() == 0 or logits.shape[0] != rows:
-        raise ValueError(f"edge_softmax: logits must be [num_edges, *] with num_edges = {rows} "
-                         f"({'the edges' if ids is None else 'len(eids)'}), got shape {tuple(logits.shape)}")
+        raise ValueError(
+            f"edge_softmax: logits must be [num_edges, *] with num_edges = {rows} "
+            f"({'the edges' if ids is None else 'len(eids)'}), got shape {tuple(logits.shape)}"
+        )
     if not logits.is_floating_point():
         raise TypeError(f"edge_softmax: logits must be floating point, got {logits.dtype}")
     if logits.device != g.device:
@@ -82,8 +87,10 @@ def _edge_block(g):
 
 def _check_count(g, logits):
     if len(logits) != len(g.canonical_etypes):
-        raise ValueError(f"edge_softmax: got {len(logits)} logit tensors for {len(g.canonical_etypes)} relations "
-                         f"{g.canonical_etypes}")
+        raise ValueError(
+            f"edge_softmax: got {len(logits)} logit tensors for {len(g.canonical_etypes)} relations "
+            f"{g.canonical_etypes}"
+        )
     return logits
 
 
@@ -97,14 +104,17 @@ def _per_relation(g, logits: dict, norm_by: str) -> dict:
         ids[key] = r
     missing = [k for r, k in enumerate(g.canonical_etypes) if r not in ids.values()]
     if missing:
-        raise ValueError(f"edge_softmax: logits missing for relations {missing}; every relation's in-edges "
-                         f"take part in the softmax")
+        raise ValueError(
+            f"edge_softmax: logits missing for relations {missing}; every relation's in-edges take part in the softmax"
+        )
     by_rel = {r: key for key, r in ids.items()}
     order = [by_rel[r] for r in range(len(g.canonical_etypes))]
     for key in order:
         t = logits[key]
         if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[0] != g.num_edges(key):
-            raise ValueError(f"edge_softmax: logits of relation {key!r} must be [{g.num_edges(key)}, *], got "
-                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+            raise ValueError(
+                f"edge_softmax: logits of relation {key!r} must be [{g.num_edges(key)}, *], got "
+                f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}"
+            )
     out = edge_softmax(g, torch.cat([logits[k] for k in order]), norm_by=norm_by)
     return dict(zip(g.canonical_etypes, out.split([g.num_edges(k) for k in order])))  # keyed as DGL's

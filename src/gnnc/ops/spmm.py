@@ -1,4 +1,5 @@
 """DGL's generalized SpMM (``dgl.ops.gspmm``) and its named forms (``u_mul_e_sum``, ``copy_u_max``, ...)."""
+
 from __future__ import annotations
 
 import torch
@@ -47,20 +48,29 @@ def gspmm(g, op: str, reduce_op: str, lhs_data, rhs_data):
 def _named(message: str, reduce_op: str):
     """DGL's ``u_<op>_e_<reduce>`` / ``copy_u_<reduce>`` / ``copy_e_<reduce>`` as a function of (g, x[, y])."""
     if message == "copy_u":
+
         def run(g, x):
             return gspmm(g, "copy_lhs", reduce_op, x, None)
+
         what = f"``gspmm(g, 'copy_lhs', '{reduce_op}', x, None)``: source features x, reduced by {reduce_op}"
     elif message == "copy_e":
+
         def run(g, x):
             return gspmm(g, "copy_rhs", reduce_op, None, x)
+
         what = f"``gspmm(g, 'copy_rhs', '{reduce_op}', None, x)``: edge features x, reduced by {reduce_op}"
     else:
+
         def run(g, x, y):
             return gspmm(g, message, reduce_op, x, y)
-        what = (f"``gspmm(g, '{message}', '{reduce_op}', x, y)``: source features x {message} edge features y, "
-                f"reduced by {reduce_op}")
-    run.__name__ = run.__qualname__ = (f"{message}_{reduce_op}" if message.startswith("copy")
-                                       else f"u_{message}_e_{reduce_op}")
+
+        what = (
+            f"``gspmm(g, '{message}', '{reduce_op}', x, y)``: source features x {message} edge features y, "
+            f"reduced by {reduce_op}"
+        )
+    run.__name__ = run.__qualname__ = (
+        f"{message}_{reduce_op}" if message.startswith("copy") else f"u_{message}_e_{reduce_op}"
+    )
     run.__doc__ = what + " into the destination nodes (see ``gspmm``)."
     return run
 

@@ -3,6 +3,7 @@
 ``optimize`` runs the default pipeline; ``gnnc.compile(model, <pass>=False)``
 switches a pass off by name.
 """
+
 from __future__ import annotations
 
 from ..failures import stage
@@ -15,11 +16,11 @@ from .dce import dce
 from .distribute import distribute
 from .fast_dropout import fast_dropout
 from .fuse import fuse
-from .linear_reorder import linear_reorder
 from .graph_reads import graph_reads
 from .index_typed import index_typed
 from .inplace import inplace
 from .keywords import canonical_keywords
+from .linear_reorder import linear_reorder
 from .lower_aggregation import lower_aggregation
 from .merge_linears import merge_linears
 from .node_scales import node_scales
@@ -94,5 +95,31 @@ def optimize(dfg: MPDFG, annotate=None, **options) -> MPDFG:
         return dce(dfg)
 
 
-__all__ = ["optimize", "PIPELINE", "FORWARD_PASSES", "type_masks", "align", "compact", "cse", "dce", "distribute", "fast_dropout", "fuse", "graph_reads", "index_typed", "inplace", "linear_reorder", "lower_aggregation", "merge_linears",
-           "node_scales", "recompute", "release_features", "reorder", "retype", "scope_deferral", "shared_dot", "split_concat", "typed_linear"]
+__all__ = [
+    "optimize",
+    "PIPELINE",
+    "FORWARD_PASSES",
+    "type_masks",
+    "align",
+    "compact",
+    "cse",
+    "dce",
+    "distribute",
+    "fast_dropout",
+    "fuse",
+    "graph_reads",
+    "index_typed",
+    "inplace",
+    "linear_reorder",
+    "lower_aggregation",
+    "merge_linears",
+    "node_scales",
+    "recompute",
+    "release_features",
+    "reorder",
+    "retype",
+    "scope_deferral",
+    "shared_dot",
+    "split_concat",
+    "typed_linear",
+]

@@ -8,6 +8,7 @@ case), else ``x.unsqueeze(1)`` repeated for the missing dims; after this
 ``u_mul_e`` and friends are plain element-wise operators that the fusion
 passes recognise.
 """
+
 from __future__ import annotations
 
 from ..function import right_align

@@ -19,6 +19,7 @@ on head-stacked features where their UDFs batch (``gnnc.frontend.heads``), and o
 otherwise; the graph is left as the blocks in sequence leave it. Nothing is rewritten when the forward writes
 into a tensor anywhere.
 """
+
 from __future__ import annotations
 
 import operator
@@ -32,8 +33,11 @@ from ..frontend.forward import enter_scope, exit_scope, graph_frame, writes_in_p
 from ..function import BuiltinMessage, BuiltinReduce
 from ..runtime.head_blocks import HeadBlocks, Step, cat_heads, run_head_blocks
 
-_CALLS = {"apply_edges": (("message", "func"),), "apply_nodes": (("func",),),
-          "update_all": (("message", "message_func"), ("reduce", "reduce_func"), ("update", "apply_node_func"))}
+_CALLS = {
+    "apply_edges": (("message", "func"),),
+    "apply_nodes": (("func",),),
+    "update_all": (("message", "message_func"), ("reduce", "reduce_func"), ("update", "apply_node_func")),
+}
 
 
 def _root(graph: fx.Node) -> fx.Node:
@@ -45,8 +49,14 @@ def _root(graph: fx.Node) -> fx.Node:
 
 def _scope_of(cm) -> fx.Node | None:
     """``g`` when ``cm`` is ``g.local_scope()``."""
-    if isinstance(cm, fx.Node) and cm.op == "call_method" and cm.target == "local_scope" and len(cm.args) == 1 \
-            and not cm.kwargs and cm.args[0].meta.get("graph_argument"):
+    if (
+        isinstance(cm, fx.Node)
+        and cm.op == "call_method"
+        and cm.target == "local_scope"
+        and len(cm.args) == 1
+        and not cm.kwargs
+        and cm.args[0].meta.get("graph_argument")
+    ):
         return cm.args[0]
     return None
 
@@ -55,8 +65,12 @@ def _graph_of(n: fx.Node):
     """The graph argument node ``n`` operates on (through local scopes), or None."""
     if n.op == "call_function" and n.target in (enter_scope, exit_scope) and _scope_of(n.args[0]) is not None:
         return _root(_scope_of(n.args[0]))
-    if n.op == "call_method" and n.target in _CALLS and isinstance(n.args[0], fx.Node) \
-            and n.args[0].meta.get("graph_argument"):
+    if (
+        n.op == "call_method"
+        and n.target in _CALLS
+        and isinstance(n.args[0], fx.Node)
+        and n.args[0].meta.get("graph_argument")
+    ):
         return _root(n.args[0])
     frame = n.args[0] if n.args and isinstance(n.args[0], fx.Node) and graph_frame(n.args[0]) else None
     if frame is not None and frame.args[0].meta.get("graph_argument"):
@@ -94,7 +108,7 @@ def _udf_arguments(n: fx.Node):
     found = list(n.args[1:])
     if len(found) > len(slots):
         return None
-    for names in slots[len(found):]:
+    for names in slots[len(found) :]:
         given = [k for k in names if k in n.kwargs]
         if len(given) > 1:
             return None
@@ -119,8 +133,9 @@ def _same_udf(a, b) -> bool:
 
 def _matches(template: list, block: list) -> bool:
     for (_, (step_a, _, udfs_a)), (_, (step_b, _, udfs_b)) in zip(template, block):
-        if step_a != step_b or not all(_same_udf(a.meta["constant"], b.meta["constant"])
-                                       for a, b in zip(udfs_a, udfs_b)):
+        if step_a != step_b or not all(
+            _same_udf(a.meta["constant"], b.meta["constant"]) for a, b in zip(udfs_a, udfs_b)
+        ):
             return False
     return True
 
@@ -141,12 +156,13 @@ def _runs(ops: list):
     while start < len(ops):
         best = None
         for length in range(1, (len(ops) - start) // 2 + 1):
-            template = ops[start:start + length]
+            template = ops[start : start + length]
             if not any(op[1][0].kind == "call" for op in template) or not _balanced(template):
                 continue
             k = 1
-            while start + (k + 1) * length <= len(ops) and \
-                    _matches(template, ops[start + k * length:start + (k + 1) * length]):
+            while start + (k + 1) * length <= len(ops) and _matches(
+                template, ops[start + k * length : start + (k + 1) * length]
+            ):
                 k += 1
             if k > 1 and (best is None or k * length > best[0] * best[1]):
                 best = (k, length)
@@ -154,17 +170,53 @@ def _runs(ops: list):
             start += 1
             continue
         k, length = best
-        yield [ops[start + i * length:start + (i + 1) * length] for i in range(k)]
+        yield [ops[start + i * length : start + (i + 1) * length] for i in range(k)]
         start += k * length
 
 
 # What may run between the blocks (and so before them once they move): deterministic tensor code.
-_PURE_FUNCTIONS = {operator.getitem, getattr, torch.cat, torch.stack, torch.split, torch.chunk, F.linear,
-                   torch.matmul, operator.add, operator.sub, operator.mul, operator.truediv, operator.neg,
-                   operator.matmul, torch.add, torch.mul, torch.relu, torch.tanh, torch.sigmoid, F.relu, F.elu,
-                   F.leaky_relu, F.gelu}
-_PURE_METHODS = {"view", "reshape", "split", "chunk", "flatten", "t", "transpose", "permute", "contiguous",
-                 "unsqueeze", "squeeze", "float", "double", "size", "dim"}
+_PURE_FUNCTIONS = {
+    operator.getitem,
+    getattr,
+    torch.cat,
+    torch.stack,
+    torch.split,
+    torch.chunk,
+    F.linear,
+    torch.matmul,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    operator.matmul,
+    torch.add,
+    torch.mul,
+    torch.relu,
+    torch.tanh,
+    torch.sigmoid,
+    F.relu,
+    F.elu,
+    F.leaky_relu,
+    F.gelu,
+}
+_PURE_METHODS = {
+    "view",
+    "reshape",
+    "split",
+    "chunk",
+    "flatten",
+    "t",
+    "transpose",
+    "permute",
+    "contiguous",
+    "unsqueeze",
+    "squeeze",
+    "float",
+    "double",
+    "size",
+    "dim",
+}
 
 
 def _movable(blocks: list, order: dict) -> bool:
@@ -188,8 +240,15 @@ def _movable(blocks: list, order: dict) -> bool:
             continue
         if any(a.meta.get("graph_argument") or graph_frame(a) for a in n.all_input_nodes):
             return False  # another use of a graph (maybe the same one, passed twice) would move past the heads
-        pure = n.op == "get_attr" or n.op == "call_function" and n.target in _PURE_FUNCTIONS or \
-            n.op == "call_method" and n.target in _PURE_METHODS or n.op == "call_module" and "linear" in n.meta
+        pure = (
+            n.op == "get_attr"
+            or n.op == "call_function"
+            and n.target in _PURE_FUNCTIONS
+            or n.op == "call_method"
+            and n.target in _PURE_METHODS
+            or n.op == "call_module"
+            and "linear" in n.meta
+        )
         if not pure:
             return False
     return True
@@ -269,11 +328,17 @@ def _replace(new: fx.Graph, env: dict, blocks: list) -> str:
     for r in range(len(items[0])):
         _join_heads([head[r] for head in items], stacked, r)
     _erase(new, {env[n] for block in blocks for n, _ in block})
-    udf_names = ", ".join(getattr(getattr(u.meta["constant"], "__func__", u.meta["constant"]), "__qualname__", "?")
-                          for _, (_, _, found) in blocks[0] for u in found)
+    udf_names = ", ".join(
+        getattr(getattr(u.meta["constant"], "__func__", u.meta["constant"]), "__qualname__", "?")
+        for _, (_, _, found) in blocks[0]
+        for u in found
+    )
     description = ", ".join(_describe(s) for s in steps)
-    return _Line(f"batch_heads: {len(blocks)} blocks of ({description}) on {graph_node.name}, UDFs {udf_names} "
-                 f"-> one block over head-stacked features", spec)
+    return _Line(
+        f"batch_heads: {len(blocks)} blocks of ({description}) on {graph_node.name}, UDFs {udf_names} "
+        f"-> one block over head-stacked features",
+        spec,
+    )
 
 
 def _erase(graph: fx.Graph, doomed: set) -> None:
@@ -286,14 +351,21 @@ def _erase(graph: fx.Graph, doomed: set) -> None:
 def _split_source(parts: list):
     """``B`` when ``parts`` are the items 0..K-1, in order, of ``torch.split(B, F, -1)`` (equal widths), or None."""
     split = parts[0].args[0] if parts[0].op == "call_function" and parts[0].target is operator.getitem else None
-    if not (isinstance(split, fx.Node) and split.op == "call_function" and split.target is torch.split
-            and len(split.args) == 3 and not split.kwargs and split.args[2] in (-1, 1)):
+    if not (
+        isinstance(split, fx.Node)
+        and split.op == "call_function"
+        and split.target is torch.split
+        and len(split.args) == 3
+        and not split.kwargs
+        and split.args[2] in (-1, 1)
+    ):
         return None
     widths = split.args[1]
     if not (isinstance(widths, (list, tuple)) and len(widths) == len(parts) and len(set(widths)) == 1):
         return None
-    if any(p.op != "call_function" or p.target is not operator.getitem or p.args != (split, k)
-           for k, p in enumerate(parts)):
+    if any(
+        p.op != "call_function" or p.target is not operator.getitem or p.args != (split, k) for k, p in enumerate(parts)
+    ):
         return None
     return split.args[0]
 
@@ -301,8 +373,13 @@ def _split_source(parts: list):
 def _join_heads(parts: list, stacked: fx.Node, r: int) -> None:
     """``torch.cat`` of read ``r`` of every head, in head order -> ``cat_heads`` (one reshape where it can)."""
     for use in list(parts[0].users):
-        if use.op == "call_function" and use.target is torch.cat and isinstance(use.args[0], (list, tuple)) \
-                and list(use.args[0]) == parts and set(use.kwargs) <= {"dim"}:
+        if (
+            use.op == "call_function"
+            and use.target is torch.cat
+            and isinstance(use.args[0], (list, tuple))
+            and list(use.args[0]) == parts
+            and set(use.kwargs) <= {"dim"}
+        ):
             dim = use.kwargs.get("dim", use.args[1] if len(use.args) > 1 else 0)
             with use.graph.inserting_before(use):
                 read = use.graph.call_function(operator.getitem, (stacked, r))
@@ -314,8 +391,11 @@ def _describe(step: Step) -> str:
         return step.method
     if step.kind in ("enter", "exit"):
         return f"{step.kind} local_scope"
-    return {"write": f"{step.frame}[{step.key!r}] =", "read": f"{step.frame}[{step.key!r}]",
-            "pop": f"{step.frame}.pop({step.key!r})"}[step.kind]
+    return {
+        "write": f"{step.frame}[{step.key!r}] =",
+        "read": f"{step.frame}[{step.key!r}]",
+        "pop": f"{step.frame}.pop({step.key!r})",
+    }[step.kind]
 
 
 class _Line(str):

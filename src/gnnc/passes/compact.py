@@ -11,6 +11,7 @@ never exist. Exact: the pair row is the very product every edge of the
 pair computed. Whether the pair table is compact or one pair per edge is
 the cost model's choice per graph (``runtime.context.Pairs``).
 """
+
 from __future__ import annotations
 
 from ..ir import ops
@@ -32,6 +33,8 @@ def compact(dfg: MPDFG) -> MPDFG:
             gathered = same_value(new_node(g, n, _GATHER[side], (ctx, rows)), n)
         n.replace_all_uses_with(gathered)
         g.erase_node(n)
-        out.log.append(f"compact: {n.meta.get('source')}: typed linear computed once per (relation, {side}) pair, "
-                       f"read by edges through the pair index")
+        out.log.append(
+            f"compact: {n.meta.get('source')}: typed linear computed once per (relation, {side}) pair, "
+            f"read by edges through the pair index"
+        )
     return out

@@ -5,6 +5,7 @@ arguments, neither random (dropout draws new masks each time); and
 ``dst_nodes(x)`` in a whole-graph block (all nodes are destinations).
 Replacement: the later one's uses point at the earlier one; ``x``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,16 @@ from torch import nn
 from ..ir import ops
 from ..ir.mpdfg import MPDFG
 
-_RANDOM_FUNCTIONS = {F.dropout, torch.dropout, torch.rand, torch.randn, torch.rand_like, torch.randn_like,
-                     torch.bernoulli, torch.multinomial}
+_RANDOM_FUNCTIONS = {
+    F.dropout,
+    torch.dropout,
+    torch.rand,
+    torch.randn,
+    torch.rand_like,
+    torch.randn_like,
+    torch.bernoulli,
+    torch.multinomial,
+}
 
 
 def _is_random(n: fx.Node, root) -> bool:

@@ -6,6 +6,7 @@ effect; an ``nn.Dropout`` module in eval mode or with p = 0, or
 this is exact). Replacement: nothing / the dropout's input. Unused graph
 inputs stay (they are the plan's signature).
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F

@@ -10,6 +10,7 @@ Linear maps distribute over addition, so this is exact up to rounding; it
 lets ``reorder`` run each half once per node and broadcast it, instead of
 the map running once per edge (EdgeConv's ``W (x_u - x_v)``).
 """
+
 from __future__ import annotations
 
 import operator
@@ -30,8 +31,15 @@ _BROADCASTS = (ops.gather_src, ops.gather_dst, ops.gather_dst_local)
 
 def _split_sum(n):
     """(p, q, add or sub) when ``n`` is an edge-data p ± q with a broadcast operand, else None."""
-    if not (isinstance(n, fx.Node) and n.op == "call_function" and n.target in _SIGNS and len(n.args) == 2
-            and not n.kwargs and n.meta.get("res") == "E" and len(n.users) == 1):
+    if not (
+        isinstance(n, fx.Node)
+        and n.op == "call_function"
+        and n.target in _SIGNS
+        and len(n.args) == 2
+        and not n.kwargs
+        and n.meta.get("res") == "E"
+        and len(n.users) == 1
+    ):
         return None
     p, q = n.args
     if not all(isinstance(t, fx.Node) and t.meta.get("shape") == n.meta.get("shape") for t in (p, q)):
@@ -43,19 +51,31 @@ def _split_sum(n):
 
 def _linear_parts(g, root, user, total):
     """(weight, bias, how to apply) of a linear ``user`` of ``total``, or None."""
-    if user.op == "call_module" and isinstance(root.get_submodule(user.target), nn.Linear) \
-            and len(user.args) == 1 and not user.kwargs:
+    if (
+        user.op == "call_module"
+        and isinstance(root.get_submodule(user.target), nn.Linear)
+        and len(user.args) == 1
+        and not user.kwargs
+    ):
         weight = new_node(g, user, f"{user.target}.weight", (), op="get_attr")
-        bias = new_node(g, user, f"{user.target}.bias", (), op="get_attr") \
-            if root.get_submodule(user.target).bias is not None else None
+        bias = (
+            new_node(g, user, f"{user.target}.bias", (), op="get_attr")
+            if root.get_submodule(user.target).bias is not None
+            else None
+        )
         return weight, bias, F.linear
     if user.op == "call_function" and user.target is F.linear and user.args[0] is total and not user.kwargs:
         weight = user.args[1]
         bias = user.args[2] if len(user.args) > 2 else None
         if all(t is None or (isinstance(t, fx.Node) and t.meta.get("res") == "S") for t in (weight, bias)):
             return weight, bias, F.linear
-    if user.op == "call_function" and user.target in (operator.matmul, torch.matmul) \
-            and len(user.args) == 2 and user.args[0] is total and not user.kwargs:
+    if (
+        user.op == "call_function"
+        and user.target in (operator.matmul, torch.matmul)
+        and len(user.args) == 2
+        and user.args[0] is total
+        and not user.kwargs
+    ):
         weight = user.args[1]
         if isinstance(weight, fx.Node) and weight.meta.get("res") == "S":
             return weight, None, operator.matmul

@@ -8,6 +8,7 @@ whose dropouts are all the identity is not captured for this pass). Replacement:
 call with the same ``p`` and training flag (a module's read live at every call). The same distribution;
 other masks than eager's on large CPU tensors, eager's under ``torch.use_deterministic_algorithms(True)``.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -18,9 +19,12 @@ from torch import fx
 
 from ..runtime.dropout import dropout, module_dropout
 
-_SIGNATURES = {F.dropout: inspect.signature(F.dropout),
-               torch.dropout: inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                                                 for name in ("input", "p", "train")])}
+_SIGNATURES = {
+    F.dropout: inspect.signature(F.dropout),
+    torch.dropout: inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("input", "p", "train")]
+    ),
+}
 
 
 def _functional_args(n: fx.Node):
@@ -39,8 +43,14 @@ def _functional_args(n: fx.Node):
 def _module_call(n: fx.Node) -> bool:
     """Whether ``n`` calls an ``nn.Dropout`` module that can draw a mask (in training, 0 < p < 1: the capture's
     ``meta['dropout_fires']``), not in place, on one argument."""
-    return n.op == "call_module" and n.meta.get("dropout") and n.meta.get("dropout_fires", True) \
-        and not n.meta.get("in_place") and len(n.args) == 1 and not n.kwargs
+    return (
+        n.op == "call_module"
+        and n.meta.get("dropout")
+        and n.meta.get("dropout_fires", True)
+        and not n.meta.get("in_place")
+        and len(n.args) == 1
+        and not n.kwargs
+    )
 
 
 def _can_fire(args) -> bool:
@@ -52,8 +62,15 @@ def _can_fire(args) -> bool:
 
 def fast_dropout(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
     """The rewritten copy of ``graph`` and one log line (none: ``graph`` unchanged)."""
-    targets = [n for n in graph.nodes if _module_call(n) or n.op == "call_function" and n.target in _SIGNATURES
-               and _functional_args(n) is not None and _can_fire(_functional_args(n))]
+    targets = [
+        n
+        for n in graph.nodes
+        if _module_call(n)
+        or n.op == "call_function"
+        and n.target in _SIGNATURES
+        and _functional_args(n) is not None
+        and _can_fire(_functional_args(n))
+    ]
     if not targets:  # also where every dropout is the identity (eval mode, p = 0): capture is not forced for it
         return graph, []
     new = fx.Graph()
@@ -72,7 +89,9 @@ def fast_dropout(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         new.erase_node(n)
         names.append(old.target if old.op == "call_module" else old.name)
     new.lint()
-    line = (f"fast_dropout: {len(names)} dropout calls ({', '.join(names)}) run gnnc's one-pass dropout on large "
-            f"CPU tensors in training (other masks than eager's; torch.use_deterministic_algorithms(True) keeps "
-            f"eager's)")
+    line = (
+        f"fast_dropout: {len(names)} dropout calls ({', '.join(names)}) run gnnc's one-pass dropout on large "
+        f"CPU tensors in training (other masks than eager's; torch.use_deterministic_algorithms(True) keeps "
+        f"eager's)"
+    )
     return new, [line]

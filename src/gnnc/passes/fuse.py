@@ -57,6 +57,7 @@ gather where it can); a postponed factor or hoisted term is left in place when t
 be reduced in another dtype than the unfused reduction, and nothing is fused into a kernel whose
 result would not be floating point.
 """
+
 from __future__ import annotations
 
 import functools
@@ -76,7 +77,6 @@ from .nodes import binary_op, is_call, is_last_dim_sum, new_node, same_value, un
 _MULS = {operator.mul, torch.mul}
 
 
-
 _SOURCE_SIDES = {ops.gather_src: "src", ops.gather_src_pair: "src_pair"}
 _DESTINATION_SIDES = {ops.gather_dst: "dst", ops.gather_dst_local: "dst_local", ops.gather_dst_pair: "dst_pair"}
 
@@ -90,14 +90,27 @@ def _softmax_logits(n):
     """(logits node, needs squeeze of last dim) when n is edge_softmax(l) or its unsqueeze(-1)."""
     if is_call(n, ops.edge_softmax):
         return n.args[1], True
-    if isinstance(n, fx.Node) and n.op == "call_method" and n.target == "unsqueeze" and n.args[1] == -1 \
-            and is_call(n.args[0], ops.edge_softmax):
+    if (
+        isinstance(n, fx.Node)
+        and n.op == "call_method"
+        and n.target == "unsqueeze"
+        and n.args[1] == -1
+        and is_call(n.args[0], ops.edge_softmax)
+    ):
         return n.args[0].args[1], False
     return None
 
 
-_BINARY = {operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
-           operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div"}
+_BINARY = {
+    operator.add: "add",
+    torch.add: "add",
+    operator.sub: "sub",
+    torch.sub: "sub",
+    operator.mul: "mul",
+    torch.mul: "mul",
+    operator.truediv: "div",
+    torch.div: "div",
+}
 
 
 def _float_dtype(n):
@@ -111,8 +124,9 @@ def _promoted(values):
     are known (zero-dim ones count as torch counts them); None when one is not known."""
     if any(v.meta.get("dtype") is None or v.meta.get("shape") is None for v in values):
         return None
-    return functools.reduce(operator.mul, [torch.empty((0,) * len(v.meta["shape"]), dtype=v.meta["dtype"])
-                                           for v in values]).dtype
+    return functools.reduce(
+        operator.mul, [torch.empty((0,) * len(v.meta["shape"]), dtype=v.meta["dtype"]) for v in values]
+    ).dtype
 
 
 def _as_dtype(g, like, x, dtype):
@@ -140,8 +154,10 @@ def _fuse_sddmm(out: MPDFG) -> None:
             new = same_value(new_node(g, n, ops.u_op_v, (a.args[0], x, y, _BINARY[n.target], b_side, None, a_side)), n)
         n.replace_all_uses_with(new)
         g.erase_node(n)
-        out.log.append(f"fuse: {n.meta.get('source')}: {a.target.__name__} {_BINARY[n.target]} {b.target.__name__} "
-                       "-> u_op_v (SDDMM)")
+        out.log.append(
+            f"fuse: {n.meta.get('source')}: {a.target.__name__} {_BINARY[n.target]} {b.target.__name__} "
+            "-> u_op_v (SDDMM)"
+        )
 
 
 def _fuse_dot(out: MPDFG) -> None:
@@ -151,10 +167,15 @@ def _fuse_dot(out: MPDFG) -> None:
             continue
         total = next(iter(sddmm.users))
         shape = sddmm.meta.get("shape")
-        if not (is_last_dim_sum(total) and total.args[0] is sddmm and not total.kwargs.get("keepdim", False)
-                and len(total.args) <= 2 and shape and len(shape) >= 2
-                and all(x.meta.get("shape") and tuple(x.meta["shape"][1:]) == tuple(shape[1:])
-                        for x in sddmm.args[1:3])):
+        if not (
+            is_last_dim_sum(total)
+            and total.args[0] is sddmm
+            and not total.kwargs.get("keepdim", False)
+            and len(total.args) <= 2
+            and shape
+            and len(shape) >= 2
+            and all(x.meta.get("shape") and tuple(x.meta["shape"][1:]) == tuple(shape[1:]) for x in sddmm.args[1:3])
+        ):
             continue
         with g.inserting_before(total):
             args = list(sddmm.args)
@@ -163,8 +184,10 @@ def _fuse_dot(out: MPDFG) -> None:
             new = same_value(new_node(g, total, "squeeze", (dot, -1), op="call_method"), total)
         total.replace_all_uses_with(new)
         g.erase_node(total)
-        out.log.append(f"fuse: {total.meta.get('source')}: sum of a source-destination product -> u_op_v dot "
-                       "(no [E, ..., F] product)")
+        out.log.append(
+            f"fuse: {total.meta.get('source')}: sum of a source-destination product -> u_op_v dot "
+            "(no [E, ..., F] product)"
+        )
 
 
 def _slope(sddmm: fx.Node):
@@ -204,8 +227,14 @@ def _fuse_activation(out: MPDFG) -> None:
 
 def _factors(n: fx.Node, top: bool = True) -> list:
     """Leaves of a product tree whose inner products have no other user."""
-    if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _MULS and len(n.args) == 2 \
-            and not n.kwargs and (top or len(n.users) == 1):
+    if (
+        isinstance(n, fx.Node)
+        and n.op == "call_function"
+        and n.target in _MULS
+        and len(n.args) == 2
+        and not n.kwargs
+        and (top or len(n.users) == 1)
+    ):
         return _factors(n.args[0], False) + _factors(n.args[1], False)
     return [n]
 
@@ -226,8 +255,13 @@ def _postpone_dst_factors(out: MPDFG) -> None:
         factors = _factors(e)
         dst_side = [f for f in factors if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [f for f in factors if f not in dst_side]
-        if len(factors) < 2 or not dst_side or not rest or not all(isinstance(f, fx.Node) for f in rest) \
-                or _promoted(rest) != e.meta.get("dtype"):  # else the rest would be summed in another dtype
+        if (
+            len(factors) < 2
+            or not dst_side
+            or not rest
+            or not all(isinstance(f, fx.Node) for f in rest)
+            or _promoted(rest) != e.meta.get("dtype")
+        ):  # else the rest would be summed in another dtype
             continue
         with g.inserting_before(red):
             product = rest[0]
@@ -248,8 +282,14 @@ _SIGNED = {operator.add: 1, torch.add: 1, operator.sub: -1, torch.sub: -1}
 
 def _terms(n, sign: int = 1, top: bool = True) -> list:
     """(leaf, +1 or -1) of a sum/difference tree whose inner nodes have no other user."""
-    if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _SIGNED and len(n.args) == 2 \
-            and not n.kwargs and (top or len(n.users) == 1):
+    if (
+        isinstance(n, fx.Node)
+        and n.op == "call_function"
+        and n.target in _SIGNED
+        and len(n.args) == 2
+        and not n.kwargs
+        and (top or len(n.users) == 1)
+    ):
         left, right = n.args
         return _terms(left, sign, False) + _terms(right, sign * _SIGNED[n.target], False)
     return [(n, sign)]
@@ -274,14 +314,22 @@ def _hoist_dst_terms(out: MPDFG) -> None:
         terms = _terms(e)
         dst_side = [(f, s) for f, s in terms if is_call(f, ops.gather_dst) or is_call(f, ops.gather_dst_local)]
         rest = [(f, s) for f, s in terms if (f, s) not in dst_side]
-        if not dst_side or not rest or not all(isinstance(f, fx.Node) for f, _ in rest) \
-                or _promoted([f for f, _ in rest]) != e.meta.get("dtype"):  # else reduced in another dtype
+        if (
+            not dst_side
+            or not rest
+            or not all(isinstance(f, fx.Node) for f, _ in rest)
+            or _promoted([f for f, _ in rest]) != e.meta.get("dtype")
+        ):  # else reduced in another dtype
             continue
         with g.inserting_before(red):
             reduced = new_node(g, red, ops.segment_reduce, (ctx, _signed_sum(g, red, rest), op))
             values = [(_dst_rows(g, red, ctx, f), s) for f, s in dst_side]
-            hoisted = new_node(g, red, operator.add, (reduced, new_node(g, red, ops.zero_unreached,
-                                                                (ctx, _signed_sum(g, red, values)))))
+            hoisted = new_node(
+                g,
+                red,
+                operator.add,
+                (reduced, new_node(g, red, ops.zero_unreached, (ctx, _signed_sum(g, red, values)))),
+            )
         red.replace_all_uses_with(hoisted)
         g.erase_node(red)
         out.log.append(f"fuse: {red.meta.get('source')}: destination-side term added after the {op}")
@@ -318,16 +366,23 @@ def _fuse_typed_aggregation(out: MPDFG) -> None:
     for agg in [n for n in g.nodes if is_call(n, ops.spmm)]:
         ctx, y, w, op, reduce = agg.args[:5]
         x_side = agg.args[5] if len(agg.args) > 5 else "src"
-        if not (x_side == "src_pair" and is_call(y, ops.etype_pair_matmul) and len(y.users) == 1
-                and op in ("mul", "copy") and reduce in ("sum", "mean")
-                and y.kwargs.get("side", y.args[3] if len(y.args) > 3 else "src") == "src"):
+        if not (
+            x_side == "src_pair"
+            and is_call(y, ops.etype_pair_matmul)
+            and len(y.users) == 1
+            and op in ("mul", "copy")
+            and reduce in ("sum", "mean")
+            and y.kwargs.get("side", y.args[3] if len(y.args) > 3 else "src") == "src"
+        ):
             continue
         with g.inserting_before(agg):
             new = same_value(new_node(g, agg, ops.etype_spmm, (ctx, y.args[1], y.args[2], w, op, reduce)), agg)
         agg.replace_all_uses_with(new)
         g.erase_node(agg)
-        out.log.append(f"fuse: {agg.meta.get('source')}: typed linear + {reduce} -> etype_spmm (the cost model "
-                       "picks transform-first or aggregate-first per graph)")
+        out.log.append(
+            f"fuse: {agg.meta.get('source')}: typed linear + {reduce} -> etype_spmm (the cost model "
+            "picks transform-first or aggregate-first per graph)"
+        )
 
 
 def _fuse_typed_softmax_aggregation(out: MPDFG) -> None:
@@ -339,13 +394,22 @@ def _fuse_typed_softmax_aggregation(out: MPDFG) -> None:
             continue
         table, feat = found
         with g.inserting_before(agg):
-            new = same_value(new_node(g, agg, ops.etype_sddmm_softmax_aggregate,
-                                      (ctx, a, b, op, side, slope, table.args[1], table.args[2], feat)), agg)
+            new = same_value(
+                new_node(
+                    g,
+                    agg,
+                    ops.etype_sddmm_softmax_aggregate,
+                    (ctx, a, b, op, side, slope, table.args[1], table.args[2], feat),
+                ),
+                agg,
+            )
         new.meta["pair_table"] = tuple(table.meta["shape"])  # for the estimates: its FLOPs and choices
         agg.replace_all_uses_with(new)
         g.erase_node(agg)
-        out.log.append(f"fuse: {agg.meta.get('source')}: typed linear per (relation, source) pair + softmax "
-                       "aggregation -> etype_sddmm_softmax_aggregate (the pair table may be rebuilt in backward)")
+        out.log.append(
+            f"fuse: {agg.meta.get('source')}: typed linear per (relation, source) pair + softmax "
+            "aggregation -> etype_sddmm_softmax_aggregate (the pair table may be rebuilt in backward)"
+        )
 
 
 def _pair_table_rows(x):
@@ -355,8 +419,11 @@ def _pair_table_rows(x):
     table = x
     if isinstance(x, fx.Node) and x.op == "call_method" and x.target in ("view", "reshape") and len(x.users) == 1:
         table = x.args[0]
-    if shape is None or not (is_call(table, ops.etype_pair_matmul) and len(table.users) == 1
-                             and table.kwargs.get("side", table.args[3] if len(table.args) > 3 else "src") == "src"):
+    if shape is None or not (
+        is_call(table, ops.etype_pair_matmul)
+        and len(table.users) == 1
+        and table.kwargs.get("side", table.args[3] if len(table.args) > 3 else "src") == "src"
+    ):
         return None
     rows = table.meta.get("shape")
     if rows is None or len(rows) != 2 or rows[0] != shape[0] or math.prod(shape[1:]) != rows[1]:
@@ -374,12 +441,18 @@ def _fuse_index_typed_aggregation(out: MPDFG) -> None:
         typed, w = found
         _, x, weight, types, side, feature = typed.args
         with g.inserting_before(red):
-            new = same_value(new_node(g, red, ops.index_spmm,
-                                      (ctx, x, weight, types, w, "copy" if w is None else "mul", reduce, feature)), red)
+            new = same_value(
+                new_node(
+                    g, red, ops.index_spmm, (ctx, x, weight, types, w, "copy" if w is None else "mul", reduce, feature)
+                ),
+                red,
+            )
         red.replace_all_uses_with(new)
         g.erase_node(red)
-        out.log.append(f"fuse: {red.meta.get('source')}: typed linear by {feature} + {reduce} -> index_spmm (the "
-                       "cost model picks transform-first or aggregate-first per graph and type tensor)")
+        out.log.append(
+            f"fuse: {red.meta.get('source')}: typed linear by {feature} + {reduce} -> index_spmm (the "
+            "cost model picks transform-first or aggregate-first per graph and type tensor)"
+        )
 
 
 def _index_typed_message(m):
@@ -414,8 +487,12 @@ def _index_typed_product(m):
         m = unsqueezed_then_squeezed(m)
         if m is None:
             return None
-    if not (is_call(m, ops.index_gather_matmul) and len(m.users) == 1 and m.args[4] == "src"
-            and len(m.meta.get("shape") or ()) == 2):
+    if not (
+        is_call(m, ops.index_gather_matmul)
+        and len(m.users) == 1
+        and m.args[4] == "src"
+        and len(m.meta.get("shape") or ()) == 2
+    ):
         return None
     return m
 
@@ -423,15 +500,25 @@ def _index_typed_product(m):
 def _sddmm_logits(logits):
     """(u_op_v node, squeezed) when ``logits`` is an elementwise SDDMM or its squeeze(-1), each used once,
     whose operands have its shape; else None."""
-    squeezed = isinstance(logits, fx.Node) and logits.op == "call_method" and logits.target == "squeeze" \
-        and tuple(logits.args[1:]) == (-1,) and len(logits.users) == 1
+    squeezed = (
+        isinstance(logits, fx.Node)
+        and logits.op == "call_method"
+        and logits.target == "squeeze"
+        and tuple(logits.args[1:]) == (-1,)
+        and len(logits.users) == 1
+    )
     sddmm = logits.args[0] if squeezed else logits
-    if not (is_call(sddmm, ops.u_op_v) and sddmm.args[3] != "dot" and len(sddmm.users) == 1
-            and sddmm.args[4] in ("dst", "dst_local", "dst_pair")):
+    if not (
+        is_call(sddmm, ops.u_op_v)
+        and sddmm.args[3] != "dot"
+        and len(sddmm.users) == 1
+        and sddmm.args[4] in ("dst", "dst_local", "dst_pair")
+    ):
         return None
     shape = sddmm.meta.get("shape")
-    if shape is None or any(x.meta.get("shape") is None or tuple(x.meta["shape"][1:]) != tuple(shape[1:])
-                            for x in sddmm.args[1:3]):
+    if shape is None or any(
+        x.meta.get("shape") is None or tuple(x.meta["shape"][1:]) != tuple(shape[1:]) for x in sddmm.args[1:3]
+    ):
         return None
     return sddmm, squeezed
 
@@ -452,8 +539,10 @@ def _fuse_softmax_logits(out: MPDFG) -> None:
             new = new_node(g, agg, ops.sddmm_softmax_aggregate, (ctx, a, b, op, side, _slope(sddmm), x, x_side))
         agg.replace_all_uses_with(new)
         g.erase_node(agg)
-        out.log.append(f"fuse: {agg.meta.get('source')}: SDDMM logits computed inside the softmax aggregation "
-                       "-> sddmm_softmax_aggregate")
+        out.log.append(
+            f"fuse: {agg.meta.get('source')}: SDDMM logits computed inside the softmax aggregation "
+            "-> sddmm_softmax_aggregate"
+        )
 
 
 def _fuse_one(g, red, ctx, e, op):
@@ -465,8 +554,10 @@ def _fuse_one(g, red, ctx, e, op):
     left, right = e.args
     if _source_side(left) is not None and _source_side(left) == _source_side(right):
         product = new_node(g, red, operator.mul, (left.args[1], right.args[1]))
-        return (new_node(g, red, ops.spmm, (ctx, product, None, "copy", op, _source_side(left))),
-                f"source-side product + {op} -> spmm")
+        return (
+            new_node(g, red, ops.spmm, (ctx, product, None, "copy", op, _source_side(left))),
+            f"source-side product + {op} -> spmm",
+        )
     for gathered, other in ((left, right), (right, left)):
         side = _source_side(gathered)
         if side is None:
@@ -480,11 +571,18 @@ def _fuse_one(g, red, ctx, e, op):
                 logits = new_node(g, red, "squeeze", (logits, -1), op="call_method")
                 lshape = lshape[:-1]
             if lshape and xshape and tuple(lshape) == tuple(xshape[:-1]):
-                return (new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x, side)),
-                        "edge softmax + gather + weighted sum -> edge_softmax_aggregate")
+                return (
+                    new_node(g, red, ops.edge_softmax_aggregate, (ctx, logits, x, side)),
+                    "edge softmax + gather + weighted sum -> edge_softmax_aggregate",
+                )
         dtype = _float_dtype(e)
-        if isinstance(other, fx.Node) and other.meta.get("shape") is not None and other.meta.get("res") == "E" \
-                and op in ("sum", "mean") and dtype is not None:  # an edge tensor (not a size read off one)
+        if (
+            isinstance(other, fx.Node)
+            and other.meta.get("shape") is not None
+            and other.meta.get("res") == "E"
+            and op in ("sum", "mean")
+            and dtype is not None
+        ):  # an edge tensor (not a size read off one)
             x, other = _as_dtype(g, red, x, dtype), _as_dtype(g, red, other, dtype)
             return new_node(g, red, ops.spmm, (ctx, x, other, "mul", op, side)), f"gather * edge data + {op} -> spmm"
     return None

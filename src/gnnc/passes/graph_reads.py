@@ -6,6 +6,7 @@ graph: ``G.<frame>[key]`` read again with no graph operation in between (a write
 call, a scope entered or left). Replacement: the later reads use the first. The same tensor (or, for a
 deferred edge result, the same values). Enables other passes; logs nothing of its own.
 """
+
 from __future__ import annotations
 
 import operator
@@ -17,9 +18,15 @@ from ..frontend.forward import enter_scope, exit_scope, graph_frame
 
 def _read(n: fx.Node):
     """(graph, frame, key) when ``n`` reads a feature of a graph argument."""
-    if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[0], fx.Node) \
-            and graph_frame(n.args[0]) and isinstance(n.args[0].args[0], fx.Node) \
-            and n.args[0].args[0].meta.get("graph_argument") and isinstance(n.args[1], str):
+    if (
+        n.op == "call_function"
+        and n.target is operator.getitem
+        and isinstance(n.args[0], fx.Node)
+        and graph_frame(n.args[0])
+        and isinstance(n.args[0].args[0], fx.Node)
+        and n.args[0].args[0].meta.get("graph_argument")
+        and isinstance(n.args[1], str)
+    ):
         frame = n.args[0]
         return frame.args[0], frame.args[1], n.args[1]
     return None
@@ -29,8 +36,11 @@ def _graph_operation(n: fx.Node, graphs: set) -> bool:
     """Whether ``n`` may change a graph's features: anything using a graph or a frame but a read."""
     if graph_frame(n) or _read(n) is not None:
         return False
-    return any(isinstance(a, fx.Node) and (a in graphs or graph_frame(a)) for a in (*n.args, *n.kwargs.values())) \
-        or n.op == "call_function" and n.target in (enter_scope, exit_scope)
+    return (
+        any(isinstance(a, fx.Node) and (a in graphs or graph_frame(a)) for a in (*n.args, *n.kwargs.values()))
+        or n.op == "call_function"
+        and n.target in (enter_scope, exit_scope)
+    )
 
 
 def graph_reads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:

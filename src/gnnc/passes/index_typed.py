@@ -30,6 +30,7 @@ made, forward or backward (weight gradients are summed per type).
 followed by ``.unsqueeze(-2).squeeze()`` (views), which squeezes every
 size-one dim exactly as eager's squeeze of ``[rows, *B, 1, M]`` does.
 """
+
 from __future__ import annotations
 
 import operator
@@ -51,8 +52,9 @@ _EINSUM = re.compile(r"^\s*(\w)(\w)\s*,\s*(\w)(\w)(\w)\s*->\s*(\w)(\w)\s*$")
 
 
 def _is(n, name: str, fn=None) -> bool:
-    return isinstance(n, fx.Node) and ((n.op == "call_method" and n.target == name)
-                                       or (fn is not None and n.op == "call_function" and n.target is fn))
+    return isinstance(n, fx.Node) and (
+        (n.op == "call_method" and n.target == name) or (fn is not None and n.op == "call_function" and n.target is fn)
+    )
 
 
 def _dim_arg(n: fx.Node, default="absent"):
@@ -68,11 +70,13 @@ def _lookup(w):
         return None
     table, types = found
     shape, dtype = table.meta.get("shape"), table.meta.get("dtype")
-    if table.meta.get("res") != "S" or shape is None or len(shape) < 3 or dtype is None \
-            or not dtype.is_floating_point:
+    if table.meta.get("res") != "S" or shape is None or len(shape) < 3 or dtype is None or not dtype.is_floating_point:
         return None
-    if types.meta.get("res") not in ("E", "V") or len(types.meta.get("shape") or ()) != 1 \
-            or types.meta.get("dtype") not in _INDEX_DTYPES:
+    if (
+        types.meta.get("res") not in ("E", "V")
+        or len(types.meta.get("shape") or ()) != 1
+        or types.meta.get("dtype") not in _INDEX_DTYPES
+    ):
         return None
     return table, types
 
@@ -117,8 +121,10 @@ def _match_squeeze(sq):
     mm = sq.args[0]
     if not isinstance(mm, fx.Node) or len(mm.users) != 1 or mm.kwargs or len(mm.args) != 2:
         return None
-    if not ((mm.op == "call_function" and mm.target in _MATMUL_FUNCTIONS)
-            or (mm.op == "call_method" and mm.target in _MATMUL_METHODS)):
+    if not (
+        (mm.op == "call_function" and mm.target in _MATMUL_FUNCTIONS)
+        or (mm.op == "call_method" and mm.target in _MATMUL_METHODS)
+    ):
         return None
     if rank != 3 and mm.target in (torch.bmm, "bmm"):  # eager's bmm takes 3-D operands only
         return None
@@ -165,8 +171,7 @@ def _plan(rows_info, lookup):
     x, side, ctx = rows_info
     table, types = lookup
     shape = tuple(x.meta.get("shape") or ())
-    if x.meta.get("dtype") != table.meta["dtype"] or len(shape) < 2 \
-            or shape[1:] != tuple(table.meta["shape"][1:-1]):
+    if x.meta.get("dtype") != table.meta["dtype"] or len(shape) < 2 or shape[1:] != tuple(table.meta["shape"][1:-1]):
         return None
     if side is not None:
         if types.meta.get("res") != "E":
@@ -205,8 +210,9 @@ def index_typed(dfg: MPDFG) -> MPDFG:
             else:
                 typed = new_node(g, n, ops.index_gather_matmul, (ctx, x, table, types, side, feature))
             rows = (x.meta["shape"][0],) if side is None else (n.meta.get("shape") or (None,))[:1]
-            typed.meta.update(shape=rows + tuple(table.meta["shape"][1:-2]) + (table.meta["shape"][-1],),
-                              dtype=table.meta["dtype"])
+            typed.meta.update(
+                shape=rows + tuple(table.meta["shape"][1:-2]) + (table.meta["shape"][-1],), dtype=table.meta["dtype"]
+            )
             replacement = typed
             if keep_dims:  # eager's squeeze() of [rows, *B, 1, M]: drops every size-one dim
                 lifted = new_node(g, n, "unsqueeze", (typed, -2), op="call_method")
@@ -215,7 +221,9 @@ def index_typed(dfg: MPDFG) -> MPDFG:
         for d in dead:
             g.erase_node(d)
         how = "per-type matmul over gathered rows" if side is not None else "per-type matmul over its rows"
-        out.log.append(f"index_typed: {n.meta.get('source')}: {_feature(types)} selects the weight per "
-                       f"{'edge' if types.meta.get('res') == 'E' else 'node'}: {how}, grouped at run time "
-                       f"(no per-row weight copies)")
+        out.log.append(
+            f"index_typed: {n.meta.get('source')}: {_feature(types)} selects the weight per "
+            f"{'edge' if types.meta.get('res') == 'E' else 'node'}: {how}, grouped at run time "
+            f"(no per-row weight copies)"
+        )
     return out

@@ -16,6 +16,7 @@ the operator, or records an add or subtract into an ``a`` no backward keeps
 otherwise (``gnnc.ir.ops.in_place``). It runs after ``recompute``: the
 chains that pass copies stay out of place.
 """
+
 from __future__ import annotations
 
 import operator
@@ -31,23 +32,52 @@ from .nodes import binary_op, new_node
 # Operators (besides the binary ones) whose result is a tensor of their own (never a view of an input), so
 # writing into it when no other node reads it changes nothing else.
 _OWN_RESULT = {
-    torch.exp, torch.sigmoid, torch.tanh, torch.relu, torch.neg, operator.neg, F.relu, F.gelu, F.elu, F.silu,
-    F.leaky_relu, ops.spmm, ops.scaled_spmm, ops.etype_spmm, ops.index_spmm, ops.segment_reduce,
-    ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate, ops.etype_sddmm_softmax_aggregate, ops.zero_unreached,
-    ops.shared_dot, ops.in_place,
+    torch.exp,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.neg,
+    operator.neg,
+    F.relu,
+    F.gelu,
+    F.elu,
+    F.silu,
+    F.leaky_relu,
+    ops.spmm,
+    ops.scaled_spmm,
+    ops.etype_spmm,
+    ops.index_spmm,
+    ops.segment_reduce,
+    ops.edge_softmax_aggregate,
+    ops.sddmm_softmax_aggregate,
+    ops.etype_sddmm_softmax_aggregate,
+    ops.zero_unreached,
+    ops.shared_dot,
+    ops.in_place,
 }
 # Of those, the ones no backward keeps (they save their inputs, or nothing): an add or subtract may write
 # into them while autograd records (R-GCN's self-loop and bias after its sum: no third [N, F] buffer).
-_UNSAVED_RESULT = {torch.neg, operator.neg, ops.spmm, ops.scaled_spmm, ops.etype_spmm, ops.index_spmm,
-                   ops.segment_reduce, ops.zero_unreached, ops.shared_dot, ops.in_place}
+_UNSAVED_RESULT = {
+    torch.neg,
+    operator.neg,
+    ops.spmm,
+    ops.scaled_spmm,
+    ops.etype_spmm,
+    ops.index_spmm,
+    ops.segment_reduce,
+    ops.zero_unreached,
+    ops.shared_dot,
+    ops.in_place,
+}
 _COMMUTATIVE = {"add", "mul"}  # exactly, in floating point too
 
 
 def _writable(n) -> bool:
     """Whether ``n`` is a result of its own that no other node reads (an activation traced with
     ``inplace=True``, which the tracer always passes by keyword, returns its input)."""
-    own = binary_op(n) is not None or (isinstance(n, fx.Node) and n.op == "call_function"
-                                        and n.target in _OWN_RESULT and not n.kwargs.get("inplace"))
+    own = binary_op(n) is not None or (
+        isinstance(n, fx.Node) and n.op == "call_function" and n.target in _OWN_RESULT and not n.kwargs.get("inplace")
+    )
     return own and len(n.users) == 1
 
 

@@ -6,6 +6,7 @@ writes ``x.sum(dim, keepdims=keepdims)``). Passes match ``dim`` and ``keepdim``;
 ``keepdims=True`` would drop the kept dim, a silent change of shape. So every tensor method call and every
 call of a ``torch.*`` function has those aliases renamed first (torch gives both spellings one meaning).
 """
+
 from __future__ import annotations
 
 import torch

@@ -29,6 +29,7 @@ resp. ``W * c``, ``W / c``): the scores are linear in W, so the factors move
 onto the [R, H, D, D] matrices and no [E, H] product or gathered [E, H]
 factor is formed, forward or backward.
 """
+
 from __future__ import annotations
 
 import operator
@@ -47,24 +48,38 @@ def _match(total: fx.Node):
     if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
         return None
     product = total.args[0]
-    if not (isinstance(product, fx.Node) and product.op == "call_function" and product.target in (operator.mul, torch.mul)
-            and len(product.users) == 1 and len(product.args) == 2):
+    if not (
+        isinstance(product, fx.Node)
+        and product.op == "call_function"
+        and product.target in (operator.mul, torch.mul)
+        and len(product.users) == 1
+        and len(product.args) == 2
+    ):
         return None
     for viewed, rows in (product.args, reversed(product.args)):
-        if not (isinstance(viewed, fx.Node) and viewed.op == "call_method" and viewed.target in ("view", "reshape")
-                and isinstance(rows, fx.Node) and rows.target is ops.pair_etype_rows):
+        if not (
+            isinstance(viewed, fx.Node)
+            and viewed.op == "call_method"
+            and viewed.target in ("view", "reshape")
+            and isinstance(rows, fx.Node)
+            and rows.target is ops.pair_etype_rows
+        ):
             continue
         mm = viewed.args[0]
         if not (isinstance(mm, fx.Node) and mm.target is ops.etype_pair_matmul):
             continue
         side = mm.kwargs.get("side", mm.args[3] if len(mm.args) > 3 else "src")
         v_shape, r_shape, a_shape = viewed.meta.get("shape"), rows.meta.get("shape"), rows.args[1].meta.get("shape")
-        if rows.args[2] != side or not (v_shape and r_shape and a_shape) or len(v_shape) != 3 \
-                or tuple(r_shape[1:]) != tuple(v_shape[1:]) or len(a_shape) != 3:
+        if (
+            rows.args[2] != side
+            or not (v_shape and r_shape and a_shape)
+            or len(v_shape) != 3
+            or tuple(r_shape[1:]) != tuple(v_shape[1:])
+            or len(a_shape) != 3
+        ):
             continue
         return mm, rows, side
     return None
-
 
 
 def _match_bilinear(total: fx.Node):
@@ -73,36 +88,63 @@ def _match_bilinear(total: fx.Node):
     if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
         return None
     product = total.args[0]
-    if not (is_call(product, operator.mul) or is_call(product, torch.mul)) or len(product.users) != 1 \
-            or len(product.args) != 2:
+    if (
+        not (is_call(product, operator.mul) or is_call(product, torch.mul))
+        or len(product.users) != 1
+        or len(product.args) != 2
+    ):
         return None
     for left, right in (product.args, reversed(product.args)):
-        if not (is_call(left, ops.gather_src_pair) and len(left.users) == 1
-                and (is_call(right, ops.gather_dst) or is_call(right, ops.gather_dst_local))):
+        if not (
+            is_call(left, ops.gather_src_pair)
+            and len(left.users) == 1
+            and (is_call(right, ops.gather_dst) or is_call(right, ops.gather_dst_local))
+        ):
             continue
         sq = left.args[1]
-        squeezed = (isinstance(sq, fx.Node) and sq.op == "call_method" and sq.target == "squeeze"
-                    and tuple(sq.args[1:]) in ((2,), (-2,)) and len(sq.users) == 1)
+        squeezed = (
+            isinstance(sq, fx.Node)
+            and sq.op == "call_method"
+            and sq.target == "squeeze"
+            and tuple(sq.args[1:]) in ((2,), (-2,))
+            and len(sq.users) == 1
+        )
         mm = sq.args[0] if squeezed else sq  # unsqueezed k rows ([N, H, 1, D]), or [N, H, D] rows as they are
-        if not (is_call(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3
-                and mm.args[3] == "src"):
+        if not (
+            is_call(mm, ops.etype_pair_head_matmul) and len(mm.users) == 1 and len(mm.args) > 3 and mm.args[3] == "src"
+        ):
             continue
         k_shape, q_shape = mm.args[1].meta.get("shape"), right.meta.get("shape")
         rank = 4 if squeezed else 3
-        if not (k_shape and q_shape and len(k_shape) == rank and (not squeezed or k_shape[2] == 1)
-                and len(q_shape) == 3 and tuple(q_shape[1:]) == (k_shape[1], k_shape[-1])
-                and mm.meta.get("shape", (0,))[-1] == k_shape[-1]):
+        if not (
+            k_shape
+            and q_shape
+            and len(k_shape) == rank
+            and (not squeezed or k_shape[2] == 1)
+            and len(q_shape) == 3
+            and tuple(q_shape[1:]) == (k_shape[1], k_shape[-1])
+            and mm.meta.get("shape", (0,))[-1] == k_shape[-1]
+        ):
             continue
-        return (mm.args[0], mm.args[1], mm.args[2], right.args[1],
-                "dst" if is_call(right, ops.gather_dst) else "dst_local", squeezed)
+        return (
+            mm.args[0],
+            mm.args[1],
+            mm.args[2],
+            right.args[1],
+            "dst" if is_call(right, ops.gather_dst) else "dst_local",
+            squeezed,
+        )
     return None
 
 
 def _match_scaled_scores(n: fx.Node):
     """(scores, the weight's scaled value as (target, args)) for scores * gather_etype(p), scores * c or
     scores / c, where scores is an ``etype_bilinear_dot`` with no other user."""
-    if not (is_call(n, operator.mul) or is_call(n, torch.mul) or is_call(n, operator.truediv)) or n.kwargs \
-            or len(n.args) != 2:
+    if (
+        not (is_call(n, operator.mul) or is_call(n, torch.mul) or is_call(n, operator.truediv))
+        or n.kwargs
+        or len(n.args) != 2
+    ):
         return None
     orders = (n.args,) if n.target is operator.truediv else (n.args, tuple(reversed(n.args)))
     for scores, factor in orders:
@@ -116,8 +158,14 @@ def _match_scaled_scores(n: fx.Node):
         p, heads = factor.args[1], (scores.meta.get("shape") or (0, 0))[1:]
         p_shape = p.meta.get("shape")
         # a factor of another dtype would promote eager's scores; folded, it would meet the weight instead
-        if p_shape and len(p_shape) == 2 and len(heads) == 1 and p_shape[1] in (1, heads[0]) \
-                and p.meta.get("dtype") is not None and p.meta.get("dtype") == weight.meta.get("dtype"):
+        if (
+            p_shape
+            and len(p_shape) == 2
+            and len(heads) == 1
+            and p_shape[1] in (1, heads[0])
+            and p.meta.get("dtype") is not None
+            and p.meta.get("dtype") == weight.meta.get("dtype")
+        ):
             return scores, (ops.scale_heads, (weight, p))
     return None
 
@@ -135,8 +183,10 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
             folded = new_node(g, total, ops.fold_attention, (weight, rows.args[1]))
             new = same_value(new_node(g, total, ops.etype_pair_matmul, (ctx, x, folded, side)), total)
         total.replace_all_uses_with(new)
-        out.log.append(f"linear_reorder: {total.meta.get('source')}: (x W_r) . a_r -> x (W_r a_r) per "
-                       f"(relation, {side}) pair (weights multiplied first)")
+        out.log.append(
+            f"linear_reorder: {total.meta.get('source')}: (x W_r) . a_r -> x (W_r a_r) per "
+            f"(relation, {side}) pair (weights multiplied first)"
+        )
     for total in list(g.nodes):
         found = _match_bilinear(total)
         if found is None:
@@ -147,8 +197,10 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
                 k = new_node(g, total, "unsqueeze", (k, 2), op="call_method")
             new = same_value(new_node(g, total, ops.etype_bilinear_dot, (ctx, k, weight, q, q_side)), total)
         total.replace_all_uses_with(new)
-        out.log.append(f"linear_reorder: {total.meta.get('source')}: (k W_r) . q -> relation matrix on the side "
-                       "with fewer (relation, node) pairs, then a per-head dot (cost model)")
+        out.log.append(
+            f"linear_reorder: {total.meta.get('source')}: (k W_r) . q -> relation matrix on the side "
+            "with fewer (relation, node) pairs, then a per-head dot (cost model)"
+        )
     for n in list(g.nodes):  # in order: a scale folded here leaves a bilinear dot the next one can match
         found = _match_scaled_scores(n)
         if found is None:
@@ -161,6 +213,8 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
         n.replace_all_uses_with(new)
         g.erase_node(n)
         g.erase_node(scores)
-        out.log.append(f"linear_reorder: {n.meta.get('source')}: scores times a factor per relation or a constant "
-                       "-> the factor folded into the relation matrices (no [E, H] product)")
+        out.log.append(
+            f"linear_reorder: {n.meta.get('source')}: scores times a factor per relation or a constant "
+            "-> the factor folded into the relation matrices (no [E, H] product)"
+        )
     return out

@@ -16,6 +16,7 @@ zero (``flatten(1)``, ``relu``, scaling by a finite number, a ``view(-1,
 ...)`` keeping the row count on a small probe of the UDF, ...). A UDF with any other mailbox
 operation keeps its bucketed form (still correct, just slower).
 """
+
 from __future__ import annotations
 
 import operator
@@ -32,14 +33,43 @@ from .nodes import call_arg as _arg
 from .softmax_forms import softmax_forms
 
 _REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
-_REDUCER_FUNCTIONS = {torch.sum: "sum", torch.mean: "mean", torch.max: "max", torch.min: "min",
-                      torch.amax: "max", torch.amin: "min"}
+_REDUCER_FUNCTIONS = {
+    torch.sum: "sum",
+    torch.mean: "mean",
+    torch.max: "max",
+    torch.min: "min",
+    torch.amax: "max",
+    torch.amin: "min",
+}
 _SOFTMAX = {torch.softmax, F.softmax}
 _LOG_SOFTMAX = {torch.log_softmax, F.log_softmax}
-_ELEMENTWISE_MODULES = (nn.Dropout, nn.LeakyReLU, nn.ReLU, nn.ELU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU,
-                        nn.Identity, nn.Softplus, nn.Linear, nn.LayerNorm)
-_SHAPE_METHODS = {"unsqueeze", "squeeze", "flatten", "sum", "mean", "max", "min", "amax", "amin",
-                  "softmax", "log_softmax"}
+_ELEMENTWISE_MODULES = (
+    nn.Dropout,
+    nn.LeakyReLU,
+    nn.ReLU,
+    nn.ELU,
+    nn.GELU,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.SiLU,
+    nn.Identity,
+    nn.Softplus,
+    nn.Linear,
+    nn.LayerNorm,
+)
+_SHAPE_METHODS = {
+    "unsqueeze",
+    "squeeze",
+    "flatten",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "amax",
+    "amin",
+    "softmax",
+    "log_softmax",
+}
 
 
 class _CannotLower(Exception):
@@ -149,15 +179,24 @@ def _translate(graph, call, ctx, n: fx.Node, env, root, shapes) -> _Value:
     if n.op == "get_attr":
         return _Value(_emit(graph, call, f"red.{n.target}", (), op="get_attr"), "S")
     forms = {v.form for v in values}
-    if values and values[0].pair and n.args[0] is not None and (
-            (n.target is getattr and n.args[1] == "values") or (n.target is operator.getitem and n.args[1] == 0)):
+    if (
+        values
+        and values[0].pair
+        and n.args[0] is not None
+        and ((n.target is getattr and n.args[1] == "values") or (n.target is operator.getitem and n.args[1] == 0))
+    ):
         first = values[0]
         return _Value(first.node, first.form, first.ndim, first.zero_safe)
     if any(v.pair for v in values):
         raise _CannotLower(f"{_label(n)} uses the indices of a mailbox max/min")
     if "M" not in forms:
-        if n.op == "call_method" and n.target == "unsqueeze" and values and values[0].form == "N" \
-                and _arg(n, 1, "dim") == 1:
+        if (
+            n.op == "call_method"
+            and n.target == "unsqueeze"
+            and values
+            and values[0].form == "N"
+            and _arg(n, 1, "dim") == 1
+        ):
             return _Value(values[0].node, "N1", _node_ndim(values[0].node) + 1, zero_safe=values[0].zero_safe)
         plain = [_plain(graph, call, a) for a in args]
         plain_kw = {k: _plain(graph, call, v) for k, v in kwargs.items()}
@@ -185,9 +224,12 @@ def _fires(module) -> bool:
 
 
 def _random_operators(traced: fx.Graph, red) -> int:
-    return sum((n.op == "call_module" and _fires(red.get_submodule(n.target)))
-               or (n.op == "call_function" and n.target in (F.dropout, torch.dropout) and not _inactive_dropout(n, red))
-               or (n.op == "call_method" and n.target == "dropout") for n in traced.nodes)
+    return sum(
+        (n.op == "call_module" and _fires(red.get_submodule(n.target)))
+        or (n.op == "call_function" and n.target in (F.dropout, torch.dropout) and not _inactive_dropout(n, red))
+        or (n.op == "call_method" and n.target == "dropout")
+        for n in traced.nodes
+    )
 
 
 def _in_env(a, env):
@@ -217,7 +259,11 @@ def _translate_mailbox(graph, call, ctx, n, args, kwargs, root) -> _Value:
         if _fires(module):
             return _Value(_in_bucket_order(graph, call, ctx, n, box.node, "edges"), "M", box.ndim)
         return _Value(_emit(graph, call, f"red.{n.target}", (box.node,), op="call_module"), "M", box.ndim)
-    if args and args[0] is box and (_reduction(n) is not None or (n.op == "call_method" and n.target in _SHAPE_METHODS)):
+    if (
+        args
+        and args[0] is box
+        and (_reduction(n) is not None or (n.op == "call_method" and n.target in _SHAPE_METHODS))
+    ):
         return _translate_dim_op(graph, call, ctx, n, box)
     if _elementwise(n):
         return _translate_elementwise(graph, call, ctx, n, args, kwargs)
@@ -268,8 +314,9 @@ def _translate_dim_op(graph, call, ctx, n, box: _Value) -> _Value:
 def _edge_log_softmax(graph, call, ctx, box: _Value) -> _Value:
     """``log_softmax(box, 1)`` on edges as torch computes it: ``(l - m) - log(sum exp(l - m))`` with m each
     destination's max logit (detached: the result does not depend on it)."""
-    top = _emit(graph, call, "detach", (_emit(graph, call, ops.segment_reduce, (ctx, box.node, "max")),),
-                op="call_method")
+    top = _emit(
+        graph, call, "detach", (_emit(graph, call, ops.segment_reduce, (ctx, box.node, "max")),), op="call_method"
+    )
     shifted = _emit(graph, call, operator.sub, (box.node, _emit(graph, call, ops.gather_dst_local, (ctx, top))))
     total = _emit(graph, call, ops.segment_reduce, (ctx, _emit(graph, call, torch.exp, (shifted,)), "sum"))
     log_total = _emit(graph, call, ops.gather_dst_local, (ctx, _emit(graph, call, torch.log, (total,))))
@@ -320,20 +367,88 @@ def _reduction(n):
 
 
 _ELEMENTWISE_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.pow,
-    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.log, torch.sqrt, torch.rsqrt,
-    torch.abs, torch.pow, torch.sigmoid, torch.tanh, torch.relu, torch.where, torch.clamp, torch.maximum,
-    torch.minimum, torch.square, torch.reciprocal, torch.log1p, torch.expm1,
-    F.relu, F.leaky_relu, F.elu, F.gelu, F.silu, F.selu, F.softplus, F.dropout, F.tanh, F.sigmoid, F.celu,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    operator.pow,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.div,
+    torch.neg,
+    torch.exp,
+    torch.log,
+    torch.sqrt,
+    torch.rsqrt,
+    torch.abs,
+    torch.pow,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.where,
+    torch.clamp,
+    torch.maximum,
+    torch.minimum,
+    torch.square,
+    torch.reciprocal,
+    torch.log1p,
+    torch.expm1,
+    F.relu,
+    F.leaky_relu,
+    F.elu,
+    F.gelu,
+    F.silu,
+    F.selu,
+    F.softplus,
+    F.dropout,
+    F.tanh,
+    F.sigmoid,
+    F.celu,
 }
-_ELEMENTWISE_METHODS = {"add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "abs", "pow", "sigmoid",
-                        "tanh", "relu", "clamp", "square", "reciprocal", "float", "double", "type_as",
-                        "contiguous", "clone"}
+_ELEMENTWISE_METHODS = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "abs",
+    "pow",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "clamp",
+    "square",
+    "reciprocal",
+    "float",
+    "double",
+    "type_as",
+    "contiguous",
+    "clone",
+}
 
 
 # Operators f with f(0) = 0 exactly, entry by entry, whatever their other (non-tensor) arguments.
-_ZERO_KEEPING_FUNCTIONS = {torch.relu, F.relu, torch.tanh, F.tanh, torch.neg, operator.neg, F.leaky_relu, F.elu,
-                           F.gelu, F.silu, F.selu, F.celu, F.dropout}
+_ZERO_KEEPING_FUNCTIONS = {
+    torch.relu,
+    F.relu,
+    torch.tanh,
+    F.tanh,
+    torch.neg,
+    operator.neg,
+    F.leaky_relu,
+    F.elu,
+    F.gelu,
+    F.silu,
+    F.selu,
+    F.celu,
+    F.dropout,
+}
 _ZERO_KEEPING_METHODS = {"relu", "tanh", "neg", "contiguous", "clone", "float", "double"}
 _ZERO_KEEPING_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ELU, nn.GELU, nn.Tanh, nn.SiLU, nn.Identity, nn.Dropout)
 _ROW_KEEPING_METHODS = {"flatten": ("start_dim", 0), "unsqueeze": ("dim", None), "squeeze": ("dim", None)}
@@ -356,8 +471,12 @@ def _keeps_zero_rows(n, args, kwargs, root, shapes) -> bool:
         name, default = _ROW_KEEPING_METHODS[n.target]
         dim = _arg(n, 1, name, default)
         return isinstance(dim, int) and dim >= 1  # negative dims could name the rows of a 1-d value
-    if n.op == "call_method" and n.target in _ZERO_KEEPING_METHODS or \
-            n.op == "call_function" and n.target in _ZERO_KEEPING_FUNCTIONS:
+    if (
+        n.op == "call_method"
+        and n.target in _ZERO_KEEPING_METHODS
+        or n.op == "call_function"
+        and n.target in _ZERO_KEEPING_FUNCTIONS
+    ):
         return True
     if n.target in (operator.mul, torch.mul, "mul", operator.truediv, torch.div, "div") and len(rest) == 1:
         c = rest[0]
@@ -368,7 +487,8 @@ def _keeps_zero_rows(n, args, kwargs, root, shapes) -> bool:
 
 def _is_reshape(n) -> bool:
     return (n.op == "call_method" and n.target in ("view", "reshape")) or (
-        n.op == "call_function" and n.target is torch.reshape)
+        n.op == "call_function" and n.target is torch.reshape
+    )
 
 
 def _keeps_row_count(n, sizes, shapes) -> bool:
@@ -405,8 +525,12 @@ def _probe_shapes(red: fx.GraphModule, kinds, inputs) -> tuple[dict, dict]:
         if shape is None:
             return {}, {}
         rows = {"mailbox": (2, 3), "data": (2,), "type": (2,)}.get(kind)
-        args.append(torch.zeros(tuple(shape) if rows is None else rows + tuple(shape[1:]),
-                                dtype=x.meta.get("dtype", torch.get_default_dtype())))
+        args.append(
+            torch.zeros(
+                tuple(shape) if rows is None else rows + tuple(shape[1:]),
+                dtype=x.meta.get("dtype", torch.get_default_dtype()),
+            )
+        )
     recorder = _ShapeRecorder(red)
     try:
         with torch.no_grad(), torch.random.fork_rng(devices=[]):

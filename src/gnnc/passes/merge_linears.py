@@ -11,6 +11,7 @@ biases, one ``F.linear``, and a split by columns; each call reads its columns. T
 in one matmul (equal up to the matmul's rounding). Nothing is merged when the forward writes into a tensor
 anywhere (the input could change between the calls).
 """
+
 from __future__ import annotations
 
 import operator
@@ -28,8 +29,13 @@ def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         return graph, []
     groups: dict = {}
     for n in graph.nodes:
-        if n.op == "call_module" and "linear" in n.meta and len(n.args) == 1 and not n.kwargs \
-                and isinstance(n.args[0], fx.Node):
+        if (
+            n.op == "call_module"
+            and "linear" in n.meta
+            and len(n.args) == 1
+            and not n.kwargs
+            and isinstance(n.args[0], fx.Node)
+        ):
             in_features, _, bias = n.meta["linear"]
             groups.setdefault((n.args[0], in_features, bias), []).append(n)
     groups = {key: calls for key, calls in groups.items() if len(calls) > 1}
@@ -44,8 +50,7 @@ def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         widths = [c.meta["linear"][1] for c in calls]
         with new.inserting_before(calls[0]):
             weight = new.call_function(torch.cat, ([new.get_attr(f"{c.target}.weight") for c in calls], 0))
-            b = new.call_function(torch.cat, ([new.get_attr(f"{c.target}.bias") for c in calls], 0)) \
-                if bias else None
+            b = new.call_function(torch.cat, ([new.get_attr(f"{c.target}.bias") for c in calls], 0)) if bias else None
             merged = new.call_function(F.linear, (env[source], weight, b))
             parts = new.call_function(torch.split, (merged, widths, -1))
         for i, c in enumerate(calls):
@@ -54,7 +59,9 @@ def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             part.meta.update(c.meta)
             c.replace_all_uses_with(part)
             new.erase_node(c)
-        log.append(f"merge_linears: {len(calls)} linears on {source.name} ({', '.join(c.target for c in calls)}) "
-                   f"-> one matmul {calls[0].meta['linear'][0]} x {sum(widths)}")
+        log.append(
+            f"merge_linears: {len(calls)} linears on {source.name} ({', '.join(c.target for c in calls)}) "
+            f"-> one matmul {calls[0].meta['linear'][0]} x {sum(widths)}"
+        )
     new.lint()
     return new, log

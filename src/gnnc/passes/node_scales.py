@@ -16,6 +16,7 @@ A ``zero_unreached`` of the result (the destination factor hoisted out of a
 reduce UDF) goes too: ``scaled_spmm`` leaves destinations without in-edges
 at zero whatever their scale, as eager does.
 """
+
 from __future__ import annotations
 
 import torch.fx as fx
@@ -36,8 +37,14 @@ def _is_column(scale, rows) -> bool:
     if not isinstance(scale, fx.Node) or not isinstance(rows, fx.Node) or scale.meta.get("res") == "E":
         return False
     a, b = scale.meta.get("shape"), rows.meta.get("shape")
-    return (a is not None and b is not None and len(a) == len(b) >= 1 and a[0] == b[0]
-            and all(d == 1 for d in a[1:]) and scale.meta.get("dtype") == rows.meta.get("dtype"))
+    return (
+        a is not None
+        and b is not None
+        and len(a) == len(b) >= 1
+        and a[0] == b[0]
+        and all(d == 1 for d in a[1:])
+        and scale.meta.get("dtype") == rows.meta.get("dtype")
+    )
 
 
 def _source_factor(y) -> tuple | None:
@@ -81,8 +88,9 @@ def node_scales(dfg: MPDFG) -> MPDFG:
         zeroed = next(iter(new.users)) if len(new.users) == 1 else None
         if is_call(zeroed, ops.zero_unreached) and zeroed.args[1] is new:  # scaled_spmm zeroes those rows itself
             zeroed.replace_all_uses_with(new)
-        out.log.append(f"node_scales: {sp.meta.get('source')}: "
-                       + " and ".join(side for side, s in (("source", src_scale), ("destination", dst_scale))
-                               if s is not None)
-                       + " node scale applied inside the sum -> scaled_spmm")
+        out.log.append(
+            f"node_scales: {sp.meta.get('source')}: "
+            + " and ".join(side for side, s in (("source", src_scale), ("destination", dst_scale)) if s is not None)
+            + " node scale applied inside the sum -> scaled_spmm"
+        )
     return dce(out)

@@ -1,4 +1,5 @@
 """Building replacement nodes inside a pass, and recognising the operators passes rewrite."""
+
 from __future__ import annotations
 
 import operator
@@ -8,8 +9,16 @@ import torch.fx as fx
 
 from ..ir.rules import is_index_select
 
-BINARY_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div",
-              torch.add: "add", torch.sub: "sub", torch.mul: "mul", torch.div: "div"}
+BINARY_OPS = {
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.truediv: "div",
+    torch.add: "add",
+    torch.sub: "sub",
+    torch.mul: "mul",
+    torch.div: "div",
+}
 
 
 def binary_op(n) -> str | None:
@@ -58,13 +67,25 @@ def is_call(n, target) -> bool:
 def unsqueezed_then_squeezed(m):
     """x when ``m`` is ``x.unsqueeze(-2).squeeze()`` of an [rows, width] x, width not one, each used once: the
     views ``index_typed`` keeps for eager's ``bmm(...).squeeze()``, which then give x's rows as they are."""
-    if not (isinstance(m, fx.Node) and m.op == "call_method" and m.target == "squeeze" and len(m.args) == 1
-            and len(m.users) == 1):
+    if not (
+        isinstance(m, fx.Node)
+        and m.op == "call_method"
+        and m.target == "squeeze"
+        and len(m.args) == 1
+        and len(m.users) == 1
+    ):
         return None
     lifted, shape = m.args[0], m.meta.get("shape")
-    if not (isinstance(lifted, fx.Node) and lifted.op == "call_method" and lifted.target == "unsqueeze"
-            and tuple(lifted.args[1:]) == (-2,) and len(lifted.users) == 1 and shape is not None and len(shape) == 2
-            and shape[1] != 1):
+    if not (
+        isinstance(lifted, fx.Node)
+        and lifted.op == "call_method"
+        and lifted.target == "unsqueeze"
+        and tuple(lifted.args[1:]) == (-2,)
+        and len(lifted.users) == 1
+        and shape is not None
+        and len(shape) == 2
+        and shape[1] != 1
+    ):
         return None
     return lifted.args[0]
 
@@ -77,7 +98,7 @@ def table_lookup(n):
     if (n.target is operator.getitem or n.target == "__getitem__") and len(n.args) == 2 and not n.kwargs:
         table, index = n.args
     elif is_index_select(n):
-        args = list(n.args) + [n.kwargs.get("dim"), n.kwargs.get("index")][len(n.args) - 1:]
+        args = list(n.args) + [n.kwargs.get("dim"), n.kwargs.get("index")][len(n.args) - 1 :]
         if len(args) != 3 or args[1] != 0:
             return None
         table, _, index = args

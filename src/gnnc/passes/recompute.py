@@ -20,6 +20,7 @@ note in place of the value and rebuilds it from the leaves when backward
 needs it; only values of at least ``MIN_SHARE`` of their device's memory are
 treated so, and nothing changes when no gradient is recorded.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,15 +40,37 @@ from .nodes import new_node
 MAX_CHAIN = 8
 
 _COMPUTE_FUNCTIONS = {
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.matmul,
-    torch.add, torch.sub, torch.mul, torch.div, torch.neg, torch.exp, torch.sigmoid, torch.tanh, torch.relu,
-    torch.erf, torch.matmul, F.relu, F.gelu, F.silu, F.elu, F.leaky_relu, F.sigmoid, F.tanh, F.linear,
-    ops.ntype_matmul, ops.dst_ntype_matmul,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.truediv,
+    operator.neg,
+    operator.matmul,
+    torch.add,
+    torch.sub,
+    torch.mul,
+    torch.div,
+    torch.neg,
+    torch.exp,
+    torch.sigmoid,
+    torch.tanh,
+    torch.relu,
+    torch.erf,
+    torch.matmul,
+    F.relu,
+    F.gelu,
+    F.silu,
+    F.elu,
+    F.leaky_relu,
+    F.sigmoid,
+    F.tanh,
+    F.linear,
+    ops.ntype_matmul,
+    ops.dst_ntype_matmul,
 }
 _BROADCASTS = {ops.gather_ntype, ops.node_type_rows, ops.dst_nodes}
 _COMPUTE_METHODS = {"add", "sub", "mul", "div", "neg", "exp", "sigmoid", "tanh", "relu", "matmul"}
-_VIEW_METHODS = {"view", "reshape", "squeeze", "unsqueeze", "flatten", "transpose", "permute", "expand",
-                 "expand_as"}
+_VIEW_METHODS = {"view", "reshape", "squeeze", "unsqueeze", "flatten", "transpose", "permute", "expand", "expand_as"}
 _COMPUTE_MODULES = (nn.Linear, nn.ReLU, nn.GELU, nn.Sigmoid, nn.Tanh, nn.SiLU, nn.ELU, nn.LeakyReLU)
 
 
@@ -57,8 +80,11 @@ def _computes(n: fx.Node, root) -> bool:
 
 
 def _in_chain(n: fx.Node, root) -> bool:
-    return _computes(n, root) or (n.op == "call_function" and n.target in _BROADCASTS) \
+    return (
+        _computes(n, root)
+        or (n.op == "call_function" and n.target in _BROADCASTS)
         or (n.op == "call_method" and n.target in _VIEW_METHODS)
+    )
 
 
 _NEVER_SAVE = {operator.add, operator.sub, torch.add, torch.sub, "add", "sub"}  # their backward reads no operand
@@ -145,9 +171,11 @@ def recompute(dfg: MPDFG) -> MPDFG:
             note = new_node(g, n, ops.recomputable, (n, recipe, *leaves))
         n.replace_all_uses_with(note, delete_user_cb=lambda user: user is not note)
         inputs = ", ".join(_describe(leaf) for leaf in leaves if leaf.meta.get("input") != ("ctx", None))
-        out.log.append(f"recompute: {n.meta.get('source')}: {n.name} ({len(chain)} "
-                       f"operator{'s' if len(chain) > 1 else ''} from {inputs}) rebuilt in backward when it is a "
-                       "sizeable share of memory")
+        out.log.append(
+            f"recompute: {n.meta.get('source')}: {n.name} ({len(chain)} "
+            f"operator{'s' if len(chain) > 1 else ''} from {inputs}) rebuilt in backward when it is a "
+            "sizeable share of memory"
+        )
     out.root = root
     return out
 
@@ -158,5 +186,7 @@ def _rebuild_pair_tables(out: MPDFG) -> None:
     for n in out.graph.nodes:
         if n.op == "call_function" and n.target is ops.etype_sddmm_softmax_aggregate and len(n.args) == 9:
             n.args = n.args + (True,)
-            out.log.append(f"recompute: {n.meta.get('source')}: {n.name}'s pair table rebuilt in backward a part "
-                           "at a time when it is a sizeable share of memory")
+            out.log.append(
+                f"recompute: {n.meta.get('source')}: {n.name}'s pair table rebuilt in backward a part "
+                "at a time when it is a sizeable share of memory"
+            )

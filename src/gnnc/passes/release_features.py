@@ -21,6 +21,7 @@ it has bound its inputs, drops first what neither it nor ``kept`` names (a one-p
 before the scope ends, and the scope's end restores the features as they were when it began, dropped ones
 included.
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,8 +37,15 @@ _COUNTS = frozenset({"num_nodes", "num_edges", "number_of_nodes", "number_of_edg
 def _scope_graph(enter: fx.Node) -> fx.Node | None:
     """``G`` when ``enter`` enters ``G.local_scope()`` on a graph argument."""
     cm = enter.args[0] if enter.args else None
-    if isinstance(cm, fx.Node) and cm.op == "call_method" and cm.target == "local_scope" and len(cm.args) == 1 \
-            and not cm.kwargs and isinstance(cm.args[0], fx.Node) and cm.args[0].meta.get("graph_argument"):
+    if (
+        isinstance(cm, fx.Node)
+        and cm.op == "call_method"
+        and cm.target == "local_scope"
+        and len(cm.args) == 1
+        and not cm.kwargs
+        and isinstance(cm.args[0], fx.Node)
+        and cm.args[0].meta.get("graph_argument")
+    ):
         return cm.args[0]
     return None
 
@@ -45,14 +53,30 @@ def _scope_graph(enter: fx.Node) -> fx.Node | None:
 def _keyed_use(n: fx.Node, frame: fx.Node):
     """(kind, key) when ``n`` reads (``read``), pops (``pop``) or writes (``write``) ``frame[key]`` with a
     constant string key; None for any other use of ``frame``."""
-    if n.op == "call_function" and n.target is operator.getitem and len(n.args) == 2 and n.args[0] is frame \
-            and isinstance(n.args[1], str):
+    if (
+        n.op == "call_function"
+        and n.target is operator.getitem
+        and len(n.args) == 2
+        and n.args[0] is frame
+        and isinstance(n.args[1], str)
+    ):
         return "read", n.args[1]
-    if n.op == "call_function" and n.target is operator.setitem and n.args[0] is frame \
-            and isinstance(n.args[1], str) and n.args[2] is not frame:
+    if (
+        n.op == "call_function"
+        and n.target is operator.setitem
+        and n.args[0] is frame
+        and isinstance(n.args[1], str)
+        and n.args[2] is not frame
+    ):
         return "write", n.args[1]
-    if n.op == "call_method" and n.target == "pop" and len(n.args) == 2 and not n.kwargs and n.args[0] is frame \
-            and isinstance(n.args[1], str):
+    if (
+        n.op == "call_method"
+        and n.target == "pop"
+        and len(n.args) == 2
+        and not n.kwargs
+        and n.args[0] is frame
+        and isinstance(n.args[1], str)
+    ):
         return "pop", n.args[1]
     return None
 
@@ -66,7 +90,7 @@ def _after_last_call(body: list, g: fx.Node):
     kept = {"node": set(), "edge": set()}
     last_reads = {}  # (edge feature?, key) -> its last read
     order = {n: i for i, n in enumerate(body)}
-    for n in body[calls[-1] + 1:]:
+    for n in body[calls[-1] + 1 :]:
         if n.op == "call_function" and n.target in (enter_scope, exit_scope):
             return None
         if graph_frame(n) and n.args[0] is g:
@@ -90,11 +114,16 @@ def _after_last_call(body: list, g: fx.Node):
 def _dropped(body: list, g: fx.Node, until: fx.Node, kept: tuple) -> list:
     """Features the forward writes into ``g``'s frames in ``body`` before ``until`` and ``kept`` lacks."""
     keys = set()
-    for n in body[:body.index(until)]:
+    for n in body[: body.index(until)]:
         if graph_frame(n) and n.args[0] is g:
             edge = n.args[1] in EDGE_FRAMES
-            keys.update((f"{n.args[1]}[{found[1]!r}]" for use in n.users
-                         if (found := _keyed_use(use, n)) and found[0] == "write" and found[1] not in kept[edge]))
+            keys.update(
+
+                    f"{n.args[1]}[{found[1]!r}]"
+                    for use in n.users
+                    if (found := _keyed_use(use, n)) and found[0] == "write" and found[1] not in kept[edge]
+
+            )
     return sorted(keys)
 
 
@@ -105,10 +134,13 @@ def scope_bodies(graph: fx.Graph):
     for i, enter in enumerate(nodes):
         if not (enter.op == "call_function" and enter.target is enter_scope) or (g := _scope_graph(enter)) is None:
             continue
-        ends = [j for j in range(i + 1, len(nodes)) if nodes[j].op == "call_function"
-                and nodes[j].target is exit_scope and nodes[j].args[0] is enter.args[0]]
+        ends = [
+            j
+            for j in range(i + 1, len(nodes))
+            if nodes[j].op == "call_function" and nodes[j].target is exit_scope and nodes[j].args[0] is enter.args[0]
+        ]
         if ends:
-            yield g, nodes[i + 1:ends[0]], nodes[ends[0]]
+            yield g, nodes[i + 1 : ends[0]], nodes[ends[0]]
 
 
 def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
@@ -134,9 +166,11 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         for (edge, key), read in last_reads.items():
             with new.inserting_after(env[read]):
                 new.call_function(drop_feature, (env[g], edge, key))
-        log.append(f"release_features: around {call.target} on {g.name}, features nothing reads again in its "
-                   f"local scope are dropped ({', '.join(dropped)} written by the forward; kept: node "
-                   f"{sorted(kept[0])}, edge {sorted(kept[1])})")
+        log.append(
+            f"release_features: around {call.target} on {g.name}, features nothing reads again in its "
+            f"local scope are dropped ({', '.join(dropped)} written by the forward; kept: node "
+            f"{sorted(kept[0])}, edge {sorted(kept[1])})"
+        )
     new.lint()
     return new, log
 

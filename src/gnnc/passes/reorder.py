@@ -13,6 +13,7 @@ so this is exact; it is applied when the rows before the gather are no
 more numerous than after (|V| <= |E|, always for type data). Random
 operators (dropout) are never moved: a mask per edge is not a mask per node.
 """
+
 from __future__ import annotations
 
 import torch.fx as fx
@@ -23,10 +24,14 @@ from .cse import _is_random
 
 # gather -> (side, how to express its input at the side's node level)
 _SIDES = {
-    ops.gather_src: "src", ops.gather_srctype: "src",
-    ops.gather_dst: "dst", ops.gather_dsttype: "dst", ops.gather_dst_local: "dst",
+    ops.gather_src: "src",
+    ops.gather_srctype: "src",
+    ops.gather_dst: "dst",
+    ops.gather_dsttype: "dst",
+    ops.gather_dst_local: "dst",
     ops.gather_etype: "etype",
-    ops.gather_src_pair: "src_pair", ops.gather_dst_pair: "dst_pair",
+    ops.gather_src_pair: "src_pair",
+    ops.gather_dst_pair: "dst_pair",
 }
 _PAIR_GATHERS = {"src_pair": ops.gather_src_pair, "dst_pair": ops.gather_dst_pair}
 _TYPE_GATHERS = {ops.gather_srctype: "srctype", ops.gather_dsttype: "dsttype"}
@@ -41,8 +46,9 @@ def _depends_on_graph_data(n: fx.Node, memo: dict) -> bool:
     if n in memo:
         return memo[n]
     res = n.meta.get("res")
-    memo[n] = (res not in (None, "S")) or any(_depends_on_graph_data(a, memo) for a in n.all_input_nodes
-                                                if a.meta.get("input", (None,))[0] != "ctx")
+    memo[n] = (res not in (None, "S")) or any(
+        _depends_on_graph_data(a, memo) for a in n.all_input_nodes if a.meta.get("input", (None,))[0] != "ctx"
+    )
     return memo[n]
 
 
@@ -50,8 +56,12 @@ def reorder(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
     g, memo = out.graph, {}
     for n in list(g.nodes):
-        if n.op not in ("call_function", "call_method", "call_module") or n.meta.get("move") != "Dense" \
-                or not n.users or "shape" not in n.meta:  # no tensor (x.dtype, x.shape): no rows to gather
+        if (
+            n.op not in ("call_function", "call_method", "call_module")
+            or n.meta.get("move") != "Dense"
+            or not n.users
+            or "shape" not in n.meta
+        ):  # no tensor (x.dtype, x.shape): no rows to gather
             continue
         if n.op == "call_function" and n.target in ops.__dict__.values():
             continue
@@ -78,9 +88,9 @@ def reorder(dfg: MPDFG) -> MPDFG:
             regathered.meta = {"stage": n.meta.get("stage"), "source": n.meta.get("source")}
         n.replace_all_uses_with(regathered)
         g.erase_node(n)
-        out.log.append(f"reorder: {_label(n)} ({n.meta.get('source')}) now runs per "
-                       f"{_level(gather_fn)}, "
-                       f"then {gather_fn.__name__}")
+        out.log.append(
+            f"reorder: {_label(n)} ({n.meta.get('source')}) now runs per {_level(gather_fn)}, then {gather_fn.__name__}"
+        )
     return out
 
 
@@ -92,9 +102,12 @@ def _node_level_inputs(g, n, ctx, gathers, kinds, side):
         return {a: a.args[1] for a in gathers}, ops.gather_etype
     if side in _PAIR_GATHERS:
         pair_side = side.removesuffix("_pair")
-        return {a: a.args[1] if a.target is _PAIR_GATHERS[side] else _call(g, ops.pair_etype_rows, ctx, a.args[1], n,
-                                                                           pair_side)
-                for a in gathers}, _PAIR_GATHERS[side]
+        return {
+            a: a.args[1]
+            if a.target is _PAIR_GATHERS[side]
+            else _call(g, ops.pair_etype_rows, ctx, a.args[1], n, pair_side)
+            for a in gathers
+        }, _PAIR_GATHERS[side]
     mapping = {}
     for a in gathers:
         x = a.args[1]
@@ -130,5 +143,8 @@ def _level(gather_fn) -> str:
 
 
 def _label(n) -> str:
-    return f"Tensor.{n.target}" if n.op == "call_method" else (
-        n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target)))
+    return (
+        f"Tensor.{n.target}"
+        if n.op == "call_method"
+        else (n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target)))
+    )

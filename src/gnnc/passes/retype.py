@@ -21,6 +21,7 @@ and operators of the graph's node or relation types. On a plan already
 moved, only lookups of the moved type feature are converted (passes that
 run later may expose more).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,19 +34,48 @@ from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .index_typed import _INDEX_DTYPES, _feature
 from .nodes import is_call, new_node, table_lookup, unsqueezed_then_squeezed
 
-_TYPE_STRUCTURE = {ops.gather_etype, ops.gather_srctype, ops.gather_dsttype, ops.gather_ntype, ops.node_type_rows,
-                   ops.ntype_matmul, ops.dst_ntype_matmul, ops.etype_gather_matmul, ops.etype_gather_head_matmul,
-                   ops.etype_pair_matmul, ops.etype_pair_head_matmul, ops.gather_src_pair, ops.gather_dst_pair,
-                   ops.pair_etype_rows, ops.etype_spmm, ops.etype_bilinear_dot, ops.etype_sddmm_softmax_aggregate}
-_RANDOM_FUNCTIONS = {F.dropout, F.alpha_dropout, F.feature_alpha_dropout, torch.dropout, torch.bernoulli,
-                     torch.rand_like, torch.randn_like, torch.randint_like, torch.multinomial, torch.normal}
+_TYPE_STRUCTURE = {
+    ops.gather_etype,
+    ops.gather_srctype,
+    ops.gather_dsttype,
+    ops.gather_ntype,
+    ops.node_type_rows,
+    ops.ntype_matmul,
+    ops.dst_ntype_matmul,
+    ops.etype_gather_matmul,
+    ops.etype_gather_head_matmul,
+    ops.etype_pair_matmul,
+    ops.etype_pair_head_matmul,
+    ops.gather_src_pair,
+    ops.gather_dst_pair,
+    ops.pair_etype_rows,
+    ops.etype_spmm,
+    ops.etype_bilinear_dot,
+    ops.etype_sddmm_softmax_aggregate,
+}
+_RANDOM_FUNCTIONS = {
+    F.dropout,
+    F.alpha_dropout,
+    F.feature_alpha_dropout,
+    torch.dropout,
+    torch.bernoulli,
+    torch.rand_like,
+    torch.randn_like,
+    torch.randint_like,
+    torch.multinomial,
+    torch.normal,
+}
 _RANDOM_METHODS = {"bernoulli", "bernoulli_", "uniform_", "normal_", "random_", "exponential_"}
 
 
 def _type_feature(t) -> bool:
-    return (isinstance(t, fx.Node) and t.op == "placeholder"
-            and (t.meta["input"][0] == "edata" or t.meta.get("per_edge", False))
-            and len(t.meta.get("shape") or ()) == 1 and t.meta.get("dtype") in _INDEX_DTYPES)
+    return (
+        isinstance(t, fx.Node)
+        and t.op == "placeholder"
+        and (t.meta["input"][0] == "edata" or t.meta.get("per_edge", False))
+        and len(t.meta.get("shape") or ()) == 1
+        and t.meta.get("dtype") in _INDEX_DTYPES
+    )
 
 
 def _table(w) -> bool:
@@ -80,10 +110,15 @@ def _blocked(dfg: MPDFG, ctx: fx.Node) -> bool:
             return True
         if is_call(n, ops.bucketed_reduce) or (is_call(n, ops.segment_reduce) and n.args[2] in ("max", "min")):
             return True
-        random = ((n.op == "call_function" and n.target in _RANDOM_FUNCTIONS)
-                  or (n.op == "call_method" and n.target in _RANDOM_METHODS)
-                  or (n.op == "call_module" and isinstance(root.get_submodule(n.target), nn.modules.dropout._DropoutNd)
-                      and root.get_submodule(n.target).training))
+        random = (
+            (n.op == "call_function" and n.target in _RANDOM_FUNCTIONS)
+            or (n.op == "call_method" and n.target in _RANDOM_METHODS)
+            or (
+                n.op == "call_module"
+                and isinstance(root.get_submodule(n.target), nn.modules.dropout._DropoutNd)
+                and root.get_submodule(n.target).training
+            )
+        )
         if random and n.meta.get("res") == "E":
             return True
     return False
@@ -91,8 +126,11 @@ def _blocked(dfg: MPDFG, ctx: fx.Node) -> bool:
 
 def _inherited(g: fx.Graph) -> list:
     """Placeholders of retyped contexts an inlined earlier apply_edges computed on."""
-    return [n for n in g.nodes if n.op == "placeholder" and n.meta["input"][0] == DEFERRED_INPUT
-            and n.meta["input"][1].endswith(".ctx")]
+    return [
+        n
+        for n in g.nodes
+        if n.op == "placeholder" and n.meta["input"][0] == DEFERRED_INPUT and n.meta["input"][1].endswith(".ctx")
+    ]
 
 
 def _move(out: MPDFG, ctx: fx.Node, moved: fx.Node) -> None:
@@ -102,7 +140,9 @@ def _move(out: MPDFG, ctx: fx.Node, moved: fx.Node) -> None:
     for user in [u for u in ctx.users if u is not moved]:
         user.replace_input_with(ctx, moved)
     anchor = moved if moved.op != "placeholder" else [n for n in g.nodes if n.op == "placeholder"][-1]
-    for p in [p for p in g.nodes if p.op == "placeholder" and (p.meta["input"][0] == "edata" or p.meta.get("per_edge"))]:
+    for p in [
+        p for p in g.nodes if p.op == "placeholder" and (p.meta["input"][0] == "edata" or p.meta.get("per_edge"))
+    ]:
         users = [u for u in p.users if u is not moved]
         if users:
             with g.inserting_after(anchor):
@@ -153,8 +193,10 @@ def _convert(out: MPDFG, moved: fx.Node, lookups) -> None:
         g.erase_node(n)
         if not rows.users:
             g.erase_node(rows)
-        out.log.append(f"retype: {n.meta.get('source')}: {_feature(moved.args[1])} selects the table per edge: "
-                       f"read as the edge's relation of the block regrouped by it")
+        out.log.append(
+            f"retype: {n.meta.get('source')}: {_feature(moved.args[1])} selects the table per edge: "
+            f"read as the edge's relation of the block regrouped by it"
+        )
 
 
 def retype(dfg: MPDFG) -> MPDFG:
@@ -170,8 +212,10 @@ def retype(dfg: MPDFG) -> MPDFG:
         return out
     if inherited:  # an earlier apply_edges ran on a retyped block: so does this plan, reading its values as is
         _move(out, ctx, inherited[0])
-        out.log.append(f"retype: the plan runs on the block an earlier apply_edges regrouped "
-                       f"({inherited[0].meta['input'][1].rsplit('.', 1)[0]!r} computed on it)")
+        out.log.append(
+            f"retype: the plan runs on the block an earlier apply_edges regrouped "
+            f"({inherited[0].meta['input'][1].rsplit('.', 1)[0]!r} computed on it)"
+        )
         return out
     lookups = _lookups(g, _type_feature)
     if not lookups:
@@ -184,7 +228,9 @@ def retype(dfg: MPDFG) -> MPDFG:
     with g.inserting_after(placeholders[-1]):
         moved = new_node(g, types, ops.retype, (ctx, types, mine[0][1].meta["shape"][0], _feature(types)))
     _move(out, ctx, moved)
-    out.log.append(f"retype: the plan runs on the block regrouped by {_feature(types)} (edge inputs and outputs "
-                   f"put in its edge order and back)")
+    out.log.append(
+        f"retype: the plan runs on the block regrouped by {_feature(types)} (edge inputs and outputs "
+        f"put in its edge order and back)"
+    )
     _convert(out, moved, _lookups(g, lambda t: is_call(t, ops.edges_to) and t.args[1] is types))
     return out

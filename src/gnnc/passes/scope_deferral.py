@@ -15,6 +15,7 @@ relation or ``compile=False``: each goes through a compiled call first). Replace
 operands cannot change before the value is read, since nothing writes into a tensor, and a call that runs
 user code eagerly computes the still deferred values first (``settle_trusted``).
 """
+
 from __future__ import annotations
 
 import torch.fx as fx
@@ -29,8 +30,11 @@ _MOST_POSITIONAL = {"apply_edges": 2, "update_all": 4}  # the graph, then the fu
 
 def _plain_call(n: fx.Node) -> bool:
     """Whether ``n`` is a whole-graph apply_edges or update_all given only its functions."""
-    return n.target in _MOST_POSITIONAL and len(n.args) <= _MOST_POSITIONAL[n.target] \
+    return (
+        n.target in _MOST_POSITIONAL
+        and len(n.args) <= _MOST_POSITIONAL[n.target]
         and all(k in _FUNCTIONS or (k == "compile" and v in (None, True)) for k, v in n.kwargs.items())
+    )
 
 
 def scope_deferral(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
@@ -53,8 +57,10 @@ def scope_deferral(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
                 new.call_function(trust_next_apply_edges, (env[g],))
         with new.inserting_before(env[end]):
             new.call_function(forget_trusted, (env[g],))
-        log.append(f"scope_deferral: {len(trusted)} apply_edges on {g.name} may leave results that hold their "
-                   "inputs unwritten for the next call (no write into a tensor until the scope ends)")
+        log.append(
+            f"scope_deferral: {len(trusted)} apply_edges on {g.name} may leave results that hold their "
+            "inputs unwritten for the next call (no write into a tensor until the scope ends)"
+        )
     new.lint()
     return new, log
 

@@ -20,6 +20,7 @@ a row-wise map). x is read once instead of k times (GAT's source and
 destination halves). H is unchanged, so ``MAX_HEADS`` still bounds the
 block-diagonal overhead: the merged matmul does the parts' work, no more.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,10 @@ def shared_dot(dfg: MPDFG) -> MPDFG:
         out.log.append(f"shared_dot: {total.meta.get('source')}: product with a shared tensor + sum -> one matmul")
     for dots in _same_rows_groups(g):
         _merge(g, dots)
-        out.log.append(f"shared_dot: {dots[0].meta.get('source')}: {len(dots)} products with shared tensors "
-                       "on the same rows -> one matmul")
+        out.log.append(
+            f"shared_dot: {dots[0].meta.get('source')}: {len(dots)} products with shared tensors "
+            "on the same rows -> one matmul"
+        )
     return out
 
 
@@ -89,8 +92,10 @@ def _same_rows_groups(g: fx.Graph) -> list:
         x = _base_rows(dot)
         group = groups.setdefault(x, [])
         first = group[0] if group else dot
-        if all(isinstance(w, fx.Node) and w.meta.get("dtype") == x.meta.get("dtype")
-               and _movable(w, order[first], order) for w in _weights(dot)):
+        if all(
+            isinstance(w, fx.Node) and w.meta.get("dtype") == x.meta.get("dtype") and _movable(w, order[first], order)
+            for w in _weights(dot)
+        ):
             group.append(dot)
     return [dots for dots in groups.values() if len(dots) > 1]
 
@@ -156,8 +161,9 @@ def _keepdim(n: fx.Node) -> bool:
 def _shared_product(product: fx.Node):
     """(x, w, k) when ``product`` is x * w with w shared and x graph data it does not expand; k = 1 when w
     has x's rank, its first dim a size-one dim facing x's rows, else 0; None otherwise."""
-    is_mul = ((product.op == "call_function" and product.target in (operator.mul, torch.mul))
-              or (product.op == "call_method" and product.target == "mul"))
+    is_mul = (product.op == "call_function" and product.target in (operator.mul, torch.mul)) or (
+        product.op == "call_method" and product.target == "mul"
+    )
     if not (is_mul and len(product.args) == 2 and not product.kwargs and len(product.users) == 1):
         return None
     a, b = product.args
@@ -170,8 +176,12 @@ def _shared_product(product: fx.Node):
         if x_shape is None or w_shape is None or x.meta.get("dtype") != w.meta.get("dtype"):
             continue
         feat, extra = tuple(x_shape[1:]), max(0, len(w_shape) - len(x_shape) + 1)
-        if len(w_shape) > len(x_shape) or any(d != 1 for d in w_shape[:extra]) or feat[-1] < 2 \
-                or math.prod(feat[:-1]) > MAX_HEADS:
+        if (
+            len(w_shape) > len(x_shape)
+            or any(d != 1 for d in w_shape[:extra])
+            or feat[-1] < 2
+            or math.prod(feat[:-1]) > MAX_HEADS
+        ):
             continue
         try:
             if tuple(broadcast_shape(feat, tuple(w_shape[extra:]))) == feat:

@@ -15,6 +15,7 @@ where eager's weights are finite the fused ones equal them up to rounding (DECIS
 default and randomness"). Integer logits, and logits whose dtype the UDF probe did not see, are left
 to the general lowering.
 """
+
 from __future__ import annotations
 
 import operator
@@ -96,8 +97,12 @@ def _exp_of_log_softmax(n: fx.Node, shapes: dict):
     if not (_is(n, _EXP, "exp") and len(n.args) == 1 and not n.kwargs):
         return None
     inner = n.args[0]
-    if not (_is(inner, _LOG_SOFTMAX, "log_softmax") and len(inner.args) <= 2
-            and set(inner.kwargs) <= {"dim", "_stacklevel", "dtype"} and inner.kwargs.get("dtype") is None):
+    if not (
+        _is(inner, _LOG_SOFTMAX, "log_softmax")
+        and len(inner.args) <= 2
+        and set(inner.kwargs) <= {"dim", "_stacklevel", "dtype"}
+        and inner.kwargs.get("dtype") is None
+    ):
         return None
     logits = inner.args[0]
     return logits if _degree_dim(logits, _arg(inner, 1, "dim"), shapes) else None
@@ -115,8 +120,14 @@ def _max_over_degrees(top, shapes: dict):
     """``x`` when ``top`` is ``x.max(1, keepdim=True).values`` (or ``[0]``) or ``x.amax(1, keepdim=True)``."""
     if _is(top, {torch.amax}, "amax"):
         return _reduced(top, {torch.amax}, "amax", True, shapes)
-    if isinstance(top, fx.Node) and top.op == "call_function" and len(top.args) == 2 and (
-            (top.target is getattr and top.args[1] == "values") or (top.target is operator.getitem and top.args[1] == 0)):
+    if (
+        isinstance(top, fx.Node)
+        and top.op == "call_function"
+        and len(top.args) == 2
+        and (
+            (top.target is getattr and top.args[1] == "values") or (top.target is operator.getitem and top.args[1] == 0)
+        )
+    ):
         return _reduced(top.args[0], {torch.max}, "max", True, shapes)
     return None
 

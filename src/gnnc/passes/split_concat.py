@@ -10,6 +10,7 @@ Each half can then be reordered to run per node (GAT attention, GCNN,
 EdgeConv's ``[x_v || x_u - x_v]``). Applied only when the concatenation has
 no other user.
 """
+
 from __future__ import annotations
 
 import operator
@@ -29,8 +30,13 @@ def _is_last_dim_cat(n) -> bool:
     dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else 0)
     parts = n.args[0]
     shape = n.meta.get("shape")
-    return (isinstance(parts, (list, tuple)) and len(parts) == 2 and shape is not None
-            and dim in (-1, len(shape) - 1) and all(isinstance(p, fx.Node) and p.meta.get("shape") for p in parts))
+    return (
+        isinstance(parts, (list, tuple))
+        and len(parts) == 2
+        and shape is not None
+        and dim in (-1, len(shape) - 1)
+        and all(isinstance(p, fx.Node) and p.meta.get("shape") for p in parts)
+    )
 
 
 def split_concat(dfg: MPDFG) -> MPDFG:

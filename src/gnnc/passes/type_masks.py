@@ -25,6 +25,7 @@ HGT reads ``h[mask]`` before ``apply_edges`` and again after ``update_all``) wou
 it. Exact: the masks are disjoint, so the writes commute, and nothing reads ``O`` between them. Nothing is
 rewritten when the forward writes in place anywhere else (a write could alias ``S``, an ``X`` or an ``O``).
 """
+
 from __future__ import annotations
 
 import operator
@@ -36,8 +37,16 @@ from ..frontend.forward import graph_frame, message_passing_call, writes_in_plac
 from ..runtime.type_rows import finish_rows, split_rows, type_layout, write_rows
 
 _FRESH_METHODS = {"new_empty", "new_zeros", "new_ones", "new_full"}
-_FRESH_FUNCTIONS = {torch.empty, torch.zeros, torch.ones, torch.full, torch.empty_like, torch.zeros_like,
-                    torch.ones_like, torch.full_like}
+_FRESH_FUNCTIONS = {
+    torch.empty,
+    torch.zeros,
+    torch.ones,
+    torch.full,
+    torch.empty_like,
+    torch.zeros_like,
+    torch.ones_like,
+    torch.full_like,
+}
 _METADATA_METHODS = {"size", "dim", "new_empty", "new_zeros", "new_ones", "new_full", "numel"}
 _METADATA_FUNCTIONS = {torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like}
 _METADATA_ATTRIBUTES = {"shape", "dtype", "device", "ndim", "layout", "requires_grad"}
@@ -47,8 +56,13 @@ _EQ = {operator.eq, torch.eq}
 def _mask(n: fx.Node):
     """(S, c) when ``n`` is ``S == c`` with an integer constant ``c``."""
     if n.op == "call_function" and n.target in _EQ or n.op == "call_method" and n.target in ("eq", "__eq__"):
-        if len(n.args) == 2 and not n.kwargs and isinstance(n.args[0], fx.Node) \
-                and isinstance(n.args[1], int) and not isinstance(n.args[1], bool):
+        if (
+            len(n.args) == 2
+            and not n.kwargs
+            and isinstance(n.args[0], fx.Node)
+            and isinstance(n.args[1], int)
+            and not isinstance(n.args[1], bool)
+        ):
             return n.args[0], n.args[1]
     return None
 
@@ -66,8 +80,9 @@ def _metadata_use(use: fx.Node, of: fx.Node) -> bool:
 
 
 def _fresh(n: fx.Node) -> bool:
-    return (n.op == "call_method" and n.target in _FRESH_METHODS) or \
-        (n.op == "call_function" and n.target in _FRESH_FUNCTIONS)
+    return (n.op == "call_method" and n.target in _FRESH_METHODS) or (
+        n.op == "call_function" and n.target in _FRESH_FUNCTIONS
+    )
 
 
 def type_masks(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
@@ -104,8 +119,12 @@ def _plan(types_: fx.Node, group: dict, order: dict):
     gathers, writes = [], {}
     for m in group:
         for use in m.users:
-            if use.op == "call_function" and use.target is operator.getitem and use.args[1] is m \
-                    and use.args[0] is not m:
+            if (
+                use.op == "call_function"
+                and use.target is operator.getitem
+                and use.args[1] is m
+                and use.args[0] is not m
+            ):
                 gathers.append(use)
             elif _is_setitem(use) and use.args[1] is m and use.args[0] is not m and use.args[2] is not m:
                 writes.setdefault(use.args[0], []).append(use)
@@ -126,8 +145,13 @@ def _plan(types_: fx.Node, group: dict, order: dict):
 
 def _describe(n: fx.Node) -> str:
     """``g0.ndata['ntype']`` for a feature read, else the node's name."""
-    if n.op == "call_function" and n.target is operator.getitem and isinstance(n.args[0], fx.Node) \
-            and graph_frame(n.args[0]) and isinstance(n.args[0].args[0], fx.Node):
+    if (
+        n.op == "call_function"
+        and n.target is operator.getitem
+        and isinstance(n.args[0], fx.Node)
+        and graph_frame(n.args[0])
+        and isinstance(n.args[0].args[0], fx.Node)
+    ):
         return f"{n.args[0].args[0].name}.{n.args[0].args[1]}[{n.args[1]!r}]"
     return n.name
 
@@ -147,11 +171,12 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
         pending = ()
         for w in ws:
             with graph.inserting_before(w):
-                pending = graph.call_function(write_rows, (env[buffer], layout, index[group[w.args[1]]], w.args[2],
-                                                           pending))
+                pending = graph.call_function(
+                    write_rows, (env[buffer], layout, index[group[w.args[1]]], w.args[2], pending)
+                )
         with graph.inserting_after(last):
             filled = graph.call_function(finish_rows, (env[buffer], layout, pending))
-        after = {n for n in nodes[position[last] + 1:]}
+        after = {n for n in nodes[position[last] + 1 :]}
         env[buffer].replace_all_uses_with(filled, delete_user_cb=lambda use: use in after)
         for w in ws:
             graph.erase_node(w)
@@ -180,6 +205,8 @@ def _rewrite(graph: fx.Graph, plan: dict, env: dict) -> str:
         if not m.users:
             graph.erase_node(m)
     buffers = ", ".join(b.name for b in plan["writes"]) or "none"
-    return (f"type_masks: {len(plan['group'])} masks {_describe(plan['types'])} == c for c in {list(consts)}: "
-            f"{len(gathers)} gathers from {len(parts)} tensors by rows of one layout; writes into {buffers} by "
-            "index (differentiated ones at once per buffer)")
+    return (
+        f"type_masks: {len(plan['group'])} masks {_describe(plan['types'])} == c for c in {list(consts)}: "
+        f"{len(gathers)} gathers from {len(parts)} tensors by rows of one layout; writes into {buffers} by "
+        "index (differentiated ones at once per buffer)"
+    )

@@ -10,6 +10,7 @@ matmul per node type over contiguous rows, then one gather; relation
 weights: ``etype_gather_matmul(x, W)`` — one matmul per relation block over
 gathered rows. No ``[E, K, M]`` weight copies are made.
 """
+
 from __future__ import annotations
 
 import operator
@@ -60,13 +61,19 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
         mm, row, w = found
         ctx = w.args[0]
         with g.inserting_before(sq):
-            if w.target in (ops.gather_srctype, ops.gather_dsttype) and row.op == "call_function" \
-                    and row.target is (ops.gather_src if w.target is ops.gather_srctype else ops.gather_dst):
+            if (
+                w.target in (ops.gather_srctype, ops.gather_dsttype)
+                and row.op == "call_function"
+                and row.target is (ops.gather_src if w.target is ops.gather_srctype else ops.gather_dst)
+            ):
                 typed = new_node(g, sq, ops.ntype_matmul, (ctx, row.args[1], w.args[1]))
                 replacement = new_node(g, sq, row.target, (ctx, typed))
                 how = "node-type matmul, then gather"
-            elif w.target is ops.gather_etype and row.op == "call_function" \
-                    and row.target in (ops.gather_src, ops.gather_dst):
+            elif (
+                w.target is ops.gather_etype
+                and row.op == "call_function"
+                and row.target in (ops.gather_src, ops.gather_dst)
+            ):
                 side = "src" if row.target is ops.gather_src else "dst"
                 replacement = new_node(g, sq, ops.etype_gather_matmul, (ctx, row.args[1], w.args[1], side))
                 how = "per-relation matmul over gathered rows"
@@ -89,8 +96,9 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
             replacement = new_node(g, mm, ops.etype_gather_head_matmul, (w.args[0], gathered.args[1], w.args[1], side))
         mm.replace_all_uses_with(replacement)
         g.erase_node(mm)
-        out.log.append(f"typed_linear: {mm.meta.get('source')}: per-relation, per-head matmul "
-                       f"(no [E, H, K, M] weight copies)")
+        out.log.append(
+            f"typed_linear: {mm.meta.get('source')}: per-relation, per-head matmul (no [E, H, K, M] weight copies)"
+        )
     return out
 
 
@@ -99,9 +107,14 @@ def _match_heads(mm: fx.Node):
     if not (mm.op == "call_function" and mm.target in _MATMULS and len(mm.args) == 2):
         return None
     a, w = mm.args
-    if not (isinstance(a, fx.Node) and isinstance(w, fx.Node) and a.op == "call_function"
-            and a.target in (ops.gather_src, ops.gather_dst) and w.op == "call_function"
-            and w.target is ops.gather_etype):
+    if not (
+        isinstance(a, fx.Node)
+        and isinstance(w, fx.Node)
+        and a.op == "call_function"
+        and a.target in (ops.gather_src, ops.gather_dst)
+        and w.op == "call_function"
+        and w.target is ops.gather_etype
+    ):
         return None
     a_shape, w_shape = a.meta.get("shape"), w.meta.get("shape")
     if not a_shape or not w_shape or len(w_shape) != 4 or len(a_shape) < 3 or a_shape[1] != w_shape[1]:

@@ -7,6 +7,7 @@ one. Under ``torch.use_deterministic_algorithms(True)`` ``in_bucket_order`` call
 bucket's rows, shaped and ordered as eager's, and puts the results back in place, so compiled training
 draws eager's masks; otherwise it calls the operator once.
 """
+
 from __future__ import annotations
 
 import torch

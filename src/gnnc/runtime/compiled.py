@@ -17,6 +17,7 @@ eager succeeds, the call falls back with one warning naming the stage and
 the user's line (a gnnc bug). A failed compile is cached as a fallback; a
 failure elsewhere is retried by the next call (a failed plan is dropped).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -40,9 +41,8 @@ from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG, build_apply_edges, build_update_all
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
-from . import cost
+from . import cost, eager, edge_writes, recompute, scope_release
 from . import deferred as deferral
-from . import eager, edge_writes, recompute, scope_release
 from .context import graph_context
 from .node_reads import end_slot, node_feature_sides, node_feature_types, side_of, sides_differ
 
@@ -74,8 +74,7 @@ def clear_cache() -> None:
     _INTERNAL_SCALARS.clear()
 
 
-_STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data",
-             "type": "etype_data"}
+_STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype": "ntype_data", "type": "etype_data"}
 
 
 def _read_signature(g, traced, rel):
@@ -97,8 +96,15 @@ def _read_signature(g, traced, rel):
                 value = _read(g, store, key, rel, space)
             except (KeyError, ValueError):
                 continue  # the UDF itself will report the missing feature
-            sig.append((stage, space, key, value.dtype, tuple(value.shape[1:]) if store in ("ndata", "edata")
-                        else tuple(value.shape)))
+            sig.append(
+                (
+                    stage,
+                    space,
+                    key,
+                    value.dtype,
+                    tuple(value.shape[1:]) if store in ("ndata", "edata") else tuple(value.shape),
+                )
+            )
     return tuple(sig) + (deferral.context_sharing(pending_values),)
 
 
@@ -149,8 +155,9 @@ def _trace_all(udfs, schema, guards):
         with stage("tracing"):
             for i, u in enumerate(udfs):
                 view = _after_reduce(schema, traced[1]) if schema is not None and i == 2 else schema
-                traced.append(u if (u is None or isinstance(u, BuiltinReduce))
-                              else trace_udf(u, view, guards, node_udf=i > 0))
+                traced.append(
+                    u if (u is None or isinstance(u, BuiltinReduce)) else trace_udf(u, view, guards, node_udf=i > 0)
+                )
             return traced
     except TraceFailure as err:
         return err
@@ -168,19 +175,31 @@ def _after_reduce(schema: dict, reduce) -> dict:
 def feature_schema(g, rel) -> dict:
     """What UDFs on block ``rel`` of ``g`` can read, per batch space: {key: (dtype, trailing shape)}; a node
     UDF's ``data`` and ``type`` are ``node_data`` and ``node_type`` (``gnnc.frontend.trace.NODE_SPACES``)."""
+
     def described(view, whole=True):
         return {k: (v.dtype, tuple(v.shape[1:]) if whole else tuple(v.shape)) for k, v in view.items()}
 
     if rel is None:
         nodes, node_types = described(dict(g._nstore.whole)), described(g.ntype_data.data, False)
         ends = described(dict(g._nstore.side("dst").whole))
-        return {"src": nodes, "dst": ends, "data": described(dict(g._estore.whole)),
-                "srctype": node_types, "dsttype": node_types, "type": described(g.etype_data.data, False),
-                "node_data": ends, "node_type": node_types}
+        return {
+            "src": nodes,
+            "dst": ends,
+            "data": described(dict(g._estore.whole)),
+            "srctype": node_types,
+            "dsttype": node_types,
+            "type": described(g.etype_data.data, False),
+            "node_data": ends,
+            "node_type": node_types,
+        }
     src_type, _, dst_type = g.canonical_etypes[rel]
     dst_nodes = described(dict(g.side_data("dst", g.ntype_id(dst_type)).items()))
-    return {"src": described(dict(g.side_data("src", g.ntype_id(src_type)).items())), "dst": dst_nodes,
-            "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items())), "node_data": dst_nodes}
+    return {
+        "src": described(dict(g.side_data("src", g.ntype_id(src_type)).items())),
+        "dst": dst_nodes,
+        "data": described(dict(g.edges[g.canonical_etypes[rel]].data.items())),
+        "node_data": dst_nodes,
+    }
 
 
 def _fallback(err) -> str:
@@ -196,8 +215,10 @@ def _gnnc_failure(err, default_stage: str, kind, udfs, g, rel) -> str:
     the stage failed (a gnnc bug, unless the user's setup refused it: ``failures.blame``) and the call runs
     eagerly."""
     _run_eagerly(kind, udfs, g, rel)
-    return fell_back(f"gnnc could not compile this call and runs it eagerly: {failure(err, default_stage)}"
-                     f"{blame(err)}", _describe(kind, udfs, g, rel))
+    return fell_back(
+        f"gnnc could not compile this call and runs it eagerly: {failure(err, default_stage)}{blame(err)}",
+        _describe(kind, udfs, g, rel),
+    )
 
 
 def _plan(kind, udfs, g, rel, options) -> Plan:
@@ -205,11 +226,24 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     if isinstance(traced, str):
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
     if g.is_block and (key := sides_differ(g, traced)) is not None:
-        return Plan(None, None, fell_back(f"gnnc runs this call eagerly: its UDFs read node feature {key!r} on "
-                                          "both sides of a block, whose source and destination values differ"),
-                    call=_describe(kind, udfs, g, rel))
-    key = (trace_key, (g.index.ntypes, g.index.etypes), _read_signature(g, traced, rel), rel, str(g.device),
-           _autocast(g.device), tuple(sorted(options.items())))
+        return Plan(
+            None,
+            None,
+            fell_back(
+                f"gnnc runs this call eagerly: its UDFs read node feature {key!r} on "
+                "both sides of a block, whose source and destination values differ"
+            ),
+            call=_describe(kind, udfs, g, rel),
+        )
+    key = (
+        trace_key,
+        (g.index.ntypes, g.index.etypes),
+        _read_signature(g, traced, rel),
+        rel,
+        str(g.device),
+        _autocast(g.device),
+        tuple(sorted(options.items())),
+    )
     plan = _CACHE.get(key)
     if plan is None:
         with torch.no_grad():  # nothing of compiling is differentiated, nor saved (a checkpointed forward counts)
@@ -230,8 +264,11 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
         with stage("building the MP-DFG"):
             dfg = build_update_all(*traced) if kind == "update_all" else build_apply_edges(*traced)
         dfg.whole_graph = rel is None
-        pending = {name: value for kind, name in (n.meta["input"] for n in dfg.inputs())
-                   if kind == "edata" and (value := deferral.peek(g, name, rel)) is not None}
+        pending = {
+            name: value
+            for kind, name in (n.meta["input"] for n in dfg.inputs())
+            if kind == "edata" and (value := deferral.peek(g, name, rel)) is not None
+        }
         deferral.inline_deferred(dfg, pending)
         ctx = graph_context(g, rel)
         with stage("plan binding"):
@@ -263,14 +300,23 @@ def _compile(kind, traced, udfs, g, rel, options) -> Plan:
 def _finish(kind, dfg, initial, udfs, g, rel, options) -> Plan:
     deferred = deferral.deferrable_outputs(dfg) if rel is None else {}
     for key in deferred:
-        dfg.log.append(f"defer: edata[{key!r}] ({deferred[key][0].target.__name__}) is left for the next compiled "
-                       "call to fuse; "
-                       "computed when read otherwise")
+        dfg.log.append(
+            f"defer: edata[{key!r}] ({deferred[key][0].target.__name__}) is left for the next compiled "
+            "call to fuse; "
+            "computed when read otherwise"
+        )
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
     dtypes = {n.meta["dtype"] for n in dfg.graph.nodes if isinstance(n.meta.get("dtype"), torch.dtype)}
-    return Plan(dfg, module, None, initial, _describe(kind, udfs, g, rel),
-                backend.resolve(options.get("backend", "auto"), g.device, dtypes), deferred,
-                recomputes=any(n.target is ops.recomputable for n in dfg.graph.nodes))
+    return Plan(
+        dfg,
+        module,
+        None,
+        initial,
+        _describe(kind, udfs, g, rel),
+        backend.resolve(options.get("backend", "auto"), g.device, dtypes),
+        deferred,
+        recomputes=any(n.target is ops.recomputable for n in dfg.graph.nodes),
+    )
 
 
 def _describe(kind, udfs, g, rel) -> str:
@@ -385,6 +431,7 @@ def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -
     of a whole-graph call, the destination type's of a relation), as APPNP's teleport term ``0.1 * h0``.
     The fewest of them (up to ``most``) with which ``annotate(dfg)`` succeeds (a table whose rows happen to
     number the edges stays a table). Whether some did."""
+
     def rows(n, value):
         if n.meta["input"][0] != "external" or not isinstance(value, torch.Tensor) or value.dim() == 0:
             return None
@@ -412,8 +459,9 @@ def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -
 _STAGES = {"msg": 0, "red": 1, "upd": 2}
 # Raised through a plan by saved-tensor hooks, meant for whoever installed them: non-reentrant
 # ``torch.utils.checkpoint`` stops its recomputation with the first, reports a mismatch with the second.
-AUTOGRAD_SIGNALS = tuple(getattr(checkpoint, name) for name in ("_StopRecomputationError", "CheckpointError")
-                          if hasattr(checkpoint, name))
+AUTOGRAD_SIGNALS = tuple(
+    getattr(checkpoint, name) for name in ("_StopRecomputationError", "CheckpointError") if hasattr(checkpoint, name)
+)
 
 
 def run(kind, udfs, g, rel, options) -> dict | None:
@@ -440,8 +488,12 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         with stage("plan binding"):
             inputs = bind_inputs(plan.dfg, g, rel, udfs)
         scope_release.drop_before_run(kind, g, rel, lambda: _feature_names(plan.dfg))
-        with stage("plan run"), backend.using(plan.backend), cost.autotuning(options.get("autotune", False)), \
-                recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext():
+        with (
+            stage("plan run"),
+            backend.using(plan.backend),
+            cost.autotuning(options.get("autotune", False)),
+            recompute.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext(),
+        ):
             results = plan.module(*inputs)
             if plan.deferred:
                 # optimizers (or user code between calls) change these in place, unless the forward promised not to
@@ -475,7 +527,6 @@ def _run_eagerly(kind, udfs, g, rel) -> None:
         with g.local_scope():
             eager.write_nodes(g, ntype, reduced)
             eager.apply_nodes(g, udfs[2], ntype)
-
 
 
 def plan_for(kind, udfs, g, rel=None, **options) -> Plan:

@@ -5,6 +5,7 @@ destinations) or one relation (its edges; destinations are its dst type).
 Contexts are cached on the graph, so building one is free after the first
 call on a graph.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -15,7 +16,6 @@ import torch
 from ..graph.index import GraphIndex
 from ..graph.lasting import cached_structure, lasting
 from . import cost
-
 
 # Distinct pairs are counted with one bincount over the nodes per relation while relations x nodes is at
 # most this many times the edges, else by sorting the pair keys.
@@ -58,7 +58,7 @@ class GraphContext:
 
     @cached_structure
     def edge_rel(self) -> torch.Tensor:
-        return self.index.edge_rel[self.edge_lo:self.edge_hi]
+        return self.index.edge_rel[self.edge_lo : self.edge_hi]
 
     @cached_structure
     def src_type(self) -> torch.Tensor:
@@ -71,7 +71,7 @@ class GraphContext:
     @cached_structure
     def dst_node_type(self) -> torch.Tensor:
         """Node type of every destination-range node."""
-        return self.index.node_type[self.node_lo:self.node_hi]
+        return self.index.node_type[self.node_lo : self.node_hi]
 
     @cached_structure
     def in_degrees(self) -> torch.Tensor:
@@ -97,12 +97,12 @@ class GraphContext:
         return [min(max(o - self.node_lo, 0), self.num_dst) for o in self.index.ntype_offsets]
 
     @cached_structure
-    def src_pairs(self) -> "Pairs":
+    def src_pairs(self) -> Pairs:
         """The block's (relation, source node) pair table (Hector's compact materialization)."""
         return Pairs.choose(self.edge_rel, self.src, self.rel_ptr)
 
     @cached_structure
-    def dst_pairs(self) -> "Pairs":
+    def dst_pairs(self) -> Pairs:
         """The block's (relation, destination node) pair table."""
         return Pairs.choose(self.edge_rel, self.dst, self.rel_ptr)
 
@@ -113,7 +113,7 @@ class GraphContext:
         pairs = self.dst_pairs
         return torch.arange(pairs.count, device=pairs.node.device), pairs.node - self.node_lo
 
-    def pairs(self, side: str) -> "Pairs":
+    def pairs(self, side: str) -> Pairs:
         """``src_pairs`` or ``dst_pairs`` by ``side`` (src or dst)."""
         return self.src_pairs if side == "src" else self.dst_pairs
 
@@ -140,13 +140,13 @@ class GraphContext:
         inverse[self.parent_edges] = torch.arange(self.parent_edges.numel(), device=self.parent_edges.device)
         return inverse
 
-    def last_retyped(self) -> "GraphContext | None":
+    def last_retyped(self) -> GraphContext | None:
         """The block ``retyped`` built or returned last (``explain`` shows the cost model's choices on it)."""
         cache = self.__dict__.get("_retyped")
         return next(reversed(cache.values()))[1] if cache else None
 
     @lasting
-    def retyped(self, grouping) -> tuple["GraphContext", torch.Tensor]:
+    def retyped(self, grouping) -> tuple[GraphContext, torch.Tensor]:
         """This block with each edge's relation replaced by its type in ``grouping`` (the stable sort of an
         integer edge feature by value, ``backend.torch.index_matmul.grouping``), and ``perm``: the new
         context's edge i is this block's edge ``perm[i]``. The types become relations, so pair tables and
@@ -160,9 +160,13 @@ class GraphContext:
         offsets = grouping.groups.offsets
         src, dst = self.src[grouping.perm], self.dst[grouping.perm]
         names = [("_N", f"type{t}", "_N") for t in range(len(offsets) - 1)]
-        index = GraphIndex.from_relation_blocks(["_N"], [self.num_nodes], names,
-                                                [(src[lo:hi], dst[lo:hi]) for lo, hi in zip(offsets, offsets[1:])],
-                                                self.src.device)
+        index = GraphIndex.from_relation_blocks(
+            ["_N"],
+            [self.num_nodes],
+            names,
+            [(src[lo:hi], dst[lo:hi]) for lo, hi in zip(offsets, offsets[1:])],
+            self.src.device,
+        )
         perm = grouping.perm if index.user_eid is None else grouping.perm[index.user_eid]
         typed = GraphContext(index, None, index.src, index.dst, self.node_lo, self.node_hi, 0, self.num_edges, perm)
         cache[id(grouping)] = (grouping, typed, perm)
@@ -196,7 +200,7 @@ class Pairs:
         return self.node.numel()
 
     @staticmethod
-    def choose(edge_rel: torch.Tensor, node: torch.Tensor, rel_ptr: list) -> "Pairs":
+    def choose(edge_rel: torch.Tensor, node: torch.Tensor, rel_ptr: list) -> Pairs:
         """The compact table, or the identity one when the cost model (``cost.compacts``) says so."""
         compact = Pairs.build(edge_rel, node, len(rel_ptr) - 1)
         if cost.compacts(node.numel(), compact.count):
@@ -209,11 +213,14 @@ class Pairs:
         """The number of distinct (relation, node) pairs of edges grouped by relation (``rel_ptr``)."""
         if node.numel() and (len(rel_ptr) - 1) * num_nodes > BINCOUNT_MAX_WORK * node.numel():
             return int(torch.unique(edge_rel.to(torch.int64) * num_nodes + node).numel())
-        return sum(int(torch.bincount(node[lo:hi], minlength=num_nodes).count_nonzero())
-                   for lo, hi in zip(rel_ptr, rel_ptr[1:]) if hi > lo)
+        return sum(
+            int(torch.bincount(node[lo:hi], minlength=num_nodes).count_nonzero())
+            for lo, hi in zip(rel_ptr, rel_ptr[1:])
+            if hi > lo
+        )
 
     @staticmethod
-    def build(edge_rel: torch.Tensor, node: torch.Tensor, num_rels: int) -> "Pairs":
+    def build(edge_rel: torch.Tensor, node: torch.Tensor, num_rels: int) -> Pairs:
         """The compact table: every distinct (relation, node) pair once."""
         width = int(node.max()) + 1 if node.numel() else 1
         key = edge_rel.to(torch.int64) * width + node

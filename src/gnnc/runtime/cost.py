@@ -26,6 +26,7 @@ With ``gnnc.compile(model, autotune=True)`` the order choices are measured
 instead (``choose``): the first call on a graph times every candidate once
 and the fastest is kept for that graph and operator shape.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -67,9 +68,10 @@ def cheapest(candidates: list[Candidate]) -> Candidate:
 @_COST_MODEL
 def pair_table(num_edges: int, num_pairs: int, k: int, m: int, itemsize: int = 4) -> tuple[list[Candidate], str]:
     """Candidates for a [rows, K] @ [K, M] typed map of edge rows, and the choice (``compact`` / ``per edge``)."""
-    candidates = [Candidate("per edge", 2 * num_edges * k * m, num_edges * (k + m) * itemsize),
-                  Candidate("compact", 2 * num_pairs * k * m,
-                            num_pairs * (k + m) * itemsize + num_edges * INDEX_BYTES)]
+    candidates = [
+        Candidate("per edge", 2 * num_edges * k * m, num_edges * (k + m) * itemsize),
+        Candidate("compact", 2 * num_pairs * k * m, num_pairs * (k + m) * itemsize + num_edges * INDEX_BYTES),
+    ]
     return candidates, "compact" if compacts(num_edges, num_pairs) else "per edge"
 
 
@@ -79,27 +81,43 @@ def compacts(num_edges: int, num_pairs: int) -> bool:
 
 
 @_COST_MODEL
-def typed_aggregation(num_edges: int, src_pairs: int, dst_pairs: int, k: int, m: int,
-                      itemsize: int = 4) -> tuple[list[Candidate], str]:
+def typed_aggregation(
+    num_edges: int, src_pairs: int, dst_pairs: int, k: int, m: int, itemsize: int = 4
+) -> tuple[list[Candidate], str]:
     """Candidates for ``sum_e w_e x[src[e]] W[rel(e)]`` by destination, and the cheapest one's name."""
     candidates = [
-        Candidate(TRANSFORM_FIRST, 2 * src_pairs * k * m + 2 * num_edges * m,
-                  (src_pairs * (k + m) + num_edges * m) * itemsize + num_edges * INDEX_BYTES),
-        Candidate(AGGREGATE_FIRST, 2 * num_edges * k + 2 * dst_pairs * k * m
-                  + dst_pairs * m, (num_edges * k + dst_pairs * (k + 2 * m)) * itemsize + num_edges * INDEX_BYTES),
+        Candidate(
+            TRANSFORM_FIRST,
+            2 * src_pairs * k * m + 2 * num_edges * m,
+            (src_pairs * (k + m) + num_edges * m) * itemsize + num_edges * INDEX_BYTES,
+        ),
+        Candidate(
+            AGGREGATE_FIRST,
+            2 * num_edges * k + 2 * dst_pairs * k * m + dst_pairs * m,
+            (num_edges * k + dst_pairs * (k + 2 * m)) * itemsize + num_edges * INDEX_BYTES,
+        ),
     ]
     return candidates, cheapest(candidates).name
 
 
 @_COST_MODEL
-def typed_dot(num_edges: int, src_pairs: int, dst_pairs: int, heads: int, d: int,
-              itemsize: int = 4) -> tuple[list[Candidate], str]:
+def typed_dot(
+    num_edges: int, src_pairs: int, dst_pairs: int, heads: int, d: int, itemsize: int = 4
+) -> tuple[list[Candidate], str]:
     """Candidates for the per-head scores ``(k[src] W_rel) . q[dst]`` ([D, D] matrices), and the cheaper one."""
     dot = 2 * num_edges * heads * d
-    candidates = [Candidate(BY_SOURCE, 2 * src_pairs * heads * d * d + dot,
-                            (2 * src_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES),
-                  Candidate(BY_DESTINATION, 2 * dst_pairs * heads * d * d + dot,
-                            (2 * dst_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES)]
+    candidates = [
+        Candidate(
+            BY_SOURCE,
+            2 * src_pairs * heads * d * d + dot,
+            (2 * src_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES,
+        ),
+        Candidate(
+            BY_DESTINATION,
+            2 * dst_pairs * heads * d * d + dot,
+            (2 * dst_pairs * heads * d + num_edges * heads) * itemsize + num_edges * INDEX_BYTES,
+        ),
+    ]
     return candidates, cheapest(candidates).name
 
 

@@ -18,6 +18,7 @@ when the graph keeps its edges in another order than the user's: a compiled
 call reading it binds the internal-order tensor as is, and only a read by
 user code (or the eager executor) pays the permutation to user order.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -33,7 +34,6 @@ from ..graph.index import GraphIndex
 from ..ir import ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .context import GraphContext
-
 
 _SIDE_ROWS = {"src": "nodes", "src_pair": "src_pairs", "dst": "nodes", "dst_local": "dst", "dst_pair": "dst_pairs"}
 # The row space of every tensor operand of the operators whose whole-graph result an apply_edges may leave
@@ -55,7 +55,7 @@ def recipe_parts(n: fx.Node) -> tuple[tuple, tuple]:
     """(tensor operands, other arguments) of a recipe node: its context, then operands (fx nodes), then the rest."""
     rest = tuple(a for a in n.args[1:] if not isinstance(a, fx.Node))
     count = len(_RECIPES[n.target](*rest))
-    return tuple(n.args[1:1 + count]), tuple(n.args[1 + count:])
+    return tuple(n.args[1 : 1 + count]), tuple(n.args[1 + count :])
 
 
 @dataclass(eq=False)  # identity comparison: fields are tensors
@@ -105,8 +105,12 @@ class DeferredEdges(Deferred):
 
     def signature(self) -> tuple:
         """What a plan inlining this value depends on."""
-        return (self.target.__name__, self.args, self.moved,
-                tuple((t.dtype, tuple(t.shape[1:])) for t in self.operands))
+        return (
+            self.target.__name__,
+            self.args,
+            self.moved,
+            tuple((t.dtype, tuple(t.shape[1:])) for t in self.operands),
+        )
 
     def operand(self, which: str):
         """A bound input of an inlining plan: ``ctx`` or operand number ``which``."""
@@ -168,8 +172,14 @@ def deferrable_outputs(dfg: MPDFG) -> dict:
         moved = None
         if isinstance(n, fx.Node) and n.op == "call_function" and n.target is ops.edges_from:
             moved, n = n.args
-        if isinstance(n, fx.Node) and n.op == "call_function" and n.target in _RECIPES and not n.kwargs \
-                and len(n.users) == 1 and (n.target is not ops.u_op_v or n.args[3] != "dot"):
+        if (
+            isinstance(n, fx.Node)
+            and n.op == "call_function"
+            and n.target in _RECIPES
+            and not n.kwargs
+            and len(n.users) == 1
+            and (n.target is not ops.u_op_v or n.args[3] != "dot")
+        ):
             found[key] = (n, moved)
     return found
 
@@ -311,13 +321,19 @@ def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
         with g.inserting_before(n):
             if value.moved and id(value.ctx) not in contexts:
                 contexts[id(value.ctx)] = g.placeholder(f"{n.name}_ctx")
-                contexts[id(value.ctx)].meta.update(input=(DEFERRED_INPUT, f"{name}.ctx"), input_res="S",
-                                                    stage=n.meta["stage"], source=n.meta["source"])
+                contexts[id(value.ctx)].meta.update(
+                    input=(DEFERRED_INPUT, f"{name}.ctx"), input_res="S", stage=n.meta["stage"], source=n.meta["source"]
+                )
             moved = contexts[id(value.ctx)] if value.moved else None
             operands = [g.placeholder(f"{n.name}_{i}") for i in range(len(rows))]
         for i, (p, space) in enumerate(zip(operands, rows)):
-            p.meta.update(input=(DEFERRED_INPUT, f"{name}.{i}"), rows=space, input_res=ROW_RESIDENCY[space],
-                          stage=n.meta["stage"], source=n.meta["source"])
+            p.meta.update(
+                input=(DEFERRED_INPUT, f"{name}.{i}"),
+                rows=space,
+                input_res=ROW_RESIDENCY[space],
+                stage=n.meta["stage"],
+                source=n.meta["source"],
+            )
         first = next(u for u in g.nodes if u.op != "placeholder")
         with g.inserting_before(first):
             recipe = g.call_function(value.target, (moved or ctx, *operands, *value.args))
@@ -326,6 +342,9 @@ def inline_deferred(dfg: MPDFG, deferred: dict) -> None:
             made.meta.update(stage=n.meta["stage"], source=f"deferred edata[{name!r}] of an earlier apply_edges")
         n.replace_all_uses_with(result)
         g.erase_node(n)
-        dfg.log.append(f"inline: edata[{name!r}] is an earlier apply_edges' {value.target.__name__}, computed here "
-                       "instead" if value.target is not ops.edge_rows else f"inline: edata[{name!r}] was computed "
-                       "by an earlier apply_edges on a regrouped block: read here in that block's edge order")
+        dfg.log.append(
+            f"inline: edata[{name!r}] is an earlier apply_edges' {value.target.__name__}, computed here instead"
+            if value.target is not ops.edge_rows
+            else f"inline: edata[{name!r}] was computed "
+            "by an earlier apply_edges on a regrouped block: read here in that block's edge order"
+        )

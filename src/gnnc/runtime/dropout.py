@@ -5,6 +5,7 @@ CPU tensor (numba installed) it draws its mask from a seed taken from torch's de
 (``torch.manual_seed`` makes runs repeatable) rather than torch's Bernoulli stream: the masks differ from
 eager's. Under ``torch.use_deterministic_algorithms(True)`` it is torch's dropout, with eager's masks.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,9 +35,16 @@ class _MaskedScale(torch.autograd.Function):
 
 def runs_kernel(x: torch.Tensor, p: float, training: bool) -> bool:
     """Whether ``dropout(x, p, training)`` runs gnnc's kernel (else torch's dropout, eager's masks)."""
-    return training and 0 < p < 1 and isinstance(x, torch.Tensor) and x.device.type == "cpu" \
-        and x.dtype in backend.KERNEL_FLOATS and x.numel() >= MIN_ELEMENTS and backend.cpu_available() \
+    return (
+        training
+        and 0 < p < 1
+        and isinstance(x, torch.Tensor)
+        and x.device.type == "cpu"
+        and x.dtype in backend.KERNEL_FLOATS
+        and x.numel() >= MIN_ELEMENTS
+        and backend.cpu_available()
         and not torch.are_deterministic_algorithms_enabled()
+    )
 
 
 def dropout(x, p: float = 0.5, training: bool = True):

@@ -13,6 +13,7 @@ Block conventions: ``rel=None`` is the whole graph (all edges, all nodes);
 its UDFs read node features of r's source / destination type (which may be
 set on some node types only, as in DGL).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,8 +34,10 @@ def _call(udf, batch, role: str, rows: int) -> dict:
             raise TypeError(f"{role} function {name} returned {k!r} of type {type(v).__name__}, not a tensor")
         if v.dim() == 0 or v.shape[0] != rows:
             got = "a scalar" if v.dim() == 0 else f"{v.shape[0]} rows"
-            raise ValueError(f"{role} function {name} returned {k!r} with {got}; expected {rows} "
-                             f"(one per {'edge' if role == 'message' else 'node'})")
+            raise ValueError(
+                f"{role} function {name} returned {k!r} with {got}; expected {rows} "
+                f"(one per {'edge' if role == 'message' else 'node'})"
+            )
     return out
 
 
@@ -75,8 +78,7 @@ def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
     data = buckets.reader(view.__getitem__, node_lo)
     parts: dict = {}
     for i, (bucket_nodes, box) in enumerate(buckets.mailboxes(msgs)):
-        batch = NodeBatch(g, bucket_nodes, box, read=lambda k, i=i: data(k)[i], keys=lambda: list(view),
-                          where=where)
+        batch = NodeBatch(g, bucket_nodes, box, read=lambda k, i=i: data(k)[i], keys=lambda: list(view), where=where)
         for k, v in _call(reduce_fn, batch, "reduce", bucket_nodes.numel()).items():
             parts.setdefault(k, []).append(v)
     return buckets.assemble(parts, node_hi - node_lo, lambda k, rows, like: g.initial_rows("node", k, rows, like))
@@ -107,8 +109,13 @@ class Buckets:
             return
         split = {k: v.index_select(0, self.edge_order).split(self.edge_sizes) for k, v in msgs.items()}
         for i, b in enumerate(self.list):
-            yield b.nodes, {k: parts[i].view((b.nodes.numel(), b.degree) + tuple(parts[i].shape[1:]))
-                            for k, parts in split.items()}
+            yield (
+                b.nodes,
+                {
+                    k: parts[i].view((b.nodes.numel(), b.degree) + tuple(parts[i].shape[1:]))
+                    for k, parts in split.items()
+                },
+            )
 
     def reader(self, fetch, node_lo: int, by=None):
         """``read(k)[i]``: rows of ``fetch(k)`` for bucket i's nodes (``by`` re-indexes the rows)."""
@@ -132,8 +139,10 @@ class Buckets:
             rows = {tuple(v.shape[1:]) for v in vs}
             if len(rows) > 1:
                 by_degree = {b.degree: tuple(v.shape) for b, v in zip(self.list, vs)}
-                raise ValueError(f"reduce function returned {k!r} of shapes {by_degree} by in-degree: a reduce must "
-                                 "drop the mailbox's degree dimension (dim 1), e.g. mailbox['m'].sum(1)")
+                raise ValueError(
+                    f"reduce function returned {k!r} of shapes {by_degree} by in-degree: a reduce must "
+                    "drop the mailbox's degree dimension (dim 1), e.g. mailbox['m'].sum(1)"
+                )
             v = torch.cat(vs)
             rows = v.new_zeros((num_rows,) + tuple(v.shape[1:])) if initial is None else initial(k, num_rows, v)
             result[k] = rows.index_copy(0, self.local, v)

@@ -5,6 +5,7 @@ Eager's batch stores such a write in the graph at once when the batch is every e
 whole graph, or one relation; a partial call's compute graph is a block of its own, dropped after the call),
 before the call writes its results; ``store`` does the same with the plan's values.
 """
+
 from __future__ import annotations
 
 from ..ir.mpdfg import EDGE_WRITE, MPDFG
@@ -18,8 +19,9 @@ def check(dfg: MPDFG) -> None:
     has one row per edge, as eager's batch requires."""
     for key, n in dfg.outputs.items():
         if isinstance(key, tuple) and key[0] == EDGE_WRITE and n.meta.get("res") != "E":
-            raise InferenceFailure(f"edges.data[{key[1]!r}] = ...: the value written is not one row per edge",
-                                   n.meta.get("source", "?"))
+            raise InferenceFailure(
+                f"edges.data[{key[1]!r}] = ...: the value written is not one row per edge", n.meta.get("source", "?")
+            )
 
 
 def store(g, rel, results: dict) -> dict:

@@ -11,6 +11,7 @@ The blocks run one by one, exactly as written, where they cannot run as one: val
 dtypes, a graph with several types, a UDF with no batching rule, or a block reading what only a later
 block (or a later step of its own) writes, as a head reading the previous head's result would.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,8 +20,8 @@ import torch
 
 from ..failures import stage
 from ..frontend import reach
-from ..function import SIDE_SPACES, BuiltinMessage, BuiltinReduce
 from ..frontend.heads import ProbeBatch, Unbatchable, batch_udf
+from ..function import SIDE_SPACES, BuiltinMessage, BuiltinReduce
 from ..graph.frame import Deferred
 
 _NODE_FRAMES = ("ndata", "ndata_all", "srcdata", "dstdata")
@@ -164,8 +165,12 @@ def _run_batched(g, steps, values, sources, shared, program) -> tuple:
 def _stacked(parts: list, source) -> torch.Tensor:
     """``torch.stack(parts, 1)``; a view of ``source`` where the parts are its equal column blocks in order
     (``torch.split(source, F, -1)``, as ``merge_linears`` leaves the heads' products; the pass checked that)."""
-    if source is not None and source.dim() == 2 and parts[0].dim() == 2 and \
-            source.shape[1] == len(parts) * parts[0].shape[1]:
+    if (
+        source is not None
+        and source.dim() == 2
+        and parts[0].dim() == 2
+        and source.shape[1] == len(parts) * parts[0].shape[1]
+    ):
         return source.view(source.shape[0], len(parts), parts[0].shape[1])
     return torch.stack(parts, 1)
 
@@ -207,8 +212,10 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list, shared: tuple):
         if len(blocks._programs) >= _MOST:
             blocks._programs.clear()
         try:
-            blocks._programs[key] = (_build(features, blocks.steps, shapes[0], udfs, shared),
-                                     f"{len(values)} heads run as one")
+            blocks._programs[key] = (
+                _build(features, blocks.steps, shapes[0], udfs, shared),
+                f"{len(values)} heads run as one",
+            )
         except Unbatchable as err:
             blocks._programs[key] = (None, f"heads run one by one: {err}")
     program, blocks.outcome = blocks._programs[key]
@@ -217,8 +224,11 @@ def _program(g, blocks: HeadBlocks, values: list, udfs: list, shared: tuple):
 
 def _features(g) -> dict:
     """(space, key) -> (trailing shape, dtype, head-stacked: False) of every whole feature of ``g``."""
-    return {(space, key): (tuple(v.shape[1:]), v.dtype, False)
-            for space, store in (("node", g._nstore), ("edge", g._estore)) for key, v in store.whole.items()}
+    return {
+        (space, key): (tuple(v.shape[1:]), v.dtype, False)
+        for space, store in (("node", g._nstore), ("edge", g._estore))
+        for key, v in store.whole.items()
+    }
 
 
 @dataclass
@@ -234,8 +244,12 @@ def _builtin(udf, known: dict, k: int) -> _BatchedBuiltin:
     """A built-in is its own batched form where, run on head-stacked stand-ins, it gives each head's result
     stacked: a shared operand with more feature dims than a head's, or a ``dot`` over a head's only dim, would
     meet the head axis instead (its stand-in result then has another shape)."""
-    operands = [("mailbox", udf.msg)] if isinstance(udf, BuiltinReduce) else \
-        [(SIDE_SPACES[udf.lhs], udf.lhs_field)] + ([] if udf.op == "copy" else [(SIDE_SPACES[udf.rhs], udf.rhs_field)])
+    operands = (
+        [("mailbox", udf.msg)]
+        if isinstance(udf, BuiltinReduce)
+        else [(SIDE_SPACES[udf.lhs], udf.lhs_field)]
+        + ([] if udf.op == "copy" else [(SIDE_SPACES[udf.rhs], udf.rhs_field)])
+    )
     if any(o not in known for o in operands):
         raise Unbatchable(f"{udf.name} reads a feature of unknown shape")
     stacked = any(known[o][2] for o in operands)
@@ -262,8 +276,12 @@ def _build(features, steps, shapes, udfs, shared) -> list:
     shapes, shared, position = iter(shapes), iter(shared), 0
 
     def batched(heads: list, spaces: dict, extra: dict | None = None):
-        known = {(batch_space, key): found for (where, key), found in state.items()
-                 for batch_space, space in spaces.items() if space == where}
+        known = {
+            (batch_space, key): found
+            for (where, key), found in state.items()
+            for batch_space, space in spaces.items()
+            if space == where
+        }
         if isinstance(heads[0], (BuiltinMessage, BuiltinReduce)):  # equal for every head (the pass checked)
             udf = _builtin(heads[0], {**known, **(extra or {})}, len(heads))
         else:
@@ -294,7 +312,7 @@ def _build(features, steps, shapes, udfs, shared) -> list:
             if step.kind == "pop":
                 state.pop((_space(step.frame), step.key), None)
             continue
-        heads = [list(u[position:position + step.udfs]) for u in udfs]
+        heads = [list(u[position : position + step.udfs]) for u in udfs]
         position += step.udfs
         if step.method == "apply_edges":
             udf = batched([h[0] for h in heads], _EDGE_UDF)
@@ -314,6 +332,8 @@ def _build(features, steps, shapes, udfs, shared) -> list:
                 runs.append(apply.run)
             program.append((tuple(runs), outputs))
     if read_before & written:
-        raise Unbatchable(f"a head reads {sorted(read_before & written)[0][1]!r} before its block writes it "
-                          "(a later step or the previous head does)")
+        raise Unbatchable(
+            f"a head reads {sorted(read_before & written)[0][1]!r} before its block writes it "
+            "(a later step or the previous head does)"
+        )
     return program

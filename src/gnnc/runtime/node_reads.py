@@ -9,6 +9,7 @@ with the rows of these types (DGL's per-type features, e.g. ``Wh_<rel>`` set
 on the source type of one relation only). A block's ``edges.src`` reads its
 source side and the others its destination side (``gnnc.graph.sided_store``).
 """
+
 from __future__ import annotations
 
 from ..function import BuiltinReduce
@@ -59,5 +60,7 @@ def node_feature_sides(traced) -> dict[str, set[str]]:
 def sides_differ(g, traced) -> str | None:
     """A feature the UDFs read on both sides of block ``g`` whose sides hold different values (one tensor
     cannot serve both in a plan), or None."""
-    return next((key for key, sides in node_feature_sides(traced).items()
-                 if len(sides) > 1 and not g._nstore.sides_agree(key)), None)
+    return next(
+        (key for key, sides in node_feature_sides(traced).items() if len(sides) > 1 and not g._nstore.sides_agree(key)),
+        None,
+    )

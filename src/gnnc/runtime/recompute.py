@@ -20,6 +20,7 @@ the leaves' versions are checked on unpack, and a leaf modified in place in
 between raises as autograd does for a saved tensor. Rebuilding runs under
 the backend the plan ran on.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,7 @@ from .. import backend
 MIN_SHARE = 1 / 64
 
 _LOCK = threading.Lock()
-_REMEMBERED: dict[int, "_Entry"] = {}  # storage address -> entry, while the value is alive
+_REMEMBERED: dict[int, _Entry] = {}  # storage address -> entry, while the value is alive
 
 
 @dataclass
@@ -64,10 +65,15 @@ class _Rebuild:
 
 def remember(value: torch.Tensor, recipe, *leaves) -> torch.Tensor:
     """``value`` (= ``recipe(*leaves)``), remembered for rebuilding when it is large and autograd records."""
-    if (torch.is_grad_enabled() and isinstance(value, torch.Tensor) and value.requires_grad
-            and worth_rebuilding(value.nbytes, value.device) and value.is_contiguous()
-            and value.storage_offset() == 0
-            and value.untyped_storage().nbytes() == value.nbytes):
+    if (
+        torch.is_grad_enabled()
+        and isinstance(value, torch.Tensor)
+        and value.requires_grad
+        and worth_rebuilding(value.nbytes, value.device)
+        and value.is_contiguous()
+        and value.storage_offset() == 0
+        and value.untyped_storage().nbytes() == value.nbytes
+    ):
         key = value.untyped_storage().data_ptr()
         entry = _Entry(weakref.ref(value), value._version, recipe, leaves, backend.active())
         with _LOCK:
@@ -102,19 +108,33 @@ def _note(t: torch.Tensor) -> _Rebuild | None:
     with _LOCK:
         entry = _REMEMBERED.get(t.untyped_storage().data_ptr())
     value = None if entry is None else entry.value()
-    if value is None or value._version != entry.version or t._version != entry.version \
-            or t.dtype != value.dtype or t.device != value.device:
+    if (
+        value is None
+        or value._version != entry.version
+        or t._version != entry.version
+        or t.dtype != value.dtype
+        or t.device != value.device
+    ):
         return None
-    return _Rebuild(entry.recipe, entry.leaves, tuple(_version(x) for x in entry.leaves), entry.backend,
-                    t.size(), t.stride(), t.storage_offset())
+    return _Rebuild(
+        entry.recipe,
+        entry.leaves,
+        tuple(_version(x) for x in entry.leaves),
+        entry.backend,
+        t.size(),
+        t.stride(),
+        t.storage_offset(),
+    )
 
 
 def _rebuilt(note: _Rebuild) -> torch.Tensor:
     for leaf, version in zip(note.leaves, note.versions):
         if _version(leaf) != version:
-            raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
-                               f"inplace operation: a {tuple(leaf.shape)} input of a compiled gnnc call (gnnc "
-                               "rebuilds some saved values from it in backward)")
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: a {tuple(leaf.shape)} input of a compiled gnnc call (gnnc "
+                "rebuilds some saved values from it in backward)"
+            )
     with backend.using(note.backend):
         value = note.recipe(*note.leaves)
     return value.contiguous().as_strided(note.size, note.stride, note.offset)

@@ -4,6 +4,7 @@
 its inputs are bound and before it runs, every feature neither it nor ``kept`` names; ``drop_features(g,
 kept)`` after the call drops the rest (the call's own results nobody reads) and disarms.
 """
+
 from __future__ import annotations
 
 import contextvars

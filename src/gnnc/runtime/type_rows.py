@@ -10,6 +10,7 @@ serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer
 broadcast to the rows they fill), each function computes the masks as written, so the result, or the error,
 is eager's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ class TypeLayout:
             starts = [0]
             for size in self.sizes:
                 starts.append(starts[-1] + size)
-            self._subsets[which] = torch.cat([self.rows[starts[k]:starts[k + 1]] for k in which])
+            self._subsets[which] = torch.cat([self.rows[starts[k] : starts[k + 1]] for k in which])
         return self._subsets[which]
 
     def mask(self, k: int) -> torch.Tensor:
@@ -64,8 +65,13 @@ def type_layout(types: torch.Tensor, consts: tuple) -> TypeLayout:
 
 @lasting
 def _layout(types, consts) -> TypeLayout:
-    if not isinstance(types, torch.Tensor) or types.dim() != 1 or types.dtype.is_floating_point \
-            or types.dtype.is_complex or types.dtype == torch.bool:
+    if (
+        not isinstance(types, torch.Tensor)
+        or types.dim() != 1
+        or types.dtype.is_floating_point
+        or types.dtype.is_complex
+        or types.dtype == torch.bool
+    ):
         return TypeLayout(types, consts, None, None)
     k = len(consts)
     values = torch.tensor(consts, dtype=torch.int64, device=types.device)
@@ -74,12 +80,17 @@ def _layout(types, consts) -> TypeLayout:
     slot = torch.where(known, position, k)
     order = torch.argsort(slot, stable=True)
     sizes = torch.bincount(slot, minlength=k + 1)[:k].tolist()
-    return TypeLayout(types, consts, order[:sum(sizes)], sizes)
+    return TypeLayout(types, consts, order[: sum(sizes)], sizes)
 
 
 def _shortcut(t, layout: TypeLayout) -> bool:
-    return layout.rows is not None and isinstance(t, torch.Tensor) and t.dim() >= 1 \
-        and t.shape[0] == layout.types.shape[0] and t.device == layout.types.device
+    return (
+        layout.rows is not None
+        and isinstance(t, torch.Tensor)
+        and t.dim() >= 1
+        and t.shape[0] == layout.types.shape[0]
+        and t.device == layout.types.device
+    )
 
 
 def _differentiated(t) -> bool:
@@ -133,8 +144,11 @@ def finish_rows(out: torch.Tensor, layout: TypeLayout, pending: tuple) -> torch.
     if not pending:
         return out
     try:
-        parts = [v.expand((layout.sizes[k],) + tuple(out.shape[1:])) for k, v in pending
-                 if v.dtype == out.dtype and v.device == out.device]
+        parts = [
+            v.expand((layout.sizes[k],) + tuple(out.shape[1:]))
+            for k, v in pending
+            if v.dtype == out.dtype and v.device == out.device
+        ]
     except RuntimeError:
         parts = []
     if len(parts) == len(pending):
@@ -159,8 +173,7 @@ class _WriteRows(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        grads = [grad.index_select(0, r) if need else None
-                 for r, need in zip(ctx.rows, ctx.needs_input_grad[2:])]
+        grads = [grad.index_select(0, r) if need else None for r, need in zip(ctx.rows, ctx.needs_input_grad[2:])]
         kept = None
         if ctx.needs_input_grad[0]:
             kept = grad.clone()

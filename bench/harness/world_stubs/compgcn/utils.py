@@ -1,4 +1,5 @@
 """Stand-in for CompGCN's ``utils``: circular correlation over the last dimension."""
+
 import torch
 
 

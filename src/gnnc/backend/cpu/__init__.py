@@ -25,14 +25,33 @@ CSR matmuls, grouped matmuls, ``typed_index_matmul``'s per-type matmuls) are
 already fused. Threads follow
 ``torch.get_num_threads()``.
 """
-from ..torch import (clear_structure_cache, edge_softmax, gather_segment_matmul, segment_matmul, segment_reduce,
-                     typed_index_matmul)
-from .head_dot import head_dot
-from .sddmm import sddmm
-from .spmm import scaled_spmm, spmm
-from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
-from .pair_softmax_aggregate import rebuilt_pair_softmax_aggregate
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
-           "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
-           "rebuilt_pair_softmax_aggregate", "clear_structure_cache"]
+from ..torch import (
+    clear_structure_cache,
+    edge_softmax,
+    gather_segment_matmul,
+    segment_matmul,
+    segment_reduce,
+    typed_index_matmul,
+)
+from .head_dot import head_dot
+from .pair_softmax_aggregate import rebuilt_pair_softmax_aggregate
+from .sddmm import sddmm
+from .softmax_aggregate import edge_softmax_aggregate, sddmm_softmax_aggregate
+from .spmm import scaled_spmm, spmm
+
+__all__ = [
+    "segment_reduce",
+    "edge_softmax",
+    "spmm",
+    "scaled_spmm",
+    "sddmm",
+    "edge_softmax_aggregate",
+    "sddmm_softmax_aggregate",
+    "segment_matmul",
+    "gather_segment_matmul",
+    "typed_index_matmul",
+    "head_dot",
+    "rebuilt_pair_softmax_aggregate",
+    "clear_structure_cache",
+]

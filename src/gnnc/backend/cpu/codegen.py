@@ -14,6 +14,7 @@ numba's disk cache finds it again in the next process. The folder must be
 private to the user, and a kernel runs from the source generated in this
 process, never from what the file holds (``kernel_files``).
 """
+
 from __future__ import annotations
 
 import functools

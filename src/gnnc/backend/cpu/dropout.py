@@ -9,6 +9,7 @@ without hashing (their output is zero whatever the mask); every other element
 is multiplied by ``1 / (1 - p)`` or by 0, as torch does (NaN and inf stay NaN
 where dropped).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +44,14 @@ def dropout_mask_apply(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
     ``seed`` and shape give the same mask, so the backward is this call on the gradient."""
     flat = as_array(x).reshape(-1)
     out = empty(tuple(x.shape), x)
-    launch_rows(_compiled, flat.shape[0], flat.shape[0], flat, out.numpy().reshape(-1), np.uint64(seed),
-                np.uint64(round(p * 2**32)), flat.dtype.type(1.0 / (1.0 - p)))
+    launch_rows(
+        _compiled,
+        flat.shape[0],
+        flat.shape[0],
+        flat,
+        out.numpy().reshape(-1),
+        np.uint64(seed),
+        np.uint64(round(p * 2**32)),
+        flat.dtype.type(1.0 / (1.0 - p)),
+    )
     return out

@@ -17,6 +17,7 @@ merge the two halves of ln 2 and lose the reduction's precision. LLVM
 inlines it: numba's own inlining (``inline="always"``) gave the same machine
 code at three to four times the compile time of each generated kernel.
 """
+
 from __future__ import annotations
 
 import math
@@ -125,6 +126,7 @@ def _exp_impl(float_type, int_type, c1, c2, poly, low, high, bias, shift):
         scale = _int_bits_as_float((int_type(n) + bias) << shift, x) * (x > low)
         y = ((horner(r, coefficients) * r * r + r) + one) * scale
         return max(y, math.copysign(infinity, x - high))
+
     return impl
 
 
@@ -146,6 +148,7 @@ def _weight_impl(float_type):
 
     def impl(x):  # pragma: no cover - numba
         return vexp(x) * (x >= cutoff)  # branch-free, as vexp
+
     return impl
 
 

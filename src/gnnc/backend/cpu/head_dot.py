@@ -7,14 +7,15 @@ H] storage, so a consumer of one weight's scores (GAT's source and
 destination halves) reads them as a contiguous array, with no copy. Memory
 bound: about one pass over x. Backward in torch (two einsums).
 """
+
 from __future__ import annotations
 
 import torch
 from torch.autograd.function import Function
 
+from ..torch.first_order import first_order
 from ..torch.head_dot import check_head_dot
 from .interop import empty, jit_row_kernel, launch_rows
-from ..torch.first_order import first_order
 
 
 def head_dot(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

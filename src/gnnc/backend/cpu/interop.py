@@ -1,4 +1,5 @@
 """Handing torch tensors to numba kernels: numpy views, thread counts, specialization, work splitting."""
+
 from __future__ import annotations
 
 import contextlib
@@ -93,6 +94,7 @@ def specialized(factory):
     reassociation and contraction (sums may change order, FMAs fuse); NaN and
     infinities keep their meaning (segment max starts from -inf).
     """
+
     @functools.cache
     def compiled(width: int, *constants):
         return jit_kernel(factory(width, *constants))
@@ -144,8 +146,10 @@ def _call(kernel, *args) -> None:
 
 
 def _signature_key(kernel, args) -> tuple:
-    return (id(kernel), tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray)
-                              else type(a) for a in args))
+    return (
+        id(kernel),
+        tuple((a.dtype.str, a.ndim, a.flags.c_contiguous) if isinstance(a, np.ndarray) else type(a) for a in args),
+    )
 
 
 @functools.cache
@@ -174,7 +178,8 @@ def _call_rows(kernel, work: int, rows: int, split, *args, partial: np.ndarray |
 
     def own(t):
         return (sums[t],) if sums else ()
-    others = [_threads().submit(kernel, bounds[t:t + 2], *args, *own(t)) for t in range(1, bounds.shape[0] - 1)]
+
+    others = [_threads().submit(kernel, bounds[t : t + 2], *args, *own(t)) for t in range(1, bounds.shape[0] - 1)]
     kernel(bounds[0:2], *args, *own(0))
     for other in others:
         other.result()
@@ -190,8 +195,9 @@ def balanced_bounds(crow: np.ndarray, parts: int) -> np.ndarray:
     return np.unique(np.concatenate(([0], cuts, [rows]))).astype(np.int64)
 
 
-def launch(kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | None = None,
-           balance: np.ndarray | None = None) -> None:
+def launch(
+    kernel, crow: np.ndarray, work: int, *args, partial: np.ndarray | None = None, balance: np.ndarray | None = None
+) -> None:
     """Run ``kernel(bounds, crow, *args)`` over the rows of CSR ``crow``, split into balanced chunks.
 
     Small ``work`` (element operations) runs in one chunk on one thread;

@@ -12,6 +12,7 @@
   that differs (truncated, edited, planted) is replaced atomically. No
   ``.pyc`` is read or written.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,9 @@ def _refuse_shared(part: Path, called: str, folder: Path) -> None:
         reason = f"others can write to {called} (mode {st.st_mode & 0o777:o})"
     else:
         return
-    raise KernelFolderRefused(f"gnnc refuses the kernel folder {folder}: {reason}; "
-                              "set GNNC_KERNEL_DIR to a folder only you can write")
+    raise KernelFolderRefused(
+        f"gnnc refuses the kernel folder {folder}: {reason}; set GNNC_KERNEL_DIR to a folder only you can write"
+    )
 
 
 def load_source(path: Path, module_name: str, text: str) -> types.ModuleType:

@@ -25,6 +25,7 @@ RGAT at full ogbn-mag scale (2 threads, ``bench/results/mag-1.0/35f615f/rgat-reb
 7.55 -> 7.95 s, peak 3,487 -> 2,179 MiB. z (796 MiB) is whole only during (1), its gradient (796 MiB)
 never, for two more products x[node] @ W_r (forward's FLOPs each) and forward's second walk over the logits.
 """
+
 from __future__ import annotations
 
 import functools
@@ -35,13 +36,21 @@ import torch
 from torch.autograd.function import Function
 
 from ..torch.common import broadcast_shape, check_index, chunk_rows, head_layout, heads_to_weight, weight_as_heads
-from ..torch.softmax import check_sddmm_softmax_aggregate
-from ..torch.first_order import first_order
 from ..torch.csr import csr_structure
+from ..torch.first_order import first_order
+from ..torch.softmax import check_sddmm_softmax_aggregate
 from ..torch.typed_matmul import gather_segment_matmul
 from .interop import as_array, empty, launch
-from .softmax_aggregate import (array_or_empty, b_rows_array, blocks, logit_grad_kernel, part_kernel, scalar_like,
-                                sddmm_softmax_aggregate, source_grad_kernel)
+from .softmax_aggregate import (
+    array_or_empty,
+    b_rows_array,
+    blocks,
+    logit_grad_kernel,
+    part_kernel,
+    scalar_like,
+    sddmm_softmax_aggregate,
+    source_grad_kernel,
+)
 
 # Largest part of the pair table (and of its gradient) that backward rebuilds at once.
 PART_BYTES = 64 << 20
@@ -49,10 +58,22 @@ PART_BYTES = 64 << 20
 FORWARD_PART_BYTES = 384 << 20
 
 
-def rebuilt_pair_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
-                                   pair_node: torch.Tensor, pair_ptr, feat, src: torch.Tensor, dst: torch.Tensor,
-                                   num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                                   b_index: torch.Tensor | None = None) -> torch.Tensor:
+def rebuilt_pair_softmax_aggregate(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    pair_node: torch.Tensor,
+    pair_ptr,
+    feat,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    op: str = "add",
+    *,
+    negative_slope: float | None = None,
+    b_index: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``sddmm_softmax_aggregate(a, b, z, src, dst, num_dst, op, ...)`` with z =
     ``gather_segment_matmul(x, pair_node, pair_ptr, weight).view(-1, *feat)``: ``src`` indexes z's rows (pairs
     of relation r are ``pair_ptr[r]`` up to ``pair_ptr[r + 1]``), z is not kept for backward. Where the fused
@@ -62,31 +83,40 @@ def rebuilt_pair_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Te
     check_index("pair_node", pair_node, x.shape[0], x.device)
     expected = (len(pair_ptr) - 1, x.shape[1], math.prod(feat)) if x.dim() == 2 else None
     if tuple(weight.shape) != expected:
-        raise ValueError(f"weight must be [R, K, M] = {list(expected or ('R', 'K', 'M'))} (R: pair_ptr segments, "
-                         f"K: x's columns, M: the pair rows' {feat} flattened), got {tuple(weight.shape)}; x "
-                         f"{tuple(x.shape)} must be [N, K]")
+        raise ValueError(
+            f"weight must be [R, K, M] = {list(expected or ('R', 'K', 'M'))} (R: pair_ptr segments, "
+            f"K: x's columns, M: the pair rows' {feat} flattened), got {tuple(weight.shape)}; x "
+            f"{tuple(x.shape)} must be [N, K]"
+        )
     stand_in = x.new_empty(()).expand((pair_node.numel(),) + feat)  # z's shape, without its values
-    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, stand_in, src, dst, num_dst, op, negative_slope,
-                                                         b_index)
+    logits_feat, num_dst = check_sddmm_softmax_aggregate(a, b, stand_in, src, dst, num_dst, op, negative_slope, b_index)
     if x.device.type != "cpu":
         raise ValueError(f"the cpu backend needs CPU tensors; x is on {x.device}")
-    fused = tuple(a.shape[1:]) == tuple(b.shape[1:]) and len(logits_feat) <= len(feat) \
+    fused = (
+        tuple(a.shape[1:]) == tuple(b.shape[1:])
+        and len(logits_feat) <= len(feat)
         and all(d in (1, f) for d, f in zip(logits_feat[::-1], feat[::-1]))
+    )
     if not fused:
         z = gather_segment_matmul(x, pair_node, pair_ptr, weight)
-        return sddmm_softmax_aggregate(a, b, z.view((z.shape[0],) + feat), src, dst, num_dst, op,
-                                       negative_slope=negative_slope, b_index=b_index)
+        return sddmm_softmax_aggregate(
+            a, b, z.view((z.shape[0],) + feat), src, dst, num_dst, op, negative_slope=negative_slope, b_index=b_index
+        )
     a, b = (t.reshape((t.shape[0],) + logits_feat) for t in (a, b))
-    return _RebuiltPairSoftmaxAggregate.apply(a, b, x, weight, pair_node, tuple(pair_ptr), feat, src, dst, num_dst,
-                                              op, negative_slope, b_index)
+    return _RebuiltPairSoftmaxAggregate.apply(
+        a, b, x, weight, pair_node, tuple(pair_ptr), feat, src, dst, num_dst, op, negative_slope, b_index
+    )
 
 
 def parts(pair_ptr, row_bytes: int, part_bytes: int | None = None) -> list[tuple[int, int, int]]:
     """(relation, first pair, end) of each part of the pair table: at most ``part_bytes`` (default
     ``PART_BYTES``) of rows, within one relation."""
     step = max(1, (PART_BYTES if part_bytes is None else part_bytes) // max(1, row_bytes))
-    return [(r, lo, min(lo + step, hi)) for r, (start, hi) in enumerate(zip(pair_ptr, pair_ptr[1:]))
-            for lo in range(start, hi, step)]
+    return [
+        (r, lo, min(lo + step, hi))
+        for r, (start, hi) in enumerate(zip(pair_ptr, pair_ptr[1:]))
+        for lo in range(start, hi, step)
+    ]
 
 
 class _RebuiltPairSoftmaxAggregate(Function):
@@ -97,8 +127,22 @@ class _RebuiltPairSoftmaxAggregate(Function):
         heads_a, heads_b = (weight_as_heads(t, full, k).contiguous() for t in (a, b))
         num_heads = heads_a.shape[1]
         num_feats = math.prod(full) // max(1, num_heads)
-        loops = _Loops(heads_a, heads_b, x, weight, pair_node, pair_ptr, src, dst, num_dst, num_heads, num_feats,
-                       b_index, slope, op)
+        loops = _Loops(
+            heads_a,
+            heads_b,
+            x,
+            weight,
+            pair_node,
+            pair_ptr,
+            src,
+            dst,
+            num_dst,
+            num_heads,
+            num_feats,
+            b_index,
+            slope,
+            op,
+        )
         out = torch.zeros((num_dst, num_heads, num_feats), dtype=x.dtype)
         m, s = (empty((num_dst, num_heads), x) for _ in range(2))
         loops.by_destination("stats", None, out, m, s)
@@ -121,8 +165,23 @@ class _RebuiltPairSoftmaxAggregate(Function):
         if any(grad_rows.stride()):  # else one value broadcast (the gradient of a sum): read as it is
             grad_rows = grad_rows.contiguous()
         with_logits, need_z = need_a or need_b, need_x or need_w
-        loops = _Loops(heads_a, heads_b, x, weight, pair_node, pair_ptr, src, dst, num_dst, num_heads, num_feats,
-                       b_index, slope, op, grad_rows)
+        loops = _Loops(
+            heads_a,
+            heads_b,
+            x,
+            weight,
+            pair_node,
+            pair_ptr,
+            src,
+            dst,
+            num_dst,
+            num_heads,
+            num_feats,
+            b_index,
+            slope,
+            op,
+            grad_rows,
+        )
         inv_s = s.reciprocal()
         t = loops.dot_sums(m, inv_s) if with_logits else None
         ga = empty(heads_a.shape, heads_a) if need_a else None
@@ -132,8 +191,7 @@ class _RebuiltPairSoftmaxAggregate(Function):
         for r, lo, hi in loops.parts(PART_BYTES) if need_z or with_logits else ():
             z = loops.rebuilt(r, lo, hi) if with_logits else None
             gz = empty((hi - lo, num_heads, num_feats), x) if need_z else None
-            loops.by_source(lo, hi, z, m, inv_s, t, gz, None if ga is None else ga[lo:hi], gb, need_z, need_a,
-                            need_b)
+            loops.by_source(lo, hi, z, m, inv_s, t, gz, None if ga is None else ga[lo:hi], gb, need_z, need_a, need_b)
             del z
             if need_z:
                 gz = gz.view(hi - lo, num_heads * num_feats)
@@ -153,7 +211,7 @@ def _edge_runs(by_src, pair_ptr) -> list[tuple[int, int, bool]]:
     crow, perm = by_src.crow, by_src.perm
     runs = []
     for lo, hi in zip(pair_ptr, pair_ptr[1:]):
-        ids = perm[int(crow[lo]):int(crow[hi])]
+        ids = perm[int(crow[lo]) : int(crow[hi])]
         first, last = (int(ids.min()), int(ids.max()) + 1) if ids.numel() else (0, 0)
         runs.append((first, last, True) if last - first == ids.numel() else (0, perm.numel(), False))
     return runs
@@ -168,8 +226,24 @@ class _Loops:
     """The kernels' launches over the pair table's parts, by destination and by source, with the arguments they
     share (``grad``: g by destination, for backward)."""
 
-    def __init__(self, heads_a, heads_b, x, weight, pair_node, pair_ptr, src, dst, num_dst, num_heads, num_feats,
-                 b_index, slope, op, grad=None):
+    def __init__(
+        self,
+        heads_a,
+        heads_b,
+        x,
+        weight,
+        pair_node,
+        pair_ptr,
+        src,
+        dst,
+        num_dst,
+        num_heads,
+        num_feats,
+        b_index,
+        slope,
+        op,
+        grad=None,
+    ):
         self.heads_a, self.x, self.weight, self.pair_node, self.pair_ptr = heads_a, x, weight, pair_node, pair_ptr
         self.num_heads, self.num_feats, self.op, self.pair_b = num_heads, num_feats, op, b_index is not None
         self.scores = (heads_a.numpy(), array_or_empty(heads_b, heads_a), b_rows_array(b_index), scalar_like(x, slope))
@@ -194,16 +268,19 @@ class _Loops:
     def rebuilt(self, r: int, lo: int, hi: int, into: torch.Tensor | None = None) -> torch.Tensor:
         """Rows lo..hi - 1 of the pair table (relation r) as [rows, H, F] (written into ``into`` when given), by
         the same products on every call: x's rows gathered and multiplied a cache-sized chunk at a time."""
-        out = empty((hi - lo, self.num_heads * self.num_feats), self.x) if into is None \
+        out = (
+            empty((hi - lo, self.num_heads * self.num_feats), self.x)
+            if into is None
             else into.view(hi - lo, self.num_heads * self.num_feats)
+        )
         for s, e in self._chunks(lo, hi):
-            torch.mm(self.x.index_select(0, self.pair_node[lo + s:lo + e]), self.weight[r], out=out[s:e])
+            torch.mm(self.x.index_select(0, self.pair_node[lo + s : lo + e]), self.weight[r], out=out[s:e])
         return out.view(hi - lo, self.num_heads, self.num_feats)
 
     def add_weight_grad(self, r: int, lo: int, hi: int, gz: torch.Tensor, gw: torch.Tensor) -> None:
         """gw[r] += x[node[lo:hi]]^T gz, by the chunks of ``rebuilt``."""
         for s, e in self._chunks(lo, hi):
-            gw[r].addmm_(self.x.index_select(0, self.pair_node[lo + s:lo + e]).t(), gz[s:e])
+            gw[r].addmm_(self.x.index_select(0, self.pair_node[lo + s : lo + e]).t(), gz[s:e])
 
     def _chunks(self, lo: int, hi: int):
         return chunk_rows(hi - lo, self.x.shape[1], self.x.device, None)
@@ -218,10 +295,19 @@ class _Loops:
         t = empty(tuple(m.shape), m)
         for block in blocks(self.num_heads, self.num_feats):
             if block.f0 == 0:  # whole rows of features
-                launch(logit_grad_kernel(self.op, self.num_heads, self.num_feats, block, self.pair_b),
-                       as_array(self.by_dst.crow), self.by_dst.col.numel() * self.num_heads * self.num_feats,
-                       as_array(self.by_dst.col), as_array(self.by_dst.perm), *self.scores, z.numpy(), self.grad,
-                       m.numpy(), inv_s.numpy(), t.numpy())
+                launch(
+                    logit_grad_kernel(self.op, self.num_heads, self.num_feats, block, self.pair_b),
+                    as_array(self.by_dst.crow),
+                    self.by_dst.col.numel() * self.num_heads * self.num_feats,
+                    as_array(self.by_dst.col),
+                    as_array(self.by_dst.perm),
+                    *self.scores,
+                    z.numpy(),
+                    self.grad,
+                    m.numpy(),
+                    inv_s.numpy(),
+                    t.numpy(),
+                )
         return t
 
     def by_destination(self, kind: str, part, out, m, s) -> None:
@@ -235,10 +321,23 @@ class _Loops:
         for block in blocks(self.num_heads, self.num_feats):
             if kind == "stats" and block.f0 != 0:  # per head
                 continue
-            launch(part_kernel(kind, self.op, self.num_heads, self.num_feats, block, self.pair_b, whole_run), crow,
-                   edges * block.heads * block.feats, as_array(self.by_dst.col), as_array(self.by_dst.perm),
-                   *self.scores, array_or_empty(z, self.heads_a.unsqueeze(-1)), out.numpy(), m.numpy(), s.numpy(),
-                   lo, hi, e_lo, e_hi, balance=None if part is None else self.shares[r])
+            launch(
+                part_kernel(kind, self.op, self.num_heads, self.num_feats, block, self.pair_b, whole_run),
+                crow,
+                edges * block.heads * block.feats,
+                as_array(self.by_dst.col),
+                as_array(self.by_dst.perm),
+                *self.scores,
+                array_or_empty(z, self.heads_a.unsqueeze(-1)),
+                out.numpy(),
+                m.numpy(),
+                s.numpy(),
+                lo,
+                hi,
+                e_lo,
+                e_hi,
+                balance=None if part is None else self.shares[r],
+            )
 
     def by_source(self, lo, hi, z, m, inv_s, t, gz, ga, gb, with_z, need_a, need_b) -> None:
         """``source_grad_kernel`` over the sources lo..hi - 1 (z: their rebuilt rows, or None where it reads
@@ -248,10 +347,23 @@ class _Loops:
         for block in blocks(self.num_heads, self.num_feats):
             with_ab = t is not None and block.f0 == 0  # a's and b's gradients once per head
             if with_z or with_ab:
-                launch(source_grad_kernel(self.op, self.num_heads, self.num_feats, block, self.pair_b),
-                       crow[lo:hi + 1] - first, (last - first) * self.num_heads * self.num_feats, col[first:last],
-                       perm[first:last], self.heads_a[lo:hi].numpy(), *self.scores[1:],
-                       array_or_empty(z, self.heads_a.unsqueeze(-1)), self.grad, m.numpy(), inv_s.numpy(),
-                       array_or_empty(t, m), array_or_empty(gz, self.heads_a.unsqueeze(-1)),
-                       array_or_empty(ga, self.heads_a), with_z, with_ab and need_a, with_ab and need_b,
-                       partial=array_or_empty(gb, self.heads_a))
+                launch(
+                    source_grad_kernel(self.op, self.num_heads, self.num_feats, block, self.pair_b),
+                    crow[lo : hi + 1] - first,
+                    (last - first) * self.num_heads * self.num_feats,
+                    col[first:last],
+                    perm[first:last],
+                    self.heads_a[lo:hi].numpy(),
+                    *self.scores[1:],
+                    array_or_empty(z, self.heads_a.unsqueeze(-1)),
+                    self.grad,
+                    m.numpy(),
+                    inv_s.numpy(),
+                    array_or_empty(t, m),
+                    array_or_empty(gz, self.heads_a.unsqueeze(-1)),
+                    array_or_empty(ga, self.heads_a),
+                    with_z,
+                    with_ab and need_a,
+                    with_ab and need_b,
+                    partial=array_or_empty(gb, self.heads_a),
+                )

@@ -4,6 +4,7 @@ A gather over a table larger than the L2 cache waits on one cache miss after
 another; asking for the rows a few edges ahead (``llvm.prefetch``) overlaps
 those waits (about 30 % off the softmax aggregation on the pubmed replica).
 """
+
 from __future__ import annotations
 
 from llvmlite import ir
@@ -28,7 +29,8 @@ def _prefetch_element(typingctx, array, flat):
         byte_ptr = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]), "llvm.prefetch.p0")
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]), "llvm.prefetch.p0"
+        )
         # read (0), high temporal locality (3), data cache (1)
         builder.call(fn, [builder.bitcast(address, byte_ptr), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()

@@ -14,6 +14,7 @@ backend's, its two weighted sums numba loops: ``spmm.head_spmm_rows``).
 Broadcast feature shapes run on the torch backend. Same contract as
 ``gnnc.backend.torch.sddmm``.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,20 +26,27 @@ from torch.autograd.function import Function
 
 from ..torch.common import BINARY_OPS
 from ..torch.csr import csr_structure
+from ..torch.first_order import first_order
 from ..torch.sddmm import SddmmDot, check_sddmm
 from ..torch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
 from .prefetch import prefetch_row
 from .spmm import AHEAD, head_spmm_rows
-from ..torch.first_order import first_order
 
 
-def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
-          negative_slope: float | None = None, chunk: int | None = None) -> torch.Tensor:
+def sddmm(
+    a: torch.Tensor,
+    a_index: torch.Tensor,
+    b: torch.Tensor,
+    b_index: torch.Tensor,
+    op: str = "mul",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu (see ``gnnc.backend.torch.sddmm``)."""
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
-    if a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full) \
-            or (op == "dot" and not full):
+    if a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full) or (op == "dot" and not full):
         return torch_sddmm(a, a_index, b, b_index, op, negative_slope=negative_slope, chunk=chunk)
     if op == "dot":
         return _SddmmDotRows.apply(a, a_index, b, b_index, chunk)
@@ -54,9 +62,16 @@ class _SddmmDotRows(SddmmDot):
         feats, heads = full[-1], math.prod(full[:-1])
         num_edges = a_index.numel()
         out = empty((num_edges, heads), a)
-        launch_rows(_DOT_ROWS(feats), num_edges, num_edges * heads * feats, as_array(a_index), as_array(b_index),
-                    as_array(a).reshape(a.shape[0], heads, feats), as_array(b).reshape(b.shape[0], heads, feats),
-                    out.numpy())
+        launch_rows(
+            _DOT_ROWS(feats),
+            num_edges,
+            num_edges * heads * feats,
+            as_array(a_index),
+            as_array(b_index),
+            as_array(a).reshape(a.shape[0], heads, feats),
+            as_array(b).reshape(b.shape[0], heads, feats),
+            out.numpy(),
+        )
         ctx.save_for_backward(a, a_index, b, b_index)
         ctx.layout = (full, chunk, head_spmm_rows)
         return out.view((num_edges,) + full[:-1] + (1,))
@@ -72,9 +87,17 @@ class _SddmmBinaryRows(Function):
         num_edges = a_index.numel()
         out = empty((num_edges,) + full, a)
         slope = 1.0 if negative_slope is None else float(negative_slope)  # 1: the identity
-        launch_rows(_BINARY_ROWS(width, op), num_edges, num_edges * width, as_array(a_index), as_array(b_index),
-                    as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
-                    out.numpy().reshape(num_edges, width), out.numpy().dtype.type(slope))
+        launch_rows(
+            _BINARY_ROWS(width, op),
+            num_edges,
+            num_edges * width,
+            as_array(a_index),
+            as_array(b_index),
+            as_array(a).reshape(a.shape[0], width),
+            as_array(b).reshape(b.shape[0], width),
+            out.numpy().reshape(num_edges, width),
+            out.numpy().dtype.type(slope),
+        )
         ctx.save_for_backward(a, a_index, b, b_index)
         ctx.layout = (op, slope)
         return out
@@ -93,8 +116,12 @@ def binary_rows_grads(a, a_index, b, b_index, grad, op: str, slope: float, neede
     (two flags) is false. One numba loop over the rows of each operand."""
     width = math.prod(a.shape[1:])
     num_edges = a_index.numel()
-    rows = (as_array(a).reshape(a.shape[0], width), as_array(b).reshape(b.shape[0], width),
-            as_array(grad).reshape(num_edges, width), grad.numpy().dtype.type(slope))
+    rows = (
+        as_array(a).reshape(a.shape[0], width),
+        as_array(b).reshape(b.shape[0], width),
+        as_array(grad).reshape(num_edges, width),
+        grad.numpy().dtype.type(slope),
+    )
     grads = []
     for side, (t, index, other) in enumerate(((a, a_index, b_index), (b, b_index, a_index))):
         if not needed[side]:
@@ -102,8 +129,15 @@ def binary_rows_grads(a, a_index, b, b_index, grad, op: str, slope: float, neede
             continue
         by_row = csr_structure(index, t.shape[0], other)
         g = empty(t.shape, t)
-        launch(_BINARY_ROWS_GRAD(width, op, side), as_array(by_row.crow), num_edges * width,
-               as_array(by_row.col), as_array(by_row.perm), *rows, g.numpy().reshape(t.shape[0], width))
+        launch(
+            _BINARY_ROWS_GRAD(width, op, side),
+            as_array(by_row.crow),
+            num_edges * width,
+            as_array(by_row.col),
+            as_array(by_row.perm),
+            *rows,
+            g.numpy().reshape(t.shape[0], width),
+        )
         grads.append(g)
     return grads
 
@@ -136,6 +170,7 @@ def _BINARY_ROWS(width, op):
                 for k in range(cols):
                     y = _binary(code, a[u, k], b[v, k])
                     out[e, k] = y if y > 0 else y * slope
+
     return kernel
 
 
@@ -157,6 +192,7 @@ def _DOT_ROWS(width):
                     for k in range(feats):
                         total += a[u, h, k] * b[v, h, k]
                     out[e, h] = total
+
     return kernel
 
 
@@ -186,4 +222,5 @@ def _BINARY_ROWS_GRAD(width, op, side):
                         else:
                             d = g / y if side == 0 else -g * x / (y * y)
                         out[r, k] += d
+
     return kernel

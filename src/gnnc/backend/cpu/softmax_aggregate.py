@@ -42,6 +42,7 @@ scalar per accumulator so they stay in vector registers; rows of more than
 features. Same contracts as ``gnnc.backend.torch.edge_softmax_aggregate``
 and ``sddmm_softmax_aggregate``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,11 +54,11 @@ from torch.autograd.function import Function
 
 from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
 from ..torch.csr import csr_structure
+from ..torch.first_order import first_order
 from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .codegen import generated_kernel, indent
 from .interop import FASTMATH, as_array, empty, launch
 from .sddmm import sddmm
-from ..torch.first_order import first_order
 
 # How many edges ahead the gathers of feature rows ask for them (logit rows are too narrow to gain).
 AHEAD = 8
@@ -72,8 +73,15 @@ SAME_DOT: set = set()
 DOT_LANES = 8
 
 
-def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
-                           num_dst: int, *, chunk: int | None = None) -> torch.Tensor:
+def edge_softmax_aggregate(
+    logits: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = sum over e with dst[e] == v of edge_softmax(logits)[e] * x[src[e]].
 
     Shapes and broadcasting as in the torch backend; ``chunk`` is accepted
@@ -84,9 +92,19 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None, None)
 
 
-def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
-                            dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+def sddmm_softmax_aggregate(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    op: str = "add",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+    b_index: torch.Tensor | None = None,
+) -> torch.Tensor:
     """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     Fused (the logits are computed inside the kernels, never stored) when
@@ -124,8 +142,11 @@ def blocks(num_heads: int, num_feats: int) -> list[_Block]:
         return []
     hb = min(num_heads, MAX_BLOCK)
     fb = min(num_feats, max(1, MAX_BLOCK // hb))
-    return [_Block(h0, min(hb, num_heads - h0), f0, min(fb, num_feats - f0))
-            for h0 in range(0, num_heads, hb) for f0 in range(0, num_feats, fb)]
+    return [
+        _Block(h0, min(hb, num_heads - h0), f0, min(fb, num_feats - f0))
+        for h0 in range(0, num_heads, hb)
+        for f0 in range(0, num_feats, fb)
+    ]
 
 
 class _SoftmaxAggregate(Function):
@@ -148,22 +169,41 @@ class _SoftmaxAggregate(Function):
         m = empty((num_dst if keep else 0, num_heads), x)
         s = empty((num_dst if keep else 0, num_heads), x)
         pair_b = b_index is not None
-        arrays = (as_array(by_dst.col), as_array(by_dst.perm), heads_a.numpy(), array_or_empty(heads_b, heads_a),
-                  b_rows_array(b_index), scalar_like(heads_x, slope), heads_x.numpy(), out.numpy(), m.numpy(),
-                  s.numpy(), keep)
+        arrays = (
+            as_array(by_dst.col),
+            as_array(by_dst.perm),
+            heads_a.numpy(),
+            array_or_empty(heads_b, heads_a),
+            b_rows_array(b_index),
+            scalar_like(heads_x, slope),
+            heads_x.numpy(),
+            out.numpy(),
+            m.numpy(),
+            s.numpy(),
+            keep,
+        )
         for block in blocks(num_heads, num_feats):
-            launch(_forward_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow),
-                   src.numel() * block.heads * block.feats, *arrays)
+            launch(
+                _forward_kernel(op, num_heads, num_feats, block, pair_b),
+                as_array(by_dst.crow),
+                src.numel() * block.heads * block.feats,
+                *arrays,
+            )
         if keep:
-            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, b_index,
-                              (full, k, num_dst, op, slope), a, b, x)
+            keep_for_backward(
+                ctx, heads_a, heads_b, heads_x, src, dst, m, s, b_index, (full, k, num_dst, op, slope), a, b, x
+            )
         return out.view((num_dst,) + full)
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
-        (heads_a, heads_b, heads_x, src, dst, m, s, b_index), (full, k, num_dst, op, slope), \
-            (a_shape, b_shape, x_shape), (need_a, need_b, need_x) = kept(ctx)
+        (
+            (heads_a, heads_b, heads_x, src, dst, m, s, b_index),
+            (full, k, num_dst, op, slope),
+            (a_shape, b_shape, x_shape),
+            (need_a, need_b, need_x),
+        ) = kept(ctx)
         pair_b = b_index is not None
         num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
@@ -172,31 +212,58 @@ class _SoftmaxAggregate(Function):
         work = src.numel() * num_heads * num_feats
         # logits per edge: their gradient, a's, is per edge; SDDMM logits: a's and b's rows are sums
         # over edges, made in the source loop from t[v] = sum over v's in-edges of alpha * (g[v] . x[u])
-        ga = (empty(heads_a.shape, heads_a) if sddmm_logits else empty((src.numel(), num_heads), heads_x)) \
-            if need_a else None
+        ga = (
+            (empty(heads_a.shape, heads_a) if sddmm_logits else empty((src.numel(), num_heads), heads_x))
+            if need_a
+            else None
+        )
         gb = torch.zeros_like(heads_b) if need_b else None
         gx = empty(heads_x.shape, heads_x) if need_x else None
         with_logits = need_a or need_b
         t = empty((num_dst, num_heads), heads_x) if with_logits and sddmm_logits else None
-        shared = (heads_a.numpy(), array_or_empty(heads_b, heads_a), b_rows_array(b_index), scalar_like(heads_x, slope),
-                  heads_x.numpy(), grad_rows.numpy(), m.numpy(), inv_s.numpy())
+        shared = (
+            heads_a.numpy(),
+            array_or_empty(heads_b, heads_a),
+            b_rows_array(b_index),
+            scalar_like(heads_x, slope),
+            heads_x.numpy(),
+            grad_rows.numpy(),
+            m.numpy(),
+            inv_s.numpy(),
+        )
         if with_logits:
             by_dst = csr_structure(dst, num_dst, src)
             for block in blocks(num_heads, num_feats):
                 if block.f0 == 0:  # this loop takes whole rows of features
-                    launch(logit_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_dst.crow), work,
-                           as_array(by_dst.col), as_array(by_dst.perm), *shared,
-                           array_or_empty(t if sddmm_logits else ga, m))
+                    launch(
+                        logit_grad_kernel(op, num_heads, num_feats, block, pair_b),
+                        as_array(by_dst.crow),
+                        work,
+                        as_array(by_dst.col),
+                        as_array(by_dst.perm),
+                        *shared,
+                        array_or_empty(t if sddmm_logits else ga, m),
+                    )
         if need_x or (with_logits and sddmm_logits):
             by_src = csr_structure(src, heads_x.shape[0], dst)
             for block in blocks(num_heads, num_feats):
                 with_ab = sddmm_logits and with_logits and block.f0 == 0  # a's and b's gradients once per head
                 if need_x or with_ab:
-                    launch(source_grad_kernel(op, num_heads, num_feats, block, pair_b), as_array(by_src.crow), work,
-                           as_array(by_src.col), as_array(by_src.perm), *shared, array_or_empty(t, m),
-                           array_or_empty(gx, heads_x),
-                           array_or_empty(ga if sddmm_logits else None, heads_a), need_x, with_ab and need_a,
-                           with_ab and need_b, partial=array_or_empty(gb, heads_a))
+                    launch(
+                        source_grad_kernel(op, num_heads, num_feats, block, pair_b),
+                        as_array(by_src.crow),
+                        work,
+                        as_array(by_src.col),
+                        as_array(by_src.perm),
+                        *shared,
+                        array_or_empty(t, m),
+                        array_or_empty(gx, heads_x),
+                        array_or_empty(ga if sddmm_logits else None, heads_a),
+                        need_x,
+                        with_ab and need_a,
+                        with_ab and need_b,
+                        partial=array_or_empty(gb, heads_a),
+                    )
         grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
         grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
         grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
@@ -227,6 +294,7 @@ def scalar_like(like: torch.Tensor, value: float | None):
 # accumulators by head and feature (c3_5). What depends on run-time flags is grouped under one
 # ``if`` for all heads: the vectorizer works inside straight-line code, across heads.
 
+
 def _logit(op: str | None, block: _Block, h: int, left: str, right: str) -> list[str]:
     """Lines setting l{h}, the logit of the block's head h (and y{h}, its pre-activation, for SDDMM logits)."""
     if op is None:
@@ -237,9 +305,16 @@ def _logit(op: str | None, block: _Block, h: int, left: str, right: str) -> list
 def _operand_grad(op: str, h: int, side: str, a: str, b: str, gy: str, into: str | None = None) -> str:
     """The line adding to ``into`` (default g{h}) the gradient of operand a (``side`` 'a') or b of
     y = a op b, from ``gy``, the gradient of y."""
-    term = {("add", "a"): gy, ("add", "b"): gy, ("sub", "a"): gy, ("sub", "b"): f"-{gy}",
-            ("mul", "a"): f"{gy} * {b}", ("mul", "b"): f"{gy} * {a}",
-            ("div", "a"): f"{gy} / {b}", ("div", "b"): f"-{gy} * {a} / ({b} * {b})"}[(op, side)]
+    term = {
+        ("add", "a"): gy,
+        ("add", "b"): gy,
+        ("sub", "a"): gy,
+        ("sub", "b"): f"-{gy}",
+        ("mul", "a"): f"{gy} * {b}",
+        ("mul", "b"): f"{gy} * {a}",
+        ("div", "a"): f"{gy} / {b}",
+        ("div", "b"): f"-{gy} * {a} / ({b} * {b})",
+    }[(op, side)]
     return f"{into or f'g{h}'} += {term}"
 
 
@@ -256,7 +331,9 @@ def _dot(block: _Block, h: int, num_feats: int, g_row: str, x_row: str) -> list[
     if whole:
         lines += [f"for f in range(0, {whole}, {lanes}):"]
         lines += [f"    d{h}_{j} += grad[{g_row}, {head}, f + {j}] * x[{x_row}, {head}, f + {j}]" for j in range(lanes)]
-    lines += [f"d{h}_{f - whole} += grad[{g_row}, {head}, {f}] * x[{x_row}, {head}, {f}]" for f in range(whole, num_feats)]
+    lines += [
+        f"d{h}_{f - whole} += grad[{g_row}, {head}, {f}] * x[{x_row}, {head}, {f}]" for f in range(whole, num_feats)
+    ]
     return lines + [f"d{h} = {_tree_sum(names)}"]
 
 
@@ -270,28 +347,42 @@ def _tree_sum(terms: list[str]) -> str:
 
 def _prefetch(table: str, index: str, num_heads: int, num_feats: int, block: _Block) -> list[str]:
     """Lines prefetching the block's part of row ``index``[i + AHEAD] of ``table`` [rows, H, F]."""
-    return _prefetch_rows([table], f"{index}[i + {AHEAD}]", index, num_heads * num_feats,
-                          block.h0 * num_feats + block.f0, (block.heads - 1) * num_feats + block.feats)
+    return _prefetch_rows(
+        [table],
+        f"{index}[i + {AHEAD}]",
+        index,
+        num_heads * num_feats,
+        block.h0 * num_feats + block.f0,
+        (block.heads - 1) * num_feats + block.feats,
+    )
 
 
-def _prefetch_rows(tables: list[str], row: str, bound: str, width: int, offset: int, length: int,
-                   distance: int = AHEAD) -> list[str]:
+def _prefetch_rows(
+    tables: list[str], row: str, bound: str, width: int, offset: int, length: int, distance: int = AHEAD
+) -> list[str]:
     """Lines prefetching ``length`` entries from ``offset`` of row ``row`` (an expression of the edge
     ``distance`` ahead of i, valid while i + distance < ``bound``.shape[0]) of each of ``tables`` (rows
     ``width`` wide)."""
-    return [f"if i + {distance} < {bound}.shape[0]:", f"    ahead = {row}",
-            *(f"    prefetch_span({t}, ahead * {width} + {offset}, {length})" for t in tables)]
+    return [
+        f"if i + {distance} < {bound}.shape[0]:",
+        f"    ahead = {row}",
+        *(f"    prefetch_span({t}, ahead * {width} + {offset}, {length})" for t in tables),
+    ]
 
 
 def _compiled(name: str, args: str, doc: str, per_row: list[str], fastmath: set = FASTMATH):
     """The kernel ``name(bounds, crow, {args})`` running ``per_row`` for each CSR row r (first, last: its entries)."""
     # the flags are in the source: numba's disk cache tells kernels apart by their source, not their flags
-    lines = [f"# fast math: {', '.join(sorted(fastmath))}", f"def {name}(bounds, crow, {args}):", f'    """{doc}"""',
-             "    zero, one = x.dtype.type(0), x.dtype.type(1)",
-             "    for c in range(bounds.shape[0] - 1):",
-             "        for r in range(bounds[c], bounds[c + 1]):",
-             "            first, last = crow[r], crow[r + 1]",
-             *indent(per_row, 3)]
+    lines = [
+        f"# fast math: {', '.join(sorted(fastmath))}",
+        f"def {name}(bounds, crow, {args}):",
+        f'    """{doc}"""',
+        "    zero, one = x.dtype.type(0), x.dtype.type(1)",
+        "    for c in range(bounds.shape[0] - 1):",
+        "        for r in range(bounds[c], bounds[c + 1]):",
+        "            first, last = crow[r], crow[r + 1]",
+        *indent(per_row, 3),
+    ]
     return generated_kernel(name, "\n".join(lines) + "\n", fastmath)
 
 
@@ -307,8 +398,9 @@ def _scores_ahead(op: str | None, num_heads: int, block: _Block, pair_b: bool = 
 def _pair_rows_ahead(tables: list[str], num_heads: int, block: _Block) -> list[str]:
     """Lines prefetching, for the edge AHEAD, the block's part of its pair row b_rows[e] of each of ``tables``;
     b_rows[e] itself is read at random, so it is asked for twice as far ahead."""
-    return (_prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD)
-            + _prefetch_rows(tables, f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads))
+    return _prefetch_rows(["b_rows"], f"perm[i + {2 * AHEAD}]", "perm", 1, 0, 1, 2 * AHEAD) + _prefetch_rows(
+        tables, f"b_rows[perm[i + {AHEAD}]]", "perm", num_heads, block.h0, block.heads
+    )
 
 
 def _b_operand(pair_b: bool, h: int, head: int, row: str) -> str:
@@ -350,13 +442,19 @@ def _forward_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bloc
         edge += [f"w = softmax_weight(l{h} - m{h})", f"s{h} += w"]
         edge += [f"c{h}_{f} += w * x[u, {block.h0 + h}, {block.f0 + f}]" for f in feats]
     row += ["for i in range(first, last):", *indent(edge, 1)]
-    row += ["if keep:", *indent([f"m[r, {block.h0 + h}] = m{h}" for h in heads]
-                                + [f"s[r, {block.h0 + h}] = s{h}" for h in heads], 1)]
+    row += [
+        "if keep:",
+        *indent([f"m[r, {block.h0 + h}] = m{h}" for h in heads] + [f"s[r, {block.h0 + h}] = s{h}" for h in heads], 1),
+    ]
     for h in heads:
         row += [f"inv = one / s{h} if s{h} > zero else zero"]
         row += [f"out[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f} * inv" for f in feats]
-    return _compiled("softmax_aggregate_forward", "src, perm, a, b, b_rows, slope, x, out, m, s, keep",
-                     f"Block {tuple(block)} of out[v] = sum over v's in-edges of softmax(l) * x[src].", row)
+    return _compiled(
+        "softmax_aggregate_forward",
+        "src, perm, a, b, b_rows, slope, x, out, m, s, keep",
+        f"Block {tuple(block)} of out[v] = sum over v's in-edges of softmax(l) * x[src].",
+        row,
+    )
 
 
 @functools.cache
@@ -383,17 +481,32 @@ def logit_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _Bl
     row += [f"t{h} = zero" for h in heads]
     whole_rows = _Block(block.h0, block.heads, 0, num_feats)
     # logits per edge: their gradient rows, written in edge order, are asked for early too
-    written = [] if op is not None else _prefetch_rows(["out"], f"perm[i + {AHEAD}]", "perm", num_heads,
-                                                       block.h0, block.heads)
-    row += ["for i in range(first, last):", *indent(_prefetch("x", "src", num_heads, num_feats, whole_rows)
-                                                    + _scores_ahead(op, num_heads, block, pair_b) + written + first_walk, 1)]
+    written = (
+        []
+        if op is not None
+        else _prefetch_rows(["out"], f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
+    )
+    row += [
+        "for i in range(first, last):",
+        *indent(
+            _prefetch("x", "src", num_heads, num_feats, whole_rows)
+            + _scores_ahead(op, num_heads, block, pair_b)
+            + written
+            + first_walk,
+            1,
+        ),
+    ]
     if op is None:
         row += ["for i in range(first, last):", *indent(second_walk, 1)]
     else:
         row += [f"out[r, {block.h0 + h}] = t{h}" for h in heads]
-    return _compiled("softmax_aggregate_logit_grads", "src, perm, a, b, b_rows, slope, x, grad, m, inv_s, out",
-                     f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.", row,
-                     FASTMATH if op is None else SAME_DOT)
+    return _compiled(
+        "softmax_aggregate_logit_grads",
+        "src, perm, a, b, b_rows, slope, x, grad, m, inv_s, out",
+        f"Logit gradients of heads {block.h0}..{block.h0 + block.heads - 1} by destination.",
+        row,
+        FASTMATH if op is None else SAME_DOT,
+    )
 
 
 @functools.cache
@@ -418,13 +531,28 @@ def source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     with_logits = []
     if op is not None:
         b_row = "k" if pair_b else "v"
-        a_grads = [_operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, block.h0 + h, "v"), f"gy{h}") for h in heads]
-        b_grads = [_operand_grad(op, h, "b", f"a{h}", _b_operand(pair_b, h, block.h0 + h, "v"), f"gy{h}",
-                                 f"grad_b[{b_row}, {block.h0 + h}]") for h in heads]
-        with_logits = ["if with_a or with_b:", *indent(logit_part + ["if with_a:", *indent(a_grads, 1),
-                                                                     "if with_b:", *indent(b_grads, 1)], 1)]
-    by_destination = ["m", "inv_s"] + (["b", "grad_b"] if op is not None and not pair_b else []) \
-        + (["t"] if op is not None else [])
+        a_grads = [
+            _operand_grad(op, h, "a", f"a{h}", _b_operand(pair_b, h, block.h0 + h, "v"), f"gy{h}") for h in heads
+        ]
+        b_grads = [
+            _operand_grad(
+                op,
+                h,
+                "b",
+                f"a{h}",
+                _b_operand(pair_b, h, block.h0 + h, "v"),
+                f"gy{h}",
+                f"grad_b[{b_row}, {block.h0 + h}]",
+            )
+            for h in heads
+        ]
+        with_logits = [
+            "if with_a or with_b:",
+            *indent(logit_part + ["if with_a:", *indent(a_grads, 1), "if with_b:", *indent(b_grads, 1)], 1),
+        ]
+    by_destination = (
+        ["m", "inv_s"] + (["b", "grad_b"] if op is not None and not pair_b else []) + (["t"] if op is not None else [])
+    )
     edge = _prefetch_rows(by_destination, f"dst[i + {AHEAD}]", "dst", num_heads, block.h0, block.heads)
     if op is None:  # logits per edge, read at random
         edge += _prefetch_rows(["a"], f"perm[i + {AHEAD}]", "perm", num_heads, block.h0, block.heads)
@@ -435,25 +563,39 @@ def source_grad_kernel(op: str | None, num_heads: int, num_feats: int, block: _B
     edge += ["v = dst[i]", "e = perm[i]"] + (["k = b_rows[e]"] if pair_b else [])
     edge += alpha + ["if with_x:", *indent(x_part, 1)] + with_logits
     row += ["for i in range(first, last):", *indent(edge, 1)]
-    row += ["if with_x:", *indent([f"grad_x[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f}"
-                                   for h in heads for f in feats], 1)]
+    row += [
+        "if with_x:",
+        *indent([f"grad_x[r, {block.h0 + h}, {block.f0 + f}] = c{h}_{f}" for h in heads for f in feats], 1),
+    ]
     row += ["if with_a:", *indent([f"grad_a[r, {block.h0 + h}] = g{h}" for h in heads], 1)] if op is not None else []
-    return _compiled("softmax_aggregate_source_grads",
-                     "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, t, grad_x, grad_a, with_x, with_a, with_b, "
-                     "grad_b", f"Gradients by source of block {tuple(block)}.", row, FASTMATH if op is None else SAME_DOT)
+    return _compiled(
+        "softmax_aggregate_source_grads",
+        "dst, perm, a, b, b_rows, slope, x, grad, m, inv_s, t, grad_x, grad_a, with_x, with_a, with_b, grad_b",
+        f"Gradients by source of block {tuple(block)}.",
+        row,
+        FASTMATH if op is None else SAME_DOT,
+    )
 
 
 def _bisect(first: str, last: str, value: str, into: str | None = None) -> list[str]:
     """Lines setting ``into`` (default ``first``) to the first position in first..last - 1 whose ``perm`` entry
     is at least ``value`` (``last`` where none is); ``perm`` increases over that range."""
-    return [f"lo_i, hi_i = {first}, {last}", "while lo_i < hi_i:", "    mid = (lo_i + hi_i) >> 1",
-            f"    if perm[mid] < {value}:", "        lo_i = mid + 1", "    else:", "        hi_i = mid",
-            f"{into or first} = lo_i"]
+    return [
+        f"lo_i, hi_i = {first}, {last}",
+        "while lo_i < hi_i:",
+        "    mid = (lo_i + hi_i) >> 1",
+        f"    if perm[mid] < {value}:",
+        "        lo_i = mid + 1",
+        "    else:",
+        "        hi_i = mid",
+        f"{into or first} = lo_i",
+    ]
 
 
 @functools.cache
-def part_kernel(kind: str, op: str, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False,
-                whole_run: bool = False):
+def part_kernel(
+    kind: str, op: str, num_heads: int, num_feats: int, block: _Block, pair_b: bool = False, whole_run: bool = False
+):
     """Destination loop of a forward where the rows of x exist a part at a time (sources lo..hi - 1, x holding
     those rows), over the block's heads:
 
@@ -478,21 +620,33 @@ def part_kernel(kind: str, op: str, num_heads: int, num_feats: int, block: _Bloc
         row += [f"m{h} = m[r, {block.h0 + h}]" for h in heads]
         row += [f"i{h} = one / s[r, {block.h0 + h}] if s[r, {block.h0 + h}] > zero else zero" for h in heads]
         row += [f"c{h}_{f} = zero" for h in heads for f in feats]
-        edge = _prefetch_rows(["x"], f"src[i + {AHEAD}] - lo", "src", num_heads * num_feats,
-                              block.h0 * num_feats + block.f0, (block.heads - 1) * num_feats + block.feats)
+        edge = _prefetch_rows(
+            ["x"],
+            f"src[i + {AHEAD}] - lo",
+            "src",
+            num_heads * num_feats,
+            block.h0 * num_feats + block.f0,
+            (block.heads - 1) * num_feats + block.feats,
+        )
         edge += _scores_ahead(op, num_heads, block, pair_b)  # no walk over this row has read them yet
         edge += reads[:1] + ([] if whole_run else ["if u < lo or u >= hi:", "    continue"]) + reads[1:]
         edge += ["p = u - lo"]
     for h in heads:
         edge += _logit(op, block, h, f"a[u, {block.h0 + h}]", _b_operand(pair_b, h, block.h0 + h, "r"))
         edge += [f"w = softmax_weight(l{h} - m{h})"]
-        edge += [f"s{h} += w"] if kind == "stats" else [f"c{h}_{f} += w * x[p, {block.h0 + h}, {block.f0 + f}]"
-                                                         for f in feats]
+        edge += (
+            [f"s{h} += w"]
+            if kind == "stats"
+            else [f"c{h}_{f} += w * x[p, {block.h0 + h}, {block.f0 + f}]" for f in feats]
+        )
     row += ["for i in range(first, last):", *indent(edge, 1)]
     if kind == "stats":
         row += [f"m[r, {block.h0 + h}] = m{h}" for h in heads] + [f"s[r, {block.h0 + h}] = s{h}" for h in heads]
     else:
         row += [f"out[r, {block.h0 + h}, {block.f0 + f}] += c{h}_{f} * i{h}" for h in heads for f in feats]
-    return _compiled(f"softmax_aggregate_part_{kind}",
-                     "src, perm, a, b, b_rows, slope, x, out, m, s, lo, hi, e_lo, e_hi",
-                     f"Block {tuple(block)} of a destination loop over a part of x ({kind}).", row)
+    return _compiled(
+        f"softmax_aggregate_part_{kind}",
+        "src, perm, a, b, b_rows, slope, x, out, m, s, lo, hi, e_lo, e_hi",
+        f"Block {tuple(block)} of a destination loop over a part of x ({kind}).",
+        row,
+    )

@@ -18,6 +18,7 @@ Other ops run on the torch backend. Same contract as
 ``gnnc.backend.torch.spmm`` (ties go to the smallest edge id; a NaN
 extremum has no arg edge).
 """
+
 from __future__ import annotations
 
 import functools
@@ -44,38 +45,77 @@ AHEAD = 8
 NUMBA_SUM_MIN_ELEMENTS = 1 << 22
 
 
-def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
-         edge_weight: torch.Tensor | None = None, op: str = "mul", reduce: str = "sum", *,
-         chunk: int | None = None) -> torch.Tensor:
+def spmm(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    edge_weight: torch.Tensor | None = None,
+    op: str = "mul",
+    reduce: str = "sum",
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.torch.spmm``)."""
     num_dst, op = check_spmm(x, src, dst, num_dst, edge_weight, op, reduce)
     if x.device.type == "cpu" and op in ("copy", "mul") and reduce in ("sum", "mean"):
-        return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, head_spmm_rows, None,
-                                None, head_spmm_gradients)
+        return _SpmmHeads.apply(
+            x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, head_spmm_rows, None, None, head_spmm_gradients
+        )
     if op != "copy" or reduce not in ("max", "min") or x.device.type != "cpu":
         return torch_spmm(x, src, dst, num_dst, edge_weight, op, reduce, chunk=chunk)
     return _SpmmExtremumRows.apply(x, None, src, dst, num_dst, op, reduce, chunk, True)
 
 
-def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
-                src_scale: torch.Tensor | None, dst_scale: torch.Tensor | None,
-                edge_weight: torch.Tensor | None = None, reduce: str = "sum", *,
-                chunk: int | None = None) -> torch.Tensor:
+def scaled_spmm(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    src_scale: torch.Tensor | None,
+    dst_scale: torch.Tensor | None,
+    edge_weight: torch.Tensor | None = None,
+    reduce: str = "sum",
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """``gnnc.backend.torch.scaled_spmm`` with the scales inside the numba sum (``head_spmm_rows``)."""
-    return torch_scaled_spmm(x, src, dst, num_dst, src_scale, dst_scale, edge_weight, reduce, chunk=chunk,
-                             aggregate=head_spmm_rows, gradients=head_spmm_gradients)
+    return torch_scaled_spmm(
+        x,
+        src,
+        dst,
+        num_dst,
+        src_scale,
+        dst_scale,
+        edge_weight,
+        reduce,
+        chunk=chunk,
+        aggregate=head_spmm_rows,
+        gradients=head_spmm_gradients,
+    )
 
 
-def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
-                   weight: torch.Tensor | None, chunk: int | None = None, *, row_scale: torch.Tensor | None = None,
-                   col_scale: torch.Tensor | None = None) -> torch.Tensor:
+def head_spmm_rows(
+    x: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor | None,
+    num_rows: int,
+    weight: torch.Tensor | None,
+    chunk: int | None = None,
+    *,
+    row_scale: torch.Tensor | None = None,
+    col_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``csr.head_spmm`` (out[r, h, :] = row_scale[r] * sum over e with rows[e] == r of weight[e, h] *
     col_scale[cols[e]] * x[cols[e], h, :]) as one numba loop over the rows of the cached CSR (``chunk``
     unused: nothing of edge size is written), from ``NUMBA_SUM_MIN_ELEMENTS`` up; smaller sums run as
     ``csr.head_spmm``."""
     heads, feats = x.shape[1], x.shape[2]
-    if heads * feats == 0 or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
-            or x.dtype not in (torch.float32, torch.float64):
+    if (
+        heads * feats == 0
+        or rows.numel() * heads * feats < NUMBA_SUM_MIN_ELEMENTS
+        or x.dtype not in (torch.float32, torch.float64)
+    ):
         return head_spmm(x, rows, cols, num_rows, weight, chunk, row_scale=row_scale, col_scale=col_scale)
     structure = csr_structure(rows, num_rows, cols)
     out = empty((num_rows, heads, feats), x)
@@ -84,9 +124,17 @@ def head_spmm_rows(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | Non
     scaled, scales = _scale_arrays(row_scale, num_rows, col_scale, x.shape[0], dtype)
     # Without weights the heads are one row of heads * feats (the kernel reads one head).
     row = feats if weight is not None else heads * feats
-    launch(_sum_rows(constant_width(row), weight is not None, scaled), as_array(structure.crow),
-           rows.numel() * heads * feats, as_array(structure.col), as_array(structure.perm), w, *scales,
-           as_array(x).reshape(x.shape[0], heads * feats), out.numpy().reshape(num_rows, heads * feats))
+    launch(
+        _sum_rows(constant_width(row), weight is not None, scaled),
+        as_array(structure.crow),
+        rows.numel() * heads * feats,
+        as_array(structure.col),
+        as_array(structure.perm),
+        w,
+        *scales,
+        as_array(x).reshape(x.shape[0], heads * feats),
+        out.numpy().reshape(num_rows, heads * feats),
+    )
     return out
 
 
@@ -94,8 +142,10 @@ def _scale_arrays(row_scale, num_rows: int, col_scale, num_cols: int, dtype) -> 
     """(scaled, [row scales, column scales]) as the kernels take them: empty arrays when neither is given,
     else ones standing in for an absent one (one kernel serves either side)."""
     scaled = row_scale is not None or col_scale is not None
-    return scaled, [np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if t is None else as_array(t)
-                    for t, n in ((row_scale, num_rows), (col_scale, num_cols))]
+    return scaled, [
+        np.empty(0, dtype=dtype) if not scaled else np.ones(n, dtype=dtype) if t is None else as_array(t)
+        for t, n in ((row_scale, num_rows), (col_scale, num_cols))
+    ]
 
 
 @njit(inline="always")
@@ -114,6 +164,7 @@ def _sum_rows(feats: int, weighted: bool, scaled: bool):
     """The weighted-sum kernel for heads of ``feats`` features (-1: read at run time; the head count is the
     weight's, one without weights), with a scale per row and per column when ``scaled``, compiled serial
     (``jit_row_kernel``: its row loops vectorize without numba's noalias marking, and it starts in about 1 us)."""
+
     def kernel(bounds, crow, cols_of, perm, w, row_scale, col_scale, x, out):  # pragma: no cover - numba
         """out[r, head h] = row_scale[r] * sum over r's sorted entries i of w[perm[i], h] * col_scale[u] *
         x[u, head h], u = cols_of[i] (one head and no weights when not weighted, no scales when not scaled)."""
@@ -146,12 +197,20 @@ def _sum_rows(feats: int, weighted: bool, scaled: bool):
                 f = row_scale[r]
                 for k in range(cols):
                     out[r, k] *= f
+
     return jit_row_kernel(kernel)
 
 
-def head_spmm_gradients(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, src: torch.Tensor,
-                        dst: torch.Tensor, num_src: int, row_scale: torch.Tensor | None,
-                        col_scale: torch.Tensor | None) -> tuple | None:
+def head_spmm_gradients(
+    grad: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_src: int,
+    row_scale: torch.Tensor | None,
+    col_scale: torch.Tensor | None,
+) -> tuple | None:
     """Both gradients of the weighted head sum ``out[v, h] = col_scale[v] * sum over e = u->v of weight[e, h] *
     row_scale[u] * x[u, h]`` for the upstream ``grad`` [D, H, F], in one numba loop over the CSR by source:
     each gradient row gathered once serves grad_x[u] (skipped when ``weight`` is None) and every grad_w[e, h]
@@ -159,20 +218,30 @@ def head_spmm_gradients(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tenso
     takes the separate sums)."""
     heads, feats = x.shape[1], x.shape[2]
     num_edges = src.numel()
-    if heads * feats == 0 or num_edges * heads * feats < NUMBA_SUM_MIN_ELEMENTS \
-            or x.dtype not in (torch.float32, torch.float64):
+    if (
+        heads * feats == 0
+        or num_edges * heads * feats < NUMBA_SUM_MIN_ELEMENTS
+        or x.dtype not in (torch.float32, torch.float64)
+    ):
         return None
     structure = csr_structure(src, num_src, dst)
     grad_x = None if weight is None else empty((num_src, heads, feats), x)
     grad_w = empty((num_edges, heads), x)
     dtype = grad_w.numpy().dtype
     scaled, scales = _scale_arrays(row_scale, num_src, col_scale, grad.shape[0], dtype)
-    launch(_gradient_rows(constant_width(feats), weight is not None, scaled), as_array(structure.crow),
-           num_edges * heads * feats, as_array(structure.col), as_array(structure.perm),
-           np.empty((0, heads), dtype=dtype) if weight is None else as_array(weight), *scales,
-           as_array(grad).reshape(grad.shape[0], heads * feats), as_array(x).reshape(num_src, heads * feats),
-           np.empty((0, heads * feats), dtype=dtype) if grad_x is None else grad_x.numpy().reshape(num_src, -1),
-           grad_w.numpy())
+    launch(
+        _gradient_rows(constant_width(feats), weight is not None, scaled),
+        as_array(structure.crow),
+        num_edges * heads * feats,
+        as_array(structure.col),
+        as_array(structure.perm),
+        np.empty((0, heads), dtype=dtype) if weight is None else as_array(weight),
+        *scales,
+        as_array(grad).reshape(grad.shape[0], heads * feats),
+        as_array(x).reshape(num_src, heads * feats),
+        np.empty((0, heads * feats), dtype=dtype) if grad_x is None else grad_x.numpy().reshape(num_src, -1),
+        grad_w.numpy(),
+    )
     return grad_x, grad_w
 
 
@@ -180,6 +249,7 @@ def head_spmm_gradients(grad: torch.Tensor, x: torch.Tensor, weight: torch.Tenso
 def _gradient_rows(feats: int, need_x: bool, scaled: bool):
     """The kernel of ``head_spmm_gradients`` for heads of ``feats`` features (-1: read at run time), compiled
     serial as ``_sum_rows``."""
+
     def kernel(bounds, crow, cols_of, perm, w, row_scale, col_scale, grad, x, grad_x, grad_w):  # pragma: no cover
         """Over source rows u: grad_w[e, h] = row_scale[u] * col_scale[v] * grad[v, head h] . x[u, head h] for
         u's entries e = u->v; grad_x[u, head h] = row_scale[u] * sum over them of w[e, h] * col_scale[v] *
@@ -211,6 +281,7 @@ def _gradient_rows(feats: int, need_x: bool, scaled: bool):
                 f = row_scale[r]
                 for k in range(cols):
                     grad_x[r, k] *= f
+
     return jit_row_kernel(kernel)
 
 
@@ -225,9 +296,16 @@ class _SpmmExtremumRows(Function):
         by_dst = csr_structure(dst, num_dst, src)
         out = empty((num_dst,) + full, x)
         arg = empty((num_dst,) + full, x, arg_dtype(num_edges))
-        launch(_EXTREMUM_ROWS(width, reduce), as_array(by_dst.crow), num_edges * width, as_array(by_dst.col),
-               as_array(by_dst.perm), as_array(x).reshape(x.shape[0], width), out.numpy().reshape(num_dst, width),
-               arg.numpy().reshape(num_dst, width))
+        launch(
+            _EXTREMUM_ROWS(width, reduce),
+            as_array(by_dst.crow),
+            num_edges * width,
+            as_array(by_dst.col),
+            as_array(by_dst.perm),
+            as_array(x).reshape(x.shape[0], width),
+            out.numpy().reshape(num_dst, width),
+            arg.numpy().reshape(num_dst, width),
+        )
         ctx.save_for_backward(src, dst, arg)
         ctx.layout = (x.shape, width)
         return out
@@ -241,9 +319,16 @@ class _SpmmExtremumRows(Function):
             return (None,) * 9
         grad_x = empty(x_shape, grad)
         by_src = csr_structure(src, x_shape[0], dst)
-        launch(_EXTREMUM_ROWS_GRAD(width), as_array(by_src.crow), src.numel() * width, as_array(by_src.col),
-               as_array(by_src.perm), as_array(grad.contiguous()).reshape(-1, width), arg.numpy().reshape(-1, width),
-               grad_x.numpy().reshape(x_shape[0], width))
+        launch(
+            _EXTREMUM_ROWS_GRAD(width),
+            as_array(by_src.crow),
+            src.numel() * width,
+            as_array(by_src.col),
+            as_array(by_src.perm),
+            as_array(grad.contiguous()).reshape(-1, width),
+            arg.numpy().reshape(-1, width),
+            grad_x.numpy().reshape(x_shape[0], width),
+        )
         return grad_x, None, None, None, None, None, None, None, None
 
 
@@ -264,6 +349,7 @@ def _EXTREMUM_ROWS_GRAD(width):
                     v, e = dst[i], perm[i]
                     for k in range(cols):
                         grad_x[u, k] += grad[v, k] if arg[v, k] == e else zero
+
     return kernel
 
 
@@ -299,4 +385,5 @@ def _EXTREMUM_ROWS(width, reduce):
                         nan = val != val
                         out[v, k] = val if better or nan else out[v, k]
                         arg[v, k] = none if nan else (e if better else arg[v, k])
+
     return kernel

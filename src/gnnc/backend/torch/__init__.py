@@ -84,13 +84,15 @@ cached per index tensor (see ``csr`` and ``common.index_range``), and so is
 the grouping of ``typed_index_matmul`` (``index_matmul.grouping``);
 ``clear_structure_cache`` drops all three.
 """
+
 from .csr import clear_structure_cache as _clear_csr
-from .index_matmul import clear_groupings as _clear_groupings, typed_index_matmul
+from .head_dot import head_dot
+from .index_matmul import clear_groupings as _clear_groupings
+from .index_matmul import typed_index_matmul
+from .sddmm import sddmm
 from .segment import segment_reduce
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import scaled_spmm, spmm
-from .head_dot import head_dot
-from .sddmm import sddmm
 from .typed_matmul import gather_segment_matmul, segment_matmul
 
 
@@ -100,6 +102,17 @@ def clear_structure_cache() -> None:
     _clear_groupings()
 
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
-           "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
-           "clear_structure_cache"]
+__all__ = [
+    "segment_reduce",
+    "edge_softmax",
+    "spmm",
+    "scaled_spmm",
+    "sddmm",
+    "edge_softmax_aggregate",
+    "sddmm_softmax_aggregate",
+    "segment_matmul",
+    "gather_segment_matmul",
+    "typed_index_matmul",
+    "head_dot",
+    "clear_structure_cache",
+]

@@ -1,5 +1,6 @@
 """Argument checks, feature broadcasting, edge chunking and element-wise op rules
 shared by the PyTorch primitives."""
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,7 @@ def check_same(device: torch.device, dtype: torch.dtype, **tensors) -> None:
             raise TypeError(f"{name} has dtype {t.dtype}, expected {dtype}")
 
 
-def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device,
-                length: int | None = None) -> None:
+def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device, length: int | None = None) -> None:
     """1-D int64 on ``device`` with entries in [0, bound) (and ``length`` entries if given)."""
     if not isinstance(index, torch.Tensor):
         raise TypeError(f"{name} must be a 1-D int64 tensor, got {type(index).__name__}")
@@ -120,8 +120,10 @@ def broadcast_features(name_a: str, shape_a, name_b: str, shape_b) -> tuple[int,
     try:
         return broadcast_shape(shape_a, shape_b)
     except ValueError:
-        raise ValueError(f"feature shapes of {name_a} {tuple(shape_a)} and {name_b} {tuple(shape_b)} "
-                         "do not broadcast (right-aligned)") from None
+        raise ValueError(
+            f"feature shapes of {name_a} {tuple(shape_a)} and {name_b} {tuple(shape_b)} "
+            "do not broadcast (right-aligned)"
+        ) from None
 
 
 def pad_features(shape, ndim: int) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ index tensors), so a plan that passes the same graph tensors every step
 sorts once; in-place changes are seen through the version counter, changes
 that bypass it (``.data``, a shared numpy array) are not.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -58,8 +59,12 @@ class CsrStructure:
             return self.crow, self.col
         num_edges = self.col.numel()
         offsets = torch.arange(heads, device=self.col.device)
-        crow = torch.cat([(offsets[:, None] * num_edges + self.crow[None, :-1]).reshape(-1),
-                          self.crow.new_full((1,), heads * num_edges)])
+        crow = torch.cat(
+            [
+                (offsets[:, None] * num_edges + self.crow[None, :-1]).reshape(-1),
+                self.crow.new_full((1,), heads * num_edges),
+            ]
+        )
         key = (heads, num_cols)
         if key not in self.block_cols:
             self.block_cols[key] = (offsets[:, None] * num_cols + self.col[None, :]).reshape(-1)
@@ -116,8 +121,12 @@ def _max_id(cols: torch.Tensor | None) -> int:
 
 
 def _use_sparse(t: torch.Tensor, num_edges: int, heads: int, feats: int) -> bool:
-    return (t.device.type in SPARSE_DEVICE_TYPES and t.dtype in (torch.float32, torch.float64)
-            and 1 <= heads <= MAX_SPARSE_HEADS and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS)
+    return (
+        t.device.type in SPARSE_DEVICE_TYPES
+        and t.dtype in (torch.float32, torch.float64)
+        and 1 <= heads <= MAX_SPARSE_HEADS
+        and num_edges * heads * feats >= SPARSE_MIN_ELEMENTS
+    )
 
 
 def _blocks(heads: int, num_edges: int) -> bool:
@@ -139,9 +148,17 @@ def _head_major(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(0, 1).reshape(x.shape[0] * x.shape[1], x.shape[2])
 
 
-def head_spmm(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
-              weight: torch.Tensor | None, chunk: int | None = None, *, row_scale: torch.Tensor | None = None,
-              col_scale: torch.Tensor | None = None) -> torch.Tensor:
+def head_spmm(
+    x: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor | None,
+    num_rows: int,
+    weight: torch.Tensor | None,
+    chunk: int | None = None,
+    *,
+    row_scale: torch.Tensor | None = None,
+    col_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
     """out[r, h, :] = row_scale[r] * sum over e with rows[e] == r of weight[e, h] * col_scale[c] * x[c, h, :],
     c = cols[e].
 
@@ -178,8 +195,9 @@ def _head_spmm(x, rows, cols, num_rows, weight, chunk):
     return out
 
 
-def head_sddmm(a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
-               chunk: int | None = None) -> torch.Tensor:
+def head_sddmm(
+    a: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, chunk: int | None = None
+) -> torch.Tensor:
     """out[e, h] = a[rows[e], h, :] . b[cols[e], h, :] for ``a`` [Ra, H, F], ``b`` [Rb, H, F]."""
     heads = a.shape[1]
     num_edges = rows.numel()

@@ -1,4 +1,5 @@
 """``first_order``: the backward decorator of every gnnc kernel's ``torch.autograd.Function``."""
+
 from __future__ import annotations
 
 import functools
@@ -24,7 +25,8 @@ def first_order(backward):
             raise RuntimeError(
                 "gnnc: second-order gradients (backward with create_graph=True) cannot go through a compiled "
                 f"message-passing call: the backward of its {type(ctx).__name__.removesuffix('Backward')} kernel "
-                "is not differentiable. Run that model uncompiled (the eager executor) for higher-order gradients.")
+                "is not differentiable. Run that model uncompiled (the eager executor) for higher-order gradients."
+            )
         return once(ctx, *grads)
 
     return wrapper

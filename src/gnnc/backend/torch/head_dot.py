@@ -1,4 +1,5 @@
 """Per-head dot products with shared weight rows (GAT-style attention scores)."""
+
 from __future__ import annotations
 
 import torch
@@ -27,5 +28,7 @@ def check_head_dot(x: torch.Tensor, weights: torch.Tensor) -> None:
     check_float("weights", weights, min_dim=3)
     check_same(x.device, x.dtype, weights=weights)
     if x.dim() != 3 or weights.dim() != 3 or tuple(weights.shape[1:]) != tuple(x.shape[1:]):
-        raise ValueError(f"head_dot needs x [rows, H, F] and weights [K, H, F]; got x {tuple(x.shape)} "
-                         f"and weights {tuple(weights.shape)}")
+        raise ValueError(
+            f"head_dot needs x [rows, H, F] and weights [K, H, F]; got x {tuple(x.shape)} "
+            f"and weights {tuple(weights.shape)}"
+        )

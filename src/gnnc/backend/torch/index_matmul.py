@@ -9,6 +9,7 @@ per distinct (row, type) pair and gathered to the edges (Hector's compact
 materialization): with fewer pairs than edges, fewer rows are multiplied,
 read and written.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,15 @@ from functools import cached_property
 import torch
 from torch.autograd.function import Function
 
-from .common import (CPU_CHUNK_ELEMENTS, DEVICE_CHUNK_ELEMENTS, check_float, check_index, check_same, chunk_rows,
-                     tensor_identity)
+from .common import (
+    CPU_CHUNK_ELEMENTS,
+    DEVICE_CHUNK_ELEMENTS,
+    check_float,
+    check_index,
+    check_same,
+    chunk_rows,
+    tensor_identity,
+)
 from .first_order import first_order
 
 INDEX_DTYPES = (torch.int64, torch.int32)
@@ -127,8 +135,13 @@ def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Groupi
         return mine[2]
     found = None
     for gp in reversed(_recent.values()):
-        if gp.num_types == num_types and gp.source_dtype == types.dtype and gp.snapshot.device == types.device \
-                and gp.snapshot.shape == types.shape and _same_contents(gp, types):
+        if (
+            gp.num_types == num_types
+            and gp.source_dtype == types.dtype
+            and gp.snapshot.device == types.device
+            and gp.snapshot.shape == types.shape
+            and _same_contents(gp, types)
+        ):
             found = gp
             break
     if found is None:
@@ -148,14 +161,17 @@ def _build(types: torch.Tensor, num_types: int, name: str) -> Grouping:
     if n:
         lo, hi = (int(v) for v in torch.aminmax(t))
         if lo < -num_types or hi >= num_types:
-            raise IndexError(f"{name} has values in [{lo}, {hi}] but indexes a weight of {num_types} rows "
-                             f"(valid: 0 .. {num_types - 1}, or -{num_types} .. -1 from the end)")
+            raise IndexError(
+                f"{name} has values in [{lo}, {hi}] but indexes a weight of {num_types} rows "
+                f"(valid: 0 .. {num_types - 1}, or -{num_types} .. -1 from the end)"
+            )
         if lo < 0:
             t = torch.where(t < 0, t + num_types, t)
     in_order = bool((t[1:] >= t[:-1]).all()) if n > 1 else True
     perm = torch.arange(n, device=t.device) if in_order else torch.sort(t, stable=True).indices
-    return Grouping(_narrowed(types.detach(), num_types), num_types, types.dtype, perm,
-                    Segments(_offsets(t, num_types)), in_order)
+    return Grouping(
+        _narrowed(types.detach(), num_types), num_types, types.dtype, perm, Segments(_offsets(t, num_types)), in_order
+    )
 
 
 def _narrow_dtype(dtype: torch.dtype, num_types: int) -> torch.dtype:
@@ -187,8 +203,15 @@ def _same_contents(gp: Grouping, types: torch.Tensor) -> bool:
     return torch.equal(gp.snapshot, types.to(gp.snapshot.dtype))
 
 
-def typed_index_matmul(x: torch.Tensor, index: torch.Tensor | None, weight: torch.Tensor, types: torch.Tensor, *,
-                       name: str = "types", chunk: int | None = None) -> torch.Tensor:
+def typed_index_matmul(
+    x: torch.Tensor,
+    index: torch.Tensor | None,
+    weight: torch.Tensor,
+    types: torch.Tensor,
+    *,
+    name: str = "types",
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[e] = x[index[e]] @ weight[types[e]] (``index`` None: x[e] @ weight[types[e]]), per head.
 
     ``x`` [N, *B, K]; ``index`` [E] int64 or None (then E = N); ``weight``
@@ -206,11 +229,12 @@ def typed_index_matmul(x: torch.Tensor, index: torch.Tensor | None, weight: torc
     check_same(x.device, x.dtype, weight=weight)
     heads = tuple(x.shape[1:-1])
     if weight.dim() != x.dim() + 1 or tuple(weight.shape[1:-1]) != heads + (x.shape[-1],):
-        raise ValueError(f"weight must be [T, *B, K, M] for x [N, *B, K] = {tuple(x.shape)}, "
-                         f"got {tuple(weight.shape)}")
+        raise ValueError(f"weight must be [T, *B, K, M] for x [N, *B, K] = {tuple(x.shape)}, got {tuple(weight.shape)}")
     if not isinstance(types, torch.Tensor) or types.dtype not in INDEX_DTYPES or types.dim() != 1:
-        raise TypeError(f"{name} must be a 1-D int64 or int32 tensor, got "
-                        f"{getattr(types, 'dtype', type(types).__name__)} {tuple(getattr(types, 'shape', ()))}")
+        raise TypeError(
+            f"{name} must be a 1-D int64 or int32 tensor, got "
+            f"{getattr(types, 'dtype', type(types).__name__)} {tuple(getattr(types, 'shape', ()))}"
+        )
     if types.device != x.device:
         raise ValueError(f"{name} is on {types.device}, expected {x.device}")
     if index is None:
@@ -270,7 +294,7 @@ class _TypedIndexMatmul(Function):
         for s, e, pieces in _plan(groups, b * k, x.device, chunk):
             xs = x[s:e] if rows is None else x.index_select(0, rows[s:e])
             for t, lo, hi in pieces:
-                _product(xs[lo - s:hi - s], weight[t], products[lo:hi])
+                _product(xs[lo - s : hi - s], weight[t], products[lo:hi])
         ctx.save_for_backward(x, weight)
         ctx.layout = (gp, pair, groups, rows, chunk)
         # back to row order with one gather (a scatter, index_copy_, measured several times slower on CPU)
@@ -303,9 +327,9 @@ class _TypedIndexMatmul(Function):
             for t, lo, hi in pieces:
                 gt = grad[lo:hi]
                 if need_x:
-                    _product(gt, weight[t].transpose(-1, -2), gx[lo - s:hi - s])
+                    _product(gt, weight[t].transpose(-1, -2), gx[lo - s : hi - s])
                 if need_w:
-                    xt = xs[lo - s:hi - s]
+                    xt = xs[lo - s : hi - s]
                     if b == 1:
                         grad_w[t, 0].addmm_(xt[:, 0].t(), gt[:, 0])
                     else:

@@ -1,4 +1,5 @@
 """Generalized SDDMM: per-edge combination of a row of ``a`` and a row of ``b``."""
+
 from __future__ import annotations
 
 import math
@@ -7,16 +8,37 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import Function
 
-from .common import (BINARY_OPS, as_heads, binary_grad_lhs, binary_grad_rhs, broadcast_features, broadcast_shape,
-                     check_choice, check_float, check_index, check_same, chunk_rows, lift, sum_to)
+from .common import (
+    BINARY_OPS,
+    as_heads,
+    binary_grad_lhs,
+    binary_grad_rhs,
+    broadcast_features,
+    broadcast_shape,
+    check_choice,
+    check_float,
+    check_index,
+    check_same,
+    chunk_rows,
+    lift,
+    sum_to,
+)
 from .csr import head_sddmm, head_spmm
 from .first_order import first_order
 
 _OUT_OPS = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
 
 
-def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
-          negative_slope: float | None = None, chunk: int | None = None) -> torch.Tensor:
+def sddmm(
+    a: torch.Tensor,
+    a_index: torch.Tensor,
+    b: torch.Tensor,
+    b_index: torch.Tensor,
+    op: str = "mul",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu(out, negative_slope) when it is given.
 
     ``a`` [Na, ...], ``b`` [Nb, ...] with feature dims broadcast right-aligned;
@@ -39,8 +61,9 @@ def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torc
 def check_sddmm(a, a_index, b, b_index, op: str, negative_slope: float | None = None) -> tuple[int, ...]:
     """Validate ``sddmm``'s arguments (errors name the culprit); returns the broadcast feature shape."""
     if negative_slope is not None and (op == "dot" or not isinstance(negative_slope, (int, float))):
-        raise ValueError(f"sddmm negative_slope must be a number with a binary op; got {negative_slope!r} "
-                         f"with op={op!r}")
+        raise ValueError(
+            f"sddmm negative_slope must be a number with a binary op; got {negative_slope!r} with op={op!r}"
+        )
     check_float("a", a)
     check_float("b", b)
     check_same(a.device, a.dtype, b=b)
@@ -89,8 +112,11 @@ class _SddmmBinary(Function):
         num_edges = a_index.numel()
         out = a.new_empty((num_edges,) + full)
         for s, e in chunk_rows(num_edges, math.prod(full), a.device, chunk):
-            _OUT_OPS[op](lift(a.index_select(0, a_index[s:e]), len(full)),
-                         lift(b.index_select(0, b_index[s:e]), len(full)), out=out[s:e])
+            _OUT_OPS[op](
+                lift(a.index_select(0, a_index[s:e]), len(full)),
+                lift(b.index_select(0, b_index[s:e]), len(full)),
+                out=out[s:e],
+            )
         if negative_slope is not None:
             F.leaky_relu_(out, negative_slope)
         ctx.save_for_backward(a, a_index, b, b_index)

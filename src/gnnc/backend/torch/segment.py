@@ -1,4 +1,5 @@
 """segment_reduce, and the chunked arg-extremum scatter shared with spmm's max/min."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,9 @@ from .csr import head_spmm
 from .first_order import first_order
 
 
-def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *,
-                   chunk: int | None = None) -> torch.Tensor:
+def segment_reduce(
+    values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *, chunk: int | None = None
+) -> torch.Tensor:
     """out[v] = op over edges e with dst[e] == v of values[e]; zeros where v has no edge.
 
     ``values`` [E, ...], ``dst`` [E] int64 (any order), ``op`` in sum, mean
@@ -44,8 +46,9 @@ def arg_dtype(num_edges: int) -> torch.dtype:
     return torch.int32 if num_edges < 2**31 - 1 else torch.int64
 
 
-def scatter_extremum(messages, dst: torch.Tensor, num_dst: int, feat, op: str, like: torch.Tensor,
-                     chunks, want_arg: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def scatter_extremum(
+    messages, dst: torch.Tensor, num_dst: int, feat, op: str, like: torch.Tensor, chunks, want_arg: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Max/min of ``messages(start, end)`` ([end - start, *feat]) per destination.
 
     Returns ``out`` [num_dst, *feat] (zeros where no edge) and, if

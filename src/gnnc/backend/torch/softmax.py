@@ -1,4 +1,5 @@
 """Edge softmax by destination, the fused softmax + weighted aggregation, and that aggregation of SDDMM logits."""
+
 from __future__ import annotations
 
 import math
@@ -6,12 +7,25 @@ import math
 import torch
 from torch.autograd.function import Function
 
-from .common import (BINARY_OPS, as_heads, broadcast_features, broadcast_shape, check_choice, check_count,
-                     check_float, check_index, check_same, head_layout, heads_to_weight, rows_view, sum_to,
-                     weight_as_heads)
+from .common import (
+    BINARY_OPS,
+    as_heads,
+    broadcast_features,
+    broadcast_shape,
+    check_choice,
+    check_count,
+    check_float,
+    check_index,
+    check_same,
+    head_layout,
+    heads_to_weight,
+    rows_view,
+    sum_to,
+    weight_as_heads,
+)
 from .csr import head_sddmm, head_spmm
-from .sddmm import check_sddmm, sddmm
 from .first_order import first_order
+from .sddmm import check_sddmm, sddmm
 
 
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -27,8 +41,15 @@ def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> tor
     return _EdgeSoftmax.apply(logits, dst, num_nodes)
 
 
-def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
-                           num_dst: int, *, chunk: int | None = None) -> torch.Tensor:
+def edge_softmax_aggregate(
+    logits: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = sum over e with dst[e] == v of edge_softmax(logits)[e] * x[src[e]].
 
     ``logits`` [E, ...] and ``x`` [N_src, ...] broadcast right-aligned, except
@@ -57,9 +78,19 @@ def check_softmax_aggregate(logits, x, src, dst, num_dst) -> tuple[torch.Tensor,
     return logits, num_dst
 
 
-def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
-                            dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+def sddmm_softmax_aggregate(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    op: str = "add",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+    b_index: torch.Tensor | None = None,
+) -> torch.Tensor:
     """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     ``a`` [N_src, ...] per-source and ``b`` [num_dst, ...] per-destination
@@ -74,8 +105,9 @@ def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, s
     return edge_softmax_aggregate(logits, x, src, dst, num_dst, chunk=chunk)
 
 
-def check_sddmm_softmax_aggregate(a, b, x, src, dst, num_dst, op: str, negative_slope: float | None,
-                                  b_index: torch.Tensor | None = None) -> tuple[tuple[int, ...], int]:
+def check_sddmm_softmax_aggregate(
+    a, b, x, src, dst, num_dst, op: str, negative_slope: float | None, b_index: torch.Tensor | None = None
+) -> tuple[tuple[int, ...], int]:
     """Validate ``sddmm_softmax_aggregate``'s arguments (errors name the culprit); returns the feature
     shape of the logits as ``edge_softmax_aggregate`` sees them, and ``num_dst`` as an int."""
     check_float("a", a)

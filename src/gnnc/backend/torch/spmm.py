@@ -1,4 +1,5 @@
 """Generalized SpMM: combine source features with edge weights and reduce into destinations."""
+
 from __future__ import annotations
 
 import math
@@ -6,17 +7,45 @@ import math
 import torch
 from torch.autograd.function import Function
 
-from .common import (BINARY_OPS, REDUCES, as_heads, binary, binary_grad_lhs, binary_grad_rhs, broadcast_features,
-                     broadcast_shape, check_choice, check_count, check_float, check_index, check_same, chunk_rows,
-                     flat_positions, head_layout, heads_to_weight, lift, rows_view, sum_to, weight_as_heads)
+from .common import (
+    BINARY_OPS,
+    REDUCES,
+    as_heads,
+    binary,
+    binary_grad_lhs,
+    binary_grad_rhs,
+    broadcast_features,
+    broadcast_shape,
+    check_choice,
+    check_count,
+    check_float,
+    check_index,
+    check_same,
+    chunk_rows,
+    flat_positions,
+    head_layout,
+    heads_to_weight,
+    lift,
+    rows_view,
+    sum_to,
+    weight_as_heads,
+)
 from .csr import head_sddmm, head_spmm
-from .segment import clamped_degrees, needs_arg, scatter_extremum
 from .first_order import first_order
+from .segment import clamped_degrees, needs_arg, scatter_extremum
 
 
-def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
-         edge_weight: torch.Tensor | None = None, op: str = "mul", reduce: str = "sum", *,
-         chunk: int | None = None) -> torch.Tensor:
+def spmm(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    edge_weight: torch.Tensor | None = None,
+    op: str = "mul",
+    reduce: str = "sum",
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]).
 
     ``x`` [N_src, ...], ``edge_weight`` [E, ...] (feature dims broadcast
@@ -34,10 +63,20 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     return _SpmmBinary.apply(x, edge_weight, src, dst, num_dst, op, reduce == "mean", chunk)
 
 
-def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
-                src_scale: torch.Tensor | None, dst_scale: torch.Tensor | None,
-                edge_weight: torch.Tensor | None = None, reduce: str = "sum", *, chunk: int | None = None,
-                aggregate=head_spmm, gradients=None) -> torch.Tensor:
+def scaled_spmm(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    src_scale: torch.Tensor | None,
+    dst_scale: torch.Tensor | None,
+    edge_weight: torch.Tensor | None = None,
+    reduce: str = "sum",
+    *,
+    chunk: int | None = None,
+    aggregate=head_spmm,
+    gradients=None,
+) -> torch.Tensor:
     """out[v] = dst_scale[v] * reduce over e with dst[e] == v of src_scale[src[e]] * x[src[e]] (* edge_weight[e]).
 
     ``spmm(x * src_scale, ...) * dst_scale`` (GCN's normalisation) with the scales, vectors of one value
@@ -57,8 +96,9 @@ def scaled_spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: 
         y = x if src_scale is None else x * rows_view(src_scale, x.dim())
         out = spmm(y, src, dst, num_dst, edge_weight, op, reduce, chunk=chunk)
         return out if dst_scale is None else out * rows_view(dst_scale, out.dim())
-    return _SpmmHeads.apply(x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, aggregate, src_scale,
-                            dst_scale, gradients)
+    return _SpmmHeads.apply(
+        x, edge_weight, src, dst, num_dst, reduce == "mean", chunk, aggregate, src_scale, dst_scale, gradients
+    )
 
 
 def check_spmm(x, src, dst, num_dst, edge_weight, op: str, reduce: str) -> tuple[int, str]:
@@ -97,8 +137,7 @@ class _SpmmHeads(Function):
     may give both (grad_x or None without w, grad_w [E, H]) in one pass, or None to decline."""
 
     @staticmethod
-    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate, src_scale=None, dst_scale=None,
-                gradients=None):
+    def forward(ctx, x, w, src, dst, num_dst, mean, chunk, aggregate, src_scale=None, dst_scale=None, gradients=None):
         full = _full_shape(x, w)
         k = 0 if w is None else head_layout(w.shape[1:], full)
         w_heads = None if w is None else weight_as_heads(w, full, k)
@@ -125,9 +164,16 @@ class _SpmmHeads(Function):
         full, k, chunk, x_shape, w_shape = ctx.layout
         need_x = ctx.needs_input_grad[0]
         if ctx.gradients is not None and w_shape is not None and ctx.needs_input_grad[1]:
-            both = ctx.gradients(as_heads(grad, full, k), as_heads(x, full, k),
-                                 weight_as_heads(w, full, k) if need_x else None, src, dst, x_shape[0],
-                                 src_scale, _column_scale(dst_scale, deg))
+            both = ctx.gradients(
+                as_heads(grad, full, k),
+                as_heads(x, full, k),
+                weight_as_heads(w, full, k) if need_x else None,
+                src,
+                dst,
+                x_shape[0],
+                src_scale,
+                _column_scale(dst_scale, deg),
+            )
             if both is not None:
                 gx, gw = both
                 grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
@@ -138,8 +184,7 @@ class _SpmmHeads(Function):
         grad_x = grad_w = None
         if need_x:
             w_heads = None if w is None else weight_as_heads(w, full, k)
-            scales = {} if src_scale is None and dst_scale is None else {"row_scale": src_scale,
-                                                                          "col_scale": dst_scale}
+            scales = {} if src_scale is None and dst_scale is None else {"row_scale": src_scale, "col_scale": dst_scale}
             gx = ctx.aggregate(grad_heads, src, dst, x_shape[0], w_heads, chunk, **scales)
             grad_x = sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
         if w_shape is not None and ctx.needs_input_grad[1]:
@@ -233,8 +278,11 @@ class _SpmmExtremum(Function):
             w_target = edge * math.prod(w.shape[1:]) + flat_positions(w.shape[1:], full, w.device)
             w_val = w.reshape(-1)[w_target]
             if ctx.needs_input_grad[1]:
-                grad_w = w.new_zeros(w.numel()).index_add_(
-                    0, w_target.reshape(-1), binary_grad_rhs(op, grad, x_val, w_val).reshape(-1)).view(w.shape)
+                grad_w = (
+                    w.new_zeros(w.numel())
+                    .index_add_(0, w_target.reshape(-1), binary_grad_rhs(op, grad, x_val, w_val).reshape(-1))
+                    .view(w.shape)
+                )
         if ctx.needs_input_grad[0]:
             contribution = grad if w is None else binary_grad_lhs(op, grad, x_val, w_val)
             grad_x = x.new_zeros(x.numel()).index_add_(0, x_target.reshape(-1), contribution.reshape(-1)).view(x.shape)

@@ -1,4 +1,5 @@
 """Typed linear layers without weight replication: rows (or gathered rows) grouped by type."""
+
 from __future__ import annotations
 
 import torch
@@ -27,8 +28,9 @@ def segment_matmul(x: torch.Tensor, ptr, weight: torch.Tensor, bias: torch.Tenso
     return _SegmentMatmul.apply(x, weight, bias, offsets)
 
 
-def gather_segment_matmul(x: torch.Tensor, index: torch.Tensor, ptr, weight: torch.Tensor, *,
-                          chunk: int | None = None) -> torch.Tensor:
+def gather_segment_matmul(
+    x: torch.Tensor, index: torch.Tensor, ptr, weight: torch.Tensor, *, chunk: int | None = None
+) -> torch.Tensor:
     """out[e] = x[index[e]] @ weight[r] for ptr[r] <= e < ptr[r+1].
 
     ``x`` [N, K]; ``index`` [E] int64; ``ptr`` [R+1] offsets into the edges
@@ -63,8 +65,10 @@ def _check_weight(x, weight, num_types, ptr_name):
     check_float("weight", weight, min_dim=3)
     check_same(x.device, x.dtype, weight=weight)
     if weight.dim() != 3 or weight.shape[0] != num_types or weight.shape[1] != x.shape[1]:
-        raise ValueError(f"weight must be [T, K, M] with T = {num_types} ({ptr_name} segments) and K = {x.shape[1]} "
-                         f"(x columns), got {tuple(weight.shape)}")
+        raise ValueError(
+            f"weight must be [T, K, M] with T = {num_types} ({ptr_name} segments) and K = {x.shape[1]} "
+            f"(x columns), got {tuple(weight.shape)}"
+        )
 
 
 def _segments(offsets):
@@ -144,5 +148,8 @@ SCATTER_BUFFER_BYTES = 1 << 30
 
 def _edge_chunks(offsets, x, chunk):
     """(relation, start, end) for each chunk of each non-empty block."""
-    return [(r, lo + s, lo + e) for r, lo, hi in _segments(offsets)
-            for s, e in chunk_rows(hi - lo, x.shape[1], x.device, chunk)]
+    return [
+        (r, lo + s, lo + e)
+        for r, lo, hi in _segments(offsets)
+        for s, e in chunk_rows(hi - lo, x.shape[1], x.device, chunk)
+    ]

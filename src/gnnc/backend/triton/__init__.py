@@ -35,6 +35,7 @@ Atomics: the edge-balanced sums (a row's entries may span programs; float
 sums then depend on arrival order) and the max / min backward (several
 destinations can share a source); every other kernel owns the rows it writes.
 """
+
 from ..torch import clear_structure_cache, gather_segment_matmul, scaled_spmm, segment_matmul, typed_index_matmul
 from .head_dot import head_dot
 from .launch import INTERPRETED, check_device
@@ -42,6 +43,19 @@ from .sddmm import sddmm
 from .softmax import edge_softmax, edge_softmax_aggregate, sddmm_softmax_aggregate
 from .spmm import segment_reduce, spmm
 
-__all__ = ["segment_reduce", "edge_softmax", "spmm", "scaled_spmm", "sddmm", "edge_softmax_aggregate",
-           "sddmm_softmax_aggregate", "segment_matmul", "gather_segment_matmul", "typed_index_matmul", "head_dot",
-           "clear_structure_cache", "INTERPRETED", "check_device"]
+__all__ = [
+    "segment_reduce",
+    "edge_softmax",
+    "spmm",
+    "scaled_spmm",
+    "sddmm",
+    "edge_softmax_aggregate",
+    "sddmm_softmax_aggregate",
+    "segment_matmul",
+    "gather_segment_matmul",
+    "typed_index_matmul",
+    "head_dot",
+    "clear_structure_cache",
+    "INTERPRETED",
+    "check_device",
+]

@@ -18,6 +18,7 @@
 Rows are in "head form": ``x`` [rows, H * F] with weights [E, H] constant over a head's F features
 (``gnnc.backend.torch.common.as_heads`` / ``weight_as_heads``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,8 +34,25 @@ from .launch import edge_ids, head_tile, kernel, row_tile
 OPS = ("copy", "add", "sub", "mul", "div")
 
 
-def _rows(crow, col, perm, x, w, out, arg, num_rows, width, feats, heads, none,
-          OP: tl.constexpr, REDUCE: tl.constexpr, WANT_ARG: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr):
+def _rows(
+    crow,
+    col,
+    perm,
+    x,
+    w,
+    out,
+    arg,
+    num_rows,
+    width,
+    feats,
+    heads,
+    none,
+    OP: tl.constexpr,
+    REDUCE: tl.constexpr,
+    WANT_ARG: tl.constexpr,
+    BV: tl.constexpr,
+    BD: tl.constexpr,
+):
     rows, d, row_ok, d_ok, start, deg = row_block(crow, num_rows, width, BV, BD)
     acc = tl.zeros([BV, BD], dtype=x.dtype.element_ty)
     best = tl.zeros([BV, BD], dtype=tl.int64) + none
@@ -67,8 +85,21 @@ def _rows(crow, col, perm, x, w, out, arg, num_rows, width, feats, heads, none,
         tl.store(arg + rows[:, None] * width + d[None, :], best, mask=ok)
 
 
-def _edge_dot(a, ia, b, ib, w, out, num_edges, heads, feats,
-              MODE: tl.constexpr, BE: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
+def _edge_dot(
+    a,
+    ia,
+    b,
+    ib,
+    w,
+    out,
+    num_edges,
+    heads,
+    feats,
+    MODE: tl.constexpr,
+    BE: tl.constexpr,
+    BH: tl.constexpr,
+    BF: tl.constexpr,
+):
     edges = tl.program_id(0) * BE + tl.arange(0, BE)
     h = tl.arange(0, BH)
     e_ok = edges < num_edges
@@ -91,9 +122,26 @@ def _edge_dot(a, ia, b, ib, w, out, num_edges, heads, feats,
     tl.store(out + edges[:, None] * heads + h[None, :], total, mask=eh_ok)
 
 
-def _extremum_backward(arg, grad, src, x, w, grad_x, grad_w, num_rows, width, feats, heads, none,
-                       OP: tl.constexpr, WITH_X: tl.constexpr, WITH_W: tl.constexpr, SRC_IS_EDGE: tl.constexpr,
-                       BV: tl.constexpr, BD: tl.constexpr):
+def _extremum_backward(
+    arg,
+    grad,
+    src,
+    x,
+    w,
+    grad_x,
+    grad_w,
+    num_rows,
+    width,
+    feats,
+    heads,
+    none,
+    OP: tl.constexpr,
+    WITH_X: tl.constexpr,
+    WITH_W: tl.constexpr,
+    SRC_IS_EDGE: tl.constexpr,
+    BV: tl.constexpr,
+    BD: tl.constexpr,
+):
     rows = tl.program_id(0) * BV + tl.arange(0, BV)
     d = tl.program_id(1) * BD + tl.arange(0, BD)
     at = rows[:, None] * width + d[None, :]
@@ -118,8 +166,22 @@ def _extremum_backward(arg, grad, src, x, w, grad_x, grad_w, num_rows, width, fe
         tl.atomic_add(grad_w + w_at, operand_grad(g, xv, wv, OP, "b"), mask=ok)
 
 
-def _edges(row_of, col, perm, x, w, out, num_edges, width, feats, heads,
-           OP: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr, SPAN: tl.constexpr):
+def _edges(
+    row_of,
+    col,
+    perm,
+    x,
+    w,
+    out,
+    num_edges,
+    width,
+    feats,
+    heads,
+    OP: tl.constexpr,
+    BV: tl.constexpr,
+    BD: tl.constexpr,
+    SPAN: tl.constexpr,
+):
     lanes = tl.program_id(0) * BV + tl.arange(0, BV)
     d = tl.program_id(1) * BD + tl.arange(0, BD)
     d_ok = d < width
@@ -141,8 +203,9 @@ def _edges(row_of, col, perm, x, w, out, num_edges, width, feats, heads,
             e = tl.load(perm + at, mask=valid, other=0)
             msg = binary(msg, tl.load(w + e[:, None] * heads + (d // feats)[None, :], mask=ok, other=1.0), OP)
         acc += tl.where(ok, msg, 0.0)
-    tl.atomic_add(out + row[:, None] * width + d[None, :], acc, mask=(first < num_edges)[:, None] & d_ok[None, :],
-                  sem="relaxed")
+    tl.atomic_add(
+        out + row[:, None] * width + d[None, :], acc, mask=(first < num_edges)[:, None] & d_ok[None, :], sem="relaxed"
+    )
 
 
 ROWS = kernel(_rows)
@@ -151,8 +214,16 @@ EDGE_DOT = kernel(_edge_dot)
 EXTREMUM_BACKWARD = kernel(_extremum_backward)
 
 
-def aggregate(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, num_rows: int,
-              weight: torch.Tensor | None, op: str = "copy", reduce: str = "sum", want_arg: bool = False):
+def aggregate(
+    x: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor | None,
+    num_rows: int,
+    weight: torch.Tensor | None,
+    op: str = "copy",
+    reduce: str = "sum",
+    want_arg: bool = False,
+):
     """out[r, h, f] = reduce over e with rows[e] == r of (x[cols[e], h, f] op weight[e, h]) and, for max / min
     with ``want_arg``, the arg edge per (r, h, f) (E where none; int32 when E fits), else None.
 
@@ -173,20 +244,55 @@ def aggregate(x: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor | None, nu
         out.zero_()
         span = balance.SPAN
         EDGES[(triton.cdiv(num_edges, bv * span), triton.cdiv(width, bd))](
-            balance.entry_rows(structure), structure.col, structure.perm, x_rows, w, out, num_edges, width,
-            max(feats, 1), heads, OP=op, BV=bv, BD=bd, SPAN=span)
+            balance.entry_rows(structure),
+            structure.col,
+            structure.perm,
+            x_rows,
+            w,
+            out,
+            num_edges,
+            width,
+            max(feats, 1),
+            heads,
+            OP=op,
+            BV=bv,
+            BD=bd,
+            SPAN=span,
+        )
         if reduce == "mean":
             out /= structure.crow.diff().clamp(min=1).to(out.dtype)[:, None, None]
         return out, arg
     grid = (triton.cdiv(num_rows, bv), triton.cdiv(width, bd))
-    ROWS[grid](structure.crow, edge_ids(structure.col, num_edges), edge_ids(structure.perm, num_edges), x_rows, w,
-               out, out if arg is None else arg, num_rows, width, max(feats, 1), heads, num_edges,
-               OP=op, REDUCE=reduce, WANT_ARG=want_arg, BV=bv, BD=bd)
+    ROWS[grid](
+        structure.crow,
+        edge_ids(structure.col, num_edges),
+        edge_ids(structure.perm, num_edges),
+        x_rows,
+        w,
+        out,
+        out if arg is None else arg,
+        num_rows,
+        width,
+        max(feats, 1),
+        heads,
+        num_edges,
+        OP=op,
+        REDUCE=reduce,
+        WANT_ARG=want_arg,
+        BV=bv,
+        BD=bd,
+    )
     return out, arg
 
 
-def edge_dot(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor | None, b_index: torch.Tensor,
-             mode: str = "dot", weight: torch.Tensor | None = None) -> torch.Tensor:
+def edge_dot(
+    a: torch.Tensor,
+    a_index: torch.Tensor,
+    b: torch.Tensor | None,
+    b_index: torch.Tensor,
+    mode: str = "dot",
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
     """out[e, h] = sum over f of a[a_index[e], h, f] * b[b_index[e], h, f] for ``a``, ``b`` [rows, H, F].
 
     ``mode``: 'dot'; 'sum' / 'neg_sum' (plus / minus the sum of a's row alone, ``b`` unused); 'div'
@@ -199,14 +305,34 @@ def edge_dot(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor | None, b_i
     be, bh, bf = head_tile(heads, min(feats, 64))
     a_rows = a.contiguous()
     b_rows = a_rows if b is None else b.contiguous()
-    EDGE_DOT[(triton.cdiv(num_edges, be),)](a_rows, a_index, b_rows, b_index,
-                                            out if weight is None else weight.contiguous(), out, num_edges, heads,
-                                            feats, MODE=mode, BE=be, BH=bh, BF=bf)
+    EDGE_DOT[(triton.cdiv(num_edges, be),)](
+        a_rows,
+        a_index,
+        b_rows,
+        b_index,
+        out if weight is None else weight.contiguous(),
+        out,
+        num_edges,
+        heads,
+        feats,
+        MODE=mode,
+        BE=be,
+        BH=bh,
+        BF=bf,
+    )
     return out
 
 
-def extremum_backward(arg: torch.Tensor, grad: torch.Tensor, src: torch.Tensor | None, x: torch.Tensor,
-                      weight: torch.Tensor | None, op: str, with_x: bool, with_w: bool):
+def extremum_backward(
+    arg: torch.Tensor,
+    grad: torch.Tensor,
+    src: torch.Tensor | None,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    op: str,
+    with_x: bool,
+    with_w: bool,
+):
     """Gradients of a max / min aggregation in head form: (grad_x [C, H, F] or None, grad_w [E, H] or None).
 
     ``arg`` [N, H, F] the arg edges (E: none), ``grad`` [N, H, F]; ``src`` None means rows of ``x`` are
@@ -223,7 +349,23 @@ def extremum_backward(arg: torch.Tensor, grad: torch.Tensor, src: torch.Tensor |
     x_rows = x.contiguous()
     w = x_rows if weight is None else weight.contiguous()
     EXTREMUM_BACKWARD[(triton.cdiv(rows, bv), triton.cdiv(width, bd))](
-        arg, grad.contiguous(), x_rows if src is None else src, x_rows, w, x_rows if grad_x is None else grad_x,
-        w if grad_w is None else grad_w, rows, width, max(feats, 1), heads, num_edges,
-        OP=op, WITH_X=with_x, WITH_W=with_w, SRC_IS_EDGE=src is None, BV=bv, BD=bd)
+        arg,
+        grad.contiguous(),
+        x_rows if src is None else src,
+        x_rows,
+        w,
+        x_rows if grad_x is None else grad_x,
+        w if grad_w is None else grad_w,
+        rows,
+        width,
+        max(feats, 1),
+        heads,
+        num_edges,
+        OP=op,
+        WITH_X=with_x,
+        WITH_W=with_w,
+        SRC_IS_EDGE=src is None,
+        BV=bv,
+        BD=bd,
+    )
     return grad_x, grad_w

@@ -27,6 +27,7 @@ last bits. Max / min and the softmax kernels stay vertex-balanced: they need per
 a row's entries (the running extremum with its arg edge, the online max and rescaled denominator), which
 atomics cannot merge in one pass.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -104,6 +105,7 @@ def entry_rows(structure: CsrStructure) -> torch.Tensor:
     prof = _profile(structure)
     if prof.rows is None:
         degrees = prof.degrees
-        prof.rows = torch.repeat_interleave(torch.arange(degrees.numel(), device=degrees.device), degrees,
-                                            output_size=structure.col.numel())
+        prof.rows = torch.repeat_interleave(
+            torch.arange(degrees.numel(), device=degrees.device), degrees, output_size=structure.col.numel()
+        )
     return prof.rows

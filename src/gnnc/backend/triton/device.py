@@ -1,5 +1,6 @@
 """Triton device functions shared by the kernels: a program's block of CSR rows, the binary operators
 and their operand gradients."""
+
 from __future__ import annotations
 
 import triton.language as tl

@@ -5,6 +5,7 @@ Forward: one program per block of rows and weight row j. Backward: grad_x
 per block of rows (a sum over the K weight rows); grad_w as per-block
 partial sums over rows, added up by one torch sum (deterministic, no atomics).
 """
+
 from __future__ import annotations
 
 import torch
@@ -12,16 +13,15 @@ import triton
 import triton.language as tl
 from torch.autograd.function import Function
 
+from ..torch.first_order import first_order
 from ..torch.head_dot import check_head_dot
 from .launch import check_device, head_tile, kernel
-from ..torch.first_order import first_order
 
 # features per chunk of the loops over a head's features
 FEATURE_CHUNK = 64
 
 
-def _forward(x, w, out, num_rows, heads, feats, num_weights,
-             BR: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
+def _forward(x, w, out, num_rows, heads, feats, num_weights, BR: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     j = tl.program_id(1)
     h = tl.arange(0, BH)
@@ -30,16 +30,36 @@ def _forward(x, w, out, num_rows, heads, feats, num_weights,
     for f0 in range(0, feats, BF):
         f = f0 + tl.arange(0, BF)
         f_ok = (f < feats)[None, None, :]
-        xv = tl.load(x + (rows[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
-                     mask=rh_ok[:, :, None] & f_ok, other=0.0)
-        wv = tl.load(w + (j * heads + h)[None, :, None] * feats + f[None, None, :],
-                     mask=(h < heads)[None, :, None] & f_ok, other=0.0)
+        xv = tl.load(
+            x + (rows[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
+            mask=rh_ok[:, :, None] & f_ok,
+            other=0.0,
+        )
+        wv = tl.load(
+            w + (j * heads + h)[None, :, None] * feats + f[None, None, :],
+            mask=(h < heads)[None, :, None] & f_ok,
+            other=0.0,
+        )
         total += tl.sum(xv * wv, axis=2)
     tl.store(out + (rows[:, None] * heads + h[None, :]) * num_weights + j, total, mask=rh_ok)
 
 
-def _backward(x, w, grad, grad_x, partial_w, num_rows, heads, feats, num_weights,
-              WITH_X: tl.constexpr, WITH_W: tl.constexpr, BR: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
+def _backward(
+    x,
+    w,
+    grad,
+    grad_x,
+    partial_w,
+    num_rows,
+    heads,
+    feats,
+    num_weights,
+    WITH_X: tl.constexpr,
+    WITH_W: tl.constexpr,
+    BR: tl.constexpr,
+    BH: tl.constexpr,
+    BF: tl.constexpr,
+):
     """grad_x[r, h, f] = sum_j g[r, h, j] w[j, h, f] for this program's rows and feature chunk, and
     partial_w[block, j, h, f] = sum over its rows of g[r, h, j] x[r, h, f]."""
     block = tl.program_id(0)
@@ -58,8 +78,11 @@ def _backward(x, w, grad, grad_x, partial_w, num_rows, heads, feats, num_weights
         if WITH_X:
             acc += g * tl.load(w + (j * heads + h[:, None]) * feats + f[None, :], mask=hf_ok, other=0.0)[None, :, :]
         if WITH_W:
-            tl.store(partial_w + ((block * num_weights + j) * heads + h[:, None]) * feats + f[None, :],
-                     tl.sum(g * xv, axis=0), mask=hf_ok)
+            tl.store(
+                partial_w + ((block * num_weights + j) * heads + h[:, None]) * feats + f[None, :],
+                tl.sum(g * xv, axis=0),
+                mask=hf_ok,
+            )
     if WITH_X:
         tl.store(grad_x + node[:, :, None] * feats + f[None, None, :], acc, mask=ok)
 
@@ -87,8 +110,9 @@ class _HeadDot(Function):
         out = x.new_zeros(rows, heads, num_weights)
         if out.numel() and feats:
             br, bh, bf = _tile(heads, feats)
-            FORWARD[(triton.cdiv(rows, br), num_weights)](x.contiguous(), weights.contiguous(), out, rows, heads,
-                                                          feats, num_weights, BR=br, BH=bh, BF=bf)
+            FORWARD[(triton.cdiv(rows, br), num_weights)](
+                x.contiguous(), weights.contiguous(), out, rows, heads, feats, num_weights, BR=br, BH=bh, BF=bf
+            )
         ctx.save_for_backward(x, weights)
         return out
 
@@ -107,8 +131,21 @@ class _HeadDot(Function):
             partial = x.new_empty(blocks, num_weights, heads, feats) if with_w else x
             x_rows = x.contiguous()
             BACKWARD[(blocks, triton.cdiv(feats, bf))](
-                x_rows, weights.contiguous(), grad.contiguous(), x_rows if grad_x is None else grad_x, partial,
-                rows, heads, feats, num_weights, WITH_X=with_x, WITH_W=with_w, BR=br, BH=bh, BF=bf)
+                x_rows,
+                weights.contiguous(),
+                grad.contiguous(),
+                x_rows if grad_x is None else grad_x,
+                partial,
+                rows,
+                heads,
+                feats,
+                num_weights,
+                WITH_X=with_x,
+                WITH_W=with_w,
+                BR=br,
+                BH=bh,
+                BF=bf,
+            )
             if with_w:
                 grad_w = partial.sum(0)
         return grad_x, grad_w

@@ -17,6 +17,7 @@ anything imports triton (``TRITON_INTERPRET=1 python script.py``, or
 ``os.environ["TRITON_INTERPRET"] = "1"`` before the first ``import triton``
 or ``import gnnc.backend.triton``), left set.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,18 +66,25 @@ def check_device(device) -> None:
     device = torch.device(device)
     if _env_interpret() != INTERPRETED:
         if INTERPRETED:
-            raise RuntimeError("backend 'triton': triton was imported with TRITON_INTERPRET=1 (its interpreter), "
-                               "which has since been unset; leave it set for the whole process")
-        raise RuntimeError("backend 'triton': TRITON_INTERPRET=1 was set after triton was imported; triton reads "
-                           "it at its first import, so set it before anything imports triton (e.g. "
-                           "`TRITON_INTERPRET=1 python ...`)")
+            raise RuntimeError(
+                "backend 'triton': triton was imported with TRITON_INTERPRET=1 (its interpreter), "
+                "which has since been unset; leave it set for the whole process"
+            )
+        raise RuntimeError(
+            "backend 'triton': TRITON_INTERPRET=1 was set after triton was imported; triton reads "
+            "it at its first import, so set it before anything imports triton (e.g. "
+            "`TRITON_INTERPRET=1 python ...`)"
+        )
     if device.type == "cpu" and not INTERPRETED:
-        raise RuntimeError("backend 'triton' runs CPU tensors only under Triton's interpreter: set "
-                           "TRITON_INTERPRET=1 before triton is first imported (e.g. `TRITON_INTERPRET=1 python ...`), "
-                           "or use backend 'cpu' / 'torch'")
+        raise RuntimeError(
+            "backend 'triton' runs CPU tensors only under Triton's interpreter: set "
+            "TRITON_INTERPRET=1 before triton is first imported (e.g. `TRITON_INTERPRET=1 python ...`), "
+            "or use backend 'cpu' / 'torch'"
+        )
     if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"backend 'triton' runs on CUDA tensors (or CPU tensors under its interpreter); "
-                         f"the tensors are on {device}")
+        raise ValueError(
+            f"backend 'triton' runs on CUDA tensors (or CPU tensors under its interpreter); the tensors are on {device}"
+        )
 
 
 def pow2(n: int) -> int:

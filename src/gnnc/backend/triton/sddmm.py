@@ -12,6 +12,7 @@ operand's own. Dot: the ``aggregate.edge_dot`` kernel forward, and per
 operand an aggregation by its index of the other operand weighted by the
 upstream gradient.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,15 +24,31 @@ from torch.autograd.function import Function
 
 from ..torch.common import as_heads, broadcast_shape, flat_positions, sum_to
 from ..torch.csr import csr_structure
+from ..torch.first_order import first_order
 from ..torch.sddmm import check_sddmm
 from .aggregate import aggregate, edge_dot
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, kernel, row_tile
-from ..torch.first_order import first_order
 
 
-def _edges(a, a_index, a_off, a_width, b, b_index, b_off, b_width, out, num_edges, width, slope,
-           OP: tl.constexpr, ACT: tl.constexpr, BE: tl.constexpr, BD: tl.constexpr):
+def _edges(
+    a,
+    a_index,
+    a_off,
+    a_width,
+    b,
+    b_index,
+    b_off,
+    b_width,
+    out,
+    num_edges,
+    width,
+    slope,
+    OP: tl.constexpr,
+    ACT: tl.constexpr,
+    BE: tl.constexpr,
+    BD: tl.constexpr,
+):
     edges = tl.program_id(0) * BE + tl.arange(0, BE)
     p = tl.program_id(1) * BD + tl.arange(0, BD)
     e_ok = edges < num_edges
@@ -47,11 +64,33 @@ def _edges(a, a_index, a_off, a_width, b, b_index, b_off, b_width, out, num_edge
     tl.store(out + edges[:, None] * width + p[None, :], y, mask=ok)
 
 
-def _grads(crow, col, perm, own, own_off, own_width, other, other_off, other_width, grad, out, num_rows, width,
-           slope, OP: tl.constexpr, SIDE: tl.constexpr, ACT: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr):
+def _grads(
+    crow,
+    col,
+    perm,
+    own,
+    own_off,
+    own_width,
+    other,
+    other_off,
+    other_width,
+    grad,
+    out,
+    num_rows,
+    width,
+    slope,
+    OP: tl.constexpr,
+    SIDE: tl.constexpr,
+    ACT: tl.constexpr,
+    BV: tl.constexpr,
+    BD: tl.constexpr,
+):
     rows, p, row_ok, p_ok, start, deg = row_block(crow, num_rows, width, BV, BD)
-    mine = tl.load(own + rows[:, None] * own_width + tl.load(own_off + p, mask=p_ok, other=0)[None, :],
-                   mask=row_ok[:, None] & p_ok[None, :], other=1.0)
+    mine = tl.load(
+        own + rows[:, None] * own_width + tl.load(own_off + p, mask=p_ok, other=0)[None, :],
+        mask=row_ok[:, None] & p_ok[None, :],
+        other=1.0,
+    )
     other_at = tl.load(other_off + p, mask=p_ok, other=0)[None, :]
     acc = tl.zeros([BV, BD], dtype=out.dtype.element_ty)
     for j in range(0, tl.max(deg)):
@@ -72,8 +111,16 @@ EDGES = kernel(_edges)
 GRADS = kernel(_grads)
 
 
-def sddmm(a: torch.Tensor, a_index: torch.Tensor, b: torch.Tensor, b_index: torch.Tensor, op: str = "mul", *,
-          negative_slope: float | None = None, chunk: int | None = None) -> torch.Tensor:
+def sddmm(
+    a: torch.Tensor,
+    a_index: torch.Tensor,
+    b: torch.Tensor,
+    b_index: torch.Tensor,
+    op: str = "mul",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu(out, negative_slope) when it is given
     (see ``gnnc.backend.torch.sddmm``); ``chunk`` is accepted and ignored."""
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
@@ -99,10 +146,23 @@ class _SddmmBinary(Function):
         if out.numel():
             be, bd = row_tile(width)
             EDGES[(triton.cdiv(num_edges, be), triton.cdiv(width, bd))](
-                a.contiguous(), a_index, _offsets(a, full), math.prod(a.shape[1:]), b.contiguous(), b_index,
-                _offsets(b, full), math.prod(b.shape[1:]), out, num_edges, width,
+                a.contiguous(),
+                a_index,
+                _offsets(a, full),
+                math.prod(a.shape[1:]),
+                b.contiguous(),
+                b_index,
+                _offsets(b, full),
+                math.prod(b.shape[1:]),
+                out,
+                num_edges,
+                width,
                 0.0 if negative_slope is None else float(negative_slope),
-                OP=op, ACT=negative_slope is not None, BE=be, BD=bd)
+                OP=op,
+                ACT=negative_slope is not None,
+                BE=be,
+                BD=bd,
+            )
         ctx.save_for_backward(a, a_index, b, b_index)
         ctx.layout = (full, op, negative_slope)
         return out
@@ -113,10 +173,16 @@ class _SddmmBinary(Function):
         a, a_index, b, b_index = ctx.saved_tensors
         full, op, negative_slope = ctx.layout
         grad = grad.contiguous()
-        grad_a = _operand_grad(a, a_index, b, b_index, grad, full, op, "a", negative_slope) \
-            if ctx.needs_input_grad[0] else None
-        grad_b = _operand_grad(b, b_index, a, a_index, grad, full, op, "b", negative_slope) \
-            if ctx.needs_input_grad[2] else None
+        grad_a = (
+            _operand_grad(a, a_index, b, b_index, grad, full, op, "a", negative_slope)
+            if ctx.needs_input_grad[0]
+            else None
+        )
+        grad_b = (
+            _operand_grad(b, b_index, a, a_index, grad, full, op, "b", negative_slope)
+            if ctx.needs_input_grad[2]
+            else None
+        )
         return grad_a, None, grad_b, None, None, None
 
 
@@ -129,11 +195,26 @@ def _operand_grad(own, own_index, other, other_index, grad, full, op, side, nega
         structure = csr_structure(own_index, rows, other_index)
         bv, bd = row_tile(width)
         GRADS[(triton.cdiv(rows, bv), triton.cdiv(width, bd))](
-            structure.crow, edge_ids(structure.col, num_edges), edge_ids(structure.perm, num_edges),
-            own.contiguous(), _offsets(own, full), math.prod(own.shape[1:]), other.contiguous(),
-            _offsets(other, full), math.prod(other.shape[1:]), grad if num_edges else out, out, rows, width,
+            structure.crow,
+            edge_ids(structure.col, num_edges),
+            edge_ids(structure.perm, num_edges),
+            own.contiguous(),
+            _offsets(own, full),
+            math.prod(own.shape[1:]),
+            other.contiguous(),
+            _offsets(other, full),
+            math.prod(other.shape[1:]),
+            grad if num_edges else out,
+            out,
+            rows,
+            width,
             0.0 if negative_slope is None else float(negative_slope),
-            OP=op, SIDE=side, ACT=negative_slope is not None, BV=bv, BD=bd)
+            OP=op,
+            SIDE=side,
+            ACT=negative_slope is not None,
+            BV=bv,
+            BD=bd,
+        )
     return sum_to(out, own.shape[1:])
 
 

@@ -20,6 +20,7 @@ gradients), holding whole [H, F] rows, walking its rows' entries in step.
   b's row); by source, x's gradient sum of alpha * g[dst] and a's gradient
   from the same logit gradient, with t read back (O(V)). No atomics.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,20 +30,47 @@ import triton
 import triton.language as tl
 from torch.autograd.function import Function
 
-from ..torch.common import (as_heads, broadcast_shape, check_count, check_float, check_index, head_layout,
-                            heads_to_weight, sum_to, weight_as_heads)
+from ..torch.common import (
+    as_heads,
+    broadcast_shape,
+    check_count,
+    check_float,
+    check_index,
+    head_layout,
+    heads_to_weight,
+    sum_to,
+    weight_as_heads,
+)
 from ..torch.csr import csr_structure
+from ..torch.first_order import first_order
 from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, head_tile, kernel, row_tile
 from .sddmm import sddmm
-from ..torch.first_order import first_order
-
 
 # ---- device functions ------------------------------------------------------------------------------------
 
-def _entry(col, perm, at, valid, h, h_ok, f, f_ok, table, other, own, wide, heads, feats, slope,
-           OP: tl.constexpr, ACT: tl.constexpr, OWN: tl.constexpr):
+
+def _entry(
+    col,
+    perm,
+    at,
+    valid,
+    h,
+    h_ok,
+    f,
+    f_ok,
+    table,
+    other,
+    own,
+    wide,
+    heads,
+    feats,
+    slope,
+    OP: tl.constexpr,
+    ACT: tl.constexpr,
+    OWN: tl.constexpr,
+):
     """One CSR entry per row (position ``at``, ``valid`` where the row has it), per head:
     (ok, o, e, y, l, a, b, w) with o its column, e its edge, y = a op b the pre-activation, l = act(y)
     the logit, and w = wide[o] ([rows, H, F]: x[src] for destination rows, g[dst] for source rows).
@@ -65,8 +93,11 @@ def _entry(col, perm, at, valid, h, h_ok, f, f_ok, table, other, own, wide, head
         l = tl.where(y > 0, y, y * slope)
     else:
         l = y
-    w = tl.load(wide + (o[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
-                mask=ok[:, :, None] & f_ok, other=0.0)
+    w = tl.load(
+        wide + (o[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
+        mask=ok[:, :, None] & f_ok,
+        other=0.0,
+    )
     return ok, o, e, y, l, av, bv, w
 
 
@@ -96,8 +127,10 @@ online = kernel(_online)
 
 # ---- kernels ---------------------------------------------------------------------------------------------
 
-def _softmax_rows(crow, perm, values, grad, out, num_rows, width,
-                  BACKWARD: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr):
+
+def _softmax_rows(
+    crow, perm, values, grad, out, num_rows, width, BACKWARD: tl.constexpr, BV: tl.constexpr, BD: tl.constexpr
+):
     """Forward (``values`` the logits): out = alpha. Backward (``values`` alpha, ``grad`` its upstream
     gradient): out = alpha * (g - t), t the row sum of alpha * g (the difference first, as torch's softmax:
     where one edge takes nearly all the weight, alpha g - alpha t would leave the products' rounding)."""
@@ -125,9 +158,27 @@ def _softmax_rows(crow, perm, values, grad, out, num_rows, width,
         tl.store(out + at, result, mask=valid)
 
 
-def _aggregate_forward(crow, col, perm, table, b, x, out, m_out, s_out, num_rows, heads, feats, slope,
-                       OP: tl.constexpr, ACT: tl.constexpr, KEEP: tl.constexpr,
-                       BV: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
+def _aggregate_forward(
+    crow,
+    col,
+    perm,
+    table,
+    b,
+    x,
+    out,
+    m_out,
+    s_out,
+    num_rows,
+    heads,
+    feats,
+    slope,
+    OP: tl.constexpr,
+    ACT: tl.constexpr,
+    KEEP: tl.constexpr,
+    BV: tl.constexpr,
+    BH: tl.constexpr,
+    BF: tl.constexpr,
+):
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
     f_ok = (f < feats)[None, None, :]
@@ -137,23 +188,49 @@ def _aggregate_forward(crow, col, perm, table, b, x, out, m_out, s_out, num_rows
     s = tl.zeros([BV, BH], dtype=out.dtype.element_ty)
     acc = tl.zeros([BV, BH, BF], dtype=out.dtype.element_ty)
     for j in range(0, tl.max(deg)):
-        ok, u, e, y, l, av, bv, xu = entry(col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x,
-                                           heads, feats, slope, OP, ACT, "b")
+        ok, u, e, y, l, av, bv, xu = entry(
+            col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
+        )
         m, rescale, p = online(m, s, l, ok)
         s = s * rescale + p
         acc = acc * rescale[:, :, None] + p[:, :, None] * xu
     result = tl.where((s > 0)[:, :, None], acc / s[:, :, None], 0.0)
-    tl.store(out + (rows[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :], result,
-             mask=row_heads[:, :, None] & f_ok)
+    tl.store(
+        out + (rows[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
+        result,
+        mask=row_heads[:, :, None] & f_ok,
+    )
     if KEEP:
         tl.store(m_out + rows[:, None] * heads + h[None, :], m, mask=row_heads)
         tl.store(s_out + rows[:, None] * heads + h[None, :], s, mask=row_heads)
 
 
-def _by_destination(crow, col, perm, table, b, x, grad, m_in, s_in, t_out, per_edge, grad_b, num_rows, heads,
-                    feats, slope, OP: tl.constexpr, ACT: tl.constexpr, WRITE_EDGES: tl.constexpr,
-                    WITH_B: tl.constexpr, KEEP_T: tl.constexpr, BV: tl.constexpr, BH: tl.constexpr,
-                    BF: tl.constexpr):
+def _by_destination(
+    crow,
+    col,
+    perm,
+    table,
+    b,
+    x,
+    grad,
+    m_in,
+    s_in,
+    t_out,
+    per_edge,
+    grad_b,
+    num_rows,
+    heads,
+    feats,
+    slope,
+    OP: tl.constexpr,
+    ACT: tl.constexpr,
+    WRITE_EDGES: tl.constexpr,
+    WITH_B: tl.constexpr,
+    KEEP_T: tl.constexpr,
+    BV: tl.constexpr,
+    BH: tl.constexpr,
+    BF: tl.constexpr,
+):
     """t[v] = sum of alpha * d; then per edge the logit gradient alpha * (d - t), written (per-edge
     logits: ``WRITE_EDGES``) or, through the activation, summed into b's gradient (``WITH_B``)."""
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
@@ -167,16 +244,18 @@ def _by_destination(crow, col, perm, table, b, x, grad, m_in, s_in, t_out, per_e
     g = tl.load(grad + node[:, :, None] * feats + f[None, None, :], mask=row_heads[:, :, None] & f_ok, other=0.0)
     t = tl.zeros([BV, BH], dtype=m.dtype)
     for j in range(0, tl.max(deg)):
-        ok, u, e, y, l, av, bv, xu = entry(col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x,
-                                           heads, feats, slope, OP, ACT, "b")
+        ok, u, e, y, l, av, bv, xu = entry(
+            col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
+        )
         t += tl.where(ok, tl.exp(l - m) / s * tl.sum(g * xu, axis=2), 0.0)
     if KEEP_T:
         tl.store(t_out + node, t, mask=row_heads)
     gb = tl.zeros([BV, BH], dtype=m.dtype)
     if WRITE_EDGES or WITH_B:
         for j in range(0, tl.max(deg)):
-            ok, u, e, y, l, av, bv, xu = entry(col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own,
-                                               x, heads, feats, slope, OP, ACT, "b")
+            ok, u, e, y, l, av, bv, xu = entry(
+                col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
+            )
             alpha = tl.exp(l - m) / s
             gl = alpha * (tl.sum(g * xu, axis=2) - t)
             if WRITE_EDGES:
@@ -189,9 +268,31 @@ def _by_destination(crow, col, perm, table, b, x, grad, m_in, s_in, t_out, per_e
         tl.store(grad_b + node, gb, mask=row_heads)
 
 
-def _by_source(crow, col, perm, table, b, x, grad, m_in, s_in, t_in, grad_x, grad_a, num_rows, heads, feats,
-               slope, OP: tl.constexpr, ACT: tl.constexpr, WITH_X: tl.constexpr, WITH_A: tl.constexpr,
-               BV: tl.constexpr, BH: tl.constexpr, BF: tl.constexpr):
+def _by_source(
+    crow,
+    col,
+    perm,
+    table,
+    b,
+    x,
+    grad,
+    m_in,
+    s_in,
+    t_in,
+    grad_x,
+    grad_a,
+    num_rows,
+    heads,
+    feats,
+    slope,
+    OP: tl.constexpr,
+    ACT: tl.constexpr,
+    WITH_X: tl.constexpr,
+    WITH_A: tl.constexpr,
+    BV: tl.constexpr,
+    BH: tl.constexpr,
+    BF: tl.constexpr,
+):
     """grad_x[u] = sum over u's out-edges of alpha * g[dst]; for SDDMM logits grad_a[u] from the logit
     gradients alpha * (d - t[dst]) through the activation."""
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
@@ -205,8 +306,9 @@ def _by_source(crow, col, perm, table, b, x, grad, m_in, s_in, t_in, grad_x, gra
     acc_x = tl.zeros([BV, BH, BF], dtype=x.dtype.element_ty)
     acc_a = tl.zeros([BV, BH], dtype=x.dtype.element_ty)
     for j in range(0, tl.max(deg)):
-        ok, v, e, y, l, av, bv, g = entry(col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, b, own, grad,
-                                          heads, feats, slope, OP, ACT, "a")
+        ok, v, e, y, l, av, bv, g = entry(
+            col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, b, own, grad, heads, feats, slope, OP, ACT, "a"
+        )
         at = v[:, None] * heads + h[None, :]
         alpha = tl.exp(l - tl.load(m_in + at, mask=ok, other=0.0)) / tl.load(s_in + at, mask=ok, other=1.0)
         alpha = tl.where(ok, alpha, 0.0)
@@ -231,6 +333,7 @@ BY_SOURCE = kernel(_by_source)
 
 # ---- primitives ------------------------------------------------------------------------------------------
 
+
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """alpha[e] = softmax over the in-edges of dst[e] of logits (see ``gnnc.backend.torch.edge_softmax``)."""
     check_float("logits", logits)
@@ -249,9 +352,17 @@ def _softmax_pass(values: torch.Tensor, grad: torch.Tensor | None, dst: torch.Te
         bv, bd = row_tile(width)
         values = values.contiguous()
         SOFTMAX_ROWS[(triton.cdiv(num_nodes, bv), triton.cdiv(width, bd))](
-            structure.crow, edge_ids(structure.perm, num_edges), values,
-            values if grad is None else grad.contiguous(), out, num_nodes, width,
-            BACKWARD=grad is not None, BV=bv, BD=bd)
+            structure.crow,
+            edge_ids(structure.perm, num_edges),
+            values,
+            values if grad is None else grad.contiguous(),
+            out,
+            num_nodes,
+            width,
+            BACKWARD=grad is not None,
+            BV=bv,
+            BD=bd,
+        )
     return out
 
 
@@ -270,8 +381,15 @@ class _EdgeSoftmax(Function):
         return _softmax_pass(alpha, grad, dst, ctx.num_nodes), None, None
 
 
-def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor,
-                           num_dst: int, *, chunk: int | None = None) -> torch.Tensor:
+def edge_softmax_aggregate(
+    logits: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = sum over e with dst[e] == v of edge_softmax(logits)[e] * x[src[e]]
     (see ``gnnc.backend.torch.edge_softmax_aggregate``); ``chunk`` is accepted and ignored."""
     logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
@@ -279,9 +397,19 @@ def edge_softmax_aggregate(logits: torch.Tensor, x: torch.Tensor, src: torch.Ten
     return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None)
 
 
-def sddmm_softmax_aggregate(a: torch.Tensor, b: torch.Tensor, x: torch.Tensor, src: torch.Tensor,
-                            dst: torch.Tensor, num_dst: int, op: str = "add", *, negative_slope: float | None = None,
-                            chunk: int | None = None, b_index: torch.Tensor | None = None) -> torch.Tensor:
+def sddmm_softmax_aggregate(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    op: str = "add",
+    *,
+    negative_slope: float | None = None,
+    chunk: int | None = None,
+    b_index: torch.Tensor | None = None,
+) -> torch.Tensor:
     """edge_softmax_aggregate(sddmm(a, src, b, b_index, op, negative_slope=negative_slope), x, src, dst, num_dst).
 
     Fused (logits computed in the kernels, never stored) when ``a`` and ``b`` have one feature shape
@@ -316,18 +444,36 @@ class _SoftmaxAggregate(Function):
         s = x.new_empty(num_dst, num_heads)
         if out.numel():
             by_dst = csr_structure(dst, num_dst, src)
-            _launch(AGGREGATE_FORWARD, by_dst, src.numel(), num_dst, heads_a, heads_b, heads_x, out, m, s,
-                    op=op, slope=slope, KEEP=keep)
+            _launch(
+                AGGREGATE_FORWARD,
+                by_dst,
+                src.numel(),
+                num_dst,
+                heads_a,
+                heads_b,
+                heads_x,
+                out,
+                m,
+                s,
+                op=op,
+                slope=slope,
+                KEEP=keep,
+            )
         if keep:
-            keep_for_backward(ctx, heads_a, heads_b, heads_x, src, dst, m, s, None, (full, k, num_dst, op, slope),
-                              a, b, x)
+            keep_for_backward(
+                ctx, heads_a, heads_b, heads_x, src, dst, m, s, None, (full, k, num_dst, op, slope), a, b, x
+            )
         return out.view((num_dst,) + full)
 
     @staticmethod
     @first_order
     def backward(ctx, grad):
-        (heads_a, heads_b, heads_x, src, dst, m, s, _), (full, k, num_dst, op, slope), (a_shape, b_shape, x_shape), \
-            (need_a, need_b, need_x) = kept(ctx)
+        (
+            (heads_a, heads_b, heads_x, src, dst, m, s, _),
+            (full, k, num_dst, op, slope),
+            (a_shape, b_shape, x_shape),
+            (need_a, need_b, need_x),
+        ) = kept(ctx)
         num_src, num_heads, num_feats = heads_x.shape
         grad_rows = grad.reshape(num_dst, num_heads, num_feats).contiguous()
         per_edge_logits = op is None
@@ -340,14 +486,47 @@ class _SoftmaxAggregate(Function):
             t = m.new_empty(m.shape) if with_a else m
             if need_a or need_b:
                 by_dst = csr_structure(dst, num_dst, src)
-                _launch(BY_DESTINATION, by_dst, num_edges, num_dst, heads_a, heads_b, heads_x, grad_rows, m, s, t,
-                        ga if per_edge_logits and need_a else heads_a, gb if need_b else m, op=op, slope=slope,
-                        WRITE_EDGES=per_edge_logits and need_a, WITH_B=need_b, KEEP_T=with_a)
+                _launch(
+                    BY_DESTINATION,
+                    by_dst,
+                    num_edges,
+                    num_dst,
+                    heads_a,
+                    heads_b,
+                    heads_x,
+                    grad_rows,
+                    m,
+                    s,
+                    t,
+                    ga if per_edge_logits and need_a else heads_a,
+                    gb if need_b else m,
+                    op=op,
+                    slope=slope,
+                    WRITE_EDGES=per_edge_logits and need_a,
+                    WITH_B=need_b,
+                    KEEP_T=with_a,
+                )
             if need_x or with_a:
                 by_src = csr_structure(src, num_src, dst)
-                _launch(BY_SOURCE, by_src, num_edges, num_src, heads_a, heads_b, heads_x, grad_rows, m, s, t,
-                        heads_x if gx is None else gx, ga if with_a else m, op=op, slope=slope,
-                        WITH_X=need_x, WITH_A=with_a)
+                _launch(
+                    BY_SOURCE,
+                    by_src,
+                    num_edges,
+                    num_src,
+                    heads_a,
+                    heads_b,
+                    heads_x,
+                    grad_rows,
+                    m,
+                    s,
+                    t,
+                    heads_x if gx is None else gx,
+                    ga if with_a else m,
+                    op=op,
+                    slope=slope,
+                    WITH_X=need_x,
+                    WITH_A=with_a,
+                )
         grad_a = None if ga is None else heads_to_weight(ga, a_shape, full, k)
         grad_b = None if gb is None else heads_to_weight(gb, b_shape, full, k)
         grad_x = None if gx is None else sum_to(gx.view((x_shape[0],) + full), x_shape[1:])
@@ -359,7 +538,21 @@ def _launch(kern, structure, num_edges: int, num_rows: int, heads_a, heads_b, he
     num_heads, num_feats = heads_x.shape[1], heads_x.shape[2]
     bv, bh, bf = head_tile(num_heads, num_feats)
     kern[(triton.cdiv(num_rows, bv),)](
-        structure.crow, edge_ids(structure.col, num_edges), edge_ids(structure.perm, num_edges), heads_a,
-        heads_a if heads_b is None else heads_b, heads_x, *tensors, num_rows, num_heads, num_feats,
-        0.0 if slope is None else float(slope), OP="edge" if op is None else op, ACT=slope is not None,
-        BV=bv, BH=bh, BF=bf, **flags)
+        structure.crow,
+        edge_ids(structure.col, num_edges),
+        edge_ids(structure.perm, num_edges),
+        heads_a,
+        heads_a if heads_b is None else heads_b,
+        heads_x,
+        *tensors,
+        num_rows,
+        num_heads,
+        num_feats,
+        0.0 if slope is None else float(slope),
+        OP="edge" if op is None else op,
+        ACT=slope is not None,
+        BV=bv,
+        BH=bh,
+        BF=bf,
+        **flags,
+    )

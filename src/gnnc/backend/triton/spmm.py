@@ -9,6 +9,7 @@ choice of balance, on the CSR by source), an edge kernel for the edge
 weights, the arg-edge scatter for max / min, and for segment sums the
 gather g[dst[e]] as an aggregation over rows of one edge.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,22 +17,41 @@ import math
 import torch
 from torch.autograd.function import Function
 
-from ..torch.common import (REDUCES, as_heads, broadcast_shape, check_choice, check_count, check_float, check_index,
-                            head_layout, heads_to_weight, sum_to, weight_as_heads)
+from ..torch.common import (
+    REDUCES,
+    as_heads,
+    broadcast_shape,
+    check_choice,
+    check_count,
+    check_float,
+    check_index,
+    head_layout,
+    heads_to_weight,
+    sum_to,
+    weight_as_heads,
+)
+from ..torch.first_order import first_order
 from ..torch.segment import clamped_degrees, needs_arg
 from ..torch.spmm import check_spmm
 from .aggregate import aggregate, edge_dot, extremum_backward
 from .launch import check_device
-from ..torch.first_order import first_order
 
 # the op aggregating the upstream gradient by source into x's gradient; the edge_dot mode of the weight's
 _GRAD_X_OP = {"copy": "copy", "add": "copy", "sub": "copy", "mul": "mul", "div": "div"}
 _GRAD_W_MODE = {"add": "sum", "sub": "neg_sum", "mul": "dot", "div": "div"}
 
 
-def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
-         edge_weight: torch.Tensor | None = None, op: str = "mul", reduce: str = "sum", *,
-         chunk: int | None = None) -> torch.Tensor:
+def spmm(
+    x: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    num_dst: int,
+    edge_weight: torch.Tensor | None = None,
+    op: str = "mul",
+    reduce: str = "sum",
+    *,
+    chunk: int | None = None,
+) -> torch.Tensor:
     """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.torch.spmm``).
 
     ``chunk`` is accepted for signature compatibility and ignored (no edge chunks here).
@@ -42,8 +62,9 @@ def spmm(x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor, num_dst: int,
     return _Spmm.apply(x, edge_weight, src, dst, num_dst, op, reduce, want_arg)
 
 
-def segment_reduce(values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *,
-                   chunk: int | None = None) -> torch.Tensor:
+def segment_reduce(
+    values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *, chunk: int | None = None
+) -> torch.Tensor:
     """out[v] = op over edges e with dst[e] == v of values[e] (see ``gnnc.backend.torch.segment_reduce``)."""
     check_float("values", values)
     num_segments = check_count("num_segments", num_segments)
@@ -117,4 +138,3 @@ class _Segment(Function):
             # the gather g[dst[e]]: rows of one edge each
             grad_values, _ = aggregate(grad_rows, torch.arange(num_edges, device=dst.device), dst, num_edges, None)
         return grad_values.view((num_edges,) + feat), None, None, None, None
-

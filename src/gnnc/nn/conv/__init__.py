@@ -1,5 +1,6 @@
 """DGL's graph convolution layers (``dgl.nn.pytorch.conv``) with DGL 2.1's constructors, parameter names and
 numbers, written as gnnc message passing (so ``gnnc.compile`` compiles them). One layer per module."""
+
 from .agnnconv import AGNNConv
 from .appnpconv import APPNPConv
 from .atomicconv import AtomicConv
@@ -33,8 +34,37 @@ from .sgconv import SGConv
 from .tagconv import TAGConv
 from .twirlsconv import TWIRLSConv
 
-__all__ = ["AGNNConv", "APPNPConv", "AtomicConv", "CFConv", "ChebConv", "DGNConv", "DenseChebConv", "DenseGraphConv",
-           "DenseSAGEConv", "DotGatConv", "EGATConv", "EGNNConv", "EdgeConv", "EdgeGATConv", "EdgeWeightNorm",
-           "GATConv", "GATv2Conv", "GCN2Conv", "GINConv", "GINEConv", "GMMConv", "GatedGraphConv", "GraphConv",
-           "GroupRevRes", "HGTConv", "NNConv", "PNAConv", "RelGraphConv", "SAGEConv", "SGConv", "TAGConv",
-           "TWIRLSConv"]
+__all__ = [
+    "AGNNConv",
+    "APPNPConv",
+    "AtomicConv",
+    "CFConv",
+    "ChebConv",
+    "DGNConv",
+    "DenseChebConv",
+    "DenseGraphConv",
+    "DenseSAGEConv",
+    "DotGatConv",
+    "EGATConv",
+    "EGNNConv",
+    "EdgeConv",
+    "EdgeGATConv",
+    "EdgeWeightNorm",
+    "GATConv",
+    "GATv2Conv",
+    "GCN2Conv",
+    "GINConv",
+    "GINEConv",
+    "GMMConv",
+    "GatedGraphConv",
+    "GraphConv",
+    "GroupRevRes",
+    "HGTConv",
+    "NNConv",
+    "PNAConv",
+    "RelGraphConv",
+    "SAGEConv",
+    "SGConv",
+    "TAGConv",
+    "TWIRLSConv",
+]

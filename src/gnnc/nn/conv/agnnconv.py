@@ -1,5 +1,6 @@
 """DGL's ``AGNNConv`` (attention-based graph neural network, Thekumparampil et al., 2018) with its
 constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -43,7 +44,7 @@ class AGNNConv(ZeroInDegreeOption, nn.Module):
             if isinstance(feat, tuple):
                 graph.dstdata[dst_key] = nn.functional.normalize(feat_dst, p=2, dim=-1)
             elif is_block(graph):
-                graph.dstdata[dst_key] = norm_src[:graph.number_of_dst_nodes()]
+                graph.dstdata[dst_key] = norm_src[: graph.number_of_dst_nodes()]
             graph.apply_edges(fn.u_dot_v("norm_h", dst_key, "cos"))
             graph.edata["p"] = edge_softmax(graph, self.beta * graph.edata.pop("cos"))
             graph.update_all(fn.u_mul_e("h", "p", "m"), fn.sum("m", "h"))

@@ -1,4 +1,5 @@
 """DGL's ``APPNPConv`` (Klicpera et al., 2019) with its constructor and numbers."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """DGL's ``AtomicConv`` (Gomes et al., 2017) as gnnc message passing."""
+
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """DGL's ``CFConv`` (SchNet's continuous-filter convolution, Schütt et al., 2017) with its constructor,
 parameters and numbers."""
+
 from __future__ import annotations
 
 import math
@@ -32,8 +33,12 @@ class CFConv(nn.Module):
 
     def __init__(self, node_in_feats, edge_in_feats, hidden_feats, out_feats):
         super().__init__()
-        self.project_edge = nn.Sequential(nn.Linear(edge_in_feats, hidden_feats), ShiftedSoftplus(),
-                                          nn.Linear(hidden_feats, hidden_feats), ShiftedSoftplus())
+        self.project_edge = nn.Sequential(
+            nn.Linear(edge_in_feats, hidden_feats),
+            ShiftedSoftplus(),
+            nn.Linear(hidden_feats, hidden_feats),
+            ShiftedSoftplus(),
+        )
         self.project_node = nn.Linear(node_in_feats, hidden_feats)
         self.project_out = nn.Sequential(nn.Linear(hidden_feats, out_feats), ShiftedSoftplus())
 

@@ -1,4 +1,5 @@
 """DGL's ``ChebConv`` (Defferrard et al., 2016) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -38,8 +39,10 @@ class ChebConv(nn.Module):
                 return graph.ndata.pop("h") * d_invsqrt
 
             if lambda_max is None:
-                dgl_warning("lambda_max is not provided, using default value of 2.  Please use "
-                            "dgl.laplacian_lambda_max to compute the eigenvalues.")
+                dgl_warning(
+                    "lambda_max is not provided, using default value of 2.  Please use "
+                    "dgl.laplacian_lambda_max to compute the eigenvalues."
+                )
                 lambda_max = [2] * graph.batch_size
             if isinstance(lambda_max, list):
                 lambda_max = torch.tensor(lambda_max, dtype=torch.get_default_dtype()).to(feat)  # DGL's th.Tensor

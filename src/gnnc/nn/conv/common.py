@@ -1,5 +1,6 @@
 """What DGL's convolution layers share: splitting an input into source and destination features, and the
 refusal of graphs with zero in-degree nodes."""
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +12,8 @@ _ZERO_IN_DEGREE = (
     "There are 0-in-degree nodes in the graph, output for those nodes will be invalid. This is harmful for "
     "some applications, causing silent performance regression. Adding self-loop on the input graph by calling "
     "`g = dgl.add_self_loop(g)` will resolve the issue. Setting ``allow_zero_in_degree`` to be `True` when "
-    "constructing this module will suppress the check and let the code run.")
+    "constructing this module will suppress the check and let the code run."
+)
 
 
 def expand_as_pair(feat, graph=None):
@@ -21,8 +23,8 @@ def expand_as_pair(feat, graph=None):
         return feat
     if graph is not None and is_block(graph):
         if isinstance(feat, dict):
-            return feat, {k: v[:graph.number_of_dst_nodes(k)] for k, v in feat.items()}
-        return feat, feat[:graph.number_of_dst_nodes()]
+            return feat, {k: v[: graph.number_of_dst_nodes(k)] for k, v in feat.items()}
+        return feat, feat[: graph.number_of_dst_nodes()]
     return feat, feat
 
 
@@ -66,7 +68,7 @@ def in_degrees(graph) -> torch.Tensor:
     """In-degrees of the destination nodes, as DGL's ``graph.in_degrees()`` (a gnnc block counts its
     source nodes there, the destination nodes first)."""
     degrees = graph.in_degrees(etype=_relation(graph))
-    return degrees[:graph.number_of_dst_nodes()] if is_block(graph) else degrees
+    return degrees[: graph.number_of_dst_nodes()] if is_block(graph) else degrees
 
 
 def out_degrees(graph) -> torch.Tensor:

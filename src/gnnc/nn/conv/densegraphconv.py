@@ -1,5 +1,6 @@
 """DGL's ``DenseGraphConv``: GraphConv over a dense adjacency matrix, with DGL 2.1's constructor, parameters
 and numbers."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """DGL's ``DenseSAGEConv``: GraphSAGE's ``gcn`` aggregation over a dense adjacency matrix, with DGL 2.1's
 constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -29,8 +30,10 @@ class DenseSAGEConv(nn.Module):
     def forward(self, adj, feat):
         if isinstance(feat, tuple):
             if feat[0].shape[1:] != feat[1].shape[1:]:
-                raise ValueError("The source and destination features of DenseSAGEConv must have the same feature "
-                                 f"shape, got {tuple(feat[0].shape[1:])} and {tuple(feat[1].shape[1:])}")
+                raise ValueError(
+                    "The source and destination features of DenseSAGEConv must have the same feature "
+                    f"shape, got {tuple(feat[0].shape[1:])} and {tuple(feat[1].shape[1:])}"
+                )
             src, dst = self.feat_drop(feat[0]), self.feat_drop(feat[1])
         else:
             src = dst = self.feat_drop(feat)

@@ -1,5 +1,6 @@
 """DGL's ``DGNConv`` (directional graph networks, Beaini et al., 2021): PNA with directional aggregators
 along Laplacian eigenvectors, with DGL 2.1's constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,10 @@ class DGNConvTower(PNAConvTower):
         return {**super().message(edges), "eig_s": edges.src["eig"], "eig_d": edges.dst["eig"]}
 
     def aggregate(self, nodes):
-        return [_directional(name, nodes) if name.startswith("dir") else AGGREGATORS[name](nodes.mailbox["msg"])
-                for name in self.aggregators]
+        return [
+            _directional(name, nodes) if name.startswith("dir") else AGGREGATORS[name](nodes.mailbox["msg"])
+            for name in self.aggregators
+        ]
 
 
 class DGNConv(PNAConv):
@@ -43,15 +46,25 @@ class DGNConv(PNAConv):
     the graph's Laplacian eigenvectors (``eig_vec``, ``[N, k]``, e.g. from ``LapPE``) with the ``dir<k>-av``
     and ``dir<k>-dx`` aggregators. Same parameters as ``PNAConv``."""
 
-    def __init__(self, in_size, out_size, aggregators, scalers, delta, dropout=0.0, num_towers=1, edge_feat_size=0,
-                 residual=True):
-        super().__init__(in_size, out_size, aggregators, scalers, delta, dropout, num_towers, edge_feat_size,
-                         residual)
+    def __init__(
+        self, in_size, out_size, aggregators, scalers, delta, dropout=0.0, num_towers=1, edge_feat_size=0, residual=True
+    ):
+        super().__init__(in_size, out_size, aggregators, scalers, delta, dropout, num_towers, edge_feat_size, residual)
         # DGL builds PNA's towers first, then these (the random initialisation draws in the same order)
-        self.towers = nn.ModuleList([
-            DGNConvTower(self.tower_in_size, self.tower_out_size, aggregators, scalers, delta, dropout=dropout,
-                         edge_feat_size=edge_feat_size)
-            for _ in range(num_towers)])
+        self.towers = nn.ModuleList(
+            [
+                DGNConvTower(
+                    self.tower_in_size,
+                    self.tower_out_size,
+                    aggregators,
+                    scalers,
+                    delta,
+                    dropout=dropout,
+                    edge_feat_size=edge_feat_size,
+                )
+                for _ in range(num_towers)
+            ]
+        )
         self.use_eig_vec = any(name.startswith("dir") for name in aggregators)
 
     def forward(self, graph, node_feat, edge_feat=None, eig_vec=None):

@@ -1,4 +1,5 @@
 """DGL's ``DotGatConv`` (dot-product graph attention) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -34,11 +35,11 @@ class DotGatConv(ZeroInDegreeOption, nn.Module):
             else:
                 z_src = z_dst = self.fc(feat).view(heads)
                 if is_block(graph):
-                    z_dst = z_src[:graph.number_of_dst_nodes()]
+                    z_dst = z_src[: graph.number_of_dst_nodes()]
             graph.srcdata["ft"] = z_src
             graph.dstdata[dst_name(graph, "ft")] = z_dst
             graph.apply_edges(fn.u_dot_v("ft", dst_name(graph, "ft"), "a"))
-            attention = edge_softmax(graph, graph.edata["a"] / self._out_feats ** 0.5)
+            attention = edge_softmax(graph, graph.edata["a"] / self._out_feats**0.5)
             graph.edata["sa"] = attention
             graph.update_all(fn.u_mul_e("ft", "sa", "attn"), fn.sum("attn", "agg_u"))
             rst = graph.dstdata["agg_u"]

@@ -1,4 +1,5 @@
 """DGL's ``EdgeConv`` (Wang et al., 2019, DGCNN) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -1,5 +1,6 @@
 """DGL's ``EdgeGATConv`` (graph attention with edge features in the attention and the message) with its
 constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -24,8 +25,20 @@ class EdgeGATConv(ZeroInDegreeOption, nn.Module):
     node raises DGL's error unless ``allow_zero_in_degree``.
     """
 
-    def __init__(self, in_feats, edge_feats, out_feats, num_heads, feat_drop=0.0, attn_drop=0.0, negative_slope=0.2,
-                 residual=True, activation=None, allow_zero_in_degree=False, bias=True):
+    def __init__(
+        self,
+        in_feats,
+        edge_feats,
+        out_feats,
+        num_heads,
+        feat_drop=0.0,
+        attn_drop=0.0,
+        negative_slope=0.2,
+        residual=True,
+        activation=None,
+        allow_zero_in_degree=False,
+        bias=True,
+    ):
         super().__init__()
         add_gat_attention(self, in_feats, out_feats, num_heads, feat_drop, attn_drop, negative_slope)
         self._allow_zero_in_degree = allow_zero_in_degree

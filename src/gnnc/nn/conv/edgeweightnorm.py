@@ -1,4 +1,5 @@
 """DGL's ``EdgeWeightNorm``: edge weights normalised by the weighted degrees of their end nodes."""
+
 from __future__ import annotations
 
 import torch
@@ -25,11 +26,15 @@ class EdgeWeightNorm(nn.Module):
 
     def forward(self, graph, edge_weight):
         if edge_weight.dim() > 1:
-            raise DGLError("Currently the normalization is only defined on scalar edge weight. Please customize "
-                           "the normalization for your high-dimensional weights.")
+            raise DGLError(
+                "Currently the normalization is only defined on scalar edge weight. Please customize "
+                "the normalization for your high-dimensional weights."
+            )
         if self._norm == "both" and bool((edge_weight <= 0).any()):
-            raise DGLError('Non-positive edge weight detected with `norm="both"`. This leads to square root of '
-                           "zero or negative values.")
+            raise DGLError(
+                'Non-positive edge weight detected with `norm="both"`. This leads to square root of '
+                "zero or negative values."
+            )
         with graph.local_scope():
             graph.srcdata["_src_out_w"] = edge_weight.new_ones(graph.number_of_src_nodes())
             graph.dstdata["_dst_in_w"] = edge_weight.new_ones(graph.number_of_dst_nodes())

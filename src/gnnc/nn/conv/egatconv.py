@@ -1,5 +1,6 @@
 """DGL's ``EGATConv`` (graph attention with edge features, Kaminski et al., 2021) with its constructor,
 parameters and numbers."""
+
 from __future__ import annotations
 
 import torch

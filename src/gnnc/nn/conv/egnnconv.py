@@ -1,4 +1,5 @@
 """DGL's ``EGNNConv`` (Satorras et al., 2021) as gnnc message passing."""
+
 from __future__ import annotations
 
 import torch
@@ -22,10 +23,12 @@ class EGNNConv(nn.Module):
         self.in_size, self.hidden_size, self.out_size = in_size, hidden_size, out_size
         self.edge_feat_size = edge_feat_size
         act = nn.SiLU()
-        self.edge_mlp = nn.Sequential(nn.Linear(in_size * 2 + edge_feat_size + 1, hidden_size), act,
-                                      nn.Linear(hidden_size, hidden_size), act)
-        self.node_mlp = nn.Sequential(nn.Linear(in_size + hidden_size, hidden_size), act,
-                                      nn.Linear(hidden_size, out_size))
+        self.edge_mlp = nn.Sequential(
+            nn.Linear(in_size * 2 + edge_feat_size + 1, hidden_size), act, nn.Linear(hidden_size, hidden_size), act
+        )
+        self.node_mlp = nn.Sequential(
+            nn.Linear(in_size + hidden_size, hidden_size), act, nn.Linear(hidden_size, out_size)
+        )
         self.coord_mlp = nn.Sequential(nn.Linear(hidden_size, hidden_size), act, nn.Linear(hidden_size, 1, bias=False))
 
     def message(self, edges):

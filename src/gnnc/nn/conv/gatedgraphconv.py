@@ -1,5 +1,6 @@
 """DGL's ``GatedGraphConv`` (gated graph sequence networks, Li et al., 2016) with its constructor,
 parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -48,11 +49,13 @@ class GatedGraphConv(nn.Module):
 
     def forward(self, graph, feat, etypes=None):
         with graph.local_scope():
-            assert graph.is_homogeneous, ("not a homogeneous graph; convert it with to_homogeneous and pass in "
-                                          "the edge type as argument")
+            assert graph.is_homogeneous, (
+                "not a homogeneous graph; convert it with to_homogeneous and pass in the edge type as argument"
+            )
             if self._n_etypes != 1:
-                assert etypes.min() >= 0 and etypes.max() < self._n_etypes, \
+                assert etypes.min() >= 0 and etypes.max() < self._n_etypes, (
                     f"edge type indices out of range [0, {self._n_etypes})"
+                )
             feat = torch.cat([feat, feat.new_zeros((feat.shape[0], self._out_feats - feat.shape[1]))], -1)
             for _ in range(self._n_steps):
                 if self._n_etypes == 1 and etypes is None:

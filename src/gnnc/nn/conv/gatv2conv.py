@@ -1,4 +1,5 @@
 """DGL's ``GATv2Conv`` (Brody et al., 2022) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -23,8 +24,20 @@ class GATv2Conv(nn.Module):
     ``allow_zero_in_degree``.
     """
 
-    def __init__(self, in_feats, out_feats, num_heads, feat_drop=0.0, attn_drop=0.0, negative_slope=0.2,
-                 residual=False, activation=None, allow_zero_in_degree=False, bias=True, share_weights=False):
+    def __init__(
+        self,
+        in_feats,
+        out_feats,
+        num_heads,
+        feat_drop=0.0,
+        attn_drop=0.0,
+        negative_slope=0.2,
+        residual=False,
+        activation=None,
+        allow_zero_in_degree=False,
+        bias=True,
+        share_weights=False,
+    ):
         super().__init__()
         self._num_heads, self._out_feats = num_heads, out_feats
         self._in_src_feats, self._in_dst_feats = in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats)
@@ -34,8 +47,9 @@ class GATv2Conv(nn.Module):
         if share_weights and not isinstance(in_feats, tuple):
             self.fc_dst = self.fc_src
         else:
-            self.fc_dst = nn.Linear(self._in_dst_feats if isinstance(in_feats, tuple) else self._in_src_feats,
-                                    width, bias=bias)
+            self.fc_dst = nn.Linear(
+                self._in_dst_feats if isinstance(in_feats, tuple) else self._in_src_feats, width, bias=bias
+            )
         self.attn = nn.Parameter(torch.empty(1, num_heads, out_feats))
         self.feat_drop = nn.Dropout(feat_drop)
         self.attn_drop = nn.Dropout(attn_drop)
@@ -73,7 +87,7 @@ class GATv2Conv(nn.Module):
                 s = self.fc_src(h_src).view(*heads)
                 t = s if self.share_weights else self.fc_dst(h_dst).view(*heads)
                 if is_block(graph):
-                    t, h_dst = t[:graph.number_of_dst_nodes()], h_dst[:graph.number_of_dst_nodes()]
+                    t, h_dst = t[: graph.number_of_dst_nodes()], h_dst[: graph.number_of_dst_nodes()]
             graph.srcdata.update({"el": s})
             graph.dstdata.update({"er": t})
             graph.apply_edges(fn.u_add_v("el", "er", "e"))

@@ -1,4 +1,5 @@
 """DGL's ``GCN2Conv`` (GCNII, Chen et al., 2020) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,17 @@ class GCN2Conv(ZeroInDegreeOption, nn.Module):
     DGL's. A graph with a zero in-degree node raises DGL's error unless ``allow_zero_in_degree``.
     """
 
-    def __init__(self, in_feats, layer, alpha=0.1, lambda_=1, project_initial_features=True,
-                 allow_zero_in_degree=False, bias=True, activation=None):
+    def __init__(
+        self,
+        in_feats,
+        layer,
+        alpha=0.1,
+        lambda_=1,
+        project_initial_features=True,
+        allow_zero_in_degree=False,
+        bias=True,
+        activation=None,
+    ):
         super().__init__()
         self._in_feats = in_feats
         self._project_initial_features = project_initial_features
@@ -69,7 +79,7 @@ class GCN2Conv(ZeroInDegreeOption, nn.Module):
             graph.update_all(copy_or_weighted(graph, edge_weight), fn.sum("m", "h"))
             feat = graph.ndata.pop("h") * norm if edge_weight is None else graph.ndata.pop("h")
             feat = feat * (1 - self.alpha)
-            feat_0 = feat_0[:feat.size(0)] * self.alpha
+            feat_0 = feat_0[: feat.size(0)] * self.alpha
             feat_sum = feat + feat_0
             if self._project_initial_features:
                 projected = feat_sum @ self.weight1

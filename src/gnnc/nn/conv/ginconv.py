@@ -1,4 +1,5 @@
 """DGL's ``GINConv`` (Xu et al., 2019) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch

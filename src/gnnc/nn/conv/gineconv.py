@@ -1,5 +1,6 @@
 """DGL's ``GINEConv`` (GIN with edge features, Hu et al., 2020) with its constructor, parameters and
 numbers."""
+
 from __future__ import annotations
 
 import torch

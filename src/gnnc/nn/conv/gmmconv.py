@@ -1,5 +1,6 @@
 """DGL's ``GMMConv`` (MoNet's Gaussian mixture model convolution, Monti et al., 2017) with its
 constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,17 @@ class GMMConv(ZeroInDegreeOption, nn.Module):
     ``allow_zero_in_degree``.
     """
 
-    def __init__(self, in_feats, out_feats, dim, n_kernels, aggregator_type="sum", residual=False, bias=True,
-                 allow_zero_in_degree=False):
+    def __init__(
+        self,
+        in_feats,
+        out_feats,
+        dim,
+        n_kernels,
+        aggregator_type="sum",
+        residual=False,
+        bias=True,
+        allow_zero_in_degree=False,
+    ):
         super().__init__()
         self._in_src_feats, self._in_dst_feats = in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats)
         self._out_feats, self._dim, self._n_kernels = out_feats, dim, n_kernels

@@ -1,4 +1,5 @@
 """DGL's ``GraphConv`` (Kipf & Welling, 2017) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -29,12 +30,12 @@ class GraphConv(nn.Module):
     ``feat``: ``[N_src, *, in_feats]`` or a ``(source, destination)`` pair (bipartite graphs, blocks).
     """
 
-    def __init__(self, in_feats, out_feats, norm="both", weight=True, bias=True, activation=None,
-                 allow_zero_in_degree=False):
+    def __init__(
+        self, in_feats, out_feats, norm="both", weight=True, bias=True, activation=None, allow_zero_in_degree=False
+    ):
         super().__init__()
         if norm not in _NORMS:
-            raise DGLError(f'Invalid norm value. Must be either "none", "both", "right" or "left". '
-                           f'But got "{norm}".')
+            raise DGLError(f'Invalid norm value. Must be either "none", "both", "right" or "left". But got "{norm}".')
         self._in_feats, self._out_feats, self._norm = in_feats, out_feats, norm
         self._allow_zero_in_degree = allow_zero_in_degree
         self.weight = nn.Parameter(torch.empty(in_feats, out_feats)) if weight else None
@@ -59,8 +60,10 @@ class GraphConv(nn.Module):
             if self._norm in ("left", "both"):
                 feat_src = feat_src * degree_norm(out_degrees(graph), feat_src, -0.5 if self._norm == "both" else -1)
             if weight is not None and self.weight is not None:
-                raise DGLError("External weight is provided while at the same time the module has defined its own "
-                               "weight parameter. Please create the module with flag weight=False.")
+                raise DGLError(
+                    "External weight is provided while at the same time the module has defined its own "
+                    "weight parameter. Please create the module with flag weight=False."
+                )
             weight = self.weight if weight is None else weight
             # as DGL: multiply by W on the narrower side of the aggregation
             if self._in_feats > self._out_feats and weight is not None:

@@ -1,4 +1,5 @@
 """DGL's ``GroupRevRes``: grouped reversible residual connections (Li et al., 2021)."""
+
 from __future__ import annotations
 
 from copy import deepcopy

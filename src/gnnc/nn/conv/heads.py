@@ -1,5 +1,6 @@
 """What DGL's multi-head attention convolutions (GATConv, EdgeGATConv, DotGatConv) share: their per-head
 projections of the inputs (parameters, initialisation, use) and GAT's attention vectors."""
+
 from __future__ import annotations
 
 import torch

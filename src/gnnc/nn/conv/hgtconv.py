@@ -1,6 +1,7 @@
 """DGL's ``HGTConv`` (Hu et al., 2020) over a graph whose node and edge types are given as tensors, as gnnc
 message passing. (``gnnc.models.HGTConv`` is the heterograph layer of DGL's HGT example: typed biases, one
 weight tensor per role, the types taken from the graph; another parameterisation, so not shared.)"""
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,7 @@ class HGTConv(nn.Module):
     def forward(self, g, x, ntype, etype, *, presorted=False):
         x_dst, dst_ntype = x, ntype
         if is_block(g):
-            x_dst, dst_ntype = x[:g.num_dst_nodes()], ntype[:g.num_dst_nodes()]
+            x_dst, dst_ntype = x[: g.num_dst_nodes()], ntype[: g.num_dst_nodes()]
         heads = (-1, self.num_heads, self.head_size)
         with g.local_scope():
             g.srcdata["k"] = self.linear_k(x, ntype, presorted).view(heads)

@@ -1,5 +1,6 @@
 """What DGL's edge-kernel convolutions (NNConv, GMMConv) share: the aggregator by name, the optional
 residual projection and bias, and their addition to the aggregate."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """DGL's ``NNConv`` (edge-conditioned convolution, Gilmer et al., 2017) with its constructor, parameters
 and numbers."""
+
 from __future__ import annotations
 
 from torch import nn

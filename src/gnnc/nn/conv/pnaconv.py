@@ -1,5 +1,6 @@
 """DGL's ``PNAConv`` (Corso et al., 2020, principal neighbourhood aggregation) with its constructor,
 parameters and numbers."""
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,11 @@ def _var(msg):
 
 def _moment(n):
     """The n-th central moment's signed n-th root, (E[(m - E[m])^n])^(1/n)."""
+
     def aggregate(msg):
         central = (msg - msg.mean(dim=1, keepdim=True)).pow(n).mean(dim=1)
         return torch.sign(central) * (central.abs() + 1e-30).pow(1.0 / n)
+
     return aggregate
 
 
@@ -103,8 +106,9 @@ class PNAConv(nn.Module):
     ``.batchnorm``, ``mixing_layer.0``).
     """
 
-    def __init__(self, in_size, out_size, aggregators, scalers, delta, dropout=0.0, num_towers=1, edge_feat_size=0,
-                 residual=True):
+    def __init__(
+        self, in_size, out_size, aggregators, scalers, delta, dropout=0.0, num_towers=1, edge_feat_size=0, residual=True
+    ):
         super().__init__()
         assert in_size % num_towers == 0, "in_size must be divisible by num_towers"
         assert out_size % num_towers == 0, "out_size must be divisible by num_towers"
@@ -112,15 +116,27 @@ class PNAConv(nn.Module):
         self.tower_in_size, self.tower_out_size = in_size // num_towers, out_size // num_towers
         self.edge_feat_size = edge_feat_size
         self.residual = residual and in_size == out_size
-        self.towers = nn.ModuleList([
-            PNAConvTower(self.tower_in_size, self.tower_out_size, aggregators, scalers, delta, dropout=dropout,
-                             edge_feat_size=edge_feat_size)
-            for _ in range(num_towers)])
+        self.towers = nn.ModuleList(
+            [
+                PNAConvTower(
+                    self.tower_in_size,
+                    self.tower_out_size,
+                    aggregators,
+                    scalers,
+                    delta,
+                    dropout=dropout,
+                    edge_feat_size=edge_feat_size,
+                )
+                for _ in range(num_towers)
+            ]
+        )
         self.mixing_layer = nn.Sequential(nn.Linear(out_size, out_size), nn.LeakyReLU())
 
     def forward(self, graph, node_feat, edge_feat=None):
         width = self.tower_in_size
-        h = torch.cat([tower(graph, node_feat[:, i * width:(i + 1) * width], edge_feat)
-                       for i, tower in enumerate(self.towers)], dim=1)
+        h = torch.cat(
+            [tower(graph, node_feat[:, i * width : (i + 1) * width], edge_feat) for i, tower in enumerate(self.towers)],
+            dim=1,
+        )
         h = self.mixing_layer(h)
         return h + node_feat if self.residual else h

@@ -1,4 +1,5 @@
 """DGL's ``RelGraphConv`` (Schlichtkrull et al., 2018) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,19 @@ class RelGraphConv(nn.Module):
     ``[E]`` type ids in edge order, ``norm`` ``[E, 1]`` edge factors; ``presorted``: edges come sorted by type.
     """
 
-    def __init__(self, in_feat, out_feat, num_rels, regularizer=None, num_bases=None, bias=True, activation=None,
-                 self_loop=True, dropout=0.0, layer_norm=False):
+    def __init__(
+        self,
+        in_feat,
+        out_feat,
+        num_rels,
+        regularizer=None,
+        num_bases=None,
+        bias=True,
+        activation=None,
+        self_loop=True,
+        dropout=0.0,
+        layer_norm=False,
+    ):
         super().__init__()
         if regularizer is not None and num_bases is None:
             num_bases = num_rels
@@ -57,7 +69,7 @@ class RelGraphConv(nn.Module):
             if self.bias:
                 h = h + self.h_bias
             if self.self_loop:
-                h = h + feat[:g.num_dst_nodes()] @ self.loop_weight
+                h = h + feat[: g.num_dst_nodes()] @ self.loop_weight
             if self.activation:
                 h = self.activation(h)
             return self.dropout(h)

@@ -1,4 +1,5 @@
 """DGL's ``SAGEConv`` (Hamilton et al., 2017) with its constructor, parameters and numbers."""
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,9 @@ class SAGEConv(nn.Module):
     def __init__(self, in_feats, out_feats, aggregator_type, feat_drop=0.0, bias=True, norm=None, activation=None):
         super().__init__()
         if aggregator_type not in _AGGREGATORS:
-            raise DGLError(f"Invalid aggregator_type. Must be one of {_AGGREGATORS}. "
-                           f"But got {aggregator_type!r} instead.")
+            raise DGLError(
+                f"Invalid aggregator_type. Must be one of {_AGGREGATORS}. But got {aggregator_type!r} instead."
+            )
         self._in_src_feats, self._in_dst_feats = in_feats if isinstance(in_feats, tuple) else (in_feats, in_feats)
         self._out_feats, self._aggre_type = out_feats, aggregator_type
         self.norm, self.activation = norm, activation
@@ -95,13 +97,15 @@ class SAGEConv(nn.Module):
 
     def _gcn(self, graph, feat, feat_src, feat_dst, message):
         if isinstance(feat, tuple) and feat[0].shape[1:] != feat[1].shape[1:]:
-            raise DGLError(f"The feature shape of source nodes: {feat[0].shape[1:]} should be equal to the "
-                           f"feature shape of destination nodes: {feat[1].shape[1:]}.")
+            raise DGLError(
+                f"The feature shape of source nodes: {feat[0].shape[1:]} should be equal to the "
+                f"feature shape of destination nodes: {feat[1].shape[1:]}."
+            )
         graph.srcdata["h"] = self.fc_neigh(feat_src) if self._linear_first() else feat_src
         if isinstance(feat, tuple):
             graph.dstdata["h"] = self.fc_neigh(feat_dst) if self._linear_first() else feat_dst
         else:
-            graph.dstdata["h"] = graph.srcdata["h"][:graph.num_dst_nodes()] if is_block(graph) else graph.srcdata["h"]
+            graph.dstdata["h"] = graph.srcdata["h"][: graph.num_dst_nodes()] if is_block(graph) else graph.srcdata["h"]
         graph.update_all(message, fn.sum("m", "neigh"))
         degrees = in_degrees(graph).to(feat_dst)
         h_neigh = (graph.dstdata["neigh"] + graph.dstdata["h"]) / (degrees.unsqueeze(-1) + 1)

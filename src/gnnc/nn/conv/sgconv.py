@@ -1,5 +1,6 @@
 """DGL's ``SGConv`` (Wu et al., 2019, simplified graph convolution) with its constructor, parameters and
 numbers."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -1,5 +1,6 @@
 """DGL's ``TAGConv`` (Du et al., 2017, topology adaptive graph convolution) with its constructor, parameters
 and numbers."""
+
 from __future__ import annotations
 
 import torch

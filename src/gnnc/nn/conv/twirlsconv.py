@@ -1,5 +1,6 @@
 """DGL's ``TWIRLSConv`` (Yang et al., 2021: graph neural networks inspired by classical iterative
 algorithms) as gnnc message passing."""
+
 from __future__ import annotations
 
 import itertools
@@ -70,7 +71,7 @@ def _reweight(g, y, etas, tau, T, p, attn_dropout, training):
     if etas is not None:
         y = y * etas.view(-1)
     g.srcdata["h"] = y
-    g.srcdata["h_norm"] = (y ** 2).sum(-1)
+    g.srcdata["h_norm"] = (y**2).sum(-1)
     g.apply_edges(fn.u_dot_v("h", "h", "dot_"))
     g.apply_edges(fn.u_add_v("h_norm", "h_norm", "norm_"))
     w = g.edata["norm_"].view(-1) - 2 * g.edata["dot_"].view(-1)
@@ -91,8 +92,21 @@ class TWIRLSUnfoldingAndAttention(nn.Module):
     weights recomputed by the attention step before the first step (``init_att``) and after step
     ``attn_aft`` (when >= 0); ``etas`` (with ``use_eta``) scales the features the attention compares."""
 
-    def __init__(self, d, alp, lam, prop_step, attn_aft=-1, tau=0.2, T=-1, p=1, use_eta=False, init_att=False,
-                 attn_dropout=0, precond=True):
+    def __init__(
+        self,
+        d,
+        alp,
+        lam,
+        prop_step,
+        attn_aft=-1,
+        tau=0.2,
+        T=-1,
+        p=1,
+        use_eta=False,
+        init_att=False,
+        attn_dropout=0,
+        precond=True,
+    ):
         super().__init__()
         self.d, self.lam, self.tau, self.T, self.p = d, lam, tau, T, p
         self.alp = alp if alp > 0 else 1 / (lam + 1)
@@ -130,9 +144,28 @@ class TWIRLSConv(nn.Module):
     calls (``cached_unfolding``), whatever graph or features they pass.
     """
 
-    def __init__(self, input_d, output_d, hidden_d, prop_step, num_mlp_before=1, num_mlp_after=1, norm="none",
-                 precond=True, alp=0, lam=1, attention=False, tau=0.2, T=-1, p=1, use_eta=False, attn_bef=False,
-                 dropout=0.0, attn_dropout=0.0, inp_dropout=0.0):
+    def __init__(
+        self,
+        input_d,
+        output_d,
+        hidden_d,
+        prop_step,
+        num_mlp_before=1,
+        num_mlp_after=1,
+        norm="none",
+        precond=True,
+        alp=0,
+        lam=1,
+        attention=False,
+        tau=0.2,
+        T=-1,
+        p=1,
+        use_eta=False,
+        attn_bef=False,
+        dropout=0.0,
+        attn_dropout=0.0,
+        inp_dropout=0.0,
+    ):
         super().__init__()
         self.input_d, self.output_d, self.hidden_d, self.prop_step = input_d, output_d, hidden_d, prop_step
         self.num_mlp_before, self.num_mlp_after, self.norm, self.precond = num_mlp_before, num_mlp_after, norm, precond
@@ -146,10 +179,18 @@ class TWIRLSConv(nn.Module):
         self.size_bef_unf = output_d if num_mlp_after == 0 else hidden_d
         self.size_aft_unf = input_d if num_mlp_before == 0 else hidden_d
         self.mlp_bef = MLP(input_d, hidden_d, self.size_bef_unf, num_mlp_before, dropout, norm, init_activate=False)
-        self.unfolding = TWIRLSUnfoldingAndAttention(hidden_d, alp, lam, prop_step, self.attn_aft, tau, T, p, use_eta,
-                                                     attn_bef, attn_dropout, precond)
-        self.mlp_aft = MLP(self.size_aft_unf, hidden_d, output_d, num_mlp_after, dropout, norm,
-                           init_activate=num_mlp_before > 0 and num_mlp_after > 0)
+        self.unfolding = TWIRLSUnfoldingAndAttention(
+            hidden_d, alp, lam, prop_step, self.attn_aft, tau, T, p, use_eta, attn_bef, attn_dropout, precond
+        )
+        self.mlp_aft = MLP(
+            self.size_aft_unf,
+            hidden_d,
+            output_d,
+            num_mlp_after,
+            dropout,
+            norm,
+            init_activate=num_mlp_before > 0 and num_mlp_after > 0,
+        )
 
     def forward(self, graph, feat):
         graph = add_self_loop(remove_self_loop(graph))

@@ -1,4 +1,5 @@
 """DGL's ``BiasedMHA``: dense multi-head attention with an attention bias (Graphormer, Ying et al., 2021)."""
+
 from __future__ import annotations
 
 import torch
@@ -21,7 +22,7 @@ class BiasedMHA(nn.Module):
         self.feat_size, self.num_heads = feat_size, num_heads
         self.head_dim = feat_size // num_heads
         assert self.head_dim * num_heads == feat_size, "feat_size must be divisible by num_heads"
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim**-0.5
         self.attn_bias_type = attn_bias_type
         self.q_proj = nn.Linear(feat_size, feat_size, bias=bias)
         self.k_proj = nn.Linear(feat_size, feat_size, bias=bias)
@@ -33,7 +34,7 @@ class BiasedMHA(nn.Module):
     def reset_parameters(self):
         """Xavier-uniform projections (gain 1/sqrt(2) for q, k, v) and a zero output bias, as DGL's."""
         for proj in (self.q_proj, self.k_proj, self.v_proj):
-            nn.init.xavier_uniform_(proj.weight, gain=2 ** -0.5)
+            nn.init.xavier_uniform_(proj.weight, gain=2**-0.5)
         nn.init.xavier_uniform_(self.out_proj.weight)
         if self.out_proj.bias is not None:
             nn.init.constant_(self.out_proj.bias, 0.0)

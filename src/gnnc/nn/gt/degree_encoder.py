@@ -1,4 +1,5 @@
 """DGL's ``DegreeEncoder``: Graphormer's learned degree embeddings (Ying et al., 2021)."""
+
 from __future__ import annotations
 
 import torch

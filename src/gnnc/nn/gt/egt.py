@@ -1,4 +1,5 @@
 """DGL's ``EGTLayer``: the Edge-augmented Graph Transformer layer (Hussain et al., 2022)."""
+
 from __future__ import annotations
 
 import torch
@@ -9,8 +10,9 @@ _ELU = nn.ELU()  # DGL's default activation: one stateless module shared by ever
 
 
 def _ffn(size, activation, dropout):
-    return nn.Sequential(nn.LayerNorm(size), nn.Linear(size, size), activation, nn.Linear(size, size),
-                         nn.Dropout(dropout))
+    return nn.Sequential(
+        nn.LayerNorm(size), nn.Linear(size, size), activation, nn.Linear(size, size), nn.Dropout(dropout)
+    )
 
 
 class EGTLayer(nn.Module):
@@ -24,8 +26,17 @@ class EGTLayer(nn.Module):
     out ``[3 * head_dim, num_heads]``, heads innermost, as DGL's.
     """
 
-    def __init__(self, feat_size, edge_feat_size, num_heads, num_virtual_nodes, dropout=0, attn_dropout=0,
-                 activation=_ELU, edge_update=True):
+    def __init__(
+        self,
+        feat_size,
+        edge_feat_size,
+        num_heads,
+        num_virtual_nodes,
+        dropout=0,
+        attn_dropout=0,
+        activation=_ELU,
+        edge_update=True,
+    ):
         super().__init__()
         assert feat_size % num_heads == 0, "feat_size must be divisible by num_heads"
         self.num_heads, self.num_virtual_nodes, self.edge_update = num_heads, num_virtual_nodes, edge_update
@@ -59,7 +70,7 @@ class EGTLayer(nn.Module):
             weights = F.softmax(scores + mask.unsqueeze(-1), dim=2) * gates
         attended = torch.einsum("blmh,bmkh->blkh", self.attn_dropout(weights), v)
         scalers = torch.log(1 + torch.sum(gates, dim=2, keepdim=True))
-        scalers[:, :self.num_virtual_nodes] = 1.0
+        scalers[:, : self.num_virtual_nodes] = 1.0
         attended = (attended * scalers).reshape(batch, n, self.num_heads * self.dot_dim)
         nfeat = self.mha_dropout_h(self.node_output(attended)) + nfeat
         nfeat = self.node_ffn(nfeat) + nfeat

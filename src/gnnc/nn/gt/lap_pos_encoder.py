@@ -1,4 +1,5 @@
 """DGL's ``LapPosEncoder``: learned Laplacian positional encodings (Kreuzer et al., 2021; Lim et al., 2022)."""
+
 from __future__ import annotations
 
 import itertools

@@ -1,5 +1,6 @@
 """DGL's ``PathEncoder``: Graphormer's attention bias from the edges along shortest paths (Ying et al.,
 2021)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,5 +1,6 @@
 """DGL's ``SpatialEncoder`` and ``SpatialEncoder3d``: Graphormer's attention biases from shortest-path
 distances (Ying et al., 2021) and from 3D distances (Shi et al., 2022)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """DGL's ``EdgePredictor``: a score per node pair from the two ends' representations."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """DGL's ``TransE`` score (Bordes et al., 2013)."""
+
 from __future__ import annotations
 
 import torch

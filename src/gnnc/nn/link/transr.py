@@ -1,4 +1,5 @@
 """DGL's ``TransR`` score (Lin et al., 2015)."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Stand-in for ``ogb.graphproppred.mol_encoder``: one embedding per categorical column, summed."""
+
 import torch
 
 ATOM_FEATURE_DIMS = [119, 5, 12, 12, 10, 6, 6, 2, 2]
