@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from gnnc.data import synthetic
-from gnnc.data.sampler import NeighborSampler
+from gnnc.data.neighbor_sampler import NeighborSampler
 from gnnc.distributed import add_reverse_relations
 from gnnc.distributed.cache import ALLOCATIONS, FeatureCache, measure_transfer_cost, presample_hotness
 from gnnc.nn import SparseAdam

@@ -198,7 +198,7 @@ def _stepper(graph, x, module, fn, mode: str, fallbacks: list):
     zero_grad, forward, sum, backward, SGD step), recording ``FallbackWarning`` messages into ``fallbacks``."""
     import torch
 
-    from gnnc.runtime.compiled import FallbackWarning
+    from gnnc.compiler.driver import FallbackWarning
     from harness.timing import SGD_LR
 
     def call():

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import math
 import multiprocessing as mp
 import os
@@ -32,6 +31,7 @@ import time
 
 import torch
 
+from gnnc import backend as gnnc_backend
 from harness.procfs import reset_peak, status_kib, trim_heap
 
 DATASETS = {"pubmed": (19_717, 88_651), "arxiv": (169_343, 1_166_243)}
@@ -58,7 +58,7 @@ def naive_index_add(msg, dst, n):
 
 def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = "torch"):
     """(name, gnnc fn on ``backend``, naive fn, inputs) per primitive; every float input gets a gradient."""
-    B = importlib.import_module(f"gnnc.backend.{backend}")
+    B = gnnc_backend.package(backend)
 
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, n, (e,), generator=gen)
@@ -174,8 +174,8 @@ def measure(fn, inputs, runs: int, backward: bool) -> tuple[float, float]:
 
 
 def run_case(name: str, runs: int, heads: int, feats: int, seed: int, threads: int | None, backend: str, queue) -> None:
-    from gnnc.backend.torch import clear_structure_cache
-    from gnnc.backend.torch.csr import csr_structure
+    from gnnc.backend.pytorch import clear_structure_cache
+    from gnnc.backend.pytorch.csr import csr_structure
 
     if threads:
         torch.set_num_threads(threads)

@@ -27,8 +27,8 @@ from torch.nn import functional as F
 
 import gnnc
 from gnnc import data
-from gnnc.ir import ops
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
+from gnnc.ir import operators as ops
 
 
 def _max_values(e):

@@ -18,8 +18,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import natural_udfs
-from gnnc.backend.torch import index_matmul
-from gnnc.runtime import compiled, type_rows
+from gnnc.backend.pytorch import index_matmul
+from gnnc.forward.replay import type_rows
+from gnnc.runtime import plan as plan_runner
 from harness import datasets
 
 
@@ -39,12 +40,12 @@ def costs(g) -> dict:
     edges, relations, types = rel.numel(), int(rel.max()) + 1, tuple(range(int(ntype.max()) + 1))
     out = {
         f"{name} in internal order": (
-            median_ms(lambda u=user: compiled._internal_order(index, u, 0, edges)),
+            median_ms(lambda u=user: plan_runner._internal_order(index, u, 0, edges)),
             median_ms(lambda u=user: index.from_user_order(u, 0, edges)),
         )
         for name, user in (("rel_type", rel), ("norm", norm))
     }
-    internal = compiled._internal_order(index, rel, 0, edges)
+    internal = plan_runner._internal_order(index, rel, 0, edges)
 
     def regrouped():
         index_matmul.clear_groupings()

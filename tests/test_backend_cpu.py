@@ -24,7 +24,7 @@ pytest.importorskip("numba")
 import gnnc  # noqa: E402
 from gnnc import backend  # noqa: E402
 from gnnc.backend import cpu as cpu_backend  # noqa: E402
-from gnnc.backend import torch as torch_backend  # noqa: E402
+from gnnc.backend import pytorch as torch_backend  # noqa: E402
 from gnnc.backend.cpu import interop, softmax_aggregate  # noqa: E402
 
 cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package exports the function of that name
@@ -618,7 +618,7 @@ def test_scaled_spmm_in_the_numba_loop(dtype, shapes, reduce, sides):
 def test_head_spmm_rows_equals_torch_head_spmm(heads, feats, weighted):
     """The numba head sum called directly (as ``_SpmmHeads`` calls it, forward and transposed) equals the
     torch backend's, weighted per head or unweighted over every head, with the size floor lowered."""
-    from gnnc.backend.torch.csr import head_spmm
+    from gnnc.backend.pytorch.csr import head_spmm
 
     ns, nd, src, dst = edges("multi")
     by_src, by_dst = rand(ns, heads, feats).detach(), rand(nd, heads, feats).detach()
@@ -636,7 +636,7 @@ def test_weighted_sum_gradients_take_one_pass_over_the_sources(reduce, x_needs_g
     """When the weights need a gradient, backward is one numba loop over the CSR by source giving both
     gradients (or the weights' alone): no sampled matmul or head-major copies; values as the naive sum's
     (MoNet's kernels as heads, a destination scale and a mean)."""
-    torch_spmm = importlib.import_module("gnnc.backend.torch.spmm")
+    torch_spmm = importlib.import_module("gnnc.backend.pytorch.spmm")
     ns, nd, src, dst = edges("multi")
     x = rand(ns, 3, 64).requires_grad_(x_needs_grad)
     w = rand(src.numel(), 3, 1, seed=2)
@@ -668,7 +668,7 @@ def test_narrow_heads_sum_in_the_numba_loop(heads, feats, dtype):
     """Narrow heads (as GAT's and HGT's) take the numba loop too, per head or per block-diagonal matmul size:
     the per-head weighted SpMM and the dot SDDMM's backward (HGT's attention scores) equal the naive ones,
     forward and gradients, and the loop runs."""
-    from gnnc.backend.torch import csr
+    from gnnc.backend.pytorch import csr
 
     launched = []
 

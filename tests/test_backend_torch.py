@@ -1,4 +1,4 @@
-"""gnnc.backend.torch primitives against naive gather / index_add / mailbox formulations.
+"""gnnc.backend.pytorch primitives against naive gather / index_add / mailbox formulations.
 
 Every primitive is checked forward and backward: gradcheck in float64 on tiny
 inputs, and direct comparison with a naive autograd formulation on index sets
@@ -18,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnnc.backend.torch import (
+from gnnc.backend.pytorch import (
     clear_structure_cache,
     csr,
     edge_softmax,
@@ -663,7 +663,7 @@ def test_gather_segment_matmul_matches_naive(case, dtype):
 
 @pytest.mark.parametrize("buffer", [0, 1 << 30])
 def test_gather_segment_matmul_gradient_scattered_per_chunk_or_by_one_sparse_matmul(buffer, monkeypatch):
-    from gnnc.backend.torch import typed_matmul
+    from gnnc.backend.pytorch import typed_matmul
 
     monkeypatch.setattr(typed_matmul, "SCATTER_BUFFER_BYTES", buffer)
     gen = torch.Generator().manual_seed(4)

@@ -37,9 +37,9 @@ pytest.importorskip("triton")
 
 import gnnc  # noqa: E402
 from gnnc import backend  # noqa: E402
-from gnnc.backend import torch as torch_backend  # noqa: E402
+from gnnc.backend import pytorch as torch_backend  # noqa: E402
 from gnnc.backend import triton as triton_backend  # noqa: E402
-from gnnc.backend.torch.csr import csr_structure  # noqa: E402
+from gnnc.backend.pytorch.csr import csr_structure  # noqa: E402
 from gnnc.backend.triton import balance, launch  # noqa: E402
 from gnnc.models import (
     EdgeConv,

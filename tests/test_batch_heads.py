@@ -20,10 +20,10 @@ from torch import nn
 
 import gnnc
 import gnnc.function as fn
-from gnnc.frontend.forward import trace
-from gnnc.frontend.heads import Unbatchable, batch_udf
-from gnnc.passes import batch_heads, merge_linears
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.compiler.driver import FallbackWarning, recording
+from gnnc.forward.capture import trace
+from gnnc.forward.heads import Unbatchable, batch_udf
+from gnnc.forward.passes import batch_heads, merge_linears
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import natural_models  # noqa: E402 - bench/ is no package

@@ -14,9 +14,9 @@ import torch
 
 import gnnc
 from gnnc import function as fn
-from gnnc.frontend.message_passing import compiling
+from gnnc.compiler import driver as compiled
 from gnnc.graph.blocks import block_to_graph, create_block
-from gnnc.runtime import compiled
+from gnnc.message_passing import compiling
 
 NID, EID = "_ID", "_ID"
 

@@ -14,8 +14,8 @@ import torch
 
 import gnnc
 from gnnc import function as fn
-from gnnc.frontend.message_passing import compiling
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
+from gnnc.message_passing import compiling
 
 NID = "_ID"
 

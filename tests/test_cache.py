@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gnnc
-from gnnc.data.sampler import NeighborSampler
+from gnnc.data.neighbor_sampler import NeighborSampler
 from gnnc.distributed import add_reverse_relations
 from gnnc.distributed.cache import (
     FeatureCache,

@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 import gnnc
 import gnnc.function as fn
 from gnnc import models
-from gnnc.runtime import compiled, cost, recompute
+from gnnc.backend import rebuild_in_backward as recompute
+from gnnc.compiler import driver as compiled
+from gnnc.ir import cost
 from gnnc.runtime.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
 

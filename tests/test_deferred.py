@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import gnnc
+from gnnc.compiler import driver as compiled
+from gnnc.compiler.driver import FallbackWarning
 from gnnc.data import npz
-from gnnc.frontend.message_passing import compiling
-from gnnc.runtime import compiled
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.message_passing import compiling
 from gnnc.runtime.deferred import DeferredEdges, InternalOrderEdges
 from tests.graphs import random_heterograph, random_homograph
 
@@ -55,7 +55,7 @@ def test_compiled_apply_edges_defers_and_reads_back_in_user_order(backend):
     g = _unsorted_graph()
     _features(g)
     want = _eager_scores(g)
-    with gnnc.frontend.message_passing.compiling({"backend": backend}):
+    with gnnc.message_passing.compiling({"backend": backend}):
         g.apply_edges(_scores)
     assert isinstance(g._estore.peek_whole("e"), DeferredEdges)
     assert g.edata["e"].shape == want.shape
@@ -83,7 +83,7 @@ def test_fused_consumer_matches_eager_forward_and_backward(backend):
 
     want = layer(False)
     (want_grad,) = torch.autograd.grad((want * torch.linspace(0, 1, want.numel()).view_as(want)).sum(), z)
-    with gnnc.frontend.message_passing.compiling({"backend": backend}), compiled.recording() as plans:
+    with gnnc.message_passing.compiling({"backend": backend}), compiled.recording() as plans:
         got = layer(True)
     (got_grad,) = torch.autograd.grad((got * torch.linspace(0, 1, got.numel()).view_as(got)).sum(), z)
     torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-12)

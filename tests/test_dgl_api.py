@@ -16,9 +16,9 @@ import torch.nn.functional as F
 
 import gnnc
 import gnnc.function as fn
-from gnnc.ir import ops
+from gnnc.compiler.driver import recording
+from gnnc.ir import operators as ops
 from gnnc.ops import edge_softmax
-from gnnc.runtime.compiled import recording
 from tests.graphs import random_heterograph, random_homograph
 
 

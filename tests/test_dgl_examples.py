@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import gnnc
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
 from tests import dgl_examples as models
 from tests import pyg_port_examples as pyg
 from tests.graphs import random_heterograph, random_homograph

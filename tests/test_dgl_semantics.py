@@ -11,8 +11,8 @@ import torch
 
 import gnnc
 import gnnc.function as fn
-from gnnc.frontend.message_passing import compiling
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.compiler.driver import FallbackWarning, recording
+from gnnc.message_passing import compiling
 
 
 def _tree():

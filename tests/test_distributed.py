@@ -22,7 +22,7 @@ from gnnc.distributed.comm import Comm, GradSync, backend_for, peer_machines
 from gnnc.distributed.launch import torchrun_command, worker_args
 from gnnc.distributed.raf import KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward, schema_graph
 from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
-from gnnc.frontend.message_passing import compiling
+from gnnc.message_passing import compiling
 from gnnc.minibatch import STAGES, MinibatchTrainer
 
 from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture

@@ -217,8 +217,8 @@ if mode == "eager":
     exec(code, {"__name__": "__main__"})
 else:  # every message-passing call compiled; a fallback is an error
     import warnings
-    from gnnc.frontend.message_passing import compiling
-    from gnnc.runtime.compiled import FallbackWarning, recording
+    from gnnc.message_passing import compiling
+    from gnnc.compiler.driver import FallbackWarning, recording
 
     warnings.simplefilter("error", FallbackWarning)
     with compiling({}), recording() as plans:

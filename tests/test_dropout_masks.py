@@ -12,8 +12,8 @@ from torch import nn
 
 import gnnc
 from gnnc import models
-from gnnc.ir import ops
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
+from gnnc.ir import operators as ops
 from tests.graphs import random_homograph
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import gnnc.function as fn
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.compiler.driver import FallbackWarning
 from tests.graphs import random_homograph
 
 D = 3

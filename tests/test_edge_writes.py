@@ -15,8 +15,8 @@ from torch.nn import functional as F
 
 import gnnc
 import gnnc.function as fn
-from gnnc.runtime import compiled
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.compiler import driver as compiled
+from gnnc.compiler.driver import FallbackWarning
 from tests.graphs import random_heterograph, random_homograph
 
 D = 5

@@ -22,12 +22,16 @@ import torch
 from torch import nn
 
 import gnnc
-import gnnc.passes
+import gnnc.compiler.passes
 from gnnc.backend.cpu import interop
-from gnnc.frontend import forward
-from gnnc.ir import ops
+from gnnc.compiler import driver as compiled
+from gnnc.forward import capture as forward
+from gnnc.forward.replay import head_blocks, type_rows
+from gnnc.ir import cost
+from gnnc.ir import operators as ops
 from gnnc.models.rgcn import RGCNConv
-from gnnc.runtime import compiled, cost, head_blocks, scope_release, type_rows
+from gnnc.runtime import feature_release as scope_release
+from gnnc.runtime import plan as plan_runner
 
 from .graphs import random_heterograph
 from .test_forward_passes import ReadsAcrossACall
@@ -116,10 +120,10 @@ STAGES = {
     "planning": ("plain", (compiled, "_read_signature"), "call"),
     "tracing": ("plain", (compiled, "trace_udf"), "call"),
     "building the MP-DFG": ("plain", (compiled, "build_update_all"), "call"),
-    "plan binding": ("plain", (compiled, "bind_inputs"), "call"),
+    "plan binding": ("plain", (plan_runner, "bind_inputs"), "call"),
     "shape inference": ("plain", (compiled, "infer"), "call"),
-    "pass lower_aggregation": ("plain", (gnnc.passes, "PIPELINE", "lower_aggregation"), "call"),
-    "pass fuse": ("gat", (gnnc.passes, "PIPELINE", "fuse"), "model"),
+    "pass lower_aggregation": ("plain", (gnnc.compiler.passes, "PIPELINE", "lower_aggregation"), "call"),
+    "pass fuse": ("gat", (gnnc.compiler.passes, "PIPELINE", "fuse"), "model"),
     "lowering": ("plain", (compiled, "_finish"), "call"),
     "plan run": ("plain", (ops, "_kernels"), "call"),
     "code generation": ("gat", (interop, "_vectorizing"), "model"),

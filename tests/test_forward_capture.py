@@ -1,4 +1,4 @@
-"""Whole-forward capture (``gnnc.frontend.forward``) and the forward passes, against the model run eagerly.
+"""Whole-forward capture (``gnnc.forward.capture``) and the forward passes, against the model run eagerly.
 
 Models are written as users write them: per-type linears applied by boolean masks (DGL's HGT example on a
 homogeneous graph), a linear per head (DGL's GAT tutorial), plain tensor weights rebound after each step.
@@ -19,7 +19,7 @@ from torch import nn
 
 import gnnc
 import gnnc.function as fn
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.compiler.driver import FallbackWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import natural_models  # noqa: E402 - bench/ is no package

@@ -1,5 +1,5 @@
 """The forward passes (graph_reads, type_masks, merge_linears) as pure functions on captured fx graphs, and
-the run-time rows they call (``gnnc.runtime.type_rows``) against the masks they replace."""
+the run-time rows they call (``gnnc.forward.replay.type_rows``) against the masks they replace."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import gnnc
-from gnnc.frontend.forward import trace
-from gnnc.passes import graph_reads, merge_linears, type_masks
-from gnnc.runtime.type_rows import finish_rows, split_rows, type_layout, write_rows
+from gnnc.forward.capture import trace
+from gnnc.forward.passes import graph_reads, merge_linears, type_masks
+from gnnc.forward.replay.type_rows import finish_rows, split_rows, type_layout, write_rows
 
 
 def _g(n=12, types=3, seed=0):

@@ -15,8 +15,8 @@ import torch
 
 import gnnc
 from gnnc import models
-from gnnc.ir import ops
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
+from gnnc.ir import operators as ops
 from tests.graphs import random_homograph
 
 FUSED = {ops.edge_softmax_aggregate, ops.sddmm_softmax_aggregate}

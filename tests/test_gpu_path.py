@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import gnnc
+from gnnc.compiler.driver import recording
 from gnnc.graph.frame import Deferred
 from gnnc.models import GATConv, RGCNConv
-from gnnc.runtime.compiled import recording
 from gnnc.runtime.context import graph_context
 
 from .graphs import random_heterograph
@@ -50,7 +50,7 @@ def _graph_with_every_cache():
     g.ntype_data["scale"] = torch.rand(len(g.ntypes), 6, generator=gen)
     gnnc.compile(RGCNConv(6, 4, len(g.etypes)))(g, g.ndata_all["x"])
     g.ndata_all["z"] = torch.randn(g.num_nodes(), 2, 3, generator=gen)
-    with gnnc.frontend.message_passing.compiling({"backend": "torch"}):
+    with gnnc.message_passing.compiling({"backend": "torch"}):
         g.apply_edges(lambda e: {"e": e.src["z"] + e.dst["z"]})
     assert isinstance(g._estore.peek_whole("e"), Deferred)  # kept in internal edge order until read
     index = g.index

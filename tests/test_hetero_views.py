@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import gnnc
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
 
 GAME = ("user", "plays", "game"), ("developer", "develops", "game")
 

@@ -14,14 +14,14 @@ from torch import nn
 
 import gnnc
 import gnnc.function as fn
-from gnnc.backend.torch import clear_structure_cache, typed_index_matmul
-from gnnc.backend.torch import index_matmul as kernel
-from gnnc.frontend.trace import trace_udf
-from gnnc.ir import ops
-from gnnc.ir.mpdfg import build_apply_edges, build_update_all
-from gnnc.passes import PIPELINE, dce, index_typed
-from gnnc.runtime import cost
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.backend.pytorch import clear_structure_cache, typed_index_matmul
+from gnnc.backend.pytorch import index_matmul as kernel
+from gnnc.compiler.build import build_apply_edges, build_update_all
+from gnnc.compiler.driver import FallbackWarning, recording
+from gnnc.compiler.passes import PIPELINE, dce, index_typed
+from gnnc.compiler.trace import trace_udf
+from gnnc.ir import cost
+from gnnc.ir import operators as ops
 from tests.graphs import random_heterograph, random_homograph
 from tests.test_passes import _check, _prepare, _targets
 
@@ -82,7 +82,7 @@ def test_pass_in_update_all_with_reduce_and_reordered_unsqueeze():
     g = _graph(1)
     msg = lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(1) * e.data["norm"]}  # noqa
     red = lambda nb: {"h": nb.mailbox["m"].sum(1)}  # noqa: E731
-    from gnnc.passes import reorder
+    from gnnc.compiler.passes import reorder
 
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))

@@ -21,7 +21,7 @@ import numba
 import gnnc
 from gnnc import models
 from gnnc.backend.cpu import codegen, softmax_aggregate
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
 from tests.graphs import random_homograph
 
 LAST_LINE = "        out[r] *= 3\n"

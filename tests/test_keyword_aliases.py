@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import gnnc
-from gnnc.frontend.message_passing import compiling
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
+from gnnc.message_passing import compiling
 
 CALLS = {
     "edge dot, keepdims": ("apply_edges", lambda e: {"m": (e.src["x"] * e.dst["x"]).sum(-1, keepdims=True)}, None),

@@ -17,7 +17,7 @@ import torch
 
 import gnnc
 from gnnc import backend
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
 from tests import test_dgl_examples as examples
 
 # models whose eager run works under autocast and with half-precision parameters (the others compute their

@@ -10,11 +10,11 @@ import gnnc
 from gnnc import minibatch
 from gnnc.checkpoints import CheckpointWarning
 from gnnc.cli import build_parser
+from gnnc.compiler import driver as compiled_runtime
+from gnnc.compiler.driver import recording
 from gnnc.data import synthetic
-from gnnc.data.sampler import NeighborSampler
+from gnnc.data.neighbor_sampler import NeighborSampler
 from gnnc.minibatch import MODEL_BUILDERS, STAGES, MinibatchTrainer, run_cli, train_minibatch
-from gnnc.runtime import compiled as compiled_runtime
-from gnnc.runtime.compiled import recording
 
 from .graphs import random_heterograph
 

@@ -20,8 +20,8 @@ from torch.nn import functional as F
 
 import gnnc
 import gnnc.function as fn
+from gnnc.compiler.driver import FallbackWarning
 from gnnc.models import APPNPConv, GATv2Conv, GINConv, SAGEConv
-from gnnc.runtime.compiled import FallbackWarning
 
 from .graphs import random_heterograph
 from .reference_homo import edge_softmax as ref_softmax

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import gnnc
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.compiler.driver import FallbackWarning, recording
 from gnnc.runtime.deferred import DeferredEdges, InternalOrderEdges
 from tests.graphs import random_heterograph, random_homograph
 
@@ -223,7 +223,7 @@ def test_mutation_errors_name_the_culprit():
     with pytest.raises(ValueError, match=r"non-negative integer"):
         g.add_nodes(-1, ntype="user")
     assert g.num_nodes("user") == 2 and g.num_edges() == 3  # a refused mutation changes nothing
-    block = gnnc.data.sampler.NeighborSampler(random_heterograph(seed=0), [2], "user", seed=0).sample(
+    block = gnnc.data.neighbor_sampler.NeighborSampler(random_heterograph(seed=0), [2], "user", seed=0).sample(
         torch.tensor([0])
     )[0]
     with pytest.raises(TypeError, match="a block cannot be mutated"):

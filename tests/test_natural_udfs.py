@@ -17,9 +17,9 @@ from torch.nn import functional as F
 
 import gnnc
 import gnnc.function as fn
+from gnnc.compiler import driver as compiled
+from gnnc.compiler.driver import FallbackWarning
 from gnnc.ir import rules
-from gnnc.runtime import compiled
-from gnnc.runtime.compiled import FallbackWarning
 from tests.graphs import random_heterograph, random_homograph
 
 D = 4
@@ -525,12 +525,12 @@ def test_a_float32_factor_is_not_summed_in_float32_ahead_of_a_float64_destinatio
 def test_a_failing_builtin_call_names_the_users_line(monkeypatch):
     """A compiler failure in a call of built-ins names the built-ins and the user's line that made the call,
     not a line of gnnc's own ``function.py``."""
-    import gnnc.passes
+    import gnnc.compiler.passes
 
     def broken(dfg):
         raise RuntimeError("broken pass")
 
-    monkeypatch.setattr(gnnc.passes, "PIPELINE", gnnc.passes.PIPELINE + (("broken", broken),))
+    monkeypatch.setattr(gnnc.compiler.passes, "PIPELINE", gnnc.compiler.passes.PIPELINE + (("broken", broken),))
     g = _graph()
 
     def call():

@@ -16,7 +16,7 @@ import torch
 import gnnc
 import gnnc.nn
 from gnnc.compat import dgl as alias
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
 
 
 # --- cases: DGL-agnostic (run by DGL 2.1 to record EXPECTED) ---

@@ -17,7 +17,7 @@ import torch
 
 import gnnc
 import gnnc.nn
-from gnnc.runtime.compiled import recording
+from gnnc.compiler.driver import recording
 
 from .test_nn_dgl_names import figures
 

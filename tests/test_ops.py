@@ -10,9 +10,9 @@ import torch
 
 import gnnc
 from gnnc import ops
-from gnnc.frontend.message_passing import compiling
+from gnnc.compiler.driver import recording
 from gnnc.graph.generators import rand_bipartite, rand_graph, seed
-from gnnc.runtime.compiled import recording
+from gnnc.message_passing import compiling
 
 INF = math.inf
 

@@ -15,15 +15,15 @@ pytest.importorskip("numba")
 import gnnc  # noqa: E402
 from gnnc import models  # noqa: E402
 from gnnc.backend import cpu as cpu_backend  # noqa: E402
-from gnnc.backend import torch as torch_backend  # noqa: E402
+from gnnc.backend import pytorch as torch_backend  # noqa: E402
+from gnnc.backend import rebuild_in_backward as recompute  # noqa: E402
 from gnnc.backend.cpu import interop, pair_softmax_aggregate  # noqa: E402
-from gnnc.runtime import recompute  # noqa: E402
 from gnnc.runtime.context import Pairs  # noqa: E402
 
 from .graphs import random_heterograph  # noqa: E402
 from .test_backend_torch import rand  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("error::gnnc.runtime.compiled.FallbackWarning")  # a fallback is a failure here
+pytestmark = pytest.mark.filterwarnings("error::gnnc.compiler.driver.FallbackWarning")  # a fallback is a failure here
 
 
 def _typed_edges(case: str, num_nodes: int = 11, num_rels: int = 3, num_edges: int = 60, seed: int = 0):

@@ -8,12 +8,10 @@ import pytest
 import torch
 
 import gnnc.function as fn
-from gnnc.frontend.trace import trace_udf
-from gnnc.ir import ops
-from gnnc.ir.mpdfg import build_apply_edges, build_update_all
-from gnnc.ir.rules import InferenceFailure, infer
-from gnnc.ir.shapes import propagate_shapes
-from gnnc.passes import (
+from gnnc.backend import rebuild_in_backward as recompute_runtime
+from gnnc.compiler.build import build_apply_edges, build_update_all
+from gnnc.compiler.driver import trace_call
+from gnnc.compiler.passes import (
     compact,
     cse,
     dce,
@@ -29,10 +27,13 @@ from gnnc.passes import (
     split_concat,
     typed_linear,
 )
-from gnnc.passes.nodes import is_call
-from gnnc.runtime import recompute as recompute_runtime
-from gnnc.runtime.compiled import bind_inputs
+from gnnc.compiler.passes.nodes import is_call
+from gnnc.compiler.trace import trace_udf
+from gnnc.ir import operators as ops
+from gnnc.ir.rules import InferenceFailure, infer
+from gnnc.ir.shapes import propagate_shapes
 from gnnc.runtime.context import graph_context
+from gnnc.runtime.plan import bind_inputs
 from tests.graphs import random_heterograph, random_homograph
 
 W = torch.randn(4, 4, dtype=torch.float64)
@@ -41,7 +42,7 @@ A = torch.randn(2, 8, dtype=torch.float64)
 
 
 def _prepare(g, dfg, udfs, rel=None):
-    inputs = bind_inputs(dfg, g, rel, udfs)
+    inputs = bind_inputs(dfg, g, rel, udfs, trace_call(dfg.kind, udfs, g, rel)[1])
 
     def annotate(d):
         propagate_shapes(d.module(), graph_context(g, rel), inputs)

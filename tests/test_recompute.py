@@ -1,4 +1,4 @@
-"""Values rebuilt in backward (``gnnc.runtime.recompute``): same gradients as keeping them, nothing kept
+"""Values rebuilt in backward (``gnnc.backend.rebuild_in_backward``): same gradients as keeping them, nothing kept
 alive, in-place changes caught, other saved-tensor hooks respected."""
 
 import copy
@@ -8,7 +8,7 @@ import torch
 
 import gnnc
 from gnnc import models
-from gnnc.runtime import recompute
+from gnnc.backend import rebuild_in_backward as recompute
 from tests.graphs import random_heterograph, random_homograph
 
 

@@ -18,8 +18,8 @@ from torch import nn
 
 import gnnc
 import gnnc.function as fn
-from gnnc.ir import ops
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.compiler.driver import FallbackWarning, recording
+from gnnc.ir import operators as ops
 from gnnc.runtime.deferred import DeferredEdges
 from tests.graphs import random_homograph
 
@@ -258,12 +258,12 @@ def test_edge_scalars_kept_in_internal_order_follow_the_users_tensor():
     """Types and norms are permuted into the graph's edge order once and kept by the user's tensor's
     contents: an in-place change, a new tensor, and a norm that needs gradients are each seen at the next
     call."""
-    from gnnc.runtime import compiled
+    from gnnc.runtime import plan as plan_runner
 
     model, g = TypedSum(), _graph(11)
 
     def kept(name):
-        hit = compiled._INTERNAL_SCALARS.get(g.edata[name], (id(g.index), 0, g.num_edges()))
+        hit = plan_runner._INTERNAL_SCALARS.get(g.edata[name], (id(g.index), 0, g.num_edges()))
         return None if hit is None else hit[1]
 
     assert g.index.user_eid is not None  # the graph keeps its edges in another order than the user's

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gnnc
-from gnnc.data import sampler as sampler_module
-from gnnc.data.sampler import Block, NeighborSampler, forward_blocks
+from gnnc.data import neighbor_sampler as sampler_module
+from gnnc.data.neighbor_sampler import Block, NeighborSampler, forward_blocks
 from gnnc.models import HGTConv, RGATConv, RGCNConv
 
 from .graphs import random_heterograph

@@ -12,11 +12,11 @@ from torch import nn
 
 import gnnc
 from gnnc import function as fn
-from gnnc.frontend.forward import trace
-from gnnc.passes import release_features, scope_deferral
-from gnnc.runtime.compiled import FallbackWarning
+from gnnc.compiler.driver import FallbackWarning
+from gnnc.forward.capture import trace
+from gnnc.forward.passes import release_features, scope_deferral
 from gnnc.runtime.deferred import DeferredEdges, forget_trusted, trust_next_apply_edges
-from gnnc.runtime.scope_release import arm_drop, drop_feature, drop_features
+from gnnc.runtime.feature_release import arm_drop, drop_feature, drop_features
 
 
 def _graph(n=30, e=120, seed=0):

@@ -11,8 +11,8 @@ import torch
 from torch.nn import functional as F
 
 import gnnc
-from gnnc.ir import ops
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
+from gnnc.ir import operators as ops
 from tests.graphs import random_homograph
 
 

@@ -8,7 +8,7 @@ import torch
 
 import gnnc
 import gnnc.function as fn
-from gnnc.runtime import compiled
+from gnnc.compiler import driver as compiled
 
 NID = EID = "_ID"
 

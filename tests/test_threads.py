@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gnnc
-from gnnc.runtime.compiled import clear_cache, recording
+from gnnc.compiler.driver import clear_cache, recording
 
 THREADS = 8
 ROUNDS = 2  # the code before the trace lock failed in the first round already (one trace's patches reached the others)

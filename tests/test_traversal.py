@@ -1,4 +1,4 @@
-"""Traversal frontiers and propagation along them (``gnnc.graph.traversal``, ``gnnc.frontend.propagate``),
+"""Traversal frontiers and propagation along them (``gnnc.graph.traversal``, ``gnnc.propagate``),
 against DGL 2.1's documented results and a tree-LSTM step written out in torch."""
 
 import pytest
@@ -137,7 +137,7 @@ class ChildSumTreeLSTM(torch.nn.Module):
 def test_compiled_tree_lstm_runs_each_frontiers_plan_and_matches_eager():
     import warnings
 
-    from gnnc.runtime.compiled import FallbackWarning, recording
+    from gnnc.compiler.driver import FallbackWarning, recording
 
     torch.manual_seed(1)
     children = torch.arange(1, 15)

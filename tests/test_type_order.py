@@ -10,13 +10,13 @@ import torch
 from torch import nn
 
 import gnnc
+from gnnc.compiler.driver import recording
 from gnnc.data import load_dgl_graphs
 from gnnc.data.dgl_files import write_dgl_graphs
-from gnnc.data.sampler import NeighborSampler
+from gnnc.data.neighbor_sampler import NeighborSampler
 from gnnc.distributed.metagraph import typed_subgraph
 from gnnc.graph import Graph
 from gnnc.graph.homogeneous import EID, ETYPE, NID, NTYPE
-from gnnc.runtime.compiled import recording
 
 # given in neither sorted order, nor num_nodes in the relations' order
 DATA = {

@@ -192,7 +192,7 @@ def test_sample_covers_every_style():
 
 def _scale_compiled_outputs(monkeypatch, factor: float):
     """Every compiled call's floating outputs multiplied by ``factor``: a stand-in miscompile."""
-    from gnnc.runtime import compiled
+    from gnnc.compiler import driver as compiled
 
     real = compiled.run
 
@@ -283,7 +283,7 @@ def test_a_relu_kink_on_tied_inputs_is_told_apart():
 
 
 def test_fuzzer_reports_a_crash(monkeypatch):
-    from gnnc.runtime import compiled
+    from gnnc.compiler import driver as compiled
 
     def boom(*args, **kwargs):
         raise RuntimeError("injected")
@@ -296,7 +296,7 @@ def test_fuzzer_reports_a_crash(monkeypatch):
 def test_a_fallback_where_a_plan_should_run_fails_the_sample(monkeypatch):
     """Every compiled call falls back (a FallbackWarning and eager's numbers): the outcome is no "match", and
     the sample reports it as unexpected."""
-    from gnnc.runtime import compiled
+    from gnnc.compiler import driver as compiled
 
     def falls_back(*args, **kwargs):
         warnings.warn("injected fallback", gnnc.FallbackWarning)
@@ -312,7 +312,7 @@ def test_a_fallback_where_a_plan_should_run_fails_the_sample(monkeypatch):
 def test_a_run_without_a_compiled_plan_is_no_match(monkeypatch):
     """Compiled calls that silently run eagerly (no plan, no warning) match eager's numbers, but are "no_plan",
     which a program that should compile does not allow."""
-    from gnnc.runtime import compiled
+    from gnnc.compiler import driver as compiled
 
     monkeypatch.setattr(compiled, "run", lambda *args, **kwargs: None)
     program = generate(SAMPLE[0])

@@ -12,8 +12,8 @@ from torch import nn
 
 import gnnc
 import gnnc.function as fn
+from gnnc.compiler.driver import recording
 from gnnc.graph.value_cache import ByContents, same_bits
-from gnnc.runtime.compiled import recording
 
 NUM_RELS = 4
 
@@ -156,7 +156,7 @@ def test_by_contents_serves_a_value_only_for_the_same_bits():
 def test_a_private_type_tensor_keeps_its_grouping_by_the_object(monkeypatch):
     """An internal-order copy only gnnc holds is grouped once and then found with no comparison of contents;
     an in-place change through torch is still seen."""
-    from gnnc.backend.torch import index_matmul
+    from gnnc.backend.pytorch import index_matmul
 
     types = torch.tensor([2, 0, 1, 0])
     index_matmul.mark_private(types)

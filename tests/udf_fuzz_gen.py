@@ -1897,7 +1897,7 @@ def _compare(eager, comp, what, slack=None):
 def run_program(program: Program, clear_cache: bool = True) -> Outcome:
     """Run ``program`` eagerly and compiled over its steps; classify the outcome."""
     import gnnc
-    from gnnc.runtime import compiled as compiled_rt
+    from gnnc.compiler import driver as compiled_rt
 
     if clear_cache:
         compiled_rt.clear_cache()
@@ -1932,8 +1932,8 @@ def run_program(program: Program, clear_cache: bool = True) -> Outcome:
 def _settings(program: Program):
     """The program's default dtype, thread count and pair-table part sizes, restored after. Small parts: a
     pair table is rebuilt in backward whatever its size (``recompute.MIN_SHARE``) and in parts of a few rows."""
+    from gnnc.backend import rebuild_in_backward as recompute
     from gnnc.backend.cpu import pair_softmax_aggregate as pairs
-    from gnnc.runtime import recompute
 
     saved = (
         torch.get_default_dtype(),

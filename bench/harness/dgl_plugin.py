@@ -22,8 +22,8 @@ import zlib
 import pytest
 
 from gnnc.compat import dgl as dgl_alias
-from gnnc.frontend.message_passing import compiling
-from gnnc.runtime.compiled import FallbackWarning, recording
+from gnnc.compiler.driver import FallbackWarning, recording
+from gnnc.message_passing import compiling
 
 dgl_alias.install()
 

@@ -130,7 +130,7 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
             params = dict(model.named_parameters())
             if compiled:
                 import gnnc
-                from gnnc.runtime.compiled import recording
+                from gnnc.compiler.driver import recording
 
                 model = gnnc.compile(model)
                 with recording() as plans:

@@ -27,7 +27,7 @@ def _literal(text: str) -> nodes.literal_block:
 
 
 class ModuleDocstring(SphinxDirective):
-    """``.. module-docstring:: gnnc.passes.fuse``: a module's docstring as preformatted text.
+    """``.. module-docstring:: gnnc.compiler.passes.fuse``: a module's docstring as preformatted text.
 
     Internal modules (passes, runtime) state their patterns and replacements in plain text with code-like
     indentation; shown verbatim they read as written.

@@ -2,10 +2,9 @@
 
 from . import data, function, graph, models, ops, readout
 from .compile import CompiledModule, compile, explain
-from .frontend import EdgeBatch, NodeBatch
-from .frontend.propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
+from .compiler.driver import FallbackWarning
 from .graph import Graph, MetaGraph, heterograph
-from .graph.batch import batch, slice_batch, unbatch
+from .graph.batching import batch, slice_batch, unbatch
 from .graph.homogeneous import to_heterogeneous, to_homogeneous
 from .graph.merge import merge
 from .graph.subgraph import (
@@ -28,6 +27,7 @@ from .graph.traversal import (
     topological_nodes_generator,
 )
 from .ir.rules import register_rule
+from .propagate import prop_edges, prop_edges_dfs, prop_nodes, prop_nodes_bfs, prop_nodes_topo
 from .readout import (
     broadcast_edges,
     broadcast_nodes,
@@ -44,7 +44,7 @@ from .readout import (
     topk_edges,
     topk_nodes,
 )
-from .runtime.compiled import FallbackWarning
+from .runtime.udf_views import EdgeBatch, NodeBatch
 
 __version__ = "0.1.0"
 __all__ = [

@@ -5,16 +5,17 @@ from __future__ import annotations
 from torch import nn
 
 from . import backend as backends
-from .frontend.forward import Forwards
-from .frontend.message_passing import compiling
+from .compiler.driver import recording
+from .compiler.passes import PIPELINE
+from .forward.capture import Forwards
+from .forward.passes import FORWARD_PASSES
 from .ir.printer import cost_choices, estimate, format_dfg, to_dot
-from .passes import FORWARD_PASSES, PIPELINE
-from .runtime.compiled import recording
+from .message_passing import compiling
 
 
 class CompiledModule(nn.Module):
     """Wraps a model; every update_all / apply_edges / multi_update_all inside runs compiled, and the
-    forward itself is captured where a forward pass rewrites it (``gnnc.frontend.forward``).
+    forward itself is captured where a forward pass rewrites it (``gnnc.forward.capture``).
 
     Parameters are the model's own (``compiled.model``), so optimizers and
     state dicts of either object see the same tensors.
@@ -49,7 +50,7 @@ def compile(
     ``backend``: ``auto`` (numba kernels on CPU when numba is installed,
     Triton kernels on CUDA when triton is, else the torch reference),
     ``torch``, ``cpu`` or ``triton``. ``autotune``: where the cost model
-    chooses an order per graph (``gnnc.runtime.cost``), time the candidates
+    chooses an order per graph (``gnnc.ir.cost``), time the candidates
     on the first call instead and keep the fastest. ``options`` switch
     passes off by name (e.g. ``fuse=False``); plans are cached per UDF,
     bound module, graph schema, dtypes, device and backend.

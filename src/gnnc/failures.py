@@ -4,7 +4,7 @@
 capture, a forward pass and its run-time part, tracing, an MP-DFG pass, lowering, code generation, the cost
 model, a plan's binding and run. An exception leaving it carries the innermost stage's name (``stage_of``).
 The boundaries that catch such exceptions are two: one per message-passing call
-(``gnnc.runtime.compiled.run``) and one per captured forward (``gnnc.frontend.forward.Forwards``). Each
+(``gnnc.compiler.driver.run``) and one per captured forward (``gnnc.forward.capture.Forwards``). Each
 first runs the same work eagerly, so that an error of the user's own is raised as eager raises it; where
 eager succeeds it issues one ``FallbackWarning`` naming the stage and the user's line (``fell_back``) and
 returns eager's result.

@@ -25,7 +25,7 @@ _BINARY = {
 def right_align(x: _torch.Tensor, other: _torch.Tensor) -> _torch.Tensor:
     """``x`` with unit dims inserted after the edge dimension up to ``other``'s rank (DGL's broadcast rule:
     feature shapes right-aligned, the edge dimension first). A leaf when traced: the compiler resolves it
-    once shapes are known (``gnnc.passes.align``)."""
+    once shapes are known (``gnnc.compiler.passes.align``)."""
     gap = other.dim() - x.dim()
     return x.reshape(x.shape[:1] + (1,) * gap + x.shape[1:]) if gap > 0 else x
 

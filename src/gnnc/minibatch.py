@@ -1,7 +1,7 @@
 """Single-process mini-batch node classification on a heterogeneous graph.
 
 ``train_minibatch`` samples blocks around batches of target nodes
-(``gnnc.data.sampler``), builds each block's input from read-only features
+(``gnnc.data.neighbor_sampler``), builds each block's input from read-only features
 and learnable embeddings (``gnnc.nn.TypedEmbedding``), runs a stack of gnnc
 layers over the blocks, and updates dense parameters with Adam and the
 embedding tables with the per-row lazy ``gnnc.nn.SparseAdam``. Message
@@ -36,7 +36,7 @@ from . import checkpoints
 from . import progress as shown
 from .compile import compile as compile_model
 from .data import synthetic
-from .data.sampler import NeighborSampler, forward_blocks
+from .data.neighbor_sampler import NeighborSampler, forward_blocks
 from .distributed.metagraph import add_reverse_relations
 from .models import HGTConv, RGATConv, RGCNConv
 from .nn import SparseAdam, TypedEmbedding

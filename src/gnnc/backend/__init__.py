@@ -16,12 +16,11 @@ import contextvars
 import importlib
 import importlib.util
 
-# not ``import torch``: the subpackage gnnc.backend.torch would shadow that name here
-from torch import device as Device
-from torch import float32, float64
+import torch
 
 CHOICES = ("auto", "torch", "cpu", "triton")
-KERNEL_FLOATS = (float32, float64)  # the floating dtypes the generated kernels (cpu, triton) compute in
+_PACKAGES = {"torch": "pytorch", "cpu": "cpu", "triton": "triton"}  # backend name -> gnnc.backend subpackage
+KERNEL_FLOATS = (torch.float32, torch.float64)  # the floating dtypes the generated kernels (cpu, triton) compute in
 _ACTIVE = contextvars.ContextVar("gnnc_backend", default="torch")
 
 
@@ -53,7 +52,7 @@ def resolve(choice: str, device, dtypes=()) -> str:
     dtype their kernels lack, is an error naming the reason.
     """
     check_choice(choice)
-    device = Device(device)
+    device = torch.device(device)
     unsupported = sorted(
         {str(d).removeprefix("torch.") for d in dtypes if d.is_floating_point and d not in KERNEL_FLOATS}
     )
@@ -96,5 +95,10 @@ def active() -> str:
 
 
 def kernels():
-    """The active backend's primitive module (``gnnc.backend.torch`` outside ``using``)."""
-    return importlib.import_module(f"gnnc.backend.{_ACTIVE.get()}")
+    """The active backend's primitive module (``gnnc.backend.pytorch`` outside ``using``)."""
+    return package(_ACTIVE.get())
+
+
+def package(name: str):
+    """The primitive module of backend ``name`` (``torch``, ``cpu`` or ``triton``)."""
+    return importlib.import_module(f"gnnc.backend.{_PACKAGES[name]}")

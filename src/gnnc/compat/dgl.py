@@ -14,11 +14,11 @@ What the alias holds:
   ``to_block``; ``dgl`` holds them too, and ``dgl.transforms.functional`` (DGL's module of them) all but
   ``to_block``;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
-  ``dgl.dataloading``: ``gnnc.data.sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
+  ``dgl.dataloading``: ``gnnc.data.neighbor_sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
   ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` / ``.link`` / ``.factory``
   and ``dgl.nn.functional``: its modules;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
-  ``gnnc.compat.dgl_base``).
+  ``gnnc.dgl_base``).
 
 A DGL name gnnc has no counterpart for is missing, not stubbed: ``dgl.X`` raises ``AttributeError`` and
 ``import dgl.X`` for a module not listed raises ``ModuleNotFoundError``, both saying so.
@@ -39,7 +39,7 @@ _SAME = {
     "dgl.function": "gnnc.function",
     "dgl.ops": "gnnc.ops",
     "dgl.data": "gnnc.data",
-    "dgl.dataloading": "gnnc.data.sampler",
+    "dgl.dataloading": "gnnc.data.neighbor_sampler",
     "dgl.nn.pytorch": "gnnc.nn",
     "dgl.nn.pytorch.conv": "gnnc.nn.conv",
     "dgl.nn.pytorch.glob": "gnnc.nn.glob",
@@ -51,10 +51,10 @@ _SAME = {
     "dgl.nn.pytorch.factory": "gnnc.nn.factory",
     "dgl.nn.functional": "gnnc.nn.functional",
     "dgl.backend": "gnnc.compat.dgl_backend",
-    "dgl.base": "gnnc.compat.dgl_base",
+    "dgl.base": "gnnc.dgl_base",
     "dgl.init": "gnnc.graph.initializers",
     "dgl.frame": "gnnc.graph.initializers",  # code reaches ``dgl.frame.zero_initializer`` (DGL's frame module)
-    "dgl._ffi.base": "gnnc.compat.dgl_base",
+    "dgl._ffi.base": "gnnc.dgl_base",
     "dgl.utils": "gnnc.compat.dgl_utils",  # ``from dgl._ffi.base import DGLError``, as DGL's examples write
     "dgl.partition": "gnnc.graph.partition",
     "dgl.convert": "gnnc.graph.convert",
@@ -90,10 +90,10 @@ _NAMESPACES = {
 }
 # DGL's top-level names for gnnc objects of another name or home: (module, attribute)
 _TOP_LEVEL = {
-    "__version__": ("gnnc.compat.dgl_base", "DGL_VERSION"),
+    "__version__": ("gnnc.dgl_base", "DGL_VERSION"),
     "DGLGraph": ("gnnc.graph.core", "Graph"),
     "DGLHeteroGraph": ("gnnc.graph.core", "Graph"),
-    **{name: ("gnnc.compat.dgl_base", name) for name in ("DGLError", "ALL", "NID", "EID", "NTYPE", "ETYPE")},
+    **{name: ("gnnc.dgl_base", name) for name in ("DGLError", "ALL", "NID", "EID", "NTYPE", "ETYPE")},
 }
 # names a DGL namespace holds beyond its gnnc modules' exports: (module, attribute)
 _EXTRA = {"dgl": _TOP_LEVEL, "dgl.transforms": {"to_block": ("gnnc.graph.subgraph", "to_block")}}

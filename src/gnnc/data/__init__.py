@@ -21,13 +21,13 @@ from .downloads import ChecksumError, DownloadError, download, verify
 from .edge_list import load_edge_list
 from .files import load_graph_file
 from .kg import load_kg
+from .neighbor_sampler import Block, NeighborSampler, forward_blocks
 from .npz import load_npz, save_npz
 from .ogb_raw import load_ogbn
 from .planetoid import load_planetoid
 from .pyg_files import load_pyg_file
 from .registry import DATASETS, DatasetInfo, get_info, list_datasets
 from .safe_pickle import RestrictedUnpickler, safe_load
-from .sampler import Block, NeighborSampler, forward_blocks
 from .sources import SOURCES
 from .synthetic import synthetic
 

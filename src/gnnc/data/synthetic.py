@@ -23,8 +23,8 @@ from .. import progress
 from ..graph import DEFAULT_ETYPE, DEFAULT_NTYPE, heterograph
 from ..graph.type_order import type_rows
 from .dataset import Dataset, split_masks
+from .power_law import Popularity, apportion, sample_sources
 from .registry import DatasetInfo, get_info
-from .sampling import Popularity, apportion, sample_sources
 
 PROGRESS_MIN_EDGES = 10_000_000  # show a progress bar from this many edges on
 CLASS_SIGNAL = 1.0  # scale of the per-class feature offset

@@ -68,7 +68,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data.sampler import NeighborSampler
+from ..data.neighbor_sampler import NeighborSampler
 from ..graph import Graph, heterograph
 from ..minibatch import MODEL_BUILDERS
 from ..models import HGTConv, RGATConv, RGCNConv

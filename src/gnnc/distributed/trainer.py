@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..frontend.message_passing import compiling
+from ..message_passing import compiling
 from ..minibatch import STAGES, load_random_state, random_state
 from ..nn import SparseAdam
 from .cache import FeatureCache, Hotness

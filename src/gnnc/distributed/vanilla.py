@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data.sampler import NeighborSampler
+from ..data.neighbor_sampler import NeighborSampler
 from ..graph import heterograph
 from .comm import Comm, InputRows
 from .raf import KeyedSampler, feature_widths, initial_modules, resolve_learnable, schema_graph

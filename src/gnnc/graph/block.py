@@ -4,7 +4,7 @@ A ``Block`` is a gnnc ``Graph`` with its parent's node types and relations
 (some relations may be empty). Its nodes are the source nodes, grouped by node
 type; within each type the destination nodes come first (the order DGL's
 ``to_block(include_dst_in_src=True)`` and its samplers give). Every edge ends
-at a destination node. The sampler (``gnnc.data.sampler``) and
+at a destination node. The sampler (``gnnc.data.neighbor_sampler``) and
 ``gnnc.to_block`` make them.
 
 A block whose two sides are separate node sets (DGL's ``create_block``,

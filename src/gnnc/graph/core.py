@@ -17,6 +17,7 @@ from . import mutation, queries, sparse_formats, type_names, validate
 from .edge_data import check_idtype, relation_edges, sparse_rows
 from .frame import RowsView, TypedStore, TypeParams, TypesView, TypeView, WholeView
 from .index import GraphIndex
+from .message_passing_hook import message_passing
 from .validate import as_ids, canonical_key, check_range
 
 DEFAULT_NTYPE = "_N"
@@ -159,7 +160,7 @@ class MetaGraph:
 class Graph:
     """A directed multigraph with typed nodes and relations and feature storage."""
 
-    is_block = False  # DGL's flag: True for a sampled layer's block (``gnnc.data.sampler.Block``)
+    is_block = False  # DGL's flag: True for a sampled layer's block (``gnnc.data.neighbor_sampler.Block``)
     # ``gnnc.batch``'s graphs: ([graphs, node types] node counts, [graphs, relations] edge counts or None where
     # the edges of a graph are no longer contiguous); None for one graph
     batch_counts: tuple | None = None
@@ -472,13 +473,13 @@ class Graph:
 
     def set_batch_num_nodes(self, val) -> None:
         """DGL's ``set_batch_num_nodes``: this graph's nodes as a batch of graphs of ``val`` nodes (per type)."""
-        from . import batch
+        from . import batching as batch
 
         batch.set_batch_num_nodes(self, val)
 
     def set_batch_num_edges(self, val) -> None:
         """DGL's ``set_batch_num_edges``: this graph's edges as a batch of graphs of ``val`` edges (per relation)."""
-        from . import batch
+        from . import batching as batch
 
         batch.set_batch_num_edges(self, val)
 
@@ -745,9 +746,7 @@ class Graph:
         ``compile=True`` runs this call through the compiler (``gnnc.compile`` does it for a model).
         DGL's keyword ``func=`` names ``message`` too.
         """
-        from ..frontend import message_passing
-
-        message_passing.apply_edges(self, message, edges, etype, compile, **dgl_kwargs)
+        message_passing().apply_edges(self, message, edges, etype, compile, **dgl_kwargs)
 
     def filter_nodes(self, predicate, nodes=ALL, ntype=None) -> torch.Tensor:
         """DGL's ``filter_nodes``: ids of the nodes whose ``predicate(nodes)`` is nonzero (``gnnc.graph.filters``)."""
@@ -766,9 +765,7 @@ class Graph:
 
         ``v``: as DGL, node ids (of the type) to run on instead of all; other rows keep their values
         (zeros for a new feature)."""
-        from ..frontend import message_passing
-
-        message_passing.apply_nodes(self, func, v, ntype)
+        message_passing().apply_nodes(self, func, v, ntype)
 
     def update_all(self, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
         """Message on all edges, reduce at destinations, optional node update.
@@ -778,30 +775,22 @@ class Graph:
         ``compile=True`` runs this call through the compiler. DGL's keywords
         ``message_func``, ``reduce_func``, ``apply_node_func`` name the three functions too.
         """
-        from ..frontend import message_passing
-
-        message_passing.update_all(self, message, reduce, update, etype, compile, **dgl_kwargs)
+        message_passing().update_all(self, message, reduce, update, etype, compile, **dgl_kwargs)
 
     def send_and_recv(self, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
         """DGL's ``send_and_recv``: message on edges ``edges`` (ids of relation ``etype``; needed when there are
         several), reduce at their destinations, then ``update`` on those nodes only. Other nodes keep their
         features (zeros for a new one). Runs eagerly (a compiled call covers whole graphs or relations)."""
-        from ..frontend import message_passing
-
-        message_passing.send_and_recv(self, edges, message, reduce, update, etype, **dgl_kwargs)
+        message_passing().send_and_recv(self, edges, message, reduce, update, etype, **dgl_kwargs)
 
     def pull(self, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
         """DGL's ``pull``: nodes ``v`` (of the destination type) reduce messages over all their in-edges (zeros
         without any), then ``update`` on them; other nodes keep their features. Runs eagerly."""
-        from ..frontend import message_passing
-
-        message_passing.pull(self, v, message, reduce, update, etype, **dgl_kwargs)
+        message_passing().pull(self, v, message, reduce, update, etype, **dgl_kwargs)
 
     def push(self, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
         """DGL's ``push``: ``send_and_recv`` on the out-edges of nodes ``u`` (of the source type). Runs eagerly."""
-        from ..frontend import message_passing
-
-        message_passing.push(self, u, message, reduce, update, etype, **dgl_kwargs)
+        message_passing().push(self, u, message, reduce, update, etype, **dgl_kwargs)
 
     def prop_nodes(self, nodes_generator, message_func, reduce_func, apply_node_func=None, etype=None) -> None:
         """DGL's ``prop_nodes``: :meth:`pull` on each node frontier of ``nodes_generator`` in turn."""
@@ -820,9 +809,7 @@ class Graph:
         ``compile=True`` runs each relation's call through the compiler.
         DGL's keywords ``etype_dict`` and ``apply_node_func`` name ``funcs`` and ``update`` too.
         """
-        from ..frontend import message_passing
-
-        message_passing.multi_update_all(self, funcs, cross_reducer, update, compile, **dgl_kwargs)
+        message_passing().multi_update_all(self, funcs, cross_reducer, update, compile, **dgl_kwargs)
 
     # ----------------------------------------------------------- converters
     def to_edge_list(self, etype=None):

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg
 import torch
 
-from .batch import unbatch
+from .batching import unbatch
 from .core import Graph
 from .subgraph import ID
 

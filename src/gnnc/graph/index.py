@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .lasting import cached_structure, lasting
+from .inference_safe import cached_structure, lasting
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..runtime import cost
-from . import ops
+from . import cost
+from . import operators as ops
 from .mpdfg import MPDFG
 
 _MATMULS = {torch.matmul, torch.bmm, operator.matmul, torch.nn.functional.linear, ops.shared_dot}
@@ -101,7 +101,7 @@ _TYPED_MATMULS = {
 
 
 def cost_choices(dfg: MPDFG, ctx) -> list[str]:
-    """What the cost model (``gnnc.runtime.cost``) chose for each graph-dependent operator of ``dfg`` on the
+    """What the cost model (``gnnc.ir.cost``) chose for each graph-dependent operator of ``dfg`` on the
     block ``ctx``: the candidates with their FLOPs and bytes, the chosen one marked ``*``."""
     lines, outer = [], ctx
     for n in dfg.graph.nodes:

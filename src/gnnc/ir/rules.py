@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..function import right_align
-from . import ops
+from . import operators as ops
 from .mpdfg import DEFERRED_INPUT
 
 

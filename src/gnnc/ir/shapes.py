@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..backend.torch.common import broadcast_shape
-from . import ops
+from ..backend.pytorch.common import broadcast_shape
+from . import operators as ops
 from .mpdfg import DEFERRED_INPUT
 
 # Stand-in row counts of all nodes, destination nodes, edges, source pairs and destination pairs:

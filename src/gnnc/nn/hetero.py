@@ -7,7 +7,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from ..compat.dgl_base import DGLError
+from ..dgl_base import DGLError
 from .hetero_modules import HeteroEmbedding, HeteroLinear  # DGL keeps them in hetero
 
 __all__ = ["HeteroEmbedding", "HeteroGraphConv", "HeteroLinear"]

@@ -70,7 +70,7 @@ class TypedLinear(nn.Module):
 
     def rowwise(self, x, x_type):
         """``forward``'s product written row by row, ``x[i] @ W[x_type[i]]``, the form gnnc's compiler turns into
-        a typed matmul without weight copies (``gnnc.passes.index_typed``) inside a message function; eagerly
+        a typed matmul without weight copies (``gnnc.compiler.passes.index_typed``) inside a message function; eagerly
         it gathers one weight matrix per row."""
         w = self.get_weight()
         if self.regularizer == "bdd":  # per row: num_bases products of [1, submat_in] by [submat_in, submat_out]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from .. import backend
-from ..frontend.message_passing import graph_call
+from ..message_passing import graph_call
 from .relation import TARGETS, check_operand, relation_of
 
 BINARY_OPS = ("add", "sub", "mul", "div", "dot")

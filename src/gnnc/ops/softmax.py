@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 
 from .. import backend
-from ..frontend.message_passing import graph_call
 from ..graph.core import ALL
 from ..graph.relation_view import RelationGraph
 from ..graph.validate import as_ids, check_range
+from ..message_passing import graph_call
 
 __all__ = ["edge_softmax"]
 

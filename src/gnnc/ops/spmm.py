@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .. import backend
-from ..frontend.message_passing import graph_call
+from ..message_passing import graph_call
 from .relation import check_operand, relation_of
 
 BINARY_OPS = ("add", "sub", "mul", "div")

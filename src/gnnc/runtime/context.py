@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 
 from ..graph.index import GraphIndex
-from ..graph.lasting import cached_structure, lasting
-from . import cost
+from ..graph.inference_safe import cached_structure, lasting
+from ..ir import cost
 
 # Distinct pairs are counted with one bincount over the nodes per relation while relations x nodes is at
 # most this many times the edges, else by sorting the pair keys.

@@ -28,10 +28,10 @@ import torch
 import torch.fx as fx
 
 from .. import backend
-from ..backend.torch.common import broadcast_shape
+from ..backend.pytorch.common import broadcast_shape
 from ..graph.frame import Deferred
 from ..graph.index import GraphIndex
-from ..ir import ops
+from ..ir import operators as ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from .context import GraphContext
 
@@ -227,7 +227,7 @@ def wrap(deferred: dict, ctx: GraphContext, held: list, results: dict, backend_n
     return out
 
 
-# A captured forward's promise (``gnnc.passes.scope_deferral``): nothing writes into a tensor before the graph's
+# A captured forward's promise (``gnnc.forward.passes.scope_deferral``): nothing writes into a tensor before the graph's
 # next compiled call, so the values its next whole-graph apply_edges defers may hold that plan's inputs (which
 # ``wrap`` otherwise computes at once). The values so deferred stay pending until a call of the graph runs user
 # code eagerly, which settles them first (computes those still deferred), or the forward forgets them.

@@ -1,6 +1,6 @@
 """gnnc primitives as numba kernels on CPU: fused, vertex-balanced, no per-edge tensors.
 
-Implements the ``gnnc.backend.torch`` contract (see its docstring for
+Implements the ``gnnc.backend.pytorch`` contract (see its docstring for
 shapes, broadcasting and gradients). Numba kernels, float32/float64,
 compiled on first use and cached on disk:
 - ``edge_softmax_aggregate`` and ``sddmm_softmax_aggregate``: one loop over
@@ -26,7 +26,7 @@ already fused. Threads follow
 ``torch.get_num_threads()``.
 """
 
-from ..torch import (
+from ..pytorch import (
     clear_structure_cache,
     edge_softmax,
     gather_segment_matmul,

@@ -1,6 +1,6 @@
 """Per-head dot products with shared weight rows as one numba loop over rows (CPU).
 
-Same contract as ``gnnc.backend.torch.head_dot``. Each row of x is read
+Same contract as ``gnnc.backend.pytorch.head_dot``. Each row of x is read
 once and the K scores of every head written, weight by weight, into
 contiguous [rows, H] blocks: the result is a [rows, H, K] view of [K, rows,
 H] storage, so a consumer of one weight's scores (GAT's source and
@@ -13,13 +13,13 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import Function
 
-from ..torch.first_order import first_order
-from ..torch.head_dot import check_head_dot
+from ..pytorch.first_order import first_order
+from ..pytorch.head_dot import check_head_dot
 from .interop import empty, jit_row_kernel, launch_rows
 
 
 def head_dot(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """out[r, h, j] = sum_f x[r, h, f] * weights[j, h, f] (see ``gnnc.backend.torch.head_dot``)."""
+    """out[r, h, j] = sum_f x[r, h, f] * weights[j, h, f] (see ``gnnc.backend.pytorch.head_dot``)."""
     check_head_dot(x, weights)
     if x.device.type != "cpu":
         raise ValueError(f"the cpu backend needs CPU tensors; x is on {x.device}")

@@ -35,11 +35,11 @@ import numpy as np
 import torch
 from torch.autograd.function import Function
 
-from ..torch.common import broadcast_shape, check_index, chunk_rows, head_layout, heads_to_weight, weight_as_heads
-from ..torch.csr import csr_structure
-from ..torch.first_order import first_order
-from ..torch.softmax import check_sddmm_softmax_aggregate
-from ..torch.typed_matmul import gather_segment_matmul
+from ..pytorch.common import broadcast_shape, check_index, chunk_rows, head_layout, heads_to_weight, weight_as_heads
+from ..pytorch.csr import csr_structure
+from ..pytorch.first_order import first_order
+from ..pytorch.softmax import check_sddmm_softmax_aggregate
+from ..pytorch.typed_matmul import gather_segment_matmul
 from .interop import as_array, empty, launch
 from .softmax_aggregate import (
     array_or_empty,

@@ -12,7 +12,7 @@ operands of one feature shape [.., F] writes each edge's per-head sums in
 the same one loop (HGT's attention scores; its backward is the torch
 backend's, its two weighted sums numba loops: ``spmm.head_spmm_rows``).
 Broadcast feature shapes run on the torch backend. Same contract as
-``gnnc.backend.torch.sddmm``.
+``gnnc.backend.pytorch.sddmm``.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import torch
 from numba import prange
 from torch.autograd.function import Function
 
-from ..torch.common import BINARY_OPS
-from ..torch.csr import csr_structure
-from ..torch.first_order import first_order
-from ..torch.sddmm import SddmmDot, check_sddmm
-from ..torch.sddmm import sddmm as torch_sddmm
+from ..pytorch.common import BINARY_OPS
+from ..pytorch.csr import csr_structure
+from ..pytorch.first_order import first_order
+from ..pytorch.sddmm import SddmmDot, check_sddmm
+from ..pytorch.sddmm import sddmm as torch_sddmm
 from .interop import as_array, empty, launch, launch_rows, specialized
 from .prefetch import prefetch_row
 from .spmm import AHEAD, head_spmm_rows
@@ -44,7 +44,7 @@ def sddmm(
     negative_slope: float | None = None,
     chunk: int | None = None,
 ) -> torch.Tensor:
-    """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu (see ``gnnc.backend.torch.sddmm``)."""
+    """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu (see ``gnnc.backend.pytorch.sddmm``)."""
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
     if a.device.type != "cpu" or not (tuple(a.shape[1:]) == tuple(b.shape[1:]) == full) or (op == "dot" and not full):
         return torch_sddmm(a, a_index, b, b_index, op, negative_slope=negative_slope, chunk=chunk)

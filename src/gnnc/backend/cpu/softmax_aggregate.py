@@ -39,7 +39,7 @@ forward's destination loops for x given a part of its rows at a time
 kernel is generated as source (``codegen``) for its constant widths, one
 scalar per accumulator so they stay in vector registers; rows of more than
 ``MAX_BLOCK`` accumulators run as several launches over blocks of heads and
-features. Same contracts as ``gnnc.backend.torch.edge_softmax_aggregate``
+features. Same contracts as ``gnnc.backend.pytorch.edge_softmax_aggregate``
 and ``sddmm_softmax_aggregate``.
 """
 
@@ -52,10 +52,10 @@ import numpy as np
 import torch
 from torch.autograd.function import Function
 
-from ..torch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
-from ..torch.csr import csr_structure
-from ..torch.first_order import first_order
-from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
+from ..pytorch.common import as_heads, broadcast_shape, head_layout, heads_to_weight, sum_to, weight_as_heads
+from ..pytorch.csr import csr_structure
+from ..pytorch.first_order import first_order
+from ..pytorch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .codegen import generated_kernel, indent
 from .interop import FASTMATH, as_array, empty, launch
 from .sddmm import sddmm

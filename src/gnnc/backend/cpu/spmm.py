@@ -15,7 +15,7 @@ vertex-balanced chunks) and writes its row once; no [E, F] messages.
   sources (CSR by source), each summing the gradient of the (destination,
   feature) entries its out-edges won, with no atomics.
 Other ops run on the torch backend. Same contract as
-``gnnc.backend.torch.spmm`` (ties go to the smallest edge id; a NaN
+``gnnc.backend.pytorch.spmm`` (ties go to the smallest edge id; a NaN
 extremum has no arg edge).
 """
 
@@ -29,12 +29,12 @@ import torch
 from numba import njit, prange
 from torch.autograd.function import Function
 
-from ..torch.csr import csr_structure, head_spmm
-from ..torch.first_order import first_order
-from ..torch.segment import arg_dtype
-from ..torch.spmm import _SpmmHeads, check_spmm
-from ..torch.spmm import scaled_spmm as torch_scaled_spmm
-from ..torch.spmm import spmm as torch_spmm
+from ..pytorch.csr import csr_structure, head_spmm
+from ..pytorch.first_order import first_order
+from ..pytorch.segment import arg_dtype
+from ..pytorch.spmm import _SpmmHeads, check_spmm
+from ..pytorch.spmm import scaled_spmm as torch_scaled_spmm
+from ..pytorch.spmm import spmm as torch_spmm
 from .interop import as_array, constant_width, empty, jit_row_kernel, launch, specialized
 from .prefetch import prefetch_row
 
@@ -56,7 +56,7 @@ def spmm(
     *,
     chunk: int | None = None,
 ) -> torch.Tensor:
-    """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.torch.spmm``)."""
+    """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.pytorch.spmm``)."""
     num_dst, op = check_spmm(x, src, dst, num_dst, edge_weight, op, reduce)
     if x.device.type == "cpu" and op in ("copy", "mul") and reduce in ("sum", "mean"):
         return _SpmmHeads.apply(
@@ -79,7 +79,7 @@ def scaled_spmm(
     *,
     chunk: int | None = None,
 ) -> torch.Tensor:
-    """``gnnc.backend.torch.scaled_spmm`` with the scales inside the numba sum (``head_spmm_rows``)."""
+    """``gnnc.backend.pytorch.scaled_spmm`` with the scales inside the numba sum (``head_spmm_rows``)."""
     return torch_scaled_spmm(
         x,
         src,

@@ -1,6 +1,6 @@
 """gnnc primitives as Triton kernels, forward and backward.
 
-Implements the ``gnnc.backend.torch`` contract (see its docstring for
+Implements the ``gnnc.backend.pytorch`` contract (see its docstring for
 shapes, broadcasting and gradients) on CUDA tensors, or on CPU tensors
 under Triton's interpreter (``TRITON_INTERPRET=1`` set before triton is
 first imported; see ``launch``). float32 / float64.
@@ -36,7 +36,7 @@ sums then depend on arrival order) and the max / min backward (several
 destinations can share a source); every other kernel owns the rows it writes.
 """
 
-from ..torch import clear_structure_cache, gather_segment_matmul, scaled_spmm, segment_matmul, typed_index_matmul
+from ..pytorch import clear_structure_cache, gather_segment_matmul, scaled_spmm, segment_matmul, typed_index_matmul
 from .head_dot import head_dot
 from .launch import INTERPRETED, check_device
 from .sddmm import sddmm

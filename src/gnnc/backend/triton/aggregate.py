@@ -16,7 +16,7 @@
   its arg edge (atomic adds, as several destinations may share a source).
 
 Rows are in "head form": ``x`` [rows, H * F] with weights [E, H] constant over a head's F features
-(``gnnc.backend.torch.common.as_heads`` / ``weight_as_heads``).
+(``gnnc.backend.pytorch.common.as_heads`` / ``weight_as_heads``).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ..torch.csr import csr_structure
-from ..torch.segment import arg_dtype
+from ..pytorch.csr import csr_structure
+from ..pytorch.segment import arg_dtype
 from . import balance
 from .device import binary, operand_grad, row_block
 from .launch import edge_ids, head_tile, kernel, row_tile

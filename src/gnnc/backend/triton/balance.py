@@ -34,7 +34,7 @@ import weakref
 
 import torch
 
-from ..torch.csr import CsrStructure
+from ..pytorch.csr import CsrStructure
 
 # "auto" (the rule above), or "vertex" / "edge" to force one variant (tests, benchmarks).
 BALANCE = "auto"

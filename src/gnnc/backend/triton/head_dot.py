@@ -1,6 +1,6 @@
 """Per-head dot products with shared weight rows (GAT's attention scores) as Triton kernels.
 
-Contract: ``gnnc.backend.torch.head_dot``: out[r, h, j] = sum_f x[r, h, f] * w[j, h, f].
+Contract: ``gnnc.backend.pytorch.head_dot``: out[r, h, j] = sum_f x[r, h, f] * w[j, h, f].
 Forward: one program per block of rows and weight row j. Backward: grad_x
 per block of rows (a sum over the K weight rows); grad_w as per-block
 partial sums over rows, added up by one torch sum (deterministic, no atomics).
@@ -13,8 +13,8 @@ import triton
 import triton.language as tl
 from torch.autograd.function import Function
 
-from ..torch.first_order import first_order
-from ..torch.head_dot import check_head_dot
+from ..pytorch.first_order import first_order
+from ..pytorch.head_dot import check_head_dot
 from .launch import check_device, head_tile, kernel
 
 # features per chunk of the loops over a head's features
@@ -92,7 +92,7 @@ BACKWARD = kernel(_backward)
 
 
 def head_dot(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """out[r, h, j] = sum_f x[r, h, f] * weights[j, h, f] (see ``gnnc.backend.torch.head_dot``)."""
+    """out[r, h, j] = sum_f x[r, h, f] * weights[j, h, f] (see ``gnnc.backend.pytorch.head_dot``)."""
     check_head_dot(x, weights)
     check_device(x.device)
     return _HeadDot.apply(x, weights)

@@ -1,4 +1,4 @@
-"""Generalized SDDMM on Triton kernels, forward and backward (contract: ``gnnc.backend.torch.sddmm``).
+"""Generalized SDDMM on Triton kernels, forward and backward (contract: ``gnnc.backend.pytorch.sddmm``).
 
 Binary ops: one program per block of edges and broadcast positions writes
 out[e, p] = act(a[a_index[e], pa(p)] op b[b_index[e], pb(p)]), where pa / pb
@@ -22,10 +22,10 @@ import triton
 import triton.language as tl
 from torch.autograd.function import Function
 
-from ..torch.common import as_heads, broadcast_shape, flat_positions, sum_to
-from ..torch.csr import csr_structure
-from ..torch.first_order import first_order
-from ..torch.sddmm import check_sddmm
+from ..pytorch.common import as_heads, broadcast_shape, flat_positions, sum_to
+from ..pytorch.csr import csr_structure
+from ..pytorch.first_order import first_order
+from ..pytorch.sddmm import check_sddmm
 from .aggregate import aggregate, edge_dot
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, kernel, row_tile
@@ -122,7 +122,7 @@ def sddmm(
     chunk: int | None = None,
 ) -> torch.Tensor:
     """out[e] = a[a_index[e]] op b[b_index[e]], then leaky_relu(out, negative_slope) when it is given
-    (see ``gnnc.backend.torch.sddmm``); ``chunk`` is accepted and ignored."""
+    (see ``gnnc.backend.pytorch.sddmm``); ``chunk`` is accepted and ignored."""
     full = check_sddmm(a, a_index, b, b_index, op, negative_slope)
     check_device(a.device)
     if op == "dot":

@@ -1,6 +1,6 @@
 """Edge softmax, and the fused softmax + aggregation (of per-edge or SDDMM logits), as Triton kernels.
 
-Contracts: ``gnnc.backend.torch.edge_softmax``, ``edge_softmax_aggregate``
+Contracts: ``gnnc.backend.pytorch.edge_softmax``, ``edge_softmax_aggregate``
 and ``sddmm_softmax_aggregate``. All kernels are vertex-balanced: one
 program per block of CSR rows (destinations, or sources for the transposed
 gradients), holding whole [H, F] rows, walking its rows' entries in step.
@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from torch.autograd.function import Function
 
-from ..torch.common import (
+from ..pytorch.common import (
     as_heads,
     broadcast_shape,
     check_count,
@@ -41,9 +41,9 @@ from ..torch.common import (
     sum_to,
     weight_as_heads,
 )
-from ..torch.csr import csr_structure
-from ..torch.first_order import first_order
-from ..torch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
+from ..pytorch.csr import csr_structure
+from ..pytorch.first_order import first_order
+from ..pytorch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .device import binary, operand_grad, operands, row_block
 from .launch import check_device, edge_ids, head_tile, kernel, row_tile
 from .sddmm import sddmm
@@ -335,7 +335,7 @@ BY_SOURCE = kernel(_by_source)
 
 
 def edge_softmax(logits: torch.Tensor, dst: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    """alpha[e] = softmax over the in-edges of dst[e] of logits (see ``gnnc.backend.torch.edge_softmax``)."""
+    """alpha[e] = softmax over the in-edges of dst[e] of logits (see ``gnnc.backend.pytorch.edge_softmax``)."""
     check_float("logits", logits)
     num_nodes = check_count("num_nodes", num_nodes)
     check_index("dst", dst, num_nodes, logits.device, length=logits.shape[0])
@@ -391,7 +391,7 @@ def edge_softmax_aggregate(
     chunk: int | None = None,
 ) -> torch.Tensor:
     """out[v] = sum over e with dst[e] == v of edge_softmax(logits)[e] * x[src[e]]
-    (see ``gnnc.backend.torch.edge_softmax_aggregate``); ``chunk`` is accepted and ignored."""
+    (see ``gnnc.backend.pytorch.edge_softmax_aggregate``); ``chunk`` is accepted and ignored."""
     logits, num_dst = check_softmax_aggregate(logits, x, src, dst, num_dst)
     check_device(x.device)
     return _SoftmaxAggregate.apply(logits, None, x, src, dst, num_dst, None, None)

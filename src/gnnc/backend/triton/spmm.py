@@ -1,6 +1,6 @@
 """spmm and segment_reduce on the Triton kernels of ``aggregate`` (forward and backward).
 
-Same contracts as ``gnnc.backend.torch.spmm`` / ``segment_reduce``. Forward:
+Same contracts as ``gnnc.backend.pytorch.spmm`` / ``segment_reduce``. Forward:
 one pass over destinations (CSR by destination, cached by the torch
 backend's ``csr_structure``), vertex-balanced, or edge-balanced for sum /
 mean where ``balance``'s rule says; max / min find their arg edges in the
@@ -17,7 +17,7 @@ import math
 import torch
 from torch.autograd.function import Function
 
-from ..torch.common import (
+from ..pytorch.common import (
     REDUCES,
     as_heads,
     broadcast_shape,
@@ -30,9 +30,9 @@ from ..torch.common import (
     sum_to,
     weight_as_heads,
 )
-from ..torch.first_order import first_order
-from ..torch.segment import clamped_degrees, needs_arg
-from ..torch.spmm import check_spmm
+from ..pytorch.first_order import first_order
+from ..pytorch.segment import clamped_degrees, needs_arg
+from ..pytorch.spmm import check_spmm
 from .aggregate import aggregate, edge_dot, extremum_backward
 from .launch import check_device
 
@@ -52,7 +52,7 @@ def spmm(
     *,
     chunk: int | None = None,
 ) -> torch.Tensor:
-    """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.torch.spmm``).
+    """out[v] = reduce over e with dst[e] == v of (x[src[e]] op edge_weight[e]) (see ``gnnc.backend.pytorch.spmm``).
 
     ``chunk`` is accepted for signature compatibility and ignored (no edge chunks here).
     """
@@ -65,7 +65,7 @@ def spmm(
 def segment_reduce(
     values: torch.Tensor, dst: torch.Tensor, num_segments: int, op: str = "sum", *, chunk: int | None = None
 ) -> torch.Tensor:
-    """out[v] = op over edges e with dst[e] == v of values[e] (see ``gnnc.backend.torch.segment_reduce``)."""
+    """out[v] = op over edges e with dst[e] == v of values[e] (see ``gnnc.backend.pytorch.segment_reduce``)."""
     check_float("values", values)
     num_segments = check_count("num_segments", num_segments)
     check_index("dst", dst, num_segments, values.device, length=values.shape[0])

@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ... import function as fn
-from ...compat.dgl_base import dgl_warning
+from ...dgl_base import dgl_warning
 from ...readout import broadcast_nodes
 from .common import in_degrees
 

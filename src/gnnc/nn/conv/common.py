@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from ... import function as fn
-from ...compat.dgl_base import DGLError
+from ...dgl_base import DGLError
 
 _ZERO_IN_DEGREE = (
     "There are 0-in-degree nodes in the graph, output for those nodes will be invalid. This is harmful for "

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ... import function as fn
-from ...compat.dgl_base import DGLError
+from ...dgl_base import DGLError
 from .common import (
     check_in_degrees,
     copy_or_weighted,

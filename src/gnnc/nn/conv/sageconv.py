@@ -7,7 +7,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ... import function as fn
-from ...compat.dgl_base import DGLError
+from ...dgl_base import DGLError
 from .common import copy_or_weighted, expand_as_pair, in_degrees, is_block
 
 _AGGREGATORS = {"mean", "gcn", "pool", "lstm"}

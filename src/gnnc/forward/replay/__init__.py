@@ -1,0 +1,1 @@
+"""Run-time helpers that forward passes place in a captured forward graph."""
