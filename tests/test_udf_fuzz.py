@@ -12,9 +12,9 @@ must do (``Program.expect``): a program that should compile must run a compiled
 plan and fall back nowhere ("match" means a plan ran and matched); one designed
 to fall back must fall back.
 
-The long run is ``python bench/udf_fuzz.py --programs 20000 --seed 0 --jobs 2``.
+The long run is ``python -m tests.udf_fuzz_run --programs 20000 --seed 0 --jobs 2``.
 A program that fails here prints its seed and source; rerun it with
-``python bench/udf_fuzz.py --only SEED``.
+``python -m tests.udf_fuzz_run --only SEED``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ KNOWN: dict[int, str] = {}
 def _report(outcome: Outcome, source: str, wrong: str | None = None) -> str:
     return (
         f"seed {outcome.seed}: {outcome.status}: {outcome.reason}\n{wrong or ''}\n{outcome.detail}\n"
-        f"--- program source (rerun: python bench/udf_fuzz.py --only {outcome.seed}) ---\n{source}"
+        f"--- program source (rerun: python -m tests.udf_fuzz_run --only {outcome.seed}) ---\n{source}"
     )
 
 

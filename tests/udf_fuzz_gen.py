@@ -54,7 +54,7 @@ Outcomes: ``match``; ``no_plan``; ``mismatch`` (silent wrong result: the worst);
 ``FallbackWarning``: allowed, counted by reason); ``both_raise`` and
 ``eager_error`` (the generated program is invalid even eagerly: skipped).
 
-Used by ``tests/test_udf_fuzz.py`` (CI sample) and ``bench/udf_fuzz.py`` (long run).
+Used by ``tests/test_udf_fuzz.py`` (CI sample) and ``tests/udf_fuzz_run.py`` (long run).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..runtime import reach
+from ..runtime.deferred import settle_before_user_writes
 from ..runtime.reach import function_of, udf_location
 from .exclusive import TRACING, Tracer
 from .out_of_place import AUGMENTED, InPlaceRefused, make_out_of_place
@@ -365,8 +366,6 @@ class LiftReached(TorchFunctionMode):
             )
         if _is_metadata(func) or not any(self.tracer.is_live(a) for a in leaves):
             if _writes(func, kwargs):  # into a real tensor, now: user code's write, run while tracing
-                from ..runtime.deferred import settle_before_user_writes
-
                 settle_before_user_writes()
             return func(*args, **kwargs)
         args, kwargs = tree_map(self.tracer.lift, (args, kwargs))

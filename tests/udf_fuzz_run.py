@@ -1,8 +1,8 @@
 """Long run of the differential UDF fuzzer: random user-style UDF programs, compiled vs eager.
 
-    python bench/udf_fuzz.py --programs 20000 --seed 0 [--jobs 2] [--out report.json] [--failures DIR]
-    python bench/udf_fuzz.py --programs 20000 --seed 0 --skip 16000   # the last 4,000 of that run only
-    python bench/udf_fuzz.py --only SEED          # rerun (and print) one program
+    python -m tests.udf_fuzz_run --programs 20000 --seed 0 [--jobs 2] [--out report.json] [--failures DIR]
+    python -m tests.udf_fuzz_run --programs 20000 --seed 0 --skip 16000   # the last 4,000 of that run only
+    python -m tests.udf_fuzz_run --only SEED          # rerun (and print) one program
 
 Prints programs tried, matches, mismatches, kinks (gradients on integer inputs that
 differ only where a ReLU meets a sum that cancels exactly), roundings (differences no
@@ -24,11 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from tests.udf_fuzz_gen import generate, run_program, sample_seeds, unexpected  # noqa: E402
+from tests.udf_fuzz_gen import Outcome, generate, run_program, sample_seeds, unexpected
 
 BAD = ("mismatch", "crash")
 
@@ -47,8 +43,6 @@ def _one(seed: int):
     try:
         outcome = run_program(program)
     except BaseException as err:  # noqa: BLE001 - the harness itself must survive a program
-        from tests.udf_fuzz_gen import Outcome
-
         outcome = Outcome("crash", seed, f"harness: {type(err).__name__}: {err}"[:160], repr(err), program.tags)
     return outcome, program.source, unexpected(program, outcome)
 
@@ -153,7 +147,7 @@ def main(argv=None) -> int:
     if tag_fail:
         print("tags of failing programs:", dict(tag_fail.most_common(12)))
     if counts["mismatch"] or counts["crash"] or counts["unexpected"]:
-        print(f"failing programs' sources: {failures}/ (rerun one: python bench/udf_fuzz.py --only SEED)")
+        print(f"failing programs' sources: {failures}/ (rerun one: python -m tests.udf_fuzz_run --only SEED)")
     if args.out:
         report = {
             "programs": total,
@@ -163,7 +157,7 @@ def main(argv=None) -> int:
             "counts": dict(counts),
             "reasons": {s: dict(r) for s, r in reasons.items()},
             "examples": {f"{s}: {r}": seed for (s, r), seed in examples.items()},
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
+            "command": " ".join(["python -m tests.udf_fuzz_run", *sys.argv[1:]]),
         }
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 1 if counts["mismatch"] or counts["crash"] or counts["unexpected"] else 0
