@@ -5,7 +5,10 @@ code, closure and default values, globals read, module identities and
 modes, dtypes and shapes of reached tensors); a plan adds the graph schema,
 the dtypes and trailing shapes of the data read, the block (whole graph or
 relation index), the device and the backend choice (``auto`` resolves to
-``cpu`` on CPU when numba is there). Tracing or inference failures fall
+``cpu`` on CPU when numba is there). A trace that holds only for some
+feature schemas is kept per generic key with the guards it was traced
+under. Each cache keeps a bounded number of entries, least recently used
+first out (``docs/caches.rst`` lists them). Tracing or inference failures fall
 back to the eager executor for that call with one ``FallbackWarning``
 naming the operator and UDF line. ``run`` is the call's failure boundary
 (``gnnc.failures``): any other exception in a stage of planning (tracing,
@@ -28,6 +31,7 @@ import itertools
 import torch
 
 from .. import backend
+from ..bounded_cache import BoundedCache
 from ..failures import FallbackWarning, blame, failure, fell_back, stage
 from ..function import BuiltinReduce
 from ..ir import operators as ops
@@ -43,7 +47,14 @@ from .build import build_apply_edges, build_update_all
 from .passes import optimize
 from .trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
 
-_CACHE: dict = {}
+# The bounds hold every plan of a large heterograph model (one per relation block and layer); past them
+# the least recently used is traced or compiled again.
+_CACHE: BoundedCache[Plan] = BoundedCache(1024)  # trace key, schema, read signature, block, device, options
+_TRACES: BoundedCache = BoundedCache(1024)  # (call kind, UDFs' reach fingerprint) -> traced UDFs or failure
+# generic trace key -> {serial: (guards on the graph's features, traced UDFs or fallback)}, oldest first out
+_SPECIALIZED: BoundedCache[BoundedCache[tuple]] = BoundedCache(256)
+_VARIANTS = 16  # specializations kept per generic trace
+_SERIALS = itertools.count()  # names a specialization in plan keys, whatever else is evicted
 RUN_OPTIONS = ("backend", "autotune")  # compile options that are not passes
 
 
@@ -61,16 +72,16 @@ _STORE_OF = {"src": "ndata", "dst": "ndata", "srctype": "ntype_data", "dsttype":
 def _read_signature(g, traced, rel):
     """dtype and trailing shape of every tensor the UDFs read (their plan depends on them)."""
     sig, pending_values = [], []
-    for stage, t in enumerate(traced):
+    for udf, t in enumerate(traced):  # 0: the message UDF
         if t is None or isinstance(t, BuiltinReduce):
             continue
         for space, key in t.accesses:
             if space == "mailbox":  # messages: their signature follows from the message function's
                 continue
-            store = _STORE_OF.get(space) or ("edata" if stage == 0 else "ndata")
+            store = _STORE_OF.get(space) or ("edata" if udf == 0 else "ndata")
             pending = deferral.peek(g, key, rel) if store == "edata" else None
             if pending is not None:
-                sig.append((stage, space, key, DEFERRED_INPUT, pending.signature()))
+                sig.append((udf, space, key, DEFERRED_INPUT, pending.signature()))
                 pending_values.append(pending)
                 continue
             try:
@@ -79,7 +90,7 @@ def _read_signature(g, traced, rel):
                 continue  # the UDF itself will report the missing feature
             sig.append(
                 (
-                    stage,
+                    udf,
                     space,
                     key,
                     value.dtype,
@@ -102,9 +113,6 @@ def _read(g, store, key, rel, space=None):
     return getattr(g, "edata_all" if store == "edata" else store)[key]
 
 
-_TRACES: dict = {}
-
-
 def trace_call(kind, udfs, g, rel):
     """Traced UDFs of a call (cached by code and binding), or the fallback message. A UDF that cannot be
     traced alone (a branch on a feature's dtype or rank, ``'norm' in edges.data``) is traced again on the
@@ -112,22 +120,19 @@ def trace_call(kind, udfs, g, rel):
     key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
     traced = _TRACES.get(key)  # (read once: another thread may clear the caches)
     if traced is None:
-        traced = _TRACES[key] = _trace_all(udfs, None, [])
+        traced = _TRACES.put(key, _trace_all(udfs, None, []))
     if not isinstance(traced, TraceFailure):
         return key, traced
     schema = feature_schema(g, rel)
-    specialized = _SPECIALIZED.setdefault(key, [])
-    for i, (guards, traced) in enumerate(specialized):
-        if schema_guards_hold(guards, schema):
-            return key + (i,), traced
+    specialized = _SPECIALIZED.setdefault(key, BoundedCache(_VARIANTS))
+    for serial, (kept_guards, kept) in specialized.items():  # in the order they were traced
+        if schema_guards_hold(kept_guards, schema):
+            return key + (serial,), kept
     guards: list = []
     traced = _trace_all(udfs, schema, guards)
-    entry = (tuple(guards), _fallback(traced) if isinstance(traced, TraceFailure) else traced)
-    specialized.append(entry)  # (another thread may append too: the position is looked up)
-    return key + (next(i for i, e in enumerate(specialized) if e is entry),), entry[1]
-
-
-_SPECIALIZED: dict = {}  # generic trace key -> [(guards on the graph's features, traced UDFs or fallback)]
+    serial = next(_SERIALS)
+    entry = specialized.put(serial, (tuple(guards), _fallback(traced) if isinstance(traced, TraceFailure) else traced))
+    return key + (serial,), entry[1]
 
 
 def _trace_all(udfs, schema, guards):
@@ -228,7 +233,7 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     plan = _CACHE.get(key)
     if plan is None:
         with torch.no_grad():  # nothing of compiling is differentiated, nor saved (a checkpointed forward counts)
-            plan = _CACHE[key] = _compile(kind, traced, udfs, g, rel, options)
+            plan = _CACHE.put(key, _compile(kind, traced, udfs, g, rel, options))
     return plan
 
 
@@ -381,8 +386,8 @@ def run(kind, udfs, g, rel, options) -> dict | None:
         return results
     deferral.settle_trusted(g)
     _gnnc_failure(failed, "plan run", kind, udfs, g, rel)
-    for key in [k for k, v in list(_CACHE.items()) if v is plan]:  # rebuilt next call: the failure may pass
-        _CACHE.pop(key, None)
+    for key in [k for k, v in _CACHE.items() if v is plan]:  # rebuilt next call: the failure may pass
+        _CACHE.pop(key)
     return None
 
 

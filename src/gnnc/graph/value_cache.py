@@ -9,10 +9,9 @@ sorts these values save.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import torch
+
+from ..bounded_cache import BoundedCache
 
 _SAME_SIZE_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -35,30 +34,19 @@ class ByContents:
     of whatever else it was made from; least recently used first out. Safe to use from several threads."""
 
     def __init__(self, most: int):
-        self.most = most
-        self._entries: OrderedDict = OrderedDict()  # (id(tensor), key) -> (copy of the tensor, value)
-        self._lock = threading.Lock()
+        self._entries: BoundedCache[tuple] = BoundedCache(most)  # (id(tensor), key) -> (copy of the tensor, value)
 
     def get(self, t: torch.Tensor, key=()):
         """The value made from a tensor with ``t``'s contents (and ``key``) through this tensor, or None."""
-        with self._lock:
-            hit = self._entries.get((id(t), key))
-            if hit is not None:
-                self._entries.move_to_end((id(t), key))
+        hit = self._entries.get((id(t), key))
         return hit[1] if hit is not None and same_bits(hit[0], t) else None
 
     def put(self, t: torch.Tensor, value, key=()) -> None:
         """Keep ``value``, made from ``t``'s present contents (and ``key``)."""
-        kept = t.detach().clone()
-        with self._lock:
-            self._entries[(id(t), key)] = (kept, value)
-            self._entries.move_to_end((id(t), key))
-            while len(self._entries) > self.most:
-                self._entries.popitem(last=False)
+        self._entries.put((id(t), key), (t.detach().clone(), value))
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._entries.clear()
 
 
 __all__ = ["ByContents", "same_bits"]

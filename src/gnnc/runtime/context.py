@@ -8,11 +8,11 @@ call on a graph.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 
+from ..bounded_cache import BoundedCache
 from ..graph.index import GraphIndex
 from ..graph.inference_safe import cached_structure, lasting
 from ..ir import cost
@@ -143,7 +143,7 @@ class GraphContext:
     def last_retyped(self) -> GraphContext | None:
         """The block ``retyped`` built or returned last (``explain`` shows the cost model's choices on it)."""
         cache = self.__dict__.get("_retyped")
-        return next(reversed(cache.values()))[1] if cache else None
+        return cache.values()[-1][1] if cache else None
 
     @lasting
     def retyped(self, grouping) -> tuple[GraphContext, torch.Tensor]:
@@ -152,10 +152,9 @@ class GraphContext:
         context's edge i is this block's edge ``perm[i]``. The types become relations, so pair tables and
         typed aggregations run on a type read from edge data (DGL's ``weight[edges.data['rel_type']]``).
         Cached per grouping (the last few)."""
-        cache = self.__dict__.setdefault("_retyped", OrderedDict())
+        cache = self.__dict__.setdefault("_retyped", BoundedCache(4))
         hit = cache.get(id(grouping))
         if hit is not None and hit[0] is grouping:  # holding the grouping pins its id
-            cache.move_to_end(id(grouping))
             return hit[1], hit[2]
         offsets = grouping.groups.offsets
         src, dst = self.src[grouping.perm], self.dst[grouping.perm]
@@ -169,9 +168,7 @@ class GraphContext:
         )
         perm = grouping.perm if index.user_eid is None else grouping.perm[index.user_eid]
         typed = GraphContext(index, None, index.src, index.dst, self.node_lo, self.node_hi, 0, self.num_edges, perm)
-        cache[id(grouping)] = (grouping, typed, perm)
-        while len(cache) > 4:
-            cache.popitem(last=False)
+        cache.put(id(grouping), (grouping, typed, perm))
         return typed, perm
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 import operator
-from collections import OrderedDict
 
 import torch
+
+from ...bounded_cache import BoundedCache
 
 # Edge chunks hold about this many message elements; small enough to stay in
 # CPU caches (measured fastest at 2**20 on a 2-core AVX-512 machine).
@@ -56,22 +57,20 @@ def check_index(name: str, index: torch.Tensor, bound: int, device: torch.device
 
 # identity -> (index, (min, max)); holding the index keeps its storage (and so the key's
 # data pointer) from being reused while the entry exists.
-_ranges: OrderedDict = OrderedDict()
 RANGE_CACHE_SIZE = 32
+_ranges: BoundedCache[tuple] = BoundedCache(RANGE_CACHE_SIZE)
 
 
 def index_range(index: torch.Tensor) -> tuple[int, int]:
     """(min, max) of a non-empty index tensor, remembered per tensor identity: a plan passes
     the same graph index tensors every call, and a device sync per check adds up."""
     key = tensor_identity(index)
-    if key is not None and key in _ranges:
-        _ranges.move_to_end(key)
-        return _ranges[key][1]
+    hit = None if key is None else _ranges.get(key)
+    if hit is not None:
+        return hit[1]
     lo, hi = (int(v) for v in torch.aminmax(index))
     if key is not None:
-        _ranges[key] = (index, (lo, hi))
-        while len(_ranges) > RANGE_CACHE_SIZE:
-            _ranges.popitem(last=False)
+        _ranges.put(key, (index, (lo, hi)))
     return lo, hi
 
 

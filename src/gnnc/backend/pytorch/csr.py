@@ -26,11 +26,11 @@ that bypass it (``.data``, a shared numpy array) are not.
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
 
+from ...bounded_cache import BoundedCache
 from .common import chunk_rows, clear_index_ranges, tensor_identity
 
 SPARSE_DEVICE_TYPES = frozenset({"cpu", "cuda"})
@@ -73,7 +73,7 @@ class CsrStructure:
 
 # key -> (rows, cols, structure). Holding rows/cols keeps their storage alive, so
 # no other tensor can reuse the data pointer in the key while the entry exists.
-_cache: OrderedDict = OrderedDict()
+_cache: BoundedCache[tuple] = BoundedCache(CACHE_SIZE)
 
 
 def clear_structure_cache() -> None:
@@ -86,14 +86,12 @@ def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None =
     """CSR of edges ``(rows[e], cols[e])`` (columns = edge ids when ``cols`` is None)."""
     key = (num_rows, tensor_identity(rows), None if cols is None else tensor_identity(cols))
     cacheable = key[1] is not None and (cols is None or key[2] is not None)
-    if cacheable and key in _cache:
-        _cache.move_to_end(key)
-        return _cache[key][2]
+    hit = _cache.get(key) if cacheable else None
+    if hit is not None:
+        return hit[2]
     structure = _build(rows, num_rows, cols)
     if cacheable:
-        _cache[key] = (rows, cols, structure)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+        _cache.put(key, (rows, cols, structure))
     return structure
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
 from torch.autograd.function import Function
 
+from ...bounded_cache import BoundedCache
 from .common import (
     CPU_CHUNK_ELEMENTS,
     DEVICE_CHUNK_ELEMENTS,
@@ -76,7 +76,8 @@ class Grouping:
     perm: torch.Tensor
     groups: Segments
     identity: bool
-    compacts: OrderedDict = field(default_factory=OrderedDict)  # (identity of an index, rows) -> (index, Compact)
+    # (identity of an index, rows) -> (index, Compact)
+    compacts: BoundedCache[tuple] = field(default_factory=lambda: BoundedCache(4))
 
     @cached_property
     def inverse(self) -> torch.Tensor:
@@ -89,23 +90,21 @@ class Grouping:
         """The distinct (index[e], type[e]) pairs, ``index`` values in [0, num_rows) (cached per index tensor)."""
         key = tensor_identity(index)
         key = None if key is None else key + (num_rows,)
-        if key is not None and key in self.compacts:
-            self.compacts.move_to_end(key)
-            return self.compacts[key][1]
+        hit = None if key is None else self.compacts.get(key)
+        if hit is not None:
+            return hit[1]
         t = self.snapshot.to(torch.int64)
         t = torch.where(t < 0, t + self.num_types, t)
         pairs, pair = torch.unique(t * num_rows + index.to(torch.int64), return_inverse=True)  # sorted: by type
         found = Compact(pairs % num_rows, pair, Segments(_offsets(pairs // num_rows, self.num_types)))
         if key is not None:
-            self.compacts[key] = (index, found)  # holding index pins the data pointer of the key
-            while len(self.compacts) > 4:
-                self.compacts.popitem(last=False)
+            self.compacts.put(key, (index, found))  # holding index pins the data pointer of the key
         return found
 
 
 # the last CACHE_SIZE groupings, matched by contents (a version counter misses writes through ``.data`` or
 # numpy; a plan may get a fresh, equal index every call)
-_recent: OrderedDict = OrderedDict()
+_recent: BoundedCache[Grouping] = BoundedCache(CACHE_SIZE)
 # Type tensors only gnnc holds (``mark_private``): id -> (weak reference, version, Grouping or None)
 _private: dict = {}
 
@@ -146,10 +145,7 @@ def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Groupi
             break
     if found is None:
         found = _build(types, num_types, name)
-    _recent[id(found)] = found
-    _recent.move_to_end(id(found))
-    while len(_recent) > CACHE_SIZE:
-        _recent.popitem(last=False)
+    _recent.put(id(found), found)
     if mine is not None:
         _private[id(types)] = (mine[0], types._version, found)
     return found
