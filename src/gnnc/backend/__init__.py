@@ -18,6 +18,8 @@ import importlib.util
 
 import torch
 
+from ..scoped import scoped
+
 CHOICES = ("auto", "torch", "cpu", "triton")
 _PACKAGES = {"torch": "pytorch", "cpu": "cpu", "triton": "triton"}  # backend name -> gnnc.backend subpackage
 KERNEL_FLOATS = (torch.float32, torch.float64)  # the floating dtypes the generated kernels (cpu, triton) compute in
@@ -79,14 +81,9 @@ def resolve(choice: str, device, dtypes=()) -> str:
     return choice
 
 
-@contextlib.contextmanager
-def using(name: str):
+def using(name: str) -> contextlib.AbstractContextManager[None]:
     """Inside the block, ``kernels()`` is backend ``name`` (a resolved name)."""
-    token = _ACTIVE.set(name)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
+    return scoped(_ACTIVE, name)
 
 
 def active() -> str:

@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
+from collections.abc import Iterator
 
 import torch
 
@@ -43,6 +44,7 @@ from ..runtime import eager, edge_writes, reach
 from ..runtime.context import graph_context
 from ..runtime.node_reads import end_slot, side_of, sides_differ
 from ..runtime.plan import AUTOGRAD_SIGNALS, Plan, bind_inputs, forget_bindings, run_plan
+from ..scoped import scoped
 from .build import build_apply_edges, build_update_all
 from .passes import optimize
 from .trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
@@ -314,14 +316,11 @@ _RECORDING: contextvars.ContextVar = contextvars.ContextVar("gnnc_recording", de
 
 
 @contextlib.contextmanager
-def recording():
+def recording() -> Iterator[list[Plan]]:
     """Collect the plans every compiled call uses inside the block."""
     plans: list[Plan] = []
-    token = _RECORDING.set(plans)
-    try:
+    with scoped(_RECORDING, plans):
         yield plans
-    finally:
-        _RECORDING.reset(token)
 
 
 def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -> bool:

@@ -44,6 +44,7 @@ from ..function import BuiltinMessage, BuiltinReduce
 from ..graph.core import Graph
 from ..runtime import reach
 from ..runtime.plan import AUTOGRAD_SIGNALS
+from ..scoped import scoped
 
 FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata", "ndata_all", "edata_all"})
 EDGE_FRAMES = frozenset({"edata", "edata_all"})
@@ -374,17 +375,15 @@ class Captured:
         slots = [v for v, kind in zip((*args, *kwargs.values()), self.kinds) if kind != "value"]
         saved = [(g, _features(g)) for g in slots if isinstance(g, Graph)]
         stack: list = []
-        token = _SCOPES.set(stack)
-        try:
-            return self.module(_LiveRoot(model), *slots)
-        except BaseException as err:
-            while stack:
-                stack.pop().__exit__(type(err), err, err.__traceback__)
-            for g, features in saved:
-                _restore_features(g, features)
-            raise
-        finally:
-            _SCOPES.reset(token)
+        with scoped(_SCOPES, stack):
+            try:
+                return self.module(_LiveRoot(model), *slots)
+            except BaseException as err:
+                while stack:
+                    stack.pop().__exit__(type(err), err, err.__traceback__)
+                for g, features in saved:
+                    _restore_features(g, features)
+                raise
 
 
 def _features(g: Graph) -> tuple:

@@ -28,6 +28,7 @@ from torch import nn
 
 from ..compiler.trace import SOURCE_LINE, TraceFailure, trace_udf, udf_location
 from ..runtime import reach
+from ..scoped import scoped
 
 _ROWS = {"mailbox": 2}  # leading row dims of a space's features (1 elsewhere)
 # Row counts of the stand-ins that carry one head's shapes (never read: reads of row dims are refused).
@@ -211,17 +212,11 @@ class _Program:
             elif n.op == "get_attr":
                 env[n] = self.tensor([_attribute(t.root, n.target) for t in self.traces], i)
             elif n.op == "call_module":
-                token = SOURCE_LINE.set(n.meta.get("udf_line"))
-                try:
+                with scoped(SOURCE_LINE, n.meta.get("udf_line")):
                     env[n] = self._module([t.root.get_submodule(n.target) for t in self.traces], n, env, i)
-                finally:
-                    SOURCE_LINE.reset(token)
             elif n.op in ("call_function", "call_method"):
-                token = SOURCE_LINE.set(n.meta.get("udf_line"))
-                try:
+                with scoped(SOURCE_LINE, n.meta.get("udf_line")):
                     env[n] = self._call(n, env)
-                finally:
-                    SOURCE_LINE.reset(token)
             else:  # output
                 return {k: self._output(k, v, env) for k, v in n.args[0].items()}
         raise Unbatchable("the UDF returns nothing")
