@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 from . import backend as backends
@@ -34,16 +36,16 @@ class CompiledModule(nn.Module):
         """What capture did with the last call's forward (the passes that fired, or why it was not)."""
         return [str(line) for line in self._forwards.log]
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         with compiling(self._call_options):
             return self._forwards(self.model, args, kwargs)
 
 
-def compile(
+def compile(  # noqa: A001 - the public name gnnc.compile, as torch.compile
     model: nn.Module,
     backend: str = "auto",
-    autotune: bool = False,  # noqa: A001
-    **options,
+    autotune: bool = False,
+    **options: bool,
 ) -> CompiledModule:
     """A module computing the same function as ``model`` with compiled message passing.
 
@@ -63,7 +65,7 @@ def compile(
     return CompiledModule(model, {"backend": backend, **options, **({"autotune": True} if autotune else {})})
 
 
-def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "auto", **options) -> str:
+def explain(model: nn.Module, *inputs: Any, dot: str | None = None, backend: str = "auto", **options: bool) -> str:
     """Run ``model(*inputs)`` compiled and describe the forward passes and every message-passing call.
 
     First the forward passes that rewrote the model's own code between calls (``== forward: ...``); last,
@@ -88,6 +90,7 @@ def explain(model: nn.Module, *inputs, dot: str | None = None, backend: str = "a
         if plan.dfg is None:
             sections += [f"== call {i}: {plan.call}", f"   fell back to eager: {plan.fallback}"]
             continue
+        assert plan.initial is not None and plan.context is not None, "a recorded plan that compiled"
         sections.append(f"== call {i}: {plan.call} [backend {plan.backend}]")
         before, after = estimate(plan.initial), estimate(plan.dfg)
         sections += [

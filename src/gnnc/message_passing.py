@@ -9,9 +9,12 @@ Arguments may also be passed under DGL's keyword names (``message_func``,
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -27,10 +30,14 @@ from .graph.message_passing_hook import register
 from .runtime import deferred, eager
 from .scoped import scoped
 
-_COMPILING = contextvars.ContextVar("gnnc_compiling", default=None)
+_COMPILING: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gnnc_compiling", default=None)
+UDF = Callable[..., dict]  # a message, reduce or node function: a batch -> {name: tensor}; or a built-in
+EdgeType = str | tuple[str, str, str]
+NodeIds = torch.Tensor | Sequence[int] | int | str  # str: ALL
+EdgeIds = NodeIds | tuple[NodeIds, NodeIds]  # ids, or (u, v) naming one edge per pair
 
 
-def graph_call(fn):
+def graph_call(fn: Callable[..., None]) -> Callable[..., None]:
     """A message-passing entry point: ``lasting`` (what it caches with the graph is no inference tensor), and
     opaque to ``torch.compile``: dynamo breaks its graph there and calls it as is (gnnc compiles the call
     itself, and dynamo cannot trace its numba kernels). The ``torch.compiler.disable`` wrappers are made once
@@ -58,7 +65,7 @@ def _opaque(fn):
     return _OPAQUE[fn]
 
 
-def compiling(options: dict):
+def compiling(options: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
     """Context manager: inside it every message-passing call goes through the compiler."""
     return scoped(_COMPILING, dict(options))
 
@@ -111,10 +118,9 @@ def _updated(g, update_fn, t) -> dict:
 def _check_callable(fn, role: str):
     if not callable(fn):
         raise TypeError(f"{role} function must be callable, got {type(fn).__name__}")
-    other = {"message": BuiltinReduce, "reduce": BuiltinMessage}.get(role)
-    if other is not None and isinstance(fn, other):
+    if (role == "message" and isinstance(fn, BuiltinReduce)) or (role == "reduce" and isinstance(fn, BuiltinMessage)):
         raise TypeError(
-            f"{fn.name} is a {'reduce' if other is BuiltinReduce else 'message'} function but was "
+            f"{fn.name} is a {'reduce' if role == 'message' else 'message'} function but was "
             f"passed as the {role} function: update_all(message, reduce)"
         )
 
@@ -141,7 +147,14 @@ def _arguments(call: str, dgl_kwargs: dict, aliases: dict, required, **given) ->
 
 
 @graph_call
-def apply_edges(g, message=None, edges=None, etype=None, compile=None, **dgl_kwargs) -> None:
+def apply_edges(
+    g: Graph,
+    message: UDF | None = None,
+    edges: EdgeIds | None = None,
+    etype: EdgeType | None = None,
+    compile: bool | None = None,  # noqa: A002 - the public keyword: update_all(..., compile=True)
+    **dgl_kwargs: Any,
+) -> None:
     (message,) = _arguments("apply_edges", dgl_kwargs, {"func": "message"}, ["message"], message=message)
     _check_callable(message, "message")
     if etype is None and edges is None and _per_relation(g, message):
@@ -185,7 +198,7 @@ def _edge_results(g, message, rel, options) -> dict:
     return eager.messages(g, message, rel, user_order=True)
 
 
-def apply_nodes(g, func, v=None, ntype=None) -> None:
+def apply_nodes(g: Graph, func: UDF, v: NodeIds | None = None, ntype: str | None = None) -> None:
     _check_callable(func, "node")
     t = None if ntype is None else g.ntype_id(ntype)
     if v is None:
@@ -240,7 +253,15 @@ _FUNC_ALIASES = {"message_func": "message", "reduce_func": "reduce", "apply_node
 
 
 @graph_call
-def update_all(g, message=None, reduce=None, update=None, etype=None, compile=None, **dgl_kwargs) -> None:
+def update_all(
+    g: Graph,
+    message: UDF | None = None,
+    reduce: UDF | None = None,
+    update: UDF | None = None,
+    etype: EdgeType | None = None,
+    compile: bool | None = None,  # noqa: A002 - the public keyword: update_all(..., compile=True)
+    **dgl_kwargs: Any,
+) -> None:
     message, reduce, update = _arguments(
         "update_all", dgl_kwargs, _FUNC_ALIASES, ["message", "reduce"], message=message, reduce=reduce, update=update
     )
@@ -248,7 +269,7 @@ def update_all(g, message=None, reduce=None, update=None, etype=None, compile=No
     _check_callable(reduce, "reduce")
     if update is not None:
         _check_callable(update, "update")
-    if etype is None and _per_relation(g, message, reduce):
+    if etype is None and isinstance(reduce, BuiltinReduce) and _per_relation(g, message, reduce):
         if reduce.op == "mean":
             raise NotImplementedError(
                 "update_all over several relations cannot reduce 'mean' both within and "
@@ -275,7 +296,15 @@ def _per_relation(g, *funcs) -> bool:
 
 
 @graph_call
-def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+def send_and_recv(
+    g: Graph,
+    edges: EdgeIds,
+    message: UDF | None = None,
+    reduce: UDF | None = None,
+    update: UDF | None = None,
+    etype: EdgeType | None = None,
+    **dgl_kwargs: Any,
+) -> None:
     funcs, rel, _ = _partial_call("send_and_recv", g, etype, dgl_kwargs, message, reduce, update)
     lo, hi = g.index.rel_range(rel)
     eids = _edge_subset(g, edges, rel, hi - lo, "send_and_recv(edges=...)")
@@ -284,14 +313,30 @@ def send_and_recv(g, edges, message=None, reduce=None, update=None, etype=None, 
 
 
 @graph_call
-def pull(g, v, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+def pull(
+    g: Graph,
+    v: NodeIds,
+    message: UDF | None = None,
+    reduce: UDF | None = None,
+    update: UDF | None = None,
+    etype: EdgeType | None = None,
+    **dgl_kwargs: Any,
+) -> None:
     funcs, rel, key = _partial_call("pull", g, etype, dgl_kwargs, message, reduce, update)
     nodes = _subset(v, g.num_dst_nodes(key[2]), "pull(v=...)", "node", g.device)
     _receive(g, rel, g.in_edges(nodes, form="eid", etype=key), nodes.unique(), *funcs)
 
 
 @graph_call
-def push(g, u, message=None, reduce=None, update=None, etype=None, **dgl_kwargs) -> None:
+def push(
+    g: Graph,
+    u: NodeIds,
+    message: UDF | None = None,
+    reduce: UDF | None = None,
+    update: UDF | None = None,
+    etype: EdgeType | None = None,
+    **dgl_kwargs: Any,
+) -> None:
     funcs, rel, key = _partial_call("push", g, etype, dgl_kwargs, message, reduce, update)
     nodes = _subset(u, g.num_src_nodes(key[0]), "push(u=...)", "node", g.device)
     _receive(g, rel, g.out_edges(nodes, form="eid", etype=key), None, *funcs)
@@ -353,7 +398,14 @@ def _compute_graph(g, rel: int, eids):
 
 
 @graph_call
-def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, compile=None, **dgl_kwargs) -> None:
+def multi_update_all(
+    g: Graph,
+    funcs: dict[EdgeType, tuple] | None = None,
+    cross_reducer: str = "sum",
+    update: UDF | None = None,
+    compile: bool | None = None,  # noqa: A002 - the public keyword: update_all(..., compile=True)
+    **dgl_kwargs: Any,
+) -> None:
     funcs, update = _arguments(
         "multi_update_all",
         dgl_kwargs,
@@ -368,7 +420,7 @@ def multi_update_all(g, funcs=None, cross_reducer: str = "sum", update=None, com
         raise ValueError(f"unknown cross reducer {cross_reducer!r}; use one of {eager.CROSS_REDUCERS}")
     if not isinstance(funcs, dict) or not funcs:
         raise TypeError("multi_update_all expects a non-empty dict {relation: (message, reduce)}")
-    per_type: dict[int, list[dict]] = {}
+    per_type: dict[int, list[tuple[tuple[str, str, str], dict]]] = {}
     for etype, pair in funcs.items():
         if not isinstance(pair, (tuple, list)) or len(pair) not in (2, 3):
             raise TypeError(f"multi_update_all[{etype!r}] must be (message, reduce) or (message, reduce, update)")

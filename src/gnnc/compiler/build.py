@@ -159,7 +159,7 @@ def _as_positional(graph: fx.Graph) -> fx.Graph:
     return g
 
 
-def build_update_all(message: TracedUDF, reduce, update: TracedUDF | None) -> MPDFG:
+def build_update_all(message: TracedUDF, reduce: TracedUDF | BuiltinReduce, update: TracedUDF | None) -> MPDFG:
     """MP-DFG of ``update_all(message, reduce, update)``; ``reduce`` is traced or built-in."""
     b = _Builder()
     msgs = b.message(message)

@@ -27,7 +27,8 @@ import contextlib
 import contextvars
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -35,6 +36,7 @@ from .. import backend
 from ..bounded_cache import BoundedCache
 from ..failures import FallbackWarning, blame, failure, fell_back, stage
 from ..function import BuiltinReduce
+from ..graph.core import Graph
 from ..ir import operators as ops
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from ..ir.rules import InferenceFailure, infer
@@ -115,7 +117,7 @@ def _read(g, store, key, rel, space=None):
     return getattr(g, "edata_all" if store == "edata" else store)[key]
 
 
-def trace_call(kind, udfs, g, rel):
+def trace_call(kind: str, udfs: Sequence, g: Graph, rel: int | None) -> tuple[tuple, list | str]:
     """Traced UDFs of a call (cached by code and binding), or the fallback message. A UDF that cannot be
     traced alone (a branch on a feature's dtype or rank, ``'norm' in edges.data``) is traced again on the
     features of ``g``'s block ``rel``, cached with them too."""
@@ -160,7 +162,7 @@ def _after_reduce(schema: dict, reduce) -> dict:
     return {**schema, PRODUCED: {"node_data": produced}}
 
 
-def feature_schema(g, rel) -> dict:
+def feature_schema(g: Graph, rel: int | None) -> dict:
     """What UDFs on block ``rel`` of ``g`` can read, per batch space: {key: (dtype, trailing shape)}; a node
     UDF's ``data`` and ``type`` are ``node_data`` and ``node_type`` (``gnnc.compiler.trace.NODE_SPACES``)."""
 
@@ -213,12 +215,12 @@ def _plan(kind, udfs, g, rel, options) -> Plan:
     trace_key, traced = trace_call(kind, udfs, g, rel)
     if isinstance(traced, str):
         return Plan(None, None, traced, call=_describe(kind, udfs, g, rel))
-    if g.is_block and (key := sides_differ(g, traced)) is not None:
+    if g.is_block and (feature := sides_differ(g, traced)) is not None:
         return Plan(
             None,
             None,
             fell_back(
-                f"gnnc runs this call eagerly: its UDFs read node feature {key!r} on "
+                f"gnnc runs this call eagerly: its UDFs read node feature {feature!r} on "
                 "both sides of a block, whose source and destination values differ"
             ),
             call=_describe(kind, udfs, g, rel),
@@ -355,7 +357,7 @@ def _per_row_externals(dfg: MPDFG, inputs: list, ctx, annotate, most: int = 3) -
     return False
 
 
-def run(kind, udfs, g, rel, options) -> dict | None:
+def run(kind: str, udfs: Sequence, g: Graph, rel: int | None, options: dict[str, Any]) -> dict | None:
     """Results of the call by its compiled plan, or None when it must run eagerly (the call's failure
     boundary: see the module)."""
     failed = None
@@ -404,7 +406,7 @@ def _run_eagerly(kind, udfs, g, rel) -> None:
             eager.apply_nodes(g, udfs[2], ntype)
 
 
-def plan_for(kind, udfs, g, rel=None, **options) -> Plan:
+def plan_for(kind: str, udfs: Sequence, g: Graph, rel: int | None = None, **options: Any) -> Plan:
     """The (cached) plan of a call, for explain and tests."""
     return _plan(kind, udfs, g, rel, options)
 

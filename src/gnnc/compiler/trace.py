@@ -36,7 +36,10 @@ import inspect
 import operator
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -122,7 +125,8 @@ class _Root(nn.Module):
 
     def __init__(self, udf, schema=None, node_udf: bool = False):
         super().__init__()
-        self._udf, self._schema, self.guards, self._node_udf = udf, schema, [], node_udf
+        self._udf, self._schema, self._node_udf = udf, schema, node_udf
+        self.guards: list[tuple] = []
         owner = getattr(udf, "__self__", None)
         if isinstance(owner, nn.Module):
             self.owner = owner
@@ -242,7 +246,7 @@ class _SchemaSpace:
         return len(self.keys())
 
 
-def schema_guards_hold(guards, schema: dict) -> bool:
+def schema_guards_hold(guards: Iterable[tuple], schema: dict) -> bool:
     """Whether a trace specialized under ``guards`` (``_SchemaSpace``'s record) is valid for ``schema``."""
     for space, kind, key, answer in guards:
         features = schema.get(space, {})
@@ -275,6 +279,8 @@ for _augmented in AUGMENTED:
 
 class _KnownProxy(_Proxy):
     """A feature read whose dtype and trailing dims are known (rows stay symbolic)."""
+
+    _known: tuple[torch.dtype, tuple]
 
     def __init__(self, proxy: fx.Proxy, dtype: torch.dtype, trailing: tuple):
         super().__init__(proxy.node, proxy.tracer)
@@ -347,11 +353,27 @@ _RANDOM = frozenset(
 )
 
 
+class ReachingTracer(Protocol):
+    """A tracer that knows the tensors its UDF reaches from outside."""
+
+    def is_live(self, a: object) -> bool:
+        """Whether ``a`` is a tensor the UDF reached (a run-time input, never frozen into the graph)."""
+        ...
+
+    def lift(self, a: object) -> object:
+        """``a`` as a graph value when it is live, else ``a``."""
+        ...
+
+    def create_proxy(self, kind: str, target: fx.node.Target, args: tuple, kwargs: dict) -> fx.Proxy:
+        """fx's: a graph node, as a proxy."""
+        ...
+
+
 class LiftReached(TorchFunctionMode):
     """While tracing: a torch operation on reached tensors (and no proxy) becomes a graph node. ``tracer``
     says which tensors are reached (``is_live``) and makes them nodes (``lift``)."""
 
-    def __init__(self, tracer):
+    def __init__(self, tracer: ReachingTracer):
         super().__init__()
         self.tracer = tracer
 
@@ -409,7 +431,7 @@ class _Tracer(Tracer):
         if line is not None:  # a UDF run by an interpreter of traced UDFs (``frontend.heads``): their line
             node.meta["udf_line"] = line
             return node
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename != self._udf_file:
             frame = frame.f_back
         if frame is not None:
@@ -480,18 +502,20 @@ class _Tracer(Tracer):
         return name
 
 
-def torch_scalar(a):
+def torch_scalar(a: np.generic) -> float | int | bool | complex:
     """The Python number torch reads a numpy scalar as (a ``np.bool_`` operand counts as a float: ``int32 *
     np.bool_(True)`` is float32); the graph holds it as a literal of its own type, not numpy's."""
     return float(a) if isinstance(a, np.bool_) else a.item()
 
 
-def node_location(node: fx.Node, udf) -> str:
+def node_location(node: fx.Node, udf: Callable) -> str:
     """The UDF source line that produced ``node`` (falls back to the UDF itself)."""
     return node.meta.get("udf_line") or udf_location(udf)
 
 
-def trace_udf(udf, schema: dict | None = None, guards: list | None = None, node_udf: bool = False) -> TracedUDF:
+def trace_udf(
+    udf: Callable, schema: dict | None = None, guards: list | None = None, node_udf: bool = False
+) -> TracedUDF:
     """Trace ``udf(batch) -> dict`` into a :class:`TracedUDF` (or raise TraceFailure); with ``schema``
     (space -> {key: (dtype, trailing shape)}), specialized on those features (``_SchemaBatch``), the
     answers the trace relied on appended to ``guards`` (``schema_guards_hold``), also when it fails."""
@@ -562,11 +586,11 @@ _FACTORIES = ("zeros", "ones", "empty", "full", "arange", "eye")
 _UFUNCS = tuple(name for name, value in vars(np).items() if isinstance(value, np.ufunc))
 
 
-def factories_recorded(tracer: fx.Tracer):
+def factories_recorded(tracer: fx.Tracer) -> contextlib.AbstractContextManager[None]:
     return _calls_recorded(tracer, torch, _FACTORIES)
 
 
-def ufuncs_recorded(tracer: fx.Tracer):
+def ufuncs_recorded(tracer: fx.Tracer) -> contextlib.AbstractContextManager[None]:
     return _calls_recorded(tracer, np, _UFUNCS)
 
 
@@ -622,11 +646,11 @@ def _custom_functions_refused(tracer: _Tracer):
             )
         return original.__func__(cls, *args, **kwargs)
 
-    torch.autograd.Function.apply = classmethod(apply)
+    setattr(torch.autograd.Function, "apply", classmethod(apply))  # setattr: mypy forbids assigning a method
     try:
         yield
     finally:
-        torch.autograd.Function.apply = original
+        setattr(torch.autograd.Function, "apply", original)
 
 
 def _batch_use(use: fx.Node) -> str:
@@ -639,7 +663,7 @@ def _batch_use(use: fx.Node) -> str:
 
 
 def _merge_duplicate_accesses(graph: fx.Graph) -> None:
-    seen = {}
+    seen: dict = {}
     for n in list(graph.nodes):
         if n.op == "placeholder" and "access" in n.meta:
             key = n.meta["access"]
@@ -650,7 +674,7 @@ def _merge_duplicate_accesses(graph: fx.Graph) -> None:
                 seen[key] = n
 
 
-def first_line(err) -> str:
+def first_line(err: BaseException) -> str:
     return (str(err).strip().splitlines() or [""])[0][:200]
 
 

@@ -10,12 +10,20 @@ draws eager's masks; otherwise it calls the operator once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import torch
 
 from ..graph.degree_buckets import Buckets
 
+if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
+    from ..runtime.context import GraphContext
 
-def in_bucket_order(ctx, fn, x: torch.Tensor, rows: str) -> torch.Tensor:
+
+def in_bucket_order(
+    ctx: GraphContext, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, rows: str
+) -> torch.Tensor:
     """``fn(x)`` for an element-wise random ``fn`` of the edges' (``rows="edges"``) or the destination
     nodes' (``"nodes"``) values ``x``, drawn bucket by bucket as eager's reduce when determinism is on."""
     if not torch.are_deterministic_algorithms_enabled():

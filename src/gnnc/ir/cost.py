@@ -29,14 +29,20 @@ and the fastest is kept for that graph and operator shape.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import time
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..failures import stage
 from ..scoped import scoped
+
+if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
+    from ..runtime.context import GraphContext
 
 MIN_PAIR_SAVING = 0.1
 _COST_MODEL = stage("cost model")  # what a failure in a choice is named
@@ -133,14 +139,14 @@ def describe(title: str, candidates: list[Candidate], chosen: str) -> list[str]:
 _AUTOTUNE: contextvars.ContextVar = contextvars.ContextVar("gnnc_autotune", default=False)
 
 
-def autotuning(enabled: bool):
+def autotuning(enabled: bool) -> contextlib.AbstractContextManager[None]:
     """Context manager: inside it, ``choose`` times the candidates (``enabled``) instead of taking the
     estimate."""
     return scoped(_AUTOTUNE, bool(enabled))
 
 
 @_COST_MODEL
-def choose(ctx, key, estimated: str, runs: dict) -> str:
+def choose(ctx: GraphContext, key: Hashable, estimated: str, runs: Mapping[str, Callable[[], object]]) -> str:
     """The candidate to run: ``estimated`` (the cost model's pick), or under ``autotuning`` the fastest of
     ``runs`` (name -> function computing it), timed once each without gradients on the first call for this
     ``key`` on block ``ctx`` and remembered there."""
@@ -154,5 +160,5 @@ def choose(ctx, key, estimated: str, runs: dict) -> str:
                 start = time.perf_counter()
                 run()
                 times[name] = time.perf_counter() - start
-        tuned[key] = min(times, key=times.get)
+        tuned[key] = min(times, key=times.__getitem__)
     return tuned[key]

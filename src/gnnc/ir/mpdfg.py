@@ -57,7 +57,9 @@ class MPDFG:
 
     @property
     def outputs(self) -> dict:
-        return self.output_node.args[0]
+        outputs = self.output_node.args[0]
+        assert isinstance(outputs, dict), "an MP-DFG returns {name: value}"
+        return outputs
 
     def inputs(self) -> list[fx.Node]:
         return [n for n in self.graph.nodes if n.op == "placeholder"]

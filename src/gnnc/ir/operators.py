@@ -11,8 +11,11 @@ come from the active backend (``gnnc.backend.kernels()``): the reference
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
+from torch import Tensor
 
 from ..backend import kernels as _kernels
 from ..backend import rebuild_in_backward
@@ -21,39 +24,42 @@ from ..backend.pytorch.index_matmul import grouping as _type_grouping
 from ..graph.degree_buckets import Buckets
 from . import bucket_order, cost
 
+if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
+    from ..runtime.context import GraphContext
+
 
 # ------------------------------------------------------------- broadcasts
-def gather_src(ctx, x):
+def gather_src(ctx: GraphContext, x: Tensor) -> Tensor:
     """BroadcastSrc V -> E: each edge's source row."""
     return x.index_select(0, ctx.src)
 
 
-def gather_dst(ctx, x):
+def gather_dst(ctx: GraphContext, x: Tensor) -> Tensor:
     """BroadcastDst V -> E: each edge's destination row."""
     return x.index_select(0, ctx.dst)
 
 
-def gather_srctype(ctx, a):
+def gather_srctype(ctx: GraphContext, a: Tensor) -> Tensor:
     """BroadcastSrc A -> E: row of each edge's source node type."""
     return a.index_select(0, ctx.src_type)
 
 
-def gather_dsttype(ctx, a):
+def gather_dsttype(ctx: GraphContext, a: Tensor) -> Tensor:
     """BroadcastDst A -> E: row of each edge's destination node type."""
     return a.index_select(0, ctx.dst_type)
 
 
-def gather_etype(ctx, r):
+def gather_etype(ctx: GraphContext, r: Tensor) -> Tensor:
     """Broadcast R -> E: row of each edge's relation (edges are grouped by relation)."""
     return _rows_by_type(r, ctx.rel_ptr)
 
 
-def gather_ntype(ctx, a):
+def gather_ntype(ctx: GraphContext, a: Tensor) -> Tensor:
     """Broadcast A -> Vd: row of each destination node's type."""
     return _rows_by_type(a, ctx.dst_ntype_ptr)
 
 
-def node_type_rows(ctx, a):
+def node_type_rows(ctx: GraphContext, a: Tensor) -> Tensor:
     """Broadcast A -> V: row of every node's type (all nodes)."""
     return _rows_by_type(a, ctx.ntype_ptr)
 
@@ -65,36 +71,38 @@ def _rows_by_type(a, ptr):
     return torch.cat(parts) if parts else a.new_empty((0,) + tuple(a.shape[1:]))
 
 
-def dst_nodes(ctx, x):
+def dst_nodes(ctx: GraphContext, x: Tensor) -> Tensor:
     """Fetch V -> Vd: rows of the block's destination nodes."""
     if ctx.node_lo == 0 and ctx.node_hi == x.shape[0]:
         return x
     return x[ctx.node_lo : ctx.node_hi]
 
 
-def gather_dst_local(ctx, v):
+def gather_dst_local(ctx: GraphContext, v: Tensor) -> Tensor:
     """BroadcastDst Vd -> E: destination-node rows for every edge."""
     return v.index_select(0, ctx.dst_local)
 
 
 # ------------------------------------------------------- reduce and norm
-def segment_reduce(ctx, e, op: str):
+def segment_reduce(ctx: GraphContext, e: Tensor, op: str) -> Tensor:
     """Reduce E -> Vd by destination (sum, mean, max, min); zero without in-edges."""
     return _kernels().segment_reduce(e, ctx.dst_local, ctx.num_dst, op)
 
 
-def edge_softmax(ctx, e):
+def edge_softmax(ctx: GraphContext, e: Tensor) -> Tensor:
     """Norm E -> E: softmax over each destination's in-edges."""
     return _kernels().edge_softmax(e, ctx.dst_local, ctx.num_dst)
 
 
-def zero_unreached(ctx, v):
+def zero_unreached(ctx: GraphContext, v: Tensor) -> Tensor:
     """Vd -> Vd: zero the rows of destinations with no in-edges (eager's fill)."""
     mask = ctx.has_in_edges.view((-1,) + (1,) * (v.dim() - 1))
     return torch.where(mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
 
-def bucketed_reduce(ctx, fn, kinds, *inputs):
+def bucketed_reduce(
+    ctx: GraphContext, fn: Callable[..., dict], kinds: Sequence[str], *inputs: Tensor
+) -> dict[str, Tensor]:
     """Run a reduce UDF graph on degree buckets exactly as the eager executor does.
 
     ``kinds[i]`` says how input i is presented: ``mailbox`` (E values as
@@ -123,19 +131,19 @@ def bucketed_reduce(ctx, fn, kinds, *inputs):
     return buckets.assemble(parts, ctx.num_dst)
 
 
-def in_bucket_order(ctx, fn, x, rows: str):
+def in_bucket_order(ctx: GraphContext, fn: Callable[[Tensor], Tensor], x: Tensor, rows: str) -> Tensor:
     """E -> E (``rows="edges"``) or Vd -> Vd (``"nodes"``): ``fn(x)`` for an element-wise random ``fn`` of a
     lowered reduce, drawn per degree bucket as eager's when determinism is on (``runtime.bucket_order``)."""
     return bucket_order.in_bucket_order(ctx, fn, x, rows)
 
 
-def result_field(results: dict, key: str):
+def result_field(results: dict[str, Tensor], key: str) -> Tensor:
     """One named output of a bucketed reduce."""
     return results[key]
 
 
 # ------------------------------------------------------------ fused ops
-def source_index(ctx, side: str):
+def source_index(ctx: GraphContext, side: str) -> Tensor:
     """Each edge's row in a source-side table: its source node (``src``) or its (relation, source) pair
     (``src_pair``, the rows of ``etype_pair_matmul(..., "src")``)."""
     if side == "src":
@@ -145,7 +153,7 @@ def source_index(ctx, side: str):
     raise ValueError(f"unknown source side {side!r}: src or src_pair")
 
 
-def destination_index(ctx, side: str):
+def destination_index(ctx: GraphContext, side: str) -> Tensor:
     """Each edge's row in a destination-side table: over all nodes (``dst``), the block's destinations
     (``dst_local``) or its (relation, destination) pair (``dst_pair``)."""
     if side in ("dst", "dst_local"):
@@ -155,7 +163,7 @@ def destination_index(ctx, side: str):
     raise ValueError(f"unknown destination side {side!r}: dst, dst_local or dst_pair")
 
 
-def spmm(ctx, x, w, op: str, reduce: str, x_side: str = "src"):
+def spmm(ctx: GraphContext, x: Tensor, w: Tensor | None, op: str, reduce: str, x_side: str = "src") -> Tensor:
     """Fused BroadcastSrc + Dense + Reduce: reduce_{e->v} x[src[e]] op w[e] (w None: copy); ``x_side``
     src_pair: x holds (relation, source) pair rows."""
     return _kernels().spmm(
@@ -172,7 +180,15 @@ def _broadcast(shape_a, shape_b) -> tuple[int, ...]:
         return tuple(torch.broadcast_shapes(shape_a, shape_b))
 
 
-def scaled_spmm(ctx, x, w, op: str, reduce: str, src_scale, dst_scale):
+def scaled_spmm(
+    ctx: GraphContext,
+    x: Tensor,
+    w: Tensor | None,
+    op: str,
+    reduce: str,
+    src_scale: Tensor | None,
+    dst_scale: Tensor | None,
+) -> Tensor:
     """Fused ``spmm(x * src_scale, w) * dst_scale`` (``x_side`` src; a scale may be None), zero at destinations
     without in-edges whatever their scale (as eager leaves the nodes its reduce never sees): with node scales
     of one value per row ([rows, 1, ..., 1], x's dtype) the scales are applied inside the sum; other scales
@@ -203,12 +219,21 @@ def _flat(scale):
     return None if scale is None else scale.reshape(-1)
 
 
-def edge_softmax_aggregate(ctx, logits, x, x_side: str = "src"):
+def edge_softmax_aggregate(ctx: GraphContext, logits: Tensor, x: Tensor, x_side: str = "src") -> Tensor:
     """Fused Norm + BroadcastSrc + Reduce: sum_e softmax_v(logits)[e] * x[src[e]] (``x_side`` as in spmm)."""
     return _kernels().edge_softmax_aggregate(logits, x, source_index(ctx, x_side), ctx.dst_local, ctx.num_dst)
 
 
-def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, x_side: str = "src"):
+def sddmm_softmax_aggregate(
+    ctx: GraphContext,
+    a: Tensor,
+    b: Tensor,
+    op: str,
+    b_side: str,
+    negative_slope: float | None,
+    x: Tensor,
+    x_side: str = "src",
+) -> Tensor:
     """Fused u_op_v + edge_softmax_aggregate: sum_e softmax_v(act(a[src[e]] op b[dst[e]]))[e] * x[src[e]]
     (act: leaky_relu with ``negative_slope`` when given); no [E, ...] logits are written. ``a`` and ``x``
     are read through one source index (``x_side``); ``b`` holds node rows (``b_side`` dst or dst_local) or
@@ -228,23 +253,23 @@ def sddmm_softmax_aggregate(ctx, a, b, op: str, b_side: str, negative_slope, x, 
     )
 
 
-def ntype_matmul(ctx, x, weight):
+def ntype_matmul(ctx: GraphContext, x: Tensor, weight: Tensor) -> Tensor:
     """Typed linear on V: row v times weight[type(v)], no per-node weight copies."""
     return _kernels().segment_matmul(x, ctx.ntype_ptr, weight, None)
 
 
-def dst_ntype_matmul(ctx, v, weight):
+def dst_ntype_matmul(ctx: GraphContext, v: Tensor, weight: Tensor) -> Tensor:
     """Typed linear on Vd: destination row v times weight[type(v)]."""
     return _kernels().segment_matmul(v, ctx.dst_ntype_ptr, weight, None)
 
 
-def etype_gather_matmul(ctx, x, weight, side: str = "src"):
+def etype_gather_matmul(ctx: GraphContext, x: Tensor, weight: Tensor, side: str = "src") -> Tensor:
     """Typed linear on E: x[src[e]] (or x[dst[e]]) times weight[rel(e)], no per-edge weight copies."""
     index = ctx.src if side == "src" else ctx.dst
     return _kernels().gather_segment_matmul(x, index, ctx.rel_ptr, weight)
 
 
-def etype_gather_head_matmul(ctx, y, weight, side: str = "src"):
+def etype_gather_head_matmul(ctx: GraphContext, y: Tensor, weight: Tensor, side: str = "src") -> Tensor:
     """Per-head typed linear on E: y[src[e], h] @ weight[rel(e), h] for y [N, H, ..., K], weight [R, H, K, M].
 
     Runs as one per-relation matmul with block-diagonal [H*K, H*M] weights
@@ -263,7 +288,7 @@ def _per_head(y, weight, matmul):
 
 
 # ------------------------------------------ compact materialization (Hector 3.2.2)
-def etype_pair_matmul(ctx, x, weight, side: str = "src"):
+def etype_pair_matmul(ctx: GraphContext, x: Tensor, weight: Tensor, side: str = "src") -> Tensor:
     """Typed linear on (relation, node) pairs: row p is x[node[p]] @ weight[rel[p]] for every unique pair
     of the block's edges (``side`` src: source nodes; dst: destinations) — ``etype_gather_matmul`` computed
     once per pair instead of once per edge; edges read it through ``gather_src_pair`` / ``gather_dst_pair``."""
@@ -272,8 +297,17 @@ def etype_pair_matmul(ctx, x, weight, side: str = "src"):
 
 
 def etype_sddmm_softmax_aggregate(
-    ctx, a, b, op: str, b_side: str, negative_slope, x, weight, feat, rebuild: bool = False
-):
+    ctx: GraphContext,
+    a: Tensor,
+    b: Tensor,
+    op: str,
+    b_side: str,
+    negative_slope: float | None,
+    x: Tensor,
+    weight: Tensor,
+    feat: Sequence[int],
+    rebuild: bool = False,
+) -> Tensor:
     """``sddmm_softmax_aggregate(a, b, op, b_side, negative_slope, z, "src_pair")`` of the pair table
     z = ``etype_pair_matmul(x, weight, "src").view(-1, *feat)`` (RGAT's typed message under its attention).
     With ``rebuild`` (set by the ``recompute`` pass), where a gradient is recorded through it and z is large
@@ -311,12 +345,12 @@ def etype_sddmm_softmax_aggregate(
     )
 
 
-def etype_pair_head_matmul(ctx, y, weight, side: str = "src"):
+def etype_pair_head_matmul(ctx: GraphContext, y: Tensor, weight: Tensor, side: str = "src") -> Tensor:
     """Per-head ``etype_pair_matmul``: y [N, H, ..., K], weight [R, H, K, M] -> [pairs, H, ..., M]."""
     return _per_head(y, weight, lambda flat, block: etype_pair_matmul(ctx, flat, block, side))
 
 
-def fold_attention(weight, attn):
+def fold_attention(weight: Tensor, attn: Tensor) -> Tensor:
     """Dense on R: [R, K, H * D] weights and [R, H, D] vectors -> [R, K, H], each head's columns times its
     vector (``linear_reorder``'s product of weights)."""
     rels, k, _ = weight.shape
@@ -324,18 +358,18 @@ def fold_attention(weight, attn):
     return torch.einsum("rkhd,rhd->rkh", weight.reshape(rels, k, heads, d), attn.expand(rels, heads, d))
 
 
-def scale_heads(weight, factor):
+def scale_heads(weight: Tensor, factor: Tensor) -> Tensor:
     """Dense on R: [R, H, K, M] matrices times a factor per relation and head ([R, H] or [R, 1])
     (``linear_reorder``'s scaled scores)."""
     return weight * factor[:, :, None, None]
 
 
-def gather_src_pair(ctx, y):
+def gather_src_pair(ctx: GraphContext, y: Tensor) -> Tensor:
     """BroadcastSrc Ps -> E: each edge's (relation, source) pair row."""
     return _pair_rows(ctx.src_pairs, y)
 
 
-def gather_dst_pair(ctx, y):
+def gather_dst_pair(ctx: GraphContext, y: Tensor) -> Tensor:
     """BroadcastDst Pd -> E: each edge's (relation, destination) pair row."""
     return _pair_rows(ctx.dst_pairs, y)
 
@@ -344,13 +378,13 @@ def _pair_rows(pairs, y):
     return y if pairs.identity else y.index_select(0, pairs.edge_pair)
 
 
-def pair_etype_rows(ctx, r, side: str):
+def pair_etype_rows(ctx: GraphContext, r: Tensor, side: str) -> Tensor:
     """Broadcast R -> Ps / Pd: the relation's row for every (relation, node) pair (pairs are grouped by
     relation)."""
     return _rows_by_type(r, ctx.pairs(side).rel_ptr)
 
 
-def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
+def etype_spmm(ctx: GraphContext, x: Tensor, weight: Tensor, w: Tensor | None, op: str, reduce: str) -> Tensor:
     """Typed aggregation: reduce (sum, mean) over v's in-edges of (x[src[e]] @ weight[rel(e)]) op w[e] (op mul,
     or copy with w None) — R-GCN's message and sum — in the order ``cost.typed_aggregation`` picks for the
     graph (``cost.choose``: measured under autotune): transformed per (relation, source) pair, then
@@ -367,7 +401,9 @@ def etype_spmm(ctx, x, weight, w, op: str, reduce: str):
     return runs[cost.choose(ctx, key, estimated, runs)]()
 
 
-def etype_spmm_choice(ctx, k: int, m: int, w_shape, op: str, itemsize: int = 4):
+def etype_spmm_choice(
+    ctx: GraphContext, k: int, m: int, w_shape: tuple[int, ...] | None, op: str, itemsize: int = 4
+) -> tuple[list[cost.Candidate], str]:
     """(candidates, the cost model's pick) for ``etype_spmm`` on block ``ctx``: x width k, output width m,
     edge weight of shape ``w_shape`` (None with op copy)."""
     candidates, chosen = cost.typed_aggregation(
@@ -376,7 +412,7 @@ def etype_spmm_choice(ctx, k: int, m: int, w_shape, op: str, itemsize: int = 4):
     return candidates, chosen if _commutes(w_shape, op) else cost.TRANSFORM_FIRST
 
 
-def _commutes(w_shape, op: str) -> bool:
+def _commutes(w_shape: tuple[int, ...] | None, op: str) -> bool:
     """Whether the edge weight commutes with the matmul (copy, or one scalar per edge)."""
     return op == "copy" or (w_shape is not None and len(w_shape) <= 2 and all(d == 1 for d in w_shape[1:]))
 
@@ -391,7 +427,7 @@ def _aggregate_then_transform(ctx, x, weight, w, op, reduce):
     return out
 
 
-def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
+def etype_bilinear_dot(ctx: GraphContext, k: Tensor, weight: Tensor, q: Tensor, q_side: str) -> Tensor:
     """Per edge and head: (k[src[e], h] @ weight[rel(e), h]) . q[dst[e], h] for k [N, H, 1, D], weight
     [R, H, D, D], q [N, H, D] (``q_side`` dst) or destination rows (dst_local) -> [E, H] (HGT's attention).
     The relation matrix is applied per (relation, source) pair to k, or transposed per (relation,
@@ -413,14 +449,25 @@ def etype_bilinear_dot(ctx, k, weight, q, q_side: str):
     return runs[cost.choose(ctx, key, estimated, runs)]()
 
 
-def etype_bilinear_dot_choice(ctx, heads: int, d: int, itemsize: int = 4):
+def etype_bilinear_dot_choice(
+    ctx: GraphContext, heads: int, d: int, itemsize: int = 4
+) -> tuple[list[cost.Candidate], str]:
     """(candidates, the cost model's pick) for ``etype_bilinear_dot`` on block ``ctx`` ([D, D] matrices per
     head); destination pairs only where destinations start at node 0 (their rows are node rows)."""
     candidates, chosen = cost.typed_dot(ctx.num_edges, ctx.pair_count("src"), ctx.pair_count("dst"), heads, d, itemsize)
     return candidates, chosen if ctx.node_lo == 0 else cost.BY_SOURCE
 
 
-def index_spmm(ctx, x, weight, types, w, op: str, reduce: str, feature: str = "the index"):
+def index_spmm(
+    ctx: GraphContext,
+    x: Tensor,
+    weight: Tensor,
+    types: Tensor,
+    w: Tensor | None,
+    op: str,
+    reduce: str,
+    feature: str = "the index",
+) -> Tensor:
     """``etype_spmm`` with edge e's relation read from ``types[e]``, an integer edge feature indexing ``weight``
     (DGL's entity-classification R-GCN: ``bmm(x_src, weight[edges.data['rel_type']]) * norm``, summed): the
     block regrouped by type (``GraphContext.retyped``, cached with the graph and the type tensor), then
@@ -430,34 +477,37 @@ def index_spmm(ctx, x, weight, types, w, op: str, reduce: str, feature: str = "t
     return etype_spmm(typed, x, weight, None if w is None else w.index_select(0, perm), op, reduce)
 
 
-def retype(ctx, types, num_types: int, feature: str = "the index"):
+def retype(ctx: GraphContext, types: Tensor, num_types: int, feature: str = "the index") -> GraphContext:
     """The whole-graph block ``ctx`` with each edge's relation replaced by ``types[e]`` (an integer edge feature
     in [-num_types, num_types) indexing per-type tables; ``GraphContext.retyped``, cached with the graph and
     the type tensor): a plan moved onto it runs DGL's ``weight[edges.data['rel_type']]`` as typed operators."""
     return ctx.retyped(_type_grouping(types, num_types, feature))[0]
 
 
-def type_rows(ctx, table):
+def type_rows(ctx: GraphContext, table: Tensor) -> Tensor:
     """Fetch S -> R: a per-type table ([num_types, ...]) as the relation rows of the ``retype``d block ``ctx``."""
     return table
 
 
-def edges_to(ctx, x):
+def edges_to(ctx: GraphContext, x: Tensor) -> Tensor:
     """E -> E: the parent block's edge rows in the edge order of its ``retype``d block ``ctx``."""
+    assert ctx.parent_edges is not None, "a retyped block knows its parent's edges"
     return x.index_select(0, ctx.parent_edges)
 
 
-def edge_rows(ctx, y):
+def edge_rows(ctx: GraphContext, y: Tensor) -> Tensor:
     """E -> E: rows of the block's edges, as they are (an edge value an earlier call computed on ``ctx``)."""
     return y
 
 
-def edges_from(ctx, y):
+def edges_from(ctx: GraphContext, y: Tensor) -> Tensor:
     """E -> E: edge rows of the ``retype``d block ``ctx`` back in its parent block's edge order."""
     return y.index_select(0, ctx.parent_edges_inverse)
 
 
-def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str = "the index"):
+def index_gather_matmul(
+    ctx: GraphContext, x: Tensor, weight: Tensor, types: Tensor, side: str = "src", feature: str = "the index"
+) -> Tensor:
     """Typed linear on E by an integer feature: x[src[e]] (``side`` src; dst: x[dst[e]]; dst_local: Vd rows
     x[dst_local[e]]) times weight[types[e]] — ``bmm(x_e.unsqueeze(1), weight[edges.data[...]]).squeeze(1)``
     without per-edge weight copies. ``feature`` names ``types`` in errors."""
@@ -467,41 +517,45 @@ def index_gather_matmul(ctx, x, weight, types, side: str = "src", feature: str =
     return _kernels().typed_index_matmul(x, index, weight, types, name=feature)
 
 
-def index_matmul(x, weight, types, feature: str = "the index"):
+def index_matmul(x: Tensor, weight: Tensor, types: Tensor, feature: str = "the index") -> Tensor:
     """Dense typed linear by an integer feature (rows untouched): x[i] @ weight[types[i]] for x and
     types on the same rows (edge data, or node rows in a node UDF)."""
     return _kernels().typed_index_matmul(x, None, weight, types, name=feature)
 
 
-def recomputable(value, recipe, *leaves):
+def recomputable(value: Tensor, recipe: Callable[..., Tensor], *leaves: Tensor) -> Tensor:
     """``value``, equal to ``recipe(*leaves)``: rebuilt in backward instead of kept when it is a sizeable
     share of memory (``gnnc.backend.rebuild_in_backward``; the ``recompute`` pass)."""
     return rebuild_in_backward.remember(value, recipe, *leaves)
 
 
-_OUT_OF_PLACE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div}
+_OUT_OF_PLACE: dict[str, Callable[..., Tensor]] = {
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+}
 
 
-def in_place(op: str, a, b, unsaved: bool = False):
+def in_place(op: str, a: Tensor, b: Tensor | float, unsaved: bool = False) -> Tensor:
     """``a op b`` (op: add, sub, mul or div), written into ``a`` when the result has ``a``'s shape and dtype
     and autograd records nothing here, or records an add / sub (whose gradient reads neither operand) into
     an ``a`` that no backward keeps (``unsaved``: its producer saves only its inputs). The ``inplace`` pass
     passes an ``a`` that nothing else reads."""
-    b_tensor = isinstance(b, torch.Tensor)
-    recorded = torch.is_grad_enabled() and (a.requires_grad or (b_tensor and b.requires_grad))
+    recorded = torch.is_grad_enabled() and (a.requires_grad or (isinstance(b, Tensor) and b.requires_grad))
     recorded_safely = unsaved and op in ("add", "sub") and not a._is_view() and not (a.is_leaf and a.requires_grad)
     if (
         (recorded and not recorded_safely)
         or not a.is_contiguous()
         or torch.result_type(a, b) != a.dtype
         or (op == "div" and not a.is_floating_point())  # true division of integers makes floats
-        or (b_tensor and (b.device != a.device or _broadcast(a.shape, b.shape) != tuple(a.shape)))
+        or (isinstance(b, Tensor) and (b.device != a.device or _broadcast(a.shape, b.shape) != tuple(a.shape)))
     ):
         return _OUT_OF_PLACE[op](a, b)
     return getattr(a, op + "_")(b)
 
 
-def shared_dot(x, w, keepdim: bool):
+def shared_dot(x: Tensor, w: Tensor | Sequence[Tensor], keepdim: bool) -> Tensor:
     """Dense (rows untouched): (x * w).sum(-1) for x [rows, H..., F] and shared w broadcasting to x's features.
 
     ``w`` may be a tuple of k such weights: the result is then [rows, H..., k],
@@ -518,7 +572,15 @@ def shared_dot(x, w, keepdim: bool):
     return out.view(x.shape[:-1] + ((len(ws),) if keepdim else ()))
 
 
-def u_op_v(ctx, a, b, op: str, b_side: str, negative_slope: float | None = None, a_side: str = "src"):
+def u_op_v(
+    ctx: GraphContext,
+    a: Tensor,
+    b: Tensor,
+    op: str,
+    b_side: str,
+    negative_slope: float | None = None,
+    a_side: str = "src",
+) -> Tensor:
     """Fused BroadcastSrc + BroadcastDst + Dense: a[src[e]] op b[dst[e]] (b over all nodes, Vd or
     destination pairs by ``b_side``; a over nodes or source pairs by ``a_side``), then leaky_relu with
     ``negative_slope`` when given (0: relu)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx as fx
@@ -11,7 +12,11 @@ from torch import nn
 
 from . import cost
 from . import operators as ops
+from .calls import called_module
 from .mpdfg import MPDFG
+
+if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
+    from ..runtime.context import GraphContext
 
 _MATMULS = {torch.matmul, torch.bmm, operator.matmul, torch.nn.functional.linear, ops.shared_dot}
 
@@ -76,8 +81,8 @@ def estimate(dfg: MPDFG) -> dict:
 
 def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
     """2 * the contracted length for matmuls and linear layers, else 1."""
-    if n.op == "call_module" and isinstance(dfg.root.get_submodule(n.target), nn.Linear):
-        return 2 * dfg.root.get_submodule(n.target).in_features
+    if n.op == "call_module" and isinstance(module := called_module(n, dfg.root), nn.Linear):
+        return 2 * module.in_features
     if n.op == "call_function" and n.target in _MATMULS:
         a = n.args[0].meta.get("shape") if isinstance(n.args[0], fx.Node) else None
         return 2 * (a[-1] if a else 1)
@@ -86,7 +91,7 @@ def _flops_per_output(dfg: MPDFG, n: fx.Node) -> int:
     return 1
 
 
-_TYPED_MATMULS = {
+_TYPED_MATMULS: dict[fx.node.Target, int] = {
     ops.ntype_matmul: 1,
     ops.dst_ntype_matmul: 1,
     ops.etype_gather_matmul: 1,
@@ -100,7 +105,7 @@ _TYPED_MATMULS = {
 }
 
 
-def cost_choices(dfg: MPDFG, ctx) -> list[str]:
+def cost_choices(dfg: MPDFG, ctx: GraphContext) -> list[str]:
     """What the cost model (``gnnc.ir.cost``) chose for each graph-dependent operator of ``dfg`` on the
     block ``ctx``: the candidates with their FLOPs and bytes, the chosen one marked ``*``."""
     lines, outer = [], ctx
@@ -139,7 +144,7 @@ def cost_choices(dfg: MPDFG, ctx) -> list[str]:
 
 
 def _contracted(n: fx.Node) -> int:
-    x = n.args[_TYPED_MATMULS.get(n.target, _PAIR_TABLE_INPUT.get(n.target))]
+    x = n.args[_TYPED_MATMULS[n.target] if n.target in _TYPED_MATMULS else _PAIR_TABLE_INPUT[n.target]]
     shape = x.meta.get("shape") if isinstance(x, fx.Node) else None
     return shape[-1] if shape else 0
 
@@ -152,7 +157,7 @@ _CHOICES = (
     ops.etype_sddmm_softmax_aggregate,
 )
 # Fused operators computing a pair table of their own: the position of the x its typed linear reads.
-_PAIR_TABLE_INPUT = {ops.etype_sddmm_softmax_aggregate: 6}
+_PAIR_TABLE_INPUT: dict[fx.node.Target, int] = {ops.etype_sddmm_softmax_aggregate: 6}
 
 
 def to_dot(dfg: MPDFG, title: str = "MP-DFG") -> str:

@@ -24,6 +24,8 @@ the operator. ``register_rule`` adds operators.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
+from typing import TypeGuard
 
 import torch
 import torch.fx as fx
@@ -32,6 +34,7 @@ from torch import nn
 
 from ..function import right_align
 from . import operators as ops
+from .calls import called_module
 from .mpdfg import DEFERRED_INPUT
 
 
@@ -375,7 +378,7 @@ def _row_wise_module(module: nn.Module) -> bool:
     return isinstance(module, _ROW_WISE_MODULES)
 
 
-def register_rule(target, rule) -> None:
+def register_rule(target: Callable | str | type[nn.Module], rule: Callable[..., tuple[str, str]]) -> None:
     """Teach inference an operator: ``rule(node, input_residencies) -> (movement, residency)``.
 
     ``target`` is a function, a method name (str) or a module class.
@@ -460,7 +463,7 @@ def _row_indexing(n: fx.Node):
     if _is_getitem(n) and len(n.args) == 2:
         x, index = n.args
         first = index[0] if isinstance(index, tuple) and index else index
-        dim0 = first if isinstance(first, (fx.Node, int)) and not isinstance(first, bool) else None
+        dim0: fx.node.Argument = first if isinstance(first, (fx.Node, int)) and not isinstance(first, bool) else None
     elif is_index_select(n):
         x = n.args[0]
         dim = n.kwargs.get("dim", n.args[1] if len(n.args) > 1 else None)
@@ -505,7 +508,7 @@ def _check_rows_untouched(n: fx.Node, root: nn.Module) -> None:
     transposes or broadcasts across dim 0, or when that cannot be decided at compile time (an unknown
     rank, a dim or an equation given by a variable)."""
     if n.op == "call_module":
-        why = _module_mixes_rows(root.get_submodule(n.target), n.args[0] if n.args else None)
+        why = _module_mixes_rows(called_module(n, root), n.args[0] if n.args else None)
     else:
         check = _ROW_CHECKS.get(_op_name(n))
         why = (check(n, _rank(n.args[0]) if n.args else None) if check else None) or _broadcast_moves_rows(n)
@@ -522,7 +525,7 @@ _NO_DIM = "without a dim (torch's implicit choice can be dim 0)"
 
 def _op_name(n: fx.Node) -> str:
     """A method's name, or a function's (``torch.sum`` and ``Tensor.sum`` share their checks)."""
-    return n.target if n.op == "call_method" else getattr(n.target, "__name__", "")
+    return str(n.target) if n.op == "call_method" else getattr(n.target, "__name__", "")
 
 
 def _shape(a):
@@ -543,7 +546,7 @@ def _arg(n: fx.Node, pos: int, name: str, default=None):
     return n.kwargs[name] if name in n.kwargs else n.args[pos] if len(n.args) > pos else default
 
 
-def _is_int(d) -> bool:
+def _is_int(d: object) -> TypeGuard[int]:
     return isinstance(d, int) and not isinstance(d, bool)
 
 
@@ -639,7 +642,13 @@ def _row_count(s) -> bool:
         dim = _arg(s, 1, "dim")
         rank = _rank(s.args[0])
         return _is_int(dim) and (dim == 0 or rank is not None and dim == -rank)
-    return s.op == "call_function" and s.target is operator.getitem and s.args[1] == 0 and _whole_shape(s.args[0])
+    return (
+        s.op == "call_function"
+        and s.target is operator.getitem
+        and _is_int(s.args[1])
+        and s.args[1] == 0
+        and _whole_shape(s.args[0])
+    )
 
 
 def _whole_shape(s) -> bool:
@@ -922,4 +931,4 @@ def _name(n: fx.Node) -> str:
         return f"Tensor.{n.target}"
     if n.op == "call_module":
         return f"module {n.target}"
-    return getattr(n.target, "__qualname__", None) or getattr(n.target, "__name__", str(n.target))
+    return getattr(n.target, "__qualname__", None) or getattr(n.target, "__name__", None) or str(n.target)

@@ -2,8 +2,9 @@
 
 Node and edge data become zero CPU tensors of their real feature shapes but
 a few stand-in rows (``STAND_IN_ROWS``, one count per row space: nodes,
-destination nodes, edges, (relation, source) and (relation, destination) pairs); graph operators get shape rules; every other
-operator runs natively on them. A result whose leading dim is a stand-in
+destination nodes, edges, (relation, source) and (relation, destination)
+pairs); graph operators get shape rules; every other operator runs natively
+on them. A result whose leading dim is a stand-in
 count gets the real count back. Sets ``meta['shape']`` and ``meta['dtype']``
 on every tensor-valued node. (Meta tensors would avoid even that work, but
 torch's Python meta kernels import torch._dynamo on first use: ~1 s and
@@ -12,12 +13,19 @@ torch's Python meta kernels import torch._dynamo on first use: ~1 s and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import torch
 import torch.fx as fx
+from torch import nn
 
 from ..backend.pytorch.common import broadcast_shape
 from . import operators as ops
 from .mpdfg import DEFERRED_INPUT
+
+if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
+    from ..runtime.context import GraphContext
 
 # Stand-in row counts of all nodes, destination nodes, edges, source pairs and destination pairs:
 # primes unlikely to be a feature dim.
@@ -38,7 +46,7 @@ def _rows(n, x):
     return _zeros((n,) + tuple(x.shape[1:]), x.dtype)
 
 
-_RULES = {
+_RULES: dict[Callable, Callable[..., Any]] = {
     ops.gather_src: lambda c, x: _rows(c.num_edges, x),
     ops.gather_dst: lambda c, x: _rows(c.num_edges, x),
     ops.gather_srctype: lambda c, a: _rows(c.num_edges, a),
@@ -123,7 +131,8 @@ class StatelessInterpreter(fx.Interpreter):
     """Runs a graph's modules on copies of their buffers: a module in training mode may update them
     (batch-norm statistics), and a probe on stand-in values must leave the user's state alone."""
 
-    def call_module(self, target, args, kwargs):
+    def call_module(self, target: fx.node.Target, args: tuple, kwargs: dict[str, Any]) -> Any:
+        assert isinstance(target, str), "fx names a called module by its path"
         module = self.fetch_module(target)
         state = {
             **{k: v.detach().to("cpu") for k, v in module.named_parameters()},
@@ -131,7 +140,7 @@ class StatelessInterpreter(fx.Interpreter):
         }
         return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
 
-    def fetch_module(self, target):
+    def fetch_module(self, target: str) -> nn.Module:
         return self.module.get_submodule(target)
 
 
@@ -167,7 +176,7 @@ def _stand_in(value, rows: int | None = None):
     return _zeros(shape, value.dtype)
 
 
-def propagate_shapes(module: fx.GraphModule, ctx, inputs: list) -> None:
+def propagate_shapes(module: fx.GraphModule, ctx: GraphContext, inputs: list) -> None:
     """Annotate ``module.graph`` with shapes for these inputs (``inputs[0]`` is the context)."""
     nodes, dst, edges, src_pairs, dst_pairs = STAND_IN_ROWS
     if ctx.num_dst == ctx.num_nodes:

@@ -30,7 +30,7 @@ class GraphContext:
     first destination node ``node_lo``; ``edge_rel`` are global relation ids.
     """
 
-    index: object
+    index: GraphIndex
     rel: int | None
     src: torch.Tensor
     dst: torch.Tensor

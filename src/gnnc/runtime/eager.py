@@ -16,9 +16,12 @@ set on some node types only, as in DGL).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from ..function import BuiltinReduce
+from ..graph.core import Graph
 from ..graph.degree_buckets import Buckets
 from .udf_views import EdgeBatch, NodeBatch
 
@@ -42,18 +45,24 @@ def _call(udf, batch, role: str, rows: int) -> dict:
     return out
 
 
-def edge_block(g, rel):
+def edge_block(g: Graph, rel: int | None) -> tuple[int, int]:
     return (0, g.index.num_edges) if rel is None else g.index.rel_range(rel)
 
 
-def node_block(g, rel):
+def node_block(g: Graph, rel: int | None) -> tuple[int, int]:
     if rel is None:
         return 0, g.index.num_nodes
     dst_type = g.ntype_id(g.index.etypes[rel][2])
     return g.index.ntype_range(dst_type)
 
 
-def messages(g, message, rel=None, subset: torch.Tensor | None = None, user_order: bool = False) -> dict:
+def messages(
+    g: Graph,
+    message: Callable[..., dict],
+    rel: int | None = None,
+    subset: torch.Tensor | None = None,
+    user_order: bool = False,
+) -> dict:
     """Run ``message`` on the block's edges; rows in internal edge order, or in user edge order with
     ``user_order`` (as apply_edges stores them); with ``subset``, block-local user edge ids: on those edges,
     rows in ``subset``'s order).
@@ -69,7 +78,7 @@ def messages(g, message, rel=None, subset: torch.Tensor | None = None, user_orde
     return out
 
 
-def reduce(g, reduce_fn, msgs: dict, rel=None) -> dict:
+def reduce(g: Graph, reduce_fn: Callable[..., dict], msgs: dict, rel: int | None = None) -> dict:
     """Aggregate ``msgs`` (from :func:`messages`) at each destination of the block."""
     node_lo, node_hi = node_block(g, rel)
     if isinstance(reduce_fn, BuiltinReduce):
@@ -137,13 +146,13 @@ def cross_reduce(outs: list[torch.Tensor], how: str) -> torch.Tensor:
     return stacked.min(0).values
 
 
-def receive(g, ntype: int | None, out: dict) -> None:
+def receive(g: Graph, ntype: int | None, out: dict) -> None:
     """Store a message-passing call's node results (a row per node of type ``ntype``, or of every node) where
     its calls write: ``g.side_data("dst", ntype)`` (a block keeps the destination rows)."""
     g.side_data("dst", ntype).update(out)
 
 
-def write_nodes(g, ntype: int | None, out: dict) -> None:
+def write_nodes(g: Graph, ntype: int | None, out: dict) -> None:
     """Store ``out``'s tensors as node features (of node type ``ntype``, or of all nodes)."""
     for k, v in out.items():
         if ntype is None:
@@ -152,7 +161,13 @@ def write_nodes(g, ntype: int | None, out: dict) -> None:
             g.nodes[g.ntypes[ntype]].data[k] = v
 
 
-def apply_nodes(g, func, ntype: int | None = None, subset: torch.Tensor | None = None, side=None) -> dict:
+def apply_nodes(
+    g: Graph,
+    func: Callable[..., dict],
+    ntype: int | None = None,
+    subset: torch.Tensor | None = None,
+    side: str | None = None,
+) -> dict:
     """Run ``func`` on all nodes or on one node type's nodes (per-type features); with ``subset``
     (int64 ids local to the type), on those nodes only, rows in ``subset``'s order. ``side="dst"`` (an
     update function's) reads what a reduce function reads, ``g.side_data("dst", ntype)``."""

@@ -10,22 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch import fx
 from torch.utils import checkpoint
 
 from .. import backend
 from ..backend import rebuild_in_backward
 from ..backend.pytorch.index_matmul import mark_private
 from ..failures import stage
+from ..graph.core import Graph
 from ..graph.value_cache import ByContents
 from ..ir import cost
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from ..ir.rules import InferenceFailure
 from . import deferred as deferral
 from . import edge_writes, feature_release, reach
-from .context import graph_context
+from .context import GraphContext, graph_context
 from .node_reads import node_feature_sides, node_feature_types
 
 
@@ -34,13 +38,13 @@ class Plan:
     """An optimized MP-DFG ready to run, or the reason it fell back."""
 
     dfg: MPDFG | None
-    module: object | None
+    module: fx.GraphModule | None
     fallback: str | None = None
     initial: MPDFG | None = None  # the graph as built, before optimization (for explain)
     call: str = ""
     backend: str = "torch"  # the resolved backend that runs the plan's primitives
     deferred: dict | None = None  # apply_edges outputs left as DeferredEdges: key -> (recipe node, moved ctx)
-    context: object = None  # in ``recording`` only: the GraphContext the recorded call ran on
+    context: GraphContext | None = None  # in ``recording`` only: the block the recorded call ran on
     recomputes: bool = False  # the recompute pass marked values to rebuild in backward
     traced: list | None = None  # the call's traced UDFs (what binding reads on a block's sides)
 
@@ -53,7 +57,7 @@ AUTOGRAD_SIGNALS = tuple(
 )
 
 
-def bind_inputs(dfg: MPDFG, g, rel, udfs, traced) -> list:
+def bind_inputs(dfg: MPDFG, g: Graph, rel: int | None, udfs: Sequence, traced: list | None) -> list:
     """Run-time values of the plan's placeholders for graph ``g`` (``traced``: the call's traced UDFs).
 
     In a relation block, a node feature stored for some node types only is
@@ -65,7 +69,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs, traced) -> list:
     """
     ctx = graph_context(g, rel)
     lo, hi = ctx.edge_lo, ctx.edge_hi
-    values = []
+    values: list = []
     node_types = None
     # a block's destination-side reads (its source side is the node store's own features)
     ends = node_feature_sides(traced) if g.is_block else {}
@@ -77,7 +81,7 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs, traced) -> list:
             values.append(g.side_data("dst")[name])
         elif kind == "ndata" and (rel is None or name in g._nstore.whole):
             values.append(g.side_data("src")[name])
-        elif kind == "ndata":
+        elif kind == "ndata" and rel is not None:  # (a whole-graph call binds every node feature above)
             node_types = node_types or node_feature_types(g, rel, traced)
             try:
                 values.append(g._nstore.get_spanning(name, node_types[name]))
@@ -95,7 +99,9 @@ def bind_inputs(dfg: MPDFG, g, rel, udfs, traced) -> list:
             values.append(g.etype_data[name])
         elif kind == DEFERRED_INPUT:
             feature, which = name.rsplit(".", 1)
-            values.append(deferral.peek(g, feature, rel).operand(which))
+            pending = deferral.peek(g, feature, rel)
+            assert pending is not None, "a plan with a deferred input is keyed by that value's signature"
+            values.append(pending.operand(which))
         else:
             stage, path = n.meta["reach"]
             value = reach.resolve(udfs[_STAGES[stage]], path)
@@ -143,22 +149,24 @@ def _internal_order(index, user: torch.Tensor, lo: int, hi: int) -> torch.Tensor
     return internal
 
 
-def run_plan(plan: Plan, g, rel, udfs, options: dict, trusted: bool) -> dict:
+def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dict[str, Any], trusted: bool) -> dict:
     """The call's results by ``plan`` on graph ``g`` (block ``rel``); ``trusted``: the forward promised that
     the inputs of deferred edge results do not change before they are read."""
+    dfg, module = plan.dfg, plan.module
+    assert dfg is not None and module is not None, "only a plan that compiled runs"
     with stage("plan binding"):
-        inputs = bind_inputs(plan.dfg, g, rel, udfs, plan.traced)
-    feature_release.drop_before_run(plan.dfg.kind, g, rel, lambda: _feature_names(plan.dfg))
+        inputs = bind_inputs(dfg, g, rel, udfs, plan.traced)
+    feature_release.drop_before_run(dfg.kind, g, rel, lambda: _feature_names(dfg))
     with (
         stage("plan run"),
         backend.using(plan.backend),
         cost.autotuning(options.get("autotune", False)),
         rebuild_in_backward.saving() if plan.recomputes and torch.is_grad_enabled() else contextlib.nullcontext(),
     ):
-        results = plan.module(*inputs)
+        results = module(*inputs)
         if plan.deferred:
             # optimizers (or user code between calls) change these in place, unless the forward promised not to
-            held = [] if trusted else [*inputs, *plan.module.parameters(), *plan.module.buffers()]
+            held = [] if trusted else [*inputs, *module.parameters(), *module.buffers()]
             results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
             if trusted:
                 deferral.record_trusted(g, [k for k, v in results.items() if isinstance(v, deferral.DeferredEdges)])
