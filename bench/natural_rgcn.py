@@ -36,7 +36,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from natural_models import RGCNLayer  # noqa: E402 - DGL's entity-classification layer, as users write it
+from natural_models import RGCNLayer  # DGL's entity-classification layer, as users write it
 
 SYSTEMS = ("eager", "compiled", "compiled, index_typed off", "gnnc RGCNConv compiled")
 

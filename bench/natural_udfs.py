@@ -29,7 +29,8 @@ each):
 Check (the compiled system's memory subprocess, after its calls, from the initial parameters): the compiled
 natural layer's output, and in training its parameter gradients, within the harness's tolerance
 (``harness.equivalence.error_ratio``: ``|a - b| <= rtol * (|b| + max|b|)``) of the same layer run eagerly; where the
-natural layer computes the same function as gnnc's layer (all but GIN; the weights are copied from it) the eager natural output is also compared with gnnc's layer run eagerly. A float32 parameter
+natural layer computes the same function as gnnc's layer (all but GIN; the weights are copied from it) the eager
+natural output is also compared with gnnc's layer run eagerly. A float32 parameter
 gradient beyond the tolerance (a sum over millions of edges that cancels) is arbitrated by the eager natural layer in
 float64: it passes when the compiled gradient is no farther from float64 than eager float32's.
 
@@ -238,7 +239,7 @@ def child(cfg: dict) -> None:
     import torch
 
     torch.set_num_threads(cfg["threads"])
-    from harness import datasets as hd  # noqa: F401  (jit_runtime: numba started)
+    from harness import datasets as hd  # (jit_runtime: numba started)
 
     data = hd.load_saved(Path(cfg["data_file"]))
 
@@ -269,7 +270,7 @@ def _time_child(cfg: dict, data, emit) -> None:
             start = clock.perf_counter()
             try:
                 steps[name]()
-            except Exception as exc:  # recorded, never a crash of the run
+            except Exception as exc:  # noqa: BLE001 - recorded, never a crash of the run
                 failed[name] = f"{type(exc).__name__}: {exc}"[:500]
                 return
             if timed:
@@ -340,7 +341,7 @@ def _memory_child(cfg: dict, data, emit) -> None:
                 fallbacks=list(fallbacks),
                 threads=torch.get_num_threads(),
             )
-        except Exception as exc:  # recorded, never a crash of the run
+        except Exception as exc:  # noqa: BLE001 - recorded, never a crash of the run
             row.update(
                 status="ERROR",
                 error=f"{type(exc).__name__}: {exc}"[:500],
@@ -353,7 +354,7 @@ def _memory_child(cfg: dict, data, emit) -> None:
             module.load_state_dict(initial)
             try:
                 row["check"] = check(model, mode, data, graph, nat, fn, layer)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a failed check is the row's verdict
                 row["check"] = {
                     "ok": False,
                     "error": f"{type(exc).__name__}: {exc}"[:500],
@@ -472,6 +473,15 @@ def _cell(r, key="time_ms"):
     return _fmt(r[key], ".1f" if key == "time_ms" else ".0f")
 
 
+def _ok(r) -> bool:
+    return r is not None and r["status"] == "ok"
+
+
+def _error_cell(check: dict, key: str, alt: str) -> str:
+    """The error ``key`` as a multiple of the tolerance, else the absolute error ``alt``."""
+    return f"{check[key]:.2g}x tol" if key in check else f"{check[alt]:.1e} abs"
+
+
 def table(meta: dict, rows: list[dict]) -> str:
     by = {(r["model"], r["dataset"], r["mode"], r["system"]): r for r in rows}
     keys = []
@@ -508,17 +518,16 @@ def table(meta: dict, rows: list[dict]) -> str:
     notes = []
     for model, ds, mode in keys:
         lay, nat, eag = (by.get((model, ds, mode, s)) for s in SYSTEMS)
-        ok = lambda r: r is not None and r["status"] == "ok"  # noqa: E731
-        r1 = f"{nat['time_ms'] / lay['time_ms']:.2f}" if ok(nat) and ok(lay) else "—"
-        m1 = f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if ok(nat) and ok(lay) and lay["peak_mib"] > 0 else "—"
+        r1 = f"{nat['time_ms'] / lay['time_ms']:.2f}" if _ok(nat) and _ok(lay) else "—"
+        m1 = f"{nat['peak_mib'] / lay['peak_mib']:.2f}" if _ok(nat) and _ok(lay) and lay["peak_mib"] > 0 else "—"
         m2 = (
             f"{nat['steady_peak_mib'] / lay['steady_peak_mib']:.2f}"
-            if ok(nat) and ok(lay) and lay.get("steady_peak_mib", 0) > 0 and "steady_peak_mib" in nat
+            if _ok(nat) and _ok(lay) and lay.get("steady_peak_mib", 0) > 0 and "steady_peak_mib" in nat
             else "—"
         )
-        r2 = f"{eag['time_ms'] / nat['time_ms']:.2f}" if ok(nat) and ok(eag) else "—"
+        r2 = f"{eag['time_ms'] / nat['time_ms']:.2f}" if _ok(nat) and _ok(eag) else "—"
         fb = "—"
-        if ok(nat):
+        if _ok(nat):
             fb = "no" if not nat["fallbacks"] else "**yes**: " + "; ".join(nat["fallbacks"]).replace("|", "\\|")
         chk = "—"
         if nat is not None and nat.get("check"):
@@ -526,8 +535,9 @@ def table(meta: dict, rows: list[dict]) -> str:
             if "error" in c:
                 chk = f"**ERROR** {c['error'][:120]}"
             else:
-                err = lambda key, alt: f"{c[key]:.2g}x tol" if key in c else f"{c[alt]:.1e} abs"  # noqa: E731
-                parts = [f"{'ok' if c['out_allclose'] else '**MISMATCH**'} ({err('out_err', 'max_abs_err')})"]
+                parts = [
+                    f"{'ok' if c['out_allclose'] else '**MISMATCH**'} ({_error_cell(c, 'out_err', 'max_abs_err')})"
+                ]
                 if c.get("grad_mismatch"):
                     parts.append(f"**grad MISMATCH** {','.join(c['grad_mismatch'])[:80]}")
                 elif c.get("float64"):
@@ -537,11 +547,11 @@ def table(meta: dict, rows: list[dict]) -> str:
                         f"{worst['compiled']:.2g} abs from float64, eager {worst['eager']:.2g})"
                     )
                 elif "grad_max_abs_err" in c:
-                    parts.append(f"grads ok ({err('grad_err', 'grad_max_abs_err')})")
+                    parts.append(f"grads ok ({_error_cell(c, 'grad_err', 'grad_max_abs_err')})")
                 if "vs_layer_allclose" in c:
                     parts.append(
                         f"= layer {'ok' if c['vs_layer_allclose'] else '**MISMATCH**'} "
-                        f"({err('vs_layer_err', 'vs_layer_max_abs_err')})"
+                        f"({_error_cell(c, 'vs_layer_err', 'vs_layer_max_abs_err')})"
                     )
                 chk = "; ".join(parts)
         lines.append(

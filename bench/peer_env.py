@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.peer import STAMP, default_env_path  # noqa: E402 - needs the path above
+from harness.peer import STAMP, default_env_path  # needs the path above
 
 TORCH = "torch==2.2.1"
 DGL = "dgl==2.1.0"

@@ -96,7 +96,12 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = 
             [values],
         ),
         ("segment_reduce max [E,64]", lambda v: B.segment_reduce(v, dst, n, "max"), naive_max, [values]),
-        ("edge_softmax [E,8]", lambda l: B.edge_softmax(l, dst, n), lambda l: naive_softmax(l, dst, n), [logits]),
+        (
+            "edge_softmax [E,8]",
+            lambda logit: B.edge_softmax(logit, dst, n),
+            lambda logit: naive_softmax(logit, dst, n),
+            [logits],
+        ),
         ("spmm copy sum [N,64]", lambda x: B.spmm(x, src, dst, n), lambda x: naive_index_add(x[src], dst, n), [xf]),
         (
             "spmm mul sum [N,64]x[E,1]",
@@ -130,8 +135,8 @@ def workloads(n: int, e: int, heads: int, feats: int, seed: int, backend: str = 
         ),
         (
             "edge_softmax_aggregate [E,8],[N,8,8]",
-            lambda l, x: B.edge_softmax_aggregate(l, x, src, dst, n),
-            lambda l, x: naive_index_add(naive_softmax(l, dst, n)[..., None] * x[src], dst, n),
+            lambda logit, x: B.edge_softmax_aggregate(logit, x, src, dst, n),
+            lambda logit, x: naive_index_add(naive_softmax(logit, dst, n)[..., None] * x[src], dst, n),
             [logits, x],
         ),
         (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.cli import main  # noqa: E402 - needs the path above
+from harness.cli import main  # needs the path above
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import peer
 from harness.world_programs import PROGRAMS
+
+BENCH = Path(__file__).resolve().parent
 
 SYSTEMS = ("gnnc", "dgl", "gnnc-compiled")
 FLOAT32_TOLERANCES = (1e-4, 1e-6)

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))  # a checkout builds its own
 
 project = "gnnc"
 author = "gnnc contributors"
-copyright = "gnnc contributors"  # noqa: A001
+copyright = "gnnc contributors"  # noqa: A001 - Sphinx's setting
 release = version = "0.1.0"
 
 extensions = [

@@ -44,6 +44,14 @@ def no_default_data(monkeypatch, tmp_path):
     return tmp_path / "empty-cache" / "gnnc" / "data"
 
 
+@pytest.fixture(scope="module")
+def dataset():
+    """The mag replica at scale 0.001 with 8-wide features (a few hundred papers): the multi-process tests' data."""
+    from gnnc.data import synthetic
+
+    return synthetic("mag", scale=0.001, seed=0, feat_dim=8)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """Tiny test tensors run faster on one thread, and a busy 2-core CI box does not thrash."""

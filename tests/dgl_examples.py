@@ -1031,7 +1031,7 @@ class HeteroAttention(nn.Module):
                     return {"h": torch.sum(alpha * nodes.mailbox["z"], dim=1)}
 
                 funcs[e] = (edge_attention, reduce)
-            apply = lambda nodes: (  # noqa: E731
+            apply = lambda nodes: (
                 {"h": F.elu(self.out(nodes.data["h"]))} if cross != "stack" else {"h": nodes.data["h"] * 2}
             )
             G.multi_update_all(funcs, cross, apply)

@@ -1,5 +1,5 @@
-"""Shared pieces of the multi-process tests: the tiny mag replica, a free localhost port, a bounded
-process group."""
+"""Shared pieces of the multi-process tests: a free localhost port, a bounded process group (their
+dataset is conftest's ``dataset`` fixture)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,6 @@ import socket
 import time
 
 import pytest
-
-from gnnc.data import synthetic
-
-
-@pytest.fixture(scope="module")
-def dataset():
-    """The mag replica at scale 0.001 with 8-wide features (a few hundred papers)."""
-    return synthetic("mag", scale=0.001, seed=0, feat_dim=8)
 
 
 def free_port() -> int:

@@ -21,27 +21,27 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-import gnnc  # noqa: E402
-from gnnc import backend  # noqa: E402
-from gnnc.backend import cpu as cpu_backend  # noqa: E402
-from gnnc.backend import pytorch as torch_backend  # noqa: E402
-from gnnc.backend.cpu import interop, softmax_aggregate  # noqa: E402
+import gnnc
+from gnnc import backend
+from gnnc.backend import cpu as cpu_backend
+from gnnc.backend import pytorch as torch_backend
+from gnnc.backend.cpu import interop, softmax_aggregate
+from gnnc.models.gat import GATConv
 
-cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package exports the function of that name
-from gnnc.models.gat import GATConv  # noqa: E402
-
-from .graphs import random_heterograph, random_homograph  # noqa: E402
+from .graphs import random_heterograph, random_homograph
 from .test_backend_torch import (
     SDDMM_SHAPES,
     SPMM_SHAPES,
     check_against,
     check_scaled_spmm,
-    edges,  # noqa: E402
+    edges,
     naive_binary,
     naive_spmm,
     rand,
     sddmm_softmax_aggregate_bad_calls,
 )
+
+cpu_spmm = importlib.import_module("gnnc.backend.cpu.spmm")  # the package exports the function of that name
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
 # (logits feature shape, x feature shape)
@@ -61,7 +61,7 @@ def _edges(case: str, num_nodes: int, num_edges: int, seed: int):
 
 
 def _run(kernels, logits, x, src, dst, num_dst, grad):
-    return _with_grads(lambda l, v: kernels.edge_softmax_aggregate(l, v, src, dst, num_dst), (logits, x), grad)
+    return _with_grads(lambda logit, v: kernels.edge_softmax_aggregate(logit, v, src, dst, num_dst), (logits, x), grad)
 
 
 def _with_grads(fn, inputs, grad, needed=None):
@@ -100,7 +100,9 @@ def test_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
     logits = torch.randn(src.numel(), 3, dtype=torch.float64, requires_grad=True)
     x = torch.randn(n, 3, 4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda l, v: cpu_backend.edge_softmax_aggregate(l, v, src, dst, n), (logits, x))
+    assert torch.autograd.gradcheck(
+        lambda logit, v: cpu_backend.edge_softmax_aggregate(logit, v, src, dst, n), (logits, x)
+    )
 
 
 @pytest.mark.parametrize(

@@ -228,13 +228,15 @@ def test_segment_max_ties_go_to_smallest_edge():
 def test_edge_softmax_matches_naive(feat, scale, dtype, case):
     _, n, _, dst = edges(case)
     logits = (scale * rand(dst.numel(), *feat, dtype=dtype)).detach().requires_grad_()
-    check_against(lambda l: edge_softmax(l, dst, n), lambda l: naive_softmax(l, dst, n), [logits], dtype)
+    check_against(
+        lambda logit: edge_softmax(logit, dst, n), lambda logit: naive_softmax(logit, dst, n), [logits], dtype
+    )
 
 
 def test_edge_softmax_gradcheck_and_normalisation():
     _, n, _, dst = edges("multi", num_edges=10, num_dst=6)
     logits = rand(dst.numel(), 2)
-    assert torch.autograd.gradcheck(lambda l: edge_softmax(l, dst, n), (logits,))
+    assert torch.autograd.gradcheck(lambda logit: edge_softmax(logit, dst, n), (logits,))
     alpha = edge_softmax(1e4 * logits.detach(), dst, n)
     sums = torch.zeros(n, 2, dtype=alpha.dtype).index_add_(0, dst, alpha)
     has_edges = torch.bincount(dst, minlength=n) > 0
@@ -480,8 +482,8 @@ def test_edge_softmax_aggregate_matches_naive(shapes, scale, dtype, case, path):
     with kernels(path):
         for chunk in (None, 7):
             check_against(
-                lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
-                lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd),
+                lambda logit, x: edge_softmax_aggregate(logit, x, src, dst, nd, chunk=chunk),
+                lambda logit, x: naive_softmax_aggregate(logit, x, src, dst, nd),
                 [logits, x],
                 dtype,
             )
@@ -492,7 +494,7 @@ def test_edge_softmax_aggregate_gradcheck(path):
     ns, nd, src, dst = edges("multi", num_src=5, num_dst=6, num_edges=8)
     with kernels(path):
         assert torch.autograd.gradcheck(
-            lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=3),
+            lambda logit, x: edge_softmax_aggregate(logit, x, src, dst, nd, chunk=3),
             (rand(src.numel(), 2), rand(ns, 2, 3, seed=2)),
         )
 
@@ -520,8 +522,8 @@ def test_edge_softmax_aggregate_hypothesis(sizes, shapes, scale, chunk, path, dg
     x = rand(ns, *xf, seed=seed + 1)
     with kernels(path):
         check_against(
-            lambda l, x: edge_softmax_aggregate(l, x, src, dst, nd, chunk=chunk),
-            lambda l, x: naive_softmax_aggregate(l, x, src, dst, nd),
+            lambda logit, x: edge_softmax_aggregate(logit, x, src, dst, nd, chunk=chunk),
+            lambda logit, x: naive_softmax_aggregate(logit, x, src, dst, nd),
             [logits, x],
             torch.float64,
         )

@@ -35,13 +35,13 @@ if "triton" not in sys.modules and not _CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton's first import (see the module docstring)
 pytest.importorskip("triton")
 
-import gnnc  # noqa: E402
+import gnnc  # noqa: E402 - triton reads TRITON_INTERPRET (set above) when first imported
 from gnnc import backend  # noqa: E402
 from gnnc.backend import pytorch as torch_backend  # noqa: E402
 from gnnc.backend import triton as triton_backend  # noqa: E402
 from gnnc.backend.pytorch.csr import csr_structure  # noqa: E402
 from gnnc.backend.triton import balance, launch  # noqa: E402
-from gnnc.models import (
+from gnnc.models import (  # noqa: E402
     EdgeConv,
     GATConv,
     GATv2Conv,
@@ -49,7 +49,7 @@ from gnnc.models import (
     GINConv,
     GMMConv,
     HGTConv,
-    RGATConv,  # noqa: E402
+    RGATConv,
     RGCNConv,
     SAGEConv,
     SimpleHGNConv,
@@ -244,7 +244,7 @@ def test_edge_softmax_matches_torch(case):
     for dtype in DTYPES:
         for feat in ((2, 3), ()):
             logits = tensor(src.numel(), *feat, dtype=dtype) * scale
-            same_as_torch(lambda k: lambda l: k.edge_softmax(l, dst, num_dst), [logits], dtype, large=scale > 1)
+            same_as_torch(lambda k: lambda logit: k.edge_softmax(logit, dst, num_dst), [logits], dtype, large=scale > 1)
 
 
 # (logits features, x features): heads, one logit per edge, broadcast heads, one head for all, per feature
@@ -260,7 +260,7 @@ def test_edge_softmax_aggregate_matches_torch(case):
             logits = tensor(src.numel(), *logit_feat, dtype=dtype) * scale
             x = tensor(num_src, *x_feat, dtype=dtype, seed=1)
             same_as_torch(
-                lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst),
+                lambda k: lambda logit, x: k.edge_softmax_aggregate(logit, x, src, dst, num_dst),
                 [logits, x],
                 dtype,
                 large=scale > 1,
@@ -308,7 +308,7 @@ def test_softmax_aggregate_partial_grads(needed):
     inputs = [tensor(src.numel(), 3), tensor(num_src, 3, 4, seed=1)]
     for which in ((True, False), (False, True)):
         same_as_torch(
-            lambda k: lambda l, x: k.edge_softmax_aggregate(l, x, src, dst, num_dst),
+            lambda k: lambda logit, x: k.edge_softmax_aggregate(logit, x, src, dst, num_dst),
             inputs,
             torch.float64,
             needed=list(which),
@@ -447,7 +447,7 @@ def test_compiled_models_equal_eager(name):
     torch.manual_seed(0)
     model = make_model(g).to(DEVICE, torch.float64)
     x = torch.randn(g.num_nodes(), 6, device=DEVICE, dtype=torch.float64, requires_grad=True)
-    loss = lambda out: sum(t.square().sum() for t in (out if isinstance(out, tuple) else (out,)))  # noqa: E731
+    loss = lambda out: sum(t.square().sum() for t in (out if isinstance(out, tuple) else (out,)))
     eager = model(g, x)
     want = (eager, *torch.autograd.grad(loss(eager), [x, *model.parameters()]))
     out = gnnc.compile(model, backend="triton")(g, x)

@@ -26,7 +26,7 @@ from gnnc.forward.heads import Unbatchable, batch_udf
 from gnnc.forward.passes import batch_heads, merge_linears
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import natural_models  # noqa: E402 - bench/ is no package
+import natural_models  # bench/ is no package
 
 TutorialGAT = natural_models.MultiHeadGATLayer
 
@@ -520,7 +520,7 @@ def test_linear_rule_with_shared_and_per_head_parts(shared_input, per_head):
             return {"m": F.linear(edges.src["x" if shared_input else "z"], self.w, self.b)}
 
     torch.manual_seed(3)
-    k, e, n = 3, 6, 4
+    k, e = 3, 6
     shared_w, shared_b = nn.Parameter(torch.randn(2, 4)), nn.Parameter(torch.randn(2))
     heads = [
         Head(

@@ -14,10 +14,10 @@ from tests.test_bench_harness import _case
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import cli, devices, machine, procfs, report, runner, timing, worker  # noqa: E402 - bench/ is no package
-from harness.case import Case  # noqa: E402
-from harness.datasets import BenchData  # noqa: E402
-from harness.models import MODELS  # noqa: E402
+from harness import cli, devices, machine, procfs, report, runner, timing, worker  # bench/ is no package
+from harness.case import Case
+from harness.datasets import BenchData
+from harness.models import MODELS
 
 GPU = torch.cuda.is_available()
 

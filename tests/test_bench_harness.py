@@ -16,12 +16,12 @@ from tests.graphs import random_heterograph, random_homograph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import datasets, equivalence, floor, profiling, report, runner, worker  # noqa: E402 - bench/ is no package
-from harness.case import Case, Prepared  # noqa: E402
-from harness.datasets import BenchData  # noqa: E402
-from harness.models import MODELS  # noqa: E402
-from harness.pyg_models import PYG, PYG_FAST, Pairing  # noqa: E402
-from harness.systems import SYSTEMS, System  # noqa: E402
+from harness import datasets, equivalence, floor, profiling, report, runner, worker  # bench/ is no package
+from harness.case import Case, Prepared
+from harness.datasets import BenchData
+from harness.models import MODELS
+from harness.pyg_models import PYG, PYG_FAST, Pairing
+from harness.systems import SYSTEMS, System
 
 
 def _case(model: str) -> Case:

@@ -17,13 +17,14 @@ import torch
 
 from tests.test_bench_harness import _case  # the awkward tiny graphs every pairing is checked on
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import dgl_models, equivalence, peer, runner, worker  # noqa: E402 - bench/ is no package
-from harness.case import Case  # noqa: E402
-from harness.models import HIDDEN, MODELS  # noqa: E402
-from harness.systems import SYSTEMS  # noqa: E402
+from harness import dgl_models, equivalence, peer, runner, worker  # bench/ is no package
+from harness.case import Case
+from harness.models import HIDDEN, MODELS
+from harness.systems import SYSTEMS
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 real_peer = pytest.mark.skipif(peer.peer_python() is None, reason=f"no peer environment ({peer.BUILD_COMMAND})")
 
@@ -103,11 +104,11 @@ def test_the_udf_layer_rebuilt_from_parameters_is_the_eager_layer(model):
 def test_the_peer_loads_gnnc_layer_files_without_gnnc(tmp_path):
     """Where gnnc is not importable (the peer's torch), the layer files load on their own."""
     script = (
-        "import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
+        f"import sys; sys.modules['gnnc'] = None; sys.path.insert(0, {str(BENCH)!r})\n"
         "from harness import dgl_models\n"
         "gm = dgl_models.gnnc_models()\n"
         "assert gm.__name__ == '_gnnc_peer.models', gm\n"
-        "print(gm.HGTConv(8, 8, 2, 3, num_heads=2).relation_att.shape)" % str(BENCH)
+        "print(gm.HGTConv(8, 8, 2, 3, num_heads=2).relation_att.shape)"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "torch.Size([3, 2, 4, 4])"
@@ -115,9 +116,9 @@ def test_the_peer_loads_gnnc_layer_files_without_gnnc(tmp_path):
 
 def test_the_peer_side_of_the_harness_imports_no_gnnc():
     script = (
-        "import sys; sys.modules['gnnc'] = None; sys.path.insert(0, %r)\n"
+        f"import sys; sys.modules['gnnc'] = None; sys.path.insert(0, {str(BENCH)!r})\n"
         "import harness.peer_worker, harness.timing, harness.equivalence, harness.dgl_models\n"
-        "assert not any(m == 'gnnc' or m.startswith('gnnc.') for m in sys.modules if sys.modules[m])" % str(BENCH)
+        "assert not any(m == 'gnnc' or m.startswith('gnnc.') for m in sys.modules if sys.modules[m])"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
 

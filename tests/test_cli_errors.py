@@ -267,7 +267,7 @@ def test_bench_writes_table_and_plots_after_every_row_and_survives_an_interrupt(
 
 def _has_matplotlib() -> bool:
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - whether it imports
     except ImportError:
         return False
     return True

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("numba")
 
-from gnnc.backend.cpu import codegen  # noqa: E402
+from gnnc.backend.cpu import codegen
 
 SOURCE = textwrap.dedent("""
     def twice_sum(bounds, x, out):

@@ -130,8 +130,8 @@ def test_eager_consumer_and_other_blocks_materialize():
 def test_plan_depends_on_whether_the_input_is_deferred():
     g = _unsorted_graph()
     _features(g)
-    reduce_udf = lambda n: {"h": n.mailbox["e"].max(1).values}  # noqa: E731
-    message_udf = lambda e: {"e": e.data["e"]}  # noqa: E731
+    reduce_udf = lambda n: {"h": n.mailbox["e"].max(1).values}
+    message_udf = lambda e: {"e": e.data["e"]}
     with g.local_scope():
         g.apply_edges(_scores, compile=False)
         g.update_all(message_udf, reduce_udf, compile=False)

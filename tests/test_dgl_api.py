@@ -63,9 +63,9 @@ class HeteroRGCNLayer(nn.Module):
             # Compute W_r * h
             Wh = self.weight[etype](feat_dict[srctype])
             # Save it in graph for message passing
-            G.nodes[srctype].data["Wh_%s" % etype] = Wh
+            G.nodes[srctype].data[f"Wh_{etype}"] = Wh
             # Specify per-relation message passing functions: (message_func, reduce_func).
-            funcs[etype] = (fn.copy_u("Wh_%s" % etype, "m"), fn.mean("m", "h"))
+            funcs[etype] = (fn.copy_u(f"Wh_{etype}", "m"), fn.mean("m", "h"))
         # Trigger message passing of multiple types.
         G.multi_update_all(funcs, "sum")
         # return the updated node feature dictionary
@@ -559,13 +559,13 @@ class HGTLayer(nn.Module):
                 v = torch.einsum("bij,ijk->bik", v, relation_msg)
                 sub_graph.srcdata["k"] = k
                 sub_graph.dstdata["q"] = q
-                sub_graph.srcdata["v_%d" % e_id] = v
+                sub_graph.srcdata[f"v_{e_id}"] = v
                 sub_graph.apply_edges(fn.v_dot_u("q", "k", "t"))
                 attn_score = sub_graph.edata.pop("t").sum(-1) * relation_pri / self.sqrt_dk
                 attn_score = edge_softmax(sub_graph, attn_score, norm_by="dst")
                 sub_graph.edata["t"] = attn_score.unsqueeze(-1)
             G.multi_update_all(
-                {etype: (fn.u_mul_e("v_%d" % e_id, "t", "m"), fn.sum("m", "t")) for etype, e_id in edge_dict.items()},
+                {etype: (fn.u_mul_e(f"v_{e_id}", "t", "m"), fn.sum("m", "t")) for etype, e_id in edge_dict.items()},
                 cross_reducer="mean",
             )
             new_h = {}

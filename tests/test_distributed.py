@@ -25,7 +25,7 @@ from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.message_passing import compiling
 from gnnc.minibatch import STAGES, MinibatchTrainer
 
-from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture
+from .distributed_fixtures import free_port, spawn_group
 
 FANOUTS, BATCH, LR, SEED, HIDDEN, CLASSES = [3, 3], 40, 0.01, 0, 8, 349
 MODELS = ("rgcn", "rgat", "hgt")

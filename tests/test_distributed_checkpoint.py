@@ -22,7 +22,7 @@ from gnnc.distributed.comm import Comm
 from gnnc.distributed.launch import run_worker, worker_args, worker_parser
 from gnnc.distributed.vanilla import VanillaTrainer
 
-from .distributed_fixtures import dataset, free_port, spawn_group  # noqa: F401 - dataset is a fixture
+from .distributed_fixtures import free_port, spawn_group
 
 FANOUTS, BATCH, LR, SEED, HIDDEN, CLASSES = [3, 3], 128, 0.02, 0, 8, 349
 MODELS = {"raf": "rgcn", "vanilla": "rgat"}

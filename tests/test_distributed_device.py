@@ -17,8 +17,6 @@ from gnnc.distributed.comm import backend_for, collective_device, init_from_env,
 from gnnc.distributed.launch import prepare_partitions, worker_parser
 from gnnc.distributed.trainer import on_cpu
 
-from .distributed_fixtures import dataset  # noqa: F401 - a fixture
-
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

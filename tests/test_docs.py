@@ -181,7 +181,7 @@ def test_readme_example_runs_and_setup_commands_hold():
     assert len(examples) == 1, "README.md: one Python example"
     assert len(examples[0].strip().splitlines()) <= 15, "README.md: keep the example to 15 lines"
     with contextlib.redirect_stdout(io.StringIO()):
-        exec(compile(examples[0], str(README), "exec"), {"__name__": "readme_example"})  # noqa: S102
+        exec(compile(examples[0], str(README), "exec"), {"__name__": "readme_example"})  # noqa: S102 - the README's example
     assert "pip install -e . && gnnc demo" in text
     assert 'pip install -e ".[dev]" && pytest -q' in text
     for page in re.findall(r"\]\((docs/[^)#]+)", text):

@@ -26,13 +26,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import emulated_machines  # noqa: E402 - bench/ is no package
-from emulated_jobs import start_job, wait_job  # noqa: E402
-from gnnc.distributed import add_reverse_relations, meta_partition, save_partitions  # noqa: E402
-from gnnc.distributed.checkpoint import read_manifest  # noqa: E402
-
-from .distributed_fixtures import dataset  # noqa: F401,E402 - a fixture
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ is no package
+import emulated_machines
+from emulated_jobs import start_job, wait_job
+from gnnc.distributed import add_reverse_relations, meta_partition, save_partitions
+from gnnc.distributed.checkpoint import read_manifest
 
 pytestmark = pytest.mark.skipif(
     emulated_machines.unavailable() is not None, reason=str(emulated_machines.unavailable())

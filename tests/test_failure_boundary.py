@@ -38,7 +38,7 @@ from .test_forward_passes import ReadsAcrossACall
 from .test_scope_passes import Attention
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import natural_models  # noqa: E402 - bench/ is no package
+import natural_models  # bench/ is no package
 
 COMPILE_MODULE = importlib.import_module("gnnc.compile")  # the module (``gnnc.compile`` is the function)
 
@@ -302,5 +302,6 @@ def test_a_fallback_warning_reaches_code_run_by_exec_without_a_module_name():
     g.ndata["h"] = torch.ones(3, 2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        exec(compile(source, "<doctest default[0]>", "exec"), {"__name__": None, "g": g, "torch": torch})
+        # exec: only it runs code in globals without a __name__, as Sphinx's doctests do
+        exec(compile(source, "<doctest default[0]>", "exec"), {"__name__": None, "g": g, "torch": torch})  # noqa: S102
     assert [w.category for w in caught] == [gnnc.FallbackWarning]

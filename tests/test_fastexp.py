@@ -7,9 +7,15 @@ import platform
 import numpy as np
 import pytest
 
-numba = pytest.importorskip("numba")
+pytest.importorskip("numba")
 
-from gnnc.backend.cpu.fastexp import vexp  # noqa: E402
+import numba
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from gnnc.backend.cpu.fastexp import SOFTMAX_CUTOFF, softmax_weight, vexp
 
 
 @numba.njit(fastmath={"reassoc", "contract"})  # the kernels' flags: vexp must keep its accuracy under them
@@ -71,12 +77,6 @@ def test_other_types_are_refused():
 # x86 computes with a denormal operand through a microcode assist (~100 cycles): a softmax kernel whose
 # exponentials sit at the bottom of the range (attention sharpened by training) ran 5x slower. MXCSR's
 # sticky DE flag (bit 1) records whether any SSE/AVX operation saw a denormal operand.
-from llvmlite import ir  # noqa: E402
-from numba import types  # noqa: E402
-from numba.core import cgutils  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
-
-from gnnc.backend.cpu.fastexp import SOFTMAX_CUTOFF, softmax_weight  # noqa: E402
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64")
 

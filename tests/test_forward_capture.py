@@ -22,7 +22,7 @@ import gnnc.function as fn
 from gnnc.compiler.driver import FallbackWarning
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import natural_models  # noqa: E402 - bench/ is no package
+import natural_models  # bench/ is no package
 
 
 @pytest.fixture(autouse=True)

@@ -80,8 +80,8 @@ def test_pass_lowers_every_form_without_per_edge_weights(form):
 def test_pass_in_update_all_with_reduce_and_reordered_unsqueeze():
     """After ``reorder`` the unsqueeze runs per node, before the gather: still matched."""
     g = _graph(1)
-    msg = lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(1) * e.data["norm"]}  # noqa
-    red = lambda nb: {"h": nb.mailbox["m"].sum(1)}  # noqa: E731
+    msg = lambda e: {"m": torch.bmm(e.src["x"].unsqueeze(1), W[e.data["t"]]).squeeze(1) * e.data["norm"]}
+    red = lambda nb: {"h": nb.mailbox["m"].sum(1)}
     from gnnc.compiler.passes import reorder
 
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)

@@ -650,7 +650,7 @@ def _make_closure(value):
 def test_cache_key_covers_closure_values_defaults_and_globals(monkeypatch):
     compiled.clear_cache()  # counted by the caches' sizes, which stop growing at their bounds
     g = _graph()
-    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)  # noqa: E731
+    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)
     first = _make_closure(2.0)
     assert _traces_after(lambda: update(first)) == 1
     assert _traces_after(lambda: update(_make_closure(2.0))) == 0  # same code, same closure value
@@ -679,13 +679,13 @@ def test_cache_key_covers_module_mode_code_and_dtypes():
     compiled.clear_cache()  # counted by the caches' sizes, which stop growing at their bounds
     g = _graph()
     layer = nn.Sequential(nn.Linear(D, D), nn.Dropout(0.5)).double()
-    message = lambda e: {"m": layer(e.src["h"])}  # noqa: E731
-    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)  # noqa: E731
+    message = lambda e: {"m": layer(e.src["h"])}
+    update = lambda m: g.update_all(m, fn.sum("m", "o"), compile=True)
     layer.eval()
     update(message)
     layer.train()
     assert _traces_after(lambda: update(message)) == 1
-    other = lambda e: {"m": layer(e.src["h"]) * 2}  # noqa: E731 - another code object
+    other = lambda e: {"m": layer(e.src["h"]) * 2}  # another code object
     assert _traces_after(lambda: update(other)) == 1
     plans = len(compiled._CACHE)
     layer.eval()

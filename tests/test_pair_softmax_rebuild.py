@@ -12,16 +12,16 @@ import torch
 
 pytest.importorskip("numba")
 
-import gnnc  # noqa: E402
-from gnnc import models  # noqa: E402
-from gnnc.backend import cpu as cpu_backend  # noqa: E402
-from gnnc.backend import pytorch as torch_backend  # noqa: E402
-from gnnc.backend import rebuild_in_backward as recompute  # noqa: E402
-from gnnc.backend.cpu import interop, pair_softmax_aggregate  # noqa: E402
-from gnnc.runtime.context import Pairs  # noqa: E402
+import gnnc
+from gnnc import models
+from gnnc.backend import cpu as cpu_backend
+from gnnc.backend import pytorch as torch_backend
+from gnnc.backend import rebuild_in_backward as recompute
+from gnnc.backend.cpu import interop, pair_softmax_aggregate
+from gnnc.runtime.context import Pairs
 
-from .graphs import random_heterograph  # noqa: E402
-from .test_backend_torch import rand  # noqa: E402
+from .graphs import random_heterograph
+from .test_backend_torch import rand
 
 pytestmark = pytest.mark.filterwarnings("error::gnnc.compiler.driver.FallbackWarning")  # a fallback is a failure here
 

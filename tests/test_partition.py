@@ -39,14 +39,14 @@ from gnnc.distributed.partition_io import FILES, MANIFEST
 
 from .graphs import random_heterograph
 
-P, A, I, F = "paper", "author", "institution", "field_of_study"
-WRITES, CITES, HAS_TOPIC, AFFIL = (A, "writes", P), (P, "cites", P), (P, "has_topic", F), (A, "affiliated_with", I)
-REV_WRITES, REV_TOPIC, REV_AFFIL = (P, "rev_writes", A), (F, "rev_has_topic", P), (I, "rev_affiliated_with", A)
+P, A, INST, F = "paper", "author", "institution", "field_of_study"
+WRITES, CITES, HAS_TOPIC, AFFIL = (A, "writes", P), (P, "cites", P), (P, "has_topic", F), (A, "affiliated_with", INST)
+REV_WRITES, REV_TOPIC, REV_AFFIL = (P, "rev_writes", A), (F, "rev_has_topic", P), (INST, "rev_affiliated_with", A)
 
 # ogbn-mag's published counts with 'cites' in both directions, as Heta uses them (Figure 6).
 OGBN_MAG = WeightedMetagraph(
-    {P: 736_389, A: 1_134_649, I: 8_740, F: 59_965},
-    {P: 0, A: 0, I: 0, F: 0},
+    {P: 736_389, A: 1_134_649, INST: 8_740, F: 59_965},
+    {P: 0, A: 0, INST: 0, F: 0},
     {
         WRITES: 7_145_660,
         CITES: 2 * 5_416_271,
@@ -129,7 +129,7 @@ def test_weighted_metagraph_of_graph(mag):
 # ------------------------------------------------------------------- metatree
 def test_metatree_of_ogbn_mag_is_figure_6():
     tree = build_metatree(OGBN_MAG, P, depth=2)
-    leaf = lambda rel: MetaTree(rel[0], rel)  # noqa: E731
+    leaf = lambda rel: MetaTree(rel[0], rel)
     expected = MetaTree(
         P,
         None,
@@ -164,7 +164,7 @@ def test_metatree_depth_one_and_metapaths():
         OGBN_MAG, P, [["writes", "rev_writes"], ["writes", "rev_affiliated_with"], [REV_TOPIC]]
     )
     assert tree == MetaTree(
-        P, None, (MetaTree(A, WRITES, (MetaTree(P, REV_WRITES), MetaTree(I, REV_AFFIL))), MetaTree(F, REV_TOPIC))
+        P, None, (MetaTree(A, WRITES, (MetaTree(P, REV_WRITES), MetaTree(INST, REV_AFFIL))), MetaTree(F, REV_TOPIC))
     )
     with pytest.raises(ValueError, match="does not end at 'author'"):
         metatree_from_metapaths(OGBN_MAG, P, [["writes", "cites"]])

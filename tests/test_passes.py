@@ -77,8 +77,8 @@ def _check(dfg_before, dfg_after, inputs):
 
 def test_lower_aggregation_replaces_buckets_with_segment_operators():
     g = _graph()
-    msg = lambda e: {"m": e.src["x"] * e.data["w"], "s": e.src["x"].sum(-1)}  # noqa: E731
-    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1) + 1}  # noqa: E731
+    msg = lambda e: {"m": e.src["x"] * e.data["w"], "s": e.src["x"].sum(-1)}
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1) + 1}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
     out = lower_aggregation(dfg)
@@ -106,8 +106,8 @@ def test_lower_aggregation_replaces_buckets_with_segment_operators():
 )
 def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_differ(finish, zeroed):
     g = _graph()  # the last quarter of the nodes has no in-edges: eager fills their rows with zeros
-    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
-    red = lambda nb: {"o": finish(nb.mailbox["m"].sum(1))}  # noqa: E731
+    msg = lambda e: {"m": e.src["z"]}
+    red = lambda nb: {"o": finish(nb.mailbox["m"].sum(1))}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
     out = lower_aggregation(dfg)
@@ -121,8 +121,8 @@ def test_lower_aggregation_probe_runs_in_the_inputs_dtypes():
     """A float64 UDF (features and a module's weights) is probed in float64: its view(-1, ...) keeps rows."""
     g = _graph()
     linear = torch.nn.Linear(4, 4, dtype=torch.float64)
-    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
-    red = lambda nb: {"o": nb.mailbox["m"].sum(1).view(-1, 8), "p": linear(nb.mailbox["m"].sum(1))}  # noqa: E731
+    msg = lambda e: {"m": e.src["z"]}
+    red = lambda nb: {"o": nb.mailbox["m"].sum(1).view(-1, 8), "p": linear(nb.mailbox["m"].sum(1))}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
     out = lower_aggregation(dfg)
@@ -137,8 +137,8 @@ def test_lower_aggregation_probe_leaves_module_state_and_random_stream_alone():
     g = _graph()
     norm = torch.nn.BatchNorm1d(8, dtype=torch.float64)
     state = {k: v.clone() for k, v in norm.state_dict().items()}
-    msg = lambda e: {"m": e.src["z"]}  # noqa: E731
-    dropped = lambda nb: torch.nn.functional.dropout(nb.mailbox["m"].sum(1), 0.5).view(-1, 8)  # noqa: E731
+    msg = lambda e: {"m": e.src["z"]}
+    dropped = lambda nb: torch.nn.functional.dropout(nb.mailbox["m"].sum(1), 0.5).view(-1, 8)
     for red in (lambda nb: {"o": norm(dropped(nb))}, lambda nb: {"o": dropped(nb)}):
         dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
         _prepare(g, dfg, (msg, red, None))
@@ -153,8 +153,8 @@ def test_lower_aggregation_probe_leaves_module_state_and_random_stream_alone():
 
 def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():
     g = _graph()
-    msg = lambda e: {"m": e.src["x"]}  # noqa: E731
-    red = lambda nb: {"o": nb.mailbox["m"][:, 0]}  # noqa: E731 - first message: order-dependent
+    msg = lambda e: {"m": e.src["x"]}
+    red = lambda nb: {"o": nb.mailbox["m"][:, 0]}  # first message: order-dependent
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
     out = lower_aggregation(dfg)
@@ -165,7 +165,7 @@ def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():
 
 def test_split_concat_then_reorder_moves_attention_to_nodes():
     g = _graph()
-    msg = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1)}  # noqa: E731
+    msg = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1)}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
     split = split_concat(dfg)
@@ -180,7 +180,7 @@ def test_split_concat_then_reorder_moves_attention_to_nodes():
 
 def test_reorder_moves_linear_before_gather_but_not_dropout():
     g = _graph()
-    msg = lambda e: {"m": torch.relu(e.src["x"] @ W), "d": torch.nn.functional.dropout(e.src["x"], 0.5)}  # noqa: E731
+    msg = lambda e: {"m": torch.relu(e.src["x"] @ W), "d": torch.nn.functional.dropout(e.src["x"], 0.5)}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = reorder(dfg)
@@ -196,10 +196,13 @@ def test_typed_linear_removes_per_edge_weight_copies():
     g.ndata_all["x"] = torch.randn(g.num_nodes(), 4, dtype=torch.float64)
     g.ntype_data["Wn"] = torch.randn(3, 4, 4, dtype=torch.float64)
     g.etype_data["We"] = torch.randn(5, 4, 4, dtype=torch.float64)
-    msg = lambda e: {  # noqa: E731
-        "a": torch.bmm(e.src["x"].unsqueeze(1), e.srctype["Wn"]).squeeze(1),
-        "b": torch.bmm(e.src["x"].unsqueeze(1), e.type["We"]).squeeze(1),
-    }
+
+    def msg(e):
+        return {
+            "a": torch.bmm(e.src["x"].unsqueeze(1), e.srctype["Wn"]).squeeze(1),
+            "b": torch.bmm(e.src["x"].unsqueeze(1), e.type["We"]).squeeze(1),
+        }
+
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = dce(typed_linear(dfg))
@@ -227,7 +230,7 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
             "z": z_src,
         }
 
-    red = lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["z"]).sum(1)}  # noqa: E731
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["e"], 1).unsqueeze(-1) * nb.mailbox["z"]).sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     out = dfg
@@ -332,8 +335,8 @@ def test_pair_counts_without_the_tables_equal_the_tables(seed):
 
 def test_fuse_builds_spmm_and_softmax_aggregate():
     g = _graph()
-    msg = lambda e: {"m": e.src["x"], "s": e.data["w"].squeeze(-1)}  # noqa: E731
-    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1)}  # noqa: E731
+    msg = lambda e: {"m": e.src["x"], "s": e.data["w"].squeeze(-1)}
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     lowered = lower_aggregation(dfg)
@@ -342,7 +345,7 @@ def test_fuse_builds_spmm_and_softmax_aggregate():
     assert ops.edge_softmax_aggregate in _targets(fused) and ops.segment_reduce not in _targets(fused)
     _check(dfg, fused, inputs)
 
-    msg2 = lambda e: {"m": e.src["x"] * e.data["w"]}  # noqa: E731
+    msg2 = lambda e: {"m": e.src["x"] * e.data["w"]}
     dfg2 = build_update_all(trace_udf(msg2), fn.sum("m", "o"), None)
     inputs2, _ = _prepare(g, dfg2, (msg2, None, None))
     fused2 = dce(fuse(dfg2))
@@ -352,7 +355,7 @@ def test_fuse_builds_spmm_and_softmax_aggregate():
 
 def test_cse_merges_repeats_and_dce_drops_dead_code():
     g = _graph()
-    msg = lambda e: {"m": torch.tanh(e.src["x"]) + torch.tanh(e.src["x"])}  # noqa: E731
+    msg = lambda e: {"m": torch.tanh(e.src["x"]) + torch.tanh(e.src["x"])}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     merged = dce(cse(dfg))
@@ -363,7 +366,7 @@ def test_cse_merges_repeats_and_dce_drops_dead_code():
 def test_fuse_postpones_destination_factors_into_a_plain_spmm():
     g = _graph()
     g.ndata["c"] = torch.rand(10, 1, dtype=torch.float64)
-    msg = lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}  # noqa: E731 - GCN's normalised message
+    msg = lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}  # GCN's normalised message
     dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)
     inputs, _ = _prepare(g, dfg, (msg, None, None))
     fused = dce(fuse(dfg))
@@ -461,7 +464,7 @@ def test_scaled_spmm_runs_scales_it_cannot_fold_as_the_composition():
 def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():
     g = _graph()
     F = torch.nn.functional
-    msg = lambda e: {"l": F.linear(e.src["x"] - e.dst["x"], W, B), "m": (e.src["x"] + e.dst["x"]) @ W}  # noqa: E731
+    msg = lambda e: {"l": F.linear(e.src["x"] - e.dst["x"], W, B), "m": (e.src["x"] + e.dst["x"]) @ W}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
     out = distribute(dfg)
@@ -484,7 +487,7 @@ def test_distribute_leaves_a_sum_with_other_users_and_sums_without_broadcasts():
     dfg = build_apply_edges(trace_udf(msg))
     _prepare(g, dfg, (msg,))
     assert not any("distribute" in line for line in distribute(dfg).log)
-    msg2 = lambda e: {"l": (e.data["w"] + e.data["w"]) @ W[:1]}  # noqa: E731 - no broadcast to move
+    msg2 = lambda e: {"l": (e.data["w"] + e.data["w"]) @ W[:1]}  # no broadcast to move
     dfg2 = build_apply_edges(trace_udf(msg2))
     _prepare(g, dfg2, (msg2,))
     assert not any("distribute" in line for line in distribute(dfg2).log)
@@ -493,7 +496,7 @@ def test_distribute_leaves_a_sum_with_other_users_and_sums_without_broadcasts():
 def test_fuse_adds_destination_terms_after_max_min_and_mean():
     g = _graph()
     g.ndata["c"] = torch.rand(10, 1, dtype=torch.float64)
-    msg = lambda e: {"m": e.src["x"] * 2 - e.dst["x"] + e.dst["c"]}  # noqa: E731
+    msg = lambda e: {"m": e.src["x"] * 2 - e.dst["x"] + e.dst["c"]}
     for reduce in (fn.max, fn.min, fn.mean):
         dfg = build_update_all(trace_udf(msg), reduce("m", "o"), None)
         inputs, _ = _prepare(g, dfg, (msg, None, None))
@@ -510,11 +513,14 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
     g = _graph()
     g.ndata["c"] = torch.randn(10, 3, dtype=torch.float64)
     F = torch.nn.functional
-    msg = lambda e: {
-        "a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2),  # noqa: E731
-        "r": torch.relu(e.src["c"] * e.dst["c"]),
-        "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1),
-    }
+
+    def msg(e):
+        return {
+            "a": F.leaky_relu(e.src["x"] + e.dst["x"], 0.2),
+            "r": torch.relu(e.src["c"] * e.dst["c"]),
+            "d": F.leaky_relu((e.src["z"] * e.dst["z"]).sum(-1), 0.1),
+        }
+
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     fused = dce(fuse(dfg))
@@ -530,8 +536,8 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
     g = _graph()
     g.ndata["s"] = torch.randn(10, 2, 1, dtype=torch.float64) * 30  # large logits
     F = torch.nn.functional
-    msg = lambda e: {"m": e.src["z"], "l": F.leaky_relu(e.src["s"] + e.dst["s"], 0.2)}  # noqa: E731
-    red = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1)}  # noqa: E731
+    msg = lambda e: {"m": e.src["z"], "l": F.leaky_relu(e.src["s"] + e.dst["s"], 0.2)}
+    red = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     lowered = lower_aggregation(dfg)
@@ -549,10 +555,12 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
         logits = e.src["s"] * e.dst["s"]
         return {"m": e.src["z"], "l": logits, "k": logits}
 
-    red2 = lambda nb: {
-        "o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1),  # noqa: E731
-        "p": nb.mailbox["k"].max(1).values,
-    }
+    def red2(nb):
+        return {
+            "o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1),
+            "p": nb.mailbox["k"].max(1).values,
+        }
+
     dfg = build_update_all(trace_udf(shared), trace_udf(red2), None)
     inputs, annotate = _prepare(g, dfg, (shared, red2, None))
     lowered = lower_aggregation(dfg)
@@ -567,13 +575,14 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
 def test_shared_dot_turns_product_and_sum_into_one_matmul():
     g = _graph()
     head = A[:, :4]  # [2, 4]: one row per head
-    msg = (
-        lambda e: {
-            "a": (e.src["z"] * head).sum(-1, keepdim=True),  # noqa: E731
+
+    def msg(e):
+        return {
+            "a": (e.src["z"] * head).sum(-1, keepdim=True),
             "b": (A[0, :4] * e.src["x"]).sum(-1),  # broadcast weight, one head
-            "c": (e.src["z"] * e.data["w"].unsqueeze(-1)).sum(-1),
+            "c": (e.src["z"] * e.data["w"].unsqueeze(-1)).sum(-1),  # not shared: untouched
         }
-    )  # not shared: untouched
+
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -587,12 +596,13 @@ def test_shared_dot_takes_weights_with_leading_size_one_dims():
     """DGL's GATConv keeps ``attn_l`` as [1, H, F]: its leading 1 broadcasts against the rows."""
     g = _graph()
     attn_l = A[:, :4].unsqueeze(0)  # [1, 2, 4]
-    msg = (
-        lambda e: {
-            "a": (e.src["z"] * attn_l).sum(-1),  # noqa: E731
-            "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True),
+
+    def msg(e):
+        return {
+            "a": (e.src["z"] * attn_l).sum(-1),
+            "b": (A[0, :4].view(1, 4) * e.dst["x"]).sum(-1, keepdim=True),  # [1, 4] vs [E, 4]
         }
-    )  # [1, 4] vs [E, 4]
+
     # ([1, 1, 4] * [E, 4]: a dim before the rows, rejected by inference: ROWS_MOVED["broadcast_size_one_dims"])
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
@@ -606,7 +616,7 @@ def test_shared_dot_merges_both_ends_of_gat_with_size_one_leading_weights():
     """DGL's GATConv ported to UDFs: ``(src z * attn_l).sum(-1) + (dst z * attn_r).sum(-1)``, both [1, H, F]."""
     g = _graph()
     attn_l, attn_r = A[:, :4].unsqueeze(0), A[:, 4:8].unsqueeze(0)
-    msg = lambda e: {"e": (e.src["z"] * attn_l).sum(-1) + (e.dst["z"] * attn_r).sum(-1)}  # noqa: E731
+    msg = lambda e: {"e": (e.src["z"] * attn_l).sum(-1) + (e.dst["z"] * attn_r).sum(-1)}
     _check_both_ends_in_one_dot(g, msg)
 
 
@@ -717,7 +727,7 @@ def test_inference_rejects_operators_that_move_graph_rows(op):
     are variables, instead of letting reorder move it onto other rows."""
     g = _graph()
     g.ndata["s"] = torch.rand(10, dtype=torch.float64)
-    msg = lambda e: {"m": ROWS_MOVED[op](e.src["x"], e.src["z"], e.src["s"])}  # noqa: E731
+    msg = lambda e: {"m": ROWS_MOVED[op](e.src["x"], e.src["z"], e.src["s"])}
     with pytest.raises(InferenceFailure):
         _prepare(g, build_apply_edges(trace_udf(msg)), (msg,))
 
@@ -747,11 +757,14 @@ def _merges(dfg):
 def test_shared_dot_merges_products_that_read_the_same_rows():
     g = _graph()
     wa, wb, wc = (torch.randn(shape, dtype=torch.float64) for shape in ((2, 4), (4,), (1, 4)))
-    msg = lambda e: {
-        "a": (e.src["z"] * wa).sum(-1, keepdim=True),
-        "b": (e.src["z"] * wb).sum(-1),  # noqa: E731
-        "c": (wc * e.src["z"]).sum(-1),
-    }
+
+    def msg(e):
+        return {
+            "a": (e.src["z"] * wa).sum(-1, keepdim=True),
+            "b": (e.src["z"] * wb).sum(-1),
+            "c": (wc * e.src["z"]).sum(-1),
+        }
+
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -777,8 +790,8 @@ def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
     g = random_heterograph(1)
     g.ndata_all["z"] = torch.randn(g.num_nodes(), 2, 4, dtype=torch.float64)
     wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)
-    gat = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1, keepdim=True)}  # noqa: E731
-    dst_only = lambda e: {"d": (e.dst["z"] * wa).sum(-1) - (e.dst["z"] * wb).sum(-1)}  # noqa: E731
+    gat = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1, keepdim=True)}
+    dst_only = lambda e: {"d": (e.dst["z"] * wa).sum(-1) - (e.dst["z"] * wb).sum(-1)}
     for rel in (None, g.canonical_etypes.index(("user", "likes", "item"))):  # whole graph; a block past node 0
         for msg, on_dst_rows in ((gat, False), (dst_only, True)):  # mixed: all rows, then Vd rows of the result
             dfg, moved, inputs = _attention_on_nodes(g, msg, rel)
@@ -792,11 +805,14 @@ def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
 def test_shared_dot_does_not_merge_other_rows_or_dtypes():
     g = _graph()
     wa, wb = torch.randn(2, 4, dtype=torch.float64), torch.randn(2, 4)
-    msg = lambda e: {
-        "s": (e.src["z"] * wa).sum(-1),
-        "d": (e.dst["z"] * wa).sum(-1),  # noqa: E731
-        "f": (e.src["z"].float() * wb).sum(-1),
-    }
+
+    def msg(e):
+        return {
+            "s": (e.src["z"] * wa).sum(-1),
+            "d": (e.dst["z"] * wa).sum(-1),
+            "f": (e.src["z"].float() * wb).sum(-1),
+        }
+
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
     out = shared_dot(dfg)
@@ -815,8 +831,8 @@ def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_ran
         noisy = torch.nn.functional.dropout(k, 0.5, True)
         return {"h": torch.tanh(k) * nb.data["t"], "d": (noisy * 2.0) * nb.data["t"]}
 
-    msg = lambda e: {"m": e.src["x"]}  # noqa: E731
-    red = lambda nb: {"t": nb.mailbox["m"].sum(1)}  # noqa: E731
+    msg = lambda e: {"m": e.src["x"]}
+    red = lambda nb: {"t": nb.mailbox["m"].sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), trace_udf(upd))
     inputs, annotate = _prepare(g, dfg, (msg, red, upd))
     out = dfg
@@ -868,8 +884,8 @@ def test_inplace_writes_into_aggregation_results_nothing_else_reads():
     g = _graph()
     g.ndata["n"] = torch.rand(10, 1, dtype=torch.float64)
     bias = torch.randn(4, dtype=torch.float64)
-    msg = lambda e: {"m": e.src["x"] * e.dst["n"]}  # noqa: E731
-    red = lambda nb: {"h": 0.5 * (bias + nb.mailbox["m"].sum(1)), "u": nb.data["x"] * 2.0}  # noqa: E731
+    msg = lambda e: {"m": e.src["x"] * e.dst["n"]}
+    red = lambda nb: {"h": 0.5 * (bias + nb.mailbox["m"].sum(1)), "u": nb.data["x"] * 2.0}
     dfg, out, inputs = _inplace_plan(g, msg, red)
     rewritten = [n for n in out.graph.nodes if is_call(n, ops.in_place)]
     # the factor after the sum, the bias, the scale: the last two into their right operand

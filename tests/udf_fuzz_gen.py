@@ -396,12 +396,12 @@ def render_udf(
         ret = f"{helper}({', '.join(free)})"
     if placement == "method":
         src.methods.append(
-            "\n".join([f"def {name}(self, {arg}):"] + ["    " + l for l in lines] + [f"    return {ret}"])
+            "\n".join([f"def {name}(self, {arg}):"] + ["    " + line for line in lines] + [f"    return {ret}"])
         )
         return f"self.{name}"
     if placement in ("global", "partial"):
         sig = ", ".join([arg] + [p for p in (kw.split("=")[0] for kw in partial_kw)])
-        src.funcs += [f"def {name}({sig}):"] + ["    " + l for l in lines] + [f"    return {ret}", ""]
+        src.funcs += [f"def {name}({sig}):"] + ["    " + line for line in lines] + [f"    return {ret}", ""]
         if placement == "partial":
             local = src.name("p")
             src.fwd.append(f"{local} = functools.partial({name}, {', '.join(partial_kw)})")
@@ -416,7 +416,7 @@ def render_udf(
         src.fwd.append(f"{name} = lambda {arg}: {expr}")
         return name
     sig = ", ".join([arg] + params)
-    src.fwd += [f"def {name}({sig}):"] + ["    " + l for l in lines] + [f"    return {ret}"]
+    src.fwd += [f"def {name}({sig}):"] + ["    " + line for line in lines] + [f"    return {ret}"]
     return name
 
 
@@ -1832,7 +1832,7 @@ def load(program: Program) -> types.ModuleType:
     mod = types.ModuleType(name)
     mod.__file__ = path
     sys.modules[name] = mod
-    exec(compile(program.source, path, "exec"), mod.__dict__)
+    exec(compile(program.source, path, "exec"), mod.__dict__)  # noqa: S102 - the generated program, from its file
     return mod
 
 
@@ -2094,13 +2094,13 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
             e_out = _as_tuple(model(g_eager, x, None))
             loss_w = [torch.randn(o.shape, generator=gen) for o in e_out]
             e_grads = _grads(e_out, loss_w, params)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - eager's error is the outcome, compared with compiled's
             e_err = f"{type(err).__name__}: {err}"
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     comp_model(g_comp, x, True)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - both raise: an agreement
                 return Outcome("both_raise", program.seed, e_err[:200], traceback.format_exc(), tags)
             return Outcome("eager_error", program.seed, e_err[:200], traceback.format_exc(), tags)
         try:
@@ -2116,7 +2116,7 @@ def _run(program, gnnc, compiled_rt, jitter: float = 0.0) -> Outcome:
                 _normalize_reason(str(w.message)) for w in caught if issubclass(w.category, gnnc.FallbackWarning)
             ]
             plans += sum(plan.module is not None for plan in recorded)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:  # noqa: BLE001 - compiled raised where eager ran: the outcome
             return Outcome(
                 "crash",
                 program.seed,

@@ -44,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=list(DATASETS),
         default=DEFAULT_DATASETS,
         metavar="DATASET",
-        help=f"datasets (default: {' '.join(DEFAULT_DATASETS)}; also {' '.join(n for n in DATASETS if n not in DEFAULT_DATASETS)}"
-        "); each model runs on those of its kind",
+        help=f"datasets (default: {' '.join(DEFAULT_DATASETS)}; "
+        f"also {' '.join(n for n in DATASETS if n not in DEFAULT_DATASETS)}); each model runs on those of its kind",
     )
     p.add_argument(
         "--systems",

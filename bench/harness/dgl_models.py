@@ -25,6 +25,7 @@ Two systems:
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import sys
@@ -402,7 +403,7 @@ def build_dgl(b: Bundle) -> Prepared:
         conv = dglnn.GraphConv(*p["weight"].shape, norm="both", allow_zero_in_degree=True)
         conv.weight.copy_(p["weight"])
         conv.bias.copy_(p["bias"])
-        call = lambda x: conv(g, x)  # noqa: E731
+        call = functools.partial(conv, g)
     elif m == "gat":
         heads, two_c = p["attn"].shape
         c = two_c // 2
@@ -411,7 +412,7 @@ def build_dgl(b: Bundle) -> Prepared:
         conv.attn_l.copy_(p["attn"][:, :c].unsqueeze(0))
         conv.attn_r.copy_(p["attn"][:, c:].unsqueeze(0))
         conv.bias.copy_(p["bias"].flatten())
-        call = lambda x: conv(g, x)  # noqa: E731
+        call = functools.partial(conv, g)
     elif m == "edgeconv":
         w, bias = p["mlp.0.weight"], p["mlp.0.bias"]
         fin = w.shape[1] // 2
@@ -420,7 +421,7 @@ def build_dgl(b: Bundle) -> Prepared:
         conv.phi.bias.copy_(bias)
         conv.theta.weight.copy_(-w[:, fin:])
         conv.theta.bias.zero_()
-        call = lambda x: conv(g, x)  # noqa: E731
+        call = functools.partial(conv, g)
     elif m == "gmm":
         kernels, pseudo_dim = p["mu"].shape
         conv = dglnn.GMMConv(
@@ -429,7 +430,9 @@ def build_dgl(b: Bundle) -> Prepared:
         for name in ("fc.weight", "mu", "inv_sigma", "bias"):
             conv.get_parameter(name).copy_(p[name])
         (pseudo,) = b.inputs
-        call = lambda x: conv(g, x, pseudo)  # noqa: E731
+
+        def call(x):
+            return conv(g, x, pseudo)
     elif m == "rgcn":
         rels, fin, out = p["weight"].shape
         conv = dglnn.RelGraphConv(fin, out, rels, regularizer=None, self_loop=True, bias=True)
@@ -455,7 +458,9 @@ def build_dgl(b: Bundle) -> Prepared:
         conv.skip.copy_(p["skip"])
         etype, ntype = b.etype, b.ntype
         presorted = _sorted(etype) and _sorted(ntype)
-        call = lambda x: conv(g, x, ntype, etype, presorted=presorted)  # noqa: E731
+
+        def call(x):
+            return conv(g, x, ntype, etype, presorted=presorted)
     else:
         raise KeyError(f"no DGL layer for model {m!r}")
     return Prepared(conv, call, _view(b))

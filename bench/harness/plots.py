@@ -78,7 +78,7 @@ def plot(record: dict, out_dir: Path) -> list[Path]:
     """``<mode>.png`` in ``out_dir`` for every mode of the run that has rows; each is drawn into a temporary
     file and renamed, so a reader never sees half a PNG. None without matplotlib."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401 - whether it imports
     except ImportError:
         return []
     paths = []

@@ -127,7 +127,7 @@ for _l in "uve":
                 _BINARY_NAMES.append(_f.__name__)
 
 
-def sum(msg: str, out: str) -> BuiltinReduce:  # noqa: A001 - DGL's name
+def sum(msg: str, out: str) -> BuiltinReduce:
     return BuiltinReduce("sum", msg, out)
 
 
@@ -135,11 +135,11 @@ def mean(msg: str, out: str) -> BuiltinReduce:
     return BuiltinReduce("mean", msg, out)
 
 
-def max(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
+def max(msg: str, out: str) -> BuiltinReduce:
     return BuiltinReduce("max", msg, out)
 
 
-def min(msg: str, out: str) -> BuiltinReduce:  # noqa: A001
+def min(msg: str, out: str) -> BuiltinReduce:
     return BuiltinReduce("min", msg, out)
 
 

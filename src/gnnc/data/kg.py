@@ -29,8 +29,8 @@ def load_kg(path, add_inverse: bool = False, splits=SPLITS) -> KGDataset:
     """Load a KG from a folder or ``.tar.gz`` holding train/valid/test ``.txt``.
 
     ``path`` may also be a short name ('FB15k-237', 'WN18RR') meaning
-    ``<data folder>/kg/<name>.tar.gz`` (the folder by ``gnnc.data.paths``'s rule). The graph has node type ``'entity'`` and
-    one relation ``(entity, r, entity)`` per KG relation (all of them, even
+    ``<data folder>/kg/<name>.tar.gz`` (the folder by ``gnnc.data.paths``'s rule). The graph has node
+    type ``'entity'`` and one relation ``(entity, r, entity)`` per KG relation (all of them, even
     those without edges in ``splits``), with the edges of ``splits``; with
     ``add_inverse`` each relation r also gets ``r + '_inv'`` with the edges
     reversed. The graph's relations are in DGL's sorted order, so relation id ``r`` of the triples is

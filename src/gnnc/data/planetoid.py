@@ -33,7 +33,8 @@ NUM_VAL = 500
 
 
 def load_planetoid(name: str, root=None, dgl_edges: bool = False) -> Dataset:
-    """Load ``ind.<name>.*`` from ``root`` (default ``<data folder>/planetoid``, the folder by ``gnnc.data.paths``'s rule).
+    """Load ``ind.<name>.*`` from ``root`` (default ``<data folder>/planetoid``, the folder by
+    ``gnnc.data.paths``'s rule).
 
     Returns a homogeneous graph with ``ndata['feat']`` (float32), ``label``
     (int64) and the public ``train_mask`` / ``val_mask`` / ``test_mask``.

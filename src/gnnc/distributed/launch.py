@@ -28,8 +28,8 @@ misses and store bytes (with and without cache) per node type.
 
 Across machines, run the same command on each machine with ``--nnodes M
 --node-rank i --rdzv-endpoint HOST:PORT`` (torchrun's static rendezvous on machine 0,
-which every machine reaches; GLOO_SOCKET_IFNAME names the interface gloo uses) and the partition directory at the same path on
-each; a rank reads the manifest and keeps only its own part's graph and rows.
+which every machine reaches; GLOO_SOCKET_IFNAME names the interface gloo uses) and the partition
+directory at the same path on each; a rank reads the manifest and keeps only its own part's graph and rows.
 """
 
 from __future__ import annotations

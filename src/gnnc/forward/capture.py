@@ -450,7 +450,7 @@ def trace(model: nn.Module, args: tuple, kwargs: dict) -> tuple[fx.Graph, list]:
                     n.meta["dropout_fires"] = m.training and 0 < m.p < 1
     except CaptureFailure:
         raise
-    except Exception as err:  # noqa: BLE001 - whatever fx cannot trace runs as written
+    except Exception as err:  # whatever fx cannot trace runs as written
         raise CaptureFailure(f"{type(err).__name__}: {first_line(err)}") from err
     finally:
         after = reach.walk((model, _codes(model))).fingerprint

@@ -604,7 +604,7 @@ class HeadBatchedUDF(nn.Module):
             found = self._program.run(ProbeBatch(shapes, len(udfs)), shapes)
         except Unbatchable:
             raise
-        except Exception as err:  # noqa: BLE001 - one head's own error, raised again when run one by one
+        except Exception as err:  # one head's own error, raised again when run one by one
             raise Unbatchable(f"{type(err).__name__}: {err}") from err
         finally:
             self._program.probing = False

@@ -16,7 +16,8 @@ class TypedLinear(nn.Module):
     """``out[i] = x[i] W[x_type[i]]``, DGL 2.1's ``TypedLinear``, with DGL's parameters:
 
     no ``regularizer``: ``W [num_types, in_size, out_size]``;
-    ``'basis'``: ``W [num_bases, in_size, out_size]`` and ``coeff [num_types, num_bases]``, ``W_t = sum_b coeff_tb W_b``;
+    ``'basis'``: ``W [num_bases, in_size, out_size]`` and ``coeff [num_types, num_bases]``,
+    ``W_t = sum_b coeff_tb W_b``;
     ``'bdd'``: ``W [num_types, num_bases * (in_size / num_bases) * (out_size / num_bases)]``, each type's map
     block-diagonal with ``num_bases`` blocks.
 

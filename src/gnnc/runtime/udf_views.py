@@ -5,8 +5,8 @@ graph or one relation), or chosen edges of such a block (DGL's
 ``apply_edges(func, edges)``): ``src[k]``/``dst[k]`` gather node features by each
 edge's endpoints (``g.side_data``: ``g.ndata_all`` for the whole graph; for one relation, the
 features of its source / destination node type, as DGL reads per-type
-features set on some types only; a block's source and destination sides), ``data[k]`` is edge data, and Graphiler's typed lookups
-``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
+features set on some types only; a block's source and destination sides), ``data[k]`` is edge data, and
+Graphiler's typed lookups ``srctype[k]``/``dsttype[k]``/``type[k]`` pick rows of ``g.ntype_data[k]`` /
 ``g.etype_data[k]`` by each edge's source type, destination type, relation.
 NodeBatch covers a set of nodes: ``data[k]``, ``mailbox[k]`` of shape
 ``[nodes, degree, ...]`` and ``type[k]``.

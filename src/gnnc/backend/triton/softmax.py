@@ -13,7 +13,7 @@ gradients), holding whole [H, F] rows, walking its rows' entries in step.
   of x[src]); logits read per edge, or computed from node rows as
   act(a[src] op b[dst]). Only the max m and denominator s per destination
   (O(V)) are kept for backward; no [E, ...] tensor is written.
-- backward, alpha = exp(l - m[dst]) / s[dst] recomputed where needed: by
+- backward, alpha = exp(logit - m[dst]) / s[dst] recomputed where needed: by
   destination, t[v] = sum of alpha * d (d[e] = g[dst] . x[src], per head)
   then the logit gradient alpha * (d - t) (written per edge for
   per-edge logits; for SDDMM logits its pre-activation gradient summed into
@@ -72,8 +72,8 @@ def _entry(
     OWN: tl.constexpr,
 ):
     """One CSR entry per row (position ``at``, ``valid`` where the row has it), per head:
-    (ok, o, e, y, l, a, b, w) with o its column, e its edge, y = a op b the pre-activation, l = act(y)
-    the logit, and w = wide[o] ([rows, H, F]: x[src] for destination rows, g[dst] for source rows).
+    (ok, o, e, y, logit, a, b, w) with o its column, e its edge, y = a op b the pre-activation,
+    logit = act(y), and w = wide[o] ([rows, H, F]: x[src] for destination rows, g[dst] for source rows).
 
     OP 'edge': y = table[e, h] (a and b are y). Otherwise the row's own operand ``own`` ([rows, heads],
     loaded) is a (``OWN`` 'a': rows are sources) or b (rows are destinations), the other is read from
@@ -90,24 +90,24 @@ def _entry(
         av, bv = operands(own, tl.load(other + o[:, None] * heads + h[None, :], mask=ok, other=1.0), OWN)
         y = binary(av, bv, OP)
     if ACT:
-        l = tl.where(y > 0, y, y * slope)
+        logit = tl.where(y > 0, y, y * slope)
     else:
-        l = y
+        logit = y
     w = tl.load(
         wide + (o[:, None] * heads + h[None, :])[:, :, None] * feats + f[None, None, :],
         mask=ok[:, :, None] & f_ok,
         other=0.0,
     )
-    return ok, o, e, y, l, av, bv, w
+    return ok, o, e, y, logit, av, bv, w
 
 
-def _online(m, s, l, valid):
-    """One online-softmax step: (new max, factor rescaling the old sums, exp(l - new max)) per (row, head);
+def _online(m, s, logit, valid):
+    """One online-softmax step: (new max, factor rescaling the old sums, exp(logit - new max)) per (row, head);
     0 where not ``valid``. A row whose logits are all -inf gets NaN weights, as exp(-inf + inf) does."""
-    l = tl.where(valid, l, -float("inf"))
-    new = tl.maximum(m, l)
+    logit = tl.where(valid, logit, -float("inf"))
+    new = tl.maximum(m, logit)
     rescale = tl.exp(tl.where(m == new, 0.0, m - new))
-    p = tl.where(valid, tl.exp(l - new), 0.0)
+    p = tl.where(valid, tl.exp(logit - new), 0.0)
     return new, rescale, p
 
 
@@ -188,10 +188,10 @@ def _aggregate_forward(
     s = tl.zeros([BV, BH], dtype=out.dtype.element_ty)
     acc = tl.zeros([BV, BH, BF], dtype=out.dtype.element_ty)
     for j in range(0, tl.max(deg)):
-        ok, u, e, y, l, av, bv, xu = entry(
+        ok, u, e, y, logit, av, bv, xu = entry(
             col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
         )
-        m, rescale, p = online(m, s, l, ok)
+        m, rescale, p = online(m, s, logit, ok)
         s = s * rescale + p
         acc = acc * rescale[:, :, None] + p[:, :, None] * xu
     result = tl.where((s > 0)[:, :, None], acc / s[:, :, None], 0.0)
@@ -244,19 +244,19 @@ def _by_destination(
     g = tl.load(grad + node[:, :, None] * feats + f[None, None, :], mask=row_heads[:, :, None] & f_ok, other=0.0)
     t = tl.zeros([BV, BH], dtype=m.dtype)
     for j in range(0, tl.max(deg)):
-        ok, u, e, y, l, av, bv, xu = entry(
+        ok, u, e, y, logit, av, bv, xu = entry(
             col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
         )
-        t += tl.where(ok, tl.exp(l - m) / s * tl.sum(g * xu, axis=2), 0.0)
+        t += tl.where(ok, tl.exp(logit - m) / s * tl.sum(g * xu, axis=2), 0.0)
     if KEEP_T:
         tl.store(t_out + node, t, mask=row_heads)
     gb = tl.zeros([BV, BH], dtype=m.dtype)
     if WRITE_EDGES or WITH_B:
         for j in range(0, tl.max(deg)):
-            ok, u, e, y, l, av, bv, xu = entry(
+            ok, u, e, y, logit, av, bv, xu = entry(
                 col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, table, own, x, heads, feats, slope, OP, ACT, "b"
             )
-            alpha = tl.exp(l - m) / s
+            alpha = tl.exp(logit - m) / s
             gl = alpha * (tl.sum(g * xu, axis=2) - t)
             if WRITE_EDGES:
                 tl.store(per_edge + e[:, None] * heads + h[None, :], gl, mask=ok)
@@ -306,11 +306,11 @@ def _by_source(
     acc_x = tl.zeros([BV, BH, BF], dtype=x.dtype.element_ty)
     acc_a = tl.zeros([BV, BH], dtype=x.dtype.element_ty)
     for j in range(0, tl.max(deg)):
-        ok, v, e, y, l, av, bv, g = entry(
+        ok, v, e, y, logit, av, bv, g = entry(
             col, perm, start + j, j < deg, h, h_ok, f, f_ok, table, b, own, grad, heads, feats, slope, OP, ACT, "a"
         )
         at = v[:, None] * heads + h[None, :]
-        alpha = tl.exp(l - tl.load(m_in + at, mask=ok, other=0.0)) / tl.load(s_in + at, mask=ok, other=1.0)
+        alpha = tl.exp(logit - tl.load(m_in + at, mask=ok, other=0.0)) / tl.load(s_in + at, mask=ok, other=1.0)
         alpha = tl.where(ok, alpha, 0.0)
         if WITH_X:
             acc_x += alpha[:, :, None] * g

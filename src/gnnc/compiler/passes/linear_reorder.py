@@ -83,8 +83,9 @@ def _match(total: fx.Node):
 
 
 def _match_bilinear(total: fx.Node):
-    """(ctx, k, W, q, q side, squeezed) for sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q),
-    -1) with k [N, H, 1, D], or the same without the squeeze with k [N, H, D] (``squeezed`` False)."""
+    """(ctx, k, W, q, q side, squeezed) for
+    sum(gather_src_pair(squeeze(pair head matmul(k, W, src), 2)) * gather_dst(q), -1) with k [N, H, 1, D],
+    or the same without the squeeze with k [N, H, D] (``squeezed`` False)."""
     if not (is_last_dim_sum(total) and len(total.args) <= 2 and not total.kwargs.get("keepdim", False)):
         return None
     product = total.args[0]

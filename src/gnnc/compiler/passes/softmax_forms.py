@@ -60,7 +60,7 @@ def _internal(graph: fx.Graph, softmax_of: dict) -> set:
 
 def _feeds(n: fx.Node, softmax_of: dict) -> bool:
     """Whether ``n`` lies on a path from some recognised softmax's logits to that softmax."""
-    return any(_depends_on(s, n) and _depends_on(n, l) for s, l in softmax_of.items())
+    return any(_depends_on(softmax, n) and _depends_on(n, logits) for softmax, logits in softmax_of.items())
 
 
 def _depends_on(n: fx.Node, target: fx.Node) -> bool:

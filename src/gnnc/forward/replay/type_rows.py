@@ -5,10 +5,10 @@ A :class:`TypeLayout` lists the rows of each type ``c`` of ``S`` (a 1-D integer 
 the order of ``consts``, rows in ascending order within a type: a stable sort, so part ``c`` of
 :func:`split_rows` is exactly ``X[S == c]``, and writing a type's rows by index is writing them by mask.
 Layouts are cached by ``S``'s contents (``gnnc.graph.value_cache``: a write through ``.data`` or numpy is
-seen), made outside inference mode (``gnnc.graph.inference_safe``) so that a layout first made while evaluating
-serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer tensor, ``X`` with another number of rows, values that do not
-broadcast to the rows they fill), each function computes the masks as written, so the result, or the error,
-is eager's.
+seen), made outside inference mode (``gnnc.graph.inference_safe``) so that a layout first made while
+evaluating serves training too. Where these shortcuts do not apply (``S`` not a 1-D integer tensor, ``X``
+with another number of rows, values that do not broadcast to the rows they fill), each function computes
+the masks as written, so the result, or the error, is eager's.
 """
 
 from __future__ import annotations
