@@ -14,9 +14,9 @@ What the alias holds:
   ``to_block``; ``dgl`` holds them too, and ``dgl.transforms.functional`` (DGL's module of them) all but
   ``to_block``;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
-  ``dgl.dataloading``: ``gnnc.data.neighbor_sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers),
-  ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` / ``.link`` / ``.factory``
-  and ``dgl.nn.functional``: its modules;
+  ``dgl.dataloading``: ``gnnc.data.neighbor_sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names
+  (DGL's layers), ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` /
+  ``.link`` / ``.factory`` and ``dgl.nn.functional``: its modules;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
   ``gnnc.dgl_base``).
 
