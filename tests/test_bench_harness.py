@@ -279,11 +279,11 @@ def test_floor_shape_counts_distinct_source_and_destination_relation_pairs():
 
 
 def test_gnnc_bench_parses_its_options_and_explains_a_missing_bench_folder(monkeypatch, tmp_path):
-    from gnnc import bench_cli
+    from gnnc.cli import bench as bench_cli
 
     def parse(argv):
         parser = argparse.ArgumentParser()
-        bench_cli.add_bench_parser(parser.add_subparsers())
+        bench_cli.add_parser(parser.add_subparsers())
         return parser.parse_args(argv)
 
     args = parse(["bench", "--quick", "--models", "gcn", "rgcn", "--systems", "eager", "--out", "x"])

@@ -234,7 +234,7 @@ def test_partition_prints_its_scale_before_and_the_bytes_written_after(tmp_path,
 
 # ---------------------------------------------------- bench, row by row
 def test_bench_writes_table_and_plots_after_every_row_and_survives_an_interrupt(tmp_path, monkeypatch, capsys):
-    from gnnc import bench_cli
+    from gnnc.cli import bench as bench_cli
 
     assert bench_cli._harness_cli(bench_cli.bench_dir()) is not None
     from harness import machine, runner

@@ -34,7 +34,7 @@ from gnnc.distributed import (
     target_share,
     typed_subgraph,
 )
-from gnnc.distributed.partition_cli import add_partition_parser
+from gnnc.cli.partition import add_parser as add_partition_parser
 from gnnc.distributed.partition_io import FILES, MANIFEST
 
 from .graphs import random_heterograph

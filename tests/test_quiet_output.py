@@ -80,12 +80,13 @@ def test_every_command_takes_quiet():
 def test_train_compiles_unless_told_not_to(monkeypatch, shared_data, capsys):
     import gnnc.data
     import gnnc.training
+    from gnnc.cli import train
 
     seen = []
     result = gnnc.training.TrainResult(1, 1, 0.5, 0.5, 0.1)
-    monkeypatch.setattr(gnnc.training, "planetoid_experiment", lambda *a, **kw: seen.append(kw["compiled"]) or result)
+    monkeypatch.setattr(train, "planetoid_experiment", lambda *a, **kw: seen.append(kw["compiled"]) or result)
     monkeypatch.setattr(gnnc.data, "load_planetoid", lambda *a: _FakePlanetoid())
-    monkeypatch.setattr(cli, "_real_path", lambda *a: Path("somewhere"))
+    monkeypatch.setattr(train, "real_path", lambda *a: Path("somewhere"))
     assert cli.main(["train"]) == 0 and cli.main(["train", "--no-compile"]) == 0
     assert seen == [True, False]
     out = capsys.readouterr().out

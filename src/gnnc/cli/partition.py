@@ -6,11 +6,15 @@ import argparse
 import time
 from pathlib import Path
 
+from ..data.replicas import is_replica
+from ..distributed import add_reverse_relations, meta_partition, metis_partition, random_partition, save_partitions
+from ..distributed.meta_partition import MetaTree
+from .arguments import DATA_DIR_HELP, POSITIVE, SCALE, HelpFormatter
+from .graphs import load_graph, synthetic_replica
 
-def add_partition_parser(subparsers) -> argparse.ArgumentParser:
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``partition`` command to ``gnnc``'s subparsers."""
-    from ..cli import DATA_DIR_HELP, POSITIVE, SCALE, HelpFormatter
-
     p = subparsers.add_parser(
         "partition",
         help="partition a graph for distributed training (meta, METIS, random)",
@@ -55,8 +59,6 @@ def add_partition_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_partition(args) -> int:
-    from . import add_reverse_relations, meta_partition, metis_partition, random_partition, save_partitions
-
     start = time.perf_counter()
     g, target = _load(args)
     if args.add_reverse:
@@ -89,9 +91,6 @@ def cmd_partition(args) -> int:
 
 def _load(args):
     """(graph, target type or None) for the command line's graph spec."""
-    from ..cli import load_graph, synthetic_replica
-    from ..data.replicas import is_replica
-
     if is_replica(args.graph):
         ds = synthetic_replica(args.graph, args.scale, "partition", seed=args.seed)
         return ds.graph, args.target or ds.target_ntype
@@ -101,8 +100,6 @@ def _load(args):
 
 def _report(parts) -> str:
     """Per-part table and balance; the metatree and its pieces for meta partitions."""
-    from .meta_partition import MetaTree
-
     lines = []
     if parts.method == "meta":
         lines.append("metatree:")

@@ -1,7 +1,7 @@
 """``gnnc bench``: the benchmark suite of the repository's ``bench/`` folder.
 
 ``bench/`` is not part of the installed package: the command finds it next
-to the source tree (``<repo>/src/gnnc`` -> ``<repo>/bench``) and says so
+to the source tree (``<repo>/src/gnnc/cli`` -> ``<repo>/bench``) and says so
 clearly when it is absent, as in a wheel install.
 """
 
@@ -12,10 +12,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from .arguments import HelpFormatter
+
 
 def bench_dir() -> Path:
     """``<repo>/bench`` for a source checkout (it may not exist)."""
-    return Path(__file__).resolve().parents[2] / "bench"
+    return Path(__file__).resolve().parents[3] / "bench"
 
 
 def _harness_cli(folder: Path):
@@ -38,7 +40,7 @@ def _missing(args):
     )
 
 
-def add_bench_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``bench`` subcommand to a ``gnnc`` subparsers object."""
     cli = _harness_cli(bench_dir())
     help_ = "benchmark models x datasets x systems (source checkout only)"
@@ -49,8 +51,6 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
         p.add_argument("ignored", nargs="*")
         p.set_defaults(func=_missing)
         return p
-    from .cli import HelpFormatter
-
     p = subparsers.add_parser("bench", help=help_, description=cli.runner.__doc__, formatter_class=HelpFormatter)
     cli.add_arguments(p)
     p.set_defaults(func=lambda args: cli.run_and_report(args, shlex.join(["gnnc", *sys.argv[1:]])))

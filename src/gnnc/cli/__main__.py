@@ -1,0 +1,7 @@
+"""``python -m gnnc.cli``: the ``gnnc`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

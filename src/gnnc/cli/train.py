@@ -1,0 +1,187 @@
+"""``gnnc train``: full-batch GCN/GAT on Planetoid, mini-batch R-GCN/R-GAT/HGT (``--minibatch``), or distributed
+training across worker processes (``--dist``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from .. import data
+from ..training import planetoid_experiment
+from .arguments import (
+    DATA_DIR_HELP,
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_FLOAT,
+    SCALE,
+    UsageError,
+    number,
+    require_device,
+)
+from .graphs import real_path, replica_name
+
+
+def add_parser(subparsers) -> None:
+    """Add the ``train`` command to ``gnnc``'s subparsers."""
+    train = subparsers.add_parser(
+        "train", help="train GCN/GAT on Planetoid, or mini-batch R-GCN/R-GAT/HGT (--minibatch)"
+    )
+    train.add_argument(
+        "--model",
+        choices=["gcn", "gat", "rgcn", "rgat", "hgt"],
+        default=None,
+        help="default gcn; rgcn with --minibatch",
+    )
+    train.add_argument(
+        "--dataset",
+        default=None,
+        help="the real cora or citeseer (default cora); with --minibatch a synthetic replica (default mag)",
+    )
+    train.add_argument("--data-dir", help=DATA_DIR_HELP)
+    train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
+    train.add_argument("--epochs", type=POSITIVE, default=None, help="default: the model's recipe (3 with --minibatch)")
+    train.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the model through gnnc.compile (the default; --no-compile runs the eager executor)",
+    )
+    mb = train.add_argument_group("mini-batch training")
+    mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
+    mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")
+    mb.add_argument("--fanouts", type=int, nargs="+", default=[25, 20], help="per layer, input layer first; -1 = all")
+    mb.add_argument("--batch-size", type=POSITIVE, default=1024, help="seed nodes per mini-batch")
+    mb.add_argument("--hidden", type=POSITIVE, default=64, help="hidden width")
+    mb.add_argument("--lr", type=POSITIVE_FLOAT, default=0.01, help="learning rate")
+    mb.add_argument(
+        "--learnable",
+        nargs="+",
+        default=["non-target"],
+        metavar="NTYPE",
+        help="types with learnable embeddings: non-target (default), missing, or type names",
+    )
+    mb.add_argument("--checkpoint", metavar="DIR", help="write a checkpoint here after every epoch")
+    mb.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    mb.add_argument(
+        "--device",
+        default="cpu",
+        help="torch device to train on; with --dist cpu (gloo) or cuda (worker LOCAL_RANK on GPU LOCAL_RANK, NCCL)",
+    )
+    dist = train.add_argument_group("distributed training (--dist: torchrun workers; gloo, or NCCL with --device cuda)")
+    dist.add_argument(
+        "--dist",
+        action="store_true",
+        help="train across worker processes: RAF on meta partitions or the vanilla data-parallel baseline",
+    )
+    dist.add_argument("--nproc", type=POSITIVE, default=2, help="worker processes on this machine")
+    dist.add_argument(
+        "--mode",
+        choices=["raf", "vanilla"],
+        default="raf",
+        help="raf: relation-aggregation-first on meta partitions; vanilla: data-parallel baseline",
+    )
+    dist.add_argument(
+        "--partition",
+        choices=["metis", "random"],
+        default="metis",
+        help="vanilla: edge-cut partitioning (RAF always uses meta partitions)",
+    )
+    dist.add_argument(
+        "--partitions",
+        metavar="DIR",
+        help="partitions written by gnnc partition (default: partition the replica into a temporary directory)",
+    )
+    dist.add_argument(
+        "--shared-learnable",
+        choices=["owner", "replicate"],
+        default="owner",
+        help="RAF: learnable rows of a type several partitions hold live with one owner (exact) "
+        "or are copied per partition (Heta)",
+    )
+    dist.add_argument("--dist-timeout", type=POSITIVE_FLOAT, default=300.0, help="seconds a worker waits for its peers")
+    dist.add_argument("--nnodes", type=POSITIVE, default=1, help="machines; run the same command on each")
+    dist.add_argument("--node-rank", type=NON_NEGATIVE, default=0, help="this machine's index among --nnodes")
+    dist.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="torchrun rendezvous address for several machines")
+    dist.add_argument(
+        "--report",
+        metavar="FILE",
+        help="rank 0 writes every worker's per-epoch losses, seconds, bytes and cache counts as JSON",
+    )
+    dist.add_argument(
+        "--cache-fraction",
+        type=number(float, 0.0),
+        default=0.0,
+        metavar="F",
+        help="Heta's feature cache on every worker, F times the bytes of the rows it stores, built "
+        "from pre-sampling (default 0: no cache); --checkpoint DIR [--resume] work with --dist too",
+    )
+    train.set_defaults(func=cmd_train)
+
+
+def check_dist_device(device: str, nproc: int) -> None:
+    """UsageError unless every one of ``nproc`` workers here can have ``device``: 'cpu', or 'cuda' with a GPU
+    per worker."""
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--dist takes --device cpu or cuda (each worker then uses GPU LOCAL_RANK), not {device!r}")
+    require_device(device)
+    if device == "cuda" and nproc > torch.cuda.device_count():
+        raise UsageError(
+            f"--device cuda gives each worker a GPU of its own, but --nproc {nproc} exceeds the "
+            f"{torch.cuda.device_count()} GPU(s) here; lower --nproc"
+        )
+
+
+def cmd_train(args) -> int:
+    if args.dist:
+        from ..distributed.launch import run_cli as run_dist
+
+        check_dist_device(args.device, args.nproc)
+        return run_dist(args)
+    if args.minibatch:
+        from ..minibatch import run_cli
+
+        if args.resume and not args.checkpoint:
+            raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
+        dataset = replica_name(args.dataset or "mag", "train --minibatch")
+        if args.model not in (None, "rgcn", "rgat", "hgt"):
+            raise UsageError(
+                f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
+                "for full-batch gcn/gat on cora or citeseer"
+            )
+        return run_cli(
+            dataset,
+            scale=args.scale,
+            model=args.model,
+            fanouts=args.fanouts,
+            batch_size=args.batch_size,
+            epochs=args.epochs,
+            lr=args.lr,
+            hidden=args.hidden,
+            seed=args.seed,
+            learnable=args.learnable,
+            checkpoint_dir=args.checkpoint,
+            resume=args.resume,
+            device=args.device,
+            compiled=args.compile,
+        )
+    dataset, model = args.dataset or "cora", args.model or "gcn"
+    if dataset not in ("cora", "citeseer") or model not in ("gcn", "gat"):
+        raise UsageError(
+            f"full-batch training takes --dataset cora/citeseer and --model gcn/gat, not "
+            f"{dataset}/{model}; add --minibatch for the synthetic graphs and rgcn/rgat/hgt"
+        )
+    folder = real_path(dataset, args.data_dir)
+    ds = data.load_planetoid(dataset, folder)
+    print(
+        f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
+        f"{ds.graph.num_edges():,} edges",
+        flush=True,
+    )
+    result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
+    print(
+        f"{model.upper()} on {dataset} ({'compiled' if args.compile else 'eager: --no-compile'}): test accuracy "
+        f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
+        f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)"
+    )
+    return 0
