@@ -11,7 +11,7 @@ batch 1024 (RAF: one batch shared by all workers; vanilla: 1024 per worker,
 DGL's convention), compiled message passing, no evaluation. RAF runs twice:
 ``owner`` (exact: learnable rows of types several partitions hold live with
 one owner, the others fetch them) and ``replicate`` (Heta: each partition
-trains its own copy). Bytes come from ``gnnc.distributed.comm``'s counters:
+trains its own copy). Bytes come from ``gnnc.distributed.meter``'s counters:
 for each configuration, the bytes all workers send per step (each byte on the
 wire counted once), by stage, per step and per epoch, and the epoch time (the
 slowest worker's training time). Per-epoch bytes compare the same work (every

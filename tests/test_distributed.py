@@ -18,8 +18,11 @@ import torch.nn.functional as F
 
 from gnnc.checkpoints import manifest_name
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
-from gnnc.distributed.comm import Comm, GradSync, backend_for, peer_machines
+from gnnc.distributed.collectives import Comm
+from gnnc.distributed.devices import backend_for
+from gnnc.distributed.grad_sync import GradSync
 from gnnc.distributed.launch import torchrun_command, worker_args
+from gnnc.distributed.peer_failure import peer_machines
 from gnnc.distributed.raf import KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward, schema_graph
 from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.message_passing import compiling
@@ -69,7 +72,7 @@ def _case_worker(rank, world, port, out_dir, cases):
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from gnnc.distributed import load_partitions
-    from gnnc.distributed.comm import init_from_env, leave
+    from gnnc.distributed.process_group import init_from_env, leave
     from gnnc.distributed.raf import RAFTrainer
     from gnnc.distributed.vanilla import VanillaTrainer
 
@@ -379,15 +382,15 @@ def test_grad_sync_and_collectives_are_the_identity_on_one_rank():
 # ------------------------------------------------------- faults, torchrun
 DYING_WORKER = """
 import os, sys
-from gnnc.distributed import comm, launch
+from gnnc.distributed import collectives, launch
 if os.environ["RANK"] == "1":
-    calls, original = [0], comm.Comm.sum_over_ranks
+    calls, original = [0], collectives.Comm.sum_over_ranks
     def sum_then_die(self, x):
         calls[0] += 1
         if calls[0] == 2:  # mid-step: after layer 0, during layer 1 of the first step
             {fault}
         return original(self, x)
-    comm.Comm.sum_over_ranks = sum_then_die
+    collectives.Comm.sum_over_ranks = sum_then_die
 launch.worker_main(sys.argv[1:])
 """
 

@@ -18,7 +18,7 @@ import torch
 from gnnc.checkpoints import CheckpointError, CheckpointWarning
 from gnnc.distributed import add_reverse_relations, meta_partition, metis_partition, save_partitions
 from gnnc.distributed.checkpoint import check_manifest, load_checkpoint, read_manifest, read_rank_files
-from gnnc.distributed.comm import Comm
+from gnnc.distributed.collectives import Comm
 from gnnc.distributed.launch import run_worker, worker_args, worker_parser
 from gnnc.distributed.vanilla import VanillaTrainer
 
@@ -85,8 +85,8 @@ def _worker(rank, world, port, out_dir, runs):
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from gnnc.distributed import load_partitions
-    from gnnc.distributed.comm import init_from_env, leave
     from gnnc.distributed.launch import run_worker, worker_parser
+    from gnnc.distributed.process_group import init_from_env, leave
 
     comm = init_from_env(timeout_s=60)
     for name, worker_argv in runs:

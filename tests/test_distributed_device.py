@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from gnnc import cli
-from gnnc.distributed import add_reverse_relations, comm, launch, meta_partition, save_partitions
-from gnnc.distributed.comm import backend_for, collective_device, init_from_env, worker_device
+from gnnc.distributed import add_reverse_relations, launch, meta_partition, process_group, save_partitions
+from gnnc.distributed.devices import backend_for, collective_device, worker_device
 from gnnc.distributed.launch import prepare_partitions, worker_parser
+from gnnc.distributed.process_group import init_from_env
 from gnnc.distributed.trainer import on_cpu
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -48,12 +49,12 @@ def test_init_from_env_joins_on_the_workers_device(monkeypatch, device, local_ra
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.setdefault("current", str(d)))
     monkeypatch.setattr(
-        comm.dist,
+        process_group.dist,
         "init_process_group",
         lambda backend, timeout, device_id: calls.update(backend=backend, bound=device_id),
     )
-    monkeypatch.setattr(comm.dist.distributed_c10d, "_set_pg_timeout", lambda timeout: None)
-    monkeypatch.setattr(comm, "Comm", lambda timeout_s: "joined")
+    monkeypatch.setattr(process_group.dist.distributed_c10d, "_set_pg_timeout", lambda timeout: None)
+    monkeypatch.setattr(process_group, "Comm", lambda timeout_s: "joined")
     assert init_from_env(60, device=device) == "joined"
     backend, gpu = want
     assert calls["backend"] == backend and calls.get("current") == gpu

@@ -104,7 +104,7 @@ def main(argv=None) -> int:
             err = f"{err.filename}: {err.strerror}; check the path (its folder must exist) and its permissions"
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
-    except Exception as err:  # noqa: BLE001 - a CLI prints one line; --debug shows the rest
+    except Exception as err:  # a CLI prints one line; --debug shows the rest
         if debug:
             raise
         text = err.args[0] if isinstance(err, KeyError) and err.args else err

@@ -75,7 +75,8 @@ from ..models import HGTConv, RGATConv, RGCNConv
 from ..models.common import bias_and_activation
 from ..models.norm import relation_in_degree_norm
 from ..nn import TypedEmbedding
-from .comm import Comm, InputRows
+from .collectives import Comm
+from .input_rows import InputRows
 from .meta_partition import MetaTree
 from .trainer import DistTrainer, run_config
 

@@ -48,7 +48,7 @@ from ..message_passing import compiling
 from ..minibatch import STAGES, load_random_state, random_state
 from ..nn import SparseAdam
 from .cache import FeatureCache, Hotness
-from .comm import GradSync
+from .grad_sync import GradSync
 
 
 @dataclass

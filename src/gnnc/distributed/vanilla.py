@@ -30,7 +30,8 @@ from torch import nn
 
 from ..data.neighbor_sampler import NeighborSampler
 from ..graph import heterograph
-from .comm import Comm, InputRows
+from .collectives import Comm
+from .input_rows import InputRows
 from .raf import KeyedSampler, feature_widths, initial_modules, resolve_learnable, schema_graph
 from .trainer import DistTrainer, run_config
 
