@@ -293,7 +293,7 @@ def rgcn_layer(layer: RGCNConv, block, x: torch.Tensor, seeds: SeedRows) -> torc
         block.ndata_all["x"] = x
         block.edata_all["norm"] = relation_in_degree_norm(block, x.dtype)
         block.etype_data["W"] = layer.relation_weights()
-        block.update_all(layer._message, layer._reduce)
+        block.update_all(layer.message, layer.reduce)
         h = seeds.sum(block.slice_dst(block.ndata_all["h"]))
     if layer.loop_weight is not None:
         h = h + block.slice_dst(x) @ layer.loop_weight
@@ -306,7 +306,7 @@ def rgat_layer(layer: RGATConv, block, x: torch.Tensor, seeds: SeedRows) -> torc
         block.ndata_all["x"] = x
         block.etype_data["W"] = layer.weight
         block.etype_data["a"] = layer.attn
-        block.apply_edges(layer._message)
+        block.apply_edges(layer.message)
         score, value = block.edata_all["e"], block.edata_all["z"]
     return softmax_aggregate(block, score, value, seeds).flatten(1)
 
@@ -321,17 +321,17 @@ def hgt_layer(layer: HGTConv, block, x: torch.Tensor, seeds: SeedRows) -> torch.
             block.ntype_data[name] = getattr(layer, name)
         for name in ("relation_att", "relation_msg", "relation_pri"):
             block.etype_data[name] = getattr(layer, name)
-        block.apply_edges(layer._message)
+        block.apply_edges(layer.message)
         score, value = block.edata_all["attn"], block.edata_all["v"]
     t = softmax_aggregate(block, score, value, seeds).flatten(1)
     dst = heterograph({}, num_nodes=dict(zip(block.ntypes, block.num_dst_per_type)), device=x.device)
     dst.ndata_all["x"], dst.ndata_all["t"] = block.slice_dst(x), t
     for name in ("a_weight", "a_bias", "skip"):
         dst.ntype_data[name] = getattr(layer, name)
-    dst.apply_nodes(layer._update)
+    dst.apply_nodes(layer.update)
     if layer.use_norm:
         dst.ntype_data["norm_weight"], dst.ntype_data["norm_bias"] = layer.norm_weight, layer.norm_bias
-        dst.apply_nodes(layer._layer_norm)
+        dst.apply_nodes(layer.layer_norm)
     return dst.ndata_all["h"]
 
 

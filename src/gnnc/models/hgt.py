@@ -40,6 +40,16 @@ class HGTConv(nn.Module):
     ``forward(g, x)``: ``x`` is ``[num_nodes, in_dim]`` by global node id;
     returns ``[num_nodes, out_dim]``. ``g`` must have ``num_ntypes`` node
     types and ``num_rels`` relations.
+
+    Relation-aggregation-first split (``gnnc.distributed.raf``): ``message``
+    reads node field ``x``, node-type fields ``k_weight``, ``q_weight``,
+    ``v_weight``, ``k_bias``, ``q_bias``, ``v_bias`` and relation fields
+    ``relation_att``, ``relation_msg``, ``relation_pri`` and gives per edge
+    the score ``attn`` ``[E, H]`` and value ``v`` ``[E, H, d_k]``;
+    ``reduce`` is their softmax-weighted sum, heads flattened into ``t``;
+    ``update`` reads ``t``, ``x`` and node-type fields ``a_weight``,
+    ``a_bias``, ``skip`` and gives ``h``; with ``use_norm``, ``layer_norm``
+    reads ``h`` and node-type fields ``norm_weight``, ``norm_bias``.
     """
 
     def __init__(
@@ -98,7 +108,7 @@ class HGTConv(nn.Module):
             nn.init.ones_(self.norm_weight)
             nn.init.zeros_(self.norm_bias)
 
-    def _message(self, edges):
+    def message(self, edges):
         heads, d_k = self.num_heads, self.d_k
         x_src, x_dst = edges.src["x"].unsqueeze(1), edges.dst["x"].unsqueeze(1)
         k = torch.bmm(x_src, edges.srctype["k_weight"]).squeeze(1) + edges.srctype["k_bias"]
@@ -111,12 +121,12 @@ class HGTConv(nn.Module):
         return {"attn": attn, "v": v}
 
     @staticmethod
-    def _reduce(nodes):
+    def reduce(nodes):
         alpha = torch.softmax(nodes.mailbox["attn"], dim=1)
         t = torch.sum(alpha.unsqueeze(-1) * nodes.mailbox["v"], dim=1)
         return {"t": t.flatten(1)}
 
-    def _update(self, nodes):
+    def update(self, nodes):
         t = F.gelu(nodes.data["t"])
         a = torch.bmm(t.unsqueeze(1), nodes.type["a_weight"]).squeeze(1) + nodes.type["a_bias"]
         a = F.dropout(a, self.dropout, self.training)
@@ -124,7 +134,7 @@ class HGTConv(nn.Module):
         return {"h": beta * a + (1 - beta) * nodes.data["x"]}
 
     @staticmethod
-    def _layer_norm(nodes):
+    def layer_norm(nodes):
         h = nodes.data["h"]
         mean = h.mean(dim=-1, keepdim=True)
         var = h.var(dim=-1, unbiased=False, keepdim=True)
@@ -152,9 +162,9 @@ class HGTConv(nn.Module):
                 g.etype_data[name] = getattr(self, name)
             # kept where no node has in-edges: a reduce UDF is not called (the update still reads t)
             g.ndata_all["t"] = zeros_default(x, (x.shape[0], self.out_dim))
-            g.update_all(self._message, self._reduce, self._update)
+            g.update_all(self.message, self.reduce, self.update)
             if self.use_norm:
                 g.ntype_data["norm_weight"] = self.norm_weight
                 g.ntype_data["norm_bias"] = self.norm_bias
-                g.apply_nodes(self._layer_norm)
+                g.apply_nodes(self.layer_norm)
             return g.ndata_all["h"]

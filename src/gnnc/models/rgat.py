@@ -27,6 +27,12 @@ class RGATConv(nn.Module):
 
     ``forward(g, x)``: ``x`` is ``[num_nodes, in_dim]`` by global node id;
     returns ``[num_nodes, num_heads * out_dim]`` (heads concatenated).
+
+    Relation-aggregation-first split (``gnnc.distributed.raf``): ``message``
+    reads node field ``x`` and relation fields ``W`` (``weight``) and ``a``
+    (``attn``) and gives per edge the score ``e`` ``[E, H]`` and value ``z``
+    ``[E, H, out_dim]``; ``reduce`` is their softmax-weighted sum over a
+    destination's in-edges, heads flattened into ``h``.
     """
 
     def __init__(self, in_dim: int, out_dim: int, num_rels: int, num_heads: int = 1, negative_slope: float = 0.2):
@@ -44,7 +50,7 @@ class RGATConv(nn.Module):
         for a in self.attn:
             nn.init.xavier_normal_(a, gain)
 
-    def _message(self, edges):
+    def message(self, edges):
         heads, d = self.num_heads, self.out_dim
         w = edges.type["W"]
         z_src = torch.bmm(edges.src["x"].unsqueeze(1), w).squeeze(1).view(-1, heads, d)
@@ -53,7 +59,7 @@ class RGATConv(nn.Module):
         return {"e": F.leaky_relu(score, self.negative_slope), "z": z_src}
 
     @staticmethod
-    def _reduce(nodes):
+    def reduce(nodes):
         alpha = torch.softmax(nodes.mailbox["e"], dim=1)
         h = torch.sum(alpha.unsqueeze(-1) * nodes.mailbox["z"], dim=1)
         return {"h": h.flatten(1)}
@@ -67,5 +73,5 @@ class RGATConv(nn.Module):
             g.etype_data["a"] = self.attn
             # kept where no node has in-edges: a reduce UDF is not called
             g.ndata_all["h"] = zeros_default(x, (x.shape[0], self.num_heads * self.out_dim))
-            g.update_all(self._message, self._reduce)
+            g.update_all(self.message, self.reduce)
             return g.ndata_all["h"]

@@ -25,6 +25,13 @@ class RGCNConv(nn.Module):
 
     ``forward(g, x)``: ``x`` is ``[num_nodes, in_dim]`` by global node id;
     returns ``[num_nodes, out_dim]``. ``g`` must have ``num_rels`` relations.
+
+    Relation-aggregation-first split (``gnnc.distributed.raf``): the layer
+    is ``update_all(message, reduce)`` with node field ``x``, edge field
+    ``norm`` (``relation_in_degree_norm``) and relation field ``W``
+    (``relation_weights()``), giving the relation sums ``h``; then
+    ``update`` (reads ``h`` and ``x``) adds the self-loop, bias and
+    activation.
     """
 
     def __init__(
@@ -69,13 +76,13 @@ class RGCNConv(nn.Module):
         return torch.einsum("rb,bio->rio", self.coeff, self.basis)
 
     @staticmethod
-    def _message(edges):
+    def message(edges):
         m = torch.bmm(edges.src["x"].unsqueeze(1), edges.type["W"]).squeeze(1)
         return {"m": m * edges.data["norm"]}
 
-    _reduce = fn.sum("m", "h")  # a built-in: zeros on a graph without edges, where the update still reads "h"
+    reduce = fn.sum("m", "h")  # a built-in: zeros on a graph without edges, where the update still reads "h"
 
-    def _update(self, nodes):
+    def update(self, nodes):
         h = nodes.data["h"]
         if self.loop_weight is not None:
             h = h + nodes.data["x"] @ self.loop_weight
@@ -88,5 +95,5 @@ class RGCNConv(nn.Module):
             g.ndata_all["x"] = x
             g.edata_all["norm"] = relation_in_degree_norm(g, x.dtype)
             g.etype_data["W"] = self.relation_weights()
-            g.update_all(self._message, self._reduce, self._update)
+            g.update_all(self.message, self.reduce, self.update)
             return g.ndata_all["h"]
