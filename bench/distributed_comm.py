@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from gnnc.distributed.launch import prepare_partitions, torchrun_command, worker_args
-from gnnc.minibatch import STAGES
+from gnnc.training.minibatch import STAGES
 
 MiB = 2.0**20
 CONFIGS = (  # label, mode, partitioning, RAF shared-learnable policy

@@ -28,7 +28,7 @@ from distributed_comm import CONFIGS, MiB, summarize
 from emulated_jobs import RDZV_PORT, job_env
 from emulated_machines import EmulatedMachines
 from gnnc.distributed.launch import prepare_partitions, torchrun_command, worker_args
-from gnnc.minibatch import STAGES
+from gnnc.training.minibatch import STAGES
 
 
 def run_job(cluster, args, mode, shared, parts_dir, facts, report) -> dict:

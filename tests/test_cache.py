@@ -21,8 +21,8 @@ from gnnc.distributed.cache import (
     presample_hotness,
     split_budget,
 )
-from gnnc.minibatch import rgcn
 from gnnc.nn import SparseAdam, TypedEmbedding
+from gnnc.training.model_builders import rgcn
 
 NTYPES = ["a", "b", "c"]
 

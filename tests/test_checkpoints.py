@@ -7,8 +7,9 @@ import re
 import pytest
 import torch
 
-from gnnc import checkpoints, minibatch
+from gnnc import checkpoints
 from gnnc.checkpoints import CheckpointError, CheckpointWarning
+from gnnc.training import minibatch
 
 OWNED = re.compile(r"gen\d+\.pt(\.tmp)?")
 

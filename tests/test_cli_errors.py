@@ -211,10 +211,10 @@ def test_explain_says_which_graph_and_scale_it_picked(capsys):
 
 
 def test_minibatch_trains_cora_replica_and_refuses_the_bare_name_of_the_real_files(monkeypatch, capsys):
-    import gnnc.minibatch
+    from gnnc.cli import train
 
     calls = []
-    monkeypatch.setattr(gnnc.minibatch, "run_cli", lambda dataset, **kw: calls.append((dataset, kw)) or 0)
+    monkeypatch.setattr(train, "run_minibatch", lambda dataset, **kw: calls.append((dataset, kw)) or 0)
     code, _, err = run(["train", "--minibatch", "--dataset", "cora"], capsys)
     assert code == 2 and not calls
     assert "'cora' means the real cora files, which gnnc train --minibatch does not read; say cora-replica" in err

@@ -26,7 +26,7 @@ from gnnc.distributed.peer_failure import peer_machines
 from gnnc.distributed.raf import KeyedSampler, PartitionSampler, RAFPlan, initial_modules, raf_forward, schema_graph
 from gnnc.distributed.vanilla import OwnerSampler, balanced_shares
 from gnnc.message_passing import compiling
-from gnnc.minibatch import STAGES, MinibatchTrainer
+from gnnc.training.minibatch import STAGES, MinibatchTrainer
 
 from .distributed_fixtures import free_port, spawn_group
 

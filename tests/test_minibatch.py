@@ -7,14 +7,14 @@ import pytest
 import torch
 
 import gnnc
-from gnnc import minibatch
 from gnnc.checkpoints import CheckpointWarning
-from gnnc.cli import build_parser
+from gnnc.cli import build_parser, train
 from gnnc.compiler import driver as compiled_runtime
 from gnnc.compiler.driver import recording
 from gnnc.data import synthetic
 from gnnc.data.neighbor_sampler import NeighborSampler
-from gnnc.minibatch import MODEL_BUILDERS, STAGES, MinibatchTrainer, run_cli, train_minibatch
+from gnnc.training.minibatch import STAGES, MinibatchTrainer, train_minibatch
+from gnnc.training.model_builders import MODEL_BUILDERS
 
 from .graphs import random_heterograph
 
@@ -117,7 +117,7 @@ def test_other_builders_train_one_epoch(mag, name):
 
 def test_cli_entry_prints_the_breakdown(capsys, tmp_path):
     assert (
-        run_cli(
+        train.run_minibatch(
             "mag",
             scale=0.001,
             fanouts=[1, 1],
@@ -212,7 +212,7 @@ def test_trainer_compiles_by_default_and_matches_eager(mag):
 @pytest.mark.parametrize("flags, expected", [([], True), (["--compile"], True), (["--no-compile"], False)])
 def test_cli_passes_compile_on(flags, expected, monkeypatch):
     seen = {}
-    monkeypatch.setattr(minibatch, "run_cli", lambda *a, **kw: seen.update(kw) or 0)
+    monkeypatch.setattr(train, "run_minibatch", lambda *a, **kw: seen.update(kw) or 0)
     args = build_parser().parse_args(["train", "--minibatch", *flags])
     assert args.func(args) == 0 and seen["compiled"] is expected
 

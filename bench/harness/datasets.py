@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 from gnnc import data as gdata
-from gnnc.distributed.metagraph import add_reverse_relations
 from gnnc.graph import Graph, heterograph
+from gnnc.graph.reverse_relations import add_reverse_relations
 
 FEAT_DIM = 64
 HOMOGENEOUS, HETEROGENEOUS = "homogeneous", "heterogeneous"

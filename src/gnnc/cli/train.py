@@ -9,6 +9,7 @@ import torch
 
 from .. import data
 from ..training import planetoid_experiment
+from ..training.minibatch import STAGES, train_minibatch
 from .arguments import (
     DATA_DIR_HELP,
     NON_NEGATIVE,
@@ -139,8 +140,6 @@ def cmd_train(args) -> int:
         check_dist_device(args.device, args.nproc)
         return run_dist(args)
     if args.minibatch:
-        from ..minibatch import run_cli
-
         if args.resume and not args.checkpoint:
             raise UsageError("--resume needs --checkpoint DIR (the folder an earlier run wrote)")
         dataset = replica_name(args.dataset or "mag", "train --minibatch")
@@ -149,7 +148,7 @@ def cmd_train(args) -> int:
                 f"mini-batch training takes --model rgcn/rgat/hgt, not {args.model}; drop --minibatch "
                 "for full-batch gcn/gat on cora or citeseer"
             )
-        return run_cli(
+        return run_minibatch(
             dataset,
             scale=args.scale,
             model=args.model,
@@ -184,4 +183,69 @@ def cmd_train(args) -> int:
         f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
         f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)"
     )
+    return 0
+
+
+def run_minibatch(
+    dataset: str | None = None,
+    *,
+    scale: float = 0.01,
+    model: str | None = None,
+    fanouts=(25, 20),
+    batch_size: int = 1024,
+    epochs: int | None = None,
+    lr: float = 0.01,
+    hidden: int = 64,
+    seed: int = 0,
+    learnable="non-target",
+    checkpoint_dir=None,
+    resume: bool = False,
+    device: str = "cpu",
+    compiled: bool = True,
+    progress: bool = True,
+) -> int:
+    """``gnnc train --minibatch``: train on a synthetic replica and print the per-epoch breakdown.
+
+    None picks the defaults (dataset mag, model rgcn, 3 epochs); ``learnable``
+    may be a one-element list holding 'non-target' or 'missing', as argparse gives it.
+    ``compiled=False`` runs the layers on the eager executor instead of the compiler.
+    """
+    dataset, model, epochs = dataset or "mag", model or "rgcn", 3 if epochs is None else epochs
+    if isinstance(learnable, (list, tuple)) and len(learnable) == 1 and learnable[0] in ("non-target", "missing"):
+        learnable = learnable[0]
+    ds = data.synthetic(dataset, scale=scale, seed=seed)
+    g = ds.graph
+    print(
+        f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
+        f"target {ds.target_ntype!r}; {model} {'compiled' if compiled else 'eager (--no-compile)'}, "
+        f"fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}"
+    )
+    result = train_minibatch(
+        ds,
+        model,
+        list(fanouts),
+        batch_size,
+        epochs,
+        lr,
+        seed,
+        checkpoint_dir,
+        resume,
+        progress,
+        hidden=hidden,
+        learnable=learnable,
+        device=device,
+        compiled=compiled,
+    )
+    if not result.epochs:
+        print("nothing trained")
+        return 0
+    header = f"{'epoch':>5} {'loss':>8} {'val':>6} {'test':>6} " + " ".join(f"{s:>16}" for s in STAGES)
+    print(header)
+    for s in result.epochs:
+        print(
+            f"{s.epoch:>5} {s.loss:>8.4f} {s.val_acc * 100:>5.1f}% {s.test_acc * 100:>5.1f}% "
+            + " ".join(f"{s.times[k]:>15.3f}s" for k in STAGES)
+        )
+    final = result.final
+    print(f"final: val {final.val_acc * 100:.1f}%, test {final.test_acc * 100:.1f}% after {final.epoch} epochs")
     return 0

@@ -7,6 +7,7 @@ return a ``PartitionedGraph`` of ``Partitioning`` records that
 in ``gnnc.distributed.partition_io``).
 """
 
+from ..graph.reverse_relations import add_reverse_relations
 from .edgecut import (
     edge_cut,
     edge_cut_partition,
@@ -30,7 +31,7 @@ from .meta_partition import (
     split_metatree,
     target_share,
 )
-from .metagraph import WeightedMetagraph, add_reverse_relations, typed_subgraph
+from .metagraph import WeightedMetagraph, typed_subgraph
 from .partition_io import PartitionedGraph, Partitioning, load_partitions, max_over_mean, save_partitions
 
 __all__ = [

@@ -36,7 +36,7 @@ import torch
 
 from .. import checkpoints
 from ..checkpoints import CheckpointError
-from ..minibatch import config_differences
+from ..training.resume_state import config_differences
 
 FORMAT = "gnnc-dist-checkpoint"
 VERSION = 2

@@ -237,7 +237,7 @@ def make_trainer(comm, parts, args):
 def _gather_epoch(comm, stats, ntypes: list) -> dict:
     """This epoch's losses, and every rank's seconds, bytes per step and cache counts (rank order), outside
     the step records."""
-    from ..minibatch import STAGES
+    from ..training.minibatch import STAGES
     from .trainer import CACHE_FIELDS
 
     mine = torch.tensor(

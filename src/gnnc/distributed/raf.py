@@ -70,11 +70,11 @@ from torch import nn
 
 from ..data.neighbor_sampler import NeighborSampler
 from ..graph import Graph, heterograph
-from ..minibatch import MODEL_BUILDERS
 from ..models import HGTConv, RGATConv, RGCNConv
 from ..models.common import bias_and_activation
 from ..models.norm import relation_in_degree_norm
 from ..nn import TypedEmbedding
+from ..training.model_builders import MODEL_BUILDERS
 from .collectives import Comm
 from .input_rows import InputRows
 from .meta_partition import MetaTree
@@ -345,7 +345,8 @@ RELATION_PARAMS = {
 
 
 def raf_forward(model, blocks, x: torch.Tensor, target_id: int, num_seeds: int, comm: Comm) -> torch.Tensor:
-    """``model(blocks, x)`` (a ``gnnc.minibatch.LayerStack``) computed the RAF way; see the module docstring.
+    """``model(blocks, x)`` (a ``gnnc.training.model_builders.LayerStack``) computed the RAF way; see the module
+    docstring.
 
     The result is exact on rank 0; other ranks return a placeholder of the
     same shape, which must get a zero gradient.
@@ -556,7 +557,7 @@ def meta_inputs(
 class RAFTrainer(DistTrainer):
     """Relation-Aggregation-First training of rank ``comm.rank`` on meta partitions; see the module docstring.
 
-    ``model`` is a ``gnnc.minibatch.MODEL_BUILDERS`` name (rgcn, rgat, hgt);
+    ``model`` is a ``gnnc.training.model_builders.MODEL_BUILDERS`` name (rgcn, rgat, hgt);
     initial values are those ``MinibatchTrainer`` draws from ``seed``, the
     other options mean what they mean there; ``compiled`` runs message
     passing through ``gnnc.compile``'s compiler; ``shared_learnable`` as in

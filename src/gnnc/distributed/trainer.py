@@ -45,8 +45,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..message_passing import compiling
-from ..minibatch import STAGES, load_random_state, random_state
 from ..nn import SparseAdam
+from ..training.minibatch import STAGES
+from ..training.resume_state import load_random_state, random_state
 from .cache import FeatureCache, Hotness
 from .grad_sync import GradSync
 

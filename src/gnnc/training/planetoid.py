@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import progress as shown
+from .. import progress as shown
+from ..compile import compile as compile_model
+from ..models import GAT, GCN
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,6 @@ def planetoid_experiment(
     Self loops are added and features row-normalised, as both papers do.
     ``compiled`` runs the model's message passing through ``gnnc.compile``.
     """
-    from .compile import compile as compile_model
-    from .models import GAT, GCN
-
     recipe = dict(PLANETOID_RECIPES[model_name])
     if epochs is not None:
         recipe["epochs"] = epochs

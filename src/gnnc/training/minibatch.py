@@ -17,7 +17,6 @@ the previous generation kept) hold the model, the embeddings, both optimizer
 states, the sampler, shuffling and torch random states, the epoch counter and
 the history, so a resumed run continues with exactly the losses an
 uninterrupted one has.
-``run_cli`` is the ``gnnc train --minibatch`` command.
 """
 
 from __future__ import annotations
@@ -32,62 +31,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import checkpoints
-from . import progress as shown
-from .compile import compile as compile_model
-from .data import synthetic
-from .data.neighbor_sampler import NeighborSampler, forward_blocks
-from .distributed.metagraph import add_reverse_relations
-from .models import HGTConv, RGATConv, RGCNConv
-from .nn import SparseAdam, TypedEmbedding
+from .. import checkpoints
+from .. import progress as shown
+from ..compile import compile as compile_model
+from ..data.neighbor_sampler import NeighborSampler
+from ..graph.reverse_relations import add_reverse_relations
+from ..nn import SparseAdam, TypedEmbedding
+from .model_builders import MODEL_BUILDERS
+from .resume_state import config_differences, load_random_state, random_state
 
 STAGES = ("sample", "feature fetch", "forward", "backward", "dense update", "embedding update")
 CHECKPOINT_VERSION = 2
 CHECKPOINT_FILE = re.compile(r"epoch\d+\.pt(\.tmp)?")
-
-
-# ----------------------------------------------------------------------- models
-class LayerStack(nn.Module):
-    """``forward(blocks, x)``: layers over blocks (``forward_blocks``), then an optional head.
-
-    ``x`` has one row per node of ``blocks[0]``; the result one row per
-    destination node of ``blocks[-1]`` (the seeds).
-    """
-
-    def __init__(self, layers, activation=F.relu, head: nn.Module | None = None):
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.activation = activation
-        self.head = head
-
-    def forward(self, blocks, x: torch.Tensor) -> torch.Tensor:
-        h = forward_blocks(self.layers, blocks, x, self.activation)
-        return h if self.head is None else self.head(self.activation(h))
-
-
-def rgcn(g, hidden: int, num_classes: int, num_layers: int) -> LayerStack:
-    """R-GCN: ``num_layers`` RGCNConv, the last one to ``num_classes``."""
-    dims = [hidden] * num_layers + [num_classes]
-    rels = len(g.canonical_etypes)
-    return LayerStack([RGCNConv(dims[i], dims[i + 1], rels) for i in range(num_layers)])
-
-
-def rgat(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) -> LayerStack:
-    """R-GAT: ``num_layers`` RGATConv of ``num_heads`` heads, then a linear head."""
-    if hidden % num_heads:
-        raise ValueError(f"rgat: hidden {hidden} is not divisible by {num_heads} heads")
-    rels = len(g.canonical_etypes)
-    layers = [RGATConv(hidden, hidden // num_heads, rels, num_heads) for _ in range(num_layers)]
-    return LayerStack(layers, head=nn.Linear(hidden, num_classes))
-
-
-def hgt(g, hidden: int, num_classes: int, num_layers: int, num_heads: int = 4) -> LayerStack:
-    """HGT: ``num_layers`` HGTConv, then a linear head."""
-    layers = [HGTConv(hidden, hidden, len(g.ntypes), len(g.canonical_etypes), num_heads) for _ in range(num_layers)]
-    return LayerStack(layers, head=nn.Linear(hidden, num_classes))
-
-
-MODEL_BUILDERS = {"rgcn": rgcn, "rgat": rgat, "hgt": hgt}
 
 
 # ---------------------------------------------------------------------- results
@@ -138,7 +93,7 @@ class MinibatchTrainer:
     ``model_builder(g, hidden, num_classes, num_layers)`` returns a module
     with ``forward(blocks, x) -> logits of the seeds`` (e.g. ``LayerStack``)
     or is a name in ``MODEL_BUILDERS``. ``add_reverse`` trains on
-    ``gnnc.distributed.add_reverse_relations(dataset.graph)`` (the graph the
+    ``gnnc.graph.reverse_relations.add_reverse_relations(dataset.graph)`` (the graph the
     partitioners split), so every node type is reachable from the target
     type. ``learnable``: ``"non-target"`` (every
     type but the target gets an embedding table, as ogbn-mag), ``"missing"``
@@ -360,24 +315,6 @@ class MinibatchTrainer:
         self.load_state_dict(checkpoints.newest_whole(directory, read))
 
 
-# ------------------------------------------------- checkpoint pieces (shared)
-def config_differences(saved: dict, current: dict) -> list[str]:
-    """``"key: checkpoint X, this run Y"`` for every key of ``current`` whose value ``saved`` does not share."""
-    return [f"{k}: checkpoint {saved.get(k)!r}, this run {v!r}" for k, v in current.items() if saved.get(k) != v]
-
-
-def random_state(sampler, shuffle: torch.Generator) -> dict:
-    """The random streams a training run draws from: the sampler's, the shuffling generator and torch's."""
-    return {"sampler": sampler.state_dict(), "shuffle": shuffle.get_state(), "torch_rng": torch.get_rng_state()}
-
-
-def load_random_state(state: dict, sampler, shuffle: torch.Generator) -> None:
-    """Restore what ``random_state`` saved."""
-    sampler.load_state_dict(state["sampler"])
-    shuffle.set_state(state["shuffle"])
-    torch.set_rng_state(state["torch_rng"])
-
-
 class _StageClock:
     """``lap(stage)`` adds the time since the previous lap (or ``start``) to ``times[stage]``.
 
@@ -453,68 +390,3 @@ def train_minibatch(
             if checkpoint_dir is not None:
                 trainer.save(checkpoint_dir)
     return MinibatchResult(trainer.history, trainer.losses, trainer.model, trainer.embedding)
-
-
-def run_cli(
-    dataset: str | None = None,
-    *,
-    scale: float = 0.01,
-    model: str | None = None,
-    fanouts=(25, 20),
-    batch_size: int = 1024,
-    epochs: int | None = None,
-    lr: float = 0.01,
-    hidden: int = 64,
-    seed: int = 0,
-    learnable="non-target",
-    checkpoint_dir=None,
-    resume: bool = False,
-    device: str = "cpu",
-    compiled: bool = True,
-    progress: bool = True,
-) -> int:
-    """``gnnc train --minibatch``: train on a synthetic replica and print the per-epoch breakdown.
-
-    None picks the defaults (dataset mag, model rgcn, 3 epochs); ``learnable``
-    may be a one-element list holding 'non-target' or 'missing', as argparse gives it.
-    ``compiled=False`` runs the layers on the eager executor instead of the compiler.
-    """
-    dataset, model, epochs = dataset or "mag", model or "rgcn", 3 if epochs is None else epochs
-    if isinstance(learnable, (list, tuple)) and len(learnable) == 1 and learnable[0] in ("non-target", "missing"):
-        learnable = learnable[0]
-    ds = synthetic(dataset, scale=scale, seed=seed)
-    g = ds.graph
-    print(
-        f"{dataset} replica at scale {scale}: {g.num_nodes():,} nodes, {g.num_edges():,} edges, "
-        f"target {ds.target_ntype!r}; {model} {'compiled' if compiled else 'eager (--no-compile)'}, "
-        f"fanouts {list(fanouts)}, batch {batch_size}, hidden {hidden}"
-    )
-    result = train_minibatch(
-        ds,
-        model,
-        list(fanouts),
-        batch_size,
-        epochs,
-        lr,
-        seed,
-        checkpoint_dir,
-        resume,
-        progress,
-        hidden=hidden,
-        learnable=learnable,
-        device=device,
-        compiled=compiled,
-    )
-    if not result.epochs:
-        print("nothing trained")
-        return 0
-    header = f"{'epoch':>5} {'loss':>8} {'val':>6} {'test':>6} " + " ".join(f"{s:>16}" for s in STAGES)
-    print(header)
-    for s in result.epochs:
-        print(
-            f"{s.epoch:>5} {s.loss:>8.4f} {s.val_acc * 100:>5.1f}% {s.test_acc * 100:>5.1f}% "
-            + " ".join(f"{s.times[k]:>15.3f}s" for k in STAGES)
-        )
-    final = result.final
-    print(f"final: val {final.val_acc * 100:.1f}%, test {final.test_acc * 100:.1f}% after {final.epoch} epochs")
-    return 0
