@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gnnc
+from gnnc.cli.partition import add_parser as add_partition_parser
 from gnnc.distributed import (
     MetaTree,
     WeightedMetagraph,
@@ -34,7 +35,6 @@ from gnnc.distributed import (
     target_share,
     typed_subgraph,
 )
-from gnnc.cli.partition import add_parser as add_partition_parser
 from gnnc.distributed.partition_io import FILES, MANIFEST
 
 from .graphs import random_heterograph

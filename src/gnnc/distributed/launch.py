@@ -333,9 +333,9 @@ def run_worker(comm, parts, args):
 
 
 def _train(args):
-    """Train as ``args`` say, write the report, and end the process (``comm.leave``): does not return."""
-    from .comm import init_from_env, leave
+    """Train as ``args`` say, write the report, and end the process (``process_group.leave``): does not return."""
     from .partition_io import load_partitions
+    from .process_group import init_from_env, leave
 
     if args.resume and not args.checkpoint:
         raise ValueError("--resume needs --checkpoint DIR")
@@ -369,11 +369,10 @@ def worker_main(argv=None):
     try:
         _train(args)
     except Exception as err:  # noqa: BLE001 - every failure must end this worker promptly
-        from .comm import PeerFailure
+        from .peer_failure import PeerFailure, machine_name
 
         if not isinstance(err, PeerFailure):
             traceback.print_exc()
-        from .comm import machine_name
 
         print(
             f"gnnc worker rank {os.environ.get('RANK', '?')} on {machine_name()}: {type(err).__name__}: {err}",
