@@ -24,6 +24,7 @@ extensions = [
     "sphinx.ext.doctest",  # every example on every page runs (tests/test_docs.py)
     "myst_parser",  # Markdown: bench/results/*/table.md are included as the harness wrote them
     "gnnc_sphinx",  # docs/_ext: CLI reference from gnnc.cli's parser, verbatim module docstrings
+    "gnnc_architecture",  # docs/_ext: the layer table and import diagrams of architecture.rst
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

@@ -1,4 +1,4 @@
-"""Distributed training support: graph partitioning (meta-partitioning and edge-cut baselines).
+"""Distributed training: Heta's meta-partitioning and edge-cut baselines, RAF and vanilla trainers, launch.
 
 ``meta_partition`` implements Heta's Algorithm 2 on a ``WeightedMetagraph``;
 ``random_partition`` / ``metis_partition`` are the edge-cut baselines; both

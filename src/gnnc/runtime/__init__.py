@@ -1,1 +1,1 @@
-"""Executors: the eager reference executor (and, later, compiled plans)."""
+"""Executors: compiled plans run (``plan``), the eager reference executor (the oracle), deferred edge results."""
