@@ -9,10 +9,9 @@ remembered value's storage by a note of how to rebuild it; backward rebuilds
 it from the leaves when it unpacks it, so the value itself is freed once
 forward no longer reads it. Only values of at least ``MIN_SHARE`` of their
 device's memory are remembered, and only where autograd records: a rebuild
-costs about what computing the value did in forward (HGT on ogbn-mag at a
-quarter scale: 0.64 s more per 5.7 s step for 21% less peak), which is worth
-paying where the values are a sizeable share of the machine (at full scale:
-8% more time for 27% less peak, five 497 MB values on 24 GiB), not below.
+costs about what computing the value did in forward, which is worth paying
+where the values are a sizeable share of the machine, not below (measured in
+bench/results/docstring-figures.md).
 
 Soundness: a value is recognized only while it is alive (its storage cannot
 have been reused) and unchanged since it was computed (its version counter);

@@ -1,8 +1,7 @@
 """Dropout in one pass over the tensor, its mask a hash of (seed, element index).
 
 torch's CPU dropout draws a Bernoulli tensor, scales it and multiplies: three
-passes over fresh memory (on Cora's 2708 x 1433 input features, 60% of a GCN
-training step). Here each element's keep decision is the top 32 bits of
+passes over fresh memory. Here each element's keep decision is the top 32 bits of
 splitmix64(seed + index) compared with ``p * 2**32``, so the mask needs no
 memory and the backward recomputes it from the seed. Exact zeros are copied
 without hashing (their output is zero whatever the mask); every other element

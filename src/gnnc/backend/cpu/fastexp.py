@@ -57,8 +57,7 @@ def softmax_weight(x):
     mean by at most 2**-64 of its largest input (far below float64's
     rounding), while kept weights times ordinary inputs stay normal floats:
     once training sharpens the attention, most weights would otherwise be
-    tiny and their products denormal, which x86 computes ~100x slower
-    (measured: a GAT training step 3x slower after a few SGD steps).
+    tiny and their products denormal, which x86 computes many times slower.
     """
     return math.exp(x) if x >= SOFTMAX_CUTOFF else 0.0
 

@@ -39,8 +39,8 @@ def empty(shape, like: torch.Tensor, dtype: torch.dtype | None = None) -> torch.
     From ``HUGE_PAGE_MIN_BYTES`` up it is numpy memory, which numpy advises for
     transparent huge pages: when glibc hands out freshly mapped memory (it
     trims or unmaps what a call freed), a torch buffer takes one page fault per
-    4 KiB on first write (about 1.6 us each on a VM: 2 ms for a 5 MB output,
-    more than the kernel that fills it), this one about one per 2 MiB.
+    4 KiB on first write (which can take longer than the kernel that fills
+    it), this one about one per 2 MiB.
     """
     dtype = like.dtype if dtype is None else dtype
     if math.prod(shape) * dtype.itemsize < HUGE_PAGE_MIN_BYTES:
@@ -121,9 +121,9 @@ def jit_row_kernel(fn, fastmath: set = FASTMATH, cache: bool = True):
     round it alike). ``cache``: whether numba caches it on disk.
 
     For generated kernels, whose accumulators are scalars (so numba's parallel
-    noalias marking gains nothing): a parallel build takes three times as long
-    to compile, and starting its parallel region costs 45-120 us per call, even
-    on one thread, where a serial kernel is called in about 1 us.
+    noalias marking gains nothing): a parallel build takes longer to compile,
+    and starting its parallel region costs far more per call, even on one
+    thread, than calling a serial kernel.
     """
     return numba.njit(nogil=True, cache=cache, fastmath=fastmath)(fn)
 

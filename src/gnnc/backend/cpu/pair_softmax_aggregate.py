@@ -21,9 +21,8 @@ briefly, in backward:
   d = g[v] . z[u] alike, so d - t cancels exactly where one edge takes all the weight.
 - A gradient that is one value broadcast (the gradient of ``out.sum()``) is read as it is, not copied.
 
-RGAT at full ogbn-mag scale (2 threads, ``bench/results/mag-1.0/35f615f/rgat-rebuild-ab``): training step
-7.55 -> 7.95 s, peak 3,487 -> 2,179 MiB. z (796 MiB) is whole only during (1), its gradient (796 MiB)
-never, for two more products x[node] @ W_r (forward's FLOPs each) and forward's second walk over the logits.
+The trade: z is whole only during (1) and its gradient never, for two more products x[node] @ W_r
+(forward's FLOPs each) and forward's second walk over the logits (measured in bench/results/docstring-figures.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A gather over a table larger than the L2 cache waits on one cache miss after
 another; asking for the rows a few edges ahead (``llvm.prefetch``) overlaps
-those waits (about 30 % off the softmax aggregation on the pubmed replica).
+those waits.
 """
 
 from __future__ import annotations

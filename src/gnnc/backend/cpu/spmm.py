@@ -6,10 +6,9 @@ vertex-balanced chunks) and writes its row once; no [E, F] messages.
   head): the weighted sum (``head_spmm_rows``), forward and, over the CSR by
   source, the gradient of x. Against torch's CSR matmul this skips
   zero-filling the output, copying MKL's result out and, for several heads,
-  the head-major layout copies and [E, H] copies of the weights (random
-  arxiv-size graph, 64 wide, one thread, ``bench/primitives.py --backend
-  cpu``: 131 -> 53 ms forward; 1.17M edges, 1 to 16 heads of 4 to 64
-  features: 1.6-4x faster than torch's block-diagonal or per-head matmul);
+  the head-major layout copies and [E, H] copies of the weights (faster
+  than torch's block-diagonal or per-head matmul: ``bench/primitives.py
+  --backend cpu``);
 - copy with max / min: with the arg-extremum edge per (node, feature) for
   backward, found in the same pass; the gradient of x as one loop over the
   sources (CSR by source), each summing the gradient of the (destination,
@@ -151,8 +150,7 @@ def _scale_arrays(row_scale, num_rows: int, col_scale, num_cols: int, dtype) -> 
 @njit(inline="always")
 def spread_weights(spread, w, e, width, factor):  # pragma: no cover - numba
     """spread[h * width:(h + 1) * width] = w[e, h] * factor for every head h: the row's multiply-add then runs
-    as one straight loop, which vectorizes (20-40% faster than a loop per head, 1 to 16 heads of 4 to 64
-    features)."""
+    as one straight loop, which vectorizes (faster than a loop per head)."""
     for h in range(w.shape[1]):
         wh = w[e, h] * factor
         for k in range(h * width, (h + 1) * width):
@@ -163,7 +161,7 @@ def spread_weights(spread, w, e, width, factor):  # pragma: no cover - numba
 def _sum_rows(feats: int, weighted: bool, scaled: bool):
     """The weighted-sum kernel for heads of ``feats`` features (-1: read at run time; the head count is the
     weight's, one without weights), with a scale per row and per column when ``scaled``, compiled serial
-    (``jit_row_kernel``: its row loops vectorize without numba's noalias marking, and it starts in about 1 us)."""
+    (``jit_row_kernel``: its row loops vectorize without numba's noalias marking, and it starts sooner)."""
 
     def kernel(bounds, crow, cols_of, perm, w, row_scale, col_scale, x, out):  # pragma: no cover - numba
         """out[r, head h] = row_scale[r] * sum over r's sorted entries i of w[perm[i], h] * col_scale[u] *

@@ -9,7 +9,7 @@ On CPU and CUDA (float32/float64, at most ``MAX_SPARSE_HEADS`` heads, at
 least ``SPARSE_MIN_ELEMENTS`` message elements) they run as one CSR sparse
 matmul / sampled dense-dense matmul over the block-diagonal matrix
 diag(A_0, ..., A_{H-1}) (A_h: the graph weighted by head h) against the
-head-major features [H * rows, F], which measured 1.5-10x faster than
+head-major features [H * rows, F], which is faster than
 gather + index_add on CPU (above ``MAX_BLOCK_ENTRIES`` head-edges, one
 matmul per head over A instead: the block columns are not worth caching);
 otherwise they fall back to edge chunks of gather + index_add. One call

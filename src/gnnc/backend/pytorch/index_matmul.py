@@ -183,7 +183,7 @@ def _narrow_dtype(dtype: torch.dtype, num_types: int) -> torch.dtype:
 
 def _narrowed(types: torch.Tensor, num_types: int) -> torch.Tensor:
     """A copy of ``types`` (values already checked in [-num_types, num_types)) in ``_narrow_dtype``: exact,
-    and on bgs' 673K edges 0.6 MiB where an int64 copy kept 5.1 MiB."""
+    and as little as an eighth of an int64 copy."""
     return types.to(_narrow_dtype(types.dtype, num_types), copy=True)
 
 

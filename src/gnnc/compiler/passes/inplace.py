@@ -6,8 +6,7 @@ that returns a tensor of its own (an aggregation, or another elementwise
 result) and is read by nothing else: the post-aggregation factor of GCN's
 norm, a bias or gate after a reduction, a chain of arithmetic on edge
 values. On CPU a new output the size of a node or
-edge table costs a page fault per 4 KiB on every call (a [169K, 64] float
-product: about 25 ms of a 160 ms GCN layer on the arxiv replica).
+edge table costs a page fault per 4 KiB on every call.
 
 Replacement: ``in_place(op, a, b, unsaved)``, which runs ``a.<op>_(b)`` when
 the result keeps ``a``'s shape and dtype and autograd records nothing for
