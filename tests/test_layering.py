@@ -69,13 +69,15 @@ def test_no_module_level_import_cycle(found):
 
 
 def test_the_checker_reads_what_python_imports(tmp_path):
-    """Relative imports resolved; ``from pkg import sub`` is an import of ``pkg.sub``; imports inside functions."""
+    """Relative imports resolved; ``from pkg import sub`` is an import of ``pkg.sub``; imports inside functions
+    count, imports for annotations only (``if TYPE_CHECKING:``) do not."""
     files = {
         "__init__.py": "from . import graph\n",
         "graph/__init__.py": "from .core import Graph\n",
         "graph/core.py": "Graph = object\n\ndef lazy():\n    from ..models import gat\n",
         "models/__init__.py": "",
         "models/gat.py": "from gnnc.graph import core\nfrom ..graph import Graph\nimport gnnc.models\n",
+        "models/gcn.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gnnc import cli\n",
         "compiler/a.py": "from . import b\n",
         "compiler/b.py": "from .a import x\n",
     }

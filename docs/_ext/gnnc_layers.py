@@ -90,6 +90,15 @@ def _inside_functions(tree: ast.AST) -> set[int]:
     return inside
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Nodes under ``if TYPE_CHECKING:``: imports for annotations that never run, so neither layer nor cycle."""
+    only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            only.update(id(n) for branch in node.body for n in ast.walk(branch))
+    return only
+
+
 def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool, known: dict) -> list[str]:
     """The package's modules an import statement imports; ``from pkg import sub`` imports ``pkg.sub``."""
     if isinstance(node, ast.Import):
@@ -104,14 +113,14 @@ def _targets(node: ast.Import | ast.ImportFrom, importer: str, is_package: bool,
 
 
 def imports(source: Path = SOURCE) -> list[Import]:
-    """Every import of one of the package's modules by another, at module level or inside a function."""
+    """Every import of one of the package's modules by another that runs, at module level or inside a function."""
     known = modules(source)
     found = []
     for name, path in known.items():
         tree = ast.parse(path.read_text(), str(path))
-        inside = _inside_functions(tree)
+        inside, annotations_only = _inside_functions(tree), _type_checking_only(tree)
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in annotations_only:
                 continue
             for target in _targets(node, name, path.name == "__init__.py", known):
                 if target in known and target != name:
