@@ -44,7 +44,15 @@ LAYERS = (
     Layer("graph", ("gnnc.graph",)),
     Layer(
         "base",
-        ("gnnc.failures", "gnnc.scoped", "gnnc.function", "gnnc.progress", "gnnc.spread", "gnnc.dgl_base"),
+        (
+            "gnnc.failures",
+            "gnnc.scoped",
+            "gnnc.bounded_cache",
+            "gnnc.function",
+            "gnnc.progress",
+            "gnnc.spread",
+            "gnnc.dgl_base",
+        ),
     ),
 )
 
