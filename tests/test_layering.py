@@ -21,13 +21,6 @@ layers = importlib.util.module_from_spec(_SPEC)
 sys.modules[_SPEC.name] = layers  # dataclasses look their class's module up
 _SPEC.loader.exec_module(layers)
 
-# Upward imports that colleagues are removing while this test lands (issue 42): each pair may still occur, no
-# other may. Empty this once they are gone; test_known_exceptions_still_occur says when.
-KNOWN_UPWARD = {
-    ("gnnc.minibatch", "gnnc.distributed.metagraph"),  # add_reverse_relations, moving below training
-    ("gnnc.distributed.partition_cli", "gnnc.cli"),  # the partition command, moving into the gnnc/cli package
-}
-
 
 def _layer(module: str) -> str:
     return layers.LAYERS[layers.rank(module)].name
@@ -53,14 +46,8 @@ def test_every_module_is_in_one_layer():
 
 
 def test_no_import_climbs_a_layer(found):
-    climbing = [_where(i) for i in layers.upward(found) if (i.importer, i.target) not in KNOWN_UPWARD]
+    climbing = [_where(i) for i in layers.upward(found)]
     assert not climbing, "imports from a layer above the importer's:\n" + "\n".join(climbing)
-
-
-def test_known_exceptions_still_occur(found):
-    occurring = {(i.importer, i.target) for i in layers.upward(found)}
-    gone = KNOWN_UPWARD - occurring
-    assert not gone, f"no longer imported upward; remove from KNOWN_UPWARD: {sorted(gone)}"
 
 
 def test_no_module_level_import_cycle(found):

@@ -28,10 +28,10 @@ class Layer:
 
 # Top to bottom.
 LAYERS = (
-    Layer("front ends", ("gnnc", "gnnc.cli", "gnnc.bench_cli", "gnnc.compat")),
+    Layer("front ends", ("gnnc", "gnnc.cli", "gnnc.compat")),
     # Below the front ends that launch it: distributed training is a library the CLI drives.
     Layer("distributed", ("gnnc.distributed",)),
-    Layer("training", ("gnnc.training", "gnnc.minibatch", "gnnc.checkpoints")),
+    Layer("training", ("gnnc.training", "gnnc.checkpoints")),
     Layer("models", ("gnnc.models",)),
     Layer("nn", ("gnnc.nn",)),
     Layer("API", ("gnnc.compile", "gnnc.message_passing", "gnnc.propagate", "gnnc.readout", "gnnc.ops")),
