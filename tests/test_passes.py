@@ -27,7 +27,7 @@ from gnnc.compiler.passes import (
     split_concat,
     typed_linear,
 )
-from gnnc.compiler.passes.nodes import is_call
+from gnnc.compiler.passes.patterns import is_call
 from gnnc.compiler.trace import trace_udf
 from gnnc.ir import operators as ops
 from gnnc.ir.rules import InferenceFailure, infer

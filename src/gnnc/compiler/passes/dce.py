@@ -9,28 +9,15 @@ inputs stay (they are the plan's signature).
 
 from __future__ import annotations
 
-import torch.nn.functional as F
-from torch import nn
-
 from ...ir.mpdfg import MPDFG
-
-
-def _inactive_dropout(n, root) -> bool:
-    if n.op == "call_module":
-        module = root.get_submodule(n.target)
-        return isinstance(module, nn.Dropout) and (not module.training or module.p == 0)
-    if n.op == "call_function" and n.target is F.dropout:
-        training = n.kwargs.get("training", n.args[2] if len(n.args) > 2 else True)
-        p = n.kwargs.get("p", n.args[1] if len(n.args) > 1 else 0.5)
-        return training is False or p == 0
-    return False
+from .patterns import inactive_dropout
 
 
 def dce(dfg: MPDFG) -> MPDFG:
     out = dfg.copy()
     dropped = removed = 0
     for n in list(out.graph.nodes):
-        if _inactive_dropout(n, out.root):
+        if inactive_dropout(n, out.root):
             n.replace_all_uses_with(n.args[0])
             dropped += 1
     for n in reversed(list(out.graph.nodes)):

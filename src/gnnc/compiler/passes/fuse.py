@@ -72,7 +72,8 @@ from torch import nn
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import binary_op, is_call, is_last_dim_sum, new_node, same_value, unsqueezed_then_squeezed
+from .nodes import new_node, same_value
+from .patterns import binary_op, is_call, is_last_dim_sum, unsqueezed_then_squeezed
 
 _MULS = {operator.mul, torch.mul}
 

@@ -41,13 +41,12 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
-from ...runtime import reach
-from .nodes import new_node, same_value, table_lookup
+from .nodes import new_node, same_value
+from .patterns import INDEX_DTYPES, table_lookup, type_feature_name
 
 _MATMUL_FUNCTIONS = {torch.bmm, torch.matmul, operator.matmul}
 _MATMUL_METHODS = {"bmm", "matmul", "__matmul__"}
 _GATHERS = {ops.gather_src: "src", ops.gather_dst: "dst", ops.gather_dst_local: "dst_local"}
-_INDEX_DTYPES = (torch.int64, torch.int32)
 _EINSUM = re.compile(r"^\s*(\w)(\w)\s*,\s*(\w)(\w)(\w)\s*->\s*(\w)(\w)\s*$")
 
 
@@ -75,7 +74,7 @@ def _lookup(w):
     if (
         types.meta.get("res") not in ("E", "V")
         or len(types.meta.get("shape") or ()) != 1
-        or types.meta.get("dtype") not in _INDEX_DTYPES
+        or types.meta.get("dtype") not in INDEX_DTYPES
     ):
         return None
     return table, types
@@ -149,21 +148,6 @@ def _match_einsum(n):
     return x, args[1]
 
 
-def _feature(types: fx.Node) -> str:
-    """How the user wrote the index, for error messages."""
-    kind, name = types.meta.get("input", (None, None))
-    if kind == "edata":
-        return f"edges.data[{name!r}]"
-    if kind == "external" and "reach" in types.meta:
-        return f"{reach.describe(types.meta['reach'][1])} (one per edge id)"
-    views = {ops.dst_nodes: "nodes.data", ops.gather_src: "edges.src", ops.gather_dst: "edges.dst"}
-    if types.op == "call_function" and types.target in views and isinstance(types.args[1], fx.Node):
-        kind, name = types.args[1].meta.get("input", (None, None))
-        if kind == "ndata":
-            return f"{views[types.target]}[{name!r}]"
-    return f"the index at {types.meta.get('source', '?')}"
-
-
 def _plan(rows_info, lookup):
     """(x, side, ctx) if the operands make a typed matmul this pass can lower, else None."""
     if rows_info is None or lookup is None:
@@ -203,7 +187,7 @@ def index_typed(dfg: MPDFG) -> MPDFG:
             continue
         x, side, ctx = plan
         table, types = lookup
-        feature = f"{_feature(types)} (indexing a weight at {w.meta.get('source', '?')})"
+        feature = f"{type_feature_name(types)} (indexing a weight at {w.meta.get('source', '?')})"
         with g.inserting_before(n):
             if side is None:
                 typed = new_node(g, n, ops.index_matmul, (x, table, types, feature))
@@ -222,7 +206,7 @@ def index_typed(dfg: MPDFG) -> MPDFG:
             g.erase_node(d)
         how = "per-type matmul over gathered rows" if side is not None else "per-type matmul over its rows"
         out.log.append(
-            f"index_typed: {n.meta.get('source')}: {_feature(types)} selects the weight per "
+            f"index_typed: {n.meta.get('source')}: {type_feature_name(types)} selects the weight per "
             f"{'edge' if types.meta.get('res') == 'E' else 'node'}: {how}, grouped at run time "
             f"(no per-row weight copies)"
         )

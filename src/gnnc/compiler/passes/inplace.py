@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
-from .nodes import binary_op, new_node
+from .nodes import new_node
+from .patterns import binary_op
 
 # Operators (besides the binary ones) whose result is a tensor of their own (never a view of an input), so
 # writing into it when no other node reads it changes nothing else.

@@ -40,7 +40,8 @@ import torch.fx as fx
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import is_call, is_last_dim_sum, new_node, same_value
+from .nodes import new_node, same_value
+from .patterns import is_call, is_last_dim_sum
 
 
 def _match(total: fx.Node):

@@ -28,8 +28,8 @@ from torch import fx, nn
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 from ...ir.shapes import StatelessInterpreter
-from .dce import _inactive_dropout
-from .nodes import call_arg as _arg
+from .patterns import call_arg as _arg
+from .patterns import inactive_dropout
 from .softmax_forms import softmax_forms
 
 _REDUCERS = {"sum": "sum", "mean": "mean", "max": "max", "min": "min", "amax": "max", "amin": "min"}
@@ -226,7 +226,7 @@ def _fires(module) -> bool:
 def _random_operators(traced: fx.Graph, red) -> int:
     return sum(
         (n.op == "call_module" and _fires(red.get_submodule(n.target)))
-        or (n.op == "call_function" and n.target in (F.dropout, torch.dropout) and not _inactive_dropout(n, red))
+        or (n.op == "call_function" and n.target in (F.dropout, torch.dropout) and not inactive_dropout(n, red))
         or (n.op == "call_method" and n.target == "dropout")
         for n in traced.nodes
     )

@@ -24,7 +24,8 @@ import torch.fx as fx
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 from .dce import dce
-from .nodes import binary_op, is_call, new_node, same_value
+from .nodes import new_node, same_value
+from .patterns import binary_op, is_call
 
 
 def _product(n) -> tuple | None:

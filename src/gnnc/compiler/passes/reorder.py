@@ -20,7 +20,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
-from .cse import _is_random
+from .patterns import is_random
 
 # gather -> (side, how to express its input at the side's node level)
 _SIDES = {
@@ -65,7 +65,7 @@ def reorder(dfg: MPDFG) -> MPDFG:
             continue
         if n.op == "call_function" and n.target in ops.__dict__.values():
             continue
-        if _is_random(n, out.root):
+        if is_random(n, out.root):
             continue
         inputs = [a for a in n.all_input_nodes if a.meta.get("input", (None,))[0] != "ctx"]
         gathers = [a for a in inputs if _gather_kind(a)]

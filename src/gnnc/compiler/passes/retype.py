@@ -31,8 +31,8 @@ import torch.nn.functional as F
 
 from ...ir import operators as ops
 from ...ir.mpdfg import DEFERRED_INPUT, MPDFG
-from .index_typed import _INDEX_DTYPES, _feature
-from .nodes import is_call, new_node, table_lookup, unsqueezed_then_squeezed
+from .nodes import new_node
+from .patterns import INDEX_DTYPES, is_call, table_lookup, type_feature_name, unsqueezed_then_squeezed
 
 _TYPE_STRUCTURE = {
     ops.gather_etype,
@@ -74,7 +74,7 @@ def _type_feature(t) -> bool:
         and t.op == "placeholder"
         and (t.meta["input"][0] == "edata" or t.meta.get("per_edge", False))
         and len(t.meta.get("shape") or ()) == 1
-        and t.meta.get("dtype") in _INDEX_DTYPES
+        and t.meta.get("dtype") in INDEX_DTYPES
     )
 
 
@@ -194,7 +194,7 @@ def _convert(out: MPDFG, moved: fx.Node, lookups) -> None:
         if not rows.users:
             g.erase_node(rows)
         out.log.append(
-            f"retype: {n.meta.get('source')}: {_feature(moved.args[1])} selects the table per edge: "
+            f"retype: {n.meta.get('source')}: {type_feature_name(moved.args[1])} selects the table per edge: "
             f"read as the edge's relation of the block regrouped by it"
         )
 
@@ -226,10 +226,10 @@ def retype(dfg: MPDFG) -> MPDFG:
         return out  # tables of different lengths: negative types would name different rows
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     with g.inserting_after(placeholders[-1]):
-        moved = new_node(g, types, ops.retype, (ctx, types, mine[0][1].meta["shape"][0], _feature(types)))
+        moved = new_node(g, types, ops.retype, (ctx, types, mine[0][1].meta["shape"][0], type_feature_name(types)))
     _move(out, ctx, moved)
     out.log.append(
-        f"retype: the plan runs on the block regrouped by {_feature(types)} (edge inputs and outputs "
+        f"retype: the plan runs on the block regrouped by {type_feature_name(types)} (edge inputs and outputs "
         f"put in its edge order and back)"
     )
     _convert(out, moved, _lookups(g, lambda t: is_call(t, ops.edges_to) and t.args[1] is types))

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
-from .nodes import call_arg as _arg
+from .patterns import call_arg as _arg
 
 _EXP = {torch.exp}
 _DIV = {operator.truediv, torch.div}

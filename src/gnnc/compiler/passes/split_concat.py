@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...ir.mpdfg import MPDFG
-from .nodes import is_last_dim_sum, new_node
+from .nodes import new_node
+from .patterns import is_last_dim_sum
 
 
 def _is_last_dim_cat(n) -> bool:
