@@ -1,11 +1,13 @@
-"""Shared pytest configuration: float64 reference checks and data location."""
+"""Shared pytest configuration: float64 reference checks, data location, the MP-DFG check after each pass."""
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("GNNC_VERIFY_PASSES", "1")  # every compiled call checks the MP-DFG after each pass
 
 
 def data_dir() -> Path:

@@ -122,8 +122,8 @@ STAGES = {
     "building the MP-DFG": ("plain", (compiled, "build_update_all"), "call"),
     "plan binding": ("plain", (plan_runner, "bind_inputs"), "call"),
     "shape inference": ("plain", (compiled, "infer"), "call"),
-    "pass lower_aggregation": ("plain", (gnnc.compiler.passes, "PIPELINE", "lower_aggregation"), "call"),
-    "pass fuse": ("gat", (gnnc.compiler.passes, "PIPELINE", "fuse"), "model"),
+    "pass lower_aggregation": ("plain", (gnnc.compiler.passes.pipeline, "PASSES", "lower_aggregation"), "call"),
+    "pass fuse": ("gat", (gnnc.compiler.passes.pipeline, "PASSES", "fuse"), "model"),
     "lowering": ("plain", (compiled, "_finish"), "call"),
     "plan run": ("plain", (ops, "_kernels"), "call"),
     "code generation": ("gat", (interop, "_vectorizing"), "model"),
@@ -154,8 +154,11 @@ def _patch(monkeypatch, where, inject: bool) -> list:
         monkeypatch.setattr(module, name, spy(getattr(module, name)))
     else:
         module, registry, entry = where
-        passes = tuple((n, spy(f) if n == entry else f) for n, f in getattr(module, registry))
-        monkeypatch.setattr(module, registry, passes)
+        passes = getattr(module, registry)
+        if isinstance(passes, dict):  # the MP-DFG passes by name
+            monkeypatch.setitem(passes, entry, spy(passes[entry]))
+        else:  # the forward passes: (name, pass)
+            monkeypatch.setattr(module, registry, tuple((n, spy(f) if n == entry else f) for n, f in passes))
     return calls
 
 

@@ -29,7 +29,7 @@ def _run_passes(model, g, x):
     before = str(graph)
     out_graph, log = graph, []
     for fn in (graph_reads, type_masks, merge_linears):
-        out_graph, lines = fn(out_graph)
+        out_graph, _, lines = fn(out_graph)
         log += lines
     assert str(graph) == before  # pure: the input graph is not changed
     return out_graph, log
@@ -156,8 +156,8 @@ def test_graph_reads_merges_reads_with_no_graph_operation_between():
     g = _g()
     g.ndata["w"] = torch.randn(12, 4)
     graph, _ = trace(ReadsAround(), (g, torch.randn(12, 4)), {})
-    new, log = graph_reads(graph)
-    assert log == []
+    new, changed, log = graph_reads(graph)
+    assert changed and log == []
     reads = [n for n in new.nodes if n.target is operator.getitem]
     assert len(reads) == 2  # the two reads before the write are one; the read after it stays
 

@@ -81,7 +81,7 @@ def test_lower_aggregation_replaces_buckets_with_segment_operators():
     red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1) + 1}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
-    out = lower_aggregation(dfg)
+    out = lower_aggregation(dfg).dfg
     assert ops.bucketed_reduce not in _targets(out)
     assert {ops.edge_softmax, ops.segment_reduce, ops.zero_unreached} <= set(_targets(out))
     _check(dfg, out, inputs)
@@ -110,7 +110,7 @@ def test_lower_aggregation_zeroes_unreached_rows_only_where_the_result_can_diffe
     red = lambda nb: {"o": finish(nb.mailbox["m"].sum(1))}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
-    out = lower_aggregation(dfg)
+    out = lower_aggregation(dfg).dfg
     assert ops.bucketed_reduce not in _targets(out)
     assert (ops.zero_unreached in _targets(out)) == zeroed
     before, after = _run(dfg, inputs)["o"], _run(out, inputs)["o"]
@@ -125,7 +125,7 @@ def test_lower_aggregation_probe_runs_in_the_inputs_dtypes():
     red = lambda nb: {"o": nb.mailbox["m"].sum(1).view(-1, 8), "p": linear(nb.mailbox["m"].sum(1))}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
-    out = lower_aggregation(dfg)
+    out = lower_aggregation(dfg).dfg
     zeroed = [n.args[1] for n in out.graph.nodes if n.target is ops.zero_unreached]
     assert not any(n.op == "call_method" and n.target == "view" for n in zeroed)
     _check(dfg, out, inputs)
@@ -143,7 +143,7 @@ def test_lower_aggregation_probe_leaves_module_state_and_random_stream_alone():
         dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
         _prepare(g, dfg, (msg, red, None))
         torch.manual_seed(3)
-        lower_aggregation(dfg)
+        lower_aggregation(dfg).dfg
         after_pass = torch.rand(4)
         torch.manual_seed(3)
         torch.testing.assert_close(after_pass, torch.rand(4))
@@ -157,7 +157,7 @@ def test_lower_aggregation_keeps_buckets_for_degree_dim_indexing():
     red = lambda nb: {"o": nb.mailbox["m"][:, 0]}  # first message: order-dependent
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, _ = _prepare(g, dfg, (msg, red, None))
-    out = lower_aggregation(dfg)
+    out = lower_aggregation(dfg).dfg
     assert ops.bucketed_reduce in _targets(out)
     assert any("kept degree buckets" in line for line in out.log)
     _check(dfg, out, inputs)
@@ -168,11 +168,11 @@ def test_split_concat_then_reorder_moves_attention_to_nodes():
     msg = lambda e: {"e": (torch.cat([e.src["z"], e.dst["z"]], -1) * A).sum(-1)}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
-    split = split_concat(dfg)
-    assert torch.cat not in _targets(dce(split))
+    split = split_concat(dfg).dfg
+    assert torch.cat not in _targets(dce(split).dfg)
     _check(dfg, split, inputs)
     annotate(split)
-    moved = dce(reorder(split))
+    moved = dce(reorder(split).dfg).dfg
     gathers = [n for n in moved.graph.nodes if n.target in (ops.gather_src, ops.gather_dst_local)]
     assert all(n.args[1].meta.get("res") != "E" for n in gathers)
     _check(dfg, moved, inputs)
@@ -183,7 +183,7 @@ def test_reorder_moves_linear_before_gather_but_not_dropout():
     msg = lambda e: {"m": torch.relu(e.src["x"] @ W), "d": torch.nn.functional.dropout(e.src["x"], 0.5)}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = reorder(dfg)
+    out = reorder(dfg).dfg
     relu = next(n for n in out.graph.nodes if n.target is torch.relu)
     assert [u.target for u in relu.users] == [ops.gather_src]  # relu runs per node, then its result is gathered
     drop = next(n for n in out.graph.nodes if n.target is torch.nn.functional.dropout)
@@ -205,7 +205,7 @@ def test_typed_linear_removes_per_edge_weight_copies():
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = dce(typed_linear(dfg))
+    out = dce(typed_linear(dfg).dfg).dfg
     assert ops.gather_srctype not in _targets(out) and ops.gather_etype not in _targets(out)
     assert {ops.ntype_matmul, ops.etype_gather_matmul} <= set(_targets(out))
     _check(dfg, out, inputs)
@@ -339,16 +339,16 @@ def test_fuse_builds_spmm_and_softmax_aggregate():
     red = lambda nb: {"o": (torch.softmax(nb.mailbox["s"], 1).unsqueeze(-1) * nb.mailbox["m"]).sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
-    lowered = lower_aggregation(dfg)
+    lowered = lower_aggregation(dfg).dfg
     annotate(lowered)
-    fused = dce(fuse(lowered))
+    fused = dce(fuse(lowered).dfg).dfg
     assert ops.edge_softmax_aggregate in _targets(fused) and ops.segment_reduce not in _targets(fused)
     _check(dfg, fused, inputs)
 
     msg2 = lambda e: {"m": e.src["x"] * e.data["w"]}
     dfg2 = build_update_all(trace_udf(msg2), fn.sum("m", "o"), None)
     inputs2, _ = _prepare(g, dfg2, (msg2, None, None))
-    fused2 = dce(fuse(dfg2))
+    fused2 = dce(fuse(dfg2).dfg).dfg
     assert ops.spmm in _targets(fused2) and ops.gather_src not in _targets(fused2)
     _check(dfg2, fused2, inputs2)
 
@@ -358,7 +358,7 @@ def test_cse_merges_repeats_and_dce_drops_dead_code():
     msg = lambda e: {"m": torch.tanh(e.src["x"]) + torch.tanh(e.src["x"])}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    merged = dce(cse(dfg))
+    merged = dce(cse(dfg).dfg).dfg
     assert sum(n.target is torch.tanh for n in merged.graph.nodes) == 1
     _check(dfg, merged, inputs)
 
@@ -369,7 +369,7 @@ def test_fuse_postpones_destination_factors_into_a_plain_spmm():
     msg = lambda e: {"m": e.src["c"] * e.dst["c"] * e.src["x"]}  # GCN's normalised message
     dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)
     inputs, _ = _prepare(g, dfg, (msg, None, None))
-    fused = dce(fuse(dfg))
+    fused = dce(fuse(dfg).dfg).dfg
     assert ops.spmm in _targets(fused) and ops.gather_dst not in _targets(fused)
     spmm = next(n for n in fused.graph.nodes if n.target is ops.spmm)
     assert spmm.args[2] is None  # a plain copy-sum: no per-edge weight left
@@ -467,10 +467,10 @@ def test_distribute_splits_linear_maps_of_sums_so_each_half_runs_per_node():
     msg = lambda e: {"l": F.linear(e.src["x"] - e.dst["x"], W, B), "m": (e.src["x"] + e.dst["x"]) @ W}
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
-    out = distribute(dfg)
+    out = distribute(dfg).dfg
     assert sum("distribute" in line for line in out.log) == 2
     annotate(out)
-    moved = dce(reorder(out))
+    moved = dce(reorder(out).dfg).dfg
     annotate(moved)
     linears = [n for n in moved.graph.nodes if n.target in (F.linear, torch.matmul) or "matmul" in str(n.target)]
     assert len(linears) == 4 and all(n.meta["res"] == "V" for n in linears)  # all four run per node
@@ -486,11 +486,11 @@ def test_distribute_leaves_a_sum_with_other_users_and_sums_without_broadcasts():
 
     dfg = build_apply_edges(trace_udf(msg))
     _prepare(g, dfg, (msg,))
-    assert not any("distribute" in line for line in distribute(dfg).log)
+    assert not any("distribute" in line for line in distribute(dfg).dfg.log)
     msg2 = lambda e: {"l": (e.data["w"] + e.data["w"]) @ W[:1]}  # no broadcast to move
     dfg2 = build_apply_edges(trace_udf(msg2))
     _prepare(g, dfg2, (msg2,))
-    assert not any("distribute" in line for line in distribute(dfg2).log)
+    assert not any("distribute" in line for line in distribute(dfg2).dfg.log)
 
 
 def test_fuse_adds_destination_terms_after_max_min_and_mean():
@@ -500,13 +500,13 @@ def test_fuse_adds_destination_terms_after_max_min_and_mean():
     for reduce in (fn.max, fn.min, fn.mean):
         dfg = build_update_all(trace_udf(msg), reduce("m", "o"), None)
         inputs, _ = _prepare(g, dfg, (msg, None, None))
-        fused = dce(fuse(dfg))
+        fused = dce(fuse(dfg).dfg).dfg
         assert ops.gather_dst not in _targets(fused) and ops.zero_unreached in _targets(fused)
         assert any("destination-side term added after" in line for line in fused.log)
         _check(dfg, fused, inputs)  # nodes without in-edges stay 0
     dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)  # a sum would need the degree: left alone
     _prepare(g, dfg, (msg, None, None))
-    assert ops.gather_dst in _targets(dce(fuse(dfg)))
+    assert ops.gather_dst in _targets(dce(fuse(dfg).dfg).dfg)
 
 
 def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
@@ -523,7 +523,7 @@ def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    fused = dce(fuse(dfg))
+    fused = dce(fuse(dfg).dfg).dfg
     sddmms = [n for n in fused.graph.nodes if n.target is ops.u_op_v]
     slopes = sorted(n.args[5] for n in sddmms if len(n.args) > 5 and n.args[5] is not None)
     assert slopes == [0.0, 0.2]  # the sum of the product became a dot, whose activation stays outside
@@ -540,11 +540,11 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
     red = lambda nb: {"o": (torch.softmax(nb.mailbox["l"], 1) * nb.mailbox["m"]).sum(1)}
     dfg = build_update_all(trace_udf(msg), trace_udf(red), None)
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
-    lowered = lower_aggregation(dfg)
+    lowered = lower_aggregation(dfg).dfg
     annotate(lowered)
-    once = fuse(lowered)  # builds the SDDMM and the softmax aggregation; as in the pipeline, a second
+    once = fuse(lowered).dfg  # builds the SDDMM and the softmax aggregation; as in the pipeline, a second
     annotate(once)  # run (on the annotated result) folds the first into the second
-    fused = dce(fuse(once))
+    fused = dce(fuse(once).dfg).dfg
     targets = _targets(fused)
     assert ops.sddmm_softmax_aggregate in targets
     assert ops.u_op_v not in targets and ops.edge_softmax_aggregate not in targets
@@ -563,11 +563,11 @@ def test_fuse_computes_sddmm_logits_inside_the_softmax_aggregation():
 
     dfg = build_update_all(trace_udf(shared), trace_udf(red2), None)
     inputs, annotate = _prepare(g, dfg, (shared, red2, None))
-    lowered = lower_aggregation(dfg)
+    lowered = lower_aggregation(dfg).dfg
     annotate(lowered)
-    once = fuse(lowered)
+    once = fuse(lowered).dfg
     annotate(once)
-    fused = dce(fuse(once))  # the SDDMM also feeds the max: it stays, and the aggregation reads it
+    fused = dce(fuse(once).dfg).dfg  # the SDDMM also feeds the max: it stays, and the aggregation reads it
     assert ops.sddmm_softmax_aggregate not in _targets(fused) and ops.edge_softmax_aggregate in _targets(fused)
     _check(dfg, fused, inputs)
 
@@ -585,10 +585,10 @@ def test_shared_dot_turns_product_and_sum_into_one_matmul():
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = shared_dot(dfg)
+    out = shared_dot(dfg).dfg
     dots = [n for n in out.graph.nodes if n.target is ops.shared_dot]
     assert len(dots) == 2 and [n.args[2] for n in dots] == [True, False]
-    assert sum(1 for n in dce(out).graph.nodes if n.target == "sum") == 1
+    assert sum(1 for n in dce(out).dfg.graph.nodes if n.target == "sum") == 1
     _check(dfg, out, inputs)
 
 
@@ -606,7 +606,7 @@ def test_shared_dot_takes_weights_with_leading_size_one_dims():
     # ([1, 1, 4] * [E, 4]: a dim before the rows, rejected by inference: ROWS_MOVED["broadcast_size_one_dims"])
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = shared_dot(dfg)
+    out = shared_dot(dfg).dfg
     assert len([n for n in out.graph.nodes if n.target is ops.shared_dot]) == 2
     _check(dfg, out, inputs)
     _check_grads(dfg, out, inputs)
@@ -624,9 +624,9 @@ def _check_both_ends_in_one_dot(g, msg):
     """After reorder, shared_dot computes the attention scores of both ends in one matmul, as before."""
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,))
-    moved = reorder(dfg)
+    moved = reorder(dfg).dfg
     annotate(moved)
-    out = shared_dot(moved)
+    out = shared_dot(moved).dfg
     (dot,) = _shared_dots(out)
     assert len(dot.args[1]) == 2
     _check(dfg, out, inputs)
@@ -661,7 +661,7 @@ def test_shared_dot_skips_a_product_with_other_users_and_weights_that_expand_row
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = shared_dot(dfg)
+    out = shared_dot(dfg).dfg
     assert ops.shared_dot not in _targets(out)
     _check(dfg, out, inputs)
 
@@ -747,7 +747,7 @@ def _check_grads(dfg_before, dfg_after, inputs):
 
 
 def _shared_dots(dfg):
-    return [n for n in dce(dfg).graph.nodes if n.target is ops.shared_dot]
+    return [n for n in dce(dfg).dfg.graph.nodes if n.target is ops.shared_dot]
 
 
 def _merges(dfg):
@@ -767,7 +767,7 @@ def test_shared_dot_merges_products_that_read_the_same_rows():
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = shared_dot(dfg)
+    out = shared_dot(dfg).dfg
     dots = _shared_dots(out)
     assert len(dots) == 1 and len(dots[0].args[1]) == 3 and len(_merges(out)) == 1
     assert "3 products with shared tensors on the same rows -> one matmul" in _merges(out)[0]
@@ -779,9 +779,9 @@ def _attention_on_nodes(g, msg, rel=None):
     """(as written, after split_concat + reorder, inputs): products of node data moved before their gathers."""
     dfg = build_apply_edges(trace_udf(msg))
     inputs, annotate = _prepare(g, dfg, (msg,), rel)
-    split = split_concat(dfg)
+    split = split_concat(dfg).dfg
     annotate(split)
-    moved = dce(reorder(split))
+    moved = dce(reorder(split).dfg).dfg
     annotate(moved)
     return dfg, moved, inputs
 
@@ -795,7 +795,7 @@ def test_shared_dot_merges_source_and_destination_rows_of_one_tensor():
     for rel in (None, g.canonical_etypes.index(("user", "likes", "item"))):  # whole graph; a block past node 0
         for msg, on_dst_rows in ((gat, False), (dst_only, True)):  # mixed: all rows, then Vd rows of the result
             dfg, moved, inputs = _attention_on_nodes(g, msg, rel)
-            out = shared_dot(moved)
+            out = shared_dot(moved).dfg
             (dot,) = _shared_dots(out)
             assert len(_merges(out)) == 1 and (dot.args[0].target is ops.dst_nodes) == on_dst_rows
             _check(dfg, out, inputs)
@@ -815,7 +815,7 @@ def test_shared_dot_does_not_merge_other_rows_or_dtypes():
 
     dfg = build_apply_edges(trace_udf(msg))
     inputs, _ = _prepare(g, dfg, (msg,))
-    out = shared_dot(dfg)
+    out = shared_dot(dfg).dfg
     assert len(_shared_dots(out)) == 3 and not _merges(out)
     _check(dfg, out, inputs)
 

@@ -61,8 +61,9 @@ class Attention(nn.Module):
 def _log(model, g, x, pass_fn=release_features):
     graph, _ = trace(model, (g, x), {})
     before = str(graph)
-    new, log = pass_fn(graph)
+    new, changed, log = pass_fn(graph)
     assert str(graph) == before  # pure
+    assert changed == bool(log) == (new is not graph)
     return new, log
 
 

@@ -8,7 +8,7 @@ from torch import nn
 
 from . import backend as backends
 from .compiler.driver import recording
-from .compiler.passes import PIPELINE
+from .compiler.passes import pass_names
 from .forward.capture import Forwards
 from .forward.passes import FORWARD_PASSES
 from .ir.printer import cost_choices, estimate, format_dfg, to_dot
@@ -58,7 +58,7 @@ def compile(  # noqa: A001 - the public name gnnc.compile, as torch.compile
     bound module, graph schema, dtypes, device and backend.
     """
     backends.check_choice(backend)
-    names = {name for name, _ in (*PIPELINE, *FORWARD_PASSES)}
+    names = {*pass_names(), *(name for name, _ in FORWARD_PASSES)}
     unknown = set(options) - names
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes that can be switched off: {sorted(names)}")

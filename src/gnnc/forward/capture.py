@@ -1,5 +1,5 @@
 """Whole-forward capture: a compiled model's ``forward`` as one torch.fx graph, so that passes see the user's
-code between message-passing calls (``gnnc.compiler.passes.FORWARD_PASSES``).
+code between message-passing calls (``gnnc.forward.passes.FORWARD_PASSES``).
 
 The model is traced with every tensor and graph argument a proxy. What the forward does with a graph
 (``g.ndata[k] = v``, ``g.apply_edges(f)``, ``g.update_all(f, r)``, ``with g.local_scope():``, reads and
@@ -521,8 +521,8 @@ def _live(graph: fx.Graph) -> None:
 
 def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captured | None, list]:
     """(the captured forward after ``passes``, log) or (None, log) where capture is refused or no pass
-    changed the forward. ``passes``: (name, function fx.Graph -> (fx.Graph, log lines)); an exception in one
-    leaves named ``forward pass <name>``."""
+    logged a rewrite. ``passes``: (name, ``forward.passes.contract.ForwardPass``); an exception in one leaves
+    named ``forward pass <name>``."""
     try:
         graph, kinds = trace(model, args, kwargs)
     except CaptureFailure as err:
@@ -530,7 +530,7 @@ def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captur
     log: list = []
     for name, pass_fn in passes:
         with stage(f"forward pass {name}"):
-            graph, lines = pass_fn(graph)
+            graph, _, lines = pass_fn(graph)
         log += lines
     if not log:
         return None, ["forward captured; no forward pass applies"]

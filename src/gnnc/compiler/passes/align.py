@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from ...function import right_align
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node
 
 
-def align(dfg: MPDFG) -> MPDFG:
+def align(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     resolved = 0
     for n in [n for n in out.graph.nodes if n.op == "call_function" and n.target is right_align]:
@@ -31,4 +32,4 @@ def align(dfg: MPDFG) -> MPDFG:
         resolved += 1
     if resolved:
         out.log.append(f"align: resolved {resolved} built-in message broadcasts from the operands' ranks")
-    return out
+    return rewrote(dfg, out)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node, same_value
 
 _PER_PAIR = {ops.etype_gather_matmul: ops.etype_pair_matmul, ops.etype_gather_head_matmul: ops.etype_pair_head_matmul}
 _GATHER = {"src": ops.gather_src_pair, "dst": ops.gather_dst_pair}
 
 
-def compact(dfg: MPDFG) -> MPDFG:
+def compact(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     for n in [n for n in g.nodes if n.op == "call_function" and n.target in _PER_PAIR]:
@@ -37,4 +38,4 @@ def compact(dfg: MPDFG) -> MPDFG:
             f"compact: {n.meta.get('source')}: typed linear computed once per (relation, {side}) pair, "
             f"read by edges through the pair index"
         )
-    return out
+    return rewrote(dfg, out)

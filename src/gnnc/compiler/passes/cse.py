@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .patterns import is_random, node_key
 
 
-def cse(dfg: MPDFG) -> MPDFG:
+def cse(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     seen, merged = {}, 0
     for n in list(out.graph.nodes):
@@ -33,4 +34,4 @@ def cse(dfg: MPDFG) -> MPDFG:
             seen[key] = n
     if merged:
         out.log.append(f"cse: merged {merged} repeated operators")
-    return out
+    return rewrote(dfg, out)

@@ -10,10 +10,11 @@ inputs stay (they are the plan's signature).
 from __future__ import annotations
 
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .patterns import inactive_dropout
 
 
-def dce(dfg: MPDFG) -> MPDFG:
+def dce(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     dropped = removed = 0
     for n in list(out.graph.nodes):
@@ -28,4 +29,4 @@ def dce(dfg: MPDFG) -> MPDFG:
         out.log.append(f"dce: removed {dropped} dropout operators that cannot fire (eval mode or p=0)")
     if removed:
         out.log.append(f"dce: removed {removed} unused operators")
-    return out
+    return rewrote(dfg, out)

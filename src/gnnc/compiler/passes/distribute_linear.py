@@ -22,6 +22,7 @@ from torch import nn
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .dce import dce
 from .nodes import new_node
 
@@ -82,8 +83,8 @@ def _linear_parts(g, root, user, total):
     return None
 
 
-def distribute(dfg: MPDFG) -> MPDFG:
-    out = dce(dfg)  # sums whose other users are dead (a split concatenation) still qualify
+def distribute(dfg: MPDFG) -> PassResult:
+    out = dce(dfg).dfg  # sums whose other users are dead (a split concatenation) still qualify
     g = out.graph
     for total in list(g.nodes):
         split = _split_sum(total)
@@ -101,4 +102,4 @@ def distribute(dfg: MPDFG) -> MPDFG:
             new = new_node(g, user, sign, (left, right))
         user.replace_all_uses_with(new)
         out.log.append(f"distribute: {user.meta.get('source')}: linear map of a sum split per term")
-    return out
+    return rewrote(dfg, out)

@@ -71,6 +71,7 @@ from torch import nn
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .dce import dce
 from .nodes import new_node, same_value
 from .patterns import binary_op, is_call, is_last_dim_sum, unsqueezed_then_squeezed
@@ -336,11 +337,11 @@ def _hoist_dst_terms(out: MPDFG) -> None:
         out.log.append(f"fuse: {red.meta.get('source')}: destination-side term added after the {op}")
 
 
-def fuse(dfg: MPDFG) -> MPDFG:
+def fuse(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     _postpone_dst_factors(out)
     _hoist_dst_terms(out)
-    out = dce(out)  # the hoisted sums' old terms: nothing below should fuse them
+    out = dce(out).dfg  # the hoisted sums' old terms: nothing below should fuse them
     _fuse_sddmm(out)
     _fuse_dot(out)
     _fuse_activation(out)
@@ -359,7 +360,7 @@ def fuse(dfg: MPDFG) -> MPDFG:
     _fuse_typed_softmax_aggregation(out)
     _fuse_typed_aggregation(out)
     _fuse_index_typed_aggregation(out)
-    return out
+    return rewrote(dfg, out)
 
 
 def _fuse_typed_aggregation(out: MPDFG) -> None:

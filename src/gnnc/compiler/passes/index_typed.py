@@ -41,6 +41,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node, same_value
 from .patterns import INDEX_DTYPES, table_lookup, type_feature_name
 
@@ -165,7 +166,7 @@ def _plan(rows_info, lookup):
     return x, side, ctx
 
 
-def index_typed(dfg: MPDFG) -> MPDFG:
+def index_typed(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     for n in list(g.nodes):
@@ -210,4 +211,4 @@ def index_typed(dfg: MPDFG) -> MPDFG:
             f"{'edge' if types.meta.get('res') == 'E' else 'node'}: {how}, grouped at run time "
             f"(no per-row weight copies)"
         )
-    return out
+    return rewrote(dfg, out)

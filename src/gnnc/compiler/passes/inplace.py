@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node
 from .patterns import binary_op
 
@@ -81,7 +82,7 @@ def _writable(n) -> bool:
     return own and len(n.users) == 1
 
 
-def inplace(dfg: MPDFG) -> MPDFG:
+def inplace(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     rewritten = 0
@@ -103,4 +104,4 @@ def inplace(dfg: MPDFG) -> MPDFG:
         rewritten += 1
     if rewritten:
         out.log.append(f"inplace: {rewritten} elementwise operators write into an operand nothing else reads")
-    return out
+    return rewrote(dfg, out)

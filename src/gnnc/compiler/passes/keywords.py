@@ -13,19 +13,22 @@ import torch
 from torch import fx
 
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult
 
 ALIASES = {"keepdims": "keepdim", "axis": "dim"}
 
 
-def canonical_keywords(dfg: MPDFG) -> MPDFG:
+def canonical_keywords(dfg: MPDFG) -> PassResult:
     """``dfg`` with the numpy-style keyword aliases of torch calls renamed to torch's names, in place, in
     its graph and in the reduce UDFs' graphs its degree-bucket reductions hold (renaming keeps every call's
     meaning, so a traced UDF shared with other plans may be renamed too)."""
+    renamed = 0
     for graph in [dfg.graph, *(n.meta["reduce_graph"].graph for n in dfg.graph.nodes if "reduce_graph" in n.meta)]:
         for n in graph.nodes:
             if set(n.kwargs) & ALIASES.keys() and _is_torch_call(n):
                 n.kwargs = {ALIASES.get(k, k): v for k, v in n.kwargs.items()}
-    return dfg
+                renamed += 1
+    return PassResult(dfg, renamed > 0)
 
 
 def _is_torch_call(n: fx.Node) -> bool:

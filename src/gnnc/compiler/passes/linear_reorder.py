@@ -39,6 +39,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .dce import dce
 from .nodes import new_node, same_value
 from .patterns import is_call, is_last_dim_sum
@@ -172,8 +173,8 @@ def _match_scaled_scores(n: fx.Node):
     return None
 
 
-def linear_reorder(dfg: MPDFG) -> MPDFG:
-    out = dce(dfg)  # the gathers earlier passes moved past are still users of the matmuls
+def linear_reorder(dfg: MPDFG) -> PassResult:
+    out = dce(dfg).dfg  # the gathers earlier passes moved past are still users of the matmuls
     g = out.graph
     for total in list(g.nodes):
         found = _match(total)
@@ -219,4 +220,4 @@ def linear_reorder(dfg: MPDFG) -> MPDFG:
             f"linear_reorder: {n.meta.get('source')}: scores times a factor per relation or a constant "
             "-> the factor folded into the relation matrices (no [E, H] product)"
         )
-    return out
+    return rewrote(dfg, out)

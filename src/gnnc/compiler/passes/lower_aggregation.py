@@ -28,6 +28,7 @@ from torch import fx, nn
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 from ...ir.shapes import StatelessInterpreter
+from .contract import PassResult, rewrote
 from .patterns import call_arg as _arg
 from .patterns import inactive_dropout
 from .softmax_forms import softmax_forms
@@ -89,7 +90,7 @@ class _Value:
         self.pair = pair  # a max/min result: (values, indices) in the UDF; only values survive
 
 
-def lower_aggregation(dfg: MPDFG) -> MPDFG:
+def lower_aggregation(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     for call in [n for n in out.graph.nodes if n.target is ops.bucketed_reduce]:
         try:
@@ -102,7 +103,7 @@ def lower_aggregation(dfg: MPDFG) -> MPDFG:
             out.graph.erase_node(item)
         out.graph.erase_node(call)
         out.log.append(f"lower_aggregation: {call.meta['source']} now runs as edge-level segment operators")
-    return out
+    return rewrote(dfg, out)
 
 
 def _lower_one(dfg: MPDFG, call: fx.Node) -> dict:

@@ -23,6 +23,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .dce import dce
 from .nodes import new_node, same_value
 from .patterns import binary_op, is_call
@@ -69,7 +70,7 @@ def _destination_factor(sp):
     return scale if scale is not sp and _is_column(scale, sp) else None
 
 
-def node_scales(dfg: MPDFG) -> MPDFG:
+def node_scales(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     for sp in [n for n in g.nodes if is_call(n, ops.spmm)]:
@@ -94,4 +95,4 @@ def node_scales(dfg: MPDFG) -> MPDFG:
             + " and ".join(side for side, s in (("source", src_scale), ("destination", dst_scale)) if s is not None)
             + " node scale applied inside the sum -> scaled_spmm"
         )
-    return dce(out)
+    return rewrote(dfg, dce(out).dfg)

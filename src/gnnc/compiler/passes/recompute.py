@@ -34,6 +34,7 @@ from torch import nn
 from ...ir import operators as ops
 from ...ir.calls import calls_one_of
 from ...ir.mpdfg import MPDFG, live_module
+from .contract import PassResult, rewrote
 from .nodes import new_node
 
 # Longest chain rebuilt for one value: each remembered value rebuilds its whole chain.
@@ -144,7 +145,7 @@ def _recipe(root, chain: list, leaves: list) -> fx.GraphModule:
     return live_module(root, graph)
 
 
-def recompute(dfg: MPDFG) -> MPDFG:
+def recompute(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     _rebuild_pair_tables(out)
     g = out.graph
@@ -157,7 +158,7 @@ def recompute(dfg: MPDFG) -> MPDFG:
         if found is not None:
             marked.append((n, *found))
     if not marked:
-        return out
+        return rewrote(dfg, out)
     root = nn.Module()
     for name, child in out.root.named_children():
         root.add_module(name, child)
@@ -177,7 +178,7 @@ def recompute(dfg: MPDFG) -> MPDFG:
             "sizeable share of memory"
         )
     out.root = root
-    return out
+    return rewrote(dfg, out)
 
 
 def _rebuild_pair_tables(out: MPDFG) -> None:

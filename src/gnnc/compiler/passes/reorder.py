@@ -20,6 +20,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .patterns import is_random
 
 # gather -> (side, how to express its input at the side's node level)
@@ -52,7 +53,7 @@ def _depends_on_graph_data(n: fx.Node, memo: dict) -> bool:
     return memo[n]
 
 
-def reorder(dfg: MPDFG) -> MPDFG:
+def reorder(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g, memo = out.graph, {}
     for n in list(g.nodes):
@@ -91,7 +92,7 @@ def reorder(dfg: MPDFG) -> MPDFG:
         out.log.append(
             f"reorder: {_label(n)} ({n.meta.get('source')}) now runs per {_level(gather_fn)}, then {gather_fn.__name__}"
         )
-    return out
+    return rewrote(dfg, out)
 
 
 def _node_level_inputs(g, n, ctx, gathers, kinds, side):

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from ...ir import operators as ops
 from ...ir.mpdfg import DEFERRED_INPUT, MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node
 from .patterns import INDEX_DTYPES, is_call, table_lookup, type_feature_name, unsqueezed_then_squeezed
 
@@ -199,31 +200,31 @@ def _convert(out: MPDFG, moved: fx.Node, lookups) -> None:
         )
 
 
-def retype(dfg: MPDFG) -> MPDFG:
+def retype(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     moved = next((n for n in g.nodes if is_call(n, ops.retype)), None)
     if moved is not None:  # already moved: lookups of the feature in the new edge order
         _convert(out, moved, _lookups(g, lambda t: is_call(t, ops.edges_to) and t.args[1] is moved.args[1]))
-        return out
+        return rewrote(dfg, out)
     ctx = next(n for n in g.nodes if n.op == "placeholder" and n.meta["input"][0] == "ctx")
     inherited = _inherited(g)
     if not out.whole_graph or not ctx.users or _blocked(out, ctx):
-        return out
+        return rewrote(dfg, out)
     if inherited:  # an earlier apply_edges ran on a retyped block: so does this plan, reading its values as is
         _move(out, ctx, inherited[0])
         out.log.append(
             f"retype: the plan runs on the block an earlier apply_edges regrouped "
             f"({inherited[0].meta['input'][1].rsplit('.', 1)[0]!r} computed on it)"
         )
-        return out
+        return rewrote(dfg, out)
     lookups = _lookups(g, _type_feature)
     if not lookups:
-        return out
+        return rewrote(dfg, out)
     types = lookups[0][2]
     mine = [found for found in lookups if found[2] is types]
     if len({table.meta["shape"][0] for _, table, _ in mine}) != 1:
-        return out  # tables of different lengths: negative types would name different rows
+        return rewrote(dfg, out)  # tables of different lengths: negative types would name different rows
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     with g.inserting_after(placeholders[-1]):
         moved = new_node(g, types, ops.retype, (ctx, types, mine[0][1].meta["shape"][0], type_feature_name(types)))
@@ -233,4 +234,4 @@ def retype(dfg: MPDFG) -> MPDFG:
         f"put in its edge order and back)"
     )
     _convert(out, moved, _lookups(g, lambda t: is_call(t, ops.edges_to) and t.args[1] is types))
-    return out
+    return rewrote(dfg, out)

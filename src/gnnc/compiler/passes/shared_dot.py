@@ -32,14 +32,15 @@ import torch.fx as fx
 from ...backend.pytorch.common import broadcast_shape
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .dce import dce
 from .nodes import new_node
 
 MAX_HEADS = 32  # beyond this the block-diagonal matmul does more work than it saves
 
 
-def shared_dot(dfg: MPDFG) -> MPDFG:
-    out = dce(dfg)  # products whose other users are dead still qualify
+def shared_dot(dfg: MPDFG) -> PassResult:
+    out = dce(dfg).dfg  # products whose other users are dead still qualify
     g = out.graph
     for total in [n for n in g.nodes if _last_dim_sum(n)]:
         product = total.args[0]
@@ -61,7 +62,7 @@ def shared_dot(dfg: MPDFG) -> MPDFG:
             f"shared_dot: {dots[0].meta.get('source')}: {len(dots)} products with shared tensors "
             "on the same rows -> one matmul"
         )
-    return out
+    return rewrote(dfg, out)
 
 
 def _is_dst_rows(n) -> bool:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node
 from .patterns import is_last_dim_sum
 
@@ -40,7 +41,7 @@ def _is_last_dim_cat(n) -> bool:
     )
 
 
-def split_concat(dfg: MPDFG) -> MPDFG:
+def split_concat(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     for cat in [n for n in g.nodes if _is_last_dim_cat(n)]:
@@ -56,7 +57,7 @@ def split_concat(dfg: MPDFG) -> MPDFG:
         replaced, new = result
         replaced.replace_all_uses_with(new)
         out.log.append(f"split_concat: {cat.meta.get('source')}: linear map of a concatenation split in two")
-    return out
+    return rewrote(dfg, out)
 
 
 def _split_user(g, root, user, cat, a, b, fa):

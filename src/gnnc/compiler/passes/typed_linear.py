@@ -20,6 +20,7 @@ import torch.fx as fx
 
 from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
+from .contract import PassResult, rewrote
 from .nodes import new_node
 
 _MATMULS = {torch.bmm, torch.matmul, operator.matmul}
@@ -51,7 +52,7 @@ def _match(sq: fx.Node):
     return mm, row, w
 
 
-def typed_linear(dfg: MPDFG) -> MPDFG:
+def typed_linear(dfg: MPDFG) -> PassResult:
     out = dfg.copy()
     g = out.graph
     for sq in list(g.nodes):
@@ -99,7 +100,7 @@ def typed_linear(dfg: MPDFG) -> MPDFG:
         out.log.append(
             f"typed_linear: {mm.meta.get('source')}: per-relation, per-head matmul (no [E, H, K, M] weight copies)"
         )
-    return out
+    return rewrote(dfg, out)
 
 
 def _match_heads(mm: fx.Node):

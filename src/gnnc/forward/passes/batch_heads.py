@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from ...function import BuiltinMessage, BuiltinReduce
 from ..capture import enter_scope, exit_scope, graph_frame, writes_in_place
 from ..replay.head_blocks import HeadBlocks, Step, cat_heads, run_head_blocks
+from .contract import ForwardPassResult, unchanged
 
 _CALLS = {
     "apply_edges": (("message", "func"),),
@@ -254,10 +255,10 @@ def _movable(blocks: list, order: dict) -> bool:
     return True
 
 
-def batch_heads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def batch_heads(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line per run of blocks (none: ``graph`` unchanged)."""
     if any(writes_in_place(n) for n in graph.nodes):
-        return graph, []
+        return unchanged(graph)
     order = {n: i for i, n in enumerate(graph.nodes)}
     per_graph: dict = {}
     for n in graph.nodes:
@@ -269,7 +270,7 @@ def batch_heads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         for segment in _split_unknown(ops):
             runs += [blocks for blocks in _runs(segment) if _movable(blocks, order)]
     if not runs:
-        return graph, []
+        return unchanged(graph)
     new = fx.Graph()
     env: dict = {}
     new.output(new.graph_copy(graph, env))
@@ -277,7 +278,7 @@ def batch_heads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
     for blocks in runs:
         log.append(_replace(new, env, blocks))
     new.lint()
-    return new, log
+    return ForwardPassResult(new, True, log)
 
 
 def _split_unknown(ops: list):

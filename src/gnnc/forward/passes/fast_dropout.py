@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import fx
 
 from ...runtime.dropout import dropout, module_dropout
+from .contract import ForwardPassResult, unchanged
 
 _SIGNATURES = {
     F.dropout: inspect.signature(F.dropout),
@@ -60,7 +61,7 @@ def _can_fire(args) -> bool:
     return training is not False and (not isinstance(p, (int, float)) or 0 < p < 1)
 
 
-def fast_dropout(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def fast_dropout(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line (none: ``graph`` unchanged)."""
     targets = [
         n
@@ -72,7 +73,7 @@ def fast_dropout(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         and _can_fire(_functional_args(n))
     ]
     if not targets:  # also where every dropout is the identity (eval mode, p = 0): capture is not forced for it
-        return graph, []
+        return unchanged(graph)
     new = fx.Graph()
     env: dict = {}
     new.output(new.graph_copy(graph, env))
@@ -94,4 +95,4 @@ def fast_dropout(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         f"CPU tensors in training (other masks than eager's; torch.use_deterministic_algorithms(True) keeps "
         f"eager's)"
     )
-    return new, [line]
+    return ForwardPassResult(new, True, [line])

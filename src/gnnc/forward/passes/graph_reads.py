@@ -14,6 +14,7 @@ import operator
 import torch.fx as fx
 
 from ..capture import enter_scope, exit_scope, graph_frame
+from .contract import ForwardPassResult, unchanged
 
 
 def _read(n: fx.Node):
@@ -43,7 +44,7 @@ def _graph_operation(n: fx.Node, graphs: set) -> bool:
     )
 
 
-def graph_reads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def graph_reads(graph: fx.Graph) -> ForwardPassResult:
     """The copy of ``graph`` with repeated feature reads merged (``graph`` itself when there are none)."""
     graphs = {n for n in graph.nodes if n.meta.get("graph_argument")}
     first: dict = {}
@@ -57,7 +58,7 @@ def graph_reads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             else:
                 first[key] = n
     if not repeats:
-        return graph, []
+        return unchanged(graph)
     new = fx.Graph()
     env: dict = {}
     new.output(new.graph_copy(graph, env))
@@ -68,4 +69,4 @@ def graph_reads(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         new.erase_node(env[later])
         if not frame.users:
             new.erase_node(frame)
-    return new, []
+    return ForwardPassResult(new, True, [])

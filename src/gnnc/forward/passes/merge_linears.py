@@ -21,12 +21,13 @@ import torch.fx as fx
 import torch.nn.functional as F
 
 from ..capture import writes_in_place
+from .contract import ForwardPassResult, unchanged
 
 
-def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def merge_linears(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line per merged group (none: ``graph`` unchanged)."""
     if any(writes_in_place(n) for n in graph.nodes):
-        return graph, []
+        return unchanged(graph)
     groups: dict = {}
     for n in graph.nodes:
         if (
@@ -40,7 +41,7 @@ def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             groups.setdefault((n.args[0], in_features, bias), []).append(n)
     groups = {key: calls for key, calls in groups.items() if len(calls) > 1}
     if not groups:
-        return graph, []
+        return unchanged(graph)
     new = fx.Graph()
     env: dict = {}
     new.output(new.graph_copy(graph, env))
@@ -64,4 +65,4 @@ def merge_linears(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             f"-> one matmul {calls[0].meta['linear'][0]} x {sum(widths)}"
         )
     new.lint()
-    return new, log
+    return ForwardPassResult(new, True, log)

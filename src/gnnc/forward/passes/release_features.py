@@ -30,6 +30,7 @@ import torch.fx as fx
 
 from ...runtime.feature_release import arm_drop, drop_feature, drop_features
 from ..capture import EDGE_FRAMES, copied, enter_scope, exit_scope, graph_frame, message_passing_call
+from .contract import ForwardPassResult, unchanged
 
 _COUNTS = frozenset({"num_nodes", "num_edges", "number_of_nodes", "number_of_edges", "in_degrees", "out_degrees"})
 
@@ -141,7 +142,7 @@ def scope_bodies(graph: fx.Graph):
             yield g, nodes[i + 1 : ends[0]], nodes[ends[0]]
 
 
-def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def release_features(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line per scope released early (none: ``graph`` itself)."""
     sites = []
     for g, body, _ in scope_bodies(graph):
@@ -153,7 +154,7 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         if dropped:
             sites.append((g, call, kept, dropped, last_reads))
     if not sites:
-        return graph, []
+        return unchanged(graph)
     new, env = copied(graph)
     log = []
     for g, call, kept, dropped, last_reads in sites:
@@ -170,7 +171,7 @@ def release_features(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             f"{sorted(kept[0])}, edge {sorted(kept[1])})"
         )
     new.lint()
-    return new, log
+    return ForwardPassResult(new, True, log)
 
 
 __all__ = ["release_features", "scope_bodies"]

@@ -22,6 +22,7 @@ import torch.fx as fx
 
 from ...runtime.deferred import forget_trusted, trust_next_apply_edges
 from ..capture import copied, message_passing_call, writes_in_place
+from .contract import ForwardPassResult, unchanged
 from .release_features import scope_bodies
 
 _FUNCTIONS = frozenset({"message", "func", "message_func", "reduce", "reduce_func", "update", "apply_node_func"})
@@ -37,10 +38,10 @@ def _plain_call(n: fx.Node) -> bool:
     )
 
 
-def scope_deferral(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def scope_deferral(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line per trusted call (none: ``graph`` itself)."""
     if any(writes_in_place(n) for n in graph.nodes):
-        return graph, []
+        return unchanged(graph)
     sites = []
     for g, body, end in scope_bodies(graph):
         calls = [n for n in body if message_passing_call(n) and n.args and n.args[0] is g]
@@ -48,7 +49,7 @@ def scope_deferral(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
         if trusted:
             sites.append((g, trusted, end))
     if not sites:
-        return graph, []
+        return unchanged(graph)
     new, env = copied(graph)
     log = []
     for g, trusted, end in sites:
@@ -62,7 +63,7 @@ def scope_deferral(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             "inputs unwritten for the next call (no write into a tensor until the scope ends)"
         )
     new.lint()
-    return new, log
+    return ForwardPassResult(new, True, log)
 
 
 __all__ = ["scope_deferral"]

@@ -35,6 +35,7 @@ import torch.fx as fx
 
 from ..capture import graph_frame, message_passing_call, writes_in_place
 from ..replay.type_rows import finish_rows, split_rows, type_layout, write_rows
+from .contract import ForwardPassResult, unchanged
 
 _FRESH_METHODS = {"new_empty", "new_zeros", "new_ones", "new_full"}
 _FRESH_FUNCTIONS = {
@@ -85,7 +86,7 @@ def _fresh(n: fx.Node) -> bool:
     )
 
 
-def type_masks(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
+def type_masks(graph: fx.Graph) -> ForwardPassResult:
     """The rewritten copy of ``graph`` and one log line per rewritten group (none: ``graph`` unchanged)."""
     masks = {n: m for n in graph.nodes if (m := _mask(n)) is not None}
     by_type: dict[fx.Node, dict[fx.Node, int]] = {}
@@ -99,7 +100,7 @@ def type_masks(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
             plans.append(plan)
     rewritten_writes = {w for plan in plans for ws in plan["writes"].values() for w in ws}
     if not plans or any(writes_in_place(n) and n not in rewritten_writes for n in graph.nodes):
-        return graph, []
+        return unchanged(graph)
     new = fx.Graph()
     env: dict = {}
     out = new.graph_copy(graph, env)
@@ -108,7 +109,7 @@ def type_masks(graph: fx.Graph) -> tuple[fx.Graph, list[str]]:
     for plan in plans:
         log.append(_rewrite(new, plan, env))
     new.lint()
-    return new, log
+    return ForwardPassResult(new, True, log)
 
 
 def _plan(types_: fx.Node, group: dict, order: dict):
