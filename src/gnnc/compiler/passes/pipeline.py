@@ -68,26 +68,25 @@ PASSES: dict[str, MPDFGPass] = {
     "inplace": inplace,
 }
 
+_TYPED = ("typed_linear", "index_typed", "retype")  # each can expose what the next two match
+
 PIPELINE: tuple[str | FixedPoint, ...] = (
     "align",
     "lower_aggregation",
     "dce",
-    "typed_linear",
-    "index_typed",  # weight[edges.data[...]]: typed linear with the types from a feature
-    "retype",  # ... and the whole plan on the block regrouped by that feature: typed operators
+    # weight[edges.data[...]]: typed linear with the types from a feature, and the whole plan on the block
+    # regrouped by that feature: typed operators
+    FixedPoint(_TYPED),
     "split_concat",
     "distribute",  # after split_concat: its halves are often linear maps of differences
     "reorder",
-    "typed_linear",  # again: reordering exposes per-head relation matmuls
-    "index_typed",  # again: reorder may have moved the unsqueeze before the gather
-    "retype",
+    FixedPoint(_TYPED),  # again: reordering exposes per-head relation matmuls and moves unsqueezes before gathers
     "compact",  # per-edge typed linear -> once per (relation, node) pair
     "reorder",  # again: moves what follows the pair gathers to the pairs
     "linear_reorder",  # on the pairs: (x W_r) . a_r -> x (W_r a_r)
-    "fuse",
-    "reorder",  # again: postponed factors leave products of source-side gathers
-    "fuse",
+    FixedPoint(("fuse", "reorder")),  # reorder again: postponed factors leave products of source-side gathers
     "node_scales",  # after fuse: GCN's norm factors, postponed and merged, scale its spmm
+    # cse, shared_dot, cse stay three steps: repeated to a fixed point they change a plan (udf_fuzz seed 7000078)
     "cse",  # merges a linear map applied to the same rows twice (source and destination side)
     "shared_dot",  # last: reorder and fuse match the product and sum it replaces
     "cse",
