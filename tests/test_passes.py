@@ -235,7 +235,7 @@ def test_compact_computes_typed_linear_per_pair_and_fuse_reads_it_through_the_pa
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     out = dfg
     for p in (lower_aggregation, dce, typed_linear, split_concat, reorder, compact, reorder, linear_reorder, fuse, dce):
-        out = p(out)
+        out = p(out).dfg
         annotate(out)
     targets = _targets(out)
     # source rows for the messages; the scores of both sides with the attention folded into W
@@ -283,7 +283,7 @@ def test_linear_reorder_turns_hgt_scores_into_one_bilinear_dot(scaling):
     inputs, annotate = _prepare(g, dfg, (msg,))
     out = dfg
     for p in (typed_linear, reorder, typed_linear, compact, reorder, linear_reorder, dce):
-        out = p(out)
+        out = p(out).dfg
         annotate(out)
     targets = _targets(out)
     assert targets.count(ops.etype_bilinear_dot) == 1 and ops.etype_pair_head_matmul not in targets
@@ -381,7 +381,7 @@ def _scaled_plan(g, msg, red):
     inputs, annotate = _prepare(g, dfg, (msg, red if callable(red) else None, None))
     out = dfg
     for p in (lower_aggregation, dce, fuse, dce, node_scales):
-        out = p(out)
+        out = p(out).dfg
         annotate(out)
     return dfg, out, inputs
 
@@ -837,7 +837,7 @@ def test_recompute_marks_node_values_rebuilt_from_inputs_but_not_returned_or_ran
     inputs, annotate = _prepare(g, dfg, (msg, red, upd))
     out = dfg
     for p in (lower_aggregation, dce, typed_linear, fuse, dce, recompute):
-        out = p(out)
+        out = p(out).dfg
         annotate(out)
     marked = [n.args[0] for n in out.graph.nodes if n.target is ops.recomputable]
     # k (kept by tanh and by the dropout) and tanh(k) (kept by the product): rebuilt from x, W and b;
@@ -872,7 +872,7 @@ def _inplace_plan(g, msg, red):
     inputs, annotate = _prepare(g, dfg, (msg, red, None))
     out = dfg
     for p in (lower_aggregation, dce, fuse, dce, inplace):
-        out = p(out)
+        out = p(out).dfg
         annotate(out)
     return dfg, out, inputs
 

@@ -2,24 +2,20 @@
 
 On when the environment sets ``GNNC_VERIFY_PASSES`` (to anything but ``0``; the test suite does): after every
 pipeline step ``optimize`` checks the graph (``fx.Graph.lint``: operands defined before use, one output),
-that every operator carries the annotations the next pass reads (a residency, and a shape on edge and node
-values, refreshed by the driver's ``annotate``), and that the call's outputs are all still produced. A
+that every operator carries the annotations the next pass reads (a residency on every operator, a shape on
+every result, refreshed by the driver's ``annotate``), and that the call's outputs are all still produced. A
 failure names the pass.
 """
 
 from __future__ import annotations
 
-import operator
 import os
 
 import torch.fx as fx
 
-from ...ir import operators as ops
 from ...ir.mpdfg import MPDFG
 
 ENV = "GNNC_VERIFY_PASSES"
-_FIELD_READS = (operator.getitem, ops.result_field)
-_ROWS = ("E", "V")  # residencies of values with a row per edge or node: tensors, so shapes are known
 
 
 class MalformedMPDFG(RuntimeError):
@@ -31,14 +27,9 @@ def verifying() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def _several_values(n: fx.Node) -> bool:
-    """Whether ``n`` gives a tuple or dict of values (a degree-bucket reduction's outputs), read by its users."""
-    return bool(n.users) and all(u.op == "call_function" and u.target in _FIELD_READS for u in n.users)
-
-
 def check(dfg: MPDFG, after: str, outputs: frozenset, annotated: bool) -> None:
     """Raise ``MalformedMPDFG`` naming pass ``after`` unless ``dfg`` is well-formed, produces every key in
-    ``outputs`` and, when ``annotated``, has a shape and a residency on every operator."""
+    ``outputs`` and, when ``annotated``, has a residency on every operator and a shape on every result."""
     try:
         dfg.graph.lint()
     except RuntimeError as err:
@@ -50,10 +41,6 @@ def check(dfg: MPDFG, after: str, outputs: frozenset, annotated: bool) -> None:
         bare = [n.name for n in dfg.graph.nodes if n.op != "output" and not ("res" in n.meta and "move" in n.meta)]
         if bare:
             raise MalformedMPDFG(f"pass {after} left operators without a residency: {bare}")
-        shapeless = [
-            n.name
-            for n in dfg.graph.nodes
-            if n.meta.get("res") in _ROWS and "shape" not in n.meta and not _several_values(n)
-        ]
+        shapeless = [v.name for v in dfg.outputs.values() if isinstance(v, fx.Node) and v.meta.get("shape") is None]
         if shapeless:
-            raise MalformedMPDFG(f"pass {after} left edge or node values without a shape: {shapeless}")
+            raise MalformedMPDFG(f"pass {after} left results without a shape: {shapeless}")
