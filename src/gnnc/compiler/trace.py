@@ -428,7 +428,7 @@ class _Tracer(Tracer):
         """
         node = super().create_node(*args, **kwargs)
         line = SOURCE_LINE.get()
-        if line is not None:  # a UDF run by an interpreter of traced UDFs (``frontend.heads``): their line
+        if line is not None:  # a UDF run by an interpreter of traced UDFs (``forward.heads``): their line
             node.meta["udf_line"] = line
             return node
         frame: FrameType | None = sys._getframe(1)

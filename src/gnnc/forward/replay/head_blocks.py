@@ -4,7 +4,7 @@ A block is what one head does with the graph, in order: feature writes (``g.ndat
 calls with that head's UDFs, reads (``g.ndata[k]``, ``g.ndata.pop(k)``), and local scopes entered and left.
 ``run_head_blocks`` runs the K blocks as one: each written feature stacked over heads at dim 1 (a tensor
 every head writes, once, as it is), each call with one UDF per position batched over the heads
-(``frontend.heads``), each read split back into K views. The graph is then left as the K blocks in sequence
+(``forward.heads``), each read split back into K views. The graph is then left as the K blocks in sequence
 leave it: features the blocks wrote and kept hold the last head's values.
 
 The blocks run one by one, exactly as written, where they cannot run as one: values of different shapes or
