@@ -127,7 +127,7 @@ def node_key(n: fx.Node) -> tuple:
         if isinstance(a, (list, tuple)):
             return (type(a).__name__,) + tuple(freeze(x) for x in a)
         if isinstance(a, dict):
-            return ("dict",) + tuple(sorted((k, freeze(v)) for k, v in a.items()))
+            return ("dict",) + tuple(sorted((freeze(k), freeze(v)) for k, v in a.items()))  # keys: str or tuple
         if isinstance(a, slice):
             return ("slice", freeze(a.start), freeze(a.stop), freeze(a.step))
         if isinstance(a, fx.Node):
