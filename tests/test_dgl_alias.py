@@ -74,12 +74,13 @@ def test_missing_dgl_api_is_missing_not_stubbed(clean):
 def test_uninstall_leaves_no_dgl_module(clean):
     meta_path = list(sys.meta_path)
     alias.install()
+    importlib.import_module("dgl.nn.pytorch")
 
     alias.uninstall()
     assert not _dgl_modules() and sys.meta_path == meta_path and not alias.is_installed()
     assert not hasattr(gnnc.nn, "pytorch")
     with pytest.raises(ImportError):
-        pass
+        importlib.import_module("dgl")
 
 
 def test_refuses_to_shadow_an_importable_dgl(clean, fake_dgl):
