@@ -17,7 +17,7 @@ from gnnc import models
 from gnnc.backend import rebuild_in_backward as recompute
 from gnnc.compiler import driver as compiled
 from gnnc.ir import cost
-from gnnc.runtime.context import graph_context
+from gnnc.ir.context import graph_context
 from tests.graphs import random_heterograph, random_homograph
 
 

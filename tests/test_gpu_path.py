@@ -12,8 +12,8 @@ import torch
 import gnnc
 from gnnc.compiler.driver import recording
 from gnnc.graph.frame import Deferred
+from gnnc.ir.context import graph_context
 from gnnc.models import GATConv, RGCNConv
-from gnnc.runtime.context import graph_context
 
 from .graphs import random_heterograph
 

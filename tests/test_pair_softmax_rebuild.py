@@ -18,7 +18,7 @@ from gnnc.backend import cpu as cpu_backend
 from gnnc.backend import pytorch as torch_backend
 from gnnc.backend import rebuild_in_backward as recompute
 from gnnc.backend.cpu import interop, pair_softmax_aggregate
-from gnnc.runtime.context import Pairs
+from gnnc.ir.context import Pairs
 
 from .graphs import random_heterograph
 from .test_backend_torch import rand

@@ -10,9 +10,9 @@ from gnnc.compiler.build import build_apply_edges, build_update_all
 from gnnc.compiler.driver import trace_call
 from gnnc.compiler.passes import retype
 from gnnc.ir import operators as ops
+from gnnc.ir.context import graph_context
 from gnnc.ir.rules import infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.runtime.context import graph_context
 from gnnc.runtime.plan import bind_inputs
 from tests.graphs import random_homograph
 

@@ -30,9 +30,9 @@ from gnnc.compiler.passes import (
 from gnnc.compiler.passes.patterns import is_call
 from gnnc.compiler.trace import trace_udf
 from gnnc.ir import operators as ops
+from gnnc.ir.context import graph_context
 from gnnc.ir.rules import InferenceFailure, infer
 from gnnc.ir.shapes import propagate_shapes
-from gnnc.runtime.context import graph_context
 from gnnc.runtime.plan import bind_inputs
 from tests.graphs import random_heterograph, random_homograph
 
@@ -313,7 +313,7 @@ def test_pairs_are_unique_relation_node_pairs_whatever_the_edge_order():
 def test_pair_counts_without_the_tables_equal_the_tables(seed):
     """The cost model's pair counts (per-relation counts, or unique keys when there are many relations) equal
     the built tables' rows, compact or identity, on every relation's block too; asking builds no table."""
-    from gnnc.runtime import context
+    from gnnc.ir import context
 
     g = random_heterograph(seed)
     blocks = [None] + list(range(len(g.canonical_etypes)))

@@ -38,12 +38,12 @@ from ..failures import FallbackWarning, blame, failure, fell_back, stage
 from ..function import BuiltinReduce
 from ..graph.core import Graph
 from ..ir import operators as ops
+from ..ir.context import graph_context
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from ..ir.rules import InferenceFailure, infer
 from ..ir.shapes import propagate_shapes
 from ..runtime import deferred as deferral
 from ..runtime import eager, edge_writes, reach
-from ..runtime.context import graph_context
 from ..runtime.node_reads import end_slot, side_of, sides_differ
 from ..runtime.plan import AUTOGRAD_SIGNALS, Plan, bind_inputs, forget_bindings, run_plan
 from ..scoped import scoped

@@ -18,7 +18,7 @@ import torch
 from ..graph.degree_buckets import Buckets
 
 if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
-    from ..runtime.context import GraphContext
+    from .context import GraphContext
 
 
 def in_bucket_order(

@@ -42,7 +42,7 @@ from ..failures import stage
 from ..scoped import scoped
 
 if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
-    from ..runtime.context import GraphContext
+    from .context import GraphContext
 
 MIN_PAIR_SAVING = 0.1
 _COST_MODEL = stage("cost model")  # what a failure in a choice is named

@@ -25,7 +25,7 @@ from ..graph.degree_buckets import Buckets
 from . import bucket_order, cost
 
 if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
-    from ..runtime.context import GraphContext
+    from .context import GraphContext
 
 
 # ------------------------------------------------------------- broadcasts

@@ -16,7 +16,7 @@ from .calls import called_module
 from .mpdfg import MPDFG
 
 if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
-    from ..runtime.context import GraphContext
+    from .context import GraphContext
 
 _MATMULS = {torch.matmul, torch.bmm, operator.matmul, torch.nn.functional.linear, ops.shared_dot}
 

@@ -25,7 +25,7 @@ from . import operators as ops
 from .mpdfg import DEFERRED_INPUT
 
 if TYPE_CHECKING:  # a block's context, built by the executors: named for types only
-    from ..runtime.context import GraphContext
+    from .context import GraphContext
 
 # Stand-in row counts of all nodes, destination nodes, edges, source pairs and destination pairs:
 # primes unlikely to be a feature dim.

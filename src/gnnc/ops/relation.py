@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from ..graph.relation_view import RelationGraph
-from ..runtime.context import graph_context
+from ..ir.context import graph_context
 
 TARGETS = ("u", "v", "e")
 

@@ -32,8 +32,8 @@ from ..backend.pytorch.common import broadcast_shape
 from ..graph.frame import Deferred
 from ..graph.index import GraphIndex
 from ..ir import operators as ops
+from ..ir.context import GraphContext
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
-from .context import GraphContext
 
 _SIDE_ROWS = {"src": "nodes", "src_pair": "src_pairs", "dst": "nodes", "dst_local": "dst", "dst_pair": "dst_pairs"}
 # The row space of every tensor operand of the operators whose whole-graph result an apply_edges may leave

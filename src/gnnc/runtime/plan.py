@@ -25,11 +25,11 @@ from ..failures import stage
 from ..graph.core import Graph
 from ..graph.value_cache import ByContents
 from ..ir import cost
+from ..ir.context import GraphContext, graph_context
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from ..ir.rules import InferenceFailure
 from . import deferred as deferral
 from . import edge_writes, feature_release, reach
-from .context import GraphContext, graph_context
 from .node_reads import node_feature_sides, node_feature_types
 
 

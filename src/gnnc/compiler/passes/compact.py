@@ -9,7 +9,7 @@ the graph builds once and caches. The gather is then moved down and fused
 like a node gather (``reorder``, ``fuse``), so the [E, ...] value need
 never exist. Exact: the pair row is the very product every edge of the
 pair computed. Whether the pair table is compact or one pair per edge is
-the cost model's choice per graph (``runtime.context.Pairs``).
+the cost model's choice per graph (``ir.context.Pairs``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import torch
 from ..bounded_cache import BoundedCache
 from ..graph.index import GraphIndex
 from ..graph.inference_safe import cached_structure, lasting
-from ..ir import cost
+from . import cost
 
 # Distinct pairs are counted with one bincount over the nodes per relation while relations x nodes is at
 # most this many times the edges, else by sorting the pair keys.
@@ -136,8 +136,10 @@ class GraphContext:
     @cached_structure
     def parent_edges_inverse(self) -> torch.Tensor:
         """Of a ``retyped`` block: the parent's edge i is this block's edge ``parent_edges_inverse[i]``."""
-        inverse = torch.empty_like(self.parent_edges)
-        inverse[self.parent_edges] = torch.arange(self.parent_edges.numel(), device=self.parent_edges.device)
+        parent = self.parent_edges
+        assert parent is not None, "parent_edges_inverse is a retyped block's (it has parent_edges)"
+        inverse = torch.empty_like(parent)
+        inverse[parent] = torch.arange(parent.numel(), device=parent.device)
         return inverse
 
     def last_retyped(self) -> GraphContext | None:
