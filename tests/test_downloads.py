@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from gnnc.cli import main
-from gnnc.data import downloads, sources
-from gnnc.data.citation import CiteseerGraphDataset, CoraGraphDataset
+from gnnc.data import downloads, integrity, load_planetoid, sources
+from gnnc.data.citation import CiteseerGraphDataset, CoraGraphDataset, PubmedGraphDataset
 
 from .hostile_files import write_planetoid
 
@@ -104,8 +104,60 @@ def test_first_download_records_its_digests_and_later_loads_check_them(tmp_path,
     downloads.verify("pubmed", data)
     assert len(httpd.requests) == fetched
     (data / "planetoid" / "ind.pubmed.y").write_bytes(b"changed")
-    with pytest.raises(downloads.ChecksumError, match=r"ind\.pubmed\.y: sha256 .* recorded in .* on first use"):
+    with pytest.raises(downloads.ChecksumError, match=r"ind\.pubmed\.y: sha256 \w+ is not the \w+ recorded in"):
         downloads.verify("pubmed", data)
+
+
+def test_every_load_checks_the_downloaded_files_and_the_command_repairs_them(tmp_path, server, monkeypatch):
+    url, httpd = server
+    digests = _synthetic(tmp_path, httpd, "pubmed")  # trusted on first use
+    data = tmp_path / "data"
+    downloads.download("pubmed", data, mirror=url, progress=False)
+    assert load_planetoid("pubmed", data / "planetoid").graph.num_nodes() == 512
+    graph_file = data / "planetoid" / "ind.pubmed.graph"
+    graph_file.write_bytes(b"X" + graph_file.read_bytes()[1:])  # one byte changed, same size
+    with pytest.raises(downloads.ChecksumError) as err:
+        load_planetoid("pubmed", data / "planetoid")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{graph_file}: sha256 ")
+    assert f"is not the {digests['planetoid/ind.pubmed.graph']} recorded in {data / downloads.LOCK_NAME}" in message
+    assert message.endswith("Run `gnnc datasets download pubmed` to fetch it again")
+    with pytest.raises(downloads.ChecksumError, match="ind.pubmed.graph"):
+        PubmedGraphDataset(raw_dir=data, verbose=False)
+    downloads.download("pubmed", data, mirror=url, progress=False)  # fetches the changed (set aside) file again
+    assert ("planetoid/ind.pubmed.graph", None) in httpd.requests[-1:]
+    assert load_planetoid("pubmed", data / "planetoid").graph.num_nodes() == 512
+
+
+def test_pinned_files_are_checked_on_load_and_unrecorded_copies_load_unchecked(tmp_path, server, monkeypatch):
+    url, httpd = server
+    _pin(monkeypatch, "cora", _synthetic(tmp_path, httpd, "cora"))
+    data = tmp_path / "data"
+    downloads.download("cora", data, mirror=url, progress=False)
+    (data / "planetoid" / "ind.cora.test.index").write_text("0\n")
+    with pytest.raises(downloads.ChecksumError, match=r"ind\.cora\.test\.index: sha256 \w+ is not the \w+ pinned"):
+        load_planetoid("cora", data / "planetoid")
+    own = write_planetoid(tmp_path / "own" / "planetoid", "cora")  # no lock above it: read as before
+    assert load_planetoid("cora", own).graph.num_nodes() == 512
+    (tmp_path / "own" / downloads.LOCK_NAME).write_text("")  # a lock that does not name the files
+    assert load_planetoid("cora", own).graph.num_nodes() == 512
+
+
+def test_a_file_is_hashed_once_per_process_while_it_is_unchanged(tmp_path, server, monkeypatch):
+    url, httpd = server
+    _synthetic(tmp_path, httpd, "pubmed")
+    data = tmp_path / "data"
+    downloads.download("pubmed", data, mirror=url, progress=False)
+    hashed = []
+    real = integrity.hashlib.sha256
+    monkeypatch.setattr(integrity.hashlib, "sha256", lambda: hashed.append(1) or real())
+    for _ in range(3):
+        load_planetoid("pubmed", data / "planetoid")
+    assert hashed == []  # the download hashed them already
+    os.utime(data / "planetoid" / "ind.pubmed.y", ns=(1, 1))  # a changed mtime: hashed again, once
+    for _ in range(2):
+        load_planetoid("pubmed", data / "planetoid")
+    assert len(hashed) == 1
 
 
 def test_a_wrong_checksum_is_refused_and_the_file_set_aside(tmp_path, server):
@@ -167,7 +219,8 @@ def test_the_real_files_match_their_pins(tmp_path, server, shared_data):
         httpd.files[f"kg/{name}.tar.gz"] = (shared_data / "kg" / f"{name}.tar.gz").read_bytes()
     for name in ("cora", "FB15k-237", "WN18RR"):
         downloads.download(name, tmp_path / "data", mirror=url, progress=False)
-    assert not (tmp_path / "data" / downloads.LOCK_NAME).exists()  # every file was pinned
+    pins = {f.path: f.sha256 for name in ("cora", "FB15k-237", "WN18RR") for f in sources.SOURCES[name].files}
+    assert downloads.read_lock(tmp_path / "data") == pins  # every file was pinned: nothing trusted on first use
 
 
 def test_the_dataset_classes_hold_what_dgl_holds(shared_data):

@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from ..graph import Graph, heterograph
+from .integrity import check_file
 from .limits import check_count
 
 FILE_MAGIC = 0xDD2E4FF046B4A13F
@@ -94,6 +95,7 @@ def load_dgl_graphs(path) -> tuple[list[Graph], dict[str, torch.Tensor]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"DGL graph file {path} does not exist")
+    check_file(path)
     r = _Reader(path, path.read_bytes())
     if len(r.buf) < 32 or r.u64() != FILE_MAGIC:
         raise ValueError(f"{path}: not a DGL graph file (no dgl.save_graphs magic number)")

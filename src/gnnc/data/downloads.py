@@ -3,10 +3,13 @@
 ``download(name)`` fetches every file of ``gnnc.data.sources.SOURCES[name]`` that is not already in the
 data folder (``gnnc.data.paths``'s rule) and checks each against its sha256: the pinned one, else the
 one the lock file ``gnnc-sha256.lock`` in the data folder recorded on the first download (trust on first
-use, printed on stderr). A transfer that breaks leaves ``<file>.part``; the next call asks the server for
-the rest (HTTP Range) and appends it. A wrong digest deletes the download and raises ``ChecksumError``;
-an unreachable source raises ``DownloadError`` whose one line names the command and the folder.
-``verify(name)`` checks files already there the same way; the dataset classes call it on every load.
+use, printed on stderr). Every file it places is recorded in that lock, the members of the archives it
+unpacks included, and ``gnnc.data.integrity`` checks them before every later load. A file already there
+whose digest differs is set aside (``<file>.bad``) and fetched again; an archive whose unpacked members
+changed is unpacked again. A transfer that breaks leaves ``<file>.part``; the next call asks the server
+for the rest (HTTP Range) and appends it. A wrong digest after a fetch deletes the download and raises
+``ChecksumError``; an unreachable source raises ``DownloadError`` whose one line names the command and
+the folder. ``verify(name)`` checks files already there the same way.
 
 ``mirror`` (or ``$GNNC_DATA_MIRROR``) replaces the canonical URLs by ``<mirror>/<path in the data
 folder>``: a local copy, or the test suite's HTTP server.
@@ -14,7 +17,6 @@ folder>``: a local copy, or the test suite's HTTP server.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tarfile
@@ -27,38 +29,34 @@ from urllib.request import Request, urlopen
 from tqdm import tqdm
 
 from . import paths
+from .integrity import LOCK_NAME, ChecksumError, DownloadError, expected, read_lock, record, sha256
 from .sources import RemoteFile, Source, get_source
 
-LOCK_NAME = "gnnc-sha256.lock"
 MIRROR_ENV = "GNNC_DATA_MIRROR"
 TIMEOUT_S = 60
 CHUNK = 1 << 16
 
 
-class DownloadError(OSError):
-    """A dataset file could not be fetched; the message is one line saying what to do."""
-
-
-class ChecksumError(DownloadError):
-    """A dataset file's sha256 is not the pinned or recorded one."""
-
-
 def download(name: str, root=None, mirror: str | None = None, progress: bool = True) -> Path:
     """Fetch dataset ``name`` into the data folder (``root``, else ``gnnc.data.paths``'s rule); return the folder.
 
-    Files already there are checked, not fetched again; archives are unpacked once checked.
+    Files already there are checked, not fetched again unless they changed; archives are unpacked once
+    checked, and again when their members changed.
     """
     source = get_source(name)
     folder = paths.data_root(root)
     mirror = mirror or os.environ.get(MIRROR_ENV)
     for remote in source.files:
         target = folder / remote.path
+        want = expected(folder, remote.path)
+        if target.is_file() and want is not None and sha256(target) != want[0]:
+            _set_aside(target)
         if not target.is_file():
             url = f"{mirror.rstrip('/')}/{remote.path}" if mirror else remote.url
             _fetch(source, url, target, progress, folder)
-        _check(remote, target, folder)
+        _record(remote, _check(remote, target, folder), folder)
         if remote.unpack:
-            _unpack(target, folder / remote.unpack)
+            _unpack(target, folder, remote.unpack)
     return folder
 
 
@@ -142,66 +140,62 @@ def _cut(source: Source, url: str, part: Path, total, why) -> str:
     )
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+def _set_aside(target: Path) -> Path:
+    bad = target.with_name(target.name + ".bad")
+    target.replace(bad)
+    return bad
 
 
-def read_lock(folder: Path) -> dict[str, str]:
-    """``{path in the data folder: sha256}`` recorded by trust on first use (empty without a lock file)."""
-    lock = folder / LOCK_NAME
-    if not lock.is_file():
-        return {}
-    return dict(reversed(line.split(None, 1)) for line in lock.read_text().splitlines() if line.strip())
-
-
-def _check(remote: RemoteFile, target: Path, folder: Path) -> None:
-    """Compare ``target``'s sha256 with the pinned or recorded one; record it on first use."""
-    got = sha256(target)
-    want, origin = remote.sha256, "pinned in gnnc.data.sources"
-    if want is None:
-        want, origin = read_lock(folder).get(remote.path), f"recorded in {folder / LOCK_NAME} on first use"
-    if want is None:
-        _record(folder, remote.path, got)
-        return
-    if got != want:
-        bad = target.with_name(target.name + ".bad")
-        target.replace(bad)
+def _check(remote: RemoteFile, target: Path, folder: Path) -> str:
+    """``target``'s sha256, when it is the pinned or recorded one (or neither exists); else the file is set
+    aside and ChecksumError raised."""
+    got, want = sha256(target), expected(folder, remote.path)
+    if want is not None and got != want[0]:
+        bad = _set_aside(target)
         raise ChecksumError(
-            f"{target}: sha256 {got} is not the {want} {origin}; moved it to {bad}. "
+            f"{target}: sha256 {got} is not the {want[0]} {want[1]}; moved it to {bad}. "
             f"Run `gnnc datasets download` again; if it persists the source changed the file"
         )
+    return got
 
 
-def _record(folder: Path, path: str, digest: str) -> None:
-    lock = folder / LOCK_NAME
-    print(
-        f"gnnc: {path} has no published sha256; trusting this copy: sha256 {digest}, recorded in {lock} "
-        f"and checked on every later load",
-        file=sys.stderr,
-    )
-    with open(lock, "a") as f:
-        f.write(f"{digest}  {path}\n")
+def _record(remote: RemoteFile, digest: str, folder: Path) -> None:
+    """Record a downloaded file in the lock; say so when nothing pinned it (trust on first use)."""
+    recorded = read_lock(folder).get(remote.path)
+    if remote.sha256 is None and recorded is None:
+        print(
+            f"gnnc: {remote.path} has no published sha256; trusting this copy: sha256 {digest}, recorded in "
+            f"{folder / LOCK_NAME} and checked on every later load",
+            file=sys.stderr,
+        )
+    if recorded != digest:
+        record(folder, {remote.path: digest})
 
 
-def _unpack(archive: Path, into: Path) -> None:
-    """Extract a checked ``.zip`` / ``.tgz`` / ``.tar.gz`` into ``into`` once (a marker file says it was)."""
+def _unpack(archive: Path, folder: Path, unpack: str) -> None:
+    """Extract a checked ``.zip`` / ``.tgz`` / ``.tar.gz`` into ``folder / unpack`` and record its members'
+    sha256 in the lock; a marker file lists the members, and a later call extracts again only when one of
+    them is missing or changed."""
     marker = archive.with_name(archive.name + ".unpacked")
-    if marker.is_file():
+    members = marker.read_text().splitlines() if marker.is_file() else []
+    recorded = read_lock(folder)
+    if members and all((folder / m).is_file() and sha256(folder / m) == recorded.get(m) for m in members):
         return
+    into = folder / unpack
     into.mkdir(parents=True, exist_ok=True)
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as z:
-            for member in z.namelist():
-                _inside(into, member, archive)
+            names = [name for name in z.namelist() if not name.endswith("/")]
+            for name in names:
+                _inside(into, name, archive)
             z.extractall(into)
     else:
         with tarfile.open(archive) as t:
+            names = [m.name for m in t.getmembers() if m.isfile()]
             t.extractall(into, filter="data")
-    marker.touch()
+    members = [Path(os.path.normpath(into / name)).relative_to(folder).as_posix() for name in names]
+    record(folder, {m: sha256(folder / m) for m in members})
+    marker.write_text("".join(f"{m}\n" for m in members))
 
 
 def _inside(into: Path, member: str, archive: Path) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..graph import Graph, graph
+from .integrity import check_file
 from .limits import check_count
 
 
@@ -26,6 +27,7 @@ def load_edge_list(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"edge list {path} does not exist")
+    check_file(path)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*input contained no data.*")

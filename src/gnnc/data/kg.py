@@ -17,6 +17,7 @@ import torch
 
 from ..graph import heterograph
 from .dataset import KGDataset
+from .integrity import check_file
 from .paths import resolve
 
 SPLITS = ("train", "valid", "test")
@@ -72,12 +73,14 @@ def _read_folder(folder: Path) -> dict[str, tuple[str, str]]:
         file = folder / f"{split}.txt"
         if not file.is_file():
             raise FileNotFoundError(f"knowledge graph folder {folder} has no {split}.txt")
+        check_file(file)
         out[split] = (str(file), file.read_text(encoding="utf-8"))
     return out
 
 
 def _read_tarball(path: Path) -> dict[str, tuple[str, str]]:
     """Split texts read straight from the archive; members may sit in a subfolder."""
+    check_file(path)
     try:
         with tarfile.open(path, "r:*") as tar:
             files = [m for m in tar.getmembers() if m.isfile()]

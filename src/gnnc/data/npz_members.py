@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy
 
+from .integrity import check_file
+
 _DEFLATE_RATIO = 1100  # deflate expands at most about 1032 : 1
 _HEADER_READERS = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
 
@@ -27,6 +29,7 @@ def read_npz(path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
+    check_file(path)
     try:
         with zipfile.ZipFile(path) as archive:
             return {info.filename.removesuffix(".npy"): _member(path, archive, info) for info in archive.infolist()}

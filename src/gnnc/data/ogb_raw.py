@@ -52,6 +52,7 @@ import torch
 
 from ..graph import heterograph
 from .dataset import Dataset, index_mask
+from .integrity import check_file
 from .limits import LIMITS, check_count
 from .npz_members import read_npz
 
@@ -140,6 +141,7 @@ def _open_text(path: Path, limit: int | None = None):
     """The gzipped text of ``path``; reading more than ``limit`` decompressed bytes is a ValueError."""
     if not path.is_file():
         raise FileNotFoundError(f"OGB file {path} is missing")
+    check_file(path)
     return io.TextIOWrapper(io.BufferedReader(_Bounded(gzip.open(path, "rb"), limit, path)))
 
 

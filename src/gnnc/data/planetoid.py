@@ -25,6 +25,7 @@ import torch
 
 from ..graph import graph
 from .dataset import Dataset, index_mask
+from .integrity import check_file
 from .limits import check_count, check_dense
 from .paths import ENV_VAR, resolve
 from .safe_pickle import safe_load
@@ -76,6 +77,7 @@ def _file(root: Path, name: str, key: str) -> Path:
         raise FileNotFoundError(
             f"Planetoid file {path} is missing (root={root}; the default root is ${ENV_VAR}/planetoid)"
         )
+    check_file(path)
     return path
 
 

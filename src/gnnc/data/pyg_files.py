@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..graph import Graph, from_pyg
+from .integrity import check_file
 from .limits import check_count
 
 # What torch.load raises for a damaged archive: the zip reader, the unpickler and storage rebuilding.
@@ -81,6 +82,7 @@ def load_pyg_file(path) -> Graph:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"PyG file {path} does not exist")
+    check_file(path)
     try:
         allowed = _allowed_classes()
     except ImportError as err:

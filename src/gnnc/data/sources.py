@@ -8,8 +8,11 @@ The URLs are the ones DGL and PyG download from:
   both go through ``ogb``);
 - FB15k-237, WN18RR: the ``.tar.gz`` files of Dettmers et al.'s ConvE repository, which DGL's and PyG's
   link-prediction examples use;
-- the RDF sets (AIFB, MUTAG, BGS, AM): the ``.tgz`` archives at data.dgl.ai that PyG's ``Entities`` and
-  DGL's RDF datasets download.
+- the RDF sets (AIFB, MUTAG, BGS, AM): the ``<name>-hetero.zip`` archives that DGL 2.1's ``AIFBDataset``
+  etc. download (``python/dgl/data/rdf.py``): the N-Triples files and ``trainingSet.tsv`` / ``testSet.tsv``
+  at the archive's top level, unpacked into ``rdf/<name>-hetero/``. (PyG's ``Entities`` reads other files,
+  ``data.dgl.ai/dataset/<name>.tgz``: the stripped graphs of Schlichtkrull et al., whose counts differ from
+  DGL's, e.g. AIFB 8,285 nodes there against 7,262 in DGL's RDF datasets.)
 
 A pinned ``sha256`` was computed from the copies in the project's ``../shared/data``; where no copy was at
 hand and the source publishes none it is ``None``, and ``gnnc.data.download`` records the digest of the
@@ -19,6 +22,7 @@ first download in the data folder's lock file (trust on first use).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 PLANETOID_URL = "https://github.com/kimiyoung/planetoid/raw/master/data"
 OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred"
@@ -96,7 +100,7 @@ def _kg(name: str, about: str) -> Source:
 
 
 def _rdf(name: str, about: str) -> Source:
-    return _archive(name, f"{RDF_URL}/{name}.tgz", f"rdf/{name}.tgz", f"rdf/{name}", about)
+    return _archive(name, f"{RDF_URL}/rdf/{name}-hetero.zip", f"rdf/{name}-hetero.zip", f"rdf/{name}-hetero", about)
 
 
 SOURCES: dict[str, Source] = {
@@ -112,10 +116,10 @@ SOURCES: dict[str, Source] = {
         _ogb("papers100M-bin", "ogbn-papers100M: 111M nodes (about 57 GB)"),
         _kg("FB15k-237", "FB15k-237: 14,541 entities, 237 relations (3.7 MB); read with gnnc.data.load_kg"),
         _kg("WN18RR", "WN18RR: 40,943 entities, 11 relations (0.9 MB); read with gnnc.data.load_kg"),
-        _rdf("aifb", "AIFB RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-        _rdf("mutag", "MUTAG RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-        _rdf("bgs", "BGS RDF graph (Ristoski et al.) as PyG's Entities reads it"),
-        _rdf("am", "AM RDF graph (Ristoski et al.) as PyG's Entities reads it"),
+        _rdf("aifb", "AIFB RDF graph (Ristoski et al.) as DGL's AIFBDataset reads it; gnnc.data.AIFBDataset()"),
+        _rdf("mutag", "MUTAG RDF graph (Ristoski et al.) as DGL's MUTAGDataset reads it; gnnc.data.MUTAGDataset()"),
+        _rdf("bgs", "BGS RDF graph (Ristoski et al.) as DGL's BGSDataset reads it; gnnc.data.BGSDataset()"),
+        _rdf("am", "AM RDF graph (Ristoski et al.) as DGL's AMDataset reads it; gnnc.data.AMDataset()"),
     )
 }
 
@@ -129,3 +133,19 @@ def get_source(name: str) -> Source:
         raise KeyError(
             f"no download for {name!r}; `gnnc datasets download` takes one of {', '.join(SOURCES)}"
         ) from None
+
+
+def owner(path: str) -> tuple[Source, RemoteFile] | None:
+    """The source and file that ``path`` (relative to the data folder, ``/``-separated) was downloaded as, or
+    unpacked from (a member of an archive's folder named after the archive); None for other files."""
+    for source in SOURCES.values():
+        for remote in source.files:
+            if remote.path == path:
+                return source, remote
+    parts = PurePosixPath(path).parts
+    for source in SOURCES.values():
+        for remote in source.files:
+            stem = PurePosixPath(remote.path).name.split(".")[0]
+            if remote.unpack and path.startswith(remote.unpack + "/") and stem in parts:
+                return source, remote
+    return None
