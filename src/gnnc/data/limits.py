@@ -19,6 +19,7 @@ class Limits:
     max_edges: int = 1 << 34  # per relation
     max_classes: int = 1 << 20  # largest label + 1
     max_dense_bytes: int = 1 << 38  # one dense array built from a sparse or implicit description (256 GiB)
+    max_text_line: int = 1 << 24  # characters in one line of a line-based text file (N-Triples, TSV)
 
 
 LIMITS = Limits()
