@@ -1,6 +1,9 @@
-"""Shared pytest configuration: float64 reference checks, data location, the MP-DFG check after each pass."""
+"""Shared pytest configuration: float64 reference checks, data location, the MP-DFG check after each pass, a
+local HTTP server for the download tests."""
 
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,41 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        server = self.server
+        body = server.files.get(self.path.lstrip("/"))
+        server.requests.append((self.path.lstrip("/"), self.headers.get("Range")))
+        if body is None:
+            self.send_error(404)
+            return
+        start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if self.headers["Range"] else 0
+        self.send_response(206 if start else 200)
+        if start:
+            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        self.send_header("Content-Length", str(len(body) - start))
+        self.end_headers()
+        payload = body[start:]
+        if self.path.lstrip("/") in server.cut:  # send half, then drop the connection
+            server.cut.discard(self.path.lstrip("/"))
+            payload = payload[: len(payload) // 2]
+            self.close_connection = True
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    """``(url, httpd)``: ``httpd.files`` maps a path in the data folder to bytes; ``httpd.cut`` holds paths
+    whose next transfer breaks halfway; ``httpd.requests`` records (path, Range header)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.files, httpd.cut, httpd.requests = {}, set(), []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd
+    httpd.shutdown()
+    httpd.server_close()

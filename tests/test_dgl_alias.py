@@ -49,10 +49,18 @@ def test_install_resolves_dgl_modules_to_gnnc(clean):
     import dgl.backend as F
     import dgl.function as fn
     from dgl.base import NID, is_internal_column
+    from dgl.data import AIFBDataset, AMDataset, BGSDataset, CoraGraphDataset, MUTAGDataset
 
     assert fn is gnnc.function and dgl.function is gnnc.function and dgl.ops is gnnc.ops
     assert dgl.DGLGraph is gnnc.Graph and dgl.batch is gnnc.batch and dgl.sum_nodes is gnnc.sum_nodes
     assert is_internal_column(NID) and not is_internal_column("h")
+    assert (CoraGraphDataset, AIFBDataset, MUTAGDataset, BGSDataset, AMDataset) == (
+        gnnc.data.CoraGraphDataset,
+        gnnc.data.AIFBDataset,
+        gnnc.data.MUTAGDataset,
+        gnnc.data.BGSDataset,
+        gnnc.data.AMDataset,
+    )
     g = dgl.graph(([0, 1], [1, 2]))
     g.ndata["h"] = F.ones((3, 2), F.float32, F.cpu())
     g.update_all(fn.copy_u("h", "m"), fn.sum("m", "h"))

@@ -1,7 +1,8 @@
 """``gnnc datasets download`` / ``gnnc.data.download`` against a local HTTP server (CI has no network).
 
-The server serves files the test writes (synthetic Planetoid-format sets from ``hostile_files``, or the
-real ones from ../shared/data when present), honours HTTP Range, and can cut a transfer midway.
+The server (conftest's ``server``) serves files the test writes (synthetic Planetoid-format sets from
+``hostile_files``, or the real ones from ../shared/data when present), honours HTTP Range, and can cut a
+transfer midway.
 """
 
 import dataclasses
@@ -11,8 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -26,44 +25,6 @@ from .hostile_files import write_planetoid
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIALS = REPO.parent / "shared" / "world-code" / "dgl" / "tutorials" / "blitz"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        server = self.server
-        body = server.files.get(self.path.lstrip("/"))
-        server.requests.append((self.path.lstrip("/"), self.headers.get("Range")))
-        if body is None:
-            self.send_error(404)
-            return
-        start = int(self.headers["Range"].removeprefix("bytes=").split("-")[0]) if self.headers["Range"] else 0
-        self.send_response(206 if start else 200)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        self.send_header("Content-Length", str(len(body) - start))
-        self.end_headers()
-        payload = body[start:]
-        if self.path.lstrip("/") in server.cut:  # send half, then drop the connection
-            server.cut.discard(self.path.lstrip("/"))
-            payload = payload[: len(payload) // 2]
-            self.close_connection = True
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server():
-    """``(url, httpd)``: ``httpd.files`` maps a path in the data folder to bytes; ``httpd.cut`` holds paths
-    whose next transfer breaks halfway; ``httpd.requests`` records (path, Range header)."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.files, httpd.cut, httpd.requests = {}, set(), []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", httpd
-    httpd.shutdown()
-    httpd.server_close()
 
 
 def _serve_planetoid(httpd, folder: Path, name: str) -> dict:

@@ -10,7 +10,8 @@ files) and ``load_graph_file``, which tells them apart by content. Loaders
 read an explicit path or the data folder of ``gnnc.data.paths``'s rule.
 Getting the files: ``download(name)`` (``gnnc datasets download NAME``) fetches a dataset of
 ``SOURCES`` into that folder, checked against its sha256; DGL's classes ``CoraGraphDataset``,
-``CiteseerGraphDataset``, ``PubmedGraphDataset`` load (and fetch) Planetoid as DGL does.
+``CiteseerGraphDataset``, ``PubmedGraphDataset`` load (and fetch) Planetoid as DGL does, ``AIFBDataset``,
+``MUTAGDataset``, ``BGSDataset``, ``AMDataset`` DGL's RDF heterographs (``gnnc.data.rdf``).
 Mini-batch: ``NeighborSampler(g, fanouts, target_ntype).sample(seeds)`` gives per-layer ``Block``s.
 """
 
@@ -26,6 +27,7 @@ from .npz import load_npz, save_npz
 from .ogb_raw import load_ogbn
 from .planetoid import load_planetoid
 from .pyg_files import load_pyg_file
+from .rdf import AIFBDataset, AMDataset, BGSDataset, MUTAGDataset, RDFGraphDataset
 from .registry import DATASETS, DatasetInfo, get_info, list_datasets
 from .safe_pickle import RestrictedUnpickler, safe_load
 from .sources import SOURCES
@@ -62,4 +64,9 @@ __all__ = [
     "CoraGraphDataset",
     "CiteseerGraphDataset",
     "PubmedGraphDataset",
+    "RDFGraphDataset",
+    "AIFBDataset",
+    "MUTAGDataset",
+    "BGSDataset",
+    "AMDataset",
 ]

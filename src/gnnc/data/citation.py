@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from . import downloads
+from .dataset import OneGraphDataset
 from .paths import data_root
 from .planetoid import load_planetoid
 
@@ -27,7 +28,7 @@ def normalize_rows(feat: torch.Tensor) -> torch.Tensor:
     return feat * torch.where(total == 0, torch.zeros_like(total), total.reciprocal())
 
 
-class CitationGraphDataset:
+class CitationGraphDataset(OneGraphDataset):
     """Planetoid ``name`` ('cora', 'citeseer', 'pubmed') as DGL's class of that name holds it."""
 
     def __init__(
@@ -59,7 +60,7 @@ class CitationGraphDataset:
         if row_normalize:
             g.ndata["feat"] = normalize_rows(g.ndata["feat"])
         self.name, self.raw_dir, self.verbose = name, raw_dir, verbose
-        self._g, self._num_classes, self._transform = g, loaded.num_classes, transform
+        super().__init__(g, loaded.num_classes, transform)
         if verbose:
             print(
                 f"  NumNodes: {g.num_nodes()}\n  NumEdges: {g.num_edges()}\n"
@@ -70,18 +71,6 @@ class CitationGraphDataset:
                 ),
                 end="",
             )
-
-    @property
-    def num_classes(self) -> int:
-        return self._num_classes
-
-    def __len__(self) -> int:
-        return 1
-
-    def __getitem__(self, idx):
-        if idx != 0:
-            raise IndexError(f"{type(self).__name__} holds one graph; index 0, not {idx}")
-        return self._g if self._transform is None else self._transform(self._g)
 
 
 class _OneCitationGraph(CitationGraphDataset):

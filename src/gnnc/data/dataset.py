@@ -26,6 +26,26 @@ class Dataset:
         return self.graph.nodes[self.target_ntype].data
 
 
+class OneGraphDataset:
+    """DGL's shape of a one-graph dataset: ``len`` 1, ``ds[0]`` the graph (through ``transform`` when given),
+    ``num_classes``."""
+
+    def __init__(self, graph: Graph, num_classes: int, transform=None):
+        self._graph, self._num_classes, self._transform = graph, num_classes, transform
+
+    @property
+    def num_classes(self) -> int:
+        return self._num_classes
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, idx):
+        if idx != 0:
+            raise IndexError(f"{type(self).__name__} holds one graph; index 0, not {idx}")
+        return self._graph if self._transform is None else self._transform(self._graph)
+
+
 @dataclass
 class KGDataset:
     """A knowledge graph: one node type ``'entity'``, one relation per KG relation.
