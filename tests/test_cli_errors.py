@@ -194,12 +194,12 @@ def test_datasets_lists_present_absent_and_incomplete_files(tmp_path, monkeypatc
     assert " found " in state["cora"] and " found " in state["WN18RR"] and " absent " in state["FB15k-237"]
     assert "incomplete, missing ind.citeseer.y" in state["citeseer"] and "ind.citeseer.x," not in state["citeseer"]
     code, out, _ = run(["datasets", "--data-dir", str(tmp_path / "empty")], capsys)
-    assert out.count(" absent ") == 4 and "(given explicitly)" in out
+    assert out.count(" absent ") == 8 and "(given explicitly)" in out
 
 
 # ------------------------------------------------ defaults said out loud
 def test_info_reports_the_features_the_graph_has_and_its_scale(capsys):
-    code, out, _ = run(["info", "aifb", "--scale", "0.02"], capsys)
+    code, out, _ = run(["info", "aifb-replica", "--scale", "0.02"], capsys)
     assert code == 0 and "synthetic replica at scale 0.02 (2% of the published size)" in out
     assert "node features: none" not in out and re.search(r"feat float32 \[\d+, 64\]", out)
     assert re.search(r"label int64 \[\d+\], train_mask bool", out)

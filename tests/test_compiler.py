@@ -757,7 +757,7 @@ def test_cli_explain_shows_every_reference_model_optimized_without_fallback(mode
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", gnnc.FallbackWarning)
-        assert main(["explain", "--model", model, "--graph", "aifb", "--scale", "0.02", "--feat-dim", "8"]) == 0
+        assert main(["explain", "--model", model, "--graph", "aifb-replica", "--scale", "0.02", "--feat-dim", "8"]) == 0
     text = capsys.readouterr().out
     assert "-- after optimization:" in text and "-- passes:" in text and "FLOPs" in text
 

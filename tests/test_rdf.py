@@ -230,3 +230,16 @@ def test_the_limits_bound_lines_and_counts(tmp_path):
         data.MUTAGDataset(raw_dir=tmp_path, verbose=False)
     with limits.configure(max_edges=3), pytest.raises(ValueError, match=r"mutag_stripped\.nt, line 4: declares 4"):
         data.MUTAGDataset(raw_dir=tmp_path, verbose=False)
+
+
+def test_info_and_datasets_describe_the_real_rdf_sets(tmp_path, capsys):
+    _unpacked(tmp_path, "aifb")
+    assert main(["info", "aifb", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "aifb: real dataset from" in out and "Personen" in out
+    assert "processing: as DGL 2.1's AIFBDataset (gnnc.data.AIFBDataset(), dgl.data.AIFBDataset through" in out
+    assert "label, train_mask and test_mask on 'Personen'" in out
+    assert main(["datasets", "--data-dir", str(tmp_path)]) == 0
+    listing = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert "gnnc.data.AIFBDataset" in listing["aifb"] and " found " in listing["aifb"]
+    assert "rdf/mutag-hetero/*" in listing["mutag"] and " absent " in listing["mutag"]

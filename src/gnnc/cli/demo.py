@@ -10,6 +10,7 @@ from .. import data, models
 from ..compile import compile as compile_model
 from ..spread import busy_warning, measure
 from .arguments import POSITIVE, SCALE
+from .graphs import replica_name
 
 
 def add_parser(subparsers) -> None:
@@ -17,7 +18,7 @@ def add_parser(subparsers) -> None:
     demo = subparsers.add_parser("demo", help="run GAT and RGCN on bundled synthetic graphs and time them")
     demo.add_argument("--gat-graph", default="pubmed", help="synthetic graph of the GAT case")
     demo.add_argument("--gat-scale", type=SCALE, default=1.0, help="replica scale of the GAT graph")
-    demo.add_argument("--rgcn-graph", default="aifb", help="synthetic graph of the RGCN case")
+    demo.add_argument("--rgcn-graph", default="aifb-replica", help="synthetic graph of the RGCN case")
     demo.add_argument("--rgcn-scale", type=SCALE, default=1.0, help="replica scale of the RGCN graph")
     demo.add_argument("--runs", type=POSITIVE, default=5, help="timed runs per measurement (median reported)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the graphs and the models")
@@ -25,10 +26,10 @@ def add_parser(subparsers) -> None:
 
 
 def _demo_cases(args):
-    gat_ds = data.synthetic(args.gat_graph, scale=args.gat_scale, seed=args.seed)
+    gat_ds = data.synthetic(replica_name(args.gat_graph, "demo"), scale=args.gat_scale, seed=args.seed)
     gat = models.GATConv(gat_ds.graph.ndata_all["feat"].shape[1], 8, num_heads=8)
     yield "GAT (8 heads x 8)", gat_ds, gat
-    rgcn_ds = data.synthetic(args.rgcn_graph, scale=args.rgcn_scale, seed=args.seed, feat_dim=16)
+    rgcn_ds = data.synthetic(replica_name(args.rgcn_graph, "demo"), scale=args.rgcn_scale, seed=args.seed, feat_dim=16)
     rgcn = models.RGCNConv(16, 16, num_rels=len(rgcn_ds.graph.canonical_etypes))
     yield "RGCN (16 -> 16)", rgcn_ds, rgcn
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import data
 from ..data import paths
+from ..data.rdf import RDF_DATASETS
 from ..data.registry import REAL_DATASETS
 from ..data.replicas import is_replica, label, registry_name
 from .arguments import UsageError
@@ -42,7 +43,7 @@ def synthetic_replica(name: str, scale: float, command: str, **options):
 def real_path(name: str, data_dir: str | None) -> Path:
     """The file or folder the loader of real dataset ``name`` reads, by the data-location rule."""
     d = REAL_DATASETS[name]
-    subdir = str(Path(d.files[0]).parent) if d.loader == "load_planetoid" else d.files[0]
+    subdir = str(Path(d.files[0]).parent) if d.loader != "load_kg" else d.files[0]
     return paths.resolve(None, subdir, f"real dataset {name}", root=data_dir)
 
 
@@ -57,6 +58,8 @@ def load_graph(spec: str, scale: float, data_dir: str | None, command: str = "in
         print(f"{name}: real dataset from {path}", flush=True)
         if name in ("cora", "citeseer"):
             return data.load_planetoid(name, path).graph
+        if name in RDF_DATASETS:
+            return RDF_DATASETS[name](raw_dir=data_dir, verbose=False)[0]
         return data.load_kg(path).graph
     if spec.endswith((".tar.gz", ".tgz")) or Path(spec).is_dir():
         return data.load_kg(spec).graph

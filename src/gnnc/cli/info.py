@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..data.citation import processing_note
+from ..data import citation, rdf
 from .arguments import DATA_DIR_HELP, SCALE
 from .graphs import load_graph
 
@@ -10,7 +10,10 @@ from .graphs import load_graph
 def add_parser(subparsers) -> None:
     """Add the ``info`` command to ``gnnc``'s subparsers."""
     info = subparsers.add_parser("info", help="summarise a graph's node types, relations, degrees and features")
-    info.add_argument("graph", help="synthetic name, cora/citeseer, FB15k-237/WN18RR, or a .npz/.tar.gz path")
+    info.add_argument(
+        "graph",
+        help="synthetic name, cora/citeseer, aifb/mutag/bgs/am, FB15k-237/WN18RR, or a .npz/.tar.gz path",
+    )
     info.add_argument("--scale", type=SCALE, default=1.0, help="replica scale for synthetic graphs")
     info.add_argument("--data-dir", help=DATA_DIR_HELP)
     info.set_defaults(func=cmd_info)
@@ -36,6 +39,6 @@ def cmd_info(args) -> int:
     else:
         for t in g.ntypes:
             print(f"node features of {t}: {_features(g.nodes[t].data)}")
-    if note := processing_note(args.graph):
+    if note := citation.processing_note(args.graph) or rdf.processing_note(args.graph):
         print(note)
     return 0

@@ -9,6 +9,7 @@ it is recorded and reproduced exactly; other schemas are drawn from the seed.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,7 +160,10 @@ class RealDataset:
     @property
     def pattern(self) -> str:
         """The files in one short glob-like string, for listings."""
-        return self.files[0] if len(self.files) == 1 else self.files[0].rsplit(".", 1)[0] + ".*"
+        if len(self.files) == 1:
+            return self.files[0]
+        common = os.path.commonprefix(list(self.files))
+        return common[: max(common.rfind("/"), common.rfind(".")) + 1] + "*"
 
     def missing(self, root) -> list[str]:
         """The needed files absent under ``root`` (empty when the dataset is usable)."""
@@ -168,6 +172,12 @@ class RealDataset:
 
 def _planetoid(name, figures):
     return RealDataset(name, "load_planetoid", tuple(f"planetoid/ind.{name}.{p}" for p in PLANETOID_PARTS), figures)
+
+
+def _rdf(name, loader, figures):
+    """An RDF set as DGL's ``<name>-hetero.zip`` unpacks (its N-Triples file's name varies: the splits stand in)."""
+    files = tuple(f"rdf/{name}-hetero/{split}" for split in ("trainingSet.tsv", "testSet.tsv"))
+    return RealDataset(name, loader, files, figures)
 
 
 REAL_DATASETS: dict[str, RealDataset] = {
@@ -179,5 +189,9 @@ REAL_DATASETS: dict[str, RealDataset] = {
             "FB15k-237", "load_kg", ("kg/FB15k-237.tar.gz",), "14,541 entities, 237 relations (474 with inverses)"
         ),
         RealDataset("WN18RR", "load_kg", ("kg/WN18RR.tar.gz",), "40,943 entities, 11 relations"),
+        _rdf("aifb", "AIFBDataset", "7,262 nodes, 48,810 edges (with reverses), 4 classes on Personen"),
+        _rdf("mutag", "MUTAGDataset", "27,163 nodes, 148,100 edges (with reverses), 2 classes on d"),
+        _rdf("bgs", "BGSDataset", "94,806 nodes, 672,884 edges (with reverses), 2 classes"),
+        _rdf("am", "AMDataset", "881,680 nodes, 5,668,682 edges (with reverses), 11 classes on proxy"),
     )
 }

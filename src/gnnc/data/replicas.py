@@ -1,9 +1,10 @@
 """One meaning for a dataset name on the command line: a bare real name means the real files.
 
-``cora`` and ``citeseer`` (and FB15k-237, WN18RR: ``gnnc.data.registry.REAL_DATASETS``) name the real
-files in every command; their synthetic replicas are ``cora-replica`` / ``citeseer-replica``. Every
-synthetic graph may be named ``<name>-replica``; those without real files in gnnc (``mag``, ``aifb``, ...)
-also by their bare name, as before. Result files written before keep their names.
+``cora``, ``citeseer``, ``aifb``, ``mutag``, ``bgs`` and ``am`` (and FB15k-237, WN18RR:
+``gnnc.data.registry.REAL_DATASETS``) name the real files in every command; their synthetic replicas are
+``cora-replica``, ``aifb-replica``, ... Every synthetic graph may be named ``<name>-replica``; those without
+real files in gnnc (``mag``, ``arxiv``, ...) also by their bare name, as before. Result files written before
+keep their names.
 """
 
 from __future__ import annotations
