@@ -66,6 +66,7 @@ def read_triples(path) -> dict[tuple, int]:
     check_file(path)
     limit = limits.LIMITS.max_text_line
     triples: dict[tuple, int] = {}
+    terms: dict[tuple, tuple] = {}  # one tuple per distinct term: a big file repeats its IRIs on many lines
     raw = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
     with io.TextIOWrapper(raw, encoding="utf-8") as f:
         lineno = 0
@@ -79,7 +80,7 @@ def read_triples(path) -> dict[tuple, int]:
                     )
                 stripped = line.strip()
                 if stripped and not stripped.startswith("#"):
-                    triple = _triple(line.rstrip("\r\n"), path, lineno)
+                    triple = tuple(terms.setdefault(t, t) for t in _triple(line.rstrip("\r\n"), path, lineno))
                     triples.setdefault(triple, lineno)
                     if len(triples) > limits.LIMITS.max_edges:
                         limits.check_count(len(triples), "edges", f"{path}, line {lineno}")
