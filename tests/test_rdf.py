@@ -222,6 +222,12 @@ def test_malformed_splits_name_the_file_and_the_line(tmp_path):
         data.AIFBDataset(raw_dir=tmp_path, verbose=False)
 
 
+def test_a_sample_of_the_wrong_shape_names_the_split_file_and_the_line(tmp_path):
+    folder = _unpacked(tmp_path, "am", testSet=f"{ARCHIVES['am'][2]}\nhttp://purl.org/collections/nl/am/x/y\t1\tp\n")
+    with pytest.raises(ValueError, match=re.escape(f"{folder / 'testSet.tsv'}, line 2: entity <http://purl")):
+        data.AMDataset(raw_dir=tmp_path, verbose=False)
+
+
 def test_the_limits_bound_lines_and_counts(tmp_path):
     _unpacked(tmp_path, "mutag")
     with limits.configure(max_text_line=40), pytest.raises(ValueError, match=r"line 1: longer than 40 characters"):

@@ -162,7 +162,10 @@ class RDFGraphDataset(OneGraphDataset):
         for split in SPLIT_FILES:
             idx = []
             for sample, label, where in self._samples(folder / split):
-                ent = self.parse_entity((IRI, sample))
+                try:
+                    ent = self.parse_entity((IRI, sample))
+                except ValueError as err:
+                    raise ValueError(f"{where}: {err}") from None
                 key = "None" if ent is None else f"{ent[0]}/{ent[1]}"
                 if key not in entities:
                     if self.verbose:
