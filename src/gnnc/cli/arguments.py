@@ -78,7 +78,9 @@ NON_NEGATIVE = number(int, 0)
 POSITIVE_FLOAT = number(float, 0.0, low_open=True)
 DEBUG_ENV = "GNNC_DEBUG"
 QUIET_HELP = "no progress bars or per-epoch lines, results and errors only (also TQDM_DISABLE=1)"
-DATA_DIR_HELP = "folder holding planetoid/ and kg/ (default: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data)"
+DATA_DIR_HELP = (
+    "the data folder, holding planetoid/, kg/, rdf/ (default: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data)"
+)
 
 
 def require_device(device: str) -> None:

@@ -1,6 +1,6 @@
 """Where real dataset files are: one rule for the loaders, the ``gnnc`` command, tests and bench.
 
-The data folder (holding ``planetoid/`` and ``kg/``) is the first of:
+The data folder (holding ``planetoid/``, ``kg/``, ``rdf/``, ``ogb/``) is the first of:
 
 1. an explicit argument (``--data-dir DIR``, or a path handed to a loader);
 2. ``$GNNC_DATA``, when set;
@@ -72,7 +72,7 @@ def fix_hint() -> str:
     """The one-line fix for missing data files."""
     return (
         f"fetch them with `gnnc datasets download NAME` (`gnnc datasets` lists the names), put the files "
-        f"there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/ and kg/ (order: {RULE})"
+        f"there, or point --data-dir or ${ENV_VAR} at the folder holding planetoid/, kg/ and rdf/ (order: {RULE})"
     )
 
 
