@@ -46,6 +46,7 @@ LAYERS = (
         "base",
         (
             "gnnc.failures",
+            "gnnc.stage_timings",
             "gnnc.scoped",
             "gnnc.bounded_cache",
             "gnnc.function",

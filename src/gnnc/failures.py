@@ -19,6 +19,8 @@ import warnings
 
 import torch
 
+from .stage_timings import timed
+
 _STAGE = "_gnnc_stage"
 
 
@@ -29,14 +31,15 @@ class FallbackWarning(UserWarning):
 @contextlib.contextmanager
 def stage(name: str):
     """Name the stage run inside the block: an exception leaving it is marked with ``name``, unless a stage
-    inside this one marked it first."""
-    try:
-        yield
-    except Exception as err:
-        if stage_of(err) is None:
-            with contextlib.suppress(AttributeError):  # an exception type without attributes stays unnamed
-                setattr(err, _STAGE, name)
-        raise
+    inside this one marked it first; while ``stage_timings.recording``, its time is recorded as ``name``'s."""
+    with timed(name):
+        try:
+            yield
+        except Exception as err:
+            if stage_of(err) is None:
+                with contextlib.suppress(AttributeError):  # an exception type without attributes stays unnamed
+                    setattr(err, _STAGE, name)
+            raise
 
 
 def stage_of(err: BaseException, default: str | None = None) -> str | None:

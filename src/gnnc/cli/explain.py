@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .. import backend, models
+from .. import backend, models, stage_timings
 from ..backend import CHOICES as BACKENDS
-from ..compile import explain
+from ..compile import compile, explain
 from .arguments import POSITIVE, SCALE, require_device
 from .graphs import synthetic_replica
 
@@ -29,6 +29,12 @@ def add_parser(subparsers) -> None:
         "Triton's interpreter: TRITON_INTERPRET=1 gnnc explain --backend triton",
     )
     exp.add_argument("--device", default="cpu", help="device of the graph and the model, e.g. cuda")
+    exp.add_argument(
+        "--timings",
+        action="store_true",
+        help="instead of the MP-DFG: the wall time per stage (tracing, each pass, graph preparation, numba "
+        "compile or cache load, run) of the first and the second training step (forward, sum, backward)",
+    )
     exp.set_defaults(func=cmd_explain)
 
 
@@ -47,5 +53,21 @@ def cmd_explain(args) -> int:
         "edgeconv": lambda: models.EdgeConv(width, 16),
         "simple-hgn": lambda: models.SimpleHGNConv(width, 8, rels, edge_dim=4, num_heads=2),
     }
-    print(explain(builders[args.model]().to(args.device).eval(), g, x, dot=args.dot, backend=args.backend))
+    model = builders[args.model]().to(args.device)
+    if args.timings:
+        print(step_timings(model, g, x, args.backend))
+        return 0
+    print(explain(model.eval(), g, x, dot=args.dot, backend=args.backend))
     return 0
+
+
+def step_timings(model, g, x, backend_choice: str) -> str:
+    """Stage tables of the first two training steps (forward, sum of the outputs, backward) of ``model``
+    compiled, side by side."""
+    compiled = compile(model, backend_choice)
+    steps = {}
+    for name in ("first step", "second step"):
+        with stage_timings.recording() as steps[name]:
+            out = compiled(g, x)
+            sum(t.sum() for t in (out.values() if isinstance(out, dict) else [out])).backward()
+    return stage_timings.side_by_side(steps)

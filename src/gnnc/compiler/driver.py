@@ -47,6 +47,7 @@ from ..runtime import eager, edge_writes, reach
 from ..runtime.node_reads import end_slot, side_of, sides_differ
 from ..runtime.plan import AUTOGRAD_SIGNALS, Plan, bind_inputs, forget_bindings, run_plan
 from ..scoped import scoped
+from ..stage_timings import timed
 from .build import build_apply_edges, build_update_all
 from .passes import optimize
 from .trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
@@ -121,7 +122,8 @@ def trace_call(kind: str, udfs: Sequence, g: Graph, rel: int | None) -> tuple[tu
     """Traced UDFs of a call (cached by code and binding), or the fallback message. A UDF that cannot be
     traced alone (a branch on a feature's dtype or rank, ``'norm' in edges.data``) is traced again on the
     features of ``g``'s block ``rel``, cached with them too."""
-    key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
+    with timed("reach fingerprint"):
+        key = (kind, reach.walk(tuple(udfs)).fingerprint)  # one walk: UDFs bound to one module share it
     traced = _TRACES.get(key)  # (read once: another thread may clear the caches)
     if traced is None:
         traced = _TRACES.put(key, _trace_all(udfs, None, []))

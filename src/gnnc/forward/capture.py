@@ -45,6 +45,7 @@ from ..graph.core import Graph
 from ..runtime import reach
 from ..runtime.plan import AUTOGRAD_SIGNALS
 from ..scoped import scoped
+from ..stage_timings import timed
 
 FRAMES = frozenset({"ndata", "edata", "srcdata", "dstdata", "ndata_all", "edata_all"})
 EDGE_FRAMES = frozenset({"edata", "edata_all"})
@@ -524,7 +525,8 @@ def capture(model: nn.Module, args: tuple, kwargs: dict, passes) -> tuple[Captur
     logged a rewrite. ``passes``: (name, ``forward.passes.contract.ForwardPass``); an exception in one leaves
     named ``forward pass <name>``."""
     try:
-        graph, kinds = trace(model, args, kwargs)
+        with timed("forward capture"):
+            graph, kinds = trace(model, args, kwargs)
     except CaptureFailure as err:
         return None, [f"forward not captured: {err}"]
     log: list = []
@@ -557,7 +559,8 @@ class Forwards:
     def __call__(self, model: nn.Module, args: tuple, kwargs: dict):
         key, failed = None, None
         try:
-            key = self._key(model, args, kwargs)
+            with timed("reach fingerprint"):
+                key = self._key(model, args, kwargs)
             entry = self._cache.get(key)  # (read once: another thread's call may clear the cache)
             if entry is None:
                 if len(self._cache) >= _MOST:

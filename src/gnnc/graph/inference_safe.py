@@ -18,6 +18,8 @@ from functools import cached_property
 
 import torch
 
+from ..stage_timings import timed
+
 
 @contextlib.contextmanager
 def normal_tensors():
@@ -30,11 +32,12 @@ def normal_tensors():
 
 
 def lasting(fn):
-    """``fn`` run inside ``normal_tensors``: what it returns may be cached and used in any mode."""
+    """``fn`` run inside ``normal_tensors``: what it returns may be cached and used in any mode (timed as
+    graph preparation, ``gnnc.stage_timings``)."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        with normal_tensors():
+        with normal_tensors(), timed("graph preparation"):
             return fn(*args, **kwargs)
 
     return run

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ...failures import stage
+from ...stage_timings import timed
 
 # numba's OpenMP layer would start a second OpenMP pool beside torch's, whose
 # spinning threads slow torch's own operators down several-fold on few cores.
@@ -140,9 +141,20 @@ def _call(kernel, *args) -> None:
         if key in _compiled:
             kernel(*args)
             return
-        with stage("code generation"), _vectorizing():  # first call with these types: compiles (or loads the cache)
+        with stage("code generation"), _vectorizing(), _compiling(kernel):  # first call with these types
             kernel(*args)
         _compiled.add(key)
+
+
+@contextlib.contextmanager
+def _compiling(kernel):
+    """Time the first call of ``kernel`` with new argument types as a numba compile, or as a load from
+    numba's disk cache where that cache served it (``gnnc.stage_timings``)."""
+    hits = kernel.stats.cache_hits.total()
+    with timed("numba compile") as frame:
+        yield
+        if frame is not None and kernel.stats.cache_hits.total() > hits:
+            frame.name = "numba cache load"
 
 
 def _signature_key(kernel, args) -> tuple:
@@ -168,7 +180,7 @@ def _call_rows(kernel, work: int, rows: int, split, *args, partial: np.ndarray |
     if key not in _compiled:
         with _LAUNCH_LOCK:
             if key not in _compiled:
-                with stage("code generation"), _vectorizing():  # compiles (or loads the cache)
+                with stage("code generation"), _vectorizing(), _compiling(kernel):
                     kernel(np.array([0, rows], dtype=np.int64), *args, *tail)
                 _compiled.add(key)
                 return

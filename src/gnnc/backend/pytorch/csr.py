@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...bounded_cache import BoundedCache
+from ...stage_timings import timed
 from .common import chunk_rows, clear_index_ranges, tensor_identity
 
 SPARSE_DEVICE_TYPES = frozenset({"cpu", "cuda"})
@@ -89,7 +90,8 @@ def csr_structure(rows: torch.Tensor, num_rows: int, cols: torch.Tensor | None =
     hit = _cache.get(key) if cacheable else None
     if hit is not None:
         return hit[2]
-    structure = _build(rows, num_rows, cols)
+    with timed("graph preparation"):
+        structure = _build(rows, num_rows, cols)
     if cacheable:
         _cache.put(key, (rows, cols, structure))
     return structure

@@ -21,6 +21,7 @@ import torch
 from torch.autograd.function import Function
 
 from ...bounded_cache import BoundedCache
+from ...stage_timings import timed
 from .common import (
     CPU_CHUNK_ELEMENTS,
     DEVICE_CHUNK_ELEMENTS,
@@ -93,10 +94,11 @@ class Grouping:
         hit = None if key is None else self.compacts.get(key)
         if hit is not None:
             return hit[1]
-        t = self.snapshot.to(torch.int64)
-        t = torch.where(t < 0, t + self.num_types, t)
-        pairs, pair = torch.unique(t * num_rows + index.to(torch.int64), return_inverse=True)  # sorted: by type
-        found = Compact(pairs % num_rows, pair, Segments(_offsets(pairs // num_rows, self.num_types)))
+        with timed("graph preparation"):
+            t = self.snapshot.to(torch.int64)
+            t = torch.where(t < 0, t + self.num_types, t)
+            pairs, pair = torch.unique(t * num_rows + index.to(torch.int64), return_inverse=True)  # sorted: by type
+            found = Compact(pairs % num_rows, pair, Segments(_offsets(pairs // num_rows, self.num_types)))
         if key is not None:
             self.compacts.put(key, (index, found))  # holding index pins the data pointer of the key
         return found
@@ -144,7 +146,8 @@ def grouping(types: torch.Tensor, num_types: int, name: str = "types") -> Groupi
             found = gp
             break
     if found is None:
-        found = _build(types, num_types, name)
+        with timed("graph preparation"):
+            found = _build(types, num_types, name)
     _recent.put(id(found), found)
     if mine is not None:
         _private[id(types)] = (mine[0], types._version, found)
