@@ -15,10 +15,12 @@ import contextlib
 import contextvars
 import importlib
 import importlib.util
+import sys
 
 import torch
 
 from ..scoped import scoped
+from ..stage_timings import timed
 
 CHOICES = ("auto", "torch", "cpu", "triton")
 _PACKAGES = {"torch": "pytorch", "cpu": "cpu", "triton": "triton"}  # backend name -> gnnc.backend subpackage
@@ -97,5 +99,8 @@ def kernels():
 
 
 def package(name: str):
-    """The primitive module of backend ``name`` (``torch``, ``cpu`` or ``triton``)."""
-    return importlib.import_module(f"gnnc.backend.{_PACKAGES[name]}")
+    """The primitive module of backend ``name`` (``torch``, ``cpu`` or ``triton``); its first import (numba's
+    or triton's, seconds) is timed as backend import (``gnnc.stage_timings``)."""
+    module = f"gnnc.backend.{_PACKAGES[name]}"
+    with timed("backend import") if module not in sys.modules else contextlib.nullcontext():
+        return importlib.import_module(module)

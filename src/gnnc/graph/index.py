@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .inference_safe import cached_structure, lasting
+from .inference_safe import cached_structure, structure_builder
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ class GraphIndex:
             self._buckets[rel] = self._make_buckets(rel)
         return self._buckets[rel]
 
-    @lasting
+    @structure_builder
     def _make_buckets(self, rel):
         if rel is None:
             indptr, eids = self.in_csr

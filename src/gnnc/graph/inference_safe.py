@@ -32,17 +32,27 @@ def normal_tensors():
 
 
 def lasting(fn):
-    """``fn`` run inside ``normal_tensors``: what it returns may be cached and used in any mode (timed as
-    graph preparation, ``gnnc.stage_timings``)."""
+    """``fn`` run inside ``normal_tensors``: what it returns may be cached and used in any mode."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        with normal_tensors(), timed("graph preparation"):
+        with normal_tensors():
             return fn(*args, **kwargs)
 
     return run
 
 
+def structure_builder(build):
+    """``lasting(build)``, timed as graph preparation (``gnnc.stage_timings``)."""
+
+    @functools.wraps(build)
+    def timed_build(*args, **kwargs):
+        with timed("graph preparation"):
+            return build(*args, **kwargs)
+
+    return lasting(timed_build)
+
+
 def cached_structure(build) -> cached_property:
-    """``functools.cached_property`` of ``lasting(build)``."""
-    return cached_property(lasting(build))
+    """``functools.cached_property`` of ``structure_builder(build)``."""
+    return cached_property(structure_builder(build))

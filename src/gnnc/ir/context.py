@@ -14,7 +14,7 @@ import torch
 
 from ..bounded_cache import BoundedCache
 from ..graph.index import GraphIndex
-from ..graph.inference_safe import cached_structure, lasting
+from ..graph.inference_safe import cached_structure, structure_builder
 from . import cost
 
 # Distinct pairs are counted with one bincount over the nodes per relation while relations x nodes is at
@@ -147,7 +147,7 @@ class GraphContext:
         cache = self.__dict__.get("_retyped")
         return cache.values()[-1][1] if cache else None
 
-    @lasting
+    @structure_builder
     def retyped(self, grouping) -> tuple[GraphContext, torch.Tensor]:
         """This block with each edge's relation replaced by its type in ``grouping`` (the stable sort of an
         integer edge feature by value, ``backend.torch.index_matmul.grouping``), and ``perm``: the new
