@@ -112,15 +112,17 @@ def optimize(dfg: MPDFG, annotate: Callable[[MPDFG], None] | None = None, **opti
     """Run every pipeline pass not switched off in ``options`` (``name=False``).
 
     Keyword aliases are made canonical first (``keywords``). ``annotate(dfg)`` refreshes shapes and
-    residencies after each pass, so every pass sees a fully annotated graph; dead code is removed at the
-    end. An exception leaves named by its pass (``gnnc.failures.stage``). With ``GNNC_VERIFY_PASSES`` set,
-    the MP-DFG is checked after every pass (``verify``).
+    residencies after each pass that changed it, so every pass sees a fully annotated graph; dead code is
+    removed at the end. An exception leaves named by its pass (``gnnc.failures.stage``). With
+    ``GNNC_VERIFY_PASSES`` set, the MP-DFG is checked after every pass (``verify``).
     """
     unknown = set(options) - set(pass_names())
     if unknown:
         raise TypeError(f"unknown compile options {sorted(unknown)}; passes: {pass_names()}")
     with stage("pass canonical_keywords"):  # not optional: the passes read dim / keepdim by these names
-        dfg = canonical_keywords(dfg).dfg
+        dfg, renamed = canonical_keywords(dfg)
+        if annotate is not None and renamed:
+            annotate(dfg)
     run = _Runner(options, annotate, frozenset(dfg.outputs) if verify.verifying() else None)
     for step in PIPELINE:
         dfg = run.group(step, dfg) if isinstance(step, FixedPoint) else run.step(step, dfg)[0]
@@ -135,12 +137,16 @@ class _Runner:
     outputs: frozenset | None  # the keys to check after each pass; None: no check
 
     def step(self, name: str, dfg: MPDFG) -> tuple[MPDFG, bool]:
-        """``dfg`` after pass ``name`` (unless switched off), annotated and checked; and whether it changed."""
+        """``dfg`` after pass ``name`` (unless switched off), annotated and checked; and whether it changed.
+
+        A pass that changed no operator is not annotated again: it copied the annotations of its input,
+        which depend only on the operators and on the placeholders' marks, which passes change only along
+        with an operator (shape propagation after every pass was most of a first call's pass time)."""
         if not self.options.get(name, True):
             return dfg, False
         with stage(f"pass {name}"):  # a failure, in the pass or in what it left, is reported as the pass's
             dfg, changed = PASSES[name](dfg)
-            if self.annotate is not None:
+            if self.annotate is not None and changed:
                 self.annotate(dfg)
             if self.outputs is not None:
                 verify.check(dfg, name, self.outputs, annotated=self.annotate is not None)
