@@ -13,6 +13,7 @@ torch's Python meta kernels import torch._dynamo on first use: ~1 s and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -218,8 +219,24 @@ def propagate_shapes(module: fx.GraphModule, ctx: GraphContext, inputs: list) ->
     }
     # Random operators (dropout) run on the stand-ins too: the global generator is restored after, so
     # compiling (each pass re-annotates) draws nothing from the user's random stream.
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+    with torch.no_grad(), torch.random.fork_rng(devices=[]), _one_thread():
         _Prop(module, real_rows).run(*values)
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """torch on one thread inside the block: stand-in rows are too few to gain from more, and on busy cores
+    every parallel region can cost milliseconds (most of the shape propagation's time on a loaded 2-core
+    machine). The thread count is torch's global setting: it is back as it was after the block."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _retyped(module: fx.GraphModule, ctx, placeholders: list, inputs: list):
