@@ -10,7 +10,8 @@ configurations, each called twice). Every step is recorded by stage.
   files in the imported gnnc's ``__pycache__`` folders are deleted first);
 - **warm**: the next process on the same folders, so both caches hold what the cold one wrote.
 
-Writes ``<out>/<case>-<state>.json`` (the step tables) and ``<out>/table.md`` (the tables side by side)::
+Writes ``<out>/<case>-<scale>-<state>.json`` (the step tables) and ``<out>/table.md`` (a summary, then every
+case's stages with its calls side by side; ``--render <out>`` rewrites it from the result files)::
 
     python bench/first_call.py --models rgcn rgat hgt pna --scale 0.05 --threads 2 --out bench/results/first-call/X
 """
@@ -49,7 +50,7 @@ def _pna_steps(steps: int) -> list:
         h, e = torch.randn(5, in_size), torch.randn(20, rest[6])
         model = gnnc.compile(PNAConv(in_size, *rest))
         calls += [(f"{in_size}/{rest[0]} {'+'.join(rest[1])}", lambda m=model, g=g, h=h, e=e: m(g, h, edge_feat=e))]
-    return [(name, call) for name, call in calls for _ in range(steps)]
+    return [(f"{name} #{i + 1}", call) for name, call in calls for i in range(steps)]
 
 
 def _mag_steps(model: str, scale: float, steps: int) -> list:
@@ -104,11 +105,64 @@ def format_table(result: dict) -> str:
     """The calls' stage tables side by side (``gnnc.stage_timings.side_by_side``)."""
     from gnnc.stage_timings import OUTSIDE, StageTimes, side_by_side
 
+    calls = result["calls"]
+    names = [c["call"] for c in calls]
+    if len(set(names)) < len(names):  # (files written before PNA's calls were numbered)
+        names = [f"{name} #{i + 1}" for i, name in enumerate(names)]
     columns = {}
-    for c in result["calls"]:
+    for name, c in zip(names, calls):
         stages = {n: s for n, s in c["stages"].items() if n != OUTSIDE}
-        columns[c["call"]] = StageTimes(stages, c["counts"], c["wall_s"])
+        columns[name] = StageTimes(stages, c["counts"], c["wall_s"])
     return side_by_side(columns)
+
+
+GROUPS = {  # stage name prefix -> the summary's column
+    "pass ": "passes",
+    "numba ": "numba compile/load",
+    "backend import": "backend import",
+    "graph preparation": "graph preparation",
+    "plan run": "plan run",
+}
+
+
+def section(result: dict) -> str:
+    case, state = result["case"], result["state"]
+    where = "test_pna_conv size" if case == "pna" else f"mag {result['scale']:g}"
+    return f"## {case} ({where}), {state}\n\n```\n{format_table(result)}\n```\n"
+
+
+def summary(results: list[dict]) -> str:
+    """One row per case and state: first and second call's wall time, their ratio, and the first call's own
+    seconds in the stage groups of ``GROUPS`` (the rest: tracing, shape inference, lowering, ..., and the
+    time outside any stage)."""
+    columns = list(dict.fromkeys(GROUPS.values()))
+    lines = [
+        f"| case | state | first s | second s | ratio | {' | '.join(columns)} | rest |",
+        "|---|---|" + "--:|" * (len(columns) + 4),
+    ]
+    for r in results:
+        first, second = r["calls"][0], r["calls"][1]
+        grouped = dict.fromkeys(columns, 0.0)
+        for name, seconds in first["stages"].items():
+            group = next((g for prefix, g in GROUPS.items() if name.startswith(prefix)), None)
+            if group is not None:
+                grouped[group] += seconds
+        rest = first["wall_s"] - sum(grouped.values())
+        cells = " | ".join(f"{v:.1f}" for v in grouped.values())
+        lines.append(
+            f"| {r['case']} | {r['state']} | {first['wall_s']:.1f} | {second['wall_s']:.1f} | "
+            f"{first['wall_s'] / second['wall_s']:.1f}x | {cells} | {rest:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def render(folder: Path) -> None:
+    """``table.md`` in ``folder`` from its result files: the summary, then every case's stage table."""
+    order = {case: i for i, case in enumerate(CASES)}
+    results = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    results.sort(key=lambda r: (r["scale"], order[r["case"]], r["state"] != "cold"))
+    text = "\n".join([summary(results) + "\n", *(section(r) for r in results)])
+    (folder / "table.md").write_text(text)
 
 
 def main(argv=None) -> int:
@@ -119,12 +173,15 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--states", nargs="+", choices=("cold", "warm"), default=["cold", "warm"])
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--render", type=Path, metavar="DIR", help="only rewrite DIR/table.md from DIR's result files")
     ap.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.render:
+        render(args.render)
+        return 0
     if args.child:
         print(json.dumps(child(args.child, args.scale, args.threads, args.steps)))
         return 0
-    sections = []
     for case in args.models:
         cache_home = Path(tempfile.mkdtemp(prefix="gnnc-first-call-"))
         try:
@@ -133,16 +190,14 @@ def main(argv=None) -> int:
                     for p in numba_cache_files():
                         p.unlink()
                 result = run_case(case, args, cache_home, state)
-                title = f"{case} {'(test_pna_conv size)' if case == 'pna' else f'mag {args.scale:g}'}, {state}"
-                sections.append(f"## {title}\n\n```\n{format_table(result)}\n```\n")
-                print(sections[-1], flush=True)
+                print(section(result), flush=True)
                 if args.out:
                     args.out.mkdir(parents=True, exist_ok=True)
                     (args.out / f"{case}-{args.scale:g}-{state}.json").write_text(json.dumps(result, indent=1) + "\n")
         finally:
             shutil.rmtree(cache_home, ignore_errors=True)
     if args.out:
-        (args.out / f"table-{args.scale:g}.md").write_text("\n".join(sections))
+        render(args.out)
     return 0
 
 
