@@ -396,16 +396,16 @@ class Graph:
     def local_scope(self):
         """Feature assignments inside the block are undone on exit (like DGL)."""
         saved = (
-            self._nstore.snapshot(),
-            self._estore.snapshot(),
+            self._nstore.open_scope(),
+            self._estore.open_scope(),
             dict(self.ntype_data.data),
             dict(self.etype_data.data),
         )
         try:
             yield self
         finally:
-            self._nstore.restore(saved[0])
-            self._estore.restore(saved[1])
+            self._nstore.close_scope(saved[0])
+            self._estore.close_scope(saved[1])
             self.ntype_data.data, self.etype_data.data = saved[2], saved[3]
 
     def local_var(self) -> Graph:

@@ -31,18 +31,40 @@ class Deferred:
         raise NotImplementedError
 
 
+class State:
+    """What a store holds: the element count of each type (and their offsets) and the features (see the
+    module). One object, so that a type subgraph can share it with the graph it was taken from and a local
+    scope can set it aside (:meth:`TypedStore.snapshot`)."""
+
+    def __init__(self, counts: tuple, whole=None, typed=None):
+        self.counts = counts
+        self.offsets = [0]
+        for c in counts:
+            self.offsets.append(self.offsets[-1] + c)
+        self.whole: dict[str, torch.Tensor] = {} if whole is None else whole
+        self.typed: dict[str, dict[int, torch.Tensor]] = {} if typed is None else typed
+
+    def clone(self) -> State:
+        """A state of the same counts and tensors, whose feature dicts are its own."""
+        return State(self.counts, dict(self.whole), {k: dict(v) for k, v in self.typed.items()})
+
+    def take(self, other: State) -> None:
+        self.counts, self.offsets, self.whole, self.typed = other.counts, other.offsets, other.whole, other.typed
+
+
 class TypedStore:
-    """Features over ``sum(counts)`` elements split into named types."""
+    """Features over ``sum(counts)`` elements split into named types (held in a :class:`State`)."""
 
     def __init__(self, kind: str, names, counts):
         self.kind = kind  # "node" or "edge", for error messages
         self.names = tuple(names)
-        self.counts = tuple(int(c) for c in counts)
-        self.offsets = [0]
-        for c in self.counts:
-            self.offsets.append(self.offsets[-1] + c)
-        self.whole: dict[str, torch.Tensor] = {}
-        self.typed: dict[str, dict[int, torch.Tensor]] = {}
+        self.state = State(tuple(int(c) for c in counts))
+
+    # the state's parts, as the store's own
+    counts = property(lambda self: self.state.counts)
+    offsets = property(lambda self: self.state.offsets)
+    whole = property(lambda self: self.state.whole, lambda self, value: setattr(self.state, "whole", value))
+    typed = property(lambda self: self.state.typed, lambda self, value: setattr(self.state, "typed", value))
 
     @property
     def total(self) -> int:
@@ -54,10 +76,22 @@ class TypedStore:
         return self
 
     def snapshot(self):
-        return dict(self.whole), {k: dict(v) for k, v in self.typed.items()}
+        """The features as they are now, for :meth:`restore` (the store goes on as it is)."""
+        return self.state.clone()
 
     def restore(self, snap) -> None:
-        self.whole, self.typed = snap
+        """Hold the features of ``snap`` again, in the state itself (what shares it sees them too)."""
+        self.state.take(snap)
+
+    def open_scope(self):
+        """Begin a local scope, as DGL's ``local_scope`` does: the store goes on with a copy of its state (the
+        same tensors) and the state it had is returned, for :meth:`close_scope`. A view sharing that state (a
+        type subgraph's, ``gnnc.graph.shared_types``) keeps it: it sees none of the scope's writes."""
+        kept, self.state = self.state, self.state.clone()
+        return kept
+
+    def close_scope(self, kept) -> None:
+        self.state = kept
 
     def copy(self, fn=lambda t: t) -> TypedStore:
         """A new store with every tensor passed through ``fn`` (deferred values materialized first)."""
@@ -67,9 +101,9 @@ class TypedStore:
         return out
 
     def take(self, other: TypedStore) -> None:
-        """Hold ``other``'s counts and features: a graph mutated in place keeps its stores, so the feature
-        views taken before the mutation see it."""
-        self.counts, self.offsets, self.whole, self.typed = other.counts, other.offsets, other.whole, other.typed
+        """Hold ``other``'s counts and features: a graph mutated in place keeps its stores and their state, so
+        the feature views taken before the mutation (and the type subgraphs sharing the state) see it."""
+        self.state.take(other.state)
 
     def keys(self) -> list[str]:
         """Every feature name, whether stored whole or for some types only."""
@@ -96,14 +130,18 @@ class TypedStore:
             return value
         if key not in self.typed:
             raise KeyError(f"no {self.kind} feature {key!r}; available: {self.keys()}")
-        parts = self.typed[key]
+        return self._whole_of(key, self.typed[key])
+
+    def _whole_of(self, key: str, parts: dict) -> torch.Tensor:
+        """Per-type feature ``key`` (``parts``: type -> rows) as one tensor; KeyError where a type with
+        elements lacks it."""
         missing = [self.names[t] for t in range(len(self.names)) if t not in parts and self.counts[t] > 0]
         if missing:
             raise KeyError(
                 f"{self.kind} feature {key!r} is only set for some types (missing for {missing}); "
                 f"read it per type: g.{self.kind[0]}data[{key!r}] gives {{type: tensor}}"
             )
-        return self._assemble(key, [t for t in range(len(self.names)) if self.counts[t] > 0])
+        return self._assemble(key, parts, [t for t in range(len(self.names)) if self.counts[t] > 0])
 
     def get_spanning(self, key: str, types) -> torch.Tensor:
         """``key`` over all elements, right on the rows of ``types`` (type indices), zeros elsewhere.
@@ -116,11 +154,11 @@ class TypedStore:
             return self.get_whole(key)
         for t in types:
             self.get_typed(key, t)  # raises a clear KeyError when absent
-        return self._assemble(key, sorted(types))
+        return self._assemble(key, self.typed[key], sorted(types))
 
-    def _assemble(self, key: str, types: list[int]) -> torch.Tensor:
-        """Per-type feature ``key`` of ``types`` (all present) as one tensor, zeros for other types."""
-        parts = self.typed[key]
+    def _assemble(self, key: str, parts: dict, types: list[int]) -> torch.Tensor:
+        """Per-type feature ``key`` (``parts``: type -> rows) of ``types`` (all present) as one tensor, zeros
+        for other types."""
         for what, of in (("shape", lambda p: tuple(p.shape[1:])), ("dtype", lambda p: p.dtype)):
             if len({of(parts[t]) for t in types}) > 1:
                 found = {self.names[t]: of(parts[t]) for t in types}

@@ -52,6 +52,13 @@ class SidedStore(TypedStore):
         super().restore(snap[0])
         self.dst.restore(snap[1])
 
+    def open_scope(self):
+        return super().open_scope(), self.dst.open_scope()
+
+    def close_scope(self, kept) -> None:
+        super().close_scope(kept[0])
+        self.dst.close_scope(kept[1])
+
     def copy(self, fn=lambda t: t) -> SidedStore:
         source = super().copy(fn)
         out = SidedStore(self.names, self.counts, self.dst.counts, self.node_counts)

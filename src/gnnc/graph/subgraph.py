@@ -3,7 +3,9 @@
 Every function returns a new graph with the parent's node types and
 relations (``edge_type_subgraph`` / ``node_type_subgraph``: the chosen ones)
 and the parent's ``idtype``; features of the kept nodes and edges are
-gathered into it (writes to either graph stay their own). ``store_ids``
+gathered into it (writes to either graph stay their own), except that the
+type subgraphs share the parent's features of their types as DGL's do
+(``gnnc.graph.shared_types``). ``store_ids``
 records parent ids as ``_ID`` (DGL's ``NID`` / ``EID``, in ``idtype``):
 always for edges, for nodes only where they were renumbered.
 
@@ -32,6 +34,7 @@ import torch
 from .block import Block
 from .blocks import gathered_block
 from .core import Graph
+from .shared_types import SharedTypes
 from .validate import as_ids, check_range
 
 ID = "_ID"  # DGL's NID / EID
@@ -275,18 +278,15 @@ def edge_type_subgraph(g: Graph, etypes, output_device=None) -> Graph:
 
 def _of_relations(g: Graph, rels: list[int], types: list[str]) -> Graph:
     """The graph of relations ``rels`` of ``g`` and node types ``types`` (in that order), all their nodes and
-    edges with their features."""
+    edges, sharing ``g``'s features of them (``gnnc.graph.shared_types``)."""
     keys = [g.canonical_etypes[r] for r in rels]
     relations = [(key, *_relation(g, r)) for r, key in zip(rels, keys)]
     out = Graph._build(types, [g.num_nodes(t) for t in types], relations, g.device)
     out.idtype = g.idtype
-    for new_t, name in enumerate(types):
-        t = g.ntype_id(name)
-        for key in g._nstore.typed_keys(t):
-            out._nstore.set_typed(key, new_t, g._nstore.get_typed(key, t))
-    for new_r, r in enumerate(rels):
-        for key in g._estore.typed_keys(r):
-            out._estore.set_typed(key, new_r, g._estore.get_typed(key, r))
+    nodes = [g.ntype_id(name) for name in out.ntypes]
+    edges = [g.etype_id(key) for key in out.canonical_etypes]
+    out._nstore = SharedTypes(g._nstore, nodes, out._nstore.names)
+    out._estore = SharedTypes(g._estore, edges, out._estore.names)
     return out
 
 
