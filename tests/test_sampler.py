@@ -24,7 +24,7 @@ def big_heterograph(seed=0):
 def check_block(parent, block, dst_global, fanout):
     """Every documented property of one block whose destinations are ``dst_global``."""
     assert isinstance(block, Block)
-    assert block.ntypes == parent.ntypes
+    assert block.srctypes == block.dsttypes == parent.ntypes  # DGL's block.ntypes: both, one after the other
     assert block.canonical_etypes == parent.canonical_etypes
     src_ids = block.src_ids
     assert torch.unique(src_ids).numel() == src_ids.numel()

@@ -109,6 +109,15 @@ def test_to_block_on_a_heterograph_counts_each_side():
     assert block["_E"].dstdata[NID].tolist() == [3, 2]
 
 
+def test_a_blocks_ntypes_list_the_source_then_the_destination_types_as_dgl():
+    """DGL's DGLBlock.ntypes (DGL's nn tests read ``len(g.ntypes) == 2`` as "feed a (src, dst) pair")."""
+    block = gnnc.to_block(gnnc.graph(([2, 3, 4], [5, 6, 7]), num_nodes=100))
+    assert block.ntypes == ["_N", "_N"] and block.srctypes == ["_N"] and block.dsttypes == ["_N"]
+    hetero = gnnc.to_block(gnnc.heterograph({("user", "plays", "game"): ([0, 1], [1, 0])}), {"game": [0, 1]})
+    assert hetero.ntypes == ["game", "user", "game", "user"]
+    assert hetero.num_src_nodes("user") == 2 and hetero.num_dst_nodes("game") == 2  # the types, named once
+
+
 def _block_layer(block, h):
     block.srcdata["h"] = h
     block.update_all(fn.copy_u("h", "m"), fn.sum("m", "s"))

@@ -379,7 +379,7 @@ def _compute_graph(g, rel: int, eids):
     of ``g``'s nodes, with ``g``'s node features, those edges' features and ``g``'s initializers."""
     key, eids = g.canonical_etypes[rel], eids.long()
     src, dst = (t.long() for t in g.find_edges(key))
-    part = Graph._build(g.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device)
+    part = Graph._build(g.index.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device)
     if g.is_block:  # with both sides of its node features
         part = Block(
             part.index,

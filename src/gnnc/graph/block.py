@@ -118,14 +118,21 @@ class Block(Graph):
         return super().ntype_id(ntype)
 
     @property
+    def ntypes(self) -> list[str]:
+        """DGL's ``DGLBlock.ntypes``: the source types, then the destination types (``['_N', '_N']`` for a
+        block of one node type). The block's node types, each once, are ``index.ntypes``; a position ``t``
+        there names the same type here."""
+        return self.srctypes + self.dsttypes
+
+    @property
     def srctypes(self) -> list[str]:
         """DGL's source types: every node type (``to_block``'s, the parent's), or ``create_block``'s."""
-        return self.ntypes if self.side_types is None else list(self.side_types[0])
+        return list(self.index.ntypes) if self.side_types is None else list(self.side_types[0])
 
     @property
     def dsttypes(self) -> list[str]:
         """DGL's destination types: every node type (``to_block``'s, the parent's), or ``create_block``'s."""
-        return self.ntypes if self.side_types is None else list(self.side_types[1])
+        return list(self.index.ntypes) if self.side_types is None else list(self.side_types[1])
 
     def side_rows(self, values: torch.Tensor, t: int | None, end_slot: int) -> torch.Tensor:
         """Of ``values`` (one per node row of type ``t``, or of every type when None), DGL's side's: the
@@ -245,8 +252,8 @@ class Block(Graph):
 
     def __repr__(self) -> str:
         return (
-            f"Block(src={dict(zip(self.ntypes, self.num_src_per_type))}, "
-            f"dst={dict(zip(self.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})"
+            f"Block(src={dict(zip(self.index.ntypes, self.num_src_per_type))}, "
+            f"dst={dict(zip(self.index.ntypes, self.num_dst_per_type))}, num_edges={self.num_edges()})"
         )
 
 

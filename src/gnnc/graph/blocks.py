@@ -138,6 +138,6 @@ def block_to_graph(block: Block) -> Graph:
 def _side_features(block: Block, side: str, ntype: str):
     """The features of ``side`` of node type ``ntype``, each the tensor stored (a one-type block's are stored
     whole: ``srcdata`` / ``dstdata`` give them as set)."""
-    if len(block.ntypes) == 1:
+    if len(block.index.ntypes) == 1:
         return block.srcdata if side == "src" else block.dstdata
     return (block.srcnodes if side == "src" else block.dstnodes)[ntype].data

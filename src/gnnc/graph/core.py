@@ -447,7 +447,7 @@ class Graph:
 
     def batch_num_nodes(self, ntype: str | None = None) -> torch.Tensor:
         """Nodes (of ``ntype``; needed when there are several types) of every graph of the batch."""
-        return self.batch_num_nodes_by_type()[:, self.ntype_id(self._only_type(ntype, self.ntypes, "node"))]
+        return self.batch_num_nodes_by_type()[:, self.ntype_id(self._only_type(ntype, self.index.ntypes, "node"))]
 
     def batch_num_edges(self, etype=None) -> torch.Tensor:
         """Edges (of relation ``etype``; needed when there are several) of every graph of the batch."""
@@ -861,7 +861,7 @@ class Graph:
     def add_nodes(self, num, data=None, ntype=None) -> None:
         """DGL's ``add_nodes``, in place: ``num`` nodes appended to ``ntype`` (needed when there are several
         node types), with ``data``'s features (``gnnc.graph.mutation``; ``gnnc.add_nodes`` makes a new graph)."""
-        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node type"))
+        t = self.ntype_id(self._only_type(ntype, self.index.ntypes, "node type"))
         self._mutate(mutation.add_nodes(self._structure(), self.initializers, t, num, data))
 
     def add_edges(self, u, v, data=None, etype=None) -> None:
@@ -879,7 +879,7 @@ class Graph:
     def remove_nodes(self, nids, ntype=None, store_ids: bool = False) -> None:
         """DGL's ``remove_nodes``, in place: nodes ``nids`` of ``ntype`` and their edges go, the others keep
         their order and features, renumbered; ``store_ids`` keeps old ids as ``ndata`` / ``edata['_ID']``."""
-        t = self.ntype_id(self._only_type(ntype, self.ntypes, "node type"))
+        t = self.ntype_id(self._only_type(ntype, self.index.ntypes, "node type"))
         self._mutate(mutation.remove_nodes(self._structure(), t, nids, store_ids, self.idtype))
 
     def clone(self) -> Graph:

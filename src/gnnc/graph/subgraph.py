@@ -62,7 +62,7 @@ def _by_type(names: list, value, call: str, kind: str) -> dict:
 def _node_ids(g: Graph, nodes, call: str, distinct: bool = True) -> dict[int, torch.Tensor]:
     """``{node type index: ids}`` of a node argument; DGL takes distinct ids only, and so does gnnc."""
     out = {}
-    for name, value in _by_type(g.ntypes, nodes, call, "node").items():
+    for name, value in _by_type(g.index.ntypes, nodes, call, "node").items():
         t = g.ntype_id(name)
         ids = _ids(g, value, g.index.ntype_counts[t], f"{call} nodes[{name!r}]", "node")
         if distinct and torch.unique(ids).numel() != ids.numel():
@@ -99,7 +99,7 @@ def gathered_graph(g: Graph, nodes: list, edges: list, relations: list, store_id
     features gathered, ids stored as ``_ID`` when ``store_ids``. ``cls`` / ``block``: a :class:`Block`'s."""
     counts = [g.index.ntype_counts[t] if ids is None else ids.numel() for t, ids in enumerate(nodes)]
     keyed = [(key, s, d) for key, (s, d) in zip(g.canonical_etypes, relations)]
-    out = Graph._build(g.ntypes, counts, keyed, g.device)
+    out = Graph._build(g.index.ntypes, counts, keyed, g.device)
     if cls is not Graph:
         out = cls(out.index, **block)
     out.idtype = g.idtype
@@ -130,8 +130,8 @@ def _from_edges(g: Graph, edges: list, relabel_nodes: bool, store_ids: bool) -> 
     appearance when ``relabel_nodes`` (DGL's edge subgraph), else all kept."""
     ends = [tuple(x.index_select(0, e) for x in _relation(g, r)) for r, e in enumerate(edges)]
     if not relabel_nodes:
-        return gathered_graph(g, [None] * len(g.ntypes), edges, ends, store_ids)
-    by_type = [[] for _ in g.ntypes]  # (relation, end) of every array of each node type, in DGL's order
+        return gathered_graph(g, [None] * len(g.index.ntypes), edges, ends, store_ids)
+    by_type = [[] for _ in g.index.ntypes]  # (relation, end) of every array of each node type, in DGL's order
     for r, (st, _, dt) in enumerate(g.canonical_etypes):
         by_type[g.ntype_id(st)].append((r, 0))
         by_type[g.ntype_id(dt)].append((r, 1))
@@ -166,7 +166,7 @@ def node_subgraph(g: Graph, nodes, *, relabel_nodes: bool = True, store_ids: boo
     _refuse_block(g, "node_subgraph")
     g = _as_graph(g)
     chosen = _node_ids(g, nodes, "node_subgraph")
-    sets = [chosen.get(t, _empty(g)) for t in range(len(g.ntypes))]
+    sets = [chosen.get(t, _empty(g)) for t in range(len(g.index.ntypes))]
     edges, relations = [], []
     for r, (st, _, dt) in enumerate(g.canonical_etypes):
         src, dst = _relation(g, r)
@@ -256,13 +256,13 @@ def _khop(g: Graph, nodes, k: int, toward: int, relabel_nodes, store_ids, output
             reached.setdefault(t, []).append(ids)
     inverse, kept = {}, {}
     for t, parts in reached.items():
-        kept[g.ntypes[t]], inverse[t] = torch.unique(torch.cat(parts), return_inverse=True)
+        kept[g.index.ntypes[t]], inverse[t] = torch.unique(torch.cat(parts), return_inverse=True)
     sub = _output(node_subgraph(g, kept, relabel_nodes=relabel_nodes, store_ids=store_ids), output_device)
     if not relabel_nodes:
         return sub
     moved = {t: inverse[t][: ids.numel()].to(sub.device) for t, ids in seeds.items()}
     if isinstance(nodes, dict):
-        return sub, {g.ntypes[t]: ids for t, ids in moved.items()}
+        return sub, {g.index.ntypes[t]: ids for t, ids in moved.items()}
     return sub, next(iter(moved.values()))
 
 
@@ -272,7 +272,7 @@ def edge_type_subgraph(g: Graph, etypes, output_device=None) -> Graph:
     g = _as_graph(g)
     rels = sorted({g.etype_id(e) for e in etypes})
     keys = [g.canonical_etypes[r] for r in rels]
-    types = [t for t in g.ntypes if any(t in (st, dt) for st, _, dt in keys)]
+    types = [t for t in g.index.ntypes if any(t in (st, dt) for st, _, dt in keys)]
     return _output(_of_relations(g, rels, types), output_device)
 
 
@@ -294,7 +294,7 @@ def node_type_subgraph(g: Graph, ntypes, output_device=None) -> Graph:
     """DGL's ``node_type_subgraph``: :func:`edge_type_subgraph` of the relations joining two of ``ntypes``
     (ValueError when none does)."""
     g = _as_graph(g)
-    wanted = {g.ntypes[g.ntype_id(t)] for t in ntypes}
+    wanted = {g.index.ntypes[g.ntype_id(t)] for t in ntypes}
     keys = [key for key in g.canonical_etypes if key[0] in wanted and key[2] in wanted]
     if not keys:
         raise ValueError(f"node_type_subgraph: no relation joins node types {sorted(wanted)}")
@@ -327,7 +327,7 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
     """
     _refuse_block(g, "to_block")
     g = _as_graph(g)
-    n_types = len(g.ntypes)
+    n_types = len(g.index.ntypes)
     if dst_nodes is None:
         found = {}
         for r, (_, _, dt) in enumerate(g.canonical_etypes):
@@ -352,7 +352,8 @@ def to_block(g: Graph, dst_nodes=None, include_dst_in_src: bool = True, src_node
         ids = given.get(t, _empty(g))
         if include_dst_in_src and not torch.equal(ids[: dst[t].numel()], dst[t]):
             raise ValueError(
-                f"to_block: src_nodes[{g.ntypes[t]!r}] must start with that type's destination nodes, in their order"
+                f"to_block: src_nodes[{g.index.ntypes[t]!r}] must start with that type's destination nodes, "
+                "in their order"
             )
         sources.append(ids)
     relations = []

@@ -211,7 +211,7 @@ class NodeBatch:
     def ntype(self) -> str:
         """DGL's: the node type of the batch's nodes; AttributeError for a batch of nodes of several types
         (gnnc's whole-graph call)."""
-        ntypes = self._g.ntypes
+        ntypes = self._g.index.ntypes
         types = [0] if len(ntypes) == 1 else self._g.index.node_type[self._nodes].unique().tolist()
         if len(types) != 1:
             raise AttributeError(
