@@ -14,9 +14,10 @@ What the alias holds:
   ``to_block``; ``dgl`` holds them too, and ``dgl.transforms.functional`` (DGL's module of them) all but
   ``to_block``;
 - ``dgl.function``, ``dgl.ops``, ``dgl.data``, ``dgl.partition``: gnnc's modules of the same job, as they are;
-  ``dgl.dataloading``: ``gnnc.data.neighbor_sampler``; ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names
-  (DGL's layers), ``dgl.nn.pytorch.conv`` / ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` /
-  ``.link`` / ``.factory`` and ``dgl.nn.functional``: its modules;
+  ``dgl.dataloading``: ``gnnc.data.dataloading`` (DGL's ``NeighborSampler(fanouts)`` and ``DataLoader``);
+  ``dgl.nn`` and ``dgl.nn.pytorch``: ``gnnc.nn``'s names (DGL's layers), ``dgl.nn.pytorch.conv`` /
+  ``.glob`` / ``.hetero`` / ``.linear`` / ``.utils`` / ``.gt`` / ``.link`` / ``.factory`` and
+  ``dgl.nn.functional``: its modules;
 - ``dgl.backend``, ``dgl.base``: DGL's tensor helpers and reserved names (``gnnc.compat.dgl_backend``,
   ``gnnc.dgl_base``).
 
@@ -39,7 +40,7 @@ _SAME = {
     "dgl.function": "gnnc.function",
     "dgl.ops": "gnnc.ops",
     "dgl.data": "gnnc.data",
-    "dgl.dataloading": "gnnc.data.neighbor_sampler",
+    "dgl.dataloading": "gnnc.data.dataloading",
     "dgl.nn.pytorch": "gnnc.nn",
     "dgl.nn.pytorch.conv": "gnnc.nn.conv",
     "dgl.nn.pytorch.glob": "gnnc.nn.glob",

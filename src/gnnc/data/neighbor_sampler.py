@@ -57,11 +57,13 @@ class NeighborSampler:
     restore the random stream for checkpoint/resume.
     """
 
-    def __init__(self, g: Graph, fanouts, target_ntype: str, seed: int = 0):
+    def __init__(self, g: Graph, fanouts, target_ntype: str | None = None, seed: int = 0):
         self.g = g
         self.fanouts = _check_fanouts(fanouts)
-        self.target_ntype = target_ntype
-        self._target = g.ntype_id(target_ntype)
+        if target_ntype is None and len(g.index.ntypes) == 1:
+            target_ntype = g.index.ntypes[0]
+        self.target_ntype = target_ntype  # None: seeds come by type (sample_by_type)
+        self._target = None if target_ntype is None else g.ntype_id(target_ntype)
         self.generator = torch.Generator(device=g.device)
         self.generator.manual_seed(int(seed))
         index = g.index
@@ -96,11 +98,25 @@ class NeighborSampler:
 
         The last block's destination nodes are the seeds in the given order.
         """
-        seeds = self._check_seeds(seeds)
+        if self._target is None:
+            raise ValueError(
+                f"sample: the graph has several node types {list(self.g.index.ntypes)}; name target_ntype, "
+                "or give seeds by type to sample_by_type"
+            )
+        return self.sample_by_type({self._target: seeds})
+
+    def sample_by_type(self, seeds: dict) -> list[Block]:
+        """Blocks for ``seeds`` ({node type index: local ids, distinct}), input layer first; the last block's
+        destination nodes of each type are that type's seeds in the given order."""
         index = self.g.index
         counts = [0] * len(index.ntypes)
-        counts[self._target] = seeds.numel()
-        frontier = seeds + index.ntype_offsets[self._target]
+        parts = []
+        for t in range(len(index.ntypes)):
+            if t in seeds:
+                ids = self._check_seeds(seeds[t], t)
+                counts[t] = ids.numel()
+                parts.append(ids + index.ntype_offsets[t])
+        frontier = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=self.g.device)
         blocks = []
         for fanout in reversed(self.fanouts):
             block = self._sample_hop(frontier, counts, fanout)
@@ -108,7 +124,7 @@ class NeighborSampler:
             frontier, counts = block.src_ids, list(block.index.ntype_counts)
         return blocks[::-1]
 
-    def _check_seeds(self, seeds) -> torch.Tensor:
+    def _check_seeds(self, seeds, t: int) -> torch.Tensor:
         seeds = torch.as_tensor(seeds, device=self.g.device)
         if seeds.dim() != 1 or seeds.is_floating_point() or seeds.dtype == torch.bool:
             raise ValueError(
@@ -116,12 +132,13 @@ class NeighborSampler:
                 f"shape {tuple(seeds.shape)} dtype {seeds.dtype}"
             )
         seeds = seeds.to(torch.int64)
-        n = self.g.num_nodes(self.target_ntype)
+        ntype = self.g.index.ntypes[t]
+        n = self.g.num_nodes(ntype)
         if seeds.numel():
             bad = (seeds < 0) | (seeds >= n)
             if bool(bad.any()):
                 raise ValueError(
-                    f"sample: seed {int(seeds[bad][0])} is not a {self.target_ntype!r} node (ids run from 0 to {n - 1})"
+                    f"sample: seed {int(seeds[bad][0])} is not a {ntype!r} node (ids run from 0 to {n - 1})"
                 )
             if torch.unique(seeds).numel() != seeds.numel():
                 raise ValueError("sample: seeds contain duplicates; give each seed node once")
