@@ -10,6 +10,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["tests.session_gc"]
 os.environ.setdefault("GNNC_VERIFY_PASSES", "1")  # every compiled call checks the MP-DFG after each pass
 
 

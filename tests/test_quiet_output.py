@@ -177,3 +177,48 @@ def test_no_leaked_semaphore_warnings_from_subprocesses_without_bars(tmp_path):
     )
     assert done.returncode == 0 and "child exit -9" in done.stdout, done.stderr
     assert "resource_tracker" not in done.stderr and "leaked semaphore" not in done.stderr, done.stderr
+
+
+SLOW_GC_TESTS = '''
+import gc
+import time
+
+from hypothesis import given, strategies as st
+
+
+def _slow_full_collections(phase, info):
+    """A full collection over a large heap on a busy machine: 2 s while the generations hold the heap (a
+    pytest worker imports some 45,000 objects; after gc.freeze a collection sees only newer ones)."""
+    if phase == "start" and info["generation"] == 2 and len(gc.get_objects()) > 20_000:
+        time.sleep(2)
+
+
+gc.callbacks.append(_slow_full_collections)
+
+
+@given(st.integers())
+def test_hypothesis(n):
+    assert n == n
+'''
+
+
+def test_a_worker_ends_without_keyboard_interrupt_after_slow_collections(tmp_path):
+    """pytest's five full collections at a worker's config teardown come after the worker reported finished,
+    and execnet interrupts a worker still running 5 s after that: with the session's plugin (tests/session_gc)
+    the heap is collected before the report and frozen, so those collections are quick and nothing interrupts
+    the worker; without it this run ends with hypothesis's gc callback's KeyboardInterrupt traceback."""
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.session_gc"]\n')
+    (tmp_path / "test_slow_gc.py").write_text(SLOW_GC_TESTS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TQDM_DISABLE"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "1", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout + done.stderr
+    assert "KeyboardInterrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
