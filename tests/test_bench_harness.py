@@ -16,7 +16,7 @@ from tests.graphs import random_heterograph, random_homograph
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from harness import datasets, equivalence, floor, profiling, report, runner, worker  # bench/ is no package
+from harness import datasets, equivalence, floor, profiling, report, runner, torch_logs, worker  # bench/ is no package
 from harness.case import Case, Prepared
 from harness.datasets import BenchData
 from harness.models import MODELS
@@ -251,6 +251,40 @@ def test_a_configuration_past_its_timeout_is_recorded_not_raised():
     start = time.monotonic()
     assert runner.run_in_subprocess(time.sleep, 60, timeout_s=1.0)["status"] == "TIMEOUT"
     assert time.monotonic() - start < 30
+
+
+def _compiles_with_a_graph_break(arg) -> dict:
+    """What pyg-compile's subprocess meets: dynamo's graph-break warning, and a torch.fx Interpreter run."""
+    import logging
+
+    from tqdm import tqdm
+
+    logging.getLogger("torch._dynamo.variables.tensor").warning("Graph break from `Tensor.item()`, consider:\n...")
+    torch.fx.Interpreter(torch.fx.symbolic_trace(torch.nn.ReLU())).run(torch.ones(2))
+    return {"status": "ok", "tqdm_lock": type(tqdm.get_lock()).__name__}
+
+
+def test_a_subprocess_keeps_torchs_warnings_for_the_report_and_holds_no_named_semaphore():
+    result = runner.run_in_subprocess(_compiles_with_a_graph_break, None, timeout_s=300.0)
+    assert result["torch_warnings"] == ["Graph break from `Tensor.item()`, consider:\n..."], result
+    # tqdm's default lock (TqdmDefaultWriteLock) holds a named semaphore a killed child leaks to the parent
+    assert result["tqdm_lock"] != "TqdmDefaultWriteLock"
+    rows = [{"system": "pyg-compile", "torch_warnings": result["torch_warnings"] * 2}, {"system": "compiled"}]
+    line = torch_logs.summary(rows)
+    assert line.startswith("torch logged 2 warnings in the timed subprocesses (pyg-compile 2)"), line
+    assert line.endswith(": 2 x Graph break from `Tensor.item()`, consider."), line
+    assert torch_logs.summary(rows[1:]) is None
+
+
+def test_torch_warnings_are_caught_not_printed(capsys):
+    import logging
+
+    with torch_logs.caught() as warned:
+        logging.getLogger("torch._inductor").warning("inductor says %s", "so")
+        logging.getLogger("torch._dynamo").info("not a warning")
+    logging.getLogger("unrelated").warning("left alone")
+    assert warned == ["inductor says so"]
+    assert all(type(h) is not torch_logs._Recorder for h in logging.getLogger("torch._inductor").handlers)
 
 
 def test_an_allocation_over_the_memory_cap_is_recorded_as_oom():

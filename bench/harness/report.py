@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+from . import torch_logs
 from .datasets import DATASETS
 from .models import MODELS
 from .systems import REFERENCE, SYSTEMS
@@ -241,6 +242,9 @@ def markdown(record: dict) -> str:
             "",
             *firsts,
         ]
+    warned = torch_logs.summary(rows)
+    if warned:
+        out += ["", warned]
     skipped = record.get("not_run") or {}
     if skipped:
         out += ["", f"## Systems not run ({device})", "", *(f"- {name}: {why}" for name, why in skipped.items())]

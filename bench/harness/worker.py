@@ -14,11 +14,13 @@ import copy
 import dataclasses
 import gc
 import os
+import threading
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
-from . import datasets, devices, equivalence, floor, procfs, profiling
+from . import datasets, devices, equivalence, floor, procfs, profiling, torch_logs
 from .case import Case, Prepared
 from .models import MODELS
 from .systems import REFERENCE, SYSTEMS
@@ -26,15 +28,23 @@ from .timing import MODES, failure, make_step, timed_calls  # noqa: F401 - MODES
 
 
 def child_main(task, arg, mem_cap_bytes: int | None, conn) -> None:
-    """Run ``task(arg)`` under the memory cap; send its dict, or ``{"status": OOM | ERROR, "error": ...}``."""
+    """Run ``task(arg)`` under the memory cap; send its dict, or ``{"status": OOM | ERROR, "error": ...}``,
+    with the warnings torch logged meanwhile under ``torch_warnings`` (``torch_logs``)."""
     # The forkserver's imports are never garbage: keep every later gc.collect from walking them.
     gc.freeze()
-    try:
-        if mem_cap_bytes is not None:
-            procfs.cap_memory(mem_cap_bytes)
-        result = task(arg)
-    except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
-        result = failure(exc)
+    # torch.fx's Interpreter makes a (disabled) tqdm on every run, and tqdm's default lock is a named semaphore
+    # that this process, killed at its timeout or while it exits, leaves to the parent's resource_tracker
+    # ("leaked semaphore objects"); no other process writes this one's bars.
+    tqdm.set_lock(threading.RLock())
+    with torch_logs.caught() as warned:
+        try:
+            if mem_cap_bytes is not None:
+                procfs.cap_memory(mem_cap_bytes)
+            result = task(arg)
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported to the parent
+            result = failure(exc)
+    if warned:
+        result["torch_warnings"] = warned
     conn.send(result)
     conn.close()
 
