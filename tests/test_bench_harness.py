@@ -640,3 +640,21 @@ def test_a_run_is_not_resumed_under_other_settings_or_another_gnnc(monkeypatch, 
 def test_resume_without_a_run_to_resume_says_so(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="holds no run to resume"):
         _faked_run(monkeypatch, tmp_path, _resumable_settings(), resume=True)
+
+
+def test_without_matplotlib_the_bench_says_why_there_are_no_plots_even_when_quiet(monkeypatch, tmp_path, capsys):
+    from gnnc import progress
+    from harness import cli, plots
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    monkeypatch.setenv("TQDM_DISABLE", "")
+    monkeypatch.setattr(progress, "_quiet", False)
+    monkeypatch.setattr(cli.runner, "validate", lambda settings: None)
+    monkeypatch.setattr(cli.runner, "run", lambda *args, **kwargs: {"rows": []})
+    monkeypatch.setattr(cli.report, "markdown", lambda record: "the table")
+    monkeypatch.setattr(cli, "write_report", lambda record, out: plots.plot(record, out))
+    assert cli.main(["--quick", "--quiet", "--systems", "eager", "--out", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "the table\n"
+    assert err.splitlines() == [f"gnnc bench: no plots: {plots.missing()}"]
+    assert "matplotlib is not installed" in err

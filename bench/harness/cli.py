@@ -189,10 +189,11 @@ def run_and_report(args: argparse.Namespace, command: str) -> int:
     record = runner.run(settings, results, log=log, on_row=lambda record: write_report(record, out), resume=args.resume)
     pngs = write_report(record, out)
     print(report.markdown(record))
-    log(
-        f"results appended to {out / 'results.json'}; table {out / 'table.md'}; "
-        f"plots {', '.join(str(p) for p in pngs) or plots.MISSING}"
-    )
+    drawn = f"; plots {', '.join(map(str, pngs))}" if pngs else ""
+    log(f"results appended to {out / 'results.json'}; table {out / 'table.md'}{drawn}")
+    why = plots.missing()
+    if why:  # even with --quiet: an output the user may expect is not there
+        print(f"gnnc bench: no plots: {why}", file=sys.stderr)
     return 0
 
 

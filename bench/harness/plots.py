@@ -13,7 +13,6 @@ from pathlib import Path
 from .models import MODELS
 from .report import MODE_TITLES
 
-MISSING = "none: matplotlib is not installed (pip install -e '.[bench]' draws them)"
 COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 
 
@@ -74,12 +73,19 @@ def plot_mode(record: dict, mode: str, path: Path) -> None:
     plt.close(fig)
 
 
-def plot(record: dict, out_dir: Path) -> list[Path]:
-    """``<mode>.png`` in ``out_dir`` for every mode of the run that has rows; each is drawn into a temporary
-    file and renamed, so a reader never sees half a PNG. None without matplotlib."""
+def missing() -> str | None:
+    """Why no plots can be drawn here, in one line; None when they can."""
     try:
         import matplotlib  # noqa: F401 - whether it imports
     except ImportError:
+        return "matplotlib is not installed (pip install -e '.[bench]' draws them)"
+    return None
+
+
+def plot(record: dict, out_dir: Path) -> list[Path]:
+    """``<mode>.png`` in ``out_dir`` for every mode of the run that has rows; each is drawn into a temporary
+    file and renamed, so a reader never sees half a PNG. None without matplotlib (``missing``)."""
+    if missing():
         return []
     paths = []
     for mode in record["settings"]["modes"]:
