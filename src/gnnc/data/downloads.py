@@ -26,8 +26,7 @@ from pathlib import Path
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-from tqdm import tqdm
-
+from .. import progress as bars
 from . import paths
 from .integrity import LOCK_NAME, ChecksumError, DownloadError, expected, read_lock, record, sha256
 from .sources import RemoteFile, Source, get_source
@@ -112,14 +111,14 @@ def _fetch(source: Source, url: str, target: Path, progress: bool, folder: Path)
         total = have + int(length) if length else None
         with (
             open(part, "ab" if have else "wb") as out,
-            tqdm(
+            bars.bar(
                 total=total,
                 initial=have,
                 unit="B",
                 unit_scale=True,
                 desc=target.name,
                 leave=False,
-                disable=None if progress else True,
+                disable=not progress,
             ) as bar,
         ):
             try:
