@@ -56,11 +56,8 @@ def cmd_demo(args) -> int:
         rows.append((name, ds.name, g.num_nodes(), g.num_edges(), len(g.canonical_etypes), *timings, gap))
     busy = busy_warning() or busy  # at the end too: the load average lags
     if busy:
-        print(
-            f"gnnc demo: {busy}; rerun on an idle machine, or with fewer threads (OMP_NUM_THREADS=1)",
-            file=sys.stderr,
-            flush=True,
-        )
+        fewer = ", or with fewer threads (OMP_NUM_THREADS=1)" if torch.get_num_threads() > 1 else ""
+        print(f"gnnc demo: {busy}; rerun on an idle machine{fewer}", file=sys.stderr, flush=True)
     print(
         f"gnnc demo: eager UDF executor vs gnnc.compile, {torch.get_num_threads()} CPU threads; ms per call, "
         f"median (interquartile range) of {args.runs} runs after a warm-up"
