@@ -368,6 +368,42 @@ def test_peer_machines_names_the_addresses_in_a_gloo_error():
     assert peer_machines("Timed out waiting 5000ms for recv operation to complete") == ""
 
 
+def _rounds_worker(rank, world, port, out_dir):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    from gnnc.distributed.process_group import init_from_env, leave
+
+    comm = init_from_env(timeout_s=30)
+    calls = {
+        "all_reduce": lambda: comm.all_reduce(torch.ones(4)),
+        "all_gather": lambda: comm.all_gather(torch.ones(4)),
+        "broadcast": lambda: comm.broadcast(torch.ones(4)),
+        "reduce": lambda: comm.reduce(torch.ones(4)),
+        "exchange": lambda: comm.exchange([torch.ones(2, 3)] * world),
+        "exchange, counts known": lambda: comm.exchange([torch.ones(2, 3)] * world, [2] * world),
+    }
+    for stage, call in calls.items():
+        with comm.meter.stage(stage):
+            call()
+    torch.save(comm.meter.end_step().rounds, f"{out_dir}/rounds-{rank}.pt")
+    leave(comm)
+
+
+def test_each_collective_counts_its_rounds(tmp_path):
+    """Rounds (latencies waited for in sequence) over 3 ranks: ring all-reduce 2 (p - 1), ring all-gather
+    p - 1, tree reduce / broadcast ceil(log2 p), all-to-all 1 (2 when the row counts go first)."""
+    spawn_group(_rounds_worker, 3, (3, free_port(), str(tmp_path)), DEADLINE_S, "3-process group")
+    expected = {
+        "all_reduce": 4,
+        "all_gather": 2,
+        "broadcast": 2,
+        "reduce": 2,
+        "exchange": 2,
+        "exchange, counts known": 1,
+    }
+    for rank in range(3):
+        assert torch.load(tmp_path / f"rounds-{rank}.pt") == expected
+
+
 def test_grad_sync_and_collectives_are_the_identity_on_one_rank():
     comm = Comm.local()
     p = torch.nn.Parameter(torch.ones(3))

@@ -9,18 +9,21 @@ callers may hand over host tensors (row counts, ids, losses) under NCCL.
 Each collective counts the bytes this rank sends and receives and files
 them, with wall time, under the current step and stage (``with
 comm.meter.stage("forward"):``; ``comm.meter.end_step()`` closes a step; on
-a GPU a stage waits for its kernels before reading the clock). Byte model,
-payload only:
+a GPU a stage waits for its kernels before reading the clock), with its
+rounds: the message latencies it waits for one after another. Byte model,
+payload only, and rounds:
 
 * ``exchange`` (all-to-all of rows, used for fetches and replies): exactly
   the rows that leave for / arrive from other ranks, plus the row counts
-  when the receiver does not know them;
+  when the receiver does not know them; one round (every pair at once),
+  two with the row counts;
 * ``all_reduce`` of ``n`` bytes: a ring all-reduce, ``2 (p - 1) / p * n``
-  sent and received;
-* ``all_gather`` of ``n`` bytes per rank: ``(p - 1) * n`` sent and received;
+  sent and received, ``2 (p - 1)`` rounds;
+* ``all_gather`` of ``n`` bytes per rank: ``(p - 1) * n`` sent and received,
+  a ring of ``p - 1`` rounds;
 * ``reduce`` to / ``broadcast`` from a root of ``n`` bytes: a tree,
   ``(p - 1) * n`` bytes on the wire: each other rank sends (reduce) or
-  receives (broadcast) ``n``, the root the rest.
+  receives (broadcast) ``n``, the root the rest; ``ceil(log2 p)`` rounds.
 
 A collective that fails because a peer died, or that does not complete
 within the timeout (under gloo the whole collective, not only each wait
@@ -107,6 +110,10 @@ class Comm:
                 f"{peer_machines(str(err))} ({err})"
             ) from err
 
+    def _tree_rounds(self) -> int:
+        """Rounds of a tree reduce or broadcast over this group: ``ceil(log2 p)``."""
+        return math.ceil(math.log2(self.world))
+
     def _staged(self, t: torch.Tensor) -> torch.Tensor:
         """``t`` on ``self.device``: itself, or a copy when it lies elsewhere."""
         return t if t.device == self.device else t.to(self.device)
@@ -142,7 +149,7 @@ class Comm:
             t,
             lambda wire: dist.all_reduce(wire, ops[op], group=self.group, async_op=True),
         )
-        self.meter.count(ring, ring)
+        self.meter.count(ring, ring, 2 * (self.world - 1))
         return t
 
     def all_gather(self, t: torch.Tensor) -> list[torch.Tensor]:
@@ -155,7 +162,7 @@ class Comm:
             f"all_gather of {tuple(t.shape)}", lambda: dist.all_gather(out, wire, group=self.group, async_op=True)
         )
         nbytes = (self.world - 1) * t.numel() * t.element_size()
-        self.meter.count(nbytes, nbytes)
+        self.meter.count(nbytes, nbytes, self.world - 1)
         return [o.to(t.device) for o in out]
 
     def reduce(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
@@ -169,7 +176,11 @@ class Comm:
             t,
             lambda wire: dist.reduce(wire, root, group=self.group, async_op=True),
         )
-        self.meter.count(0 if self.rank == root else nbytes, (self.world - 1) * nbytes if self.rank == root else 0)
+        self.meter.count(
+            0 if self.rank == root else nbytes,
+            (self.world - 1) * nbytes if self.rank == root else 0,
+            self._tree_rounds(),
+        )
         return t
 
     def broadcast(self, t: torch.Tensor, root: int = 0) -> torch.Tensor:
@@ -182,7 +193,11 @@ class Comm:
             t,
             lambda wire: dist.broadcast(wire, root, group=self.group, async_op=True),
         )
-        self.meter.count((self.world - 1) * nbytes if self.rank == root else 0, 0 if self.rank == root else nbytes)
+        self.meter.count(
+            (self.world - 1) * nbytes if self.rank == root else 0,
+            0 if self.rank == root else nbytes,
+            self._tree_rounds(),
+        )
         return t
 
     def exchange(self, outgoing: list[torch.Tensor], incoming_rows: list[int] | None = None) -> list[torch.Tensor]:
@@ -204,7 +219,7 @@ class Comm:
             self._run(
                 "exchange of row counts", lambda: dist.all_to_all_single(got, counts, group=self.group, async_op=True)
             )
-            self.meter.count(8 * (self.world - 1), 8 * (self.world - 1))
+            self.meter.count(8 * (self.world - 1), 8 * (self.world - 1), 1)
             incoming_rows = got.tolist()
         send = self._staged(torch.cat([t.contiguous() for t in outgoing]))
         recv = send.new_empty((sum(incoming_rows), *send.shape[1:]))
@@ -216,6 +231,7 @@ class Comm:
         self.meter.count(
             row_bytes * (sum(rows_out) - rows_out[self.rank]),
             row_bytes * (sum(incoming_rows) - incoming_rows[self.rank]),
+            1,
         )
         return list(recv.to(outgoing[0].device).split(incoming_rows))
 

@@ -13,7 +13,7 @@ MASTER_PORT) joins the process group with a bounded timeout (gloo; with
 machine as ``gnnc.distributed.trainer`` describes), loads the partitions,
 keeps its own part, trains with ``RAFTrainer`` or ``VanillaTrainer`` and prints
 per-epoch lines on rank 0; ``--report FILE`` makes rank 0 write every
-rank's per-epoch losses, seconds and bytes as JSON. A worker that fails (a
+rank's per-epoch losses, wall and CPU seconds, bytes and collective rounds as JSON. A worker that fails (a
 peer died, a timeout, a bad input) prints the error naming its rank and
 exits with status 1 at once, so torchrun stops the others.
 
@@ -235,8 +235,8 @@ def make_trainer(comm, parts, args):
 
 
 def _gather_epoch(comm, stats, ntypes: list) -> dict:
-    """This epoch's losses, and every rank's seconds, bytes per step and cache counts (rank order), outside
-    the step records."""
+    """This epoch's losses, and every rank's wall and CPU seconds, bytes and rounds per step and cache
+    counts (rank order), outside the step records."""
     from ..training.minibatch import STAGES
     from .trainer import CACHE_FIELDS
 
@@ -245,6 +245,8 @@ def _gather_epoch(comm, stats, ntypes: list) -> dict:
             [stats.seconds.get(s, 0.0) for s in STAGES],
             [stats.sent_per_step.get(s, 0.0) for s in STAGES],
             [stats.received_per_step.get(s, 0.0) for s in STAGES],
+            [stats.rounds_per_step.get(s, 0.0) for s in STAGES],
+            [stats.cpu_seconds.get(s, 0.0) for s in STAGES],
         ],
         dtype=torch.float64,
     )
@@ -272,6 +274,8 @@ def _gather_epoch(comm, stats, ntypes: list) -> dict:
                 "seconds": dict(zip(STAGES, r[0].tolist())),
                 "sent_per_step": dict(zip(STAGES, r[1].tolist())),
                 "received_per_step": dict(zip(STAGES, r[2].tolist())),
+                "rounds_per_step": dict(zip(STAGES, r[3].tolist())),
+                "cpu_seconds": dict(zip(STAGES, r[4].tolist())),
             }
             for r in ranks
         ],

@@ -1,6 +1,11 @@
-"""Bytes and seconds of one rank's collectives, per training step and per stage (``with
+"""Bytes, rounds and seconds of one rank's collectives, per training step and per stage (``with
 meter.stage("forward"):``; ``meter.end_step()`` closes a step; on a GPU a stage waits for its kernels before
-reading the clock). What each collective counts is stated in ``gnnc.distributed.collectives``."""
+reading the clock). A round is one message latency a collective waits for in sequence (a ring all-reduce
+over p ranks: 2 (p - 1)). What each collective counts is stated in ``gnnc.distributed.collectives``.
+
+A stage's CPU seconds (``time.process_time``: every thread of the process, user and system) are kept
+beside its wall seconds: on a shared machine they are what the stage costs a core of its own, as a
+process waiting for a core, or for a peer in a collective, is not charged for the wait."""
 
 from __future__ import annotations
 
@@ -13,18 +18,20 @@ import torch
 
 @dataclass
 class StepRecord:
-    """Bytes sent / received and seconds of one step, by stage."""
+    """Bytes sent / received, rounds, wall and CPU seconds of one step, by stage."""
 
     sent: dict = field(default_factory=dict)
     received: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    rounds: dict = field(default_factory=dict)
+    cpu_seconds: dict = field(default_factory=dict)
 
     def add(self, record: dict, stage: str, value: float) -> None:
         record[stage] = record.get(stage, 0) + value
 
 
 class Meter:
-    """Per-step, per-stage bytes and seconds of one rank.
+    """Per-step, per-stage bytes, rounds and seconds of one rank.
 
     What is counted between two ``end_step`` calls is one step; what runs
     inside ``outside_steps`` (evaluation, reporting) goes to ``self.outside``.
@@ -41,9 +48,9 @@ class Meter:
 
     @contextmanager
     def stage(self, name: str):
-        """File the bytes and the wall time of the block under stage ``name``."""
+        """File the bytes, the wall and the CPU time of the block under stage ``name``."""
         previous, self.stage_name = self.stage_name, name
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
@@ -51,6 +58,7 @@ class Meter:
                 torch.cuda.synchronize(self.device)
             record = self.current if self._in_steps else self.outside
             record.add(record.seconds, name, time.perf_counter() - start)
+            record.add(record.cpu_seconds, name, time.process_time() - cpu)
             self.stage_name = previous
 
     @contextmanager
@@ -62,10 +70,12 @@ class Meter:
         finally:
             self._in_steps = previous
 
-    def count(self, sent: float, received: float) -> None:
+    def count(self, sent: float, received: float, rounds: int) -> None:
+        """File one collective: the bytes this rank sent and received, and its rounds (module docstring)."""
         record = self.current if self._in_steps else self.outside
         record.add(record.sent, self.stage_name, sent)
         record.add(record.received, self.stage_name, received)
+        record.add(record.rounds, self.stage_name, rounds)
 
     def end_step(self) -> StepRecord:
         """Close the current step and return its record."""
@@ -74,8 +84,8 @@ class Meter:
         return done
 
     def summary(self, first: int = 0) -> dict:
-        """Over steps ``first``...: their number, mean bytes sent / received per step and total seconds,
-        by stage."""
+        """Over steps ``first``...: their number, mean bytes sent / received and rounds per step, and total
+        wall and CPU seconds, by stage."""
         steps = self.steps[first:]
         n = max(len(steps), 1)
         stages = sorted({s for r in steps for s in (*r.sent, *r.received)})
@@ -83,5 +93,9 @@ class Meter:
             "steps": len(steps),
             "sent_per_step": {s: sum(r.sent.get(s, 0) for r in steps) / n for s in stages},
             "received_per_step": {s: sum(r.received.get(s, 0) for r in steps) / n for s in stages},
+            "rounds_per_step": {s: sum(r.rounds.get(s, 0) for r in steps) / n for s in stages},
             "seconds": {s: sum(r.seconds.get(s, 0.0) for r in steps) for s in {k for r in steps for k in r.seconds}},
+            "cpu_seconds": {
+                s: sum(r.cpu_seconds.get(s, 0.0) for r in steps) for s in {k for r in steps for k in r.cpu_seconds}
+            },
         }

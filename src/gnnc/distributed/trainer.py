@@ -54,8 +54,9 @@ from .grad_sync import GradSync
 
 @dataclass
 class DistEpochStats:
-    """One epoch of one rank: per-step and mean loss, accuracies, seconds per stage, mean bytes per step
-    by stage, and the feature cache's traffic per node type (``cache``, None without cache)."""
+    """One epoch of one rank: per-step and mean loss, accuracies, wall and CPU seconds per stage, mean
+    bytes and collective rounds per step by stage, and the feature cache's traffic per node type (``cache``, None
+    without cache)."""
 
     epoch: int
     loss: float
@@ -69,6 +70,8 @@ class DistEpochStats:
     eval_seconds: float = 0.0
     losses: list = field(default_factory=list)
     cache: dict | None = None  # ntype -> CACHE_FIELDS
+    rounds_per_step: dict = field(default_factory=dict)
+    cpu_seconds: dict = field(default_factory=dict)
 
     @property
     def train_seconds(self) -> float:
@@ -221,6 +224,8 @@ class DistTrainer:
             summary["sent_per_step"],
             summary["received_per_step"],
             losses=losses,
+            rounds_per_step=summary["rounds_per_step"],
+            cpu_seconds=summary["cpu_seconds"],
         )
         if self.cache is not None:
             stats.cache = cache_summary(self.cache)
