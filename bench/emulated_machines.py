@@ -278,10 +278,14 @@ class EmulatedMachines:
                 pass
 
 
-def _burst_bytes(rate: str) -> int:
-    """A tbf bucket of 4 ms at ``rate`` (at least 64 KiB): a 250 Hz timer tick refills it in time."""
+def parse_rate(rate: str) -> float:
+    """Bits per second of a tc rate such as '100kbit' or '1gbit'; ValueError naming it otherwise."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)bit", rate.lower())
     if not m:
         raise ValueError(f"emulated machines: rate must look like '100kbit', '1gbit', got {rate!r}")
-    bits = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
-    return max(64 * 1024, int(bits / 8 * 0.004))
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+
+
+def _burst_bytes(rate: str) -> int:
+    """A tbf bucket of 4 ms at ``rate`` (at least 64 KiB): a 250 Hz timer tick refills it in time."""
+    return max(64 * 1024, int(parse_rate(rate) / 8 * 0.004))
