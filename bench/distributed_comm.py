@@ -1,14 +1,17 @@
 """Communication and epoch time of RAF vs the vanilla baseline (METIS, random) on the mag replica.
 
     python bench/distributed_comm.py [--scale 0.05] [--nproc 2] [--epochs 1] [--learnable non-target]
-                                     [--cache-fraction F]
+                                     [--cache-fraction F] [--eager] [--skip-random] [--skip-copies]
+                                     [--json FILE]
 
 Builds ``gnnc.data.synthetic('mag', scale)`` with reverse relations (4 + 3
 relations), partitions it for ``--nproc`` workers three ways (meta for RAF,
 METIS and random for vanilla) and trains each configuration with torchrun
 (``gnnc.distributed.launch``): 2-layer R-GCN, hidden 64, fanouts [25, 20],
 batch 1024 (RAF: one batch shared by all workers; vanilla: 1024 per worker,
-DGL's convention), compiled message passing, no evaluation. RAF runs twice:
+DGL's convention), compiled message passing (``--eager``: eager; the bytes
+are the same), no evaluation; ``--skip-random`` leaves the random
+partitioning out, ``--skip-copies`` RAF with Heta's copies. RAF runs twice:
 ``owner`` (exact: learnable rows of types several partitions hold live with
 one owner, the others fetch them) and ``replicate`` (Heta: each partition
 trains its own copy). Bytes come from ``gnnc.distributed.meter``'s counters:
@@ -60,7 +63,7 @@ def run_config(args, mode: str, method: str, shared: str, parts_dir: Path, facts
         args.timeout,
         report=report,
         evaluate=False,
-        compiled=True,
+        compiled=not args.eager,
         shared_learnable=shared,
         cache_fraction=args.cache_fraction,
     )
@@ -123,21 +126,29 @@ def main(argv=None) -> int:
         default=0.0,
         help="Heta's feature cache on every worker, this fraction of the bytes of its stored rows",
     )
-    p.add_argument("--json", help="also write the summaries here")
+    p.add_argument("--eager", action="store_true", help="eager message passing (same bytes, no compile time)")
+    p.add_argument("--skip-random", action="store_true", help="leave out vanilla on random partitions")
+    p.add_argument("--skip-copies", action="store_true", help="leave out RAF with Heta's copies")
+    p.add_argument("--json", help="also write the summaries and the trainers' reports here")
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="gnnc-bench-") as tmp:
         tmp = Path(tmp)
         facts, split_seconds = {}, {}
-        for method in ("meta", "metis", "random"):
+        configs = [
+            c
+            for c in CONFIGS
+            if not (args.skip_random and c[2] == "random") and not (args.skip_copies and c[3] == "replicate")
+        ]
+        for method in sorted({c[2] for c in configs}):
             start = time.perf_counter()
             facts = prepare_partitions(
                 "mag", args.scale, args.seed, method, args.nproc, len(args.fanouts), tmp / method
             )
             split_seconds[method] = time.perf_counter() - start
-        for label, mode, method, shared in CONFIGS:
+        for label, mode, method, shared in configs:
             result = run_config(args, mode, method, shared, tmp / method, facts, tmp / f"{label}.json")
-            rows.append((label, summarize(result), result["wall_seconds"]))
+            rows.append((label, {**summarize(result), "report": result}, result["wall_seconds"]))
             print(f"done: {label} ({result['wall_seconds']:.0f} s)", file=sys.stderr, flush=True)
     print(
         f"mag replica at scale {args.scale}, {args.nproc} workers (gloo, CPU), R-GCN 2 layers, hidden {args.hidden}, "
@@ -172,7 +183,8 @@ def main(argv=None) -> int:
         + ", ".join(
             f"{label}: {s['per_step'] / base['per_step']:.1f}x per step, {s['per_epoch'] / base['per_epoch']:.1f}x per "
             f"epoch"
-            for label, s, _ in rows[2:]
+            for label, s, _ in rows
+            if label.startswith("vanilla")
         )
     )
     if args.json:
