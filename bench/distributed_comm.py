@@ -1,7 +1,7 @@
 """Communication and epoch time of RAF vs the vanilla baseline (METIS, random) on the mag replica.
 
     python bench/distributed_comm.py [--scale 0.05] [--nproc 2] [--epochs 1] [--learnable non-target]
-                                     [--cache-fraction F] [--eager] [--skip-random] [--skip-copies]
+                                     [--cache-fraction F] [--skip-random] [--skip-copies]
                                      [--json FILE]
 
 Builds ``gnnc.data.synthetic('mag', scale)`` with reverse relations (4 + 3
@@ -9,9 +9,9 @@ relations), partitions it for ``--nproc`` workers three ways (meta for RAF,
 METIS and random for vanilla) and trains each configuration with torchrun
 (``gnnc.distributed.launch``): 2-layer R-GCN, hidden 64, fanouts [25, 20],
 batch 1024 (RAF: one batch shared by all workers; vanilla: 1024 per worker,
-DGL's convention), compiled message passing (``--eager``: eager; the bytes
-are the same), no evaluation; ``--skip-random`` leaves the random
-partitioning out, ``--skip-copies`` RAF with Heta's copies. RAF runs twice:
+DGL's convention), compiled message passing, no evaluation
+(``--skip-random`` leaves the random partitioning out, ``--skip-copies``
+RAF with Heta's copies). RAF runs twice:
 ``owner`` (exact: learnable rows of types several partitions hold live with
 one owner, the others fetch them) and ``replicate`` (Heta: each partition
 trains its own copy). Bytes come from ``gnnc.distributed.meter``'s counters:
@@ -63,7 +63,7 @@ def run_config(args, mode: str, method: str, shared: str, parts_dir: Path, facts
         args.timeout,
         report=report,
         evaluate=False,
-        compiled=not args.eager,
+        compiled=True,
         shared_learnable=shared,
         cache_fraction=args.cache_fraction,
     )
@@ -126,7 +126,6 @@ def main(argv=None) -> int:
         default=0.0,
         help="Heta's feature cache on every worker, this fraction of the bytes of its stored rows",
     )
-    p.add_argument("--eager", action="store_true", help="eager message passing (same bytes, no compile time)")
     p.add_argument("--skip-random", action="store_true", help="leave out vanilla on random partitions")
     p.add_argument("--skip-copies", action="store_true", help="leave out RAF with Heta's copies")
     p.add_argument("--json", help="also write the summaries and the trainers' reports here")
