@@ -34,7 +34,10 @@ LAYERS = (
     Layer("training", ("gnnc.training", "gnnc.checkpoints")),
     Layer("models", ("gnnc.models",)),
     Layer("nn", ("gnnc.nn",)),
-    Layer("API", ("gnnc.compile", "gnnc.message_passing", "gnnc.propagate", "gnnc.readout", "gnnc.ops")),
+    Layer(
+        "API",
+        ("gnnc.compile", "gnnc.path_choice", "gnnc.message_passing", "gnnc.propagate", "gnnc.readout", "gnnc.ops"),
+    ),
     Layer("forward", ("gnnc.forward",)),
     Layer("compiler", ("gnnc.compiler",)),
     Layer("runtime", ("gnnc.runtime",)),
