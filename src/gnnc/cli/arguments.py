@@ -77,6 +77,7 @@ POSITIVE = number(int, 1)
 NON_NEGATIVE = number(int, 0)
 POSITIVE_FLOAT = number(float, 0.0, low_open=True)
 DEBUG_ENV = "GNNC_DEBUG"
+COMPILE_ENV = "GNNC_COMPILE"
 QUIET_HELP = "no progress bars or per-epoch lines, results and errors only (also TQDM_DISABLE=1)"
 DATA_DIR_HELP = (
     "the data folder, holding planetoid/, kg/, rdf/ (default: $GNNC_DATA, else ../shared/data, else ~/.cache/gnnc/data)"

@@ -1,4 +1,5 @@
-"""``gnnc explain``: the MP-DFG of a reference model before and after optimization."""
+"""``gnnc explain``: the MP-DFG of a reference model before and after optimization, and the path (compiled or
+eager) a measurement of its forward picks."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def cmd_explain(args) -> int:
     if args.timings:
         print(step_timings(model, g, x, args.backend))
         return 0
-    print(explain(model.eval(), g, x, dot=args.dot, backend=args.backend))
+    print(explain(model.eval(), g, x, dot=args.dot, backend=args.backend, measure_paths=True))
     return 0
 
 

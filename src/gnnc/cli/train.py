@@ -3,14 +3,16 @@ training across worker processes (``--dist``)."""
 
 from __future__ import annotations
 
-import argparse
+import os
 
 import torch
 
 from .. import data
-from ..training import planetoid_experiment
+from ..data.replicas import SUFFIX
+from ..training import COMPILE_MODES, planetoid_experiment
 from ..training.minibatch import STAGES, train_minibatch
 from .arguments import (
+    COMPILE_ENV,
     DATA_DIR_HELP,
     NON_NEGATIVE,
     POSITIVE,
@@ -20,7 +22,7 @@ from .arguments import (
     number,
     require_device,
 )
-from .graphs import real_path, replica_name
+from .graphs import real_path, replica_name, synthetic_replica
 
 
 def add_parser(subparsers) -> None:
@@ -37,20 +39,30 @@ def add_parser(subparsers) -> None:
     train.add_argument(
         "--dataset",
         default=None,
-        help="the real cora or citeseer (default cora); with --minibatch a synthetic replica (default mag)",
+        help="the real cora or citeseer (default cora) or a homogeneous replica (cora-replica); with --minibatch "
+        "a synthetic replica (default mag)",
     )
     train.add_argument("--data-dir", help=DATA_DIR_HELP)
     train.add_argument("--seed", type=int, default=0, help="seed of the model, the split shuffles and the replica")
     train.add_argument("--epochs", type=POSITIVE, default=None, help="default: the model's recipe (3 with --minibatch)")
     train.add_argument(
         "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run the model through gnnc.compile (the default; --no-compile runs the eager executor)",
+        nargs="?",
+        const="auto",
+        choices=["auto", "always"],
+        default=None,
+        help="auto (the default): compiled, unless one epoch timed on both paths runs faster eagerly (the line "
+        "'path: ...' says which and why; --minibatch and --dist compile without measuring); always: compiled, not "
+        f"measured. ${COMPILE_ENV} (auto, always or never) sets the default",
+    )
+    train.add_argument(
+        "--no-compile", dest="compile", action="store_const", const="never", help="run the eager executor"
     )
     mb = train.add_argument_group("mini-batch training")
     mb.add_argument("--minibatch", action="store_true", help="sampled mini-batch training of the target node type")
-    mb.add_argument("--scale", type=SCALE, default=0.01, help="synthetic replica scale")
+    train.add_argument(
+        "--scale", type=SCALE, default=None, help="synthetic replica scale (default 1; 0.01 with --minibatch or --dist)"
+    )
     mb.add_argument("--fanouts", type=int, nargs="+", default=[25, 20], help="per layer, input layer first; -1 = all")
     mb.add_argument("--batch-size", type=POSITIVE, default=1024, help="seed nodes per mini-batch")
     mb.add_argument("--hidden", type=POSITIVE, default=64, help="hidden width")
@@ -133,7 +145,21 @@ def check_dist_device(device: str, nproc: int) -> None:
         )
 
 
+def compile_mode(flag: str | None) -> str:
+    """The ``COMPILE_MODES`` entry a run uses: ``flag`` (from --compile / --no-compile), else ``$GNNC_COMPILE``,
+    else ``auto``."""
+    if flag is not None:
+        return flag
+    mode = os.environ.get(COMPILE_ENV, "auto")
+    if mode not in COMPILE_MODES:
+        raise UsageError(f"${COMPILE_ENV} is {mode!r}; set it to one of {', '.join(COMPILE_MODES)}, or unset it")
+    return mode
+
+
 def cmd_train(args) -> int:
+    args.compile = compile_mode(args.compile)
+    if args.scale is None:  # a full-batch replica at the published size; sampled training's large graphs smaller
+        args.scale = 0.01 if args.minibatch or args.dist else 1.0
     if args.dist:
         from ..distributed.launch import run_cli as run_dist
 
@@ -162,28 +188,53 @@ def cmd_train(args) -> int:
             checkpoint_dir=args.checkpoint,
             resume=args.resume,
             device=args.device,
-            compiled=args.compile,
+            compiled=args.compile != "never",
         )
-    dataset, model = args.dataset or "cora", args.model or "gcn"
-    if dataset not in ("cora", "citeseer") or model not in ("gcn", "gat"):
+    return run_full_batch(args)
+
+
+def full_batch_dataset(name: str, data_dir: str | None, scale: float, seed: int):
+    """The real cora/citeseer files, or a homogeneous replica (``cora-replica``), announced."""
+    if name.endswith(SUFFIX):  # new here, so a replica is always named as one (pubmed-replica, not pubmed)
+        if data.get_info(replica_name(name, "train")).kind != "homogeneous":
+            raise UsageError(f"full-batch training takes a homogeneous graph, not {name}; add --minibatch for it")
+        return synthetic_replica(name, scale, "train", seed=seed)
+    if name not in ("cora", "citeseer"):
         raise UsageError(
-            f"full-batch training takes --dataset cora/citeseer and --model gcn/gat, not "
-            f"{dataset}/{model}; add --minibatch for the synthetic graphs and rgcn/rgat/hgt"
+            f"full-batch training takes --dataset cora/citeseer (the real files) or a homogeneous replica named as "
+            f"one (cora-replica, {name}-replica), not {name}; add --minibatch for the heterogeneous replicas "
+            "and rgcn/rgat/hgt"
         )
-    folder = real_path(dataset, args.data_dir)
-    ds = data.load_planetoid(dataset, folder)
+    folder = real_path(name, data_dir)
+    ds = data.load_planetoid(name, folder)
+    print(f"the real {name} from {folder}: {ds.graph.num_nodes():,} nodes, {ds.graph.num_edges():,} edges", flush=True)
+    return ds
+
+
+def run_full_batch(args) -> int:
+    """Full-batch GCN/GAT with the paper's recipe; prints the measured path (``--compile auto``) and the result."""
+    dataset, model = args.dataset or "cora", args.model or "gcn"
+    if model not in ("gcn", "gat"):
+        raise UsageError(f"full-batch training takes --model gcn/gat, not {model}; add --minibatch for rgcn/rgat/hgt")
+    ds = full_batch_dataset(dataset, args.data_dir, args.scale, args.seed)
+    result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compile_mode=args.compile)
+    if result.choice is not None:
+        print(f"path: {result.choice}; --no-compile or --compile always forces one", flush=True)
     print(
-        f"{model.upper()} on the real {dataset} from {folder}: {ds.graph.num_nodes():,} nodes, "
-        f"{ds.graph.num_edges():,} edges",
-        flush=True,
-    )
-    result = planetoid_experiment(model, ds, seed=args.seed, epochs=args.epochs, compiled=args.compile)
-    print(
-        f"{model.upper()} on {dataset} ({'compiled' if args.compile else 'eager: --no-compile'}): test accuracy "
+        f"{model.upper()} on {dataset} ({PATH_NOTES[args.compile, result.path]}): test accuracy "
         f"{result.test_acc * 100:.1f}% (best val {result.val_acc * 100:.1f}% at epoch "
         f"{result.best_epoch}/{result.epochs_run}, seed {args.seed}, {result.seconds:.1f} s)"
     )
     return 0
+
+
+# What the last line says ran, by (mode, path run).
+PATH_NOTES = {
+    ("never", "eager"): "eager: --no-compile",
+    ("always", "compiled"): "compiled: --compile always",
+    ("auto", "compiled"): "compiled",
+    ("auto", "eager"): "eager: measured faster",
+}
 
 
 def run_minibatch(

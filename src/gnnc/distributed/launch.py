@@ -444,7 +444,7 @@ def run_cli(args) -> int:
             facts["target"],
             args.dist_timeout,
             args.report,
-            compiled=args.compile,
+            compiled=args.compile != "never",
             shared_learnable=args.shared_learnable,
             checkpoint=args.checkpoint,
             resume=args.resume,

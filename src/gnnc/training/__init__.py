@@ -9,6 +9,6 @@
 Checkpoint files themselves (sha256-checked generations) are ``gnnc.checkpoints``.
 """
 
-from .planetoid import TrainResult, accuracy, planetoid_experiment, train_node_classifier
+from .planetoid import COMPILE_MODES, TrainResult, accuracy, planetoid_experiment, train_node_classifier
 
-__all__ = ["TrainResult", "accuracy", "planetoid_experiment", "train_node_classifier"]
+__all__ = ["COMPILE_MODES", "TrainResult", "accuracy", "planetoid_experiment", "train_node_classifier"]

@@ -15,17 +15,30 @@ import torch
 import torch.nn.functional as F
 
 from .. import progress as shown
+from ..compile import CompiledModule
 from ..compile import compile as compile_model
 from ..models import GAT, GCN
+from ..path_choice import PathChoice
+
+# How a model runs: as written on the eager executor, always compiled, or on the path measured faster.
+COMPILE_MODES = ("never", "always", "auto")
+
+EPOCH = "one training epoch"
 
 
 @dataclass(frozen=True)
 class TrainResult:
+    """``seconds``: the whole run, a path measurement included; ``epoch_seconds``: each epoch's train step
+    and evaluation; ``path``: the path the epochs ran; ``choice``: the measurement that chose it, if any."""
+
     best_epoch: int
     epochs_run: int
     val_acc: float
     test_acc: float
     seconds: float
+    epoch_seconds: tuple[float, ...] = ()
+    path: str = "eager"
+    choice: PathChoice | None = None
 
 
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
@@ -33,29 +46,59 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 def train_node_classifier(
-    model, g, feats, labels, masks, *, epochs=200, lr=0.01, weight_decay=5e-4, patience=None, progress=True
+    model,
+    g,
+    feats,
+    labels,
+    masks,
+    *,
+    epochs=200,
+    lr=0.01,
+    weight_decay=5e-4,
+    patience=None,
+    progress=True,
+    choose_path=False,
 ) -> TrainResult:
     """Train ``model(g, feats) -> logits`` on ``masks['train']``; select on ``masks['val']``.
 
     ``patience``: stop after that many epochs without a better validation
     accuracy (None runs every epoch). ``progress``: a bar on a terminal, else
     one line per epoch on stderr (``gnnc.progress``; none when quiet).
+    ``choose_path`` (``model`` a ``CompiledModule``): before the first epoch,
+    time one epoch (its train step without the optimizer's, and its
+    evaluation) compiled and eagerly and train on the faster path
+    (``CompiledModule.choose_path``; the numbers are then those of that path).
     """
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     train, val, test = masks["train"], masks["val"], masks["test"]
-    best = (-1.0, float("inf"))
-    best_state, best_epoch, since_best = None, 0, 0
-    start = time.perf_counter()
-    bar = shown.bar(range(1, epochs + 1), desc="train", disable=not progress, leave=False, delay=2)
-    for epoch in bar:
+
+    def train_step() -> torch.Tensor:
         model.train()
         opt.zero_grad()
         loss = F.cross_entropy(model(g, feats)[train], labels[train])
         loss.backward()
-        opt.step()
+        return loss
+
+    def evaluate() -> torch.Tensor:
         model.eval()
         with torch.no_grad():
-            logits = model(g, feats)
+            return model(g, feats)
+
+    best = (-1.0, float("inf"))
+    best_state, best_epoch, since_best = None, 0, 0
+    start = time.perf_counter()
+    if choose_path:
+        if not isinstance(model, CompiledModule):
+            raise TypeError(f"choose_path needs a gnnc.compile'd model, not a {type(model).__name__}")
+        model.choose_path(lambda: (train_step(), evaluate()), what=EPOCH)
+    epoch_seconds = []
+    bar = shown.bar(range(1, epochs + 1), desc="train", disable=not progress, leave=False, delay=2)
+    for epoch in bar:
+        epoch_start = time.perf_counter()
+        loss = train_step()
+        opt.step()
+        logits = evaluate()
+        epoch_seconds.append(time.perf_counter() - epoch_start)
         val_acc = accuracy(logits[val], labels[val])
         val_loss = F.cross_entropy(logits[val], labels[val]).item()
         bar.set_postfix(loss=f"{loss.item():.3f}", val=f"{val_acc:.3f}")
@@ -70,10 +113,18 @@ def train_node_classifier(
                 break
     seconds = time.perf_counter() - start
     model.load_state_dict(best_state)
-    model.eval()
-    with torch.no_grad():
-        logits = model(g, feats)
-    return TrainResult(best_epoch, epoch, best[0], accuracy(logits[test], labels[test]), seconds)
+    logits = evaluate()
+    compiled = isinstance(model, CompiledModule)
+    return TrainResult(
+        best_epoch,
+        epoch,
+        best[0],
+        accuracy(logits[test], labels[test]),
+        seconds,
+        tuple(epoch_seconds),
+        model.path if compiled else "eager",
+        model.choice if compiled else None,
+    )
 
 
 # Hyper-parameters of the GCN (Kipf & Welling 2017) and GAT (Velickovic et al.
@@ -85,23 +136,36 @@ PLANETOID_RECIPES = {
 
 
 def planetoid_experiment(
-    model_name: str, dataset, seed: int = 0, epochs: int | None = None, progress: bool = True, compiled: bool = False
+    model_name: str,
+    dataset,
+    seed: int = 0,
+    epochs: int | None = None,
+    progress: bool = True,
+    compile_mode: str = "never",
 ) -> TrainResult:
     """Train GCN or GAT on a Planetoid dataset with the paper's recipe.
 
-    Self loops are added and features row-normalised, as both papers do.
-    ``compiled`` runs the model's message passing through ``gnnc.compile``.
+    Self loops are added and bag-of-words features (non-negative) row-normalised, as both papers do; a
+    replica's Gaussian features (``cora-replica``) are kept, since their rows may sum to about zero.
+    ``compile_mode`` (``COMPILE_MODES``): ``never`` runs the model as written,
+    ``always`` through ``gnnc.compile``, ``auto`` compiled or eagerly by a
+    measurement of one epoch on each (``train_node_classifier``'s ``choose_path``).
     """
+    if compile_mode not in COMPILE_MODES:
+        raise ValueError(f"compile_mode is one of {COMPILE_MODES}, not {compile_mode!r}")
     recipe = dict(PLANETOID_RECIPES[model_name])
     if epochs is not None:
         recipe["epochs"] = epochs
     torch.manual_seed(seed)
     g = dataset.graph.add_self_loop()
     feats = g.ndata["feat"].float()
-    feats = feats / feats.sum(1, keepdim=True).clamp(min=1e-12)
+    if bool((feats >= 0).all()):
+        feats = feats / feats.sum(1, keepdim=True).clamp(min=1e-12)
     model_cls = GCN if model_name == "gcn" else GAT
     model = model_cls(feats.shape[1], recipe.pop("hidden"), dataset.num_classes)
-    if compiled:
+    if compile_mode != "never":
         model = compile_model(model)
     masks = {k: g.ndata[f"{k}_mask"] for k in ("train", "val", "test")}
-    return train_node_classifier(model, g, feats, g.ndata["label"], masks, progress=progress, **recipe)
+    return train_node_classifier(
+        model, g, feats, g.ndata["label"], masks, progress=progress, choose_path=compile_mode == "auto", **recipe
+    )
