@@ -9,6 +9,7 @@ leaves nothing behind).
 
     python bench/path_choice.py --datasets cora-replica cora --models gcn gat --epochs 40 \\
         --out bench/results/path-choice
+    python bench/path_choice.py --datasets cora-replica:0.01 --out bench/results/path-choice/tiny
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from gnnc.training import planetoid_experiment
 MODES = ("auto", "never", "always")
 
 
-def _dataset(name: str):
+def _dataset(spec: str):
+    """``cora`` (the real files), ``cora-replica`` (Cora-sized) or ``cora-replica:0.01`` (a scaled replica)."""
+    name, _, scale = spec.partition(":")
     if name.endswith("-replica"):
-        return data.synthetic(name.removesuffix("-replica"), scale=1.0, seed=0)
+        return data.synthetic(name.removesuffix("-replica"), scale=float(scale or 1.0), seed=0)
     return data.load_planetoid(name, paths.resolve(None, "planetoid", f"real dataset {name}"))
 
 
@@ -78,7 +81,7 @@ def main() -> None:
 
 
 HEADER = (
-    f"{'dataset':<13} {'model':<5} {'chosen':<8} {'measured c/e ms':>16} "
+    f"{'dataset':<18} {'model':<5} {'chosen':<8} {'measured c/e ms':>16} "
     f"{'epoch ms: chosen':>17} {'eager':>7} {'compiled':>9} {'run s: chosen':>14} {'eager':>7} "
     f"{'compiled':>9} same numbers"
 )
@@ -88,7 +91,7 @@ def _line(r: dict) -> str:
     e, t = r["epoch_ms"], r["run_s"]
     measured = f"{r['measured_compiled_ms']:.1f}/{r['measured_eager_ms']:.1f}"
     return (
-        f"{r['dataset']:<13} {r['model']:<5} {r['chosen']:<8} {measured:>16} {e['auto']:>17.1f} {e['never']:>7.1f} "
+        f"{r['dataset']:<18} {r['model']:<5} {r['chosen']:<8} {measured:>16} {e['auto']:>17.1f} {e['never']:>7.1f} "
         f"{e['always']:>9.1f} {t['auto']:>14.1f} {t['never']:>7.1f} {t['always']:>9.1f} "
         f"{'yes' if r['same_numbers_as_forced'] else 'NO'}"
     )
