@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,85 +25,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import peer
+from harness.world_gate import FLOAT32_TOLERANCES, run, tolerances, verdict
 from harness.world_programs import PROGRAMS
 
 BENCH = Path(__file__).resolve().parent
 
 SYSTEMS = ("gnnc", "dgl", "gnnc-compiled")
-FLOAT32_TOLERANCES = (1e-4, 1e-6)
-
-
-def run(system: str, program: str, world_code: Path, folder: Path, timeout: float) -> dict:
-    """One worker process; its ``OUT.json`` (plus ``out``, the arrays' file), or why there is none."""
-    python = str(peer.peer_python()) if system == "dgl" else sys.executable
-    out = folder / f"{program}.{system}.npz"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(BENCH),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "DGLBACKEND": "pytorch",
-        "OMP_NUM_THREADS": "1",
-    }
-    command = [
-        python,
-        "-m",
-        "harness.world_worker",
-        system,
-        program,
-        str(world_code),
-        str(folder / f"{program}.state.npz"),
-        str(out),
-    ]
-    try:
-        done = subprocess.run(command, check=False, cwd=BENCH, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "error", "error": f"no result within {timeout:g} s"}
-    meta = Path(f"{out}.json")
-    if not meta.exists():
-        tail = (done.stderr or done.stdout)[-400:].strip().replace("\n", " | ")
-        return {"status": "error", "error": f"worker exited with code {done.returncode}: {tail}"}
-    return {**json.loads(meta.read_text()), "out": str(out)}
-
-
-def compare(ours: dict, theirs: dict, rtol: float, atol: float) -> str:
-    """``match``, or what differs: a missing array, a shape, or the largest difference and where."""
-    a, b = np.load(ours["out"]), np.load(theirs["out"])
-    if set(a.files) != set(b.files):
-        return (
-            f"arrays differ: only gnnc {sorted(set(a.files) - set(b.files))[:3]}, "
-            f"only DGL {sorted(set(b.files) - set(a.files))[:3]}"
-        )
-    worst = (0.0, "")
-    for key in sorted(a.files):
-        if a[key].shape != b[key].shape:
-            return f"{key}: shape {a[key].shape} against DGL's {b[key].shape}"
-        if not np.allclose(a[key], b[key], rtol=rtol, atol=atol, equal_nan=True):
-            diff = float(np.nanmax(np.abs(a[key] - b[key])))
-            worst = max(worst, (diff, key))
-    return "match" if not worst[1] else f"mismatch: max |diff| {worst[0]:.3g} at {worst[1]}"
-
-
-def verdict(result: dict, dgl: dict, rtol: float, atol: float) -> str:
-    if result["status"] != "ok":
-        return f"error: {result['error']}" + (f" ({result['where']})" if result.get("where") else "")
-    if dgl["status"] != "ok":
-        return "no oracle (DGL failed)"
-    return compare(result, dgl, rtol, atol)
-
-
-def tolerances(program, args) -> tuple[float, float]:
-    """``--rtol``/``--atol`` for float64 programs; float32 ones get float32's (``FLOAT32_TOLERANCES``)."""
-    return (args.rtol, args.atol) if program.dtype == torch.float64 else FLOAT32_TOLERANCES
 
 
 def evaluate(program, world_code: Path, folder: Path, args) -> dict:
-    rtol, atol = tolerances(program, args)
+    rtol, atol = tolerances(program, args.rtol, args.atol)
     runs = {}
     for system in SYSTEMS:  # eager first: it writes the parameters the others load
         runs[system] = run(system, program.name, world_code, folder, args.timeout)

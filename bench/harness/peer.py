@@ -99,6 +99,21 @@ def export_case(case, path: Path, seed: int, width: int) -> None:
     )
 
 
+def launch(command: list[str], env: dict, log_file: Path, timeout_s: float) -> int | None:
+    """Run ``command`` in ``bench/`` in its own session, output to ``log_file``; its exit code, or None when
+    it ran past ``timeout_s`` (then it and its children are killed)."""
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(
+            command, cwd=BENCH, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+
+
 def run_config(cfg: dict, timeout_s: float, mem_cap_bytes: int | None, folder: Path) -> dict:
     """Run ``harness.peer_worker`` on ``cfg`` in the peer interpreter; its result dict, or TIMEOUT / OOM /
     ERROR as ``runner.run_in_subprocess`` reports them."""
@@ -112,24 +127,12 @@ def run_config(cfg: dict, timeout_s: float, mem_cap_bytes: int | None, folder: P
     env = {**os.environ, "PYTHONPATH": str(BENCH), "DGLBACKEND": "pytorch", "PYTHONNOUSERSITE": "1"}
     if cfg.get("threads"):  # DGL's own kernels use OpenMP threads, torch's intra-op pool too
         env["OMP_NUM_THREADS"] = str(cfg["threads"])
-    with open(log_file, "w") as log:
-        proc = subprocess.Popen(
-            [str(python), "-m", "harness.peer_worker", str(cfg_file)],
-            cwd=BENCH,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return {"status": "TIMEOUT", "error": f"no result within {timeout_s:g} s"}
+    returncode = launch([str(python), "-m", "harness.peer_worker", str(cfg_file)], env, log_file, timeout_s)
+    if returncode is None:
+        return {"status": "TIMEOUT", "error": f"no result within {timeout_s:g} s"}
     if result_file.exists():
         return json.loads(result_file.read_text())
-    if proc.returncode == -signal.SIGKILL:
+    if returncode == -signal.SIGKILL:
         return {"status": "OOM", "error": "killed by SIGKILL (the kernel's OOM killer)"}
     tail = log_file.read_text()[-STDERR_TAIL:].strip().replace("\n", " | ")
-    return {"status": "ERROR", "error": f"peer interpreter exited with code {proc.returncode}: {tail}"}
+    return {"status": "ERROR", "error": f"peer interpreter exited with code {returncode}: {tail}"}

@@ -1,15 +1,19 @@
-"""One world-code program in one system: ``python -m harness.world_worker SYSTEM PROGRAM WORLD_CODE STATE OUT``.
+"""One world-code program in one system:
+``python -m harness.world_worker SYSTEM PROGRAM WORLD_CODE STATE OUT [GRAPH]``.
 
-SYSTEM is ``dgl`` (the peer interpreter's real DGL), ``gnnc`` (gnnc's DGL alias, eager) or ``gnnc-compiled``
-(the alias, the model wrapped in ``gnnc.compile``). The program's file is imported unchanged (DGL's run gets
-back the DGL 0.x built-ins ``LEGACY_NAMES`` that DGL 1.0 removed). Its layer is built with the program's
-dtype (float64 unless it says float32) as torch's default, turned to that dtype and given the parameters in
-STATE (``.npz``; written there first when STATE does not exist, which the eager gnnc run does), then trained
-two steps: forward, loss = sum of each output times a fixed weight of its shape, backward, SGD (lr 0.05).
-OUT (``.npz``) gets every step's outputs, input gradients and parameter gradients; ``OUT.json`` says how it
-went: ``status`` ok or error (with the exception and the world-code line it came from) and, compiled, the
-plans that ran and the fallbacks. Imports gnnc only in the gnnc systems, so it runs in the peer interpreter
-too.
+SYSTEM is ``dgl`` (the peer interpreter's real DGL), ``gnnc`` (gnnc's DGL alias, eager), ``gnnc-compiled``
+(the alias, the model wrapped in ``gnnc.compile``), or a ``zoo_peers`` system: ``dgl-builtin`` (DGL's
+``dgl.nn`` module computing the program's function) or ``pyg`` (PyG's). The program's file is imported
+unchanged (DGL's run gets back the DGL 0.x built-ins ``LEGACY_NAMES`` that DGL 1.0 removed). Its layer (or
+the peer) is built with the program's dtype (float64 unless it says float32) as torch's default, on the
+small random test graph, or on GRAPH (a ``.npz`` ``world_programs.load_shape`` reads), turned to that dtype
+and given the parameters in STATE (``.npz``; written there first when STATE does not exist, which the eager
+gnnc run does; a peer takes them under its names), then trained two steps: forward, loss = sum of each
+output times a fixed weight of its shape, backward, SGD (lr 0.05). OUT (``.npz``) gets every step's outputs,
+input gradients and parameter gradients (a peer's under the program's names); ``OUT.json`` says how it went:
+``status`` ok or error (with the exception and the world-code line it came from) and, compiled, the plans
+that ran and the fallbacks. Imports gnnc only in the systems of the main interpreter, so it runs in the peer
+interpreter too.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .world_programs import BY_NAME
+from . import zoo_peers
+from .world_programs import BY_NAME, TEST, load_shape
 
 STEPS, LR, SEED = 2, 0.05, 0
 STUBS = Path(__file__).resolve().parent / "world_stubs"
@@ -64,12 +69,35 @@ def legacy_names(function_module) -> None:
             setattr(function_module, old, make(function_module))
 
 
-def load_state(model, state: Path) -> None:
+def load_state(model, state: Path, peer=None) -> None:
+    """The parameters and buffers in ``state`` (a peer's under its names), or written there when absent."""
     if state.exists():
         arrays = np.load(state)
-        model.load_state_dict({k: torch.from_numpy(arrays[k]) for k in arrays.files})
+        names = {k: peer.peer_name(k) if peer else k for k in arrays.files}
+        model.load_state_dict({names[k]: torch.from_numpy(arrays[k]) for k in arrays.files if names[k]})
     else:
         np.savez(state, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
+
+
+def build(system: str, program, module, graph, width: int):
+    """``(model, peer)``: the program's layer (peer None), or its ``zoo_peers`` peer in that system."""
+    if system not in zoo_peers.SYSTEMS:
+        return program.build(module, graph, width), None
+    peer = zoo_peers.BY_PROGRAM_SYSTEM.get((program.name, system))
+    if peer is None:
+        raise ValueError(f"program {program.name!r} has no {system} peer")
+    return peer.build(importlib.import_module(zoo_peers.SYSTEMS[system]), module, width), peer
+
+
+def named_parameters(model, peer) -> dict:
+    """The model's parameters under the program's names (a peer's mapped back)."""
+    params = dict(model.named_parameters())
+    return {peer.program_name(k): p for k, p in params.items()} if peer else params
+
+
+def run_of(peer, run):
+    """The forward call: the peer's own where it has one, else the program's."""
+    return peer.call if peer is not None and peer.call is not None else run
 
 
 def train(model, params: dict, run, graph, tensors: dict) -> dict:
@@ -105,29 +133,53 @@ def world_line(tb) -> str:
     return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
 
 
-def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
-    program, meta = BY_NAME[name], {"status": "ok"}
-    compiled = system == "gnnc-compiled"
-    if system.startswith("gnnc"):
-        from gnnc.compat import dgl as alias
+def import_dgl(system: str):
+    """DGL as ``system`` sees it: gnnc's alias for the gnnc systems and PyG (whose peer reads the graph the
+    program built), DGL 2.1 itself in the peer interpreter (with ``LEGACY_NAMES``)."""
+    if system in ("dgl", "dgl-builtin"):
+        import dgl
 
-        alias.install()
+        legacy_names(dgl.function)
+        return dgl
+    from gnnc.compat import dgl as alias
+
+    alias.install()
     import dgl
 
-    if system == "dgl":
-        legacy_names(dgl.function)
-    torch.set_default_dtype(BY_NAME[name].dtype)  # tensors a layer makes itself (th.zeros, th.Tensor) too
+    return dgl
+
+
+def prepare(system: str, program, world_code: Path, shape, dtype: torch.dtype, state: Path) -> tuple:
+    """``(model, params, run, graph, tensors)`` of ``program`` in ``system`` on ``shape``, in ``dtype``: the
+    tensors require gradients, ``params`` holds the parameters under the program's names."""
+    dgl = import_dgl(system)
+    torch.set_default_dtype(dtype)  # tensors a layer makes itself (th.zeros, th.Tensor) too
+    module = import_program(program, world_code)
+    graph, tensors, run = program.inputs(dgl, np.random.RandomState(SEED), shape)
+    tensors = {k: v.detach().to(dtype).requires_grad_() for k, v in tensors.items()}
+    torch.manual_seed(SEED)
+    model, peer = build(system, program, module, graph, shape.width)
+    model = model.to(dtype)
+    load_state(model, state, peer)
+    return model, named_parameters(model, peer), run_of(peer, run), graph, tensors
+
+
+def fallbacks(caught) -> list[str]:
+    """The first lines of the ``FallbackWarning``s among ``caught``, each once."""
+    return sorted({first_line(str(w.message)) for w in caught if w.category.__name__ == "FallbackWarning"})
+
+
+def main(system: str, name: str, world_code: str, state: str, out: str, graph: str | None = None) -> None:
+    program, meta = BY_NAME[name], {"status": "ok"}
+    compiled = system == "gnnc-compiled"
+    shape = load_shape(graph) if graph else TEST
     plans = []
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            module = import_program(program, Path(world_code))
-            graph, tensors, run = program.inputs(dgl, np.random.RandomState(SEED))
-            tensors = {k: v.detach().to(program.dtype).requires_grad_() for k, v in tensors.items()}
-            torch.manual_seed(SEED)
-            model = program.build(module, graph).to(program.dtype)
-            load_state(model, Path(state))
-            params = dict(model.named_parameters())
+            model, params, run, graph, tensors = prepare(
+                system, program, Path(world_code), shape, program.dtype, Path(state)
+            )
             if compiled:
                 import gnnc
                 from gnnc.compiler.driver import recording
@@ -146,11 +198,9 @@ def main(system: str, name: str, world_code: str, state: str, out: str) -> None:
         }
     if compiled:
         meta["compiled_plans"] = sum(p.module is not None for p in plans)
-        meta["fallbacks"] = sorted(
-            {first_line(str(w.message)) for w in caught if w.category.__name__ == "FallbackWarning"}
-        )
+        meta["fallbacks"] = fallbacks(caught)
     Path(out + ".json").write_text(json.dumps(meta))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])
