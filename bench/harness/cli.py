@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gnnc import progress
 
-from . import devices, plots, procfs, profiling, report, runner
+from . import devices, plots, procfs, profiling, report, runner, zoo
 from .datasets import DATASETS, DEFAULT_DATASETS, default_data_root
 from .models import MODELS
 from .systems import SYSTEMS
@@ -125,6 +125,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "the peer environment are the ones it measured",
     )
     p.add_argument("--quiet", action="store_true", help="no per-configuration lines on stderr, only the table")
+    p.add_argument(
+        "--zoo",
+        action="store_true",
+        help="the zoo instead: layers of the world's model code (--world-code), gated, then timed against DGL "
+        "running the same code and the built-ins computing the same function (harness/zoo.py; --threads "
+        "default 2, --runs 5, --warmup 2, --out bench/results/zoo/<commit>)",
+    )
+    p.add_argument(
+        "--world-code",
+        type=Path,
+        help="with --zoo: the world-code folder (default ../shared/world-code beside the repository)",
+    )
+    p.add_argument("--layers", nargs="+", metavar="LAYER", help="with --zoo: the layers (default the zoo's list)")
 
 
 def out_dir(args: argparse.Namespace) -> Path:
@@ -177,6 +190,8 @@ def run_and_report(args: argparse.Namespace, command: str) -> int:
     """Run, append to ``<out>/results.json``; rewrite ``table.md`` and the PNGs there after every row; print the
     table."""
     progress.set_quiet(progress.quiet() or args.quiet)
+    if args.zoo:
+        return zoo.run(args, command)
     settings = settings_from(args, command)
     runner.validate(settings)  # before anything is printed or written: e.g. --device cuda without a GPU
     if args.systems is None:
