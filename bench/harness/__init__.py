@@ -19,4 +19,6 @@ Modules, one job each:
   profiling    --profile: torch.profiler's top operators per system, one file per table row
   report       the Markdown table;  plots  the bar charts
   cli          the command line shared by ``bench/run.py`` and ``gnnc bench``
+  world_programs / world_worker / world_gate  the world's layer code: wiring, one run, the gate
+  zoo / zoo_peers / zoo_worker  ``--zoo``: world layers timed against DGL and same-function built-ins
 """
