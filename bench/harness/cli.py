@@ -138,6 +138,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --zoo: the world-code folder (default ../shared/world-code beside the repository)",
     )
     p.add_argument("--layers", nargs="+", metavar="LAYER", help="with --zoo: the layers (default the zoo's list)")
+    p.add_argument("--jobs", type=int, help="with --zoo: rows run at a time (default 1)")
 
 
 def out_dir(args: argparse.Namespace) -> Path:
