@@ -34,7 +34,7 @@ def test_empty_neighbourhoods_get_one_self_loop_each():
 
 
 def test_gate_graph_has_no_empty_neighbourhood_and_keeps_multi_edges(tmp_path):
-    shape = load_shape(zoo.gate_graph(tmp_path))
+    shape = load_shape(zoo.gate_graph(tmp_path / "gate-graph.npz"))
     assert shape.nodes == N and shape.width == 8
     assert (np.bincount(shape.dst, minlength=N) > 0).all()
     pairs = shape.src * N + shape.dst
@@ -96,10 +96,11 @@ def test_table_cells_say_ratio_peer_and_path():
 
 
 def _gate_and_time(name: str, tmp_path: Path, systems) -> tuple[dict, dict]:
-    runs = {s: world_gate.run(s, name, WORLD_CODE, tmp_path, 300, zoo.gate_graph(tmp_path)) for s in systems}
+    graph = zoo.gate_graph(tmp_path / "gate-graph.npz")
+    runs = {s: world_gate.run(s, name, WORLD_CODE, tmp_path, 300, graph) for s in systems}
     cfg = {
         "world_code": str(WORLD_CODE),
-        "graph": str(zoo.gate_graph(tmp_path)),
+        "graph": str(graph),
         "modes": list(zoo.MODES),
         "threads": 1,
         "warmup": 1,

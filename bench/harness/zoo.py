@@ -72,10 +72,10 @@ def write_graph(path: Path, src, dst, nodes: int, width: int) -> Path:
     return path
 
 
-def gate_graph(folder: Path) -> Path:
-    """The small random test graph (multi-edges, self loops), its empty neighbourhoods filled."""
+def gate_graph(path: Path) -> Path:
+    """The small random test graph (multi-edges, self loops), its empty neighbourhoods filled, at ``path``."""
     src, dst = edges(np.random.RandomState(SEED))
-    return write_graph(folder / "gate-graph.npz", src.numpy(), dst.numpy(), N, D)
+    return write_graph(path, src.numpy(), dst.numpy(), N, D)
 
 
 def timing_graph(folder: Path) -> tuple[Path, dict]:
@@ -93,7 +93,7 @@ def gate(name: str, world_code: Path, folder: Path, timeout: float) -> dict:
     """Each system's verdict against DGL running the same code on the gate graph, and the compiled run's
     plans and fallbacks."""
     program = BY_NAME[name]
-    graph = gate_graph(folder)
+    graph = gate_graph(folder / f"{name}.gate-graph.npz")  # one per row: rows run side by side
     rtol, atol = world_gate.tolerances(program, RTOL, ATOL)
     systems = [*GATED, *(s for s in zoo_peers.SYSTEMS if (name, s) in zoo_peers.BY_PROGRAM_SYSTEM)]
     runs = {s: world_gate.run(s, name, world_code, folder, timeout, graph) for s in systems}
