@@ -90,6 +90,9 @@ def test_table_cells_say_ratio_peer_and_path():
     assert zoo.path_cell(row) == "lowered"
     fell = _row(fallbacks=["gnnc could not compile this call"], verdicts={**row["verdicts"], "gnnc-compiled": "match"})
     assert zoo.path_cell(fell).startswith("**fell back**: gnnc could not compile")
+    timed_fell = _row()
+    timed_fell["timings"]["gnnc-compiled"].update(compiled_plans=0, fallbacks=["float32: no kernel"])
+    assert zoo.path_cell(timed_fell) == "**fell back**: float32: no kernel"
     wrong = _row(verdicts={**row["verdicts"], "dgl-builtin": "mismatch: max |diff| 0.3 at 0.out.0"})
     assert zoo.peer_cell(wrong, "dgl-builtin") == "GatedGCNConv: not timed (mismatch: max |diff| 0.3 at 0.out.0)"
     assert zoo.peak_cell(row) == "5 / 9 / 5 / 4 / -"

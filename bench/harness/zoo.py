@@ -173,11 +173,17 @@ def peer_cell(r: dict, system: str) -> str:
 
 
 def path_cell(r: dict) -> str:
-    if r["verdicts"]["gnnc-compiled"] != "match" and not r["fallbacks"]:
+    """lowered, or fell back with the warnings' text (the gate's run and the timed one), or what the gate
+    said."""
+    timed_run = r["timings"].get("gnnc-compiled") or {}
+    fallbacks = sorted({*r["fallbacks"], *timed_run.get("fallbacks", [])})
+    if fallbacks:
+        return "**fell back**: " + "; ".join(fallbacks)
+    if r["verdicts"]["gnnc-compiled"] != "match":
         return f"gate: {r['verdicts']['gnnc-compiled']}"
-    if r["fallbacks"]:
-        return "**fell back**: " + "; ".join(r["fallbacks"])
-    return "lowered" if r["compiled_plans"] else "no compiled plan ran"
+    if not r["compiled_plans"] or timed_run.get("compiled_plans") == 0:
+        return "no compiled plan ran"
+    return "lowered"
 
 
 def ms_cell(r: dict, system: str) -> str:
