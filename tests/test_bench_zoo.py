@@ -95,7 +95,8 @@ def test_table_cells_say_ratio_peer_and_path():
     assert zoo.path_cell(timed_fell) == "**fell back**: float32: no kernel"
     wrong = _row(verdicts={**row["verdicts"], "dgl-builtin": "mismatch: max |diff| 0.3 at 0.out.0"})
     assert zoo.peer_cell(wrong, "dgl-builtin") == "GatedGCNConv: not timed (mismatch: max |diff| 0.3 at 0.out.0)"
-    assert zoo.peak_cell(row) == "5 / 9 / 5 / 4 / -"
+    assert zoo.peak_cell(row) == "5 / 5 / 9 / 4 / -"  # compiled, eager, DGL, built-in, PyG
+    assert "| gatedgcn | 10.0 / 10.0 | 10.0 / 10.0 | 40.0 / 40.0 | 8.0 / 8.0 | - |" in zoo.table({"rows": [row]})
 
 
 def _gate_and_time(name: str, tmp_path: Path, systems) -> tuple[dict, dict]:
