@@ -25,6 +25,7 @@ from .codegen import indent
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _ROWS = {"src": "u", "dst": "v", "edge": "e"}  # the loop variable that is an operand's row
+AHEAD = 8  # how many edges ahead the rows read at random are prefetched
 
 
 @dataclass(eq=False)
@@ -169,6 +170,7 @@ class EdgeProgram:
             f"        for k in range({self.out_width}):",
             f"            out[v, k] = {self.lit(0)}",
             "        for i in range(crow[v], crow[v + 1]):",
+            *indent(self._prefetches({"src": "col", "edge": "perm"}), 3),
             "            u = col[i]",
             "            e = perm[i]",
             *indent(body, 3),
@@ -228,11 +230,27 @@ class EdgeProgram:
             f"{', '.join(f'g{i}' for i in range(k))}, partial):",
             f"    for {row} in range(bounds[0], bounds[-1]):",
             "        for i in range(crow[" + row + "], crow[" + row + " + 1]):",
+            *indent(self._prefetches({"dst" if by_source else "src": "col", "edge": "perm"}, by_source), 3),
             f"            {other} = col[i]",
             "            e = perm[i]",
             *indent(body, 3),
         ]
         return "\n".join(lines) + "\n"
+
+    def _prefetches(self, index: dict[str, str], grad: bool = False) -> list[str]:
+        """Lines prefetching, ``AHEAD`` edges early, the rows of the operands of the kinds in ``index`` that the
+        loop reads at random (by that index array), and with ``grad`` the upstream gradient's by ``col``."""
+        reads = [(f"x{k}", index[kind], self._width(k)) for k, kind in enumerate(self.kinds) if kind in index]
+        reads += [("grad", "col", self.out_width)] if grad else []
+        if not reads:
+            return []
+        lines = [f"if i + {AHEAD} < perm.shape[0]:"]
+        for table, by, width in reads:
+            lines.append(f"    prefetch_span({table}, {by}[i + {AHEAD}] * {width}, {width})")
+        return lines
+
+    def _width(self, k: int) -> int:
+        return _prod(self.shapes[self._operand_step(k)][1:])
 
     def shared_offsets(self) -> dict[int, int]:
         """Where each shared operand's gradient starts in the backward kernels' ``partial``."""
