@@ -288,3 +288,19 @@ def test_a_value_read_outside_the_expression_stays_an_operand():
 
     g = random_homograph(20, 60, 2)
     _check(Both(), g, torch.randn(20, 4, dtype=torch.float64), torch.rand(g.num_edges(), 1, dtype=torch.float64))
+
+
+def test_a_reshaped_edge_weight_times_source_rows_stays_the_static_spmm():
+    """No arithmetic in the weight: the hand-written spmm kernel is as good, and needs no generated kernel."""
+    model = _Udf(lambda m, e: e.src["h"] * e.data["w"].squeeze(-1).unsqueeze(-1))
+    g = random_homograph(30, 120, 5)
+    h, a = torch.randn(30, 3, 4, dtype=torch.float64), torch.randn(30, 3, 1, dtype=torch.float64)
+    w = torch.rand(g.num_edges(), 3, 1, dtype=torch.float64)
+    got, got_grads, targets = _compiled(model, g, h, a, w)
+    assert ops.spmm in targets and ops.edge_expr_aggregate not in targets, targets
+    want, want_grads = _eager(model, g, h, a, w)
+    torch.testing.assert_close(got, want)
+    for x, y in zip(got_grads, want_grads):
+        assert (x is None) == (y is None)
+        if x is not None:
+            torch.testing.assert_close(x, y)

@@ -11,7 +11,8 @@ of a dim, and the SDDMMs ``u_op_v`` of a source and a destination row) whose val
 outside the expression, with edge values as its results; everything else it reads becomes an operand
 (gathered rows are read through their gather, so no [E, ...] copy is made). Python numbers are constants.
 Nothing is fused unless every value is of the message's floating dtype, the shapes check
-(``gnnc.backend.pytorch.edge_expr.shapes``) and the expression does some arithmetic.
+(``gnnc.backend.pytorch.edge_expr.shapes``) and the expression does some arithmetic (for an spmm, its weight does:
+a reshaped edge value times source rows stays the spmm).
 """
 
 from __future__ import annotations
@@ -80,10 +81,14 @@ def _match(red: fx.Node, root):
     top = expression.build(weight)
     if top is None:
         return None
+    # arithmetic in the message (for an spmm: in its weight) or the static kernels are as good: a weight
+    # that is edge data, only reshaped, stays the spmm it is
+    if not any(step[0] in _ARITHMETIC for step in expression.steps):
+        return None
     if x is not None:
         top = expression.add_step(("mul", top, expression.operand(x, "src")))
     program = tuple(expression.steps)
-    if not any(step[0] in _ARITHMETIC for step in program) or None in expression.operands:
+    if None in expression.operands:
         return None
     try:
         message = shapes(
