@@ -504,9 +504,12 @@ def test_fuse_adds_destination_terms_after_max_min_and_mean():
         assert ops.gather_dst not in _targets(fused) and ops.zero_unreached in _targets(fused)
         assert any("destination-side term added after" in line for line in fused.log)
         _check(dfg, fused, inputs)  # nodes without in-edges stay 0
-    dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)  # a sum would need the degree: left alone
-    _prepare(g, dfg, (msg, None, None))
-    assert ops.gather_dst in _targets(dce(fuse(dfg).dfg).dfg)
+    dfg = build_update_all(trace_udf(msg), fn.sum("m", "o"), None)  # a sum would need the degree: not hoisted,
+    inputs, _ = _prepare(g, dfg, (msg, None, None))  # the whole message is computed inside the sum instead
+    fused = dce(fuse(dfg).dfg).dfg
+    assert not any("destination-side term added after" in line for line in fused.log)
+    assert ops.gather_dst not in _targets(fused) and ops.edge_expr_aggregate in _targets(fused)
+    _check(dfg, fused, inputs)
 
 
 def test_fuse_applies_leaky_relu_and_relu_inside_the_sddmm():

@@ -20,6 +20,7 @@ from torch import Tensor
 from ..backend import kernels as _kernels
 from ..backend import rebuild_in_backward
 from ..backend.pytorch.common import broadcast_shape
+from ..backend.pytorch.edge_expr import edge_expr_aggregate as composed_edge_expr_aggregate
 from ..backend.pytorch.index_matmul import grouping as _type_grouping
 from ..graph.degree_buckets import Buckets
 from . import bucket_order, cost
@@ -251,6 +252,20 @@ def sddmm_softmax_aggregate(
         negative_slope=negative_slope,
         b_index=b_index,
     )
+
+
+def edge_expr_aggregate(
+    ctx: GraphContext, program: tuple, sides: tuple[str, ...], operands: tuple[Tensor, ...], reduce: str
+) -> Tensor:
+    """Fused Broadcast + Dense + Reduce: reduce (sum, mean) over each destination's in-edges of the message
+    ``program`` computes per edge (``gnnc.backend.pytorch.edge_expr``) from its operands, read by
+    ``sides[k]``: ``src`` (node rows at the edge's source), ``dst`` (node rows at its destination),
+    ``dst_local`` (the block's destination rows), ``edge`` (edge rows) or ``shared``; no message of edge
+    size is written where the backend generates the loop."""
+    rows = [dst_nodes(ctx, t) if side == "dst" else t for t, side in zip(operands, sides)]
+    kinds = tuple("dst" if side == "dst_local" else side for side in sides)
+    fused = getattr(_kernels(), "edge_expr_aggregate", None) or composed_edge_expr_aggregate
+    return fused(program, kinds, tuple(rows), ctx.src, ctx.dst_local, ctx.num_dst, reduce)
 
 
 def ntype_matmul(ctx: GraphContext, x: Tensor, weight: Tensor) -> Tensor:
@@ -599,6 +614,7 @@ FLOATING_ONLY = frozenset(
         edge_softmax_aggregate,
         sddmm_softmax_aggregate,
         etype_sddmm_softmax_aggregate,
+        edge_expr_aggregate,
         etype_spmm,
         index_spmm,
         u_op_v,

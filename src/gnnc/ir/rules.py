@@ -81,6 +81,7 @@ GRAPH_OPS = {
     ops.edge_softmax_aggregate: ("Norm+BroadcastSrc+Reduce", "V"),
     ops.sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Norm+Reduce", "V"),
     ops.etype_sddmm_softmax_aggregate: ("BroadcastSrc+BroadcastDst+Dense(typed)+Norm+Reduce", "V"),
+    ops.edge_expr_aggregate: ("BroadcastSrc+BroadcastDst+Dense+Reduce", "V"),
     ops.ntype_matmul: ("Dense(typed)", "V"),
     ops.dst_ntype_matmul: ("Dense(typed)", "V"),
     ops.etype_gather_matmul: ("Broadcast+Dense(typed)", "E"),

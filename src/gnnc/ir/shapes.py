@@ -22,6 +22,7 @@ import torch.fx as fx
 from torch import nn
 
 from ..backend.pytorch.common import broadcast_shape
+from ..backend.pytorch.edge_expr import shapes as edge_expr_shapes
 from . import operators as ops
 from .mpdfg import DEFERRED_INPUT
 
@@ -41,6 +42,11 @@ class _ShapeOnly:
 
 def _zeros(shape, dtype):
     return torch.zeros(tuple(shape), dtype=dtype)
+
+
+def _message_shape(program, sides, operands) -> tuple[int, ...]:
+    kinds = tuple("dst" if side == "dst_local" else side for side in sides)
+    return tuple(edge_expr_shapes(program, kinds, [tuple(t.shape) for t in operands])[-1][1:])
 
 
 def _rows(n, x):
@@ -65,6 +71,9 @@ _RULES: dict[Callable, Callable[..., Any]] = {
     ops.sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, x_side="src": _rows(c.num_dst, x),
     ops.etype_sddmm_softmax_aggregate: lambda c, a, b, op, side, slope, x, w, feat, rebuild=False: _zeros(
         (c.num_dst,) + tuple(feat), x.dtype
+    ),
+    ops.edge_expr_aggregate: lambda c, program, sides, operands, reduce: _zeros(
+        (c.num_dst,) + _message_shape(program, sides, operands), operands[0].dtype
     ),
     ops.ntype_matmul: lambda c, x, w: _zeros((x.shape[0], w.shape[-1]), x.dtype),
     ops.dst_ntype_matmul: lambda c, v, w: _zeros((v.shape[0], w.shape[-1]), v.dtype),

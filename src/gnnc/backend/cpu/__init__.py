@@ -12,6 +12,11 @@ compiled on first use and cached on disk:
   (RGAT's ``x[node] @ W_r`` per (relation, source) pair) that backward
   rebuilds a part at a time instead of keeping it (outside the torch
   backend's contract: ``ir.ops`` asks for it where a backend has it);
+- ``edge_expr_aggregate``: an elementwise program over gathered node rows,
+  edge data and shared tensors summed into destinations, generated as one
+  loop over destinations forward, recomputed per edge in backward
+  (``edge_expr_codegen``; outside the torch backend's contract: ``ir.ops``
+  asks for it where a backend has it);
 - ``head_dot``: one pass over the rows, each weight's scores a contiguous block;
 - the binary-operator ``sddmm`` (one loop over edges) and the max / min
   ``spmm`` (one loop over destinations, with its arg edges): parallel loop
@@ -34,6 +39,7 @@ from ..pytorch import (
     segment_reduce,
     typed_index_matmul,
 )
+from .edge_expr import edge_expr_aggregate
 from .head_dot import head_dot
 from .pair_softmax_aggregate import rebuilt_pair_softmax_aggregate
 from .sddmm import sddmm
@@ -53,5 +59,6 @@ __all__ = [
     "typed_index_matmul",
     "head_dot",
     "rebuilt_pair_softmax_aggregate",
+    "edge_expr_aggregate",
     "clear_structure_cache",
 ]

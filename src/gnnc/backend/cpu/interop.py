@@ -109,6 +109,8 @@ def specialized(factory):
 
 FASTMATH = {"reassoc", "contract"}
 
+ROW_KERNEL_OPTIONS = {"nogil": True, "error_model": "numpy"}
+
 
 def jit_kernel(fn):
     """``fn``, whose outer loop is a ``prange``, compiled as every loop kernel is (see ``specialized``)."""
@@ -125,8 +127,11 @@ def jit_row_kernel(fn, fastmath: set = FASTMATH, cache: bool = True):
     noalias marking gains nothing): a parallel build takes longer to compile,
     and starting its parallel region costs far more per call, even on one
     thread, than calling a serial kernel.
+
+    Division by zero gives inf or nan as torch's does (numba's default "python" error model raises
+    ``ZeroDivisionError`` on floats).
     """
-    return numba.njit(nogil=True, cache=cache, fastmath=fastmath)(fn)
+    return numba.njit(cache=cache, fastmath=fastmath, **ROW_KERNEL_OPTIONS)(fn)
 
 
 def constant_width(n: int) -> int:

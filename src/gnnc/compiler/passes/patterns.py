@@ -51,6 +51,22 @@ def is_last_dim_sum(n) -> bool:
     return False
 
 
+def leaky_slope(n: fx.Node, root) -> float | None:
+    """The negative slope when ``n`` is leaky_relu or relu of its first argument (as function, method or
+    module), else None."""
+    if n.op == "call_module":
+        module = root.get_submodule(n.target)
+        if isinstance(module, nn.LeakyReLU) and len(n.args) == 1:
+            return float(module.negative_slope)
+        return 0.0 if isinstance(module, nn.ReLU) and len(n.args) == 1 else None
+    if n.op == "call_function" and n.target is F.leaky_relu:
+        slope = n.kwargs.get("negative_slope", n.args[1] if len(n.args) > 1 else 0.01)
+        return float(slope) if isinstance(slope, (int, float)) and not isinstance(slope, bool) else None
+    if (n.op == "call_function" and n.target in (F.relu, torch.relu)) or (n.op == "call_method" and n.target == "relu"):
+        return 0.0 if len(n.args) == 1 and not n.kwargs.get("inplace") else None
+    return None
+
+
 def is_call(n, target) -> bool:
     """Whether ``n`` is an fx node calling the function ``target``."""
     return isinstance(n, fx.Node) and n.op == "call_function" and n.target is target

@@ -4,7 +4,8 @@ The pass is a table of rewrite rules, one family per module, each stating its pa
 ``destination_side`` (factors and terms of the destination row moved past a reduction), then dead code
 removed so that nothing below fuses the moved operands, then ``sddmm`` (source-destination products,
 their dot products and activations), ``aggregate`` (reductions of gathered rows: spmm, softmax
-aggregation), ``softmax_logits`` and ``typed`` (typed linear layers under an aggregation). Rules run in
+aggregation), ``softmax_logits`` and ``typed`` (typed linear layers under an aggregation), and last
+``edge_expr`` (an elementwise chain over edges generated inside the sum that reads it). Rules run in
 table order, each once over the graph: a later rule matches what an earlier one built.
 
 Every ``gather_src`` in a pattern may also be a ``gather_src_pair`` of (relation, source) pair rows
@@ -24,6 +25,7 @@ from ..contract import PassResult, rewrote
 from ..dce import dce
 from .aggregate import aggregate
 from .destination_side import hoist_dst_terms, postpone_dst_factors
+from .edge_expr import edge_expression
 from .sddmm import activation_into_sddmm, build_sddmm, sum_to_dot
 from .softmax_logits import softmax_logits
 from .typed import index_typed_aggregation, typed_aggregation, typed_softmax_aggregation
@@ -43,6 +45,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("typed softmax aggregation", typed_softmax_aggregation),  # on the SDDMM softmax aggregations just built
     ("typed aggregation", typed_aggregation),
     ("index typed aggregation", index_typed_aggregation),
+    ("edge expression", edge_expression),  # last: what the rules above fuse keeps their kernels
 )
 
 

@@ -14,15 +14,12 @@ destination row without materialising either gathered operand.
 
 from __future__ import annotations
 
-import torch
 import torch.fx as fx
-import torch.nn.functional as F
-from torch import nn
 
 from ....ir import operators as ops
 from ....ir.mpdfg import MPDFG
 from ..nodes import new_node, same_value
-from ..patterns import BINARY_OPS, is_call, is_last_dim_sum
+from ..patterns import BINARY_OPS, is_call, is_last_dim_sum, leaky_slope
 from .operands import DESTINATION_SIDES, as_dtype, float_dtype, sddmm_slope, source_side
 
 
@@ -82,22 +79,6 @@ def sum_to_dot(out: MPDFG) -> None:
         )
 
 
-def _leaky_slope(n: fx.Node, root) -> float | None:
-    """The negative slope when ``n`` is leaky_relu or relu of its first argument (as function, method or
-    module), else None."""
-    if n.op == "call_module":
-        module = root.get_submodule(n.target)
-        if isinstance(module, nn.LeakyReLU) and len(n.args) == 1:
-            return float(module.negative_slope)
-        return 0.0 if isinstance(module, nn.ReLU) and len(n.args) == 1 else None
-    if n.op == "call_function" and n.target is F.leaky_relu:
-        slope = n.kwargs.get("negative_slope", n.args[1] if len(n.args) > 1 else 0.01)
-        return float(slope) if isinstance(slope, (int, float)) and not isinstance(slope, bool) else None
-    if (n.op == "call_function" and n.target in (F.relu, torch.relu)) or (n.op == "call_method" and n.target == "relu"):
-        return 0.0 if len(n.args) == 1 and not n.kwargs.get("inplace") else None
-    return None
-
-
 def activation_into_sddmm(out: MPDFG) -> None:
     """Every (leaky) ReLU of a ``u_op_v`` applied inside it (its negative slope)."""
     g = out.graph
@@ -105,7 +86,7 @@ def activation_into_sddmm(out: MPDFG) -> None:
         if sddmm_slope(sddmm) is not None or sddmm.args[3] == "dot" or len(sddmm.users) != 1:
             continue
         act = next(iter(sddmm.users))
-        slope = _leaky_slope(act, out.root) if act.args and act.args[0] is sddmm else None
+        slope = leaky_slope(act, out.root) if act.args and act.args[0] is sddmm else None
         if slope is None:
             continue
         with g.inserting_before(act):
