@@ -126,6 +126,34 @@ def test_send_and_recv_takes_node_pairs_as_dgl():
         g.send_and_recv(([2], [1]), fn.copy_u("h", "m"), fn.sum("m", "s"))
 
 
+def test_send_and_recv_over_all_edges_as_dgl_on_a_multigraph_with_a_node_without_in_edges():
+    """``send_and_recv(g.edges(), ...)`` (published code's spelling of update_all): each pair names the edge
+    of smallest id, so a doubled edge carries that one twice; a node no edge reaches keeps its old rows."""
+    g = gnnc.graph(([0, 0, 1, 2], [1, 1, 2, 2]), num_nodes=4)
+    g.ndata["h"] = torch.tensor([[1.0], [2.0], [4.0], [8.0]])
+    g.edata["w"] = torch.tensor([[1.0], [10.0], [100.0], [1000.0]])
+    g.ndata["o"] = torch.full((4, 1), -7.0)
+    for _ in range(2):  # the second call reuses the first call's compute graph
+        g.send_and_recv(g.edges(), fn.u_mul_e("h", "w", "m"), fn.sum("m", "o"))
+        assert g.ndata["o"].flatten().tolist() == [-7.0, 2.0, 4200.0, -7.0]  # DGL 2.1's numbers
+
+
+def test_a_partial_calls_compute_graph_is_made_once_for_the_same_edges_and_anew_for_others():
+    from unittest import mock
+
+    from gnnc.graph.index import GraphIndex
+
+    g = gnnc.graph(([0, 1, 2, 3, 3], [1, 2, 3, 0, 1]))
+    g.ndata["h"] = torch.arange(4.0).unsqueeze(1)
+    built = mock.Mock(wraps=GraphIndex.from_relation_blocks)
+    with mock.patch.object(GraphIndex, "from_relation_blocks", built), compiling({}), recording() as plans:
+        for eids, want in (([4, 1], [0, 3, 1, 0]), ([4, 1], [0, 3, 1, 0]), ([0, 3], [3, 0, 1, 0])):  # DGL 2.1's
+            g.send_and_recv(torch.tensor(eids), fn.copy_u("h", "m"), fn.sum("m", "s"))
+            assert g.ndata["s"].flatten().tolist() == want
+    assert built.call_count == 2
+    assert len(plans) == 3 and all(p.module is not None for p in plans)
+
+
 def test_multi_update_all_merges_the_relations_that_produced_a_key_and_runs_per_relation_updates():
     g = gnnc.heterograph({("a", "x", "b"): ([0, 1], [0, 0]), ("a", "y", "b"): ([], []), ("b", "z", "b"): ([0], [1])})
     g.nodes["a"].data["h"] = torch.tensor([[1.0], [2.0]])

@@ -362,7 +362,7 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
         _check_callable(update, "update")
     key = g.canonical_etypes[rel]
     part = _compute_graph(g, rel, eids)
-    receivers = part.find_edges(key)[1].unique() if receivers is None else receivers
+    receivers = part.index.receivers(0) if receivers is None else receivers
     reduced = _messages_reduced(part, message, reduce, None, 0, None)
     t, count = g.ntype_id(key[2]), g.num_dst_nodes(key[2])
     store = g.dstnodes[key[2]].data
@@ -378,8 +378,12 @@ def _compute_graph(g, rel: int, eids):
     """DGL's compute graph of a partial call: the edges ``eids`` of relation ``rel`` (in that order) over all
     of ``g``'s nodes, with ``g``'s node features, those edges' features and ``g``'s initializers."""
     key, eids = g.canonical_etypes[rel], eids.long()
-    src, dst = (t.long() for t in g.find_edges(key))
-    part = Graph._build(g.index.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device)
+
+    def build():
+        src, dst = (t.long() for t in g.find_edges(key))
+        return Graph._build(g.index.ntypes, list(g.index.ntype_counts), [(key, src[eids], dst[eids])], g.device).index
+
+    part = Graph(g.index.subset(rel, eids, build))
     if g.is_block:  # with both sides of its node features
         part = Block(
             part.index,

@@ -673,11 +673,8 @@ class Graph:
             raise ValueError(f"edge_ids: {u.numel()} source ids but {v.numel()} destination ids")
         check_range(u, self.num_nodes(key[0]), "edge_ids(u)")
         check_range(v, self.num_nodes(key[2]), "edge_ids(v)")
-        src, dst = self.find_edges(key)
-        width = self.num_nodes(key[2])
-        order = torch.argsort(src * width + dst, stable=True)
-        keys = (src * width + dst)[order]
-        wanted = u * width + v
+        order, keys, width = self.index.sorted_pairs(self.etype_id(key))
+        wanted = u.long() * width + v.long()
         first = torch.searchsorted(keys, wanted)
         found = first < keys.numel()
         found[found.clone()] = keys[first[found]] == wanted[found]

@@ -45,6 +45,9 @@ class GraphIndex:
         # None means the internal order already equals the user order.
         self.user_eid: torch.Tensor | None = user_eid
         self._buckets: dict = {}
+        self._pairs: dict = {}
+        self._subsets: dict = {}
+        self._receivers: dict = {}
 
     @classmethod
     def from_relation_blocks(cls, ntypes, ntype_counts, etypes, blocks, device):
@@ -147,6 +150,45 @@ class GraphIndex:
 
     def out_degrees(self) -> torch.Tensor:
         return self.out_csr[0].diff()
+
+    def sorted_pairs(self, rel: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """``(order, keys, width)`` of relation ``rel``: ``keys`` = ``src * width + dst`` (ids within their
+        types, ``width`` the destination type's node count) of its edges, sorted stably; ``order`` their edge
+        ids within the relation (user order). Built once per structure: ``edge_ids`` looks pairs up in it."""
+        if rel not in self._pairs:
+            self._pairs[rel] = structure_builder(self._sort_pairs)(rel)
+        return self._pairs[rel]
+
+    def _sort_pairs(self, rel: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        lo, hi = self.rel_range(rel)
+        st, dt = (self.ntypes.index(t) for t in (self.etypes[rel][0], self.etypes[rel][2]))
+        src = self.to_user_order(self.src[lo:hi], lo, hi).long() - self.ntype_offsets[st]
+        dst = self.to_user_order(self.dst[lo:hi], lo, hi).long() - self.ntype_offsets[dt]
+        width = max(self.ntype_counts[dt], 1)
+        order = torch.argsort(src * width + dst, stable=True)
+        return order, (src * width + dst)[order], width
+
+    def subset(self, rel: int, eids: torch.Tensor, build) -> GraphIndex:
+        """``build()``, the index of relation ``rel``'s edges ``eids`` alone (a partial call's compute graph),
+        kept for the last ``eids`` of each relation: published code passes the same edges call after call
+        (``send_and_recv(g.edges(), ...)``), and the CSR and groupings of that index are then made once."""
+        last = self._subsets.get(rel)
+        if last is not None and last[0].shape == eids.shape and torch.equal(last[0], eids):
+            return last[1]
+        index = build()
+        self._subsets[rel] = (eids.clone(), index)
+        return index
+
+    def receivers(self, rel: int) -> torch.Tensor:
+        """Ids (within their type) of the nodes relation ``rel``'s edges point to, ascending; made once."""
+        if rel not in self._receivers:
+            self._receivers[rel] = structure_builder(self._find_receivers)(rel)
+        return self._receivers[rel]
+
+    def _find_receivers(self, rel: int) -> torch.Tensor:
+        lo, hi = self.rel_range(rel)
+        offset = self.ntype_offsets[self.ntypes.index(self.etypes[rel][2])]
+        return torch.unique_consecutive(self.dst[lo:hi]).long() - offset  # sorted by destination within a relation
 
     def degree_buckets(self, rel: int | None = None) -> list[DegreeBucket]:
         """Group destination nodes of an edge block by in-degree (as DGL does).
