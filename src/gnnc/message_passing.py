@@ -230,8 +230,8 @@ def _subset(ids, count: int, what: str, noun: str, device):
 
 
 def _write_rows(g, kind: str, store, subset, count: int, out: dict) -> None:
-    """Set rows ``subset`` of each ``store[k]`` to ``out[k]``; a new feature's other rows come from its
-    initializer (``g.set_n_initializer``; zeros by default)."""
+    """Set rows ``subset`` (None: all ``count``) of each ``store[k]`` to ``out[k]``; a new feature's other rows
+    come from its initializer (``g.set_n_initializer``; zeros by default)."""
     for k, value in out.items():
         if k in store:
             old = store[k]
@@ -240,9 +240,9 @@ def _write_rows(g, kind: str, store, subset, count: int, out: dict) -> None:
                     f"feature {k!r} holds {tuple(old.shape[1:])} {old.dtype} per row, but the function "
                     f"returned {tuple(value.shape[1:])} {value.dtype} rows for some of them"
                 )
-        else:
+        elif subset is not None:
             old = g.initial_rows(kind, k, count, value)
-        store[k] = old.index_put((subset,), value)
+        store[k] = value if subset is None else old.index_put((subset,), value)
 
 
 def _warn_eager(what: str) -> None:
@@ -366,7 +366,10 @@ def _receive(g, rel, eids, receivers, message, reduce, update) -> None:
     reduced = _messages_reduced(part, message, reduce, None, 0, None)
     t, count = g.ntype_id(key[2]), g.num_dst_nodes(key[2])
     store = g.dstnodes[key[2]].data
-    rows = {k: value.index_select(0, receivers) for k, value in reduced.items()}
+    if receivers.numel() == count:  # every node receives (the receivers are distinct): whole rows, no copies
+        rows, receivers = reduced, None
+    else:
+        rows = {k: value.index_select(0, receivers) for k, value in reduced.items()}
     if update is not None:  # as DGL: the update sees the reduced features; only its results are kept
         with g.local_scope():
             _write_rows(g, "node", store, receivers, count, rows)
