@@ -63,8 +63,9 @@ def _commit() -> str:
     return run.stdout.strip() or "unknown"
 
 
-def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int = 0) -> dict:
-    """One test file in one mode, in a fresh pytest process: its records and how the process ended."""
+def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int = 0, select: str = "") -> dict:
+    """One test file in one mode, in a fresh pytest process: its records and how the process ended; ``select``
+    (pytest's ``-k`` expression) keeps only the tests it matches."""
     with tempfile.TemporaryDirectory(prefix="gnnc-dgl-tests-") as scratch:
         scratch = Path(scratch)
         (scratch / "pytest.ini").write_text("[pytest]\n")
@@ -103,6 +104,7 @@ def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int 
             "no:unraisableexception",
             "-p",
             "no:threadexception",
+            *(["-k", select] if select else []),
             str(tests_root / rel),
         ]
         start = time.perf_counter()
@@ -119,8 +121,8 @@ def run_file(tests_root: Path, rel: str, mode: str, timeout: float, sample: int 
     for record in uncollected:  # it stands for every test function of the file
         record["tests"] = len(re.findall(r"^def test_", (tests_root / rel).read_text(), re.MULTILINE))
     # pytest's exit codes: 1 some tests failed, 2 interrupted (here: by the collection error recorded); no
-    # record means the process failed before any test (the plugin, the alias, gnnc's import)
-    ok = records and (status[0] in (0, 1) or (status[0] == 2 and uncollected))
+    # record means the process failed before any test (the plugin, the alias, gnnc's import); 5: -k matched none
+    ok = (records and (status[0] in (0, 1) or (status[0] == 2 and uncollected))) or (select and status[0] == 5)
     return {"status": "ok" if ok else status[1], "seconds": round(seconds, 1), "records": records}
 
 
@@ -148,6 +150,12 @@ def main(argv=None) -> int:
         help="run at most this many parametrizations of each test function, the same ones every "
         "time (0: all; CI samples, the committed tables run all)",
     )
+    ap.add_argument(
+        "-k",
+        dest="select",
+        default="",
+        help="pytest's -k expression: run only the tests it matches (a partial table, for checking a fix)",
+    )
     args = ap.parse_args(argv)
     tests_root = args.dgl_tests.resolve() / "tests"
     missing = [f for f in args.files if not (tests_root / f).is_file()]
@@ -157,7 +165,7 @@ def main(argv=None) -> int:
     jobs = [(rel, mode) for rel in args.files for mode in modes]
     start = time.perf_counter()
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        runs = list(pool.map(lambda job: run_file(tests_root, *job, args.timeout, args.sample), jobs))
+        runs = list(pool.map(lambda job: run_file(tests_root, *job, args.timeout, args.sample, args.select), jobs))
     files: dict = {rel: {} for rel in args.files}
     for (rel, mode), run in zip(jobs, runs):
         files[rel][mode] = run
@@ -170,6 +178,7 @@ def main(argv=None) -> int:
         "dgl_tests": os.path.relpath(args.dgl_tests, REPO),
         "modes": list(modes),
         "sample": args.sample,
+        "select": args.select,
         "seconds": round(time.perf_counter() - start, 1),
         "files": files,
     }

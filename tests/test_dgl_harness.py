@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from harness.dgl_report import classify  # bench/ is no package
+
 REPO = Path(__file__).resolve().parents[1]
 
 _TESTS = """
@@ -116,3 +120,31 @@ def test_a_sample_runs_the_same_few_parametrizations_of_each_test_and_counts_the
     assert sorted(first.values()) == ["not run"] * 3 + ["passed"] * 3 and first["test_one"] == "passed"
     assert ran(tmp_path / "b") == first
     assert "| `test_many.py` | 3 | 0 | 0 | 0 | 3 |" in (tmp_path / "a" / "README.md").read_text()
+
+
+def test_k_runs_only_the_tests_it_matches(tmp_path):
+    common = tmp_path / "dgl" / "tests" / "python" / "common"
+    common.mkdir(parents=True)
+    (common / "test_two.py").write_text("def test_kept():\n    pass\n\n\ndef test_other():\n    pass\n")
+    out = tmp_path / "out"
+    subprocess.run(
+        [sys.executable, str(REPO / "bench" / "dgl_tests.py"), "--dgl-tests", str(tmp_path / "dgl"), "--mode", "eager"]
+        + ["-k", "kept", "--files", "python/common/test_two.py", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    tests = json.loads((out / "results.json").read_text())["files"]["python/common/test_two.py"]["eager"]["tests"]
+    assert list(tests) == ["test_kept"]
+    assert "Only the tests `-k kept` matches ran" in (out / "README.md").read_text()
+
+
+def test_dgl_nn_modules_that_are_not_layers_are_not_applicable_and_other_missing_modules_fail():
+    def category(message):
+        return classify("python/pytorch/nn/test_nn.py", {"nodeid": "test_x", "outcome": "failed", "message": message})
+
+    for name in ("GNNExplainer", "HeteroPGExplainer", "SubgraphX", "explain", "DeepWalk", "MetaPath2Vec"):
+        kind, reason = category(f"AttributeError: module 'gnnc.nn' has no attribute '{name}'")
+        assert kind == "n/a" and "not message-passing layers" in reason
+    assert category("AttributeError: module 'gnnc.nn' has no attribute 'GraphConv'")[0] == "failed"
+    assert category("AttributeError: 'Graph' object has no attribute 'explain'")[0] == "failed"

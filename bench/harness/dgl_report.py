@@ -2,7 +2,8 @@
 
 A test is ``passed``; ``failed`` (a failure or an error in setup or teardown, with its first error line);
 ``n/a`` with a reason: skipped by DGL for want of a GPU, skipped by DGL as another backend's, or listed in
-``EXCLUDED`` (what gnnc deliberately does not have) and not passing; or ``skipped`` with DGL's own reason.
+``EXCLUDED`` (what gnnc deliberately does not have) and not passing, or failing for want of one of the
+``dgl.nn`` modules that are not message-passing layers (``_NOT_LAYER_MODULES``); or ``skipped`` with DGL's own reason.
 A module that cannot be collected is one ``failed`` record, counted once per test function of its file.
 ``not run``: left out of a sampled run (``bench/dgl_tests.py --sample``).
 """
@@ -35,6 +36,16 @@ _WHOLE_GRAPH_CALL = (
     "(ntype) on a graph of several relations run the UDF over every relation (typed UDFs reading "
     "edges.srctype / edges.type: docs/hetero.rst), where DGL raises DGLError; the test expects that "
     "error (the rest of the test passes in both modes with those checks left out)"
+)
+_NOT_LAYERS = (
+    "DGL's explainability tools and random-walk embedding trainers (dgl.nn's GNNExplainer, "
+    "HeteroGNNExplainer, PGExplainer, HeteroPGExplainer, SubgraphX, HeteroSubgraphX, dgl.nn.explain, "
+    "DeepWalk, MetaPath2Vec): not message-passing layers, which is what gnnc.nn provides"
+)
+# a failure that names one of these modules as missing from gnnc.nn (the alias's dgl.nn) is _NOT_LAYERS
+_NOT_LAYER_MODULES = re.compile(
+    r"module 'gnnc\.nn' has no attribute '(GNNExplainer|HeteroGNNExplainer|PGExplainer|HeteroPGExplainer|"
+    r"SubgraphX|HeteroSubgraphX|explain|DeepWalk|MetaPath2Vec)'"
 )
 # (file, test function) -> why gnnc deliberately lacks what the test exercises
 EXCLUDED: dict[tuple[str, str], str] = {
@@ -76,6 +87,8 @@ def classify(rel: str, record: dict) -> tuple[str, str]:
     excluded = EXCLUDED.get((rel, name_in_file(record["nodeid"]).partition("[")[0]))
     if excluded:
         return "n/a", excluded
+    if _NOT_LAYER_MODULES.search(message):
+        return "n/a", _NOT_LAYERS
     return "failed", message if outcome != "collection error" else f"collection error: {message}"
 
 
@@ -159,6 +172,11 @@ def render(results: dict, table: dict) -> str:
                 f" A sample: at most {results['sample']} parametrizations of each test function ran (the same "
                 "ones every time); the rest count as *not run*."
                 if results.get("sample")
+                else ""
+            )
+            + (
+                f" Only the tests `-k {results['select']}` matches ran: a partial table."
+                if results.get("select")
                 else ""
             )
         ),
