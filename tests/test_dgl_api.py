@@ -629,6 +629,27 @@ def test_relation_slice_shares_features_and_runs_on_its_relation_only():
         sub.num_nodes()
 
 
+@pytest.mark.parametrize("compile_", [False, True])
+def test_a_relation_slices_local_scope_keeps_its_writes_from_the_parent_as_dgl(compile_):
+    # DGL 2.1 (checked): a slice's scope clones the slice's frames, not the parent's
+    g = random_heterograph()
+    g.nodes["user"].data["x"] = torch.ones(9, 2)
+    sub = g["likes"]
+    with recording() as plans, sub.local_scope():
+        sub.srcdata["x"] = torch.zeros(9, 2)  # shadows the parent's 'x' inside the slice only
+        sub.edata["w"] = torch.ones(g.num_edges("likes"), 1)
+        sub.update_all(fn.u_mul_e("x", "w", "m"), fn.sum("m", "h"), compile=compile_)
+        g.nodes["item"].data["p"] = torch.ones(7)  # the parent's own write: it stays
+        g["likes"].srcdata["q"] = torch.ones(9)  # through another slice, which shares the parent's frames
+        assert torch.equal(sub.dstdata["h"], torch.zeros(7, 2))
+        assert "p" not in sub.dstdata and "q" not in sub.srcdata
+        assert "h" not in g.nodes["item"].data and "w" not in g.edges["likes"].data
+        assert torch.equal(g.nodes["user"].data["x"], torch.ones(9, 2))
+    assert sum(plan.module is not None for plan in plans) == compile_  # the slice's call ran compiled
+    assert set(g.nodes["item"].data.keys()) == {"p"} and set(g.nodes["user"].data.keys()) == {"x", "q"}
+    assert torch.equal(sub.srcdata["x"], torch.ones(9, 2)) and not g.edges["likes"].data.keys()
+
+
 def test_edge_softmax_on_a_relation_slice_normalizes_within_the_relation():
     g = random_heterograph()
     logits = torch.randn(g.num_edges("liked_by"), 3) * 30  # large logits: the per-node max is subtracted

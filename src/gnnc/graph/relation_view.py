@@ -4,11 +4,14 @@ DGL code takes a relation out of a heterograph (``sub = G[srctype, etype, dsttyp
 example does), writes ``sub.srcdata`` / ``sub.dstdata`` / ``sub.edata`` and calls
 ``sub.apply_edges`` / ``sub.update_all`` / ``edge_softmax(sub, ...)`` on it. Here the slice is a
 view: its features are the parent's per-type features (a write through the slice is seen by the
-parent, and the other way round), and its message passing is the parent's on that relation
+parent, and the other way round, except inside the slice's own ``local_scope``, as in DGL), and its
+message passing is the parent's on that relation
 (``etype=`` the relation), so it runs compiled like any relation call.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -131,9 +134,17 @@ class RelationGraph:
     def edata(self):
         return self.parent.edges[self.canonical_etype].data
 
+    @contextlib.contextmanager
     def local_scope(self):
-        """The parent's local scope: feature writes inside are undone on exit."""
-        return self.parent.local_scope()
+        """DGL's scope of a relation slice: inside it, the slice's feature writes (and its message passing's
+        results) are its own, unseen by the parent and dropped on exit; the parent's own writes meanwhile
+        (through it or another slice) stay, and are not seen through this slice until the scope ends."""
+        parent = self.parent
+        self.parent = parent.local_var()  # the same structure and tensors; feature writes of its own
+        try:
+            yield self
+        finally:
+            self.parent = parent
 
     @property
     def nodes(self):
