@@ -208,3 +208,22 @@ def test_a_feature_read_on_both_sides_with_different_values_runs_eagerly():
     with pytest.warns(gnnc.FallbackWarning, match="both sides of a block"), compiling({}):
         b.update_all(_msg, _red, _upd)
     torch.testing.assert_close(b.dstdata["u"], want.dstdata["u"])
+
+
+def test_node_counts_and_ids_of_a_block_follow_dgl():
+    # DGL 2.1 (checked): num_nodes() with no type counts both sides, a type's count and nodes(t) are its
+    # source nodes, nodes() with no type is refused (ntypes lists '_N' twice)
+    b = _block()
+    assert b.ntypes == ["_N", "_N"] and (b.num_src_nodes(), b.num_dst_nodes()) == (5, 2)
+    assert b.num_nodes() == b.number_of_nodes() == 7 and b.num_nodes("_N") == 5
+    assert b.nodes("_N").tolist() == b.srcnodes().tolist() == [0, 1, 2, 3, 4] and b.dstnodes().tolist() == [0, 1]
+    with pytest.raises(ValueError, match="name the node type"):
+        b.nodes()
+    g = gnnc.heterograph({("user", "follows", "user"): ([0, 1], [1, 2]), ("user", "plays", "game"): ([0, 1], [0, 1])})
+    hb = gnnc.to_block(g, {"game": torch.tensor([0, 1]), "user": torch.tensor([1, 2])})
+    assert [(hb.num_src_nodes(t), hb.num_dst_nodes(t), hb.num_nodes(t)) for t in ("game", "user")] == [
+        (2, 2, 2),
+        (3, 2, 3),
+    ]
+    assert (hb.num_nodes(), hb.num_src_nodes(), hb.num_dst_nodes()) == (9, 5, 4)
+    assert hb.nodes("user").tolist() == [0, 1, 2]

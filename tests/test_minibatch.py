@@ -162,7 +162,7 @@ def test_compiled_blocks_match_eager(name, graph_seed, fanouts, target):
     assert any(b.num_edges(("tag", "empty", "user")) == 0 for b in blocks)
     zero_in = [bool((b.in_degrees() == 0).any()) for b in blocks]  # one per destination node, as DGL
     assert any(zero_in), "some destination has no sampled in-edge"
-    x = torch.randn(blocks[0].num_nodes(), 8, dtype=torch.float64)
+    x = torch.randn(blocks[0].num_src_nodes(), 8, dtype=torch.float64)
     weight = torch.randn(seeds.numel(), 3, dtype=torch.float64)
     eager_out, eager_grads = forward_backward(model, blocks, x, weight)
     with recording() as plans:
@@ -188,8 +188,8 @@ def test_blocks_of_one_schema_reuse_one_plan_per_layer(name, monkeypatch):
     counts, sizes = [], set()
     for seeds in torch.randperm(30).split([3, 8, 5, 14]):
         blocks = sampler.sample(seeds)
-        sizes.add(tuple(b.num_nodes() for b in blocks))
-        x = torch.randn(blocks[0].num_nodes(), 8, dtype=torch.float64)
+        sizes.add(tuple(b.num_src_nodes() for b in blocks))
+        x = torch.randn(blocks[0].num_src_nodes(), 8, dtype=torch.float64)
         model(blocks, x).sum().backward()
         counts.append((len(builds), len(traces)))
     assert len(sizes) == 4, "the batches' blocks differ in size"
@@ -228,7 +228,7 @@ def test_a_finished_block_is_freed_without_the_garbage_collector(name):
     try:
         for seeds in (torch.arange(6), torch.arange(6, 14)):
             blocks = sampler.sample(seeds)
-            model(blocks, torch.randn(blocks[0].num_nodes(), 8, dtype=torch.float64)).sum().backward()
+            model(blocks, torch.randn(blocks[0].num_src_nodes(), 8, dtype=torch.float64)).sum().backward()
             indexes = [weakref.ref(b.index) for b in blocks]
             del blocks
             assert all(ref() is None for ref in indexes)

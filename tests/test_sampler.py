@@ -46,7 +46,7 @@ def check_block(parent, block, dst_global, fanout):
     assert torch.equal(p_src[eids], src_ids[b_src])
     assert torch.equal(p_dst[eids], src_ids[b_dst])
     assert torch.equal(parent.edge_type_ids()[eids], block.edge_type_ids())
-    is_dst = torch.zeros(block.num_nodes(), dtype=torch.bool)
+    is_dst = torch.zeros(block.num_src_nodes(), dtype=torch.bool)
     is_dst[block.dst_index] = True
     assert bool(is_dst[b_dst].all()), "edges end at destination nodes"
     # Per (destination, relation): min(fanout, degree) edges, i.e. all of them when few.
@@ -106,7 +106,7 @@ def test_zero_in_degree_seeds_and_empty_relations():
     last = blocks[-1]
     assert last.num_edges() == 0
     assert torch.equal(last.dst_ids, silent + g.index.ntype_offsets[g.ntype_id("item")])
-    assert last.num_nodes() == silent.numel()
+    assert last.num_src_nodes() == silent.numel()
     for b in sample_and_check(g, [2, 2], "user", torch.arange(9)):
         assert b.num_edges(("tag", "empty", "user")) == 0
 
@@ -211,8 +211,8 @@ def test_bad_arguments_are_named():
     with pytest.raises(KeyError, match="nope"):
         NeighborSampler(g, [2], "nope")
     block = NeighborSampler(g, [2], "user").sample(torch.tensor([0, 1]))[0]
-    with pytest.raises(ValueError, match="one per block node"):
-        block.slice_dst(torch.zeros(block.num_nodes() + 1, 3))
+    with pytest.raises(ValueError, match="one per source node"):
+        block.slice_dst(torch.zeros(block.num_src_nodes() + 1, 3))
 
 
 def test_block_to_device_keeps_layout():

@@ -40,9 +40,10 @@ def forward_blocks(layers, blocks, x: torch.Tensor, activation=None) -> torch.Te
         raise ValueError(f"forward_blocks: {len(layers)} layers but {len(blocks)} blocks")
     h = x
     for i, (layer, block) in enumerate(zip(layers, blocks)):
-        if h.shape[0] != block.num_nodes():
+        if h.shape[0] != block.num_src_nodes():
             raise ValueError(
-                f"forward_blocks: block {i} has {block.num_nodes()} nodes but its input has {h.shape[0]} rows"
+                f"forward_blocks: block {i} has {block.num_src_nodes()} source nodes but its input has "
+                f"{h.shape[0]} rows"
             )
         h = block.slice_dst(layer(block, h))
         if activation is not None and i + 1 < len(layers):

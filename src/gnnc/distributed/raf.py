@@ -261,7 +261,7 @@ class SeedRows:
 
 def _dst_rows_of_edges(block) -> torch.Tensor:
     """Destination row (position in ``block.slice_dst`` order) of every edge, user order."""
-    row_of = torch.full((block.num_nodes(),), -1, dtype=torch.int64, device=block.device)
+    row_of = torch.full((block.num_src_nodes(),), -1, dtype=torch.int64, device=block.device)
     row_of[block.dst_index] = torch.arange(block.dst_index.numel(), device=block.device)
     return row_of.index_select(0, block.find_edges()[1])
 

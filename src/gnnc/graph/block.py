@@ -101,14 +101,16 @@ class Block(Graph):
     number_of_dst_nodes = num_dst_nodes
 
     def num_nodes(self, ntype: str | None = None) -> int:
-        """Source nodes in all (or one) node types; DGL's ``"DST/<type>"`` counts destination nodes and
-        ``"SRC/<type>"`` source nodes."""
+        """DGL's ``DGLBlock.num_nodes``: with no type, source plus destination nodes (the sides count
+        apart, as :attr:`ntypes` lists them); a type's count is its source nodes; ``"DST/<type>"`` counts
+        destination nodes and ``"SRC/<type>"`` source nodes. The source nodes are
+        :meth:`num_src_nodes`."""
         if isinstance(ntype, str) and ntype.startswith("DST/"):
             return self.num_dst_nodes(ntype[4:])
         if isinstance(ntype, str) and ntype.startswith("SRC/"):
             ntype = ntype[4:]
         if ntype is None:
-            return sum(self.num_src_per_type)
+            return sum(self.num_src_per_type) + sum(self.num_dst_per_type)
         return self.num_src_per_type[self.ntype_id(ntype)]
 
     def ntype_id(self, ntype: str | None) -> int:
@@ -227,10 +229,10 @@ class Block(Graph):
         return self.src_ids.index_select(0, self.dst_index)
 
     def slice_dst(self, h: torch.Tensor) -> torch.Tensor:
-        """Rows of ``h`` (one per block node) that belong to destination nodes."""
-        if h.dim() == 0 or h.shape[0] != self.num_nodes():
+        """Rows of ``h`` (one per source node) that belong to destination nodes."""
+        if h.dim() == 0 or h.shape[0] != self.num_src_nodes():
             raise ValueError(
-                f"slice_dst: expected {self.num_nodes()} rows (one per block node), got shape {tuple(h.shape)}"
+                f"slice_dst: expected {self.num_src_nodes()} rows (one per source node), got shape {tuple(h.shape)}"
             )
         return h.index_select(0, self.dst_index)
 
@@ -286,9 +288,15 @@ class _Sides(NodeSpace):
         return TypeView(store, t), store.counts[t]
 
     def __call__(self, ntype=None) -> torch.Tensor:
+        """A side's node ids; ``nodes(t)`` a type's source nodes, and ``nodes()`` (no type) refused, as DGL's
+        (a block's :attr:`ntypes` list each type twice)."""
         space, ntype = self._named(ntype)
         if space is not self:
             return space(ntype)
-        if self._side != "dst":
-            return super().__call__(ntype)
-        return self._g.ids(torch.arange(self._g.num_dst_nodes(ntype), device=self._g.device))
+        if self._side == "both" and ntype is None:
+            raise ValueError(
+                f"name the node type: a block's node types are {self._g.ntypes} (source side, then "
+                f"destination side, as DGL's); srcnodes() and dstnodes() give either side's ids"
+            )
+        count = self._g.num_dst_nodes if self._side == "dst" else self._g.num_src_nodes
+        return self._g.ids(torch.arange(count(ntype), device=self._g.device))

@@ -93,7 +93,8 @@ def to_scipy(g: Graph, etype=None, fmt: str = "coo", weight_key: str | None = "w
     if fmt not in _SCIPY_FORMATS:
         raise ValueError(f"to_scipy: unknown format {fmt!r}; use one of {_SCIPY_FORMATS}")
     if etype is None:
-        shape = (g.num_nodes(), g.num_nodes())
+        n = g.num_src_nodes() if g.is_block else g.num_nodes()  # a block's node rows are its source nodes
+        shape = (n, n)
     else:
         st, _, dt = g.canonical_etypes[g.etype_id(etype)]
         shape = (g.num_nodes(st), g.num_nodes(dt))

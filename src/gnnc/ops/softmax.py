@@ -72,9 +72,9 @@ def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
     if ids is not None:  # the listed edges' ends, in the order listed
         check_range(ids, hi - lo, "edge_softmax(eids)", "edge")
         ends = g.index.to_user_order(ends, lo, hi).index_select(0, ids.to(ends.device))
-        return backend.kernels().edge_softmax(logits, ends, g.num_nodes())
+        return backend.kernels().edge_softmax(logits, ends, g.index.num_nodes)
     internal = g.index.from_user_order(logits, lo, hi)
-    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.num_nodes()), lo, hi)
+    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.index.num_nodes), lo, hi)
 
 
 def _edge_block(g):

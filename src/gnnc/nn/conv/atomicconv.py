@@ -56,4 +56,4 @@ class AtomicConv(nn.Module):
             graph.ndata["hv"] = feat.unsqueeze(-1)  # [V, T, 1]
             graph.edata["he"] = pooled.transpose(1, 0).squeeze(-1).unsqueeze(1)  # [E, 1, K]
             graph.update_all(fn.u_mul_e("hv", "he", "m"), fn.sum("m", "hv_new"))
-            return graph.ndata["hv_new"].view(graph.num_nodes(), -1)
+            return graph.ndata["hv_new"].flatten(1)
