@@ -154,6 +154,25 @@ def test_a_partial_calls_compute_graph_is_made_once_for_the_same_edges_and_anew_
     assert len(plans) == 3 and all(p.module is not None for p in plans)
 
 
+def test_a_node_udf_looping_over_its_features_compiles():
+    """DGL's test_update_all_multi_fallback: ``for k, v in nodes.data.items()`` in an update function."""
+
+    def update(nodes):
+        return {k: 2 * v for k, v in nodes.data.items() if k.startswith("o")}
+
+    def run(g):
+        g.ndata["h"] = torch.arange(8.0).reshape(4, 2)
+        g.update_all(fn.copy_u("h", "m"), fn.sum("m", "o1"), update)
+        return dict(g.ndata)
+
+    want = run(gnnc.graph(([0, 1, 2, 3], [1, 2, 3, 0])))
+    with warnings.catch_warnings(), compiling({}), recording() as plans:
+        warnings.simplefilter("error", FallbackWarning)
+        got = run(gnnc.graph(([0, 1, 2, 3], [1, 2, 3, 0])))
+    assert plans and all(p.module is not None for p in plans)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+
 def test_multi_update_all_merges_the_relations_that_produced_a_key_and_runs_per_relation_updates():
     g = gnnc.heterograph({("a", "x", "b"): ([0, 1], [0, 0]), ("a", "y", "b"): ([], []), ("b", "z", "b"): ([0], [1])})
     g.nodes["a"].data["h"] = torch.tensor([[1.0], [2.0]])

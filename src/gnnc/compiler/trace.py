@@ -239,6 +239,14 @@ class _SchemaSpace:
         self._guards.append((self._space, "keys", None, tuple(sorted(self._features))))
         return list(dict.fromkeys([*self._features, *self._produced, *written]))
 
+    def items(self):
+        """``(key, value)`` of every feature, each read as ``self[key]`` (DGL's frames are mappings: UDFs
+        loop over ``nodes.data.items()``)."""
+        return [(key, self[key]) for key in self.keys()]
+
+    def values(self):
+        return [self[key] for key in self.keys()]
+
     def __iter__(self):
         return iter(self.keys())
 
