@@ -44,10 +44,8 @@ class GraphIndex:
         self.dst: torch.Tensor = dst
         # None means the internal order already equals the user order.
         self.user_eid: torch.Tensor | None = user_eid
-        self._buckets: dict = {}
-        self._pairs: dict = {}
+        self._per_relation: dict = {}  # (what, relation) -> what ``_derived`` built
         self._subsets: dict = {}
-        self._receivers: dict = {}
 
     @classmethod
     def from_relation_blocks(cls, ntypes, ntype_counts, etypes, blocks, device):
@@ -154,10 +152,8 @@ class GraphIndex:
     def sorted_pairs(self, rel: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         """``(order, keys, width)`` of relation ``rel``: ``keys`` = ``src * width + dst`` (ids within their
         types, ``width`` the destination type's node count) of its edges, sorted stably; ``order`` their edge
-        ids within the relation (user order). Built once per structure: ``edge_ids`` looks pairs up in it."""
-        if rel not in self._pairs:
-            self._pairs[rel] = structure_builder(self._sort_pairs)(rel)
-        return self._pairs[rel]
+        ids within the relation (user order). ``edge_ids`` looks pairs up in it."""
+        return self._derived("sorted pairs", rel, self._sort_pairs)
 
     def _sort_pairs(self, rel: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         lo, hi = self.rel_range(rel)
@@ -180,10 +176,8 @@ class GraphIndex:
         return index
 
     def receivers(self, rel: int) -> torch.Tensor:
-        """Ids (within their type) of the nodes relation ``rel``'s edges point to, ascending; made once."""
-        if rel not in self._receivers:
-            self._receivers[rel] = structure_builder(self._find_receivers)(rel)
-        return self._receivers[rel]
+        """Ids (within their type) of the nodes relation ``rel``'s edges point to, ascending."""
+        return self._derived("receivers", rel, self._find_receivers)
 
     def _find_receivers(self, rel: int) -> torch.Tensor:
         lo, hi = self.rel_range(rel)
@@ -196,11 +190,15 @@ class GraphIndex:
         ``rel=None`` is the whole graph; otherwise one relation's block.
         Nodes without in-edges in the block appear in no bucket.
         """
-        if rel not in self._buckets:
-            self._buckets[rel] = self._make_buckets(rel)
-        return self._buckets[rel]
+        return self._derived("degree buckets", rel, self._make_buckets)
 
-    @structure_builder
+    def _derived(self, what: str, rel: int | None, build):
+        """``build(rel)``, made once per structure (the index is immutable) by ``structure_builder``."""
+        key = (what, rel)
+        if key not in self._per_relation:
+            self._per_relation[key] = structure_builder(build)(rel)
+        return self._per_relation[key]
+
     def _make_buckets(self, rel):
         if rel is None:
             indptr, eids = self.in_csr
