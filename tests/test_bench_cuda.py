@@ -228,3 +228,27 @@ def test_a_cuda_run_times_every_system_on_the_gpu(tmp_path):
     for row in record["rows"]:
         assert row["status"] == "ok" and row["device"] == record["machine"]["gpu"], row
         assert row["system"] == "eager" or row["check"]["status"] == "ok", row
+
+
+def test_configurations_are_spawned_when_a_fork_of_the_forkserver_cannot_use_cuda(monkeypatch):
+    """What an H200 showed: every process forked from the forkserver failed CUDA's initialisation, so the
+    run's first CUDA configuration probes a fork and, when it fails, spawns them all and says why."""
+    probes = []
+
+    def start(ctx, task, arg, timeout_s, mem_cap_bytes):
+        probes.append((ctx.get_start_method(), task.__name__))
+        return {"status": "ERROR", "error": "AcceleratorError: CUDA error: initialization error\nSearch for ..."}
+
+    monkeypatch.setattr(runner, "_start", start)
+    monkeypatch.setattr(runner, "_SPAWNED_BECAUSE", {})
+    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # _context sets it for cuda
+    runner._context.cache_clear()
+    try:
+        assert runner._context("cuda").get_start_method() == "spawn"
+        assert runner._context("cpu").get_start_method() == "forkserver"
+        assert probes == [("forkserver", "use_cuda")]  # the CPU never probes
+        method = runner.start_method("cuda")
+        assert method.startswith("spawned") and method.endswith("(AcceleratorError: CUDA error: initialization error)")
+        assert runner.start_method("cpu") == "forked from a forkserver holding the imports"
+    finally:
+        runner._context.cache_clear()

@@ -121,7 +121,7 @@ def _fake_subprocesses(monkeypatch, answers: dict) -> list:
     """``runner.run_in_subprocess`` answering ``answers[task name](cfg)``; returns the calls' (task, cfg)."""
     calls = []
 
-    def fake(task, cfg, timeout_s, mem_cap_bytes=None):
+    def fake(task, cfg, timeout_s, mem_cap_bytes=None, device="cpu"):
         calls.append((task.__name__, cfg))
         return answers[task.__name__](cfg)
 

@@ -242,7 +242,7 @@ def test_bench_writes_table_and_plots_after_every_row_and_survives_an_interrupt(
     out = tmp_path / "results"
     timed = []
 
-    def fake(task, cfg, timeout_s, mem_cap_bytes=None):
+    def fake(task, cfg, timeout_s, mem_cap_bytes=None, device="cpu"):
         if task.__name__ != "time_config":
             return {"status": "ok"}
         timed.append(cfg["mode"])

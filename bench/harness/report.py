@@ -202,7 +202,8 @@ def markdown(record: dict) -> str:
         f"Machine: {_gpu(m)}{m['cpu']}, {m['cores']} cores, torch threads {m['torch_threads']}; "
         f"torch {m['torch']}, gnnc {m['gnnc']}, torch_geometric {m['torch_geometric']}, "
         f"numba {m.get('numba') or 'absent'}, commit {commit}. "
-        f"Measured on the {device}: copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
+        + (f"Configurations {m['configurations']}. " if "configurations" in m else "")
+        + f"Measured on the {device}: copy bandwidth {rates['copy_bytes_per_s'] / 1e9:.1f} GB/s, "
         f"matmul {rates['matmul_flops_per_s'] / 1e9:.1f} GFLOP/s.",
         "",
         f"Times are medians after warm-up{SYNCED if device != 'cpu' else ''}; *vs best other* is this time "

@@ -13,7 +13,8 @@ outputs (and input gradients). Then every (mode, system) configuration is
 timed in its own subprocess, forked from a forkserver that has imported
 torch, torch_geometric, gnnc and the compiler's lazily imported modules but
 run nothing, so each configuration starts from the same clean state and its
-peak memory is its own; after its timed calls the same subprocess checks
+peak memory is its own (on a GPU where a fork of it cannot use CUDA, each
+configuration is spawned instead, and the report says so); after its timed calls the same subprocess checks
 the system against the oracle, on the parameters it started with. A
 configuration that runs past the timeout is killed and recorded as TIMEOUT;
 one that exceeds the memory cap (or is killed by the kernel) as OOM; a
@@ -91,15 +92,46 @@ class Settings:
 
 
 @functools.cache
-def _context():
+def _context(device: str = "cpu"):
+    """The multiprocessing context that starts configurations on ``device``: the forkserver, unless a process
+    forked from it cannot use CUDA (then ``spawn``, and ``start_method`` says why). On an H200 (torch 2.11,
+    torch_geometric 2.8) importing torch_geometric alone left every fork with "CUDA error: initialization
+    error", NVML-based availability check or not."""
+    if device == "cuda":
+        # torch.cuda.is_available() through NVML, not the CUDA runtime: a runtime initialised in the forkserver
+        # would leave every process forked from it unable to use the GPU.
+        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    if device == "cuda":
+        probe = _start(ctx, worker.use_cuda, None, 120.0, None)
+        if probe["status"] != "ok":
+            _SPAWNED_BECAUSE[device] = str(probe.get("error", probe["status"])).splitlines()[0]
+            return mp.get_context("spawn")
     return ctx
 
 
-def run_in_subprocess(task, arg, timeout_s: float, mem_cap_bytes: int | None = None) -> dict:
-    """``task(arg)`` in a fresh subprocess (``worker.child_main``); TIMEOUT / OOM / ERROR dicts on failure."""
-    ctx = _context()
+_SPAWNED_BECAUSE: dict[str, str] = {}  # device -> why its configurations are spawned, not forked
+
+
+def start_method(device: str) -> str:
+    """How configurations on ``device`` start, in words (for the run's machine record)."""
+    _context(device)
+    why = _SPAWNED_BECAUSE.get(device)
+    if why is None:
+        return "forked from a forkserver holding the imports"
+    return (
+        f"spawned (each imports torch and gnnc itself): a process forked from the forkserver could not use CUDA ({why})"
+    )
+
+
+def run_in_subprocess(task, arg, timeout_s: float, mem_cap_bytes: int | None = None, device: str = "cpu") -> dict:
+    """``task(arg)`` in a fresh subprocess (``worker.child_main``) started as ``device`` needs
+    (``_context``); TIMEOUT / OOM / ERROR dicts on failure."""
+    return _start(_context(device), task, arg, timeout_s, mem_cap_bytes)
+
+
+def _start(ctx, task, arg, timeout_s: float, mem_cap_bytes: int | None) -> dict:
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=worker.child_main, args=(task, arg, mem_cap_bytes, send), daemon=True)
     proc.start()
@@ -199,7 +231,7 @@ class Scratch:
         if key not in self.data_files:
             path = self.folder / f"data-{dataset}-{'quick' if size_quick else 'full'}.pt"
             cfg = task_config(self.s, None, dataset, size_quick, path=str(path))
-            res = run_in_subprocess(worker.build_dataset, cfg, self.s.timeout_s, self.s.host_cap_bytes)
+            res = run_in_subprocess(worker.build_dataset, cfg, self.s.timeout_s, self.s.host_cap_bytes, self.s.device)
             self.data_files[key] = str(path) if res["status"] == "ok" else None
         return self.data_files[key]
 
@@ -221,6 +253,7 @@ class Scratch:
                 self.task(model, dataset, size_quick, path=str(path)),
                 self.s.timeout_s,
                 self.s.host_cap_bytes,
+                self.s.device,
             )
             self.peer_files[key] = str(path) if res["status"] == "ok" else None
             self.peer_described[key] = {k: v for k, v in res.items() if k != "status"} if res["status"] == "ok" else res
@@ -244,7 +277,7 @@ class Gate:
 def _oracle(s: Settings, scratch: Scratch, model: str, dataset: str, size_quick: bool) -> tuple[dict, str]:
     path = scratch.oracle_file(model, dataset, size_quick)
     cfg = scratch.task(model, dataset, size_quick, modes=s.modes, oracle_file=path)
-    return run_in_subprocess(worker.oracle_config, cfg, s.timeout_s, s.host_cap_bytes), path
+    return run_in_subprocess(worker.oracle_config, cfg, s.timeout_s, s.host_cap_bytes, s.device), path
 
 
 def gate(s: Settings, scratch: Scratch, model: str, dataset: str, systems: list[str]) -> Gate:
@@ -369,7 +402,7 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
     harness one, or for a peer system the peer interpreter, whose outputs a harness subprocess then
     judges against the oracle (``worker.peer_verdict``), so the gate is the same on both paths."""
     if not SYSTEMS[cfg["system"]].peer:
-        return run_in_subprocess(task, cfg, s.timeout_s, s.host_cap_bytes)
+        return run_in_subprocess(task, cfg, s.timeout_s, s.host_cap_bytes, s.device)
     timed = task is worker.time_config
     key = (cfg["model"], cfg["dataset"], cfg["size_quick"])
     peer_file = scratch.peer_file(*key)
@@ -395,7 +428,11 @@ def launch(s: Settings, scratch: Scratch, task, cfg: dict) -> dict:
     if res["status"] != "ok" or outputs is None:
         return res
     judged = run_in_subprocess(
-        worker.peer_verdict, {**cfg, "outputs_file": outputs, "modes": check_modes}, s.timeout_s, s.host_cap_bytes
+        worker.peer_verdict,
+        {**cfg, "outputs_file": outputs, "modes": check_modes},
+        s.timeout_s,
+        s.host_cap_bytes,
+        s.device,
     )
     if judged["status"] != "ok":
         verdicts = {
@@ -451,7 +488,7 @@ def _profile(s: Settings, scratch: Scratch, row: dict) -> dict:
             fixed_mmap=fixed_mmap,
             profile_extra_bytes=extra,
         )
-        res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.host_cap_bytes)
+        res = run_in_subprocess(worker.profile_config, cfg, s.timeout_s, s.host_cap_bytes, s.device)
         if res["status"] != "OOM":
             break
     return res
@@ -564,7 +601,7 @@ def run(s: Settings, results: ResultsFile, log=print, on_row=None, resume: bool 
             "started": _now(),
             "preset": "quick" if s.quick else "full",
             "settings": asdict(s),
-            "machine": machine.machine_info(s.device),
+            "machine": {**machine.machine_info(s.device), "configurations": start_method(s.device)},
             "rates": rates,
             "pairings": pairings(pairs),
             "systems": {

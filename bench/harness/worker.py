@@ -49,6 +49,12 @@ def child_main(task, arg, mem_cap_bytes: int | None, conn) -> None:
     conn.close()
 
 
+def use_cuda(_arg) -> dict:
+    """Ok when this process can run a CUDA kernel (an error, via ``child_main``, when it cannot)."""
+    torch.ones(1, device="cuda").add_(1).item()
+    return {"status": "ok"}
+
+
 def build_dataset(cfg: dict) -> dict:
     """Build dataset ``cfg["dataset"]`` at the size ``cfg["size_quick"]`` says and save it to ``cfg["path"]``."""
     _threads(cfg)
