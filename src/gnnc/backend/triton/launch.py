@@ -87,6 +87,13 @@ def check_device(device) -> None:
         )
 
 
+def scalar(value: float | None, like: torch.Tensor) -> torch.Tensor:
+    """``value`` (0 for None) as a one-element tensor of ``like``'s dtype and device, for a kernel to load:
+    Triton passes a Python float as float32, which would round a float64 kernel's constant (a slope of 0.2
+    by 1.5e-8 of itself, as an H200 showed)."""
+    return torch.full((1,), 0.0 if value is None else float(value), dtype=like.dtype, device=like.device)
+
+
 def pow2(n: int) -> int:
     """The smallest power of two >= max(n, 1)."""
     return triton.next_power_of_2(max(1, n))

@@ -28,7 +28,7 @@ from ..pytorch.first_order import first_order
 from ..pytorch.sddmm import check_sddmm
 from .aggregate import aggregate, edge_dot
 from .device import binary, operand_grad, operands, row_block
-from .launch import check_device, edge_ids, kernel, row_tile
+from .launch import check_device, edge_ids, kernel, row_tile, scalar
 
 
 def _edges(
@@ -43,12 +43,13 @@ def _edges(
     out,
     num_edges,
     width,
-    slope,
+    slope_at,
     OP: tl.constexpr,
     ACT: tl.constexpr,
     BE: tl.constexpr,
     BD: tl.constexpr,
 ):
+    slope = tl.load(slope_at)
     edges = tl.program_id(0) * BE + tl.arange(0, BE)
     p = tl.program_id(1) * BD + tl.arange(0, BD)
     e_ok = edges < num_edges
@@ -78,13 +79,14 @@ def _grads(
     out,
     num_rows,
     width,
-    slope,
+    slope_at,
     OP: tl.constexpr,
     SIDE: tl.constexpr,
     ACT: tl.constexpr,
     BV: tl.constexpr,
     BD: tl.constexpr,
 ):
+    slope = tl.load(slope_at)
     rows, p, row_ok, p_ok, start, deg = row_block(crow, num_rows, width, BV, BD)
     mine = tl.load(
         own + rows[:, None] * own_width + tl.load(own_off + p, mask=p_ok, other=0)[None, :],
@@ -157,7 +159,7 @@ class _SddmmBinary(Function):
                 out,
                 num_edges,
                 width,
-                0.0 if negative_slope is None else float(negative_slope),
+                scalar(negative_slope, out),
                 OP=op,
                 ACT=negative_slope is not None,
                 BE=be,
@@ -208,7 +210,7 @@ def _operand_grad(own, own_index, other, other_index, grad, full, op, side, nega
             out,
             rows,
             width,
-            0.0 if negative_slope is None else float(negative_slope),
+            scalar(negative_slope, out),
             OP=op,
             SIDE=side,
             ACT=negative_slope is not None,

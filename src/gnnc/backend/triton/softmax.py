@@ -45,7 +45,7 @@ from ..pytorch.csr import csr_structure
 from ..pytorch.first_order import first_order
 from ..pytorch.softmax import check_sddmm_softmax_aggregate, check_softmax_aggregate, keep_for_backward, kept
 from .device import binary, operand_grad, operands, row_block
-from .launch import check_device, edge_ids, head_tile, kernel, row_tile
+from .launch import check_device, edge_ids, head_tile, kernel, row_tile, scalar
 from .sddmm import sddmm
 
 # ---- device functions ------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ def _aggregate_forward(
     num_rows,
     heads,
     feats,
-    slope,
+    slope_at,
     OP: tl.constexpr,
     ACT: tl.constexpr,
     KEEP: tl.constexpr,
@@ -179,6 +179,7 @@ def _aggregate_forward(
     BH: tl.constexpr,
     BF: tl.constexpr,
 ):
+    slope = tl.load(slope_at)
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
     f_ok = (f < feats)[None, None, :]
@@ -221,7 +222,7 @@ def _by_destination(
     num_rows,
     heads,
     feats,
-    slope,
+    slope_at,
     OP: tl.constexpr,
     ACT: tl.constexpr,
     WRITE_EDGES: tl.constexpr,
@@ -233,6 +234,7 @@ def _by_destination(
 ):
     """t[v] = sum of alpha * d; then per edge the logit gradient alpha * (d - t), written (per-edge
     logits: ``WRITE_EDGES``) or, through the activation, summed into b's gradient (``WITH_B``)."""
+    slope = tl.load(slope_at)
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
     f_ok = (f < feats)[None, None, :]
@@ -284,7 +286,7 @@ def _by_source(
     num_rows,
     heads,
     feats,
-    slope,
+    slope_at,
     OP: tl.constexpr,
     ACT: tl.constexpr,
     WITH_X: tl.constexpr,
@@ -295,6 +297,7 @@ def _by_source(
 ):
     """grad_x[u] = sum over u's out-edges of alpha * g[dst]; for SDDMM logits grad_a[u] from the logit
     gradients alpha * (d - t[dst]) through the activation."""
+    slope = tl.load(slope_at)
     rows, h, row_ok, h_ok, start, deg = row_block(crow, num_rows, heads, BV, BH)
     f = tl.arange(0, BF)
     f_ok = (f < feats)[None, None, :]
@@ -548,7 +551,7 @@ def _launch(kern, structure, num_edges: int, num_rows: int, heads_a, heads_b, he
         num_rows,
         num_heads,
         num_feats,
-        0.0 if slope is None else float(slope),
+        scalar(slope, heads_x),
         OP="edge" if op is None else op,
         ACT=slope is not None,
         BV=bv,
