@@ -110,7 +110,7 @@ def test_explain_cli_without_a_gpu_says_so_in_one_line(monkeypatch, capsys):
 @pytest.mark.skipif(not GPU, reason="needs a CUDA GPU")
 def test_compiled_models_on_a_graph_moved_to_cuda_equal_the_cpu_on_triton():
     g = _graph_with_every_cache()
-    x = g.ndata["x"]
+    x = g.ndata_all["x"]  # the whole graph's rows (g.ndata is DGL's dict per node type on a heterograph)
     for layer in (GATConv(6, 4, num_heads=2), RGCNConv(6, 4, len(g.etypes))):
         want = layer(g, x)
         gpu = g.to("cuda")
