@@ -262,3 +262,76 @@ def test_parameters_count_as_held_tensors_for_deferral(monkeypatch):
     out = real({"e": (n, None)}, ctx, [rows], {"e": (None, rows)}, "torch")
     assert isinstance(out["e"], torch.Tensor)  # computed: the parameter may change before a read
     assert isinstance(real({"e": (n, None)}, ctx, [], {"e": (None, rows)}, "torch")["e"], DeferredEdges)
+
+
+# ----------------------------------------------------------------- order-free results read by user code
+def test_which_apply_edges_plans_are_order_free():
+    """Gathers of node rows, edge features and row-wise operators: any edge order. Not: a result left for
+    the next call (deferred), random numbers (dropout draws by position), a per-edge tensor from the UDF's
+    closure (bound in internal order), a relation's block, an aggregation."""
+    g = _unsorted_graph()
+    _features(g)
+    g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    per_edge = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+
+    def plan(*udfs, kind="apply_edges", graph=g, rel=None):
+        return compiled.plan_for(kind, udfs, graph, rel)
+
+    assert plan(_products).order_free
+    assert "edge order: every edge is computed from its own rows alone" in "\n".join(plan(_products).dfg.log)
+    assert plan(lambda e: {"q": torch.tanh(e.src["z"] - e.data["y"]).sum(-1)}).order_free
+    assert not plan(_scores).order_free  # deferred
+    assert not plan(lambda e: {"q": torch.nn.functional.dropout(e.src["z"], 0.5, True) * e.data["y"]}).order_free
+    assert not plan(lambda e: {"q": e.src["z"] * per_edge}).order_free
+    assert not plan(_products, lambda nb: {"h": nb.mailbox["p"].sum(1)}, None, kind="update_all").order_free
+    hg = random_heterograph(seed=1)
+    hg.ndata_all["z"] = torch.randn(hg.num_nodes(), 3, dtype=torch.float64)
+    assert not plan(lambda e: {"q": e.src["z"] * 2.0}, graph=hg, rel=0).order_free
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(backend, monkeypatch):
+    """The first call stores internal order (a compiled consumer would bind it as is); once user code reads
+    it, the plan runs in the user's order: no permutation in or out, the same values and gradients as eager,
+    and a compiled consumer of the user-order result still equals eager."""
+    compiled.clear_cache()  # plans are shared: an earlier test's read would have switched this one already
+    g = _unsorted_graph()
+    _features(g)
+    g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    z = g.ndata["z"].detach().requires_grad_()
+    y = g.edata["y"].detach().requires_grad_()
+
+    def step(backend):
+        options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
+        with g.local_scope(), options:
+            g.ndata["z"], g.edata["y"] = z, y
+            g.apply_edges(_products, compile=backend is not None)
+            stored = g._estore.peek_whole("p")
+            p = g.edata["p"]  # read by user code
+            h = _aggregate(g, backend)
+        loss = p.square().sum() + h.sum()
+        return stored, p, h, torch.autograd.grad(loss, [z, y])
+
+    _, want_p, want_h, want_grads = step(None)
+    first, *_ = step(backend)
+    assert isinstance(first, InternalOrderEdges)  # not yet read: internal order
+    permuted = []
+    for name in ("from_user_order", "to_user_order"):
+        real = getattr(type(g.index), name)
+
+        def recorded(x, *a, _real=real, _name=name):
+            if x.is_floating_point():  # a feature (the user-order context permutes src and dst once)
+                permuted.append(_name)
+            return _real(g.index, x, *a)
+
+        monkeypatch.setattr(g.index, name, recorded)
+    stored, p, h, grads = step(backend)
+    assert isinstance(stored, torch.Tensor) and not isinstance(stored, InternalOrderEdges)
+    assert permuted == ["from_user_order"]  # the compiled update_all binds p; apply_edges permutes nothing
+    torch.testing.assert_close(p, want_p)
+    torch.testing.assert_close(h, want_h)
+    for got, want in zip(grads, want_grads):
+        torch.testing.assert_close(got, want)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):  # as torch.utils.checkpoint sets
+        hooked, *_ = step(backend)
+    assert isinstance(hooked, InternalOrderEdges)  # a recomputation must save what its forward saved

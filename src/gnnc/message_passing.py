@@ -27,7 +27,7 @@ from .graph.core import ALL, Graph
 from .graph.frame import Deferred
 from .graph.inference_safe import lasting
 from .graph.message_passing_hook import register
-from .runtime import deferred, eager
+from .runtime import eager
 from .scoped import scoped
 
 _COMPILING: contextvars.ContextVar[dict | None] = contextvars.ContextVar("gnnc_compiling", default=None)
@@ -191,10 +191,7 @@ def _edge_results(g, message, rel, options) -> dict:
     if options is not None:
         out = driver.run("apply_edges", (message,), g, rel, options)
         if out is not None:
-            lo, hi = eager.edge_block(g, rel)
-            return {
-                k: v if isinstance(v, Deferred) else deferred.in_user_order(g, v, rel, lo, hi) for k, v in out.items()
-            }
+            return out
     return eager.messages(g, message, rel, user_order=True)
 
 

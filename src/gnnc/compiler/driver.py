@@ -48,6 +48,7 @@ from ..runtime.node_reads import end_slot, side_of, sides_differ
 from ..runtime.plan import AUTOGRAD_SIGNALS, Plan, bind_inputs, forget_bindings, run_plan
 from ..scoped import scoped
 from ..stage_timings import timed
+from . import edge_order
 from .build import build_apply_edges, build_update_all
 from .passes import optimize
 from .trace import PRODUCED, TraceFailure, schema_guards_hold, trace_udf, udf_location
@@ -295,6 +296,12 @@ def _finish(kind, dfg, initial, traced, udfs, g, rel, options) -> Plan:
             "call to fuse; "
             "computed when read otherwise"
         )
+    unordered = rel is None and not deferred and edge_order.order_free(dfg)
+    if unordered:
+        dfg.log.append(
+            "edge order: every edge is computed from its own rows alone; once user code reads the result, "
+            "runs in the user's edge order (no permutation in or out)"
+        )
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
     dtypes = {n.meta["dtype"] for n in dfg.graph.nodes if isinstance(n.meta.get("dtype"), torch.dtype)}
     return Plan(
@@ -307,6 +314,7 @@ def _finish(kind, dfg, initial, traced, udfs, g, rel, options) -> Plan:
         deferred,
         recomputes=any(n.target is ops.recomputable for n in dfg.graph.nodes),
         traced=traced,
+        order_free=unordered,
     )
 
 

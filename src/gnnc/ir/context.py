@@ -256,3 +256,16 @@ def graph_context(g, rel: int | None) -> GraphContext:
             nlo, nhi = index.ntype_range(index.ntypes.index(index.etypes[rel][2]))
         cache[rel] = GraphContext(index, rel, index.src[elo:ehi], index.dst[elo:ehi], nlo, nhi, elo, ehi)
     return cache[rel]
+
+
+def user_order_context(g) -> GraphContext:
+    """The whole graph's context with its edges in the user's order (``src`` and ``dst`` permuted), cached
+    beside ``graph_context(g, None)``: for plans that compute every edge from its own row alone
+    (``gnnc.compiler.edge_order``)."""
+    whole = graph_context(g, None)
+    cache = g.__dict__["_contexts"][1]
+    if "user order" not in cache:
+        index = whole.index
+        src, dst = index.to_user_order(whole.src), index.to_user_order(whole.dst)
+        cache["user order"] = GraphContext(index, None, src, dst, whole.node_lo, whole.node_hi, 0, whole.num_edges)
+    return cache["user order"]

@@ -22,6 +22,7 @@ user code (or the eager executor) pays the permutation to user order.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -119,10 +120,12 @@ class DeferredEdges(Deferred):
 
 @dataclass(eq=False)
 class InternalOrderEdges(Deferred):
-    """A whole-graph edge feature of ``index``'s graph held in internal edge order, put in user order when read."""
+    """A whole-graph edge feature of ``index``'s graph held in internal edge order, put in user order when read
+    (then ``on_read`` is called, when given)."""
 
     index: GraphIndex
     values: torch.Tensor
+    on_read: Callable[[], None] | None = None
 
     @property
     def shape(self) -> torch.Size:
@@ -137,16 +140,19 @@ class InternalOrderEdges(Deferred):
         return self.values.device
 
     def materialize(self) -> torch.Tensor:
+        if self.on_read is not None:
+            self.on_read()
         return self.index.to_user_order(self.values)
 
 
-def in_user_order(g, values: torch.Tensor, rel, lo: int, hi: int):
+def in_user_order(g, values: torch.Tensor, rel, lo: int, hi: int, on_read: Callable[[], None] | None = None):
     """What an apply_edges on block ``rel`` (edges lo..hi) stores for internal-order ``values``: the values
-    themselves when the orders agree, an ``InternalOrderEdges`` over the whole graph, else a permuted copy."""
+    themselves when the orders agree, an ``InternalOrderEdges`` over the whole graph (told ``on_read``), else
+    a permuted copy."""
     if g.index.user_eid is None:
         return values
     if rel is None:
-        return InternalOrderEdges(g.index, values)
+        return InternalOrderEdges(g.index, values, on_read)
     return g.index.to_user_order(values, lo, hi)
 
 

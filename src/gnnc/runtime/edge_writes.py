@@ -24,15 +24,16 @@ def check(dfg: MPDFG) -> None:
             )
 
 
-def store(g, rel, results: dict) -> dict:
-    """Store the written features of ``results`` (a plan's run on block ``rel`` of ``g``) in that block's edge
-    data, in user edge order; the call's own results (the rest) are returned."""
+def store(g, rel, results: dict, user_order: bool = False) -> dict:
+    """Store the written features of ``results`` (a plan's run on block ``rel`` of ``g``, in internal edge
+    order, or in the user's when ``user_order``) in that block's edge data, in user edge order; the call's own
+    results (the rest) are returned."""
     lo, hi = edge_block(g, rel)
     frame = g.edata_all if rel is None else g.edges[g.canonical_etypes[rel]].data
     rest = {}
     for key, value in results.items():
         if isinstance(key, tuple) and key[0] == EDGE_WRITE:
-            frame[key[1]] = in_user_order(g, value, rel, lo, hi)
+            frame[key[1]] = value if user_order else in_user_order(g, value, rel, lo, hi)
         else:
             rest[key] = value
     return rest

@@ -9,6 +9,7 @@ edge features the message UDF wrote. Errors propagate: the driver's failure boun
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,13 +24,15 @@ from ..backend import rebuild_in_backward
 from ..backend.pytorch.index_matmul import mark_private
 from ..failures import stage
 from ..graph.core import Graph
+from ..graph.frame import Deferred
 from ..graph.value_cache import ByContents
 from ..ir import cost
-from ..ir.context import GraphContext, graph_context
+from ..ir.context import GraphContext, graph_context, user_order_context
 from ..ir.mpdfg import DEFERRED_INPUT, MPDFG
 from ..ir.rules import InferenceFailure
 from . import deferred as deferral
 from . import edge_writes, feature_release, reach
+from .eager import edge_block
 from .node_reads import node_feature_sides, node_feature_types
 
 
@@ -47,6 +50,8 @@ class Plan:
     context: GraphContext | None = None  # in ``recording`` only: the block the recorded call ran on
     recomputes: bool = False  # the recompute pass marked values to rebuild in backward
     traced: list | None = None  # the call's traced UDFs (what binding reads on a block's sides)
+    order_free: bool = False  # a whole-graph apply_edges computing each edge from its own row (compiler.edge_order)
+    read_in_user_order: bool = False  # an order-free plan's result was read by user code: run in user order
 
 
 _STAGES = {"msg": 0, "red": 1, "upd": 2}
@@ -57,8 +62,11 @@ AUTOGRAD_SIGNALS = tuple(
 )
 
 
-def bind_inputs(dfg: MPDFG, g: Graph, rel: int | None, udfs: Sequence, traced: list | None) -> list:
-    """Run-time values of the plan's placeholders for graph ``g`` (``traced``: the call's traced UDFs).
+def bind_inputs(
+    dfg: MPDFG, g: Graph, rel: int | None, udfs: Sequence, traced: list | None, user_order: bool = False
+) -> list:
+    """Run-time values of the plan's placeholders for graph ``g`` (``traced``: the call's traced UDFs), edges
+    in internal order, or in the user's (``user_order``: an order-free plan on the whole graph).
 
     In a relation block, a node feature stored for some node types only is
     bound over all nodes with the rows of the types the UDFs read (zeros
@@ -67,7 +75,7 @@ def bind_inputs(dfg: MPDFG, g: Graph, rel: int | None, udfs: Sequence, traced: l
     block, a feature the UDFs read on the destination side only is bound from
     that side (``Graph.side_data``), any other from the source side.
     """
-    ctx = graph_context(g, rel)
+    ctx = user_order_context(g) if user_order else graph_context(g, rel)
     lo, hi = ctx.edge_lo, ctx.edge_hi
     values: list = []
     node_types = None
@@ -87,6 +95,8 @@ def bind_inputs(dfg: MPDFG, g: Graph, rel: int | None, udfs: Sequence, traced: l
                 values.append(g._nstore.get_spanning(name, node_types[name]))
             except ValueError as err:
                 raise InferenceFailure(str(err), reach.udf_location(udfs[0])) from err
+        elif kind == "edata" and user_order:
+            values.append(g.edata_all[name])
         elif kind == "edata":
             internal = deferral.internal_edges(g, name, rel)
             if internal is None:
@@ -154,8 +164,18 @@ def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dic
     the inputs of deferred edge results do not change before they are read."""
     dfg, module = plan.dfg, plan.module
     assert dfg is not None and module is not None, "only a plan that compiled runs"
+    # Once user code has read an order-free plan's result (a permutation each call), the plan runs in the
+    # user's edge order: its edge inputs bound and its results stored without either permutation. Not while
+    # saved-tensor hooks are set (torch.utils.checkpoint): its recomputation must save what the forward saved.
+    user_order = (
+        plan.order_free
+        and plan.read_in_user_order
+        and rel is None
+        and g.index.user_eid is not None
+        and not _saved_tensors_intercepted()
+    )
     with stage("plan binding"):
-        inputs = bind_inputs(dfg, g, rel, udfs, plan.traced)
+        inputs = bind_inputs(dfg, g, rel, udfs, plan.traced, user_order)
     feature_release.drop_before_run(dfg.kind, g, rel, lambda: _feature_names(dfg))
     with (
         stage("plan run"),
@@ -170,5 +190,23 @@ def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dic
             results = deferral.wrap(plan.deferred, graph_context(g, rel), held, results, plan.backend)
             if trusted:
                 deferral.record_trusted(g, [k for k, v in results.items() if isinstance(v, deferral.DeferredEdges)])
-        results = edge_writes.store(g, rel, results)
+        results = edge_writes.store(g, rel, results, user_order)
+    if dfg.kind == "apply_edges" and not user_order:
+        lo, hi = edge_block(g, rel)
+        on_read = functools.partial(_read_by_user, plan) if plan.order_free else None
+        results = {
+            k: v if isinstance(v, Deferred) else deferral.in_user_order(g, v, rel, lo, hi, on_read)
+            for k, v in results.items()
+        }
     return results
+
+
+def _read_by_user(plan: Plan) -> None:
+    plan.read_in_user_order = True
+
+
+def _saved_tensors_intercepted() -> bool:
+    """Whether saved-tensor hooks are set (non-reentrant checkpointing, offloading); True where torch cannot
+    tell."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    return top is None or top(False) is not None
