@@ -335,3 +335,26 @@ def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):  # as torch.utils.checkpoint sets
         hooked, *_ = step(backend)
     assert isinstance(hooked, InternalOrderEdges)  # a recomputation must save what its forward saved
+
+
+def test_an_order_free_plan_reading_an_internal_order_result_stays_in_internal_order():
+    """graphtransformer's edge layer copies an earlier compiled result (``e_out = score``) for user code to
+    read: in user order the call would permute its input instead of its output, and leave the input for the
+    next compiled call in user order too; it stays in internal order."""
+    compiled.clear_cache()
+    g = _unsorted_graph()
+    _features(g)
+    g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    copy = lambda e: {"q": e.data["p"] * 2.0}  # noqa: E731 - a UDF as published code writes it
+    with g.local_scope():
+        g.apply_edges(_products, compile=False)
+        g.apply_edges(copy, compile=False)
+        want = g.edata["q"]
+    for _ in range(2):
+        with g.local_scope(), compiling({"backend": "torch"}), compiled.recording() as plans:
+            g.apply_edges(_products)
+            g.apply_edges(copy)
+            assert isinstance(g._estore.peek_whole("p"), InternalOrderEdges)
+            assert isinstance(g._estore.peek_whole("q"), InternalOrderEdges)
+            torch.testing.assert_close(g.edata["q"], want)  # user code reads q, not p
+    assert [(p.order_free, p.read_in_user_order) for p in plans] == [(True, False), (True, True)]

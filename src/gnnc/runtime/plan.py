@@ -95,8 +95,9 @@ def bind_inputs(
                 values.append(g._nstore.get_spanning(name, node_types[name]))
             except ValueError as err:
                 raise InferenceFailure(str(err), reach.udf_location(udfs[0])) from err
-        elif kind == "edata" and user_order:
-            values.append(g.edata_all[name])
+        elif kind == "edata" and user_order:  # an internal-order result permuted here, left as stored
+            internal = deferral.internal_edges(g, name, rel)
+            values.append(g.edata_all[name] if internal is None else g.index.to_user_order(internal))
         elif kind == "edata":
             internal = deferral.internal_edges(g, name, rel)
             if internal is None:
@@ -164,16 +165,7 @@ def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dic
     the inputs of deferred edge results do not change before they are read."""
     dfg, module = plan.dfg, plan.module
     assert dfg is not None and module is not None, "only a plan that compiled runs"
-    # Once user code has read an order-free plan's result (a permutation each call), the plan runs in the
-    # user's edge order: its edge inputs bound and its results stored without either permutation. Not while
-    # saved-tensor hooks are set (torch.utils.checkpoint): its recomputation must save what the forward saved.
-    user_order = (
-        plan.order_free
-        and plan.read_in_user_order
-        and rel is None
-        and g.index.user_eid is not None
-        and not _saved_tensors_intercepted()
-    )
+    user_order = rel is None and _runs_in_user_order(plan, g)
     with stage("plan binding"):
         inputs = bind_inputs(dfg, g, rel, udfs, plan.traced, user_order)
     feature_release.drop_before_run(dfg.kind, g, rel, lambda: _feature_names(dfg))
@@ -203,6 +195,20 @@ def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dic
 
 def _read_by_user(plan: Plan) -> None:
     plan.read_in_user_order = True
+
+
+def _runs_in_user_order(plan: Plan, g: Graph) -> bool:
+    """Whether an order-free whole-graph plan runs in the user's edge order this call: once user code has read
+    its result (a permutation per call), when that saves permutations. In internal order the call permutes
+    every edge input stored in user order, and the result when read; in user order, every input stored in
+    internal order (an earlier compiled result). Not while saved-tensor hooks are set (torch.utils.checkpoint):
+    a recomputation must save what its forward saved."""
+    if not (plan.order_free and plan.read_in_user_order) or g.index.user_eid is None:
+        return False
+    assert plan.dfg is not None
+    names = _feature_names(plan.dfg)[1]
+    held_internal = sum(deferral.internal_edges(g, name, None) is not None for name in names)
+    return held_internal < len(names) - held_internal + 1 and not _saved_tensors_intercepted()
 
 
 def _saved_tensors_intercepted() -> bool:
