@@ -1092,14 +1092,29 @@ def family_typed_attention(src: Src, binder: Binder) -> None:
 
 
 def family_apply_edges(src: Src, binder: Binder) -> None:
-    """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature."""
+    """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature, or
+    its result read by user code, transformed and written back for an update_all (CompGCN's and
+    AttentiveFP's pattern: from the second step such a plan may run in the user's edge order)."""
     rng, d = _begin(src, "apply_edges", 0.15)
+    edge_input = rng.random() < 0.5
+    if edge_input:
+        src.fwd.append(
+            f"g.edata['w'] = torch.rand(g.num_edges(), {rng.choice([1, d])}, "
+            "generator=torch.Generator().manual_seed(7)) + 0.1"
+        )
     weights: list = []
-    body, out = _msg_body(rng, d, weights, allow_edge=False)
+    body, out = _msg_body(rng, d, weights, allow_edge=edge_input)
     ae = render_udf(src, binder, rng.choice(Binder.PLACEMENTS), "edges", body, "{'a': " + out + "}", weights, "edge_fn")
     src.fwd.append(f"g.apply_edges({ae}, compile=C)")
-    if rng.random() < 0.4:
+    ending = rng.random()
+    if ending < 0.3:
         src.fwd.append("return g.edata['a']")
+        return
+    if ending < 0.6:
+        src.tag("apply_edges_read_back")
+        src.fwd.append("g.edata['b'] = torch.tanh(g.edata['a']) * 2.0")
+        src.fwd.append("g.update_all(fn.copy_e('b', 'm'), fn.sum('m', 'o'), compile=C)")
+        src.fwd.append("return g.ndata['o'], g.edata['a']")
         return
     mbody = [("t1", chain(rng, ["edges.data['a']", "edges.src['h']"], rng.randint(0, 2)))]
     if rng.random() < 0.5:

@@ -16,6 +16,7 @@ from .passes.patterns import is_random
 
 _GATHERS = (ops.gather_src, ops.gather_dst)
 _NODE_SIDES = ("src", "dst", "dst_local")  # u_op_v's operand rows: nodes, not (relation, node) pairs
+_ROW_WISE = ("Dense", "Dense(recomputed)")  # a recomputed value is rebuilt in backward as its forward made it
 _BOUND_AS_IS = ("ctx", "ndata", "edata")  # placeholders bound the same way in either order (edata: permuted)
 
 
@@ -41,6 +42,6 @@ def order_free(dfg: MPDFG) -> bool:
             if n.target is ops.u_op_v and _of_node_rows(n):
                 continue
             reads_structure = any(a.op == "placeholder" and a.meta["input"][0] == "ctx" for a in n.all_input_nodes)
-            if n.meta.get("move") != "Dense" or reads_structure or is_random(n, dfg.root):
+            if n.meta.get("move") not in _ROW_WISE or reads_structure or is_random(n, dfg.root):
                 return False
     return True
