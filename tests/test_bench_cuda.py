@@ -241,7 +241,6 @@ def test_configurations_are_spawned_when_a_fork_of_the_forkserver_cannot_use_cud
 
     monkeypatch.setattr(runner, "_start", start)
     monkeypatch.setattr(runner, "_SPAWNED_BECAUSE", {})
-    monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)  # _context sets it for cuda
     runner._context.cache_clear()
     try:
         assert runner._context("cuda").get_start_method() == "spawn"

@@ -303,9 +303,11 @@ def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(
 
     def step(backend):
         options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
-        with g.local_scope(), options:
+        with g.local_scope(), options, compiled.recording() as plans, warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
             g.ndata["z"], g.edata["y"] = z, y
             g.apply_edges(_products, compile=backend is not None)
+            assert backend is None or (plans and plans[0].order_free), "the compiled apply_edges ran"
             stored = g._estore.peek_whole("p")
             p = g.edata["p"]  # read by user code
             h = _aggregate(g, backend)

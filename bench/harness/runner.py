@@ -14,8 +14,9 @@ timed in its own subprocess, forked from a forkserver that has imported
 torch, torch_geometric, gnnc and the compiler's lazily imported modules but
 run nothing, so each configuration starts from the same clean state and its
 peak memory is its own (on a GPU where a fork of it cannot use CUDA, each
-configuration is spawned instead, and the report says so); after its timed calls the same subprocess checks
-the system against the oracle, on the parameters it started with. A
+configuration is spawned instead, and the report says so); after its timed
+calls the same subprocess checks the system against the oracle, on the
+parameters it started with. A
 configuration that runs past the timeout is killed and recorded as TIMEOUT;
 one that exceeds the memory cap (or is killed by the kernel) as OOM; a
 mismatching or unverifiable system is recorded and its times are never
@@ -96,11 +97,7 @@ def _context(device: str = "cpu"):
     """The multiprocessing context that starts configurations on ``device``: the forkserver, unless a process
     forked from it cannot use CUDA (then ``spawn``, and ``start_method`` says why). On an H200 (torch 2.11,
     torch_geometric 2.8) importing torch_geometric alone left every fork with "CUDA error: initialization
-    error", NVML-based availability check or not."""
-    if device == "cuda":
-        # torch.cuda.is_available() through NVML, not the CUDA runtime: a runtime initialised in the forkserver
-        # would leave every process forked from it unable to use the GPU.
-        os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    error", with PYTORCH_NVML_BASED_CUDA_CHECK set or not."""
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
     if device == "cuda":

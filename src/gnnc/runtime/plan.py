@@ -165,7 +165,7 @@ def run_plan(plan: Plan, g: Graph, rel: int | None, udfs: Sequence, options: dic
     the inputs of deferred edge results do not change before they are read."""
     dfg, module = plan.dfg, plan.module
     assert dfg is not None and module is not None, "only a plan that compiled runs"
-    user_order = rel is None and _runs_in_user_order(plan, g)
+    user_order = _runs_in_user_order(plan, g)
     with stage("plan binding"):
         inputs = bind_inputs(dfg, g, rel, udfs, plan.traced, user_order)
     feature_release.drop_before_run(dfg.kind, g, rel, lambda: _feature_names(dfg))
