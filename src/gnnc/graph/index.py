@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .inference_safe import cached_structure, structure_builder
+from .permutation import inverse_permutation, permute_rows
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ class GraphIndex:
     @cached_structure
     def internal_eid(self) -> torch.Tensor | None:
         """Inverse of ``user_eid``: internal position of every user edge id."""
-        return None if self.user_eid is None else _inverse(self.user_eid)
+        return None if self.user_eid is None else inverse_permutation(self.user_eid)
 
     def to_user_order(self, x: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
         """Reorder rows of ``x`` (edges lo..hi in internal order) into user order."""
@@ -120,17 +121,18 @@ class GraphIndex:
             return x
         hi = self.num_edges if hi is None else hi
         if (lo, hi) == (0, self.num_edges):
-            inv = self.internal_eid
-        else:
-            inv = _inverse(self.user_eid[lo:hi] - lo)
-        return x.index_select(0, inv)
+            return permute_rows(x, self.internal_eid, self.user_eid)
+        order = self.user_eid[lo:hi] - lo
+        return permute_rows(x, inverse_permutation(order), order)
 
     def from_user_order(self, x: torch.Tensor, lo: int = 0, hi: int | None = None) -> torch.Tensor:
         """Rows of user-ordered ``x`` (edges lo..hi) in internal order."""
         hi = self.num_edges if hi is None else hi
         if self.user_eid is None:
             return x
-        return x.index_select(0, self.user_eid[lo:hi] - lo)
+        if (lo, hi) == (0, self.num_edges):
+            return permute_rows(x, self.user_eid, self.internal_eid)
+        return permute_rows(x, self.user_eid[lo:hi] - lo)
 
     # ----------------------------------------------------------- CSR / CSC
     @cached_structure
@@ -247,12 +249,6 @@ def _cat(parts: list, device) -> torch.Tensor:
     if not parts:
         return torch.zeros(0, dtype=torch.int64, device=device)
     return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _inverse(perm: torch.Tensor) -> torch.Tensor:
-    inv = torch.empty_like(perm)
-    inv[perm] = torch.arange(perm.numel(), device=perm.device)
-    return inv
 
 
 def _csr(keys: torch.Tensor, num_rows: int, already_sorted: bool = False):
