@@ -6,6 +6,9 @@ Per edge, the message's elements are visited by nested loops over its dims (cons
 generated per program and shapes). Every value of the program is computed in the outermost loop where all
 the dims it varies along are bound: a Gaussian weight per kernel is computed once per kernel, not once per
 (kernel, feature). A sum over a last dim is a loop of its own inside the loop of the value it feeds.
+exp and sigmoid call ``fastexp.vexp``, which LLVM vectorizes over the innermost loop (numba's libm exp
+stays one scalar call per element: half the speed of the whole loop on GatedGCN's gate); tanh stays
+numpy's (1 - 2 / (exp(2x) + 1) loses the precision of small x).
 
 Backward is reverse mode over the same loops, generated from the same program: each value gets an
 adjoint scalar, zeroed where the value is computed, added to by its consumers (a broadcast value's adjoint
@@ -147,11 +150,11 @@ class EdgeProgram:
         if op == "neg":
             return f"-{names[0]}"
         if op == "exp":
-            return f"np.exp({names[0]})"
+            return f"vexp({names[0]})"
         if op == "tanh":
             return f"np.tanh({names[0]})"
         if op == "sigmoid":
-            return f"{self.lit(1)} / ({self.lit(1)} + np.exp(-{names[0]}))"
+            return f"{self.lit(1)} / ({self.lit(1)} + vexp(-{names[0]}))"
         if op == "pow":
             return f"{names[0]} * {names[0]}" if args[1] == 2 else f"{names[0]} ** {self.lit(args[1])}"
         if op == "leaky_relu":
