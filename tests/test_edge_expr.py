@@ -151,6 +151,35 @@ def test_generated_loops_match_the_torch_reference(name, reduce, dtype, case, pa
         torch.testing.assert_close(g, w, **TOL[dtype])
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_gradient_buffers_are_all_written_even_rows_no_edge_reaches(parallel):
+    """The kernels zero the gradient rows they visit instead of a zero-filled buffer: under an allocator
+    that hands out NaNs, every row (of operands with more rows than the loops visit too) equals the
+    reference, and rows no edge reaches are 0."""
+    src, dst, n = _edges("multi", 23, 70, seed=4)
+    num_dst = n - 3  # no edge reaches the last 3 destinations; the dst operand has rows past num_dst
+    rows = {"src": n, "dst": n, "edge": src.numel()}
+    gen = torch.Generator().manual_seed(6)
+    operands = [
+        torch.rand((k if kind == "shared" else (rows[kind] + (5 if i == 0 else 0),) + k), generator=gen)
+        .double()
+        .add(0.25)
+        for i, (kind, k) in enumerate(zip(MIXED_KINDS, MIXED_SHAPES))
+    ]  # operand 0 (src) has 5 rows more than the other source operand: no edge reaches them
+    real_empty = torch.empty
+
+    def poisoned(*args, **kwargs):
+        return real_empty(*args, **kwargs).fill_(float("nan"))
+
+    threshold = 0 if parallel else interop.PARALLEL_MIN_WORK
+    with mock.patch.object(interop, "PARALLEL_MIN_WORK", threshold), mock.patch("torch.empty", poisoned):
+        got = _run(cpu_edge_expr.edge_expr_aggregate, MIXED, MIXED_KINDS, operands, src, dst, num_dst, "sum")
+    want = _run(torch_backend.edge_expr.edge_expr_aggregate, MIXED, MIXED_KINDS, operands, src, dst, num_dst, "sum")
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, **TOL[torch.float64])
+    assert not got[1][n:].any() and not got[2][num_dst:].any()
+
+
 def test_gradcheck():
     src, dst, n = _edges("multi", 9, 25, seed=3)
     for program, kinds, shapes in PROGRAMS.values():

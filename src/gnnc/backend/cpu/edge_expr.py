@@ -68,8 +68,8 @@ def _forward_kernel(program, kinds, shapes, dtype: str, mean: bool):
 
 
 @functools.cache
-def _backward_kernel(program, kinds, shapes, dtype: str, write: frozenset, by_source: bool):
-    source = _plan(program, kinds, shapes, dtype).backward_source("edge_expr_backward", write, by_source)
+def _backward_kernel(program, kinds, shapes, dtype: str, write: frozenset, by_source: bool, init: frozenset):
+    source = _plan(program, kinds, shapes, dtype).backward_source("edge_expr_backward", write, by_source, init)
     return None if source is None else generated_kernel("edge_expr_backward", source, EXACT)
 
 
@@ -125,9 +125,15 @@ class _EdgeExpr(Function):
             upstream = upstream / degree.view(-1, 1)
         upstream_array = as_array(upstream)
         arrays = _arrays(operands, kinds)
+        src_rows = max((t.shape[0] for t, k in zip(operands, kinds) if k == "src"), default=0)
+        loop_rows = {"edge": src.numel(), "dst": num_dst, "src": src_rows}
+        # gradients whose every row the kernels visit are zeroed there, row by row, not filled here first
+        init = frozenset(
+            k for k, (t, kind, n) in enumerate(zip(operands, kinds, needs)) if n and loop_rows.get(kind) == t.shape[0]
+        )
         rowed = [
-            torch.zeros(t.shape, dtype=t.dtype) if n and k != "shared" else None
-            for t, k, n in zip(operands, kinds, needs)
+            None if not n or kind == "shared" else (torch.empty if k in init else torch.zeros)(t.shape, dtype=t.dtype)
+            for k, (t, kind, n) in enumerate(zip(operands, kinds, needs))
         ]
         outs = [np.zeros((0, 1), dtype=dtype) if g is None else _rows(g.numpy()) for g in rowed]
         plan = _plan(program, kinds, shapes, dtype)
@@ -136,12 +142,13 @@ class _EdgeExpr(Function):
         work = src.numel() * max(width, 1)
         for by_source in (False, True):
             write = frozenset(k for k, (kind, n) in enumerate(zip(kinds, needs)) if n and (kind == "src") == by_source)
-            kernel = _backward_kernel(program, kinds, shapes, dtype, write, by_source) if write else None
+            kernel = _backward_kernel(program, kinds, shapes, dtype, write, by_source, init & write) if write else None
             if kernel is None:
+                for k in init & write:
+                    rowed[k].zero_()
                 continue
             if by_source:
-                rows = max(t.shape[0] for t, k in zip(operands, kinds) if k == "src")
-                structure = csr_structure(src, rows, dst)
+                structure = csr_structure(src, src_rows, dst)
             else:
                 structure = csr_structure(dst, num_dst, src)
             launch(

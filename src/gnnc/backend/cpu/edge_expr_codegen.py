@@ -208,13 +208,18 @@ class EdgeProgram:
             lines.append(f"out[v, {self.out_flat}] += {self.root.name}")
         return lines
 
-    def backward_source(self, name: str, write: frozenset[int], by_source: bool) -> str | None:
+    def backward_source(
+        self, name: str, write: frozenset[int], by_source: bool, init: frozenset[int] = frozenset()
+    ) -> str | None:
         """``name(bounds, crow, col, perm, x0, ..., grad, g0, ..., partial)``: adds to the gradient ``gk`` of
         every operand k in ``write`` (others get a placeholder) the adjoint of the message
         under upstream ``grad`` [num_dst, out width] (already divided by the in-degree for a mean);
         shared gradients go into ``partial`` at their operand's offset (``shared_offsets``). Loops over
         destinations (CSR by destination) or, ``by_source``, over sources (CSR by source: col the
-        destinations). None when nothing written depends on the message."""
+        destinations). The gradients of the operands in ``init`` are written, not added to: zeroed by the
+        kernel itself (an edge's row when the edge is visited, a source's or destination's row when its
+        loop starts), so they need no zeroed buffer; every row the loop visits must be all of theirs.
+        None when nothing written depends on the message."""
         self._need = {}
         for value in self.values:
             self._need[value] = (
@@ -228,17 +233,28 @@ class EdgeProgram:
         body = self._backward_scope(self.top, 0)
         k = len(self.kinds)
         row, other = ("u", "v") if by_source else ("v", "u")
+        row_kind = "src" if by_source else "dst"
         lines = [
             f"def {name}(bounds, crow, col, perm, {', '.join(f'x{i}' for i in range(k))}, grad, "
             f"{', '.join(f'g{i}' for i in range(k))}, partial):",
             f"    for {row} in range(bounds[0], bounds[-1]):",
+            *indent(self._zero_rows(init & write, row_kind, row), 2),
             "        for i in range(crow[" + row + "], crow[" + row + " + 1]):",
             *indent(self._prefetches({"dst" if by_source else "src": "col", "edge": "perm"}, by_source), 3),
             f"            {other} = col[i]",
             "            e = perm[i]",
+            *indent(self._zero_rows(init & write, "edge", "e"), 3),
             *indent(body, 3),
         ]
         return "\n".join(lines) + "\n"
+
+    def _zero_rows(self, operands: frozenset[int], kind: str, row: str) -> list[str]:
+        """Lines zeroing row ``row`` of the gradients of ``operands`` of kind ``kind``."""
+        lines = []
+        for k in sorted(operands):
+            if self.kinds[k] == kind:
+                lines += [f"for z in range({self._width(k)}):", f"    g{k}[{row}, z] = {self.lit(0)}"]
+        return lines
 
     def _prefetches(self, index: dict[str, str], grad: bool = False) -> list[str]:
         """Lines prefetching, ``AHEAD`` edges early, the rows of the operands of the kinds in ``index`` that the
