@@ -16,6 +16,7 @@ import gnnc
 from gnnc.compiler import driver as compiled
 from gnnc.compiler.driver import FallbackWarning
 from gnnc.data import npz
+from gnnc.ir import operators as ops
 from gnnc.message_passing import compiling
 from gnnc.runtime.deferred import DeferredEdges, InternalOrderEdges
 from tests.graphs import random_heterograph, random_homograph
@@ -265,10 +266,11 @@ def test_parameters_count_as_held_tensors_for_deferral(monkeypatch):
 
 
 # ----------------------------------------------------------------- order-free results read by user code
-def test_which_apply_edges_plans_are_order_free():
-    """Gathers of node rows, edge features and row-wise operators: any edge order. Not: a result left for
-    the next call (deferred), random numbers (dropout draws by position), a per-edge tensor from the UDF's
-    closure (bound in internal order), a relation's block, an aggregation."""
+def test_which_plans_are_order_free():
+    """Gathers of node rows, edge features and row-wise operators, and sums of them generated as one loop
+    per destination: any edge order. Not: a result left for the next call (deferred), random numbers
+    (dropout draws by position), a per-edge tensor from the UDF's closure (bound in internal order), a
+    relation's block, an aggregation by the static kernels or by degree buckets."""
     g = _unsorted_graph()
     _features(g)
     g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
@@ -283,10 +285,31 @@ def test_which_apply_edges_plans_are_order_free():
     assert not plan(_scores).order_free  # deferred
     assert not plan(lambda e: {"q": torch.nn.functional.dropout(e.src["z"], 0.5, True) * e.data["y"]}).order_free
     assert not plan(lambda e: {"q": e.src["z"] * per_edge}).order_free
-    assert not plan(_products, lambda nb: {"h": nb.mailbox["p"].sum(1)}, None, kind="update_all").order_free
+    summed = plan(_products, lambda nb: {"h": nb.mailbox["p"].sum(1)}, None, kind="update_all")
+    assert summed.order_free and "while more of its edge inputs are held in user order" in "\n".join(summed.dfg.log)
+    assert not plan(
+        lambda e: {"m": e.data["y"] * e.src["z"]}, lambda nb: {"h": nb.mailbox["m"].sum(1)}, None, kind="update_all"
+    ).order_free  # spmm
+    assert not plan(_products, lambda nb: {"h": nb.mailbox["p"].max(1).values}, None, kind="update_all").order_free
     hg = random_heterograph(seed=1)
     hg.ndata_all["z"] = torch.randn(hg.num_nodes(), 3, dtype=torch.float64)
     assert not plan(lambda e: {"q": e.src["z"] * 2.0}, graph=hg, rel=0).order_free
+
+
+def _record_permutations(g, monkeypatch) -> list[str]:
+    """The names of ``g.index``'s permutations of features from now on (the user-order context's own
+    permutation of src and dst, once, is not counted)."""
+    permuted: list[str] = []
+    for name in ("from_user_order", "to_user_order"):
+        real = getattr(type(g.index), name)
+
+        def recorded(x, *a, _real=real, _name=name):
+            if x.is_floating_point():
+                permuted.append(_name)
+            return _real(g.index, x, *a)
+
+        monkeypatch.setattr(g.index, name, recorded)
+    return permuted
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -317,16 +340,7 @@ def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(
     _, want_p, want_h, want_grads = step(None)
     first, *_ = step(backend)
     assert isinstance(first, InternalOrderEdges)  # not yet read: internal order
-    permuted = []
-    for name in ("from_user_order", "to_user_order"):
-        real = getattr(type(g.index), name)
-
-        def recorded(x, *a, _real=real, _name=name):
-            if x.is_floating_point():  # a feature (the user-order context permutes src and dst once)
-                permuted.append(_name)
-            return _real(g.index, x, *a)
-
-        monkeypatch.setattr(g.index, name, recorded)
+    permuted = _record_permutations(g, monkeypatch)
     stored, p, h, grads = step(backend)
     assert isinstance(stored, torch.Tensor) and not isinstance(stored, InternalOrderEdges)
     assert permuted == ["from_user_order"]  # the compiled update_all binds p; apply_edges permutes nothing
@@ -337,6 +351,61 @@ def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):  # as torch.utils.checkpoint sets
         hooked, *_ = step(backend)
     assert isinstance(hooked, InternalOrderEdges)  # a recomputation must save what its forward saved
+
+
+def _gated(g, backend):
+    """GatedGCN's aggregation (benchmarking-gnns): an edge value written in the message, summed twice."""
+
+    def message(e):
+        e_ij = e.data["y"] + e.src["z"] + e.dst["w"]
+        e.data["e"] = e_ij
+        return {"z_j": e.src["z"], "e_ij": e_ij}
+
+    def reduce(nodes):
+        sigma = torch.sigmoid(nodes.mailbox["e_ij"])
+        return {"h": (sigma * nodes.mailbox["z_j"]).sum(1) / (sigma.sum(1) + 1e-6)}
+
+    options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
+    with options:
+        g.update_all(message, reduce, compile=backend is not None)
+    return g.ndata["h"], g.edata["e"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_order_free_update_all_with_user_order_edge_inputs_runs_in_user_order(backend, monkeypatch):
+    """Edge features set by user code are in user order: the plan binds them and stores its edge write as
+    they are, with no permutation, and equals eager in values and gradients (and in internal order, under
+    saved-tensor hooks)."""
+    compiled.clear_cache()
+    g = _unsorted_graph()
+    _features(g)
+    y0 = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    z = g.ndata["z"].detach().requires_grad_()
+    y = y0.requires_grad_()
+
+    def step(backend):
+        with g.local_scope(), compiled.recording() as plans, warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            g.ndata["z"], g.edata["y"] = z, y
+            h, e = _gated(g, backend)
+            assert backend is None or (plans and plans[0].order_free), "the compiled update_all ran"
+            assert backend is None or any(n.target is ops.edge_expr_aggregate for n in plans[0].dfg.graph.nodes)
+        loss = h.square().sum() + (e * e.detach()).sum()
+        return h, e, torch.autograd.grad(loss, [z, y])
+
+    want = step(None)
+    step(backend)  # compiles (tracing runs the UDFs on internal-order views)
+    permuted = _record_permutations(g, monkeypatch)
+    got = step(backend)
+    assert permuted == []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        hooked = step(backend)
+    assert permuted == ["from_user_order", "to_user_order"]  # y in, e out
+    for result in (got, hooked):
+        torch.testing.assert_close(result[0], want[0])
+        torch.testing.assert_close(result[1], want[1])
+        for a, b in zip(result[2], want[2]):
+            torch.testing.assert_close(a, b)
 
 
 def test_an_order_free_plan_reading_an_internal_order_result_stays_in_internal_order():

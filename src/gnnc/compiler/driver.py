@@ -298,9 +298,14 @@ def _finish(kind, dfg, initial, traced, udfs, g, rel, options) -> Plan:
         )
     unordered = rel is None and not deferred and edge_order.order_free(dfg)
     if unordered:
+        when = (
+            "once user code reads the result"
+            if kind == "apply_edges"
+            else "while more of its edge inputs are held in user order than in internal order"
+        )
         dfg.log.append(
-            "edge order: every edge is computed from its own rows alone; once user code reads the result, "
-            "runs in the user's edge order (no permutation in or out)"
+            f"edge order: every edge is computed from its own rows alone; {when}, runs in the user's edge "
+            "order (no permutation in or out)"
         )
     module = deferral.deferring_module(dfg, deferred) if deferred else dfg.module()
     dtypes = {n.meta["dtype"] for n in dfg.graph.nodes if isinstance(n.meta.get("dtype"), torch.dtype)}

@@ -50,7 +50,7 @@ class Plan:
     context: GraphContext | None = None  # in ``recording`` only: the block the recorded call ran on
     recomputes: bool = False  # the recompute pass marked values to rebuild in backward
     traced: list | None = None  # the call's traced UDFs (what binding reads on a block's sides)
-    order_free: bool = False  # a whole-graph apply_edges computing each edge from its own row (compiler.edge_order)
+    order_free: bool = False  # a whole-graph plan computing each edge from its own row (compiler.edge_order)
     read_in_user_order: bool = False  # an order-free plan's result was read by user code: run in user order
 
 
@@ -198,17 +198,21 @@ def _read_by_user(plan: Plan) -> None:
 
 
 def _runs_in_user_order(plan: Plan, g: Graph) -> bool:
-    """Whether an order-free whole-graph plan runs in the user's edge order this call: once user code has read
-    its result (a permutation per call), when that saves permutations. In internal order the call permutes
-    every edge input stored in user order, and the result when read; in user order, every input stored in
-    internal order (an earlier compiled result). Not while saved-tensor hooks are set (torch.utils.checkpoint):
-    a recomputation must save what its forward saved."""
-    if not (plan.order_free and plan.read_in_user_order) or g.index.user_eid is None:
+    """Whether an order-free whole-graph plan runs in the user's edge order this call, where that saves
+    permutations. In internal order the call permutes every edge input stored in user order, and an
+    apply_edges result when read; in user order, every input stored in internal order (an earlier compiled
+    result). An apply_edges plan switches once user code has read its result (a permutation per call).
+    Not while saved-tensor hooks are set (torch.utils.checkpoint): a recomputation must save what its
+    forward saved."""
+    if not plan.order_free or g.index.user_eid is None:
         return False
     assert plan.dfg is not None
+    result_read = plan.read_in_user_order
+    if plan.dfg.kind == "apply_edges" and not result_read:
+        return False
     names = _feature_names(plan.dfg)[1]
     held_internal = sum(deferral.internal_edges(g, name, None) is not None for name in names)
-    return held_internal < len(names) - held_internal + 1 and not _saved_tensors_intercepted()
+    return held_internal < len(names) - held_internal + result_read and not _saved_tensors_intercepted()
 
 
 def _saved_tensors_intercepted() -> bool:
