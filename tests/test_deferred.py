@@ -371,15 +371,25 @@ def _gated(g, backend):
     return g.ndata["h"], g.edata["e"]
 
 
+def _hub_graph():
+    """Node 0 takes most edges, self loops and repeated edges among them; nodes 5-7 take none; edges out of
+    destination order."""
+    src = torch.tensor([3, 0, 1, 4, 2, 0, 3, 3, 1, 4, 2, 2, 4])
+    dst = torch.tensor([0, 0, 0, 1, 0, 2, 0, 0, 3, 4, 0, 1, 2])
+    return gnnc.graph((src, dst), num_nodes=8)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_order_free_update_all_with_user_order_edge_inputs_runs_in_user_order(backend, monkeypatch):
+@pytest.mark.parametrize("graph, scale", [(_unsorted_graph, 1.0), (_hub_graph, 1.0), (_hub_graph, 60.0)])
+def test_an_order_free_update_all_with_user_order_edge_inputs_runs_in_user_order(backend, graph, scale, monkeypatch):
     """Edge features set by user code are in user order: the plan binds them and stores its edge write as
     they are, with no permutation, and equals eager in values and gradients (and in internal order, under
-    saved-tensor hooks)."""
+    saved-tensor hooks). On a random graph, and on one with a hub, self loops, multi-edges and nodes without
+    in-edges, with gates saturated by large inputs."""
     compiled.clear_cache()
-    g = _unsorted_graph()
+    g = graph()
     _features(g)
-    y0 = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
+    y0 = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64) * scale
     z = g.ndata["z"].detach().requires_grad_()
     y = y0.requires_grad_()
 
