@@ -1094,7 +1094,8 @@ def family_typed_attention(src: Src, binder: Binder) -> None:
 def family_apply_edges(src: Src, binder: Binder) -> None:
     """apply_edges only (edge outputs read back), or chained into an update_all reading the edge feature, or
     its result read by user code, transformed and written back for an update_all (CompGCN's and
-    AttentiveFP's pattern: from the second step such a plan may run in the user's edge order)."""
+    AttentiveFP's pattern: from the second step such a plan may run in the user's edge order; an update_all
+    summing arithmetic on that feature runs in the user's order too)."""
     rng, d = _begin(src, "apply_edges", 0.15)
     edge_input = rng.random() < 0.5
     if edge_input:
@@ -1113,7 +1114,14 @@ def family_apply_edges(src: Src, binder: Binder) -> None:
     if ending < 0.6:
         src.tag("apply_edges_read_back")
         src.fwd.append("g.edata['b'] = torch.tanh(g.edata['a']) * 2.0")
-        src.fwd.append("g.update_all(fn.copy_e('b', 'm'), fn.sum('m', 'o'), compile=C)")
+        if rng.random() < 0.5:
+            src.fwd.append("g.update_all(fn.copy_e('b', 'm'), fn.sum('m', 'o'), compile=C)")
+        else:  # arithmetic on the user-order edge feature: a generated loop, run in the user's edge order
+            src.tag("update_all_user_order")
+            src.fwd.append(
+                "g.update_all(lambda e: {'m': torch.sigmoid(e.data['b']) * 2.0 + e.data['b']}, "
+                "fn.sum('m', 'o'), compile=C)"
+            )
         src.fwd.append("return g.ndata['o'], g.edata['a']")
         return
     mbody = [("t1", chain(rng, ["edges.data['a']", "edges.src['h']"], rng.randint(0, 2)))]
