@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import gnnc
+import gnnc.function as fn
 from gnnc.compiler import driver as compiled
 from gnnc.compiler.driver import FallbackWarning
 from gnnc.data import npz
@@ -287,10 +288,13 @@ def test_which_plans_are_order_free():
     assert not plan(lambda e: {"q": e.src["z"] * per_edge}).order_free
     summed = plan(_products, lambda nb: {"h": nb.mailbox["p"].sum(1)}, None, kind="update_all")
     assert summed.order_free and "while more of its edge inputs are held in user order" in "\n".join(summed.dfg.log)
-    assert not plan(
+    assert plan(
         lambda e: {"m": e.data["y"] * e.src["z"]}, lambda nb: {"h": nb.mailbox["m"].sum(1)}, None, kind="update_all"
     ).order_free  # spmm
-    assert not plan(_products, lambda nb: {"h": nb.mailbox["p"].max(1).values}, None, kind="update_all").order_free
+    assert plan(_products, lambda nb: {"h": nb.mailbox["p"].max(1).values}, None, kind="update_all").order_free
+    assert not plan(  # by degree buckets: reads the internal order's groups
+        _products, lambda nb: {"h": nb.mailbox["p"].sort(1).values[:, 0]}, None, kind="update_all"
+    ).order_free
     hg = random_heterograph(seed=1)
     hg.ndata_all["z"] = torch.randn(hg.num_nodes(), 3, dtype=torch.float64)
     assert not plan(lambda e: {"q": e.src["z"] * 2.0}, graph=hg, rel=0).order_free
@@ -343,7 +347,7 @@ def test_an_order_free_result_read_by_user_code_runs_in_user_order_from_then_on(
     permuted = _record_permutations(g, monkeypatch)
     stored, p, h, grads = step(backend)
     assert isinstance(stored, torch.Tensor) and not isinstance(stored, InternalOrderEdges)
-    assert permuted == ["from_user_order"]  # the compiled update_all binds p; apply_edges permutes nothing
+    assert permuted == []  # neither apply_edges nor the update_all (an order-free spmm) permutes
     torch.testing.assert_close(p, want_p)
     torch.testing.assert_close(h, want_h)
     for got, want in zip(grads, want_grads):
@@ -416,6 +420,100 @@ def test_an_order_free_update_all_with_user_order_edge_inputs_runs_in_user_order
         torch.testing.assert_close(result[1], want[1])
         for a, b in zip(result[2], want[2]):
             torch.testing.assert_close(a, b)
+
+
+def _softmax_weighted(edges):
+    return {"m": edges.src["z"] * edges.data["a"]}
+
+
+def _pair_logits_writing_an_edge(edges):
+    edges.data["q"] = edges.data["y"] * 2.0
+    return {"m": edges.src["z"], "l": torch.nn.functional.leaky_relu(edges.src["s"] + edges.dst["s"], 0.2)}
+
+
+def _softmax_reduce(nodes):
+    a = torch.softmax(nodes.mailbox["l"], 1)
+    return {"h": (a * nodes.mailbox["m"]).sum(1)}
+
+
+# (message, reduce, the aggregation the plan runs): DGL's built-ins and UDFs over edge features in user order
+AGGREGATIONS = {
+    "copy_e sum": (fn.copy_e("y", "m"), fn.sum("m", "h"), ops.segment_reduce),
+    "copy_e mean": (fn.copy_e("y", "m"), fn.mean("m", "h"), ops.segment_reduce),
+    "copy_e max": (fn.copy_e("y", "m"), fn.max("m", "h"), ops.segment_reduce),
+    "u_mul_e sum": (fn.u_mul_e("z", "a", "m"), fn.sum("m", "h"), ops.spmm),
+    "u_mul_e max": (fn.u_mul_e("z", "a", "m"), fn.max("m", "h"), ops.segment_reduce),
+    "GCN-scaled sum": (
+        lambda e: {"m": e.src["z"] * e.src["c"] * e.data["a"]},
+        lambda nb: {"h": nb.mailbox["m"].sum(1) * nb.data["c"]},
+        ops.scaled_spmm,
+    ),
+    "softmax of node-pair logits, edge write": (
+        _pair_logits_writing_an_edge,
+        _softmax_reduce,
+        ops.sddmm_softmax_aggregate,
+    ),
+    "softmax of edge logits": (
+        lambda e: {"m": e.src["z"], "l": e.data["a"] * 3.0},
+        _softmax_reduce,
+        ops.edge_softmax_aggregate,
+    ),
+    "softmax of edge logits, edge-weighted": (
+        lambda e: {"m": e.src["z"] * e.data["a"], "l": e.data["a"] * 3.0},
+        _softmax_reduce,
+        ops.edge_softmax,
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("graph, scale", [(_unsorted_graph, 1.0), (_hub_graph, 1.0), (_hub_graph, 60.0)])
+@pytest.mark.parametrize("aggregation", AGGREGATIONS)
+def test_update_all_aggregations_run_in_user_order_on_user_order_edge_features(
+    backend, graph, scale, aggregation, monkeypatch
+):
+    """Sums, means, extrema and softmaxes over edge features set by user code: the compiled plan runs the
+    aggregation in the user's edge order with no permutation; its output equals the same plan's in internal
+    order to the bit (a destination's edges are reduced in the same relative order), and eager's, gradients
+    included. Ties of the extrema (integer-valued features, repeated edges of the hub) go to the edge eager
+    picks."""
+    compiled.clear_cache()
+    message, reduce, target = AGGREGATIONS[aggregation]
+    g = graph()
+    _features(g)
+    gen = torch.Generator().manual_seed(2)
+    z = g.ndata["z"].detach().requires_grad_()
+    y = (torch.randn(g.num_edges(), 3, 4, generator=gen, dtype=torch.float64) * scale).round().requires_grad_()
+    a = (torch.rand(g.num_edges(), 3, 1, generator=gen, dtype=torch.float64) * scale).requires_grad_()
+    c = (torch.rand(g.num_nodes(), 1, 1, generator=gen, dtype=torch.float64) * scale).requires_grad_()
+    logit = (torch.randn(g.num_nodes(), 3, 1, generator=gen, dtype=torch.float64) * scale).requires_grad_()
+
+    def step(backend):
+        options = contextlib.nullcontext() if backend is None else compiling({"backend": backend})
+        with g.local_scope(), options, compiled.recording() as plans, warnings.catch_warnings():
+            warnings.simplefilter("error", FallbackWarning)
+            g.ndata["z"], g.ndata["c"], g.ndata["s"], g.edata["y"], g.edata["a"] = z, c, logit, y, a
+            g.update_all(message, reduce, compile=backend is not None)
+            assert backend is None or (plans and plans[0].order_free), "the compiled update_all ran"
+            assert backend is None or any(n.target is target for n in plans[0].dfg.graph.nodes)
+            h = g.ndata["h"]
+        return h, torch.autograd.grad((h * h.detach()).sum(), [z, y, a, c, logit], allow_unused=True)
+
+    want = step(None)
+    step(backend)  # compiles
+    permuted = _record_permutations(g, monkeypatch)
+    got = step(backend)
+    assert permuted == []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        internal = step(backend)  # the same plan in internal order
+    assert permuted and set(permuted) <= {"from_user_order", "to_user_order"}
+    assert torch.equal(got[0], internal[0])
+    torch.testing.assert_close(got[0], want[0])
+    for x, w in zip(got[1], want[1]):
+        if w is None:
+            assert x is None or not x.any()
+        else:
+            torch.testing.assert_close(x, w)
 
 
 def test_an_order_free_plan_reading_an_internal_order_result_stays_in_internal_order():

@@ -231,6 +231,34 @@ def test_edge_softmax_matches_reference(graph_name, shape):
     torch.testing.assert_close(by_src, ref_softmax(logits.detach(), src, g.num_nodes()), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("relation", [None, "liked_by"])
+def test_edge_softmax_takes_the_users_edge_order_without_permuting(relation, monkeypatch):
+    """Logits in the user's edge order go to the kernel as they are: no feature is permuted in or out, and the
+    result equals the softmax taken in internal order to the bit (a destination's edges keep their relative
+    order); after ``add_edges`` the user-order ends are rebuilt."""
+    g = random_heterograph(seed=1)
+    block = g if relation is None else g[relation]
+    lo, hi = (0, g.num_edges()) if relation is None else g.index.rel_range(g.etype_id(relation))
+    assert not torch.equal(g.index.user_eid[lo:hi], torch.arange(lo, hi))  # the two orders differ here
+    gen = torch.Generator().manual_seed(0)
+    logits = 30 * torch.randn(hi - lo, 2, generator=gen, dtype=torch.float64)
+    internal = g.index.from_user_order(logits, lo, hi)
+    softmax = gnnc.backend.kernels().edge_softmax(internal, g.index.dst[lo:hi], g.num_nodes())
+    want = g.index.to_user_order(softmax, lo, hi)
+    permuted = []
+    for name in ("from_user_order", "to_user_order"):
+        real = getattr(g.index, name)
+        monkeypatch.setattr(g.index, name, lambda x, *a, _r=real: permuted.append(x.is_floating_point()) or _r(x, *a))
+    got = gnnc.ops.edge_softmax(block, logits)
+    assert torch.equal(got, want) and True not in permuted
+    g.add_edges(torch.tensor([0]), torch.tensor([1]), etype=relation or g.canonical_etypes[0])
+    block = g if relation is None else g[relation]
+    lo, hi = (0, g.num_edges()) if relation is None else g.index.rel_range(g.etype_id(relation))
+    more = 30 * torch.randn(hi - lo, 2, generator=gen, dtype=torch.float64)
+    dst = g.index.to_user_order(g.index.dst[lo:hi], lo, hi)
+    torch.testing.assert_close(gnnc.ops.edge_softmax(block, more), ref_softmax(more, dst, g.num_nodes()))
+
+
 def test_edge_softmax_per_relation_and_errors():
     g = random_heterograph(seed=1)
     logits = torch.randn(g.num_edges(), 2, dtype=torch.float64)

@@ -269,3 +269,16 @@ def user_order_context(g) -> GraphContext:
         src, dst = index.to_user_order(whole.src), index.to_user_order(whole.dst)
         cache["user order"] = GraphContext(index, None, src, dst, whole.node_lo, whole.node_hi, 0, whole.num_edges)
     return cache["user order"]
+
+
+def user_order_ends(g, side: str, lo: int, hi: int) -> torch.Tensor:
+    """The ``side`` (``src`` or ``dst``) node of internal edges lo..hi (the whole graph or one relation's
+    block), in the user's order of those edges; cached beside ``graph_context(g, None)``."""
+    if (lo, hi) == (0, g.index.num_edges):
+        return getattr(user_order_context(g), side)
+    graph_context(g, None)  # the cache holds the index it was built for
+    cache = g.__dict__["_contexts"][1]
+    key = ("user order ends", side, lo, hi)
+    if key not in cache:
+        cache[key] = g.index.to_user_order(getattr(g.index, side)[lo:hi], lo, hi)
+    return cache[key]

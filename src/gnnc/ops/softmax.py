@@ -16,6 +16,7 @@ from .. import backend
 from ..graph.core import ALL
 from ..graph.relation_view import RelationGraph
 from ..graph.validate import as_ids, check_range
+from ..ir.context import user_order_ends
 from ..message_passing import graph_call
 
 __all__ = ["edge_softmax"]
@@ -68,13 +69,13 @@ def edge_softmax(g, logits, eids=ALL, norm_by: str = "dst"):
         raise TypeError(f"edge_softmax: logits must be floating point, got {logits.dtype}")
     if logits.device != g.device:
         raise ValueError(f"edge_softmax: logits are on {logits.device} but the graph is on {g.device}")
-    ends = getattr(g.index, _ENDS[norm_by])[lo:hi]  # internal edge order
+    # The kernel takes edges in any order: the user's runs as given, with no permutation in or out (a
+    # destination's edges keep their relative order in either, so its sums are the internal order's).
+    ends = user_order_ends(g, _ENDS[norm_by], lo, hi)
     if ids is not None:  # the listed edges' ends, in the order listed
         check_range(ids, hi - lo, "edge_softmax(eids)", "edge")
-        ends = g.index.to_user_order(ends, lo, hi).index_select(0, ids.to(ends.device))
-        return backend.kernels().edge_softmax(logits, ends, g.index.num_nodes)
-    internal = g.index.from_user_order(logits, lo, hi)
-    return g.index.to_user_order(backend.kernels().edge_softmax(internal, ends, g.index.num_nodes), lo, hi)
+        ends = ends.index_select(0, ids.to(ends.device))
+    return backend.kernels().edge_softmax(logits, ends, g.index.num_nodes)
 
 
 def _edge_block(g):
