@@ -268,10 +268,10 @@ def test_parameters_count_as_held_tensors_for_deferral(monkeypatch):
 
 # ----------------------------------------------------------------- order-free results read by user code
 def test_which_plans_are_order_free():
-    """Gathers of node rows, edge features and row-wise operators, and sums of them generated as one loop
-    per destination: any edge order. Not: a result left for the next call (deferred), random numbers
-    (dropout draws by position), a per-edge tensor from the UDF's closure (bound in internal order), a
-    relation's block, an aggregation by the static kernels or by degree buckets."""
+    """Gathers of node rows, edge features and row-wise operators, and their sums, extrema and softmaxes by
+    destination (generated loops and static kernels): any edge order. Not: a result left for the next call
+    (deferred), random numbers (dropout draws by position), a per-edge tensor from the UDF's closure (bound
+    in internal order), a relation's block, a reduce run by degree buckets."""
     g = _unsorted_graph()
     _features(g)
     g.edata["y"] = torch.randn(g.num_edges(), 3, 4, dtype=torch.float64)
@@ -420,10 +420,6 @@ def test_an_order_free_update_all_with_user_order_edge_inputs_runs_in_user_order
         torch.testing.assert_close(result[1], want[1])
         for a, b in zip(result[2], want[2]):
             torch.testing.assert_close(a, b)
-
-
-def _softmax_weighted(edges):
-    return {"m": edges.src["z"] * edges.data["a"]}
 
 
 def _pair_logits_writing_an_edge(edges):

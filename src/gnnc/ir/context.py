@@ -263,7 +263,7 @@ def user_order_context(g) -> GraphContext:
     beside ``graph_context(g, None)``: for plans that compute every edge from its own row alone
     (``gnnc.compiler.edge_order``)."""
     whole = graph_context(g, None)
-    cache = g.__dict__["_contexts"][1]
+    cache = _cache(g)
     if "user order" not in cache:
         index = whole.index
         src, dst = index.to_user_order(whole.src), index.to_user_order(whole.dst)
@@ -276,9 +276,14 @@ def user_order_ends(g, side: str, lo: int, hi: int) -> torch.Tensor:
     block), in the user's order of those edges; cached beside ``graph_context(g, None)``."""
     if (lo, hi) == (0, g.index.num_edges):
         return getattr(user_order_context(g), side)
-    graph_context(g, None)  # the cache holds the index it was built for
-    cache = g.__dict__["_contexts"][1]
+    cache = _cache(g)
     key = ("user order ends", side, lo, hi)
     if key not in cache:
         cache[key] = g.index.to_user_order(getattr(g.index, side)[lo:hi], lo, hi)
     return cache[key]
+
+
+def _cache(g) -> dict:
+    """The cache ``graph_context`` keeps on ``g`` for its current index (made anew for a new index)."""
+    graph_context(g, None)
+    return g.__dict__["_contexts"][1]
